@@ -11,6 +11,9 @@
 
 namespace sotto {
 
+// Platform hook: releases a mapping made by MappedFile::open (native only).
+void unmap_file(const uint8_t* data, uint64_t size);
+
 class MappedFile {
  public:
   MappedFile() = default;

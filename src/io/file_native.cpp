@@ -11,34 +11,7 @@
 
 namespace sotto {
 
-MappedFile::MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
-
-MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
-  if (this != &o) {
-    this->~MappedFile();
-    data_ = o.data_;
-    size_ = o.size_;
-    owned_ = o.owned_;
-    path_ = std::move(o.path_);
-    o.data_ = nullptr;
-    o.size_ = 0;
-    o.owned_ = false;
-  }
-  return *this;
-}
-
-MappedFile::~MappedFile() {
-  if (owned_ && data_ && size_ > 0) munmap(const_cast<uint8_t*>(data_), size_);
-  data_ = nullptr;
-  owned_ = false;
-}
-
-MappedFile MappedFile::borrow(std::span<const uint8_t> bytes) {
-  MappedFile f;
-  f.data_ = bytes.data();
-  f.size_ = bytes.size();
-  return f;
-}
+void unmap_file(const uint8_t* data, uint64_t size) { munmap(const_cast<uint8_t*>(data), size); }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
