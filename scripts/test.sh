@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Runs every test sotto has, in order of cost, and prints one summary line at the end:
+#   format check · native Release unit/model tests (ctest) · WebAssembly build · Node and headless-Chromium
+#   tests · ASan+UBSan tests · TSan tests · every libFuzzer target for FUZZ_SECONDS (default 60) each.
+# Usage: bash scripts/test.sh [--quick]   (--quick: skip sanitizers and fuzzing)
+# Each stage's log is kept in build/test-logs/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+QUICK=0; [ "${1:-}" = "--quick" ] && QUICK=1
+JOBS=${JOBS:-$(nproc)}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+LOGS=build/test-logs
+mkdir -p "$LOGS"
+
+passed=0; failed=0; failed_stages=()
+t_start=$(date +%s)
+
+stage() {  # stage NAME COMMAND... : runs, logs, and counts one stage
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  echo "== $name"
+  if "$@" >"$LOGS/$name.log" 2>&1; then
+    echo "   ok ($(( $(date +%s) - t0 )) s)"
+    return 0
+  else
+    echo "   FAILED ($(( $(date +%s) - t0 )) s); last lines of $LOGS/$name.log:"
+    tail -n 40 "$LOGS/$name.log" | sed 's/^/   | /'
+    failed_stages+=("$name")
+    return 1
+  fi
+}
+
+# Adds the pass/fail counts a runner printed to the totals (ctest and node:test formats).
+count_tests() {  # count_tests STAGE_EXIT_CODE LOG
+  local rc=$1 log=$2 p f
+  if grep -q "tests passed" "$log"; then
+    # ctest: "100% tests passed, 0 tests failed out of 57"
+    f=$(grep -Eo "[0-9]+ tests failed out of [0-9]+" "$log" | tail -1 | awk '{print $1}')
+    local total; total=$(grep -Eo "out of [0-9]+" "$log" | tail -1 | awk '{print $3}')
+    p=$(( total - f ))
+  else
+    p=$(grep -E "^# pass [0-9]+" "$log" | awk '{s+=$3} END {print s+0}')
+    f=$(grep -E "^# fail [0-9]+" "$log" | awk '{s+=$3} END {print s+0}')
+  fi
+  p=${p:-0}; f=${f:-0}
+  # A stage that failed before its runner reported (a build error) counts as one failure.
+  if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+  passed=$((passed + p)); failed=$((failed + f))
+}
+count_stage() {  # for stages that are one check each (format, fuzz targets)
+  if [ "$1" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+}
+
+format_check() {
+  local files; files=$(git ls-files '*.cpp' '*.h' | grep -v '^tests/fuzz/corpus/')
+  # shellcheck disable=SC2086
+  clang-format-19 --dry-run --Werror $files
+}
+native_tests() {
+  cmake --preset release && cmake --build --preset release -j "$JOBS" && ctest --preset release -j "$JOBS"
+}
+wasm_build() {
+  for v in wasm-simd128 wasm-relaxed; do
+    cmake --preset "$v" && cmake --build --preset "$v" -j "$JOBS" || return 1
+  done
+  ls -l build/wasm-*/sotto.wasm
+}
+web_tests() { node --test tests/web/; }
+sanitizer_tests() {  # asan | tsan
+  cmake --preset "$1" && cmake --build --preset "$1" -j "$JOBS" && ctest --preset "$1" -j "$JOBS"
+}
+fuzz_build() { cmake --preset fuzz && cmake --build --preset fuzz -j "$JOBS"; }
+fuzz_one() {  # fuzz_one TARGET: runs it for FUZZ_SECONDS on a scratch copy of its seed corpus
+  local target=$1 name=${1#fuzz_}
+  local corpus=build-fuzz/corpus/$name
+  rm -rf "$corpus"; mkdir -p "$corpus" build-fuzz/artifacts
+  [ -d "tests/fuzz/corpus/$name" ] && cp -r "tests/fuzz/corpus/$name/." "$corpus/"
+  "build-fuzz/bin/$target" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=10 \
+    -artifact_prefix=build-fuzz/artifacts/ -print_final_stats=1 "$corpus"
+}
+
+stage format format_check; count_stage $?
+stage native native_tests; count_tests $? "$LOGS/native.log"
+stage wasm wasm_build; count_stage $?
+if [ -f build/wasm-simd128/sotto.wasm ]; then
+  stage web web_tests; count_tests $? "$LOGS/web.log"
+fi
+if [ "$QUICK" = 0 ]; then
+  stage asan sanitizer_tests asan; count_tests $? "$LOGS/asan.log"
+  stage tsan sanitizer_tests tsan; count_tests $? "$LOGS/tsan.log"
+  if stage fuzz-build fuzz_build; then
+    for bin in build-fuzz/bin/fuzz_*; do
+      t=$(basename "$bin")
+      stage "$t" fuzz_one "$t"; count_stage $?
+      echo "   $(grep -E 'stat::number_of_executed_units' "$LOGS/$t.log" | awk '{print $2}') executions"
+    done
+  else
+    count_stage 1
+  fi
+fi
+
+echo "== done in $(( $(date +%s) - t_start )) s"
+[ ${#failed_stages[@]} -gt 0 ] && echo "failed stages: ${failed_stages[*]}"
+echo "tests: $passed passed, $failed failed"
+[ ${#failed_stages[@]} -eq 0 ] && [ "$failed" -eq 0 ]
