@@ -12,8 +12,11 @@ APT_PACKAGES=(
   "clang-19=${LLVM_VERSION}" "lld-19=${LLVM_VERSION}" "libclang-rt-19-dev=${LLVM_VERSION}"
   "libc++-19-dev-wasm32=${LLVM_VERSION}" "libc++abi-19-dev-wasm32=${LLVM_VERSION}"
   "clang-format-19=${LLVM_VERSION}"
-  chromium nodejs npm
+  chromium
 )
+# Node.js: use the machine's own when present (it may come from outside Debian, whose nodejs/npm packages
+# would then conflict); otherwise Debian's.
+command -v node >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
 
 need_apt=0
 for p in "${APT_PACKAGES[@]}"; do

@@ -16,11 +16,21 @@
 namespace sotto {
 
 namespace detail {
-inline void append(std::string& out, std::string_view s) { out.append(s); }
-inline void append(std::string& out, const char* s) { out.append(s ? s : "(null)"); }
-inline void append(std::string& out, const std::string& s) { out.append(s); }
-inline void append(std::string& out, char c) { out.push_back(c); }
-inline void append(std::string& out, bool b) { out.append(b ? "true" : "false"); }
+inline void append(std::string& out, std::string_view s) {
+  out.append(s);
+}
+inline void append(std::string& out, const char* s) {
+  out.append(s ? s : "(null)");
+}
+inline void append(std::string& out, const std::string& s) {
+  out.append(s);
+}
+inline void append(std::string& out, char c) {
+  out.push_back(c);
+}
+inline void append(std::string& out, bool b) {
+  out.append(b ? "true" : "false");
+}
 template <std::integral T>
   requires(!std::same_as<T, char> && !std::same_as<T, bool>)
 void append(std::string& out, T v) {
@@ -100,16 +110,16 @@ class [[nodiscard]] Result {
 }  // namespace sotto
 
 // Return early on failure. SOTTO_TRY(status_expr); SOTTO_ASSIGN(auto x, result_expr);
-#define SOTTO_TRY(expr)                                 \
-  do {                                                  \
-    ::sotto::Status sotto_try_status_ = (expr);         \
+#define SOTTO_TRY(expr)                                    \
+  do {                                                     \
+    ::sotto::Status sotto_try_status_ = (expr);            \
     if (!sotto_try_status_.ok()) return sotto_try_status_; \
   } while (0)
 
 #define SOTTO_CONCAT_INNER(a, b) a##b
 #define SOTTO_CONCAT(a, b) SOTTO_CONCAT_INNER(a, b)
 #define SOTTO_ASSIGN(decl, expr) SOTTO_ASSIGN_IMPL(SOTTO_CONCAT(sotto_result_, __LINE__), decl, expr)
-#define SOTTO_ASSIGN_IMPL(tmp, decl, expr)  \
-  auto tmp = (expr);                        \
-  if (!tmp.ok()) return tmp.status();       \
+#define SOTTO_ASSIGN_IMPL(tmp, decl, expr) \
+  auto tmp = (expr);                       \
+  if (!tmp.ok()) return tmp.status();      \
   decl = std::move(tmp).value()

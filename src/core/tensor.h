@@ -16,8 +16,8 @@ struct TensorInfo {
   DType dtype = DType::F32;
   // Outermost dimension first (numpy / ONNX / safetensors order). GGUF's ne[] is the reverse of this.
   std::vector<int64_t> shape;
-  uint64_t offset = 0;  // byte offset of the data from the start of the file
-  uint64_t bytes = 0;   // size of the data in bytes
+  uint64_t offset = 0;            // byte offset of the data from the start of the file
+  uint64_t bytes = 0;             // size of the data in bytes
   const uint8_t* data = nullptr;  // points into the file's bytes
 
   uint64_t elements() const {

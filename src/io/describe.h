@@ -38,6 +38,11 @@ Result<FileDescription> describe_onnx(std::span<const uint8_t> bytes);
 Result<FileDescription> describe_wav(std::span<const uint8_t> bytes);
 Result<FileDescription> describe_file(std::span<const uint8_t> bytes);
 
+// The description as one JSON object, the shape `sotto info --json` prints and the wasm API returns:
+//   {"file", "format", "metadata": [{key, type, value, text}], "tensors": [{name, dtype, shape, offset, bytes}],
+//    "tensor_bytes"}
+std::string describe_json(const FileDescription& d, std::string_view file_name);
+
 // JSON string escaping shared by every describe_* (quotes included in the output).
 std::string json_quote(std::string_view s);
 

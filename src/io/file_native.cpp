@@ -11,12 +11,14 @@
 
 namespace sotto {
 
-void unmap_file(const uint8_t* data, uint64_t size) { munmap(const_cast<uint8_t*>(data), size); }
+void unmap_file(const uint8_t* data, uint64_t size) {
+  munmap(const_cast<uint8_t*>(data), size);
+}
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return error(path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
+  struct stat st{};
   if (fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);

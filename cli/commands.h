@@ -1,0 +1,34 @@
+// The sotto command's subcommands. Each lives in its own cli/<name>.cpp and is listed once in main.cpp's
+// table; a command gets the arguments after its name and returns the process exit code
+// (0 ok, 1 the work failed, 2 bad usage).
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace sotto::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+struct Command {
+  std::string_view name;
+  std::string_view usage;    // "info FILE [--json]"
+  std::string_view summary;  // one line for `sotto --help`
+  int (*run)(std::span<char* const> args);
+};
+
+// Prints "sotto: <message>" on stderr (one line) and returns kExitFailure.
+int fail(std::string_view message);
+// Prints the message and the usage on stderr and returns kExitUsage.
+int usage_error(std::string_view message);
+
+int run_info(std::span<char* const> args);
+int run_generate(std::span<char* const> args);  // generate.cpp
+int run_chat(std::span<char* const> args);      // generate.cpp
+int run_bench(std::span<char* const> args);     // generate.cpp (bench llm)
+int run_tokenize(std::span<char* const> args);
+int run_detokenize(std::span<char* const> args);
+
+}  // namespace sotto::cli

@@ -1,0 +1,390 @@
+// sotto generate / sotto bench llm: the language model from a GGUF file on the CPU.
+//
+//   generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K --top-p P
+//            --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T] [--top-logprobs N]
+//            [--json]
+//   bench llm -m FILE [--threads T] [--repeats R]
+//
+// --prompt-ids feeds token ids straight to the model (BOS included if wanted), so the model can be checked
+// against llama.cpp independently of the tokenizer. --json prints one object:
+//   {"prompt", "prompt_ids", "ids" (generated only), "text", "stop", "prefill_ms", "decode_tokens_per_s",
+//    "top_logprobs" (first step, with --top-logprobs)}
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+#include "io/describe.h"
+#include "io/file.h"
+#include "io/gguf.h"
+#include "models/llm/chat_template.h"
+#include "models/llm/generate.h"
+#include "models/llm/llama.h"
+#include "text/tokenizer.h"
+
+namespace sotto::cli {
+
+namespace {
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+void print(std::string_view s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+class StdoutSink : public TextSink {
+ public:
+  void on_text(std::string_view text) override { print(text); }
+};
+
+std::optional<double> parse_number(std::string_view s) {
+  std::string copy(s);
+  char* end = nullptr;
+  const double v = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<std::vector<int32_t>> parse_ids(std::string_view s) {
+  std::vector<int32_t> ids;
+  while (!s.empty()) {
+    const size_t comma = s.find(',');
+    auto v = parse_number(s.substr(0, comma));
+    if (!v || *v < 0 || *v > 2147483647.0 || *v != std::floor(*v)) return std::nullopt;
+    ids.push_back(static_cast<int32_t>(*v));
+    s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
+  }
+  return ids;
+}
+
+std::string ids_json(std::span<const int32_t> ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += cat(i ? "," : "", ids[i]);
+  return out + "]";
+}
+
+// The model file and everything read from it; the mapping must outlive the parsed views.
+struct LoadedModel {
+  MappedFile file;
+  GgufFile gguf;
+  LlamaWeights weights;
+  std::optional<Tokenizer> tokenizer;
+  std::string tokenizer_error;  // why `tokenizer` is empty
+};
+
+// The tokenizer is optional: without it (or when it fails to load) ids still work, text does not.
+Result<LoadedModel> load_model(const std::string& path, bool want_tokenizer) {
+  LoadedModel m;
+  SOTTO_ASSIGN(m.file, MappedFile::open(path));
+  auto gguf = parse_gguf(m.file.bytes());
+  if (!gguf) return error(path, ": ", gguf.message());
+  m.gguf = std::move(gguf).value();
+  auto weights = load_llama(m.gguf);
+  if (!weights) return error(path, ": ", weights.message());
+  m.weights = std::move(weights).value();
+  if (want_tokenizer) {
+    auto tokenizer = Tokenizer::from_gguf(m.gguf);
+    if (tokenizer) {
+      m.tokenizer.emplace(std::move(tokenizer).value());
+    } else {
+      m.tokenizer_error = cat(path, ": ", tokenizer.message());
+    }
+  }
+  return m;
+}
+
+// The tokens do not depend on the thread count (threads split rows and heads, never a sum), so use the
+// cores, up to 8: past that, decoding is limited by memory bandwidth.
+int default_threads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+}  // namespace
+
+int run_generate(std::span<char* const> args) {
+  std::string model_path, prompt;
+  std::optional<std::vector<int32_t>> prompt_ids;
+  GenerateOptions options;
+  options.now_ms = now_ms;
+  int threads = default_threads(), n_ctx = 0, top_logprobs = 0;
+  bool json = false, have_prompt = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    auto value = [&]() -> std::optional<std::string_view> {
+      if (i + 1 >= args.size()) return std::nullopt;
+      return std::string_view(args[++i]);
+    };
+    auto number = [&]() -> std::optional<double> {
+      auto v = value();
+      return v ? parse_number(*v) : std::nullopt;
+    };
+    std::optional<double> v;
+    if (a == "-m" || a == "--model") {
+      auto s = value();
+      if (!s) return usage_error("generate: -m needs a FILE");
+      model_path = std::string(*s);
+    } else if (a == "-p" || a == "--prompt") {
+      auto s = value();
+      if (!s) return usage_error("generate: -p needs a PROMPT");
+      prompt = std::string(*s);
+      have_prompt = true;
+    } else if (a == "--prompt-ids") {
+      auto s = value();
+      if (!s || !(prompt_ids = parse_ids(*s)))
+        return usage_error("generate: --prompt-ids needs ids like 1,403,407");
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--greedy") {
+      options.sampling.greedy = true;
+    } else if (a == "--stop") {
+      auto s = value();
+      if (!s) return usage_error("generate: --stop needs a STRING");
+      options.stop_strings.emplace_back(*s);
+    } else if ((a == "-n" || a == "--n-predict") && (v = number()) && *v >= 0 && *v <= 1e6) {
+      options.max_new_tokens = static_cast<int>(*v);
+    } else if (a == "--temp" && (v = number())) {
+      options.sampling.temperature = static_cast<float>(*v);
+    } else if (a == "--top-k" && (v = number())) {
+      options.sampling.top_k = static_cast<int>(*v);
+    } else if (a == "--top-p" && (v = number())) {
+      options.sampling.top_p = static_cast<float>(*v);
+    } else if (a == "--min-p" && (v = number())) {
+      options.sampling.min_p = static_cast<float>(*v);
+    } else if (a == "--repeat-penalty" && (v = number()) && *v > 0) {
+      options.sampling.repeat_penalty = static_cast<float>(*v);
+    } else if (a == "--seed" && (v = number()) && *v >= 0) {
+      options.sampling.seed = static_cast<uint64_t>(*v);
+    } else if (a == "--threads" && (v = number()) && *v >= 1 && *v <= 256) {
+      threads = static_cast<int>(*v);
+    } else if (a == "--ctx" && (v = number()) && *v >= 1 && *v <= (1 << 20)) {
+      n_ctx = static_cast<int>(*v);
+    } else if (a == "--top-logprobs" && (v = number()) && *v >= 0 && *v <= 1000) {
+      top_logprobs = static_cast<int>(*v);
+    } else {
+      return usage_error(cat("generate: bad or unknown option '", a, "'"));
+    }
+  }
+  if (model_path.empty()) return usage_error("generate: no model given (-m FILE)");
+  if (!have_prompt && !prompt_ids)
+    return usage_error("generate: no prompt given (-p PROMPT or --prompt-ids)");
+
+  auto model = load_model(model_path, /*want_tokenizer=*/true);
+  if (!model) return fail(model.message());
+  const Tokenizer* tokenizer = model->tokenizer ? &*model->tokenizer : nullptr;
+  if (!tokenizer && !prompt_ids) return fail(model->tokenizer_error);
+  std::vector<int32_t> ids = prompt_ids ? *prompt_ids : tokenizer->tokenize(prompt, true, false);
+  if (ids.empty()) return fail("llm: empty prompt (no tokens to start from)");
+
+  ThreadPool pool(threads);
+  auto ctx = make_llama_context(model->weights, n_ctx);
+  if (!ctx) return fail(ctx.message());
+
+  std::string top_json = "[]";
+  if (top_logprobs > 0) {  // first-step log-probabilities, for comparing with llama.cpp
+    auto logits = forward(pool, model->weights, *ctx, ids);
+    if (!logits) return fail(logits.message());
+    const float top = *std::max_element(logits->begin(), logits->end());
+    double sum = 0.0;
+    for (float l : *logits) sum += std::exp(static_cast<double>(l - top));
+    const double log_sum = std::log(sum);
+    std::vector<int32_t> order(logits->size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    const size_t n = std::min(order.size(), static_cast<size_t>(top_logprobs));
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                      [&](int32_t a, int32_t b) {
+                        return (*logits)[static_cast<size_t>(a)] > (*logits)[static_cast<size_t>(b)];
+                      });
+    top_json = "[";
+    for (size_t i = 0; i < n; ++i)
+      top_json += cat(i ? "," : "", "{\"id\":", order[i], ",\"logprob\":",
+                      static_cast<double>((*logits)[static_cast<size_t>(order[i])] - top) - log_sum, "}");
+    top_json += "]";
+    ctx->kv.clear();
+  }
+
+  StdoutSink sink;
+  std::vector<int32_t> end_ids;
+  if (tokenizer) {
+    end_ids = end_of_generation_ids(*tokenizer);
+  } else if (auto eos = model->gguf.get_u32("tokenizer.ggml.eos_token_id")) {
+    end_ids.push_back(static_cast<int32_t>(*eos));
+  }
+  auto result =
+      generate(pool, model->weights, *ctx, tokenizer, ids, end_ids, options, json ? nullptr : &sink);
+  if (!result) return fail(result.message());
+  const double tokens_per_s = result->decode_ms > 0 ? 1000.0 * result->n_decoded / result->decode_ms : 0.0;
+  if (json) {
+    print(cat("{\"prompt\":", json_quote(prompt), ",\"prompt_ids\":", ids_json(ids),
+              ",\"ids\":", ids_json(result->ids), ",\"text\":", json_quote(result->text), ",\"stop\":\"",
+              stop_reason_name(result->stop), "\",\"prefill_ms\":", result->prefill_ms,
+              ",\"decode_tokens_per_s\":", tokens_per_s, ",\"top_logprobs\":", top_json, "}\n"));
+  } else {
+    print("\n");
+    std::fprintf(stderr, "prompt: %d tokens in %.1f ms; wrote %zu tokens, %.1f tokens/s\n", result->n_prompt,
+                 result->prefill_ms, result->ids.size(), tokens_per_s);
+  }
+  return kExitOk;
+}
+
+// chat: one line of stdin is one user turn; the reply streams to stdout. The KV cache holds the whole
+// conversation, so each turn prefills only its own new tokens.
+int run_chat(std::span<char* const> args) {
+  std::string model_path, system;
+  bool have_system = false;
+  GenerateOptions options;
+  options.now_ms = now_ms;
+  options.max_new_tokens = 512;
+  int threads = default_threads(), n_ctx = 4096;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    const bool has_value = i + 1 < args.size();
+    std::optional<double> v;
+    if ((a == "-m" || a == "--model") && has_value) {
+      model_path = args[++i];
+    } else if (a == "--system" && has_value) {
+      system = args[++i];
+      have_system = true;
+    } else if (a == "--greedy") {
+      options.sampling.greedy = true;
+    } else if (a == "--temp" && has_value && (v = parse_number(args[++i]))) {
+      options.sampling.temperature = static_cast<float>(*v);
+    } else if (a == "--seed" && has_value && (v = parse_number(args[++i])) && *v >= 0) {
+      options.sampling.seed = static_cast<uint64_t>(*v);
+    } else if (a == "-n" && has_value && (v = parse_number(args[++i])) && *v >= 1 && *v <= 1e6) {
+      options.max_new_tokens = static_cast<int>(*v);
+    } else if (a == "--ctx" && has_value && (v = parse_number(args[++i])) && *v >= 1 && *v <= (1 << 20)) {
+      n_ctx = static_cast<int>(*v);
+    } else if (a == "--threads" && has_value && (v = parse_number(args[++i])) && *v >= 1 && *v <= 256) {
+      threads = static_cast<int>(*v);
+    } else {
+      return usage_error(cat("chat: bad or unknown option '", a, "'"));
+    }
+  }
+  if (model_path.empty()) return usage_error("chat: no model given (-m FILE)");
+  auto model = load_model(model_path, true);
+  if (!model) return fail(model.message());
+  if (!model->tokenizer) return fail(model->tokenizer_error);
+  const Tokenizer& tokenizer = *model->tokenizer;
+  const std::string& chat_template = tokenizer.vocab().chat_template;
+  const ChatFormat format = detect_chat_format(chat_template);
+  if (!have_system) system = default_system_prompt(chat_template);
+  ThreadPool pool(threads);
+  auto ctx = make_llama_context(model->weights, std::min(n_ctx, model->weights.hp.n_ctx_train));
+  if (!ctx) return fail(ctx.message());
+  const std::vector<int32_t> end_ids = end_of_generation_ids(tokenizer);
+  std::fprintf(stderr, "chat format: %.*s, context %d tokens; one line per turn, end with Ctrl-D\n",
+               static_cast<int>(chat_format_name(format).size()), chat_format_name(format).data(),
+               ctx->kv.n_ctx);
+
+  StdoutSink sink;
+  bool first_turn = true, reply_closed = true;
+  int32_t carry = kNoToken;  // last reply's token that has not been through the model yet
+  std::string line;
+  for (;;) {
+    std::fputs("> ", stderr);
+    line.clear();
+    int c;
+    while ((c = std::fgetc(stdin)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
+    if (c == EOF && line.empty()) break;
+    if (line.empty()) continue;
+    std::vector<int32_t> ids;
+    if (carry != kNoToken) ids.push_back(carry);
+    const auto turn = tokenizer.tokenize(format_user_turn(format, system, line, first_turn, reply_closed),
+                                         /*add_special=*/first_turn, /*parse_special=*/true);
+    ids.insert(ids.end(), turn.begin(), turn.end());
+    auto result = generate(pool, model->weights, *ctx, &tokenizer, ids, end_ids, options, &sink);
+    if (!result) return fail(result.message());
+    print("\n");
+    std::fprintf(stderr,
+                 "[%d new prompt tokens in %.0f ms, %zu tokens at %.1f tokens/s, %d of %d positions used]\n",
+                 result->n_prompt, result->prefill_ms, result->ids.size(),
+                 result->decode_ms > 0 ? 1000.0 * result->n_decoded / result->decode_ms : 0.0, ctx->kv.n_past,
+                 ctx->kv.n_ctx);
+    carry = result->unprocessed;
+    reply_closed = result->stop == StopReason::EndOfGeneration;
+    first_turn = false;
+  }
+  return kExitOk;
+}
+
+// bench llm: prefill of 64 and 256 tokens and decode speed, median of repeats.
+int run_bench(std::span<char* const> args) {
+  if (args.empty() || std::string_view(args[0]) != "llm")
+    return usage_error("bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R]");
+  std::string model_path;
+  int threads = default_threads(), repeats = 5;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    std::optional<double> v;
+    if ((a == "-m" || a == "--model") && i + 1 < args.size()) {
+      model_path = args[++i];
+    } else if (a == "--threads" && i + 1 < args.size() && (v = parse_number(args[++i])) && *v >= 1 &&
+               *v <= 256) {
+      threads = static_cast<int>(*v);
+    } else if (a == "--repeats" && i + 1 < args.size() && (v = parse_number(args[++i])) && *v >= 1 &&
+               *v <= 1000) {
+      repeats = static_cast<int>(*v);
+    } else {
+      return usage_error(cat("bench llm: bad or unknown option '", a, "'"));
+    }
+  }
+  if (model_path.empty()) return usage_error("bench llm: no model given (-m FILE)");
+  auto model = load_model(model_path, false);
+  if (!model) return fail(model.message());
+  const LlamaWeights& w = model->weights;
+  ThreadPool pool(threads);
+  const int n_decode = 64;
+  auto ctx = make_llama_context(w, 256 + n_decode + 1);
+  if (!ctx) return fail(ctx.message());
+
+  // Fixed pseudo-random prompt ids (not all the same token, so attention is not degenerate).
+  std::vector<int32_t> prompt(256);
+  Rng rng(42);
+  for (int32_t& id : prompt) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(w.hp.n_vocab));
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::printf("%s: %s, %d layers, n_embd %d, %d threads, median of %d\n", model_path.c_str(),
+              w.hp.arch.c_str(), w.hp.n_layer, w.hp.n_embd, threads, repeats);
+  for (int n_prompt : {64, 256}) {
+    std::vector<double> ms;
+    for (int r = 0; r < repeats; ++r) {
+      ctx->kv.clear();
+      const double t0 = now_ms();
+      auto logits =
+          forward(pool, w, *ctx, std::span<const int32_t>(prompt.data(), static_cast<size_t>(n_prompt)));
+      if (!logits) return fail(logits.message());
+      ms.push_back(now_ms() - t0);
+    }
+    const double m = median(ms);
+    std::printf("  prefill %3d tokens: %9.2f ms  (%.1f tokens/s)\n", n_prompt, m, 1000.0 * n_prompt / m);
+  }
+  std::vector<double> rates;
+  for (int r = 0; r < repeats; ++r) {
+    ctx->kv.clear();
+    auto logits = forward(pool, w, *ctx, std::span<const int32_t>(prompt.data(), 256));
+    if (!logits) return fail(logits.message());
+    const double t0 = now_ms();
+    for (int i = 0; i < n_decode; ++i) {
+      const int32_t id = argmax(*logits);
+      logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
+      if (!logits) return fail(logits.message());
+    }
+    rates.push_back(1000.0 * n_decode / (now_ms() - t0));
+  }
+  std::printf("  decode %d tokens after 256: %.1f tokens/s\n", n_decode, median(rates));
+  return kExitOk;
+}
+
+}  // namespace sotto::cli

@@ -1,0 +1,31 @@
+// Which CPU kernel variant runs. Natively the AVX2+FMA kernels (files *_avx2.cpp) are used when CPUID says
+// the CPU and OS support them, unless SOTTO_CPU=portable is set in the environment or a test forces the
+// portable path. In WebAssembly the variant is fixed at compile time (SIMD128, or relaxed SIMD when built
+// with -mrelaxed-simd); the page picks which .wasm to load.
+#pragma once
+
+#include <string_view>
+
+namespace sotto {
+
+struct CpuFeatures {
+  bool avx2_fma = false;  // AVX2 + FMA + F16C, with OS support for the YMM registers
+};
+
+// Detected once (thread-safe, idempotent); already masked by SOTTO_CPU=portable.
+CpuFeatures cpu_features();
+
+// Tests: force the portable kernels (true) or go back to what was detected (false). Not for use while
+// kernels are running on other threads.
+void cpu_force_portable(bool force);
+
+// True when the AVX2 kernels should run now.
+bool cpu_use_avx2();
+
+// "avx2", "portable", "wasm-simd128" or "wasm-relaxed-simd": the variant cpu_use_avx2() and the build select.
+std::string_view cpu_kernel_variant();
+
+// Platform hook (cpu_features_native.cpp / cpu_features_wasm.cpp): the raw detection.
+CpuFeatures detect_cpu_features();
+
+}  // namespace sotto

@@ -1,0 +1,33 @@
+// CPUID detection of AVX2 + FMA + F16C (what the *_avx2.cpp files are compiled for), plus the OS check that
+// YMM state is saved on context switches (XGETBV), without which AVX instructions fault.
+#include <cstdlib>
+#include <cstring>
+
+#include "cpu/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace sotto {
+
+CpuFeatures detect_cpu_features() {
+  CpuFeatures f;
+  const char* forced = std::getenv("SOTTO_CPU");
+  if (forced && std::strcmp(forced, "portable") == 0) return f;
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const bool fma = ecx & (1u << 12), osxsave = ecx & (1u << 27), avx = ecx & (1u << 28),
+             f16c = ecx & (1u << 29);
+  if (!(fma && osxsave && avx && f16c)) return f;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 6u) != 6u) return f;  // XMM and YMM state enabled by the OS
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
+  f.avx2_fma = ebx & (1u << 5);
+#endif
+  return f;
+}
+
+}  // namespace sotto

@@ -1,0 +1,157 @@
+// The dispatcher between the model and the quantized dot-product kernels (cpu/quant_dot.h).
+#include "cpu/linear.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/half.h"
+#include "core/quant_blocks.h"
+#include "cpu/quant_dot.h"
+
+namespace sotto {
+
+DType activation_type(DType w) {
+  switch (w) {
+    case DType::F16:
+    case DType::BF16:
+      return w;
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0:
+      return DType::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1:
+      return DType::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return DType::Q8_K;
+    default:
+      return DType::F32;
+  }
+}
+
+bool linear_supported(DType w) {
+  return quant_dot_portable(w) != nullptr;
+}
+
+size_t activation_bytes(DType w, int64_t cols) {
+  const DTypeInfo& info = dtype_info(activation_type(w));
+  return static_cast<size_t>(cols / info.block_elems) * info.block_bytes;
+}
+
+void quantize_activations(DType w, const float* x, int64_t cols, void* xq) {
+  auto* out = static_cast<uint8_t*>(xq);
+  switch (activation_type(w)) {
+    case DType::F16:
+      for (int64_t i = 0; i < cols; ++i) {
+        const uint16_t h = f32_to_f16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      break;
+    case DType::BF16:
+      for (int64_t i = 0; i < cols; ++i) {
+        const uint16_t h = f32_to_bf16(x[i]);
+        std::memcpy(out + 2 * i, &h, 2);
+      }
+      break;
+    case DType::Q8_0:
+      quantize_activations_q8_0(x, static_cast<BlockQ8_0*>(xq), cols);
+      break;
+    case DType::Q8_1:
+      quantize_activations_q8_1(x, static_cast<BlockQ8_1*>(xq), cols);
+      break;
+    case DType::Q8_K:
+      quantize_activations_q8_K(x, static_cast<BlockQ8_K*>(xq), cols);
+      break;
+    default:
+      std::memcpy(xq, x, static_cast<size_t>(cols) * sizeof(float));
+      break;
+  }
+}
+
+void linear_rows(DType w, const void* weights, int64_t cols, const void* xq, int64_t n, size_t xq_stride,
+                 float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  if (QuantDotRowsFn fn = quant_dot_rows(w))
+    fn(weights, cols, xq, n, xq_stride, y, y_stride, row_begin, row_end);
+}
+
+namespace {
+// [begin, end) of `count` for thread ith of nth, in whole units of `unit` (the last range may be partial).
+struct Range {
+  int64_t begin;
+  int64_t end;
+};
+Range split(int64_t count, int ith, int nth, int64_t unit) {
+  const int64_t units = (count + unit - 1) / unit;
+  return {std::min(units * ith / nth * unit, count), std::min(units * (ith + 1) / nth * unit, count)};
+}
+
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+}  // namespace
+
+void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_t cols, const float* x,
+            int64_t n, float* y, LinearScratch& scratch) {
+  const QuantDotRowsFn fn = quant_dot_rows(w);  // chosen once, so every thread runs the same variant
+  if (!fn || rows <= 0 || n <= 0) return;
+  const size_t stride = activation_bytes(w, cols);
+  if (scratch.xq.size() < stride * static_cast<size_t>(n)) scratch.xq.resize(stride * static_cast<size_t>(n));
+  uint8_t* xq = scratch.xq.data();
+  // Quantizing one row costs about as much as a few rows of the product, so a single token is quantized by
+  // the caller alone and only prompts are split over the threads (with a barrier before the product).
+  const bool parallel_quantize = n >= 4 && pool.n_threads() > 1;
+  if (!parallel_quantize)
+    for (int64_t t = 0; t < n; ++t) quantize_activations(w, x + t * cols, cols, xq + t * stride);
+  pool.run([&](int ith, int nth) {
+    if (parallel_quantize) {
+      const Range tokens = split(n, ith, nth, 1);
+      for (int64_t t = tokens.begin; t < tokens.end; ++t)
+        quantize_activations(w, x + t * cols, cols, xq + t * stride);
+      pool.barrier();
+    }
+    // Units of 16 rows: whole 4-row passes, and 16 f32 outputs are a cache line, so threads never share one.
+    const Range range = split(rows, ith, nth, 16);
+    if (range.begin < range.end) fn(weights, cols, xq, n, stride, y, rows, range.begin, range.end);
+  });
+}
+
+void linear_ref(DType w, const void* weights, int64_t rows, int64_t cols, const float* x, int64_t n,
+                float* y) {
+  if (!linear_supported(w)) return;
+  const DType act = activation_type(w);
+  const size_t row_bytes = static_cast<size_t>(cols / dtype_info(w).block_elems) * dtype_info(w).block_bytes;
+  std::vector<uint8_t> xq(activation_bytes(w, cols));
+  std::vector<float> x_seen(static_cast<size_t>(cols)), w_row(static_cast<size_t>(cols));
+  for (int64_t t = 0; t < n; ++t) {
+    quantize_activations(w, x + t * cols, cols, xq.data());
+    dequantize_row_ref(act, xq.data(), x_seen.data(), cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row_ref(w, static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes,
+                         w_row.data(), cols);
+
+      const uint8_t* w_bytes = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
+      double sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(w_row[c]) * x_seen[c];
+      if (act == DType::Q8_1) {
+        // q4_1 / q5_1: ggml takes the min term m_w * sum(x) from the block's stored s = f16(d_x * sum q),
+        // not from the dequantized values, so the reference does too.
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          const auto* xb = reinterpret_cast<const BlockQ8_1*>(xq.data()) + b;
+          const double m = f16_to_f32(load_u16(w_bytes + b * dtype_info(w).block_bytes + 2));
+          double x_sum = 0;
+          for (int i = 0; i < 32; ++i) x_sum += x_seen[32 * b + i];
+          sum += m * (static_cast<double>(f16_to_f32(xb->s)) - x_sum);
+        }
+      }
+      y[t * rows + r] = static_cast<float>(sum);
+    }
+  }
+}
+
+}  // namespace sotto

@@ -1,0 +1,53 @@
+// Weight-type-generic dot products between quantized weight rows and quantized activations, the way
+// llama.cpp's CPU backend computes them, for matrix x vector (one token) and matrix x matrix (a tile of
+// tokens). cpu/linear.h is the interface the model uses; this header is the kernel layer underneath it.
+//
+// Activations are quantized once per call, exactly as ggml's reference quantizers do, to the format ggml
+// pairs with the weight type (q8_0, q8_1, q8_K, or f16 / bf16 / f32 for float weights). Every dot product
+// then has an exact integer part and the same per-block scale products as ggml's vec_dot_*:
+//   q4_0 q5_0 q8_0 . q8_0   sum_b  d_w * d_x * sum_i q_w q_x                 (q_w with its offset removed)
+//   q4_1 q5_1      . q8_1   sum_b  d_w * d_x * sum_i q_w q_x + m_w * s_x     (s_x = d_x * sum_i q_x)
+//   q2_K q4_K q5_K . q8_K   sum_b  d_w * d_x * sum_g sc_g sum_i q_w q_x - dmin_w * d_x * sum_g min_g bsum_g
+//   q3_K q6_K      . q8_K   sum_b  d_w * d_x * sum_g sc_g sum_i q_w q_x       (signed q_w, signed sc_g)
+// Only the order in which the float per-block terms are added differs from ggml.
+//
+// Every kernel works on a range of weight rows and n tokens: y[t * y_stride + r] = W[r, :] . x_t for
+// r in [row_begin, row_end), t in [0, n). Decode (n = 1) runs four rows per pass; prefill runs tiles of
+// rows x tokens so each weight block is decoded once per tile.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/quant_blocks.h"
+
+namespace sotto {
+
+// ---- activation quantizers (ggml's reference arithmetic, bit for bit) -------------------------------------
+// n is a multiple of the block size (32, or 256 for q8_K).
+// q8_0: d = amax / 127, q = roundf(x / d) (computed as x * (1 / d), as ggml does).
+void quantize_activations_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+// q8_1: as q8_0, plus s = d * sum(q) stored as f16.
+void quantize_activations_q8_1(const float* x, BlockQ8_1* y, int64_t n);
+// q8_K: the value of largest magnitude maps to -127 (iscale = -127 / max, round to nearest even), d = 1 /
+// iscale as f32, bsums = sums of each 16 q's.
+void quantize_activations_q8_K(const float* x, BlockQ8_K* y, int64_t n);
+
+// ---- kernels --------------------------------------------------------------------------------------------
+// weights: rows of `cols` elements in the weight type (row r starts at r * row_bytes); xq: n activation rows
+// in the activation type, xq_stride bytes apart.
+using QuantDotRowsFn = void (*)(const void* weights, int64_t cols, const void* xq, int64_t n,
+                                size_t xq_stride, float* y, int64_t y_stride, int64_t row_begin,
+                                int64_t row_end);
+
+// The kernel for weight type w in each instruction set; nullptr where that set has none (the AVX2 set then
+// falls back to the portable one). quant_dot_rows() picks per call from cpu_use_avx2().
+QuantDotRowsFn quant_dot_portable(DType w);
+#if defined(__x86_64__) && !defined(__wasm__)
+#define SOTTO_HAVE_AVX2_QUANT_DOT 1
+QuantDotRowsFn quant_dot_avx2(DType w);  // quant_dot_avx2.cpp
+#endif
+QuantDotRowsFn quant_dot_rows(DType w);
+
+}  // namespace sotto

@@ -1,0 +1,55 @@
+#include "models/llm/chat_template.h"
+
+#include "core/error.h"
+
+namespace sotto {
+
+ChatFormat detect_chat_format(std::string_view chat_template) {
+  if (chat_template.find("<|im_start|>") != std::string_view::npos) return ChatFormat::ChatMl;
+  if (chat_template.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::Llama3;
+  return ChatFormat::Plain;
+}
+
+std::string_view chat_format_name(ChatFormat f) {
+  switch (f) {
+    case ChatFormat::ChatMl:
+      return "chatml";
+    case ChatFormat::Llama3:
+      return "llama3";
+    case ChatFormat::Plain:
+      return "plain";
+  }
+  return "?";
+}
+
+std::string default_system_prompt(std::string_view chat_template) {
+  constexpr std::string_view kQwen = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+  if (chat_template.find(kQwen) != std::string_view::npos) return std::string(kQwen);
+  return "";
+}
+
+std::string format_user_turn(ChatFormat f, std::string_view system, std::string_view user, bool first_turn,
+                             bool reply_closed) {
+  std::string out;
+  switch (f) {
+    case ChatFormat::ChatMl:
+      if (!first_turn) out += cat(reply_closed ? "" : "<|im_end|>", "\n");
+      if (first_turn && !system.empty()) out += cat("<|im_start|>system\n", system, "<|im_end|>\n");
+      out += cat("<|im_start|>user\n", user, "<|im_end|>\n<|im_start|>assistant\n");
+      break;
+    case ChatFormat::Llama3:
+      if (!first_turn && !reply_closed) out += "<|eot_id|>";
+      if (first_turn && !system.empty())
+        out += cat("<|start_header_id|>system<|end_header_id|>\n\n", system, "<|eot_id|>");
+      out += cat("<|start_header_id|>user<|end_header_id|>\n\n", user,
+                 "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+      break;
+    case ChatFormat::Plain:
+      if (!first_turn) out += "\n";
+      out += user;
+      break;
+  }
+  return out;
+}
+
+}  // namespace sotto

@@ -1,0 +1,407 @@
+// Llama: a decoder-only transformer with pre-RMSNorm, rotary position embeddings, grouped-query attention
+// and a SwiGLU MLP (Touvron et al., "LLaMA: Open and Efficient Foundation Language Models", 2023). Qwen2 is
+// the same figure with biases on q/k/v and RoPE in halves; Qwen3 adds an RMSNorm over each head of q and k.
+//
+//   x = embed(token)
+//   for each layer:  x += attention(rms_norm(x, attn_norm), layer, pos)
+//                    x += mlp(rms_norm(x, ffn_norm))
+//   logits = output · rms_norm(x, output_norm)
+//
+// Where the time goes: the matrix multiplies (linear(), cpu/linear.h) read every weight once per batch; they
+// are the hot loop. Attention over the cache is small next to them for the contexts a voice agent uses.
+//
+// Numerics follow llama.cpp's CPU path so greedy decoding picks the same tokens: activations are quantized
+// the way ggml quantizes them for each weight type (inside linear()), the KV cache is f16, and attention is
+// ggml's flash-attention kernel (llama.cpp's default on the CPU: flash_attn_type AUTO resolves to enabled):
+// q rounded to f16, scores in f32, online softmax with the weighted sum of values accumulated in f16.
+#include "models/llm/llama.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+
+namespace sotto {
+
+// ================================================================ loading
+
+namespace {
+
+std::string ne_text(std::span<const int64_t> ne) {
+  std::string out = "[";
+  for (size_t i = 0; i < ne.size(); ++i) out += cat(i ? ", " : "", ne[i]);
+  return out + "]";
+}
+
+// Maps one tensor by name, checking it exists and has exactly the expected shape (GGUF order).
+class TensorMap {
+ public:
+  explicit TensorMap(const GgufFile& gguf) : gguf_(gguf) {}
+
+  Result<const GgufTensor*> get(const std::string& name, std::span<const int64_t> expected_ne) const {
+    const GgufTensor* t = gguf_.find_tensor(name);
+    if (!t) return error("llm: missing tensor '", name, "'");
+    if (t->ne_dims().size() != expected_ne.size() ||
+        !std::equal(expected_ne.begin(), expected_ne.end(), t->ne_dims().begin()))
+      return error("llm: tensor '", name, "' has shape ", ne_text(t->ne_dims()), ", expected ",
+                   ne_text(expected_ne));
+    return t;
+  }
+  bool has(const std::string& name) const { return gguf_.find_tensor(name) != nullptr; }
+
+  // Norm weights and biases: 1-D, f32 (llama.cpp never quantizes 1-D tensors).
+  Result<const float*> vector(const std::string& name, int64_t n) const {
+    const int64_t ne[1] = {n};
+    SOTTO_ASSIGN(const GgufTensor* t, get(name, ne));
+    if (t->dtype != DType::F32)
+      return error("llm: tensor '", name, "' has type ", dtype_name(t->dtype), ", expected f32");
+    return reinterpret_cast<const float*>(t->data);
+  }
+  Result<const float*> optional_vector(const std::string& name, int64_t n) const {
+    if (!has(name)) return static_cast<const float*>(nullptr);
+    return vector(name, n);
+  }
+
+  // A weight matrix of `rows` outputs and `cols` inputs, in a type the CPU kernels multiply.
+  Result<Matrix> matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    const int64_t ne[2] = {cols, rows};
+    SOTTO_ASSIGN(const GgufTensor* t, get(name, ne));
+    if (!linear_supported(t->dtype))
+      return error("llm: tensor '", name, "' has type ", dtype_name(t->dtype),
+                   ", which the CPU matrix kernels do not support");
+    return Matrix{t->dtype, t->data, rows, cols};
+  }
+
+ private:
+  const GgufFile& gguf_;
+};
+
+// fallback 0: the key is required.
+Result<int> positive_key(const GgufFile& gguf, const std::string& key, int fallback) {
+  if (!gguf.find(key)) {
+    if (fallback > 0) return fallback;
+    return error("llm: missing metadata key '", key, "'");
+  }
+  SOTTO_ASSIGN(uint32_t v, gguf.get_u32(key));
+  if (v == 0 || v > (1u << 24)) return error("llm: metadata key '", key, "' is ", v, ", out of range");
+  return static_cast<int>(v);
+}
+
+Result<LlamaHparams> read_hparams(const GgufFile& gguf) {
+  LlamaHparams hp;
+  SOTTO_ASSIGN(std::string_view arch, gguf.get_string("general.architecture"));
+  hp.arch = std::string(arch);
+  if (arch == "llama") {
+    hp.rope_layout = RopeLayout::Adjacent;
+  } else if (arch == "qwen2" || arch == "qwen3") {
+    hp.rope_layout = RopeLayout::Halves;
+  } else {
+    return error("llm: unsupported architecture '", arch, "' (supported: llama, qwen2, qwen3)");
+  }
+  const std::string p = hp.arch + ".";
+  SOTTO_ASSIGN(hp.n_ctx_train, positive_key(gguf, p + "context_length", 0));
+  SOTTO_ASSIGN(hp.n_embd, positive_key(gguf, p + "embedding_length", 0));
+  SOTTO_ASSIGN(hp.n_layer, positive_key(gguf, p + "block_count", 0));
+  SOTTO_ASSIGN(hp.n_ff, positive_key(gguf, p + "feed_forward_length", 0));
+  SOTTO_ASSIGN(hp.n_head, positive_key(gguf, p + "attention.head_count", 0));
+  SOTTO_ASSIGN(hp.n_head_kv, positive_key(gguf, p + "attention.head_count_kv", hp.n_head));
+  if (hp.n_head % hp.n_head_kv != 0)
+    return error("llm: ", hp.n_head, " attention heads cannot share ", hp.n_head_kv, " KV heads evenly");
+  const int default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
+  SOTTO_ASSIGN(hp.head_dim_k, positive_key(gguf, p + "attention.key_length", default_head_dim));
+  SOTTO_ASSIGN(hp.head_dim_v, positive_key(gguf, p + "attention.value_length", default_head_dim));
+  SOTTO_ASSIGN(hp.n_rot, positive_key(gguf, p + "rope.dimension_count", hp.head_dim_k));
+  if (hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0)
+    return error("llm: rope.dimension_count ", hp.n_rot, " does not fit a head of ", hp.head_dim_k);
+  SOTTO_ASSIGN(hp.rms_norm_eps, gguf.get_f32(p + "attention.layer_norm_rms_epsilon"));
+  if (gguf.find(p + "rope.freq_base")) {
+    SOTTO_ASSIGN(hp.rope_freq_base, gguf.get_f32(p + "rope.freq_base"));
+  }
+  if (!(hp.rope_freq_base > 0.0f))
+    return error("llm: rope.freq_base ", hp.rope_freq_base, " is not positive");
+  return hp;
+}
+
+}  // namespace
+
+Result<LlamaWeights> load_llama(const GgufFile& gguf) {
+  LlamaWeights w;
+  SOTTO_ASSIGN(w.hp, read_hparams(gguf));
+  LlamaHparams& hp = w.hp;
+  const TensorMap tensors(gguf);
+
+  // The vocabulary size is the embedding's outer dimension.
+  const GgufTensor* embd = gguf.find_tensor("token_embd.weight");
+  if (!embd) return error("llm: missing tensor 'token_embd.weight'");
+  if (embd->n_dims != 2 || embd->ne[1] <= 0 || embd->ne[1] > (int64_t{1} << 24))
+    return error("llm: tensor 'token_embd.weight' has shape ", ne_text(embd->ne_dims()), ", expected [",
+                 hp.n_embd, ", n_vocab]");
+  hp.n_vocab = static_cast<int>(embd->ne[1]);
+  {
+    const int64_t ne[2] = {hp.n_embd, hp.n_vocab};
+    SOTTO_TRY(tensors.get("token_embd.weight", ne).status());
+    if (!dtype_can_dequantize(embd->dtype))
+      return error("llm: tensor 'token_embd.weight' has type ", dtype_name(embd->dtype),
+                   ", which cannot be read");
+    w.token_embd = Matrix{embd->dtype, embd->data, hp.n_vocab, hp.n_embd};
+  }
+
+  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim_k;
+  const int64_t k_dim = int64_t{hp.n_head_kv} * hp.head_dim_k;
+  const int64_t v_dim = int64_t{hp.n_head_kv} * hp.head_dim_v;
+  const int64_t out_dim = int64_t{hp.n_head} * hp.head_dim_v;
+  const bool has_bias = hp.arch == "qwen2";
+  const bool has_qk_norm = hp.arch == "qwen3";
+  w.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LlamaLayer& l = w.layers[static_cast<size_t>(il)];
+    const std::string b = cat("blk.", il, ".");
+    SOTTO_ASSIGN(l.attn_norm, tensors.vector(b + "attn_norm.weight", hp.n_embd));
+    SOTTO_ASSIGN(l.wq, tensors.matrix(b + "attn_q.weight", q_dim, hp.n_embd));
+    SOTTO_ASSIGN(l.wk, tensors.matrix(b + "attn_k.weight", k_dim, hp.n_embd));
+    SOTTO_ASSIGN(l.wv, tensors.matrix(b + "attn_v.weight", v_dim, hp.n_embd));
+    SOTTO_ASSIGN(l.wo, tensors.matrix(b + "attn_output.weight", hp.n_embd, out_dim));
+    if (has_bias) {
+      SOTTO_ASSIGN(l.bq, tensors.vector(b + "attn_q.bias", q_dim));
+      SOTTO_ASSIGN(l.bk, tensors.vector(b + "attn_k.bias", k_dim));
+      SOTTO_ASSIGN(l.bv, tensors.vector(b + "attn_v.bias", v_dim));
+    } else {  // Llama files may carry biases too (llama.cpp reads them when present)
+      SOTTO_ASSIGN(l.bq, tensors.optional_vector(b + "attn_q.bias", q_dim));
+      SOTTO_ASSIGN(l.bk, tensors.optional_vector(b + "attn_k.bias", k_dim));
+      SOTTO_ASSIGN(l.bv, tensors.optional_vector(b + "attn_v.bias", v_dim));
+    }
+    if (has_qk_norm) {
+      SOTTO_ASSIGN(l.q_norm, tensors.vector(b + "attn_q_norm.weight", hp.head_dim_k));
+      SOTTO_ASSIGN(l.k_norm, tensors.vector(b + "attn_k_norm.weight", hp.head_dim_k));
+    }
+    SOTTO_ASSIGN(l.ffn_norm, tensors.vector(b + "ffn_norm.weight", hp.n_embd));
+    SOTTO_ASSIGN(l.ffn_gate, tensors.matrix(b + "ffn_gate.weight", hp.n_ff, hp.n_embd));
+    SOTTO_ASSIGN(l.ffn_up, tensors.matrix(b + "ffn_up.weight", hp.n_ff, hp.n_embd));
+    SOTTO_ASSIGN(l.ffn_down, tensors.matrix(b + "ffn_down.weight", hp.n_embd, hp.n_ff));
+  }
+  SOTTO_ASSIGN(w.output_norm, tensors.vector("output_norm.weight", hp.n_embd));
+  if (tensors.has("output.weight")) {
+    SOTTO_ASSIGN(w.output, tensors.matrix("output.weight", hp.n_vocab, hp.n_embd));
+  } else {  // tied embeddings (Qwen2.5 0.5B): the output projection is the embedding table
+    if (!linear_supported(w.token_embd.dtype))
+      return error("llm: tensor 'token_embd.weight' doubles as the output but has type ",
+                   dtype_name(w.token_embd.dtype), ", which the CPU matrix kernels do not support");
+    w.output = w.token_embd;
+  }
+  return w;
+}
+
+Result<LlamaContext> make_llama_context(const LlamaWeights& w, int n_ctx) {
+  const LlamaHparams& hp = w.hp;
+  LlamaContext ctx;
+  SOTTO_ASSIGN(ctx.kv, make_kv_cache(n_ctx > 0 ? n_ctx : hp.n_ctx_train, hp.n_layer,
+                                     hp.n_head_kv * hp.head_dim_k, hp.n_head_kv * hp.head_dim_v));
+  ctx.logits.resize(static_cast<size_t>(hp.n_vocab));
+  return ctx;
+}
+
+// ================================================================ building blocks
+
+namespace {
+
+// y = x / rms(x) * weight, over n values. The sum of squares is kept in double, as ggml does.
+void rms_norm(const float* x, const float* weight, float* y, int n, float eps) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / n);
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void rms_norm_rows(const float* x, const float* weight, int n, int d, float eps, float* y) {
+  for (int t = 0; t < n; ++t) rms_norm(x + t * d, weight, y + t * d, d, eps);
+}
+
+void add_rows(float* x, const float* delta, int n, int d) {
+  for (size_t i = 0; i < static_cast<size_t>(n) * static_cast<size_t>(d); ++i) x[i] += delta[i];
+}
+
+// Rotates the first n_rot dims of one head by angles pos·base^(-2i/n_rot). The angle is stepped by repeated
+// multiplication, as ggml's rope cache does, so it rounds the same way.
+void rope(float* head, int n_rot, int pos, float freq_base, RopeLayout layout) {
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const float c = std::cos(theta), s = std::sin(theta);
+    const int a = layout == RopeLayout::Adjacent ? 2 * i : i;
+    const int b = layout == RopeLayout::Adjacent ? 2 * i + 1 : i + n_rot / 2;
+    const float x0 = head[a], x1 = head[b];
+    head[a] = x0 * c - x1 * s;
+    head[b] = x0 * s + x1 * c;
+    theta *= theta_scale;
+  }
+}
+
+// y[n × rows] = x[n × cols] · Wᵀ (+ bias per row).
+void matmul(ThreadPool& pool, const Matrix& w, const float* x, int n, float* y, LinearScratch& scratch,
+            const float* bias = nullptr) {
+  linear(pool, w.dtype, w.data, w.rows, w.cols, x, n, y, scratch);
+  if (bias)
+    for (int t = 0; t < n; ++t)
+      for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] += bias[r];
+}
+
+// One query head against cached positions 0..last: ggml's CPU flash attention, step for step.
+void attend(const float* q_head, const KvCache& kv, int layer, int kv_head, int last_pos, int head_dim_k,
+            int head_dim_v, float scale, float* out, uint16_t* q16, uint16_t* acc16) {
+  for (int d = 0; d < head_dim_k; ++d) q16[d] = f32_to_f16(q_head[d]);
+  std::fill(acc16, acc16 + head_dim_v, uint16_t{0});
+  float max_score = -INFINITY, sum = 0.0f;
+  for (int p = 0; p <= last_pos; ++p) {
+    const uint16_t* k = kv.k_at(layer, p) + kv_head * head_dim_k;
+    const uint16_t* v = kv.v_at(layer, p) + kv_head * head_dim_v;
+    double dot = 0.0;
+    for (int d = 0; d < head_dim_k; ++d) dot += static_cast<double>(f16_to_f32(k[d]) * f16_to_f32(q16[d]));
+    const float s = static_cast<float>(dot) * scale;
+    float old_scale = 1.0f, weight = 1.0f;
+    if (s > max_score) {  // new maximum: earlier terms shrink by exp(old - new), this one weighs 1
+      old_scale = std::exp(max_score - s);
+      max_score = s;
+      for (int d = 0; d < head_dim_v; ++d) acc16[d] = f32_to_f16(f16_to_f32(acc16[d]) * old_scale);
+    } else {
+      weight = std::exp(s - max_score);
+    }
+    for (int d = 0; d < head_dim_v; ++d)
+      acc16[d] = f32_to_f16(f16_to_f32(acc16[d]) + f16_to_f32(v[d]) * weight);
+    sum = sum * old_scale + weight;
+  }
+  const float inv_sum = sum == 0.0f ? 0.0f : 1.0f / sum;
+  for (int d = 0; d < head_dim_v; ++d) out[d] = f16_to_f32(acc16[d]) * inv_sum;
+}
+
+float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+
+}  // namespace
+
+// ================================================================ forward
+
+namespace {
+
+// attention(h) for a batch of n tokens at positions pos0..pos0+n-1; writes n × n_embd to `out`.
+void attention(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx, int il, const float* h, int n,
+               int pos0, float* out) {
+  const LlamaHparams& hp = w.hp;
+  const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
+  const int q_row = hp.n_head * hp.head_dim_k, k_row = ctx.kv.k_row, v_row = ctx.kv.v_row;
+  const int attn_row = hp.n_head * hp.head_dim_v;
+  float* q = ctx.q.data();
+  float* k = ctx.k.data();
+  float* v = ctx.v.data();
+  matmul(pool, l.wq, h, n, q, ctx.linear_scratch, l.bq);
+  matmul(pool, l.wk, h, n, k, ctx.linear_scratch, l.bk);
+  matmul(pool, l.wv, h, n, v, ctx.linear_scratch, l.bv);
+
+  for (int t = 0; t < n; ++t) {
+    for (int hd = 0; hd < hp.n_head; ++hd) {
+      float* qh = q + t * q_row + hd * hp.head_dim_k;
+      if (l.q_norm) rms_norm(qh, l.q_norm, qh, hp.head_dim_k, hp.rms_norm_eps);
+      rope(qh, hp.n_rot, pos0 + t, hp.rope_freq_base, hp.rope_layout);
+    }
+    for (int hd = 0; hd < hp.n_head_kv; ++hd) {
+      float* kh = k + t * k_row + hd * hp.head_dim_k;
+      if (l.k_norm) rms_norm(kh, l.k_norm, kh, hp.head_dim_k, hp.rms_norm_eps);
+      rope(kh, hp.n_rot, pos0 + t, hp.rope_freq_base, hp.rope_layout);
+    }
+    uint16_t* k_cache = ctx.kv.k_at(il, pos0 + t);
+    uint16_t* v_cache = ctx.kv.v_at(il, pos0 + t);
+    for (int i = 0; i < k_row; ++i) k_cache[i] = f32_to_f16(k[t * k_row + i]);
+    for (int i = 0; i < v_row; ++i) v_cache[i] = f32_to_f16(v[t * v_row + i]);
+  }
+
+  // Every (token, head) pair is independent: split them over the pool. Token t sees positions 0..pos0+t.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  const int group = hp.n_head / hp.n_head_kv;
+  const int pairs = n * hp.n_head;
+  float* attn = ctx.attn.data();
+  const KvCache& kv = ctx.kv;
+  pool.run(
+      [&](int ith, int nth) {
+        std::vector<uint16_t> q16(static_cast<size_t>(hp.head_dim_k)),
+            acc16(static_cast<size_t>(hp.head_dim_v));
+        for (int i = ith; i < pairs; i += nth) {
+          const int t = i / hp.n_head, hd = i % hp.n_head;
+          attend(q + t * q_row + hd * hp.head_dim_k, kv, il, hd / group, pos0 + t, hp.head_dim_k,
+                 hp.head_dim_v, scale, attn + t * attn_row + hd * hp.head_dim_v, q16.data(), acc16.data());
+        }
+      },
+      std::min(pool.n_threads(), std::max(1, pairs / 4)));
+
+  matmul(pool, l.wo, attn, n, out, ctx.linear_scratch);
+}
+
+// mlp(h) = down(silu(gate·h) ⊙ up·h), for n tokens.
+void mlp(ThreadPool& pool, const LlamaLayer& l, LlamaContext& ctx, const float* h, int n, float* out) {
+  float* gate = ctx.gate.data();
+  float* up = ctx.up.data();
+  matmul(pool, l.ffn_gate, h, n, gate, ctx.linear_scratch);
+  matmul(pool, l.ffn_up, h, n, up, ctx.linear_scratch);
+  const size_t count = static_cast<size_t>(n) * static_cast<size_t>(l.ffn_gate.rows);
+  for (size_t i = 0; i < count; ++i) gate[i] = silu(gate[i]) * up[i];
+  matmul(pool, l.ffn_down, gate, n, out, ctx.linear_scratch);
+}
+
+}  // namespace
+
+Result<std::span<const float>> forward(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx,
+                                       std::span<const int32_t> tokens) {
+  const LlamaHparams& hp = w.hp;
+  const int n = static_cast<int>(tokens.size());
+  const int pos0 = ctx.kv.n_past;
+  if (tokens.empty()) return error("llm: forward() needs at least one token");
+  if (static_cast<int64_t>(pos0) + static_cast<int64_t>(tokens.size()) > ctx.kv.n_ctx)
+    return error("llm: ", pos0, " cached + ", tokens.size(), " new tokens exceed the context of ",
+                 ctx.kv.n_ctx, " positions");
+  for (int32_t id : tokens)
+    if (id < 0 || id >= hp.n_vocab)
+      return error("llm: token id ", id, " is outside the vocabulary (", hp.n_vocab, ")");
+
+  const size_t rows = static_cast<size_t>(n);
+  const int d = hp.n_embd;
+  ctx.x.resize(rows * d);
+  ctx.h.resize(rows * d);
+  ctx.q.resize(rows * hp.n_head * hp.head_dim_k);
+  ctx.k.resize(rows * ctx.kv.k_row);
+  ctx.v.resize(rows * ctx.kv.v_row);
+  ctx.attn.resize(rows * hp.n_head * hp.head_dim_v);
+  ctx.gate.resize(rows * hp.n_ff);
+  ctx.up.resize(rows * hp.n_ff);
+  float* x = ctx.x.data();
+  float* h = ctx.h.data();
+
+  // x = embed(tokens): one row of the table each, dequantized.
+  const size_t embd_row_bytes = *dtype_bytes(w.token_embd.dtype, static_cast<uint64_t>(d));
+  for (int t = 0; t < n; ++t)
+    dequantize_row_ref(w.token_embd.dtype,
+                       static_cast<const uint8_t*>(w.token_embd.data) + embd_row_bytes * tokens[t], x + t * d,
+                       d);
+
+  ctx.delta.resize(rows * d);
+  float* delta = ctx.delta.data();  // what each branch adds to the residual stream
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
+    // x += attention(rms_norm(x, attn_norm), layer, pos)
+    rms_norm_rows(x, l.attn_norm, n, d, hp.rms_norm_eps, h);
+    attention(pool, w, ctx, il, h, n, pos0, delta);
+    add_rows(x, delta, n, d);
+    // x += mlp(rms_norm(x, ffn_norm))
+    rms_norm_rows(x, l.ffn_norm, n, d, hp.rms_norm_eps, h);
+    mlp(pool, l, ctx, h, n, delta);
+    add_rows(x, delta, n, d);
+  }
+  ctx.kv.n_past = pos0 + n;
+
+  // logits = output · rms_norm(x_last, output_norm)
+  rms_norm(x + (n - 1) * d, w.output_norm, h, d, hp.rms_norm_eps);
+  matmul(pool, w.output, h, 1, ctx.logits.data(), ctx.linear_scratch);
+  return std::span<const float>(ctx.logits);
+}
+
+}  // namespace sotto

@@ -1,0 +1,58 @@
+// Picking the next token from the logits: greedy, or a draw after the filters llama.cpp's default chain
+// applies, in its order: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.
+// The draw uses our own PRNG (SplitMix64 seeding xoshiro256**) and plain arithmetic, never <random>'s
+// distributions, whose results differ between standard libraries: a seed gives the same tokens everywhere.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace sotto {
+
+struct SamplerParams {
+  bool greedy = false;  // argmax, ignoring everything below (also when temperature <= 0)
+  float temperature = 0.8f;
+  int top_k = 40;               // keep the k most likely (<= 0: off)
+  float top_p = 0.95f;          // keep the smallest set whose probability reaches p (>= 1: off)
+  float min_p = 0.05f;          // drop tokens below min_p × the top probability (<= 0: off)
+  float repeat_penalty = 1.0f;  // divide positive / multiply negative logits of recent tokens (1: off)
+  int repeat_last_n = 64;       // how many recent tokens the penalty looks at
+  uint64_t seed = 0;
+};
+
+// xoshiro256** (Blackman & Vigna), seeded through SplitMix64 as its authors recommend.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  uint64_t next_u64();
+  float next_unit();  // uniform in [0, 1), 24 random bits
+
+ private:
+  uint64_t s_[4];
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}
+
+  // `recent` = the tokens so far (prompt and generated); only the last repeat_last_n are looked at.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> recent);
+
+  const SamplerParams& params() const { return params_; }
+
+ private:
+  struct Candidate {
+    int32_t id;
+    float logit;
+    float p;
+  };
+  SamplerParams params_;
+  Rng rng_;
+  std::vector<Candidate> candidates_;
+};
+
+// Index of the largest value (the first one on ties, as llama.cpp's greedy sampler).
+int32_t argmax(std::span<const float> values);
+
+}  // namespace sotto

@@ -1,0 +1,28 @@
+// libFuzzer target: any bytes through the ONNX reader and describe_onnx. Whatever parses must keep every
+// raw_data tensor inside the input, give every tensor exactly n_elements * element-size bytes, and find()
+// each tensor back by its unique name.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+#include "io/describe.h"
+#include "io/onnx.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::span<const uint8_t> bytes(data, size);
+  auto model = sotto::parse_onnx(bytes);
+  if (model.ok()) {
+    uint32_t checksum = 0;
+    for (const auto& t : model->tensors) {
+      const auto b = t.bytes();
+      if (b.size() != t.n_bytes) std::abort();
+      if (t.from_file && !b.empty() && (b.data() < data || b.data() + b.size() > data + size)) std::abort();
+      for (uint8_t byte : b) checksum += byte;  // touch every byte so ASan sees any bad pointer
+      if (model->find(t.unique_name) != &t) std::abort();
+    }
+    (void)checksum;
+  }
+  auto described = sotto::describe_onnx(bytes);
+  if (described.ok() != model.ok()) std::abort();
+  return 0;
+}

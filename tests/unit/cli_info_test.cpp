@@ -1,0 +1,147 @@
+// `sotto info` as a user runs it: every model/audio fixture prints, --json output is valid JSON (checked with
+// the strict parser) with the right tensor count, and bad input gives one line on stderr with exit 1 (file)
+// or 2 (usage).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include "io/json.h"
+#include "test_support.h"
+
+namespace sotto {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the CLI with `args` through the shell; stderr goes to a temporary file.
+CliRun run_cli(const std::string& args) {
+  CliRun run;
+  char err_path[] = "/tmp/sotto_cli_test_XXXXXX";
+  int fd = mkstemp(err_path);
+  if (fd < 0) return run;
+  close(fd);
+  std::string command = std::string("'") + SOTTO_CLI_PATH + "' " + args + " 2>'" + err_path + "'";
+  std::FILE* p = popen(command.c_str(), "r");
+  if (!p) return run;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) run.out.append(buf, n);
+  int status = pclose(p);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (std::FILE* e = std::fopen(err_path, "rb")) {
+    while ((n = std::fread(buf, 1, sizeof buf, e)) > 0) run.err.append(buf, n);
+    std::fclose(e);
+  }
+  std::remove(err_path);
+  return run;
+}
+
+std::string quoted_fixture(const std::string& rel) {
+  return "'" + testing::fixture_path(rel) + "'";
+}
+
+TEST(CliInfo, JsonForEveryModelFixture) {
+  struct Case {
+    const char* rel;
+    const char* format;
+    int n_tensors;  // -1: decided by another reader (ONNX initializers), only checked to be an array
+  };
+  // Tensor counts: SOURCES.md (48 for stories260K, vocab files have none) and tools/fixture_digests.py (15).
+  const Case cases[] = {
+      {"llm/stories260K.gguf", "gguf v3", 48},
+      {"llm/stories260K-q8_0.gguf", "gguf v3", 48},
+      {"llm/stories260K-q4_0.gguf", "gguf v3", 48},
+      {"tokenizer/ggml-vocab-qwen2.gguf", "gguf v3", 0},
+      {"tokenizer/ggml-vocab-llama-spm.gguf", "gguf v3", 0},
+      {"tokenizer/ggml-vocab-llama-bpe.gguf", "gguf v3", 0},
+      {"vad/silero_vad_16k.safetensors", "safetensors", 15},
+      {"vad/silero_vad_v5.1.onnx", "onnx", -1},
+      {"vad/silero_vad_v6.2.onnx", "onnx", -1},
+      {"audio/test.wav", "wav", -1},
+      {"audio/beckett.wav", "wav", -1},
+      {"audio/two_cities_16k.wav", "wav", -1},
+      {"audio/sample.wav", "wav", -1},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.rel);
+    CliRun run = run_cli("info --json " + quoted_fixture(c.rel));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_TRUE(run.err.empty()) << run.err;
+    auto json = parse_json(run.out);
+    ASSERT_TRUE(json.ok()) << json.message();
+    ASSERT_TRUE(json->is_object());
+    const JsonValue* format = json->find("format");
+    ASSERT_TRUE(format && format->is_string());
+    EXPECT_EQ(format->text.rfind(c.format, 0), 0u) << format->text;
+    const JsonValue* tensors = json->find("tensors");
+    ASSERT_TRUE(tensors && tensors->is_array());
+    if (c.n_tensors >= 0) {
+      EXPECT_EQ(tensors->items.size(), static_cast<size_t>(c.n_tensors));
+    }
+    ASSERT_TRUE(json->find("metadata") && json->find("metadata")->is_array());
+    uint64_t sum = 0;
+    for (const auto& t : tensors->items) {
+      ASSERT_TRUE(t.find("bytes") && t.find("bytes")->as_u64());
+      sum += *t.find("bytes")->as_u64();
+      EXPECT_TRUE(t.find("name") && t.find("dtype") && t.find("shape") && t.find("offset"));
+    }
+    EXPECT_EQ(json->find("tensor_bytes")->as_u64(), sum);
+  }
+}
+
+TEST(CliInfo, TextOutput) {
+  CliRun run = run_cli("info " + quoted_fixture("llm/stories260K-q4_0.gguf"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("gguf v3"), std::string::npos);
+  EXPECT_NE(run.out.find("llama.context_length"), std::string::npos);
+  EXPECT_NE(run.out.find("tensors (48)"), std::string::npos);
+  EXPECT_NE(run.out.find("total: 48 tensors"), std::string::npos);
+}
+
+TEST(CliInfo, UnrecognizedFilesFailWithOneLine) {
+  const char* others[] = {"audio/Harvard-L2-1.ogg",
+                          "asr/tokenizer.model",
+                          "asr/mel_reference.json",
+                          "asr/reference_output.json",
+                          "audio/sample.expected.txt",
+                          "llm/quantize_q8_0.log",
+                          "tokenizer/ggml-vocab-llama-spm.gguf.inp",
+                          "tokenizer/ggml-vocab-llama-spm.gguf.out",
+                          "SOURCES.md"};
+  for (const char* rel : others) {
+    CliRun run = run_cli("info " + quoted_fixture(rel));
+    EXPECT_EQ(run.exit_code, 1) << rel;
+    EXPECT_TRUE(run.out.empty()) << rel;
+    EXPECT_EQ(run.err.rfind("sotto: ", 0), 0u) << run.err;
+    EXPECT_NE(run.err.find("unrecognized format"), std::string::npos) << run.err;
+    EXPECT_NE(run.err.find("first bytes"), std::string::npos) << run.err;
+    EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << run.err;  // exactly one line
+  }
+  CliRun missing = run_cli("info /nonexistent/file.gguf");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err.rfind("sotto: ", 0), 0u);
+}
+
+TEST(CliInfo, UsageErrorsExitTwo) {
+  for (const char* args : {"", "frobnicate", "--frobnicate", "info", "info --bogus x", "info a b"}) {
+    CliRun run = run_cli(args);
+    EXPECT_EQ(run.exit_code, 2) << args;
+    EXPECT_NE(run.err.find("usage: sotto"), std::string::npos) << args;
+  }
+  CliRun help = run_cli("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("info FILE [--json]"), std::string::npos);
+  CliRun version = run_cli("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("sotto ", 0), 0u);
+}
+
+}  // namespace
+}  // namespace sotto

@@ -1,0 +1,274 @@
+// linear() against linear_ref() for every supported weight type: several shapes (rows not a multiple of the
+// 4-row pass, token counts not a multiple of the tile), 1..4 threads, AVX2 and the forced portable path, on
+// fresh random weights (from the reference quantizers where they exist, and raw random bytes with sane scales
+// for every quantized type, which reach bit patterns the quantizers never make, e.g. negative q6_K scales).
+// LinearBench.* measures GB/s of weights, only with SOTTO_BENCH=1.
+#include "cpu/linear.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/half.h"
+#include "core/quant_blocks.h"
+#include "core/quantize_ref.h"
+#include "cpu/cpu_features.h"
+
+namespace sotto {
+namespace {
+
+uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("SOTTO_TEST_SEED");
+    const uint64_t s =
+        env ? std::strtoull(env, nullptr, 10)
+            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::printf("[ seed    ] SOTTO_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                        DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Byte offsets of each quantized block's f16 scale fields (quant_blocks.h), so random bytes get sane scales.
+std::vector<size_t> f16_fields(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::Q8_0:
+      return {0};
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return {0, 2};
+    case DType::Q2_K:
+      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case DType::Q3_K:
+      return {offsetof(BlockQ3_K, d)};
+    case DType::Q6_K:
+      return {offsetof(BlockQ6_K, d)};
+    default:
+      return {};
+  }
+}
+
+std::vector<uint8_t> random_weights(std::mt19937_64& rng, DType t, int64_t rows, int64_t cols,
+                                    bool raw_bytes) {
+  const DTypeInfo& info = dtype_info(t);
+  const size_t bytes = static_cast<size_t>(rows * cols / info.block_elems) * info.block_bytes;
+  std::vector<uint8_t> w(bytes);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  if (!raw_bytes || !info.quantized) {
+    std::vector<float> values(static_cast<size_t>(rows * cols));
+    for (float& v : values) v = uniform(rng);
+    quantize_row_ref(t, values.data(), w.data(), rows * cols);
+    return w;
+  }
+  for (uint8_t& b : w) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f);
+  for (size_t block = 0; block < bytes; block += info.block_bytes) {
+    for (size_t field : f16_fields(t)) {
+      const uint16_t h = f32_to_f16(scale(rng));
+      std::memcpy(&w[block + field], &h, 2);
+    }
+    if (t == DType::Q8_0)  // ggml's quantizers never emit -128 and the sign trick relies on it (matvec.h)
+      for (size_t i = 2; i < info.block_bytes; ++i)
+        if (w[block + i] == 0x80) w[block + i] = 0x81;
+  }
+  return w;
+}
+
+// Tolerance. The integer part of every block's dot product is exact in every variant, so kernel and
+// reference differ only by float rounding: the kernel rounds each block's scale product (d_w * d_x, <= 3
+// roundings), its float conversion, and the running f32 sum; the reference rounds each dequantized weight
+// (d * sc * q - dmin * m: the two terms can each be about twice the weight's magnitude) and x (d_x * q).
+// Each rounding is <= 2^-24 relative to a term bounded by ~3 * max|w| * |x_i|, and with <= 32 blocks per
+// row here the f32 sum adds at most 32 more, so |error| <= (8 + 32) * 6e-8 * 3 * max|w| * sum|x| ~= 7e-6 *
+// max|w| * sum|x|; 1e-5 leaves a margin and is still ~4x below the effect of one weight off by one step.
+float tolerance(const std::vector<float>& w_row, const std::vector<float>& x_seen) {
+  float w_max = 0.0f;
+  for (float v : w_row) w_max = std::max(w_max, std::fabs(v));
+  double x_abs = 0;
+  for (float v : x_seen) x_abs += std::fabs(v);
+  return 1e-5f * w_max * static_cast<float>(x_abs) + 1e-30f;
+}
+
+struct Pools {
+  std::unique_ptr<ThreadPool> pools[4];
+  Pools() {
+    for (int i = 0; i < 4; ++i) pools[i] = std::make_unique<ThreadPool>(i + 1);
+  }
+};
+
+std::vector<bool> portable_modes() {
+  std::vector<bool> modes = {true};
+  if (cpu_features().avx2_fma) modes.push_back(false);
+  return modes;
+}
+
+TEST(Linear, SupportsEveryWeightTypeOfTheModels) {
+  for (DType t : kTypes) EXPECT_TRUE(linear_supported(t)) << dtype_name(t);
+  EXPECT_FALSE(linear_supported(DType::I32));
+  EXPECT_FALSE(linear_supported(DType::Q8_K));
+}
+
+TEST(Linear, MatchesReferenceForEveryTypeShapeThreadCountAndInstructionSet) {
+  std::mt19937_64 rng(test_seed() + 10);
+  Pools pools;
+  LinearScratch scratch;
+  int checks = 0;
+  for (DType t : kTypes) {
+    const int64_t block = dtype_info(t).block_elems;
+    std::vector<int64_t> col_options;
+    if (block == 256)
+      col_options = {256, 512, 768};
+    else if (dtype_info(t).quantized)
+      col_options = {32, 96, 256, 896};
+    else
+      col_options = {32, 40, 100, 256};  // float weights: any width, including SIMD tails
+    for (bool raw : {false, true}) {
+      if (raw && !dtype_info(t).quantized) continue;
+      for (int64_t rows : {1, 3, 4, 5, 17, 65}) {
+        for (int64_t cols : col_options) {
+          const int64_t n_max = 9;
+          const std::vector<uint8_t> w = random_weights(rng, t, rows, cols, raw);
+          std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+          std::vector<float> x(static_cast<size_t>(n_max * cols));
+          for (float& v : x) v = uniform(rng);
+          std::vector<float> want(static_cast<size_t>(n_max * rows));
+          linear_ref(t, w.data(), rows, cols, x.data(), n_max, want.data());
+          // Tolerances per (token, row), from the dequantized weights and activations.
+          std::vector<float> tol(want.size());
+          {
+            const size_t row_bytes = static_cast<size_t>(cols / block) * dtype_info(t).block_bytes;
+            std::vector<uint8_t> xq(activation_bytes(t, cols));
+            std::vector<float> x_seen(static_cast<size_t>(cols)), w_row(static_cast<size_t>(cols));
+            for (int64_t tk = 0; tk < n_max; ++tk) {
+              quantize_activations(t, x.data() + tk * cols, cols, xq.data());
+              dequantize_row_ref(activation_type(t), xq.data(), x_seen.data(), cols);
+              for (int64_t r = 0; r < rows; ++r) {
+                dequantize_row_ref(t, w.data() + r * row_bytes, w_row.data(), cols);
+                tol[tk * rows + r] = tolerance(w_row, x_seen);
+              }
+            }
+          }
+          for (int64_t n : {1, 2, 3, 4, 5, 9}) {
+            for (bool portable : portable_modes()) {
+              cpu_force_portable(portable);
+              for (int threads = 1; threads <= 4; ++threads) {
+                std::vector<float> got(static_cast<size_t>(n * rows), -12345.0f);
+                linear(*pools.pools[threads - 1], t, w.data(), rows, cols, x.data(), n, got.data(), scratch);
+                for (int64_t tk = 0; tk < n; ++tk)
+                  for (int64_t r = 0; r < rows; ++r) {
+                    const size_t i = static_cast<size_t>(tk * rows + r);
+                    ASSERT_NEAR(got[i], want[i], tol[i])
+                        << dtype_name(t) << (raw ? " raw bytes" : " quantized") << " rows=" << rows
+                        << " cols=" << cols << " n=" << n << " token=" << tk << " row=" << r
+                        << " threads=" << threads << (portable ? " portable" : " avx2");
+                  }
+                ++checks;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  cpu_force_portable(false);
+  std::printf("[ info    ] %d linear() calls checked\n", checks);
+}
+
+// linear_rows() on a row sub-range with strided y, as a model fusing steps calls it.
+TEST(Linear, RowsWritesOnlyItsRangeWithStrides) {
+  std::mt19937_64 rng(test_seed() + 11);
+  for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    const int64_t rows = 21, cols = 512, n = 6, y_stride = 40;
+    const std::vector<uint8_t> w = random_weights(rng, t, rows, cols, false);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n * cols));
+    for (float& v : x) v = uniform(rng);
+    std::vector<float> want(static_cast<size_t>(n * rows));
+    linear_ref(t, w.data(), rows, cols, x.data(), n, want.data());
+    const size_t stride = activation_bytes(t, cols) + 64;  // padded rows of xq
+    std::vector<uint8_t> xq(stride * n);
+    for (int64_t tk = 0; tk < n; ++tk)
+      quantize_activations(t, x.data() + tk * cols, cols, xq.data() + tk * stride);
+    for (bool portable : portable_modes()) {
+      cpu_force_portable(portable);
+      std::vector<float> y(static_cast<size_t>(n * y_stride), 7.0f);
+      linear_rows(t, w.data(), cols, xq.data(), n, stride, y.data(), y_stride, 3, 18);
+      for (int64_t tk = 0; tk < n; ++tk)
+        for (int64_t r = 0; r < y_stride; ++r) {
+          const float v = y[tk * y_stride + r];
+          if (r < 3 || r >= 18)
+            ASSERT_EQ(v, 7.0f) << dtype_name(t) << " wrote outside its range at row " << r;
+          else
+            ASSERT_NEAR(v, want[tk * rows + r], 1e-3f * (1.0f + std::fabs(want[tk * rows + r])));
+        }
+    }
+  }
+  cpu_force_portable(false);
+}
+
+// GB/s of weights read: decode (n = 1) at the two FFN shapes of Qwen2.5 0.5B, 1 and 2 threads.
+TEST(LinearBench, WeightBandwidth) {
+  const char* bench = std::getenv("SOTTO_BENCH");
+  if (!bench || std::strcmp(bench, "1") != 0) GTEST_SKIP() << "set SOTTO_BENCH=1 to measure";
+  std::mt19937_64 rng(test_seed() + 12);
+  Pools pools;
+  LinearScratch scratch;
+  struct Shape {
+    int64_t rows, cols;
+  };
+  std::printf("%-6s %-11s %-8s %8s %8s %8s %8s\n", "type", "shape", "variant", "1 thr", "2 thr", "n=8 1t",
+              "n=8 2t");
+  for (DType t : kTypes) {
+    for (Shape s : {Shape{4864, 896}, Shape{896, 4864}}) {
+      const int64_t cols = s.cols % dtype_info(t).block_elems == 0 ? s.cols : s.cols / 256 * 256;
+      const std::vector<uint8_t> w = random_weights(rng, t, s.rows, cols, true);
+      std::vector<float> x(static_cast<size_t>(8 * cols));
+      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      for (float& v : x) v = uniform(rng);
+      std::vector<float> y(static_cast<size_t>(8 * s.rows));
+      for (bool portable : portable_modes()) {
+        cpu_force_portable(portable);
+        double gbs[4];
+        int k = 0;
+        for (int64_t n : {1, 8}) {
+          for (int threads = 1; threads <= 2; ++threads) {
+            ThreadPool& pool = *pools.pools[threads - 1];
+            linear(pool, t, w.data(), s.rows, cols, x.data(), n, y.data(), scratch);  // warm-up
+            const auto start = std::chrono::steady_clock::now();
+            int iterations = 0;
+            double seconds = 0;
+            do {
+              linear(pool, t, w.data(), s.rows, cols, x.data(), n, y.data(), scratch);
+              ++iterations;
+              seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            } while (seconds < 0.2);
+            gbs[k++] = static_cast<double>(w.size()) * iterations / seconds / 1e9;
+          }
+        }
+        std::printf("%-6s %5lldx%-5lld %-8s %8.2f %8.2f %8.2f %8.2f\n", std::string(dtype_name(t)).c_str(),
+                    static_cast<long long>(s.rows), static_cast<long long>(cols),
+                    portable ? "portable" : "avx2", gbs[0], gbs[1], gbs[2], gbs[3]);
+      }
+    }
+  }
+  cpu_force_portable(false);
+}
+
+}  // namespace
+}  // namespace sotto

@@ -1,0 +1,145 @@
+// Activation quantizers of cpu/quant_dot.h against ggml's reference arithmetic, bit for bit: q8_0 and q8_K
+// against core/quantize_ref (itself checked byte-for-byte against llama.cpp in dtype_reference_test.cpp), and
+// q8_1 against a restatement of ggml's quantize_row_q8_1_ref written here. Inputs are fresh random floats,
+// including blocks with exact ties (x / d = k + 0.5) that tell round-half-away from round-half-even apart.
+#include "cpu/quant_dot.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "core/quantize_ref.h"
+#include "cpu/linear.h"
+
+namespace sotto {
+namespace {
+
+uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("SOTTO_TEST_SEED");
+    const uint64_t s =
+        env ? std::strtoull(env, nullptr, 10)
+            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::printf("[ seed    ] SOTTO_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+// Random activations: mostly uniform, with a few blocks scaled up/down by powers of two, some exact
+// half-step values (multiples of amax / 254 land on ties), and a few zero blocks among non-zero ones.
+std::vector<float> random_activations(std::mt19937_64& rng, int64_t n) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = uniform(rng);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const int kind = static_cast<int>(rng() % 8);
+    float* xb = x.data() + 32 * b;
+    if (kind == 0) {
+      for (int i = 0; i < 32; ++i) xb[i] *= 1024.0f;
+    } else if (kind == 1) {
+      for (int i = 0; i < 32; ++i) xb[i] *= 1.0f / 4096.0f;
+    } else if (kind == 2) {  // integers with amax 127: x / d is exact, halves give ties
+      for (int i = 0; i < 32; ++i) xb[i] = static_cast<float>(static_cast<int>(rng() % 255) - 127) + 0.5f;
+      xb[0] = 127.0f;
+    }
+  }
+  if (n >= 512) std::memset(x.data() + 256, 0, 32 * sizeof(float));  // one all-zero q8_0 block
+  return x;
+}
+
+// ggml's quantize_row_q8_1_ref, restated: q8_0's d and q, then s = f16(sum(q) * d) with the unrounded d.
+void reference_q8_1(const float* x, BlockQ8_1* y, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = f32_to_f16(d);
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const float v = x[32 * b + i] * id;
+      y[b].qs[i] = static_cast<int8_t>(std::roundf(v));
+      sum += y[b].qs[i];
+    }
+    const float s = static_cast<float>(sum) * d;
+    y[b].s = f32_to_f16(s);
+  }
+}
+
+TEST(QuantDot, ActivationsQ8_0MatchReferenceBitForBit) {
+  std::mt19937_64 rng(test_seed());
+  for (int64_t n : {32, 64, 896, 4864}) {
+    const std::vector<float> x = random_activations(rng, n);
+    std::vector<BlockQ8_0> got(static_cast<size_t>(n / 32)), want(got.size());
+    quantize_activations_q8_0(x.data(), got.data(), n);
+    quantize_row_ref(DType::Q8_0, x.data(), want.data(), n);
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_0))) << "n=" << n;
+  }
+}
+
+TEST(QuantDot, ActivationsQ8_1MatchReferenceBitForBit) {
+  std::mt19937_64 rng(test_seed() + 1);
+  for (int64_t n : {32, 64, 896, 4864}) {
+    const std::vector<float> x = random_activations(rng, n);
+    std::vector<BlockQ8_1> got(static_cast<size_t>(n / 32)), want(got.size());
+    quantize_activations_q8_1(x.data(), got.data(), n);
+    reference_q8_1(x.data(), want.data(), n);
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_1))) << "n=" << n;
+  }
+}
+
+TEST(QuantDot, ActivationsQ8_KMatchReferenceBitForBit) {
+  std::mt19937_64 rng(test_seed() + 2);
+  for (int64_t n : {256, 512, 1024, 4864 - 4864 % 256}) {
+    std::vector<float> x = random_activations(rng, n);
+    if (n >= 512) std::memset(x.data() + 256, 0, 256 * sizeof(float));  // an all-zero super-block
+    std::vector<BlockQ8_K> got(static_cast<size_t>(n / 256)), want(got.size());
+    quantize_activations_q8_K(x.data(), got.data(), n);
+    quantize_row_ref(DType::Q8_K, x.data(), want.data(), n);
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_K))) << "n=" << n;
+    for (size_t b = 0; b < got.size(); ++b)  // bsums hold the sums of each 16 q's
+      for (int g = 0; g < 16; ++g) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += got[b].qs[16 * g + i];
+        ASSERT_EQ(sum, got[b].bsums[g]);
+      }
+  }
+}
+
+TEST(QuantDot, ActivationFormatsFollowGgml) {
+  // ggml-cpu's type_traits vec_dot_type table.
+  EXPECT_EQ(activation_type(DType::F32), DType::F32);
+  EXPECT_EQ(activation_type(DType::F16), DType::F16);
+  EXPECT_EQ(activation_type(DType::BF16), DType::BF16);
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) EXPECT_EQ(activation_type(t), DType::Q8_0);
+  for (DType t : {DType::Q4_1, DType::Q5_1}) EXPECT_EQ(activation_type(t), DType::Q8_1);
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
+    EXPECT_EQ(activation_type(t), DType::Q8_K);
+  EXPECT_EQ(activation_bytes(DType::Q4_K, 512), 2 * sizeof(BlockQ8_K));
+  EXPECT_EQ(activation_bytes(DType::F16, 40), 80u);
+}
+
+TEST(QuantDot, FloatActivationsRoundToNearestEven) {
+  std::mt19937_64 rng(test_seed() + 3);
+  std::uniform_real_distribution<float> uniform(-100.0f, 100.0f);
+  std::vector<float> x(1000);
+  for (float& v : x) v = uniform(rng);
+  std::vector<uint16_t> h(x.size()), b(x.size());
+  quantize_activations(DType::F16, x.data(), static_cast<int64_t>(x.size()), h.data());
+  quantize_activations(DType::BF16, x.data(), static_cast<int64_t>(x.size()), b.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_EQ(h[i], f32_to_f16(x[i]));
+    ASSERT_EQ(b[i], f32_to_bf16(x[i]));
+  }
+}
+
+}  // namespace
+}  // namespace sotto

@@ -1,0 +1,89 @@
+// sotto's JS API. The engine runs in a worker (web/worker.js), thread 0 of a pool whose helpers are further
+// workers on the same shared WebAssembly.Memory; this module only compiles the wasm, starts that worker and
+// turns messages into promises. It works in a page (needs crossOriginIsolated) and in Node (worker_threads).
+//
+//   const engine = await Engine.create({ threads: 4 });       // picks the relaxed-SIMD build when it validates
+//   await engine.selftest();                                  // threaded SIMD kernels vs scalar reference
+//   await engine.describe(file, { onProgress });               // a File/Blob, URL, or (Node) path -> info table
+import { hasRelaxedSimd, isNode, spawnWorker } from './runtime.js';
+
+const WASM_URLS = {
+  simd128: new URL('../build/wasm-simd128/sotto.wasm', import.meta.url),
+  relaxed: new URL('../build/wasm-relaxed/sotto.wasm', import.meta.url),
+};
+
+async function compileModule(url) {
+  if (isNode && url.protocol === 'file:') {
+    const { readFile } = await import('node:fs/promises');
+    return WebAssembly.compile(await readFile(url));
+  }
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`sotto: ${url}: HTTP ${response.status}`);
+  return WebAssembly.compileStreaming ? WebAssembly.compileStreaming(response) : WebAssembly.compile(await response.arrayBuffer());
+}
+
+export function defaultThreads() {
+  const cores = isNode ? (globalThis.navigator?.hardwareConcurrency ?? 4) : navigator.hardwareConcurrency || 4;
+  return Math.max(1, Math.min(cores, 8));
+}
+
+export class Engine {
+  // variant: 'relaxed' | 'simd128' | undefined (auto). Node always gets simd128: Node 20 mis-executes relaxed
+  // integer dot products.
+  static async create({ threads = defaultThreads(), variant, wasmUrl } = {}) {
+    if (!isNode && !globalThis.crossOriginIsolated) {
+      throw new Error('sotto: the page is not cross-origin isolated (serve it with COOP/COEP headers)');
+    }
+    const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
+    if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
+    const url = wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
+    const module = await compileModule(url);
+    const worker = await spawnWorker(new URL('./worker.js', import.meta.url));
+    const engine = new Engine(worker);
+    engine.info = { ...(await engine.#call('init', { module, threads })), wasmUrl: String(url) };
+    return engine;
+  }
+
+  #worker;
+  #nextId = 1;
+  #pending = new Map();
+
+  constructor(worker) {
+    this.#worker = worker;
+    worker.onMessage((m) => {
+      const p = this.#pending.get(m.id);
+      if (!p) return;
+      if (m.progress) return p.onProgress?.(m.progress);
+      this.#pending.delete(m.id);
+      if (m.ok) p.resolve(m.result);
+      else p.reject(Object.assign(new Error(m.error), { workerStack: m.stack }));
+    });
+    worker.onError((e) => {
+      for (const p of this.#pending.values()) p.reject(e);
+      this.#pending.clear();
+    });
+  }
+
+  #call(op, args = {}, onProgress) {
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject, onProgress });
+      this.#worker.post({ id, op, ...args });
+    });
+  }
+
+  // {passed, threads, rows, cols, maxAbsError, tolerance, checksum, checksumRef, rowsPerThreadMin, ms}
+  selftest({ rows, cols, seed, repeats } = {}) {
+    return this.#call('selftest', { rows, cols, seed, repeats });
+  }
+
+  // {ok, name, bytes, loadMs, describeMs, format, metadata:[{key,type,value,text}], tensors:[{name,dtype,shape,
+  // offset,bytes}]} or {ok:false, error}. `source` streams into wasm memory; it is never copied whole in JS.
+  describe(source, { onProgress } = {}) {
+    return this.#call('describe', { source: source instanceof URL ? String(source) : source }, onProgress);
+  }
+
+  terminate() {
+    this.#worker.terminate();
+  }
+}
