@@ -17,6 +17,7 @@ struct Command {
   std::string_view usage;    // "info FILE [--json]"
   std::string_view summary;  // one line for `sotto --help`
   int (*run)(std::span<char* const> args);
+  std::string_view options = {};  // the option list `sotto COMMAND --help` prints below the usage
 };
 
 // Prints "sotto: <message>" on stderr (one line) and returns kExitFailure.
@@ -30,5 +31,6 @@ int run_chat(std::span<char* const> args);      // generate.cpp
 int run_bench(std::span<char* const> args);     // generate.cpp (bench llm)
 int run_tokenize(std::span<char* const> args);
 int run_detokenize(std::span<char* const> args);
+int run_vad(std::span<char* const> args);  // vad.cpp
 
 }  // namespace sotto::cli

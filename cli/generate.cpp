@@ -3,7 +3,7 @@
 //   generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K --top-p P
 //            --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T] [--top-logprobs N]
 //            [--json]
-//   bench llm -m FILE [--threads T] [--repeats R]
+//   bench llm -m FILE [--threads T] [--repeats R] [--json]
 //
 // --prompt-ids feeds token ids straight to the model (BOS included if wanted), so the model can be checked
 // against llama.cpp independently of the tokenizer. --json prints one object:
@@ -14,11 +14,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "api/sotto.h"
 #include "commands.h"
 #include "io/describe.h"
 #include "io/file.h"
@@ -65,12 +67,6 @@ std::optional<std::vector<int32_t>> parse_ids(std::string_view s) {
     s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
   }
   return ids;
-}
-
-std::string ids_json(std::span<const int32_t> ids) {
-  std::string out = "[";
-  for (size_t i = 0; i < ids.size(); ++i) out += cat(i ? "," : "", ids[i]);
-  return out + "]";
 }
 
 // The model file and everything read from it; the mapping must outlive the parsed views.
@@ -178,60 +174,51 @@ int run_generate(std::span<char* const> args) {
   if (!have_prompt && !prompt_ids)
     return usage_error("generate: no prompt given (-p PROMPT or --prompt-ids)");
 
-  auto model = load_model(model_path, /*want_tokenizer=*/true);
-  if (!model) return fail(model.message());
-  const Tokenizer* tokenizer = model->tokenizer ? &*model->tokenizer : nullptr;
-  if (!tokenizer && !prompt_ids) return fail(model->tokenizer_error);
-  std::vector<int32_t> ids = prompt_ids ? *prompt_ids : tokenizer->tokenize(prompt, true, false);
-  if (ids.empty()) return fail("llm: empty prompt (no tokens to start from)");
-
-  ThreadPool pool(threads);
-  auto ctx = make_llama_context(model->weights, n_ctx);
-  if (!ctx) return fail(ctx.message());
-
-  std::string top_json = "[]";
-  if (top_logprobs > 0) {  // first-step log-probabilities, for comparing with llama.cpp
-    auto logits = forward(pool, model->weights, *ctx, ids);
-    if (!logits) return fail(logits.message());
-    const float top = *std::max_element(logits->begin(), logits->end());
-    double sum = 0.0;
-    for (float l : *logits) sum += std::exp(static_cast<double>(l - top));
-    const double log_sum = std::log(sum);
-    std::vector<int32_t> order(logits->size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
-    const size_t n = std::min(order.size(), static_cast<size_t>(top_logprobs));
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
-                      [&](int32_t a, int32_t b) {
-                        return (*logits)[static_cast<size_t>(a)] > (*logits)[static_cast<size_t>(b)];
-                      });
-    top_json = "[";
-    for (size_t i = 0; i < n; ++i)
-      top_json += cat(i ? "," : "", "{\"id\":", order[i], ",\"logprob\":",
-                      static_cast<double>((*logits)[static_cast<size_t>(order[i])] - top) - log_sum, "}");
-    top_json += "]";
-    ctx->kv.clear();
-  }
-
-  StdoutSink sink;
-  std::vector<int32_t> end_ids;
-  if (tokenizer) {
-    end_ids = end_of_generation_ids(*tokenizer);
-  } else if (auto eos = model->gguf.get_u32("tokenizer.ggml.eos_token_id")) {
-    end_ids.push_back(static_cast<int32_t>(*eos));
-  }
-  auto result =
-      generate(pool, model->weights, *ctx, tokenizer, ids, end_ids, options, json ? nullptr : &sink);
-  if (!result) return fail(result.message());
-  const double tokens_per_s = result->decode_ms > 0 ? 1000.0 * result->n_decoded / result->decode_ms : 0.0;
-  if (json) {
-    print(cat("{\"prompt\":", json_quote(prompt), ",\"prompt_ids\":", ids_json(ids),
-              ",\"ids\":", ids_json(result->ids), ",\"text\":", json_quote(result->text), ",\"stop\":\"",
-              stop_reason_name(result->stop), "\",\"prefill_ms\":", result->prefill_ms,
-              ",\"decode_tokens_per_s\":", tokens_per_s, ",\"top_logprobs\":", top_json, "}\n"));
+  // Through the C API (api/sotto.h), as the web engine does: both print the same JSON by construction.
+  auto file = MappedFile::open(model_path);
+  if (!file) return fail(file.message());
+  std::unique_ptr<SottoLlm, void (*)(SottoLlm*)> llm(sotto_llm_create(threads), sotto_llm_destroy);
+  if (sotto_llm_load(llm.get(), file->bytes().data(), file->bytes().size(), n_ctx) != SOTTO_OK)
+    return fail(cat(model_path, ": ", sotto_llm_last_error(llm.get())));
+  std::vector<int32_t> ids;
+  if (prompt_ids) {
+    ids = *prompt_ids;
   } else {
+    ids.resize(prompt.size() + 8);
+    const int32_t n = sotto_llm_tokenize(llm.get(), prompt.data(), prompt.size(), 1, 0, ids.data(),
+                                         static_cast<int32_t>(ids.size()));
+    if (n < 0) return fail(cat(model_path, ": ", sotto_llm_last_error(llm.get())));
+    ids.resize(static_cast<size_t>(n));
+    if (static_cast<size_t>(n) > prompt.size() + 8)
+      sotto_llm_tokenize(llm.get(), prompt.data(), prompt.size(), 1, 0, ids.data(), n);
+  }
+  if (ids.empty()) return fail("llm: empty prompt (no tokens to start from)");
+  if (top_logprobs > 0 && !sotto_llm_top_logprobs(llm.get(), ids.data(), ids.size(), top_logprobs, nullptr))
+    return fail(sotto_llm_last_error(llm.get()));
+
+  std::string stops;
+  for (const std::string& s : options.stop_strings) stops += s + '\0';
+  const SamplerParams& p = options.sampling;
+  const SottoSampling sampling{
+      p.greedy ? 1 : 0, p.temperature,          p.top_k, p.top_p, p.min_p, p.repeat_penalty,
+      p.repeat_last_n,  options.max_new_tokens, p.seed};
+  if (sotto_llm_begin(llm.get(), ids.data(), ids.size(), &sampling, stops.data(), stops.size(), 0) !=
+      SOTTO_OK)
+    return fail(sotto_llm_last_error(llm.get()));
+  for (SottoStep step{}; !step.done;) {
+    if (sotto_llm_step(llm.get(), &step) != SOTTO_OK) return fail(sotto_llm_last_error(llm.get()));
+    if (!json) print(std::string_view(step.text, step.text_bytes));
+  }
+  if (json) {
+    size_t bytes = 0;
+    const char* text = sotto_llm_result_json(llm.get(), prompt.data(), prompt.size(), &bytes);
+    print(cat(std::string_view(text, bytes), "\n"));
+  } else {
+    SottoTimings t;
+    sotto_llm_timings(llm.get(), &t);
     print("\n");
-    std::fprintf(stderr, "prompt: %d tokens in %.1f ms; wrote %zu tokens, %.1f tokens/s\n", result->n_prompt,
-                 result->prefill_ms, result->ids.size(), tokens_per_s);
+    std::fprintf(stderr, "prompt: %d tokens in %.1f ms; wrote %d tokens, %.1f tokens/s\n", t.n_prompt,
+                 t.prefill_ms, t.n_generated, t.decode_tokens_per_s);
   }
   return kExitOk;
 }
@@ -317,17 +304,23 @@ int run_chat(std::span<char* const> args) {
   return kExitOk;
 }
 
-// bench llm: prefill of 64 and 256 tokens and decode speed, median of repeats.
+// bench llm: prefill of 64 and 256 tokens and decode of 64 tokens after a 16-token prompt, median of
+// repeats, after one untimed warm-up pass (it maps the file's pages and starts the threads). --json prints
+//   {"model", "threads", "repeats", "prefill_64_ms", "prefill_256_ms", "decode_ms_per_token",
+//    "decode_tokens_per_s"}
 int run_bench(std::span<char* const> args) {
   if (args.empty() || std::string_view(args[0]) != "llm")
-    return usage_error("bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R]");
+    return usage_error("bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R] [--json]");
   std::string model_path;
   int threads = default_threads(), repeats = 5;
+  bool json = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string_view a = args[i];
     std::optional<double> v;
     if ((a == "-m" || a == "--model") && i + 1 < args.size()) {
       model_path = args[++i];
+    } else if (a == "--json") {
+      json = true;
     } else if (a == "--threads" && i + 1 < args.size() && (v = parse_number(args[++i])) && *v >= 1 &&
                *v <= 256) {
       threads = static_cast<int>(*v);
@@ -343,7 +336,7 @@ int run_bench(std::span<char* const> args) {
   if (!model) return fail(model.message());
   const LlamaWeights& w = model->weights;
   ThreadPool pool(threads);
-  const int n_decode = 64;
+  const int n_decode = 64, n_decode_prompt = 16;
   auto ctx = make_llama_context(w, 256 + n_decode + 1);
   if (!ctx) return fail(ctx.message());
 
@@ -355,25 +348,27 @@ int run_bench(std::span<char* const> args) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  std::printf("%s: %s, %d layers, n_embd %d, %d threads, median of %d\n", model_path.c_str(),
-              w.hp.arch.c_str(), w.hp.n_layer, w.hp.n_embd, threads, repeats);
-  for (int n_prompt : {64, 256}) {
+  auto run_prompt = [&](int n) {
+    ctx->kv.clear();
+    return forward(pool, w, *ctx, std::span<const int32_t>(prompt.data(), static_cast<size_t>(n)));
+  };
+  if (auto warm_up = run_prompt(n_decode_prompt); !warm_up) return fail(warm_up.message());
+
+  double prefill_ms[2] = {0, 0};
+  const int prefill_tokens[2] = {64, 256};
+  for (int p = 0; p < 2; ++p) {
     std::vector<double> ms;
     for (int r = 0; r < repeats; ++r) {
-      ctx->kv.clear();
       const double t0 = now_ms();
-      auto logits =
-          forward(pool, w, *ctx, std::span<const int32_t>(prompt.data(), static_cast<size_t>(n_prompt)));
+      auto logits = run_prompt(prefill_tokens[p]);
       if (!logits) return fail(logits.message());
       ms.push_back(now_ms() - t0);
     }
-    const double m = median(ms);
-    std::printf("  prefill %3d tokens: %9.2f ms  (%.1f tokens/s)\n", n_prompt, m, 1000.0 * n_prompt / m);
+    prefill_ms[p] = median(ms);
   }
-  std::vector<double> rates;
+  std::vector<double> decode_ms;
   for (int r = 0; r < repeats; ++r) {
-    ctx->kv.clear();
-    auto logits = forward(pool, w, *ctx, std::span<const int32_t>(prompt.data(), 256));
+    auto logits = run_prompt(n_decode_prompt);
     if (!logits) return fail(logits.message());
     const double t0 = now_ms();
     for (int i = 0; i < n_decode; ++i) {
@@ -381,9 +376,23 @@ int run_bench(std::span<char* const> args) {
       logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
       if (!logits) return fail(logits.message());
     }
-    rates.push_back(1000.0 * n_decode / (now_ms() - t0));
+    decode_ms.push_back((now_ms() - t0) / n_decode);
   }
-  std::printf("  decode %d tokens after 256: %.1f tokens/s\n", n_decode, median(rates));
+  const double ms_per_token = median(decode_ms);
+  if (json) {
+    print(cat("{\"model\":", json_quote(model_path), ",\"threads\":", threads, ",\"repeats\":", repeats,
+              ",\"prefill_64_ms\":", prefill_ms[0], ",\"prefill_256_ms\":", prefill_ms[1],
+              ",\"decode_ms_per_token\":", ms_per_token, ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token,
+              "}\n"));
+    return kExitOk;
+  }
+  std::printf("%s: %s, %d layers, n_embd %d, %d threads, median of %d\n", model_path.c_str(),
+              w.hp.arch.c_str(), w.hp.n_layer, w.hp.n_embd, threads, repeats);
+  for (int p = 0; p < 2; ++p)
+    std::printf("  prefill %3d tokens: %9.2f ms  (%.1f tokens/s)\n", prefill_tokens[p], prefill_ms[p],
+                1000.0 * prefill_tokens[p] / prefill_ms[p]);
+  std::printf("  decode %d tokens after %d: %.1f tokens/s\n", n_decode, n_decode_prompt,
+              1000.0 / ms_per_token);
   return kExitOk;
 }
 

@@ -13,20 +13,70 @@ namespace {
 
 constexpr std::string_view kVersion = "0.1.0";
 
+constexpr std::string_view kSamplingOptions =
+    "  --greedy                 always the most likely token (the default)\n"
+    "  --temp T                 sample at temperature T (0 = greedy)\n"
+    "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
+    "                           filters applied in llama.cpp's order\n"
+    "  --seed S                 seed of the sampler (same seed, same text on every platform)\n";
+
 constexpr Command kCommands[] = {
     {"info", "info FILE [--json]",
-     "show a model or audio file's format, metadata and tensors (GGUF, safetensors, ONNX, WAV)", run_info},
+     "show a model or audio file's format, metadata and tensors (GGUF, safetensors, ONNX, WAV)", run_info,
+     "  --json                   one JSON object instead of tables\n"},
     {"generate", "generate -m FILE -p TEXT [-n N] [--json]",
-     "write text with a llama/qwen2/qwen3 GGUF model on the CPU (see cli/generate.cpp for all options)",
-     run_generate},
-    {"chat", "chat -m FILE [--ctx N]", "talk with a chat model; the KV cache is kept across turns", run_chat},
+     "write text with a llama/qwen2/qwen3 GGUF model on the CPU", run_generate,
+     "  -m, --model FILE         GGUF model (llama, qwen2, qwen3)\n"
+     "  -p, --prompt TEXT        the prompt (BOS added as the file's metadata says)\n"
+     "  --prompt-ids JSON        the prompt as token ids instead, e.g. [1,415,2]\n"
+     "  -n, --n-predict N        tokens to write (default 64)\n"
+     "  --stop TEXT              stop before this text (repeatable)\n"
+     "  --threads T              threads (default: the cores, up to 8)\n"
+     "  --ctx N                  context positions (default: the model's training context)\n"
+     "  --json                   one JSON object: prompt_ids, ids, text, prefill_ms, decode_tokens_per_s "
+     "...\n"
+     "  --top-logprobs N         with --json: the first step's N most likely tokens\n"},
+    {"chat", "chat -m FILE [--ctx N]", "talk with a chat model; the KV cache is kept across turns", run_chat,
+     "  -m, --model FILE         GGUF chat model (ChatML, Llama-3 or plain template)\n"
+     "  --system TEXT            system prompt\n"
+     "  --ctx N                  context positions (default 4096)\n"
+     "  --threads T              threads (default: the cores, up to 8)\n"
+     "  --greedy | --temp T --seed S\n"},
     {"bench", "bench llm -m FILE [--threads T]", "measure prefill (64 and 256 tokens) and decode speed",
-     run_bench},
+     run_bench,
+     "  -m, --model FILE         GGUF model\n"
+     "  --threads T              threads (default: the cores, up to 8)\n"
+     "  --repeats N              repeats; medians are printed\n"
+     "  --json                   one JSON object\n"},
     {"tokenize", "tokenize -m FILE [--special] [--no-bos]",
-     "UTF-8 text on stdin -> JSON array of token ids, with the GGUF file's own tokenizer", run_tokenize},
+     "UTF-8 text on stdin -> JSON array of token ids, with the GGUF file's own tokenizer", run_tokenize,
+     "  -m, --model FILE         any GGUF with tokenizer metadata (vocab-only files too)\n"
+     "  --special                text such as <|im_start|> becomes its special token\n"
+     "  --no-bos                 do not add BOS/EOS even where the metadata asks for them\n"},
     {"detokenize", "detokenize -m FILE [--hide-special]", "JSON array of token ids on stdin -> the text",
-     run_detokenize},
+     run_detokenize,
+     "  -m, --model FILE         any GGUF with tokenizer metadata\n"
+     "  --hide-special           leave control tokens out of the text\n"},
+    {"vad", "vad -m MODEL.onnx AUDIO.wav [--json]",
+     "speech probability per 32 ms frame and speech segments, with a Silero VAD v5/v6 ONNX file", run_vad,
+     "  -m, --model FILE         silero_vad.onnx (v5 or v6)\n"
+     "  --json                   {\"frame_ms\":32,\"probs\":[...],\"segments\":[{\"start_s\":..,\"end_s\":..}]}\n"
+     "  --rate HZ                16000 (default) or 8000: the model branch the audio is resampled for\n"
+     "  --positive P             speech starts at probability >= P (default 0.5)\n"
+     "  --negative P             frames below P count toward the end (default 0.35)\n"
+     "  --redemption-ms MS       silence that ends a segment (default 1400)\n"
+     "  --pre-pad-ms MS          audio kept before the start of speech (default 800)\n"
+     "  --min-speech-ms MS       segments with less speech are dropped as misfires (default 400)\n"},
 };
+
+void print_command_help(const Command& c) {
+  std::printf("usage: sotto %.*s\n%.*s\n", static_cast<int>(c.usage.size()), c.usage.data(),
+              static_cast<int>(c.summary.size()), c.summary.data());
+  if (!c.options.empty())
+    std::printf("\noptions:\n%.*s", static_cast<int>(c.options.size()), c.options.data());
+  if (c.name == "generate" || c.name == "chat")
+    std::printf("%.*s", static_cast<int>(kSamplingOptions.size()), kSamplingOptions.data());
+}
 
 void print_usage(std::FILE* out) {
   std::fprintf(out, "usage: sotto COMMAND [ARGS]\n       sotto --help | --version\n\ncommands:\n");
@@ -59,8 +109,15 @@ int main(int argc, char** argv) {
     std::printf("sotto %.*s\n", static_cast<int>(kVersion.size()), kVersion.data());
     return kExitOk;
   }
-  for (const Command& c : kCommands)
-    if (c.name == first) return c.run(std::span<char* const>(argv + 2, static_cast<size_t>(argc - 2)));
+  for (const Command& c : kCommands) {
+    if (c.name != first) continue;
+    // Only right after the command, so a prompt that happens to be "-h" stays a prompt.
+    if (argc > 2 && (std::string_view(argv[2]) == "--help" || std::string_view(argv[2]) == "-h")) {
+      print_command_help(c);
+      return kExitOk;
+    }
+    return c.run(std::span<char* const>(argv + 2, static_cast<size_t>(argc - 2)));
+  }
   if (first.starts_with("-")) return usage_error(std::string("unknown option '").append(first).append("'"));
   return usage_error(std::string("unknown command '").append(first).append("'"));
 }

@@ -3,7 +3,16 @@
 // mis-executes relaxed integer dot products).
 //   node web/cli.mjs selftest [--threads N] [--rows R --cols C] [--wasm PATH]
 //   node web/cli.mjs info FILE [--json] [--threads N] [--wasm PATH]
+// and the native CLI's language-model commands, with the same flags and the same stdout (cli/generate.cpp,
+// cli/tokenize.cpp):
+//   node web/cli.mjs tokenize -m FILE [--special] [--no-bos] [--jsonl]     (text on stdin)
+//   node web/cli.mjs detokenize -m FILE [--hide-special] [--jsonl]         (JSON ids on stdin)
+//   node web/cli.mjs generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K
+//            --top-p P --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T]
+//            [--top-logprobs N] [--json]
+//   node web/cli.mjs bench llm -m FILE [--threads T] [--repeats R]
 import { Engine } from './engine.js';
+import { Llm } from './llm.js';
 
 function parseArgs(argv) {
   const opts = { positional: [] };
@@ -23,12 +32,149 @@ function humanBytes(n) {
   return `${u ? n.toFixed(1) : n} ${units[u]}`;
 }
 
+async function readStdin() {
+  const chunks = [];
+  for await (const c of process.stdin) chunks.push(c);
+  return Buffer.concat(chunks);
+}
+
+function write(text) {
+  return new Promise((resolve) => process.stdout.write(text, resolve));
+}
+
+class UsageError extends Error {}
+
+// Flags as the native CLI takes them: value flags in VALUES, the rest booleans; anything else is an error.
+function parseFlags(argv, values, booleans, command) {
+  const opts = { stop: [] };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (booleans.includes(a)) opts[a.replace(/^-+/, '')] = true;
+    else if (values.includes(a) && i + 1 < argv.length) {
+      const key = a.replace(/^-+/, '');
+      if (key === 'stop') opts.stop.push(argv[++i]);
+      else opts[key] = argv[++i];
+    } else throw new UsageError(`${command}: bad or unknown option '${a}'`);
+  }
+  return opts;
+}
+
+function numberFlag(opts, key, fallback, check = () => true) {
+  if (opts[key] === undefined) return fallback;
+  const v = Number(opts[key]);
+  if (opts[key] === '' || !Number.isFinite(v) || !check(v)) throw new UsageError(`bad value for --${key}: '${opts[key]}'`);
+  return v;
+}
+
+async function loadModel(path, threads, nCtx, tokenizerOnly = false) {
+  if (!path) throw new UsageError('no model given (-m FILE)');
+  return Llm.load(path, { threads, variant: 'simd128', nCtx, tokenizerOnly });
+}
+
+async function runTokenize(args, detokenize) {
+  const opts = parseFlags(args, ['-m', '--model'], detokenize ? ['--hide-special', '--jsonl'] : ['--special', '--no-bos', '--jsonl'],
+                          detokenize ? 'detokenize' : 'tokenize');
+  const llm = await loadModel(opts.m ?? opts.model, 1, 0, true);
+  try {
+    const input = await readStdin();
+    const lines = opts.jsonl ? input.toString('utf8').split('\n').filter((l) => l.length) : [null];
+    for (const line of lines) {
+      if (!detokenize) {
+        const text = line === null ? new Uint8Array(input) : JSON.parse(line);
+        await write(`${JSON.stringify(await llm.tokenize(text, { addSpecial: !opts['no-bos'], parseSpecial: !!opts.special }))}\n`);
+      } else {
+        const ids = JSON.parse(line ?? input.toString('utf8'));
+        if (!Array.isArray(ids)) throw new Error('stdin: expected a JSON array of token ids');
+        const text = await llm.detokenize(ids, { removeSpecial: false, renderSpecial: !opts['hide-special'] });
+        await write(line === null ? text : `${JSON.stringify(text)}\n`);
+      }
+    }
+    return 0;
+  } finally {
+    await llm.dispose();
+  }
+}
+
+const GENERATE_VALUES = ['-m', '--model', '-p', '--prompt', '--prompt-ids', '-n', '--n-predict', '--temp', '--top-k', '--top-p',
+  '--min-p', '--repeat-penalty', '--seed', '--stop', '--threads', '--ctx', '--top-logprobs'];
+
+async function runGenerate(args) {
+  const o = parseFlags(args, GENERATE_VALUES, ['--json', '--greedy'], 'generate');
+  const prompt = o.p ?? o.prompt;
+  let promptIds = null;
+  if (o['prompt-ids'] !== undefined) {
+    promptIds = o['prompt-ids'].split(',').map(Number);
+    if (!promptIds.every((v) => Number.isInteger(v) && v >= 0 && v <= 2147483647)) throw new UsageError('generate: --prompt-ids needs ids like 1,403,407');
+  }
+  if (prompt === undefined && !promptIds) throw new UsageError('generate: no prompt given (-p PROMPT or --prompt-ids)');
+  const threads = numberFlag(o, 'threads', 4, (v) => v >= 1 && v <= 256);
+  const llm = await loadModel(o.m ?? o.model, threads, numberFlag(o, 'ctx', 0, (v) => v >= 1 && v <= 1 << 20));
+  try {
+    const ids = promptIds ?? (await llm.tokenize(prompt, { addSpecial: true, parseSpecial: false }));
+    if (!ids.length) throw new Error('llm: empty prompt (no tokens to start from)');
+    const n = o.n ?? o['n-predict'];
+    const r = await llm.generate(ids, {
+      maxTokens: numberFlag({ n }, 'n', 64, (v) => v >= 0 && v <= 1e6),
+      greedy: !!o.greedy,
+      temperature: numberFlag(o, 'temp', 0.8),
+      topK: numberFlag(o, 'top-k', 40),
+      topP: numberFlag(o, 'top-p', 0.95),
+      minP: numberFlag(o, 'min-p', 0.05),
+      repeatPenalty: numberFlag(o, 'repeat-penalty', 1, (v) => v > 0),
+      seed: numberFlag(o, 'seed', 0, (v) => v >= 0),
+      stop: o.stop,
+      topLogprobs: numberFlag(o, 'top-logprobs', 0, (v) => v >= 0 && v <= 1000),
+      resultJson: !!o.json,
+      prompt: prompt ?? '',
+      onToken: o.json ? undefined : (text) => text && process.stdout.write(text),
+    });
+    if (o.json) {
+      await write(`${r.json}\n`);
+    } else {
+      await write('\n');
+      process.stderr.write(`prompt: ${r.nPrompt} tokens in ${r.prefillMs.toFixed(1)} ms; wrote ${r.ids.length} tokens, ` +
+                           `${r.decodeTokensPerS.toFixed(1)} tokens/s\n`);
+    }
+    return 0;
+  } finally {
+    await llm.dispose();
+  }
+}
+
+// bench llm: prefill of 64 and 256 pseudo-random tokens, then the decode speed of 64 greedy tokens after a
+// 16-token prompt; median of repeats. Timings come from the engine (time inside the wasm calls).
+async function runBench(args) {
+  if (args[0] !== 'llm') throw new UsageError('bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R]');
+  const o = parseFlags(args.slice(1), ['-m', '--model', '--threads', '--repeats'], ['--json'], 'bench llm');
+  const threads = numberFlag(o, 'threads', 4, (v) => v >= 1 && v <= 256);
+  const repeats = numberFlag(o, 'repeats', 5, (v) => v >= 1 && v <= 1000);
+  const path = o.m ?? o.model;
+  const llm = await loadModel(path, threads, 512);
+  try {
+    const r = await llm.bench({ repeats });
+    if (o.json) {
+      await write(`${JSON.stringify({ model: path, threads, repeats, ...r })}\n`);
+      return 0;
+    }
+    await write(`${path}: ${llm.info.arch}, ${llm.info.n_layer} layers, n_embd ${llm.info.n_embd}, ${threads} threads, wasm ${llm.info.variant}, median of ${repeats}\n` +
+                `  prefill  64 tokens: ${r.prefill_64_ms.toFixed(2).padStart(9)} ms  (${(64000 / r.prefill_64_ms).toFixed(1)} tokens/s)\n` +
+                `  prefill 256 tokens: ${r.prefill_256_ms.toFixed(2).padStart(9)} ms  (${(256000 / r.prefill_256_ms).toFixed(1)} tokens/s)\n` +
+                `  decode 64 tokens after 16: ${r.decode_tokens_per_s.toFixed(1)} tokens/s\n`);
+    return 0;
+  } finally {
+    await llm.dispose();
+  }
+}
+
 async function main() {
   const [command, ...rest] = process.argv.slice(2);
+  if (command === 'tokenize' || command === 'detokenize') return runTokenize(rest, command === 'detokenize');
+  if (command === 'generate') return runGenerate(rest);
+  if (command === 'bench') return runBench(rest);
   const opts = parseArgs(rest);
   const threads = opts.threads ? Number(opts.threads) : command === 'info' ? 1 : 4;
   if (command !== 'selftest' && command !== 'info') {
-    console.error('usage: node web/cli.mjs selftest [--threads N] | info FILE [--json]');
+    console.error('usage: node web/cli.mjs selftest [--threads N] | info FILE [--json] | tokenize | detokenize | generate | bench llm');
     return 2;
   }
   const engine = await Engine.create({ threads, variant: 'simd128', wasmUrl: opts.wasm });
@@ -62,10 +208,13 @@ async function main() {
   }
 }
 
-main().then(
-  (code) => process.exit(code),
-  (e) => {
-    console.error(String(e?.message ?? e));
-    process.exit(1);
-  },
-);
+{
+  main().then(
+    (code) => process.exit(code),
+    (e) => {
+      // One line, as the native CLI: "sotto: <message>"; exit 2 for bad usage.
+      console.error(`sotto: ${String(e?.message ?? e).replace(/^sotto: /, '').split('\n')[0]}`);
+      process.exit(e instanceof UsageError ? 2 : 1);
+    },
+  );
+}

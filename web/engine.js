@@ -83,6 +83,11 @@ export class Engine {
     return this.#call('describe', { source: source instanceof URL ? String(source) : source }, onProgress);
   }
 
+  // A request to the engine worker by name (web/worker.js `ops`); web/llm.js uses it.
+  call(op, args = {}, onProgress) {
+    return this.#call(op, args, onProgress);
+  }
+
   terminate() {
     this.#worker.terminate();
   }

@@ -32,7 +32,8 @@ export function readCString(memory, ptr) {
   return readString(memory, ptr, end - ptr);
 }
 
-// The module's imports: its memory, a log line sink and abort, which throws so the failure reaches JS.
+// The module's imports: its memory, a log line sink, a clock (timings) and abort, which throws so the
+// failure reaches JS.
 export function makeImports(memory, label) {
   let pending = '';
   return {
@@ -45,6 +46,9 @@ export function makeImports(memory, label) {
           console.log(`[sotto ${label}] ${pending.slice(0, nl)}`);
           pending = pending.slice(nl + 1);
         }
+      },
+      sotto_js_now_ms() {
+        return performance.now();
       },
       sotto_js_abort(ptr, len) {
         throw new Error(`sotto (${label}): ${readString(memory, ptr, len)}`);

@@ -1,7 +1,7 @@
 // The engine worker: thread 0 of the pool and the owner of the wasm instance the page talks to. The page's
 // main thread must never block (memory.atomic.wait traps there), so every call into the engine runs here and
 // the page sends requests as messages: {id, op, ...args} -> {id, ok, result | error} (+ {id, progress}).
-import { createSharedMemory, instantiate, isNode, parentChannel, readCString, spawnWorker } from './runtime.js';
+import { createSharedMemory, instantiate, isNode, parentChannel, readCString, readString, spawnWorker } from './runtime.js';
 
 const HELPER_STACK_BYTES = 1 << 20;  // the same as thread 0's linker stack (-z stack-size)
 
@@ -146,7 +146,200 @@ async function describe({ source }, progress) {
   }
 }
 
-const ops = { init, selftest, describe };
+// ---------------------------------------------------------------- the language model (api/sotto.h)
+
+const models = new Map();  // handle -> { llm, bytesPtr, name }
+let nextModel = 1;
+const encoder = new TextEncoder();
+
+function model(handle) {
+  const m = models.get(handle);
+  if (!m) throw new Error('sotto: this model was disposed');
+  return m;
+}
+
+function lastError(llm) {
+  return readCString(memory, wasm.sotto_llm_last_error(llm));
+}
+
+// Bytes (a string as UTF-8, or a Uint8Array as is) copied into a fresh wasm allocation; free it with sotto_free.
+function toWasm(data) {
+  const bytes = typeof data === 'string' ? encoder.encode(data) : data;
+  const ptr = wasm.sotto_alloc(bytes.length);
+  if (!ptr) throw new Error(`sotto: out of wasm memory (${bytes.length} bytes)`);
+  new Uint8Array(memory.buffer, ptr, bytes.length).set(bytes);
+  return { ptr, bytes: bytes.length };
+}
+
+function idsToWasm(ids) {
+  const ptr = wasm.sotto_alloc(Math.max(4, ids.length * 4));
+  if (!ptr) throw new Error('sotto: out of wasm memory');
+  new Int32Array(memory.buffer, ptr, ids.length).set(ids);
+  return ptr;
+}
+
+// Calls a C API function that returns (const char*, *out_bytes) and reads the string (null -> the error).
+function withOutString(llm, call) {
+  const lenPtr = wasm.sotto_alloc(4);
+  try {
+    const ptr = call(lenPtr);
+    if (!ptr) throw new Error(`sotto: ${lastError(llm)}`);
+    return readString(memory, ptr, new Uint32Array(memory.buffer, lenPtr, 1)[0]);
+  } finally {
+    wasm.sotto_free(lenPtr);
+  }
+}
+
+// Streams the file into wasm memory (the only full copy), then reads the model in place: the weights stay in
+// those bytes, so the page holds the file once plus the KV cache and small buffers.
+async function llmLoad({ source, nCtx = 0, tokenizerOnly = false }, progress) {
+  const t0 = performance.now();
+  const { ptr, size, name } = await loadIntoWasm(source, progress);
+  const loadMs = performance.now() - t0;
+  const llm = wasm.sotto_llm_create();
+  const status = tokenizerOnly ? wasm.sotto_llm_load_tokenizer(llm, ptr, size) : wasm.sotto_llm_load(llm, ptr, size, nCtx | 0);
+  if (status !== 0) {
+    const message = lastError(llm);
+    wasm.sotto_llm_destroy(llm);
+    wasm.sotto_free(ptr);
+    throw new Error(`sotto: ${name}: ${message}`);
+  }
+  const handle = nextModel++;
+  models.set(handle, { llm, bytesPtr: ptr, name });
+  const info = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_info_json(llm, len)));
+  return { handle, name, bytes: size, loadMs, readMs: performance.now() - t0 - loadMs, memoryBytes: memory.buffer.byteLength, ...info };
+}
+
+function llmDispose({ handle }) {
+  const m = models.get(handle);
+  if (!m) return false;
+  models.delete(handle);
+  wasm.sotto_llm_destroy(m.llm);
+  wasm.sotto_free(m.bytesPtr);
+  return true;
+}
+
+function llmTokenize({ handle, text, addSpecial = true, parseSpecial = false }) {
+  const { llm } = model(handle);
+  const input = toWasm(text);
+  try {
+    let capacity = input.bytes + 16;
+    for (;;) {
+      const out = wasm.sotto_alloc(capacity * 4);
+      try {
+        const n = wasm.sotto_llm_tokenize(llm, input.ptr, input.bytes, addSpecial ? 1 : 0, parseSpecial ? 1 : 0, out, capacity);
+        if (n < 0) throw new Error(`sotto: ${lastError(llm)}`);
+        if (n <= capacity) return Array.from(new Int32Array(memory.buffer, out, n));
+        capacity = n;
+      } finally {
+        wasm.sotto_free(out);
+      }
+    }
+  } finally {
+    wasm.sotto_free(input.ptr);
+  }
+}
+
+function llmDetokenize({ handle, ids, removeSpecial = false, renderSpecial = true }) {
+  const { llm } = model(handle);
+  const ptr = idsToWasm(ids);
+  try {
+    return withOutString(llm, (len) => wasm.sotto_llm_detokenize(llm, ptr, ids.length, removeSpecial ? 1 : 0, renderSpecial ? 1 : 0, len));
+  } finally {
+    wasm.sotto_free(ptr);
+  }
+}
+
+function llmFormatTurn({ handle, system = '', user, firstTurn, replyClosed }) {
+  const { llm } = model(handle);
+  const s = toWasm(system);
+  const u = toWasm(user);
+  try {
+    return withOutString(llm, (len) => wasm.sotto_llm_format_turn(llm, s.ptr, s.bytes, u.ptr, u.bytes, firstTurn ? 1 : 0, replyClosed ? 1 : 0, len));
+  } finally {
+    wasm.sotto_free(s.ptr);
+    wasm.sotto_free(u.ptr);
+  }
+}
+
+// SottoSampling (api/sotto.h), 40 bytes.
+function writeSampling(ptr, o) {
+  const d = new DataView(memory.buffer, ptr, 40);
+  d.setInt32(0, o.greedy ? 1 : 0, true);
+  d.setFloat32(4, o.temperature ?? 0.8, true);
+  d.setInt32(8, o.topK ?? 40, true);
+  d.setFloat32(12, o.topP ?? 0.95, true);
+  d.setFloat32(16, o.minP ?? 0.05, true);
+  d.setFloat32(20, o.repeatPenalty ?? 1, true);
+  d.setInt32(24, o.repeatLastN ?? 64, true);
+  d.setInt32(28, o.maxTokens ?? 64, true);
+  d.setBigUint64(32, BigInt.asUintN(64, BigInt(o.seed ?? 0)), true);
+}
+
+const STOP_NAMES = ['', 'length', 'eog', 'stop_string'];
+
+// Prefills `promptIds`, then steps token by token, posting {id, text} for each as progress so the page sees
+// tokens as they come. `cancel` (an Int32Array on a SharedArrayBuffer) set to 1 ends it after the current
+// token. keepCache continues the conversation in the KV cache (the C API carries the last unprocessed token).
+function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache = false, cancel, prompt, resultJson, topLogprobs = 0 }, progress) {
+  const { llm } = model(handle);
+  const ids = idsToWasm(promptIds);
+  const params = wasm.sotto_alloc(40);
+  const stopBytes = encoder.encode(stops.map((s) => `${s}\0`).join(''));
+  const stopsIn = toWasm(stopBytes);
+  const step = wasm.sotto_alloc(20);
+  const out = { ids: [], text: '', stop: '', promptIds };
+  try {
+    if (topLogprobs > 0)
+      out.topLogprobs = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_top_logprobs(llm, ids, promptIds.length, topLogprobs, len)));
+    writeSampling(params, sampling);
+    if (wasm.sotto_llm_begin(llm, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
+      throw new Error(`sotto: ${lastError(llm)}`);
+    for (;;) {
+      if (cancel && Atomics.load(cancel, 0)) {
+        out.stop = 'cancelled';
+        break;
+      }
+      if (wasm.sotto_llm_step(llm, step) !== 0) throw new Error(`sotto: ${lastError(llm)}`);
+      const [id, done, stop] = new Int32Array(memory.buffer, step, 3);
+      const [textBytes, textPtr] = new Uint32Array(memory.buffer, step + 12, 2);
+      const text = textBytes ? readString(memory, textPtr, textBytes) : '';
+      if (id >= 0) out.ids.push(id);
+      out.text += text;
+      if (id >= 0 || text) progress({ id, text });
+      if (done) {
+        out.stop = STOP_NAMES[stop];
+        break;
+      }
+    }
+    const timings = wasm.sotto_alloc(40);
+    wasm.sotto_llm_timings(llm, timings);
+    const tv = new DataView(memory.buffer, timings, 40);
+    Object.assign(out, {
+      nPrompt: tv.getInt32(0, true),
+      nDecoded: tv.getInt32(8, true),
+      nPast: tv.getInt32(12, true),
+      prefillMs: tv.getFloat64(16, true),
+      decodeMs: tv.getFloat64(24, true),
+      decodeTokensPerS: tv.getFloat64(32, true),
+      replyClosed: wasm.sotto_llm_reply_closed(llm) === 1,
+    });
+    wasm.sotto_free(timings);
+    if (resultJson) {
+      const p = toWasm(prompt ?? '');
+      try {
+        out.json = withOutString(llm, (len) => wasm.sotto_llm_result_json(llm, p.ptr, p.bytes, len));
+      } finally {
+        wasm.sotto_free(p.ptr);
+      }
+    }
+    return out;
+  } finally {
+    for (const ptr of [ids, params, stopsIn.ptr, step]) wasm.sotto_free(ptr);
+  }
+}
+
+const ops = { init, selftest, describe, llmLoad, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).
 let queue = Promise.resolve();

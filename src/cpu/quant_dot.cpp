@@ -69,8 +69,15 @@ Block32Result quantize_block32(const float* x, uint16_t* d_out, int8_t* qs) {
 
 }  // namespace
 
-void quantize_activations_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+void quantize_activations_q8_0_portable(const float* x, BlockQ8_0* y, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b) quantize_block32(x + 32 * b, &y[b].d, y[b].qs);
+}
+
+void quantize_activations_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+#if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
+  if (cpu_use_avx2()) return quantize_activations_q8_0_avx2(x, y, n);
+#endif
+  quantize_activations_q8_0_portable(x, y, n);
 }
 
 void quantize_activations_q8_1(const float* x, BlockQ8_1* y, int64_t n) {
@@ -83,6 +90,13 @@ void quantize_activations_q8_1(const float* x, BlockQ8_1* y, int64_t n) {
 }
 
 void quantize_activations_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
+#if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
+  if (cpu_use_avx2()) return quantize_activations_q8_K_avx2(x, y, n);
+#endif
+  quantize_activations_q8_K_portable(x, y, n);
+}
+
+void quantize_activations_q8_K_portable(const float* x, BlockQ8_K* y, int64_t n) {
   for (int64_t b = 0; b < n / 256; ++b) {
     const float* xb = x + 256 * b;
     BlockQ8_K& out = y[b];
@@ -456,6 +470,13 @@ float identity_f32(float v) {
 }  // namespace
 
 QuantDotRowsFn quant_dot_portable(DType w) {
+#if defined(__wasm_simd128__)
+  if (QuantDotRowsFn fast = quant_dot_wasm_fast(w)) return fast;
+#endif
+  return quant_dot_portable_generic(w);
+}
+
+QuantDotRowsFn quant_dot_portable_generic(DType w) {
   constexpr size_t k8_0 = sizeof(BlockQ8_0), k8_1 = sizeof(BlockQ8_1), k8_K = sizeof(BlockQ8_K);
   switch (w) {
     case DType::F32:

@@ -28,11 +28,13 @@ namespace sotto {
 // n is a multiple of the block size (32, or 256 for q8_K).
 // q8_0: d = amax / 127, q = roundf(x / d) (computed as x * (1 / d), as ggml does).
 void quantize_activations_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_activations_q8_0_portable(const float* x, BlockQ8_0* y, int64_t n);
 // q8_1: as q8_0, plus s = d * sum(q) stored as f16.
 void quantize_activations_q8_1(const float* x, BlockQ8_1* y, int64_t n);
 // q8_K: the value of largest magnitude maps to -127 (iscale = -127 / max, round to nearest even), d = 1 /
 // iscale as f32, bsums = sums of each 16 q's.
 void quantize_activations_q8_K(const float* x, BlockQ8_K* y, int64_t n);
+void quantize_activations_q8_K_portable(const float* x, BlockQ8_K* y, int64_t n);
 
 // ---- kernels --------------------------------------------------------------------------------------------
 // weights: rows of `cols` elements in the weight type (row r starts at r * row_bytes); xq: n activation rows
@@ -44,9 +46,22 @@ using QuantDotRowsFn = void (*)(const void* weights, int64_t cols, const void* x
 // The kernel for weight type w in each instruction set; nullptr where that set has none (the AVX2 set then
 // falls back to the portable one). quant_dot_rows() picks per call from cpu_use_avx2().
 QuantDotRowsFn quant_dot_portable(DType w);
+// The generic portable kernels (each block decoded into a buffer, then one integer dot for every type);
+// quant_dot_portable() returns them except where the wasm build has a register-resident kernel.
+QuantDotRowsFn quant_dot_portable_generic(DType w);
+#if defined(__wasm_simd128__)
+QuantDotRowsFn quant_dot_wasm_fast(DType w);  // quant_dot_fast_wasm.cpp: q4_0 q8_0 q4_K q6_K
+#endif
 #if defined(__x86_64__) && !defined(__wasm__)
 #define SOTTO_HAVE_AVX2_QUANT_DOT 1
-QuantDotRowsFn quant_dot_avx2(DType w);  // quant_dot_avx2.cpp
+QuantDotRowsFn quant_dot_avx2(DType w);       // quant_dot_avx2.cpp: the fast kernel where there is one, else
+                                              // the generic one (each block decoded to the stack first)
+QuantDotRowsFn quant_dot_avx2_fast(DType w);  // quant_dot_fast_avx2.cpp: q4_0 q5_0 q8_0 q4_K q6_K
+QuantDotRowsFn quant_dot_avx2_generic(DType w);  // quant_dot_avx2.cpp: every type
+// The q8_0 / q8_K activation quantizers in AVX2 (bit for bit the portable ones): quantize_activations_q8_0()
+// and _q8_K() call them when cpu_use_avx2(); the *_portable() forms never do.
+void quantize_activations_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_activations_q8_K_avx2(const float* x, BlockQ8_K* y, int64_t n);  // likewise
 #endif
 QuantDotRowsFn quant_dot_rows(DType w);
 

@@ -405,6 +405,11 @@ void rows_float(const void* weights, int64_t cols, const void* xq, int64_t n, si
 }  // namespace
 
 QuantDotRowsFn quant_dot_avx2(DType w) {
+  if (QuantDotRowsFn fast = quant_dot_avx2_fast(w)) return fast;
+  return quant_dot_avx2_generic(w);
+}
+
+QuantDotRowsFn quant_dot_avx2_generic(DType w) {
   switch (w) {
     case DType::F32:
       return rows_float<F32>;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "api/sotto.h"
 #include "core/thread_pool.h"
 #include "io/describe.h"
 #include "wasm/selftest_wasm.h"
@@ -79,6 +80,78 @@ SOTTO_EXPORT(sotto_describe) char* sotto_describe(const uint8_t* bytes, uint32_t
     return to_c_string(sotto::cat("{\"ok\":false,\"error\":", sotto::json_quote(d.message()), "}"));
   std::string json = sotto::describe_json(*d, "");
   return to_c_string(json.insert(1, "\"ok\":true,"));
+}
+
+// The language model (api/sotto.h), for web/llm.js through the engine worker. Each export forwards to the C
+// API under the same name; only creation differs: the handle runs on this module's pool (whose helpers are
+// the Web Workers JS started), never on a pool of its own.
+SOTTO_EXPORT(sotto_llm_create) SottoLlm* wasm_llm_create() {
+  if (!pool) sotto_pool_create(1);
+  return sotto_llm_create_on_pool(pool);
+}
+SOTTO_EXPORT(sotto_llm_destroy) void wasm_llm_destroy(SottoLlm* llm) {
+  sotto_llm_destroy(llm);
+}
+SOTTO_EXPORT(sotto_llm_last_error) const char* wasm_llm_last_error(const SottoLlm* llm) {
+  return sotto_llm_last_error(llm);
+}
+SOTTO_EXPORT(sotto_llm_load)
+int32_t wasm_llm_load(SottoLlm* llm, const uint8_t* bytes, uint32_t size, int32_t n_ctx) {
+  return sotto_llm_load(llm, bytes, size, n_ctx);
+}
+SOTTO_EXPORT(sotto_llm_load_tokenizer)
+int32_t wasm_llm_load_tokenizer(SottoLlm* llm, const uint8_t* bytes, uint32_t size) {
+  return sotto_llm_load_tokenizer(llm, bytes, size);
+}
+SOTTO_EXPORT(sotto_llm_info_json) const char* wasm_llm_info_json(SottoLlm* llm, size_t* out_bytes) {
+  return sotto_llm_info_json(llm, out_bytes);
+}
+SOTTO_EXPORT(sotto_llm_tokenize)
+int32_t wasm_llm_tokenize(SottoLlm* llm, const char* text, uint32_t text_bytes, int32_t add_special,
+                          int32_t parse_special, int32_t* out, int32_t capacity) {
+  return sotto_llm_tokenize(llm, text, text_bytes, add_special, parse_special, out, capacity);
+}
+SOTTO_EXPORT(sotto_llm_detokenize)
+const char* wasm_llm_detokenize(SottoLlm* llm, const int32_t* ids, uint32_t n_ids, int32_t remove_special,
+                                int32_t render_special, size_t* out_bytes) {
+  return sotto_llm_detokenize(llm, ids, n_ids, remove_special, render_special, out_bytes);
+}
+SOTTO_EXPORT(sotto_llm_format_turn)
+const char* wasm_llm_format_turn(SottoLlm* llm, const char* system, uint32_t system_bytes, const char* user,
+                                 uint32_t user_bytes, int32_t first_turn, int32_t reply_closed,
+                                 size_t* out_bytes) {
+  return sotto_llm_format_turn(llm, system, system_bytes, user, user_bytes, first_turn, reply_closed,
+                               out_bytes);
+}
+SOTTO_EXPORT(sotto_llm_begin)
+int32_t wasm_llm_begin(SottoLlm* llm, const int32_t* ids, uint32_t n_ids, const SottoSampling* sampling,
+                       const char* stops, uint32_t stops_bytes, int32_t keep_cache) {
+  return sotto_llm_begin(llm, ids, n_ids, sampling, stops, stops_bytes, keep_cache);
+}
+SOTTO_EXPORT(sotto_llm_step) int32_t wasm_llm_step(SottoLlm* llm, SottoStep* out) {
+  return sotto_llm_step(llm, out);
+}
+SOTTO_EXPORT(sotto_llm_reply_closed) int32_t wasm_llm_reply_closed(const SottoLlm* llm) {
+  return sotto_llm_reply_closed(llm);
+}
+SOTTO_EXPORT(sotto_llm_timings) int32_t wasm_llm_timings(const SottoLlm* llm, SottoTimings* out) {
+  return sotto_llm_timings(llm, out);
+}
+SOTTO_EXPORT(sotto_llm_top_logprobs)
+const char* wasm_llm_top_logprobs(SottoLlm* llm, const int32_t* ids, uint32_t n_ids, int32_t top_n,
+                                  size_t* out_bytes) {
+  return sotto_llm_top_logprobs(llm, ids, n_ids, top_n, out_bytes);
+}
+SOTTO_EXPORT(sotto_llm_result_json)
+const char* wasm_llm_result_json(SottoLlm* llm, const char* prompt, uint32_t prompt_bytes,
+                                 size_t* out_bytes) {
+  return sotto_llm_result_json(llm, prompt, prompt_bytes, out_bytes);
+}
+SOTTO_EXPORT(sotto_sampling_defaults) void wasm_sampling_defaults(SottoSampling* out) {
+  sotto_sampling_defaults(out);
+}
+SOTTO_EXPORT(sotto_stop_name) const char* wasm_stop_name(int32_t stop) {
+  return sotto_stop_name(stop);
 }
 
 }  // extern "C"

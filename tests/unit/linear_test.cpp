@@ -7,11 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <random>
 #include <string>
@@ -222,48 +224,124 @@ TEST(Linear, RowsWritesOnlyItsRangeWithStrides) {
   cpu_force_portable(false);
 }
 
-// GB/s of weights read: decode (n = 1) at the two FFN shapes of Qwen2.5 0.5B, 1 and 2 threads.
-TEST(LinearBench, WeightBandwidth) {
+// Benchmarks, only with SOTTO_BENCH=1. SOTTO_BENCH_TYPES=Q4_0,Q8_0 limits the types; SOTTO_BENCH_PORTABLE=1
+// also times the portable path.
+bool bench_enabled() {
   const char* bench = std::getenv("SOTTO_BENCH");
-  if (!bench || std::strcmp(bench, "1") != 0) GTEST_SKIP() << "set SOTTO_BENCH=1 to measure";
+  return bench && std::strcmp(bench, "1") == 0;
+}
+
+bool bench_type_selected(DType t) {
+  const char* types = std::getenv("SOTTO_BENCH_TYPES");
+  if (!types || !*types) return true;
+  std::string list = std::string(",") + types + ",";
+  for (char& c : list) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string name(dtype_name(t));
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return list.find("," + name + ",") != std::string::npos;
+}
+
+std::vector<bool> bench_modes() {
+  const char* portable = std::getenv("SOTTO_BENCH_PORTABLE");
+  if (portable && std::strcmp(portable, "1") == 0) return portable_modes();
+  return {!cpu_features().avx2_fma};
+}
+
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Seconds per linear() call, timed over at least 0.3 s after one warm-up call: wall-clock, and the calling
+// thread's CPU time (with 1 thread, the time the kernel really ran, even on a machine busy with other work).
+struct CallTime {
+  double wall_s;
+  double cpu_s;
+};
+CallTime seconds_per_call(ThreadPool& pool, DType t, const std::vector<uint8_t>& w, int64_t rows,
+                          int64_t cols, const std::vector<float>& x, int64_t n, std::vector<float>& y,
+                          LinearScratch& scratch) {
+  linear(pool, t, w.data(), rows, cols, x.data(), n, y.data(), scratch);
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_cpu_seconds();
+  int iterations = 0;
+  double seconds = 0;
+  do {
+    linear(pool, t, w.data(), rows, cols, x.data(), n, y.data(), scratch);
+    ++iterations;
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } while (seconds < 0.3);
+  return {seconds / iterations, (thread_cpu_seconds() - cpu_start) / iterations};
+}
+
+// GB/s of weights read by decode (n = 1), 1 and 2 threads, at the FFN shapes of Qwen2.5 0.5B (which fit in
+// the L3 cache) and at its output/embedding table (151936 x 896: larger than any cache, so this is the number
+// that says how close a kernel gets to DRAM bandwidth). Quantized types only for the table.
+TEST(LinearBench, WeightBandwidth) {
+  if (!bench_enabled()) GTEST_SKIP() << "set SOTTO_BENCH=1 to measure";
   std::mt19937_64 rng(test_seed() + 12);
   Pools pools;
   LinearScratch scratch;
   struct Shape {
     int64_t rows, cols;
   };
-  std::printf("%-6s %-11s %-8s %8s %8s %8s %8s\n", "type", "shape", "variant", "1 thr", "2 thr", "n=8 1t",
-              "n=8 2t");
+  std::printf(
+      "%-6s %-12s %-8s %8s %8s %8s  (GB/s of weights, n = 1; cpu: per second of the thread's CPU time)\n",
+      "type", "shape", "variant", "1 thr", "1t cpu", "2 thr");
   for (DType t : kTypes) {
-    for (Shape s : {Shape{4864, 896}, Shape{896, 4864}}) {
+    if (!bench_type_selected(t)) continue;
+    for (Shape s : {Shape{4864, 896}, Shape{896, 4864}, Shape{151936, 896}}) {
+      if (s.rows > 100000 && !dtype_info(t).quantized) continue;
       const int64_t cols = s.cols % dtype_info(t).block_elems == 0 ? s.cols : s.cols / 256 * 256;
       const std::vector<uint8_t> w = random_weights(rng, t, s.rows, cols, true);
-      std::vector<float> x(static_cast<size_t>(8 * cols));
+      std::vector<float> x(static_cast<size_t>(cols));
       std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
       for (float& v : x) v = uniform(rng);
-      std::vector<float> y(static_cast<size_t>(8 * s.rows));
-      for (bool portable : portable_modes()) {
+      std::vector<float> y(static_cast<size_t>(s.rows));
+      for (bool portable : bench_modes()) {
         cpu_force_portable(portable);
-        double gbs[4];
-        int k = 0;
-        for (int64_t n : {1, 8}) {
-          for (int threads = 1; threads <= 2; ++threads) {
-            ThreadPool& pool = *pools.pools[threads - 1];
-            linear(pool, t, w.data(), s.rows, cols, x.data(), n, y.data(), scratch);  // warm-up
-            const auto start = std::chrono::steady_clock::now();
-            int iterations = 0;
-            double seconds = 0;
-            do {
-              linear(pool, t, w.data(), s.rows, cols, x.data(), n, y.data(), scratch);
-              ++iterations;
-              seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            } while (seconds < 0.2);
-            gbs[k++] = static_cast<double>(w.size()) * iterations / seconds / 1e9;
-          }
-        }
-        std::printf("%-6s %5lldx%-5lld %-8s %8.2f %8.2f %8.2f %8.2f\n", std::string(dtype_name(t)).c_str(),
+        const double gb = static_cast<double>(w.size()) / 1e9;
+        const CallTime one = seconds_per_call(*pools.pools[0], t, w, s.rows, cols, x, 1, y, scratch);
+        const CallTime two = seconds_per_call(*pools.pools[1], t, w, s.rows, cols, x, 1, y, scratch);
+        std::printf("%-6s %6lldx%-5lld %-8s %8.2f %8.2f %8.2f\n", std::string(dtype_name(t)).c_str(),
                     static_cast<long long>(s.rows), static_cast<long long>(cols),
-                    portable ? "portable" : "avx2", gbs[0], gbs[1], gbs[2], gbs[3]);
+                    portable ? "portable" : "avx2", gb / one.wall_s, gb / one.cpu_s, gb / two.wall_s);
+      }
+    }
+  }
+  cpu_force_portable(false);
+}
+
+// Prefill: tokens/s through one 4864 x 896 matrix (Qwen2.5 0.5B's gate / up) at n = 64 and 256: 1 thread
+// (wall clock, and per second of the thread's CPU time) and 2 threads; GFLOP/s = 2 * rows * cols per token.
+TEST(LinearBench, Prefill) {
+  if (!bench_enabled()) GTEST_SKIP() << "set SOTTO_BENCH=1 to measure";
+  std::mt19937_64 rng(test_seed() + 13);
+  Pools pools;
+  LinearScratch scratch;
+  const int64_t rows = 4864;
+  std::printf("%-6s %-10s %-8s %-5s %9s %9s %9s %9s  (tokens/s)\n", "type", "shape", "variant", "n", "1 thr",
+              "1t cpu", "2 thr", "GFLOP/s");
+  for (DType t : kTypes) {
+    if (!bench_type_selected(t)) continue;
+    const int64_t cols = 896 % dtype_info(t).block_elems == 0 ? 896 : 768;
+    const std::vector<uint8_t> w = random_weights(rng, t, rows, cols, true);
+    std::vector<float> x(static_cast<size_t>(256 * cols));
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (float& v : x) v = uniform(rng);
+    std::vector<float> y(static_cast<size_t>(256 * rows));
+    for (bool portable : bench_modes()) {
+      cpu_force_portable(portable);
+      for (int64_t n : {64, 256}) {
+        const CallTime one = seconds_per_call(*pools.pools[0], t, w, rows, cols, x, n, y, scratch);
+        const CallTime two = seconds_per_call(*pools.pools[1], t, w, rows, cols, x, n, y, scratch);
+        const double tokens = static_cast<double>(n);
+        std::printf("%-6s %5lldx%-4lld %-8s %-5lld %9.0f %9.0f %9.0f %9.1f\n",
+                    std::string(dtype_name(t)).c_str(), static_cast<long long>(rows),
+                    static_cast<long long>(cols), portable ? "portable" : "avx2", static_cast<long long>(n),
+                    tokens / one.wall_s, tokens / one.cpu_s, tokens / two.wall_s,
+                    tokens / one.cpu_s * 2.0 * static_cast<double>(rows * cols) / 1e9);
       }
     }
   }

@@ -16,6 +16,7 @@
 
 #include "core/half.h"
 #include "core/quantize_ref.h"
+#include "cpu/cpu_features.h"
 #include "cpu/linear.h"
 
 namespace sotto {
@@ -84,6 +85,80 @@ TEST(QuantDot, ActivationsQ8_0MatchReferenceBitForBit) {
     ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_0))) << "n=" << n;
   }
 }
+
+// The AVX2 quantizer (quantize_activations_q8_0 on an AVX2 machine) and the portable one, both against ggml's
+// reference, including blocks of exact ties.
+TEST(QuantDot, ActivationsQ8_0BothInstructionSetsMatchReference) {
+  std::mt19937_64 rng(test_seed() + 4);
+  for (int64_t n : {32, 96, 896, 4864}) {
+    const std::vector<float> x = random_activations(rng, n);
+    std::vector<BlockQ8_0> want(static_cast<size_t>(n / 32)), portable(want.size()), fast(want.size());
+    quantize_row_ref(DType::Q8_0, x.data(), want.data(), n);
+    quantize_activations_q8_0_portable(x.data(), portable.data(), n);
+    ASSERT_EQ(0, std::memcmp(portable.data(), want.data(), want.size() * sizeof(BlockQ8_0))) << "n=" << n;
+#if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
+    if (cpu_features().avx2_fma) {
+      quantize_activations_q8_0_avx2(x.data(), fast.data(), n);
+      ASSERT_EQ(0, std::memcmp(fast.data(), want.data(), want.size() * sizeof(BlockQ8_0))) << "avx2 n=" << n;
+    }
+#endif
+  }
+}
+
+TEST(QuantDot, ActivationsQ8_KBothInstructionSetsMatchReference) {
+  std::mt19937_64 rng(test_seed() + 5);
+  for (int64_t n : {256, 768, 4864 - 4864 % 256}) {
+    std::vector<float> x = random_activations(rng, n);
+    if (n >= 512) std::memset(x.data() + 256, 0, 256 * sizeof(float));  // an all-zero super-block
+    if (n >= 768) {  // two values of the same largest magnitude: the first one sets the sign
+      x[600] = -1e4f;
+      x[700] = 1e4f;
+    }
+    std::vector<BlockQ8_K> want(static_cast<size_t>(n / 256)), portable(want.size()), fast(want.size());
+    quantize_row_ref(DType::Q8_K, x.data(), want.data(), n);
+    quantize_activations_q8_K_portable(x.data(), portable.data(), n);
+    ASSERT_EQ(0, std::memcmp(portable.data(), want.data(), want.size() * sizeof(BlockQ8_K))) << "n=" << n;
+#if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
+    if (cpu_features().avx2_fma) {
+      quantize_activations_q8_K_avx2(x.data(), fast.data(), n);
+      ASSERT_EQ(0, std::memcmp(fast.data(), want.data(), want.size() * sizeof(BlockQ8_K))) << "avx2 n=" << n;
+    }
+#endif
+  }
+}
+
+#if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
+// q4_0 / q5_0 / q8_0: the register-resident AVX2 kernels keep ggml's AVX2 float order (lane k of a block =
+// elements 4k .. 4k + 3, one FMA per block, ggml's final lane sum), which the generic AVX2 kernels spell out
+// directly, so the two must agree bit for bit, for decode and for every tile width of prefill. (This order
+// is what makes stories260K's greedy tokens llama.cpp's; see quant_dot_fast_avx2.cpp.)
+TEST(QuantDot, FastAvx2KernelsKeepGgmlFloatOrderBitForBit) {
+  if (!cpu_features().avx2_fma) GTEST_SKIP() << "no AVX2";
+  std::mt19937_64 rng(test_seed() + 6);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
+    for (int64_t cols : {32, 96, 896}) {
+      const int64_t rows = 7, n = 7;
+      std::vector<float> w_values(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(n * cols));
+      for (float& v : w_values) v = uniform(rng);
+      for (float& v : x) v = uniform(rng);
+      std::vector<uint8_t> w(static_cast<size_t>(rows * cols / 32) * dtype_info(t).block_bytes);
+      quantize_row_ref(t, w_values.data(), w.data(), rows * cols);
+      const size_t stride = activation_bytes(t, cols);
+      std::vector<uint8_t> xq(stride * n);
+      for (int64_t k = 0; k < n; ++k)
+        quantize_activations(t, x.data() + k * cols, cols, xq.data() + k * stride);
+      for (int64_t tokens = 1; tokens <= n; ++tokens) {
+        std::vector<float> fast(static_cast<size_t>(tokens * rows)), generic(fast.size());
+        quant_dot_avx2_fast(t)(w.data(), cols, xq.data(), tokens, stride, fast.data(), rows, 0, rows);
+        quant_dot_avx2_generic(t)(w.data(), cols, xq.data(), tokens, stride, generic.data(), rows, 0, rows);
+        ASSERT_EQ(0, std::memcmp(fast.data(), generic.data(), fast.size() * sizeof(float)))
+            << dtype_name(t) << " cols=" << cols << " tokens=" << tokens;
+      }
+    }
+  }
+}
+#endif
 
 TEST(QuantDot, ActivationsQ8_1MatchReferenceBitForBit) {
   std::mt19937_64 rng(test_seed() + 1);

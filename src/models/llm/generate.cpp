@@ -1,7 +1,10 @@
 #include "models/llm/generate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
+
+#include "io/describe.h"
 
 namespace sotto {
 
@@ -37,68 +40,159 @@ std::vector<int32_t> end_of_generation_ids(const Tokenizer& tokenizer) {
   return ids;
 }
 
-Result<GenerateResult> generate(ThreadPool& pool, const LlamaWeights& weights, LlamaContext& ctx,
-                                const Tokenizer* tokenizer, std::span<const int32_t> prompt_ids,
-                                std::span<const int32_t> end_ids, const GenerateOptions& options,
-                                TextSink* sink) {
+Status Generation::begin(ThreadPool& pool, const LlamaWeights& weights, LlamaContext& ctx,
+                         const Tokenizer* tokenizer, std::span<const int32_t> prompt_ids,
+                         std::span<const int32_t> end_ids, const GenerateOptions& options) {
+  done_ = true;
   if (prompt_ids.empty()) return error("llm: empty prompt (no tokens to start from)");
   const int free_positions = ctx.kv.n_ctx - ctx.kv.n_past;
   if (static_cast<int64_t>(prompt_ids.size()) > free_positions)
     return error("llm: the prompt has ", prompt_ids.size(), " tokens but the context has room for only ",
                  free_positions, " more (", ctx.kv.n_ctx, " positions, ", ctx.kv.n_past, " used)");
-  auto now = [&] { return options.now_ms ? options.now_ms() : 0.0; };
-
-  GenerateResult result;
-  result.n_prompt = static_cast<int>(prompt_ids.size());
-  std::vector<int32_t> history(prompt_ids.begin(), prompt_ids.end());
-  Sampler sampler(options.sampling);
+  pool_ = &pool;
+  weights_ = &weights;
+  ctx_ = &ctx;
+  tokenizer_ = tokenizer;
+  end_ids_.assign(end_ids.begin(), end_ids.end());
+  options_ = options;
+  sampler_.emplace(options.sampling);
+  detokenizer_.reset();
+  if (tokenizer) detokenizer_.emplace(*tokenizer, false);
+  history_.assign(prompt_ids.begin(), prompt_ids.end());
+  emitted_ = 0;
+  longest_stop_ = 0;
+  for (const std::string& s : options.stop_strings) longest_stop_ = std::max(longest_stop_, s.size());
+  needs_forward_ = false;
+  result_ = GenerateResult();
+  result_.n_prompt = static_cast<int>(prompt_ids.size());
 
   const double t0 = now();
-  SOTTO_ASSIGN(std::span<const float> logits, forward(pool, weights, ctx, prompt_ids));
-  result.prefill_ms = now() - t0;
-
-  std::optional<StreamingDetokenizer> detokenizer;
-  if (tokenizer) detokenizer.emplace(*tokenizer, false);
-  size_t emitted = 0;  // bytes of result.text already given to the sink (a stop string may be pending)
-  size_t longest_stop = 0;
-  for (const std::string& s : options.stop_strings) longest_stop = std::max(longest_stop, s.size());
-
-  const double t_decode = now();
-  for (int i = 0; i < options.max_new_tokens; ++i) {
-    const int32_t id = sampler.sample(logits, history);
-    result.unprocessed = id;
-    if (contains(end_ids, id)) {
-      result.stop = StopReason::EndOfGeneration;
-      break;
-    }
-    result.ids.push_back(id);
-    history.push_back(id);
-    if (tokenizer) {
-      result.text += detokenizer->push(id);
-      size_t cut = std::string::npos;
-      for (const std::string& s : options.stop_strings)
-        if (!s.empty()) cut = std::min(cut, result.text.find(s, emitted > s.size() ? emitted - s.size() : 0));
-      if (cut != std::string::npos) {
-        result.text.resize(cut);
-        result.stop = StopReason::StopString;
-        break;
-      }
-      // Hold back the tail that could still become a stop string.
-      const size_t safe = result.text.size() > longest_stop ? result.text.size() - longest_stop : 0;
-      if (sink && safe > emitted)
-        sink->on_text(std::string_view(result.text).substr(emitted, safe - emitted));
-      emitted = std::max(emitted, safe);
-    }
-    if (i + 1 == options.max_new_tokens) break;  // the last token needs no forward pass of its own
-    if (ctx.kv.n_past >= ctx.kv.n_ctx) break;    // context full: stop like a length limit
-    SOTTO_ASSIGN(logits, forward(pool, weights, ctx, std::span<const int32_t>(&id, 1)));
-    result.unprocessed = kNoToken;
-    ++result.n_decoded;
+  SOTTO_ASSIGN(logits_, forward(pool, weights, ctx, prompt_ids));
+  result_.prefill_ms = now() - t0;
+  done_ = false;
+  if (options.max_new_tokens <= 0) {
+    GenerationStep ignored;
+    finish(StopReason::Length, ignored);
   }
-  result.decode_ms = now() - t_decode;
-  if (tokenizer && result.stop != StopReason::StopString) result.text += detokenizer->finish();
-  if (sink && result.text.size() > emitted) sink->on_text(std::string_view(result.text).substr(emitted));
-  return result;
+  return {};
+}
+
+void Generation::finish(StopReason stop, GenerationStep& out) {
+  result_.stop = stop;
+  if (detokenizer_ && stop != StopReason::StopString) result_.text += detokenizer_->finish();
+  if (result_.text.size() > emitted_) out.text += std::string_view(result_.text).substr(emitted_);
+  emitted_ = result_.text.size();
+  out.done = done_ = true;
+}
+
+Result<GenerationStep> Generation::step() {
+  GenerationStep out;
+  if (done_) {
+    out.done = true;
+    return out;
+  }
+  const double t0 = now();
+  if (needs_forward_) {
+    const int32_t previous = result_.unprocessed;
+    auto logits = forward(*pool_, *weights_, *ctx_, std::span<const int32_t>(&previous, 1));
+    if (!logits) {
+      done_ = true;
+      return error(logits.message());
+    }
+    logits_ = *logits;
+    result_.unprocessed = kNoToken;
+    needs_forward_ = false;
+    ++result_.n_decoded;
+  }
+  const int32_t id = sampler_->sample(logits_, history_);
+  result_.unprocessed = id;
+  if (contains(end_ids_, id)) {
+    finish(StopReason::EndOfGeneration, out);
+  } else {
+    out.id = id;
+    result_.ids.push_back(id);
+    history_.push_back(id);
+    bool stopped = false;
+    if (detokenizer_) {
+      std::string& text = result_.text;
+      text += detokenizer_->push(id);
+      size_t cut = std::string::npos;
+      for (const std::string& s : options_.stop_strings)
+        if (!s.empty()) cut = std::min(cut, text.find(s, emitted_ > s.size() ? emitted_ - s.size() : 0));
+      if (cut != std::string::npos) {
+        text.resize(cut);
+        finish(StopReason::StopString, out);
+        stopped = true;
+      } else {
+        // Hold back the tail that could still become a stop string.
+        const size_t safe = text.size() > longest_stop_ ? text.size() - longest_stop_ : 0;
+        if (safe > emitted_) out.text = text.substr(emitted_, safe - emitted_);
+        emitted_ = std::max(emitted_, safe);
+      }
+    }
+    // The last token needs no forward pass of its own; a full context stops like a length limit.
+    if (!stopped && (static_cast<int>(result_.ids.size()) >= options_.max_new_tokens ||
+                     ctx_->kv.n_past >= ctx_->kv.n_ctx))
+      finish(StopReason::Length, out);
+    else if (!stopped)
+      needs_forward_ = true;
+  }
+  result_.decode_ms += now() - t0;
+  return out;
+}
+
+Result<GenerateResult> generate(ThreadPool& pool, const LlamaWeights& weights, LlamaContext& ctx,
+                                const Tokenizer* tokenizer, std::span<const int32_t> prompt_ids,
+                                std::span<const int32_t> end_ids, const GenerateOptions& options,
+                                TextSink* sink) {
+  Generation generation;
+  SOTTO_TRY(generation.begin(pool, weights, ctx, tokenizer, prompt_ids, end_ids, options));
+  while (!generation.done()) {
+    SOTTO_ASSIGN(GenerationStep step, generation.step());
+    if (sink && !step.text.empty()) sink->on_text(step.text);
+  }
+  return generation.result();
+}
+
+double decode_tokens_per_s(const GenerateResult& r) {
+  return r.decode_ms > 0 ? 1000.0 * r.n_decoded / r.decode_ms : 0.0;
+}
+
+std::string top_logprobs_json(std::span<const float> logits, int top_n) {
+  if (logits.empty() || top_n <= 0) return "[]";
+  const float top = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l - top));
+  const double log_sum = std::log(sum);
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  const size_t n = std::min(order.size(), static_cast<size_t>(top_n));
+  std::partial_sort(
+      order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+      [&](int32_t a, int32_t b) { return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)]; });
+  std::string json = "[";
+  for (size_t i = 0; i < n; ++i)
+    json +=
+        cat(i ? "," : "", "{\"id\":", order[i],
+            ",\"logprob\":", static_cast<double>(logits[static_cast<size_t>(order[i])] - top) - log_sum, "}");
+  return json + "]";
+}
+
+namespace {
+std::string ids_json(std::span<const int32_t> ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += cat(i ? "," : "", ids[i]);
+  return out + "]";
+}
+}  // namespace
+
+std::string generate_result_json(std::string_view prompt, std::span<const int32_t> prompt_ids,
+                                 const GenerateResult& result, std::string_view top_logprobs) {
+  return cat("{\"prompt\":", json_quote(prompt), ",\"prompt_ids\":", ids_json(prompt_ids),
+             ",\"ids\":", ids_json(result.ids), ",\"text\":", json_quote(result.text), ",\"stop\":\"",
+             stop_reason_name(result.stop), "\",\"prefill_ms\":", result.prefill_ms,
+             ",\"decode_tokens_per_s\":", decode_tokens_per_s(result),
+             ",\"top_logprobs\":", top_logprobs.empty() ? std::string_view("[]") : top_logprobs, "}");
 }
 
 }  // namespace sotto

@@ -8,7 +8,8 @@
 //   logits = output · rms_norm(x, output_norm)
 //
 // Where the time goes: the matrix multiplies (linear(), cpu/linear.h) read every weight once per batch; they
-// are the hot loop. Attention over the cache is small next to them for the contexts a voice agent uses.
+// are the hot loop. Attention over the cache (attention_f16(), cpu/attention.h: ~13 ns per query, key and head
+// with AVX2 at head_dim 64) is small next to them for the contexts a voice agent uses.
 //
 // Numerics follow llama.cpp's CPU path so greedy decoding picks the same tokens: activations are quantized
 // the way ggml quantizes them for each weight type (inside linear()), the KV cache is f16, and attention is
@@ -21,6 +22,7 @@
 #include <cstring>
 
 #include "core/half.h"
+#include "cpu/attention.h"
 
 namespace sotto {
 
@@ -247,34 +249,6 @@ void matmul(ThreadPool& pool, const Matrix& w, const float* x, int n, float* y, 
       for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] += bias[r];
 }
 
-// One query head against cached positions 0..last: ggml's CPU flash attention, step for step.
-void attend(const float* q_head, const KvCache& kv, int layer, int kv_head, int last_pos, int head_dim_k,
-            int head_dim_v, float scale, float* out, uint16_t* q16, uint16_t* acc16) {
-  for (int d = 0; d < head_dim_k; ++d) q16[d] = f32_to_f16(q_head[d]);
-  std::fill(acc16, acc16 + head_dim_v, uint16_t{0});
-  float max_score = -INFINITY, sum = 0.0f;
-  for (int p = 0; p <= last_pos; ++p) {
-    const uint16_t* k = kv.k_at(layer, p) + kv_head * head_dim_k;
-    const uint16_t* v = kv.v_at(layer, p) + kv_head * head_dim_v;
-    double dot = 0.0;
-    for (int d = 0; d < head_dim_k; ++d) dot += static_cast<double>(f16_to_f32(k[d]) * f16_to_f32(q16[d]));
-    const float s = static_cast<float>(dot) * scale;
-    float old_scale = 1.0f, weight = 1.0f;
-    if (s > max_score) {  // new maximum: earlier terms shrink by exp(old - new), this one weighs 1
-      old_scale = std::exp(max_score - s);
-      max_score = s;
-      for (int d = 0; d < head_dim_v; ++d) acc16[d] = f32_to_f16(f16_to_f32(acc16[d]) * old_scale);
-    } else {
-      weight = std::exp(s - max_score);
-    }
-    for (int d = 0; d < head_dim_v; ++d)
-      acc16[d] = f32_to_f16(f16_to_f32(acc16[d]) + f16_to_f32(v[d]) * weight);
-    sum = sum * old_scale + weight;
-  }
-  const float inv_sum = sum == 0.0f ? 0.0f : 1.0f / sum;
-  for (int d = 0; d < head_dim_v; ++d) out[d] = f16_to_f32(acc16[d]) * inv_sum;
-}
-
 float silu(float x) {
   return x / (1.0f + std::exp(-x));
 }
@@ -291,7 +265,6 @@ void attention(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx, int i
   const LlamaHparams& hp = w.hp;
   const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
   const int q_row = hp.n_head * hp.head_dim_k, k_row = ctx.kv.k_row, v_row = ctx.kv.v_row;
-  const int attn_row = hp.n_head * hp.head_dim_v;
   float* q = ctx.q.data();
   float* k = ctx.k.data();
   float* v = ctx.v.data();
@@ -316,25 +289,21 @@ void attention(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx, int i
     for (int i = 0; i < v_row; ++i) v_cache[i] = f32_to_f16(v[t * v_row + i]);
   }
 
-  // Every (token, head) pair is independent: split them over the pool. Token t sees positions 0..pos0+t.
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
-  const int group = hp.n_head / hp.n_head_kv;
-  const int pairs = n * hp.n_head;
-  float* attn = ctx.attn.data();
-  const KvCache& kv = ctx.kv;
-  pool.run(
-      [&](int ith, int nth) {
-        std::vector<uint16_t> q16(static_cast<size_t>(hp.head_dim_k)),
-            acc16(static_cast<size_t>(hp.head_dim_v));
-        for (int i = ith; i < pairs; i += nth) {
-          const int t = i / hp.n_head, hd = i % hp.n_head;
-          attend(q + t * q_row + hd * hp.head_dim_k, kv, il, hd / group, pos0 + t, hp.head_dim_k,
-                 hp.head_dim_v, scale, attn + t * attn_row + hd * hp.head_dim_v, q16.data(), acc16.data());
-        }
-      },
-      std::min(pool.n_threads(), std::max(1, pairs / 4)));
-
-  matmul(pool, l.wo, attn, n, out, ctx.linear_scratch);
+  // softmax(q·Kᵀ / sqrt(head_dim)) · V over positions 0..pos0+t for token t, every head (cpu/attention.h).
+  attention_f16(pool, {.q = q,
+                       .k = ctx.kv.k_at(il, 0),
+                       .v = ctx.kv.v_at(il, 0),
+                       .k_row = k_row,
+                       .v_row = v_row,
+                       .n_query = n,
+                       .pos0 = pos0,
+                       .n_head = hp.n_head,
+                       .n_head_kv = hp.n_head_kv,
+                       .head_dim_k = hp.head_dim_k,
+                       .head_dim_v = hp.head_dim_v,
+                       .scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
+                       .out = ctx.attn.data()});
+  matmul(pool, l.wo, ctx.attn.data(), n, out, ctx.linear_scratch);
 }
 
 // mlp(h) = down(silu(gate·h) ⊙ up·h), for n tokens.

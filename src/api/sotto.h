@@ -1,0 +1,143 @@
+/* sotto's C API: the one surface the CLI, the WebAssembly exports (src/wasm/exports.cpp) and the JS wrapper
+ * (web/llm.js) use. Plain C: opaque handles, integer return codes (SOTTO_OK = 0), and a one-line message of
+ * the last failure kept per handle (sotto_llm_last_error). Nothing here throws or aborts on bad input.
+ *
+ * Strings go in as (pointer, byte count) of UTF-8 and come out as pointers into a buffer the handle owns,
+ * valid until the next call on that handle, with their length in *out_bytes (and a NUL after them).
+ *
+ *   SottoLlm* llm = sotto_llm_create(4);                     // 4 threads (natively: its own thread pool)
+ *   sotto_llm_load(llm, gguf_bytes, gguf_size, 0);          // bytes stay the caller's; keep them alive
+ *   n = sotto_llm_tokenize(llm, "Once upon", 9, 1, 0, ids, capacity);
+ *   sotto_llm_begin(llm, ids, n, &sampling, NULL, 0, 0);     // prefill
+ *   do sotto_llm_step(llm, &step); while (!step.done);        // one token per call
+ *   sotto_llm_destroy(llm);
+ */
+#ifndef SOTTO_API_SOTTO_H
+#define SOTTO_API_SOTTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum SottoStatus {
+  SOTTO_OK = 0,
+  SOTTO_ERROR_ARGUMENT = 1, /* a null handle or buffer, a token id out of range, no model loaded */
+  SOTTO_ERROR_FILE = 2,     /* the model file cannot be read as a supported GGUF model */
+  SOTTO_ERROR_MEMORY = 3,   /* a buffer (KV cache) could not be allocated */
+  SOTTO_ERROR_RUN = 4,      /* the prompt does not fit the context, or a forward pass failed */
+};
+
+/* Why a generation ended (SottoStep.stop); SOTTO_STOP_NONE while it goes on. */
+enum SottoStop {
+  SOTTO_STOP_NONE = 0,
+  SOTTO_STOP_LENGTH = 1,      /* max_new_tokens written, or the context is full */
+  SOTTO_STOP_EOG = 2,         /* the model wrote an end-of-generation token (not included in the output) */
+  SOTTO_STOP_STOP_STRING = 3, /* a stop string appeared (the text ends before it) */
+};
+
+typedef struct SottoLlm SottoLlm;
+
+/* Sampling and length of one generation. Fixed layout (the web engine writes it from JS): 40 bytes. */
+typedef struct SottoSampling {
+  int32_t greedy;         /*  0: argmax, ignoring the rest (also when temperature <= 0) */
+  float temperature;      /*  4 */
+  int32_t top_k;          /*  8: <= 0 off */
+  float top_p;            /* 12: >= 1 off */
+  float min_p;            /* 16: <= 0 off */
+  float repeat_penalty;   /* 20: 1 off */
+  int32_t repeat_last_n;  /* 24 */
+  int32_t max_new_tokens; /* 28 */
+  uint64_t seed;          /* 32 */
+} SottoSampling;
+
+/* One step's output. `text` points into the handle's buffer (valid until the next call). */
+typedef struct SottoStep {
+  int32_t id;          /* the token written, or -1 when this step only ended the generation */
+  int32_t done;        /* 1: the generation is over; `stop` says why */
+  int32_t stop;        /* enum SottoStop */
+  uint32_t text_bytes; /* bytes of complete UTF-8 text now safe to show (may be 0) */
+  const char* text;
+} SottoStep;
+
+typedef struct SottoTimings {
+  int32_t n_prompt;    /* tokens prefilled by the last begin (with a carried-over token) */
+  int32_t n_generated; /* tokens written */
+  int32_t n_decoded;   /* forward passes after the first token */
+  int32_t n_past;      /* positions of the context in use */
+  double prefill_ms;
+  double decode_ms;
+  double decode_tokens_per_s;
+} SottoTimings;
+
+/* llama.cpp-like defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalty, 64 tokens. */
+void sotto_sampling_defaults(SottoSampling* out);
+const char* sotto_stop_name(int32_t stop); /* "", "length", "eog", "stop_string" */
+
+/* n_threads: the CPU threads a forward pass uses (natively a pool of its own). Null only when out of memory. */
+SottoLlm* sotto_llm_create(int32_t n_threads);
+void sotto_llm_destroy(SottoLlm* llm);
+/* The last failure on this handle, one line ("" when the last call succeeded). */
+const char* sotto_llm_last_error(const SottoLlm* llm);
+
+/* Reads a llama / qwen2 / qwen3 GGUF held in memory. The weights stay in `bytes` (never copied), so the
+ * caller keeps them alive until sotto_llm_destroy. n_ctx > 0: that many positions; 0: the model's training
+ * context; < 0: the training context but at most -n_ctx positions (the web's default, -4096). A file without
+ * a usable tokenizer still loads (ids only); the text functions then fail with the tokenizer's error. */
+int32_t sotto_llm_load(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t n_ctx);
+/* Only the tokenizer of a GGUF file (llama.cpp's vocab-only files have no weights): the text functions work,
+ * generation does not. The bytes must stay alive as for sotto_llm_load. */
+int32_t sotto_llm_load_tokenizer(SottoLlm* llm, const uint8_t* bytes, size_t size);
+int32_t sotto_llm_n_ctx(const SottoLlm* llm);
+int32_t sotto_llm_n_vocab(const SottoLlm* llm);
+/* {"arch","n_ctx","n_ctx_train","n_vocab","n_layer","n_embd","chat_format","default_system","bos","eos",
+ *  "end_ids":[...],"has_tokenizer","has_weights"} */
+const char* sotto_llm_info_json(SottoLlm* llm, size_t* out_bytes);
+
+/* Text -> ids. Writes min(n, capacity) ids to `out` and returns n, the full count (call again with a larger
+ * buffer when n > capacity), or -1 on failure. add_special: BOS/EOS as the file says; parse_special: text
+ * such as "<|im_start|>" becomes that control token. */
+int32_t sotto_llm_tokenize(SottoLlm* llm, const char* text, size_t text_bytes, int32_t add_special,
+                           int32_t parse_special, int32_t* out, int32_t capacity);
+/* Ids -> text (llama.cpp's llama_detokenize without space clean-up). Null on failure (an id out of range). */
+const char* sotto_llm_detokenize(SottoLlm* llm, const int32_t* ids, size_t n_ids, int32_t remove_special,
+                                 int32_t render_special, size_t* out_bytes);
+/* The text of one new user turn in the model's chat format (chat_template.h): first_turn starts the
+ * conversation (system prompt first when not empty); reply_closed says the previous reply ended with its
+ * end-of-turn token. Tokenize it with parse_special = 1 (and add_special = first_turn). */
+const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
+                                  size_t user_bytes, int32_t first_turn, int32_t reply_closed,
+                                  size_t* out_bytes);
+
+/* Starts a generation: runs the prompt through the model (prefill). keep_cache = 0 empties the context
+ * first; 1 continues the conversation in it: the previous reply's last token, when it was sampled but never
+ * run (an end-of-turn token, or the last token at a length limit), goes in front of `ids` so the cache stays
+ * the conversation. stops: stop strings, each ending with a NUL, stops_bytes in all (0: none). */
+int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const SottoSampling* sampling,
+                        const char* stops, size_t stops_bytes, int32_t keep_cache);
+/* Writes one token (after running the previous one through the model). After the end: done = 1, id = -1. */
+int32_t sotto_llm_step(SottoLlm* llm, SottoStep* out);
+/* 1 when the last generation ended with an end-of-turn token (the next chat turn needs no closing). */
+int32_t sotto_llm_reply_closed(const SottoLlm* llm);
+int32_t sotto_llm_timings(const SottoLlm* llm, SottoTimings* out);
+/* The first step's top_n log-probabilities for `ids` as JSON [{"id","logprob"}], kept for result_json;
+ * empties the context (run it before sotto_llm_begin). */
+const char* sotto_llm_top_logprobs(SottoLlm* llm, const int32_t* ids, size_t n_ids, int32_t top_n,
+                                   size_t* out_bytes);
+/* The `sotto generate --json` object of the last generation (one line, no newline). */
+const char* sotto_llm_result_json(SottoLlm* llm, const char* prompt, size_t prompt_bytes, size_t* out_bytes);
+
+#ifdef __cplusplus
+} /* extern "C" */
+
+namespace sotto {
+class ThreadPool;
+}
+/* C++ only: a handle on a thread pool someone else runs (the web engine's pool, whose helpers are Web
+ * Workers). The pool must outlive the handle. */
+SottoLlm* sotto_llm_create_on_pool(sotto::ThreadPool* pool);
+#endif
+
+#endif /* SOTTO_API_SOTTO_H */

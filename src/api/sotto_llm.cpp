@@ -1,0 +1,352 @@
+// The C API's language model (api/sotto.h): a handle owns the parsed GGUF views, the weights (pointing into
+// the caller's bytes), the tokenizer, one context (KV cache) and the generation in progress. Every entry
+// point checks its arguments, turns errors into a status code and keeps the message on the handle.
+#include "api/sotto.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/clock.h"
+#include "core/thread_pool.h"
+#include "io/describe.h"
+#include "io/gguf.h"
+#include "models/llm/chat_template.h"
+#include "models/llm/generate.h"
+#include "models/llm/llama.h"
+#include "text/tokenizer.h"
+
+struct SottoLlm {
+  std::unique_ptr<sotto::ThreadPool> own_pool;
+  sotto::ThreadPool* pool = nullptr;
+  std::string last_error;
+  std::string out;  // the buffer returned strings live in
+
+  bool loaded = false;
+  bool has_weights = false;  // false after sotto_llm_load_tokenizer
+  sotto::GgufFile gguf;
+  sotto::LlamaWeights weights;
+  std::optional<sotto::Tokenizer> tokenizer;
+  std::string tokenizer_error;
+  std::vector<int32_t> end_ids;
+  std::optional<sotto::LlamaContext> ctx;
+
+  sotto::Generation generation;
+  bool generated = false;            // `generation` holds a finished or running generation
+  std::vector<int32_t> prompt_ids;   // as given to the last begin (for result_json)
+  std::string pending_top_logprobs;  // from sotto_llm_top_logprobs, taken by the next begin
+  std::string result_top_logprobs;   // of the last generation
+};
+
+namespace {
+
+using sotto::cat;
+
+int32_t fail(SottoLlm* llm, int32_t status, std::string message) {
+  llm->last_error = std::move(message);
+  return status;
+}
+
+const char* give(SottoLlm* llm, std::string text, size_t* out_bytes) {
+  llm->out = std::move(text);
+  if (out_bytes) *out_bytes = llm->out.size();
+  return llm->out.c_str();
+}
+
+// Checks the handle for a call that needs a model (and a tokenizer when `text`); sets the error otherwise.
+bool ready(SottoLlm* llm, bool text, bool weights = false) {
+  if (!llm) return false;
+  llm->last_error.clear();
+  if (!llm->loaded) {
+    llm->last_error = "llm: no model loaded";
+    return false;
+  }
+  if (weights && !llm->has_weights) {
+    llm->last_error = "llm: only a tokenizer was loaded (sotto_llm_load_tokenizer), not the model's weights";
+    return false;
+  }
+  if (text && !llm->tokenizer) {
+    llm->last_error = llm->tokenizer_error;
+    return false;
+  }
+  return true;
+}
+
+int32_t stop_code(sotto::StopReason r) {
+  switch (r) {
+    case sotto::StopReason::Length:
+      return SOTTO_STOP_LENGTH;
+    case sotto::StopReason::EndOfGeneration:
+      return SOTTO_STOP_EOG;
+    case sotto::StopReason::StopString:
+      return SOTTO_STOP_STOP_STRING;
+  }
+  return SOTTO_STOP_NONE;
+}
+
+std::string ids_json(const std::vector<int32_t>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += cat(i ? "," : "", ids[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+SottoLlm* sotto_llm_create_on_pool(sotto::ThreadPool* pool) {
+  auto* llm = new SottoLlm();
+  llm->pool = pool;
+  return llm;
+}
+
+extern "C" {
+
+void sotto_sampling_defaults(SottoSampling* out) {
+  if (!out) return;
+  const sotto::SamplerParams d;
+  *out = SottoSampling{d.greedy ? 1 : 0, d.temperature,   d.top_k, d.top_p, d.min_p,
+                       d.repeat_penalty, d.repeat_last_n, 64,      d.seed};
+}
+
+const char* sotto_stop_name(int32_t stop) {
+  switch (stop) {
+    case SOTTO_STOP_LENGTH:
+      return "length";
+    case SOTTO_STOP_EOG:
+      return "eog";
+    case SOTTO_STOP_STOP_STRING:
+      return "stop_string";
+  }
+  return "";
+}
+
+SottoLlm* sotto_llm_create(int32_t n_threads) {
+#if defined(__wasm__)
+  // Helpers are Web Workers that JS starts on the engine's pool (sotto_llm_create_on_pool); a pool of our own
+  // here would wait for helpers nobody runs.
+  n_threads = 1;
+#endif
+  auto* llm = new SottoLlm();
+  llm->own_pool = std::make_unique<sotto::ThreadPool>(n_threads < 1 ? 1 : n_threads);
+  llm->pool = llm->own_pool.get();
+  return llm;
+}
+
+void sotto_llm_destroy(SottoLlm* llm) {
+  delete llm;
+}
+
+const char* sotto_llm_last_error(const SottoLlm* llm) {
+  return llm ? llm->last_error.c_str() : "llm: null handle";
+}
+
+int32_t sotto_llm_load(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t n_ctx) {
+  if (!llm) return SOTTO_ERROR_ARGUMENT;
+  llm->last_error.clear();
+  if (llm->loaded) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: this handle already holds a model");
+  if (!bytes && size) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: no bytes given");
+  auto gguf = sotto::parse_gguf({bytes, size});
+  if (!gguf) return fail(llm, SOTTO_ERROR_FILE, gguf.message());
+  llm->gguf = std::move(gguf).value();
+  auto weights = sotto::load_llama(llm->gguf);
+  if (!weights) return fail(llm, SOTTO_ERROR_FILE, weights.message());
+  llm->weights = std::move(weights).value();
+  if (n_ctx < 0)
+    n_ctx =
+        static_cast<int32_t>(std::min<int64_t>(-static_cast<int64_t>(n_ctx), llm->weights.hp.n_ctx_train));
+  auto ctx = sotto::make_llama_context(llm->weights, n_ctx);
+  if (!ctx) return fail(llm, SOTTO_ERROR_MEMORY, ctx.message());
+  llm->ctx.emplace(std::move(ctx).value());
+  llm->has_weights = true;
+  auto tokenizer = sotto::Tokenizer::from_gguf(llm->gguf);
+  if (tokenizer) {
+    llm->tokenizer.emplace(std::move(tokenizer).value());
+    llm->end_ids = sotto::end_of_generation_ids(*llm->tokenizer);
+  } else {
+    llm->tokenizer_error = tokenizer.message();
+    if (auto eos = llm->gguf.get_u32("tokenizer.ggml.eos_token_id"))
+      llm->end_ids.push_back(static_cast<int32_t>(*eos));
+  }
+  llm->loaded = true;
+  return SOTTO_OK;
+}
+
+int32_t sotto_llm_load_tokenizer(SottoLlm* llm, const uint8_t* bytes, size_t size) {
+  if (!llm) return SOTTO_ERROR_ARGUMENT;
+  llm->last_error.clear();
+  if (llm->loaded) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: this handle already holds a model");
+  if (!bytes && size) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: no bytes given");
+  auto gguf = sotto::parse_gguf({bytes, size});
+  if (!gguf) return fail(llm, SOTTO_ERROR_FILE, gguf.message());
+  llm->gguf = std::move(gguf).value();
+  auto tokenizer = sotto::Tokenizer::from_gguf(llm->gguf);
+  if (!tokenizer) return fail(llm, SOTTO_ERROR_FILE, tokenizer.message());
+  llm->tokenizer.emplace(std::move(tokenizer).value());
+  llm->end_ids = sotto::end_of_generation_ids(*llm->tokenizer);
+  llm->loaded = true;
+  return SOTTO_OK;
+}
+
+int32_t sotto_llm_n_ctx(const SottoLlm* llm) {
+  return llm && llm->ctx ? llm->ctx->kv.n_ctx : 0;
+}
+
+int32_t sotto_llm_n_vocab(const SottoLlm* llm) {
+  return llm && llm->loaded ? llm->weights.hp.n_vocab : 0;
+}
+
+const char* sotto_llm_info_json(SottoLlm* llm, size_t* out_bytes) {
+  if (!ready(llm, false)) return nullptr;
+  const sotto::LlamaHparams& hp = llm->weights.hp;
+  const std::string chat_template = llm->tokenizer ? llm->tokenizer->vocab().chat_template : "";
+  const int32_t bos = llm->tokenizer ? llm->tokenizer->vocab().bos : -1;
+  const int32_t eos = llm->tokenizer ? llm->tokenizer->vocab().eos : -1;
+  return give(llm,
+              cat("{\"arch\":", sotto::json_quote(hp.arch), ",\"n_ctx\":", llm->ctx ? llm->ctx->kv.n_ctx : 0,
+                  ",\"n_ctx_train\":", hp.n_ctx_train, ",\"n_vocab\":", hp.n_vocab,
+                  ",\"n_layer\":", hp.n_layer, ",\"n_embd\":", hp.n_embd, ",\"chat_format\":\"",
+                  sotto::chat_format_name(sotto::detect_chat_format(chat_template)),
+                  "\",\"default_system\":", sotto::json_quote(sotto::default_system_prompt(chat_template)),
+                  ",\"bos\":", bos, ",\"eos\":", eos, ",\"end_ids\":", ids_json(llm->end_ids),
+                  ",\"has_tokenizer\":", llm->tokenizer ? "true" : "false",
+                  ",\"has_weights\":", llm->has_weights ? "true" : "false", "}"),
+              out_bytes);
+}
+
+int32_t sotto_llm_tokenize(SottoLlm* llm, const char* text, size_t text_bytes, int32_t add_special,
+                           int32_t parse_special, int32_t* out, int32_t capacity) {
+  if (!ready(llm, true)) return -1;
+  if ((!text && text_bytes) || (!out && capacity > 0)) {
+    fail(llm, SOTTO_ERROR_ARGUMENT, "llm: tokenize: null buffer");
+    return -1;
+  }
+  const std::vector<sotto::TokenId> ids = llm->tokenizer->tokenize(
+      std::string_view(text ? text : "", text_bytes), add_special != 0, parse_special != 0);
+  const size_t n = std::min(ids.size(), static_cast<size_t>(capacity > 0 ? capacity : 0));
+  if (n) std::memcpy(out, ids.data(), n * sizeof(int32_t));
+  return static_cast<int32_t>(ids.size());
+}
+
+const char* sotto_llm_detokenize(SottoLlm* llm, const int32_t* ids, size_t n_ids, int32_t remove_special,
+                                 int32_t render_special, size_t* out_bytes) {
+  if (!ready(llm, true)) return nullptr;
+  if (!ids && n_ids) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: detokenize: null ids"), nullptr;
+  for (size_t i = 0; i < n_ids; ++i)
+    if (!llm->tokenizer->valid(ids[i]))
+      return fail(llm, SOTTO_ERROR_ARGUMENT,
+                  cat("llm: token ", i, " (", ids[i], ") is not in the vocabulary (",
+                      llm->tokenizer->n_tokens(), " tokens)")),
+             nullptr;
+  return give(llm, llm->tokenizer->detokenize({ids, n_ids}, remove_special != 0, render_special != 0),
+              out_bytes);
+}
+
+const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
+                                  size_t user_bytes, int32_t first_turn, int32_t reply_closed,
+                                  size_t* out_bytes) {
+  if (!ready(llm, true)) return nullptr;
+  const sotto::ChatFormat format = sotto::detect_chat_format(llm->tokenizer->vocab().chat_template);
+  return give(
+      llm,
+      sotto::format_user_turn(format, std::string_view(system ? system : "", system ? system_bytes : 0),
+                              std::string_view(user ? user : "", user ? user_bytes : 0), first_turn != 0,
+                              reply_closed != 0),
+      out_bytes);
+}
+
+int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const SottoSampling* sampling,
+                        const char* stops, size_t stops_bytes, int32_t keep_cache) {
+  if (!ready(llm, false, true)) return SOTTO_ERROR_ARGUMENT;
+  if ((!ids && n_ids) || !sampling)
+    return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: begin: null ids or sampling");
+  sotto::GenerateOptions options;
+  options.now_ms = sotto::now_ms;
+  options.max_new_tokens = sampling->max_new_tokens;
+  options.sampling = {sampling->greedy != 0,   sampling->temperature, sampling->top_k,
+                      sampling->top_p,         sampling->min_p,       sampling->repeat_penalty,
+                      sampling->repeat_last_n, sampling->seed};
+  for (size_t at = 0; stops && at < stops_bytes;) {
+    const char* end = static_cast<const char*>(std::memchr(stops + at, '\0', stops_bytes - at));
+    const size_t len = end ? static_cast<size_t>(end - (stops + at)) : stops_bytes - at;
+    if (len) options.stop_strings.emplace_back(stops + at, len);
+    at += len + 1;
+  }
+  std::vector<int32_t> prompt;
+  const int32_t carried = llm->generated ? llm->generation.result().unprocessed : sotto::kNoToken;
+  if (keep_cache && carried != sotto::kNoToken) prompt.push_back(carried);
+  if (!keep_cache) llm->ctx->kv.clear();
+  prompt.insert(prompt.end(), ids, ids + n_ids);
+  llm->prompt_ids.assign(ids, ids + n_ids);
+  llm->result_top_logprobs = std::move(llm->pending_top_logprobs);
+  llm->pending_top_logprobs.clear();
+  const sotto::Tokenizer* tokenizer = llm->tokenizer ? &*llm->tokenizer : nullptr;
+  llm->generated = false;
+  sotto::Status status =
+      llm->generation.begin(*llm->pool, llm->weights, *llm->ctx, tokenizer, prompt, llm->end_ids, options);
+  if (!status) return fail(llm, SOTTO_ERROR_RUN, status.message());
+  llm->generated = true;
+  return SOTTO_OK;
+}
+
+int32_t sotto_llm_step(SottoLlm* llm, SottoStep* out) {
+  if (!ready(llm, false)) return SOTTO_ERROR_ARGUMENT;
+  if (!out) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: step: null output");
+  *out = SottoStep{-1, 1, SOTTO_STOP_NONE, 0, ""};
+  if (!llm->generated) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: step before begin");
+  auto step = llm->generation.step();
+  if (!step) return fail(llm, SOTTO_ERROR_RUN, step.message());
+  llm->out = std::move(step->text);
+  out->id = step->id;
+  out->done = step->done ? 1 : 0;
+  out->stop = step->done ? stop_code(llm->generation.result().stop) : SOTTO_STOP_NONE;
+  out->text_bytes = static_cast<uint32_t>(llm->out.size());
+  out->text = llm->out.c_str();
+  return SOTTO_OK;
+}
+
+int32_t sotto_llm_reply_closed(const SottoLlm* llm) {
+  return llm && llm->generated && llm->generation.done() &&
+         llm->generation.result().stop == sotto::StopReason::EndOfGeneration;
+}
+
+int32_t sotto_llm_timings(const SottoLlm* llm, SottoTimings* out) {
+  if (!llm || !out) return SOTTO_ERROR_ARGUMENT;
+  *out = SottoTimings{};
+  if (llm->ctx) out->n_past = llm->ctx->kv.n_past;
+  if (!llm->generated) return SOTTO_OK;
+  const sotto::GenerateResult& r = llm->generation.result();
+  out->n_prompt = r.n_prompt;
+  out->n_generated = static_cast<int32_t>(r.ids.size());
+  out->n_decoded = r.n_decoded;
+  out->prefill_ms = r.prefill_ms;
+  out->decode_ms = r.decode_ms;
+  out->decode_tokens_per_s = sotto::decode_tokens_per_s(r);
+  return SOTTO_OK;
+}
+
+const char* sotto_llm_top_logprobs(SottoLlm* llm, const int32_t* ids, size_t n_ids, int32_t top_n,
+                                   size_t* out_bytes) {
+  if (!ready(llm, false, true)) return nullptr;
+  if (!ids && n_ids) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: top_logprobs: null ids"), nullptr;
+  llm->ctx->kv.clear();
+  llm->generated = false;
+  auto logits = sotto::forward(*llm->pool, llm->weights, *llm->ctx, {ids, n_ids});
+  if (!logits) return fail(llm, SOTTO_ERROR_RUN, logits.message()), nullptr;
+  llm->pending_top_logprobs = sotto::top_logprobs_json(*logits, top_n);
+  llm->ctx->kv.clear();
+  return give(llm, llm->pending_top_logprobs, out_bytes);
+}
+
+const char* sotto_llm_result_json(SottoLlm* llm, const char* prompt, size_t prompt_bytes, size_t* out_bytes) {
+  if (!ready(llm, false)) return nullptr;
+  if (!llm->generated) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: no generation to report"), nullptr;
+  return give(
+      llm,
+      sotto::generate_result_json(std::string_view(prompt ? prompt : "", prompt ? prompt_bytes : 0),
+                                  llm->prompt_ids, llm->generation.result(), llm->result_top_logprobs),
+      out_bytes);
+}
+
+}  // extern "C"

@@ -1,0 +1,220 @@
+// Attention over the f16 KV cache: the scalar reference, the portable kernel (vectorizable C++), the split of
+// (token, head) pairs over threads, and the dispatch table. The AVX2 kernel is in attention_avx2.cpp; the numerics
+// both reproduce are described in attention.h.
+#include "cpu/attention.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+#include "cpu/cpu_features.h"
+
+namespace sotto {
+
+float fma_f16_operands(float a, float b, float c) {
+  const double product = static_cast<double>(a) * static_cast<double>(b);  // exact
+  const double cd = static_cast<double>(c);
+  const double sum = product + cd;
+  uint64_t bits = std::bit_cast<uint64_t>(sum);
+  // Rounding the double to f32 can only go wrong when the double sits exactly on a midpoint between two
+  // floats (its low 29 mantissa bits 1 followed by zeros) after rounding itself. The cheap test below lets
+  // through every double whose low 28 bits are not all zero (no midpoint, also not one of a subnormal f32);
+  // the rest take the exact path.
+  if ((bits & 0xfffffffu) != 0) return static_cast<float>(sum);
+  // TwoSum: the exact error of the addition, so sum + error == product + c.
+  const double product_part = sum - cd;
+  const double error = (product - product_part) + (cd - (sum - product_part));
+  if (error != 0.0 && (bits & 1u) == 0) {
+    // Inexact and even: the odd neighbour toward the exact value is the round-to-odd result, and round to
+    // nearest of a round-to-odd double is the correctly rounded f32 (53 >= 24 + 2).
+    const bool toward_larger_magnitude = (error > 0.0) == (sum > 0.0);
+    bits = toward_larger_magnitude ? bits + 1 : bits - 1;
+  }
+  return static_cast<float>(std::bit_cast<double>(bits));
+}
+
+namespace {
+
+constexpr int kStep = 32;  // elements per step of ggml's AVX2 f16 loops: 4 accumulators x 8 lanes
+
+// ggml_vec_dot_f16 as it runs on AVX2, one lane at a time; q holds f16 values widened to f32.
+float dot_f16_ref(const uint16_t* k, const float* q, int n) {
+  const int n_steps = n - n % kStep;
+  float lanes[4][8] = {};
+  for (int i = 0; i < n_steps; i += kStep)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 8; ++l) lanes[j][l] += f16_to_f32(k[i + 8 * j + l]) * q[i + 8 * j + l];
+  float folded[8];
+  for (int l = 0; l < 8; ++l) folded[l] = (lanes[0][l] + lanes[2][l]) + (lanes[1][l] + lanes[3][l]);
+  const float t0 = folded[0] + folded[4], t1 = folded[1] + folded[5], t2 = folded[2] + folded[6],
+              t3 = folded[3] + folded[7];
+  double sum = static_cast<double>((t0 + t1) + (t2 + t3));
+  for (int i = n_steps; i < n; ++i) sum += static_cast<double>(f16_to_f32(k[i]) * q[i]);
+  return static_cast<float>(sum);
+}
+
+// acc = f16(acc + v * weight): fused on the 32-element steps, product then sum on the rest (ggml_vec_mad_f16).
+void mad_f16_ref(uint16_t* acc, const uint16_t* v, float weight, int n) {
+  const int n_steps = n - n % kStep;
+  for (int d = 0; d < n_steps; ++d)
+    acc[d] = f32_to_f16(fma_f16_operands(f16_to_f32(v[d]), weight, f16_to_f32(acc[d])));
+  for (int d = n_steps; d < n; ++d) {
+    const float product = f16_to_f32(v[d]) * weight;
+    acc[d] = f32_to_f16(f16_to_f32(acc[d]) + product);
+  }
+}
+
+}  // namespace
+
+void attend_head_ref(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
+                     int n_keys, int head_dim_k, int head_dim_v, float scale, float* out,
+                     AttentionScratch& scratch) {
+  scratch.q.resize(static_cast<size_t>(head_dim_k));
+  scratch.acc16.assign(static_cast<size_t>(head_dim_v), 0);
+  float* q16 = scratch.q.data();
+  uint16_t* acc = scratch.acc16.data();
+  for (int d = 0; d < head_dim_k; ++d) q16[d] = f16_to_f32(f32_to_f16(q[d]));
+  float max_score = -INFINITY, sum = 0.0f;
+  for (int p = 0; p < n_keys; ++p) {
+    const float s = dot_f16_ref(k + p * k_stride, q16, head_dim_k) * scale;
+    float old_scale = 1.0f, weight = 1.0f;
+    if (s > max_score) {  // new maximum: earlier terms shrink by exp(old - new), this one weighs 1
+      old_scale = std::exp(max_score - s);
+      max_score = s;
+      for (int d = 0; d < head_dim_v; ++d) acc[d] = f32_to_f16(f16_to_f32(acc[d]) * old_scale);
+    } else {
+      weight = std::exp(s - max_score);
+    }
+    mad_f16_ref(acc, v + p * v_stride, weight, head_dim_v);
+    const float kept = sum * old_scale;
+    sum = kept + weight;
+  }
+  const float inv_sum = sum == 0.0f ? 0.0f : 1.0f / sum;
+  for (int d = 0; d < head_dim_v; ++d) out[d] = f16_to_f32(acc[d]) * inv_sum;
+}
+
+// ================================================================ portable kernel
+// The reference's arithmetic in the AVX2 kernel's shape (all scores first, then the value pass), with
+// branch-free f16 widening and the 32 dot lanes as one flat array, so the compiler vectorizes both loops
+// (SIMD128 in the wasm builds).
+
+namespace {
+
+float dot_f16_portable(const uint16_t* k, const float* q, int n) {
+  const int n_steps = n - n % kStep;
+  float lanes[kStep] = {};  // lane l is accumulator l / 8, lane l % 8
+  for (int i = 0; i < n_steps; i += kStep)
+    for (int l = 0; l < kStep; ++l) lanes[l] += f16_to_f32_branchless(k[i + l]) * q[i + l];
+  float folded[8];
+  for (int l = 0; l < 8; ++l) folded[l] = (lanes[l] + lanes[16 + l]) + (lanes[8 + l] + lanes[24 + l]);
+  const float t0 = folded[0] + folded[4], t1 = folded[1] + folded[5], t2 = folded[2] + folded[6],
+              t3 = folded[3] + folded[7];
+  double sum = static_cast<double>((t0 + t1) + (t2 + t3));
+  for (int i = n_steps; i < n; ++i) sum += static_cast<double>(f16_to_f32_branchless(k[i]) * q[i]);
+  return static_cast<float>(sum);
+}
+
+// The fused part first takes fma_f16_operands()'s fast path for all elements in one branch-free
+// (vectorized) loop, noting whether any element needed its exact path; that is rare, and then the step is
+// redone element by element from the saved accumulator.
+void mad_f16_portable(uint16_t* acc, const uint16_t* v, float weight, int n, uint16_t* saved) {
+  const int n_steps = n - n % kStep;
+  std::memcpy(saved, acc, static_cast<size_t>(n_steps) * sizeof(uint16_t));
+  uint64_t low_bits_all_zero = 0;
+  for (int d = 0; d < n_steps; ++d) {
+    const double sum = static_cast<double>(f16_to_f32_branchless(v[d])) * weight +
+                       static_cast<double>(f16_to_f32_branchless(acc[d]));
+    low_bits_all_zero |= (std::bit_cast<uint64_t>(sum) & 0xfffffffu) == 0;
+    acc[d] = f32_to_f16_branchless(static_cast<float>(sum));
+  }
+  if (low_bits_all_zero)
+    for (int d = 0; d < n_steps; ++d)
+      acc[d] = f32_to_f16(fma_f16_operands(f16_to_f32(v[d]), weight, f16_to_f32(saved[d])));
+  for (int d = n_steps; d < n; ++d) {
+    const float product = f16_to_f32_branchless(v[d]) * weight;
+    acc[d] = f32_to_f16_branchless(f16_to_f32_branchless(acc[d]) + product);
+  }
+}
+
+void attend_head_portable(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v,
+                          size_t v_stride, int n_keys, int head_dim_k, int head_dim_v, float scale,
+                          float* out, AttentionScratch& scratch) {
+  scratch.q.resize(static_cast<size_t>(head_dim_k));
+  scratch.scores.resize(static_cast<size_t>(n_keys));
+  scratch.acc16.assign(static_cast<size_t>(2 * head_dim_v), 0);
+  float* q16 = scratch.q.data();
+  float* scores = scratch.scores.data();
+  uint16_t* acc = scratch.acc16.data();
+  uint16_t* saved = acc + head_dim_v;
+  for (int d = 0; d < head_dim_k; ++d) q16[d] = f16_to_f32(f32_to_f16(q[d]));
+  for (int p = 0; p < n_keys; ++p) scores[p] = dot_f16_portable(k + p * k_stride, q16, head_dim_k) * scale;
+
+  float max_score = -INFINITY, sum = 0.0f;
+  for (int p = 0; p < n_keys; ++p) {
+    const float s = scores[p];
+    float old_scale = 1.0f, weight = 1.0f;
+    if (s > max_score) {
+      old_scale = std::exp(max_score - s);
+      max_score = s;
+      for (int d = 0; d < head_dim_v; ++d)
+        acc[d] = f32_to_f16_branchless(f16_to_f32_branchless(acc[d]) * old_scale);
+    } else {
+      weight = std::exp(s - max_score);
+    }
+    mad_f16_portable(acc, v + p * v_stride, weight, head_dim_v, saved);
+    const float kept = sum * old_scale;
+    sum = kept + weight;
+  }
+  const float inv_sum = sum == 0.0f ? 0.0f : 1.0f / sum;
+  for (int d = 0; d < head_dim_v; ++d) out[d] = f16_to_f32_branchless(acc[d]) * inv_sum;
+}
+
+}  // namespace
+
+const AttentionKernels kAttentionPortable = {"portable", attend_head_portable};
+
+const AttentionKernels& attention_kernels() {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return kAttentionAvx2;
+#endif
+  return kAttentionPortable;
+}
+
+namespace {
+
+// Pair i is query token i / n_head, head i % n_head.
+void attend_pair(AttendHeadFn attend_head, const AttentionArgs& a, int i, AttentionScratch& scratch) {
+  const int t = i / a.n_head, head = i % a.n_head;
+  const int kv_head = head / (a.n_head / a.n_head_kv);
+  attend_head(
+      a.q + static_cast<size_t>(t) * a.n_head * a.head_dim_k + static_cast<size_t>(head) * a.head_dim_k,
+      a.k + static_cast<size_t>(kv_head) * a.head_dim_k, static_cast<size_t>(a.k_row),
+      a.v + static_cast<size_t>(kv_head) * a.head_dim_v, static_cast<size_t>(a.v_row), a.pos0 + t + 1,
+      a.head_dim_k, a.head_dim_v, a.scale,
+      a.out + static_cast<size_t>(t) * a.n_head * a.head_dim_v + static_cast<size_t>(head) * a.head_dim_v,
+      scratch);
+}
+
+}  // namespace
+
+void attention_f16_ref(const AttentionArgs& a) {
+  AttentionScratch scratch;
+  for (int i = 0; i < a.n_query * a.n_head; ++i) attend_pair(attend_head_ref, a, i, scratch);
+}
+
+// Pairs are dealt round-robin: in a prompt, later tokens see more keys, and interleaving keeps the threads'
+// shares within one token's work of each other. Fewer than 4 pairs per thread is not worth waking a thread.
+void attention_f16(ThreadPool& pool, const AttentionArgs& a) {
+  const AttendHeadFn attend_head = attention_kernels().attend_head;  // chosen once for all threads
+  const int pairs = a.n_query * a.n_head;
+  pool.run(
+      [&](int ith, int nth) {
+        AttentionScratch scratch;
+        for (int i = ith; i < pairs; i += nth) attend_pair(attend_head, a, i, scratch);
+      },
+      std::min(pool.n_threads(), std::max(1, pairs / 4)));
+}
+
+}  // namespace sotto

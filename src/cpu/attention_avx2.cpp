@@ -1,0 +1,130 @@
+// The attention kernel for x86-64 with AVX2 + FMA + F16C (compiled with -mavx2 -mfma -mf16c; used only after
+// cpu_use_avx2() says so). Bit-identical to attend_head_ref() (attention.cpp): the lanes, the order of the
+// additions and the roundings are ggml's, and F16C conversions are exact / round to nearest even like
+// core/half.h.
+//
+// Two passes per head: first every score (independent dot products, so the out-of-order core overlaps them),
+// then the online softmax and the f16 value sum, which is a chain through the accumulator. The accumulator
+// stays in f16 in memory, as in ggml; at head_dim 64 it is two cache lines.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "cpu/attention.h"
+
+namespace sotto {
+
+namespace {
+
+constexpr int kStep = 32;
+
+// c + a * b with the product rounded first. The empty asm hides the product from the compiler, which would
+// otherwise fuse the two into an FMA in this file (-mfma; clang's -ffp-contract=on, gcc's =fast), changing
+// the last bit where ggml does not fuse.
+float unfused_mul_add(float a, float b, float c) {
+  float product = a * b;
+  __asm__("" : "+x"(product));
+  return c + product;
+}
+
+__m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+void store_f16x8(uint16_t* p, __m256 x) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+float f16(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+uint16_t to_f16(float x) {
+  return static_cast<uint16_t>(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+// ggml_vec_dot_f16: 4 accumulators x 8 lanes over whole steps, (a0 + a2) + (a1 + a3), the lanes folded with
+// two horizontal adds, then the leftover products in double.
+float dot_f16(const uint16_t* k, const float* q, int n) {
+  const int n_steps = n - n % kStep;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int i = 0; i < n_steps; i += kStep) {
+    a0 = _mm256_fmadd_ps(load_f16x8(k + i), _mm256_loadu_ps(q + i), a0);
+    a1 = _mm256_fmadd_ps(load_f16x8(k + i + 8), _mm256_loadu_ps(q + i + 8), a1);
+    a2 = _mm256_fmadd_ps(load_f16x8(k + i + 16), _mm256_loadu_ps(q + i + 16), a2);
+    a3 = _mm256_fmadd_ps(load_f16x8(k + i + 24), _mm256_loadu_ps(q + i + 24), a3);
+  }
+  const __m256 folded = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(folded), _mm256_extractf128_ps(folded, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  double sum = static_cast<double>(_mm_cvtss_f32(_mm_hadd_ps(t1, t1)));
+  for (int i = n_steps; i < n; ++i) sum += static_cast<double>(f16(k[i]) * q[i]);
+  return static_cast<float>(sum);
+}
+
+void scale_f16(uint16_t* acc, float factor, int n) {
+  const __m256 f = _mm256_set1_ps(factor);
+  int d = 0;
+  for (; d + 8 <= n; d += 8) store_f16x8(acc + d, _mm256_mul_ps(load_f16x8(acc + d), f));
+  for (; d < n; ++d) acc[d] = to_f16(f16(acc[d]) * factor);
+}
+
+// acc = f16(acc + v * weight): FMA on whole steps, product-then-sum on the rest (ggml_vec_mad_f16).
+void mad_f16(uint16_t* acc, const uint16_t* v, float weight, int n) {
+  const int n_steps = n - n % kStep;
+  const __m256 w = _mm256_set1_ps(weight);
+  for (int d = 0; d < n_steps; d += 8)
+    store_f16x8(acc + d, _mm256_fmadd_ps(load_f16x8(v + d), w, load_f16x8(acc + d)));
+  int d = n_steps;
+  for (; d + 8 <= n; d += 8) {
+    __m256 product = _mm256_mul_ps(load_f16x8(v + d), w);
+    __asm__("" : "+x"(product));  // keep it unfused, see unfused_mul_add()
+    store_f16x8(acc + d, _mm256_add_ps(load_f16x8(acc + d), product));
+  }
+  for (; d < n; ++d) acc[d] = to_f16(unfused_mul_add(f16(v[d]), weight, f16(acc[d])));
+}
+
+void attend_head_avx2(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
+                      int n_keys, int head_dim_k, int head_dim_v, float scale, float* out,
+                      AttentionScratch& scratch) {
+  scratch.q.resize(static_cast<size_t>(head_dim_k));
+  scratch.scores.resize(static_cast<size_t>(n_keys));
+  scratch.acc16.assign(static_cast<size_t>(head_dim_v), 0);
+  float* q16 = scratch.q.data();
+  float* scores = scratch.scores.data();
+  uint16_t* acc = scratch.acc16.data();
+
+  int d = 0;
+  for (; d + 8 <= head_dim_k; d += 8)
+    _mm256_storeu_ps(q16 + d,
+                     _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(q + d), _MM_FROUND_TO_NEAREST_INT)));
+  for (; d < head_dim_k; ++d) q16[d] = f16(to_f16(q[d]));
+
+  for (int p = 0; p < n_keys; ++p) scores[p] = dot_f16(k + p * k_stride, q16, head_dim_k) * scale;
+
+  float max_score = -INFINITY, sum = 0.0f;
+  for (int p = 0; p < n_keys; ++p) {
+    const float s = scores[p];
+    float old_scale = 1.0f, weight = 1.0f;
+    if (s > max_score) {
+      old_scale = std::exp(max_score - s);
+      max_score = s;
+      scale_f16(acc, old_scale, head_dim_v);
+    } else {
+      weight = std::exp(s - max_score);
+    }
+    mad_f16(acc, v + p * v_stride, weight, head_dim_v);
+    sum = unfused_mul_add(sum, old_scale, weight);
+  }
+  const float inv_sum = sum == 0.0f ? 0.0f : 1.0f / sum;
+  const __m256 inv = _mm256_set1_ps(inv_sum);
+  d = 0;
+  for (; d + 8 <= head_dim_v; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(load_f16x8(acc + d), inv));
+  for (; d < head_dim_v; ++d) out[d] = f16(acc[d]) * inv_sum;
+}
+
+}  // namespace
+
+const AttentionKernels kAttentionAvx2 = {"avx2", attend_head_avx2};
+
+}  // namespace sotto

@@ -1,0 +1,439 @@
+// Register-resident SIMD128 kernels for q4_0, q8_0, q4_K and q6_K (the types of real downloads), used by
+// quant_dot_portable() in the wasm builds; the math is quant_dot.h's, the structure that of
+// quant_dot_fast_avx2.cpp: activations prepared once per tile of up to 4 tokens (on the stack: no thread-local
+// storage in the wasm build) into exactly the vectors the inner loop consumes, weights decoded into registers
+// once per step and used for every token of the tile, one f32 FMA-or-mul-add per block and token.
+//
+// Integer dots, per build:
+//   SIMD128  i32x4.dot_i16x8_s on weights widened to i16 and activations prepared as i16: exact. K-quant
+//            weights are multiplied by their group scale while still i16 (|q * scale| <= 32 * 128 = 4096,
+//            so the i16 product is exact), which leaves one dot + one add per 8 values and token.
+//   relaxed  q4_0 / q8_0 use i32x4.relaxed_dot_i8x16_i7x16_add_s, which is deterministic only when its second
+//            operand is in [0, 127]: q4_0's unsigned nibbles (0..15) are that operand as they are, and the
+//            offset 8 comes back as 8 * sum(x), prepared per block; q8_0 moves x's sign onto w (the sign
+//            trick of matvec.cpp) and uses |x|. The dot's result only ever goes to an i32 add and a float
+//            conversion (Node 20's V8 miscomputed a relaxed dot followed by an i32 multiply), so the K-quants
+//            keep the exact i16 form in the relaxed build too.
+#include <wasm_simd128.h>
+
+#include <bit>
+#include <cstddef>
+#include <cstring>
+
+#include "core/half.h"
+#include "cpu/quant_dot.h"
+
+namespace sotto {
+
+namespace {
+
+// Prepared activations of one tile live on the stack; wider rows fall back to the generic kernels.
+constexpr size_t kMaxPreparedBytes = 192 * 1024;
+
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+// f16 -> f32 in a few integer ops (f16_to_f32's branches cost as much as a block's SIMD work): the f16's
+// exponent and mantissa shifted into f32 position read as a float 2^112 times too small, normals and
+// subnormals alike, so one exact multiply fixes it. Infinities and NaNs take f16_to_f32.
+float f16(const uint8_t* p) {
+  const uint16_t h = load_u16(p);
+  const uint32_t magnitude_bits = h & 0x7fffu;
+  if (magnitude_bits >= 0x7c00u) return f16_to_f32(h);
+  const float magnitude = std::bit_cast<float>(magnitude_bits << 13) * 0x1p112f;
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(magnitude) |
+                              (static_cast<uint32_t>(h & 0x8000u) << 16));
+}
+
+float hsum(v128_t v) {
+  return (wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1)) +
+         (wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3));
+}
+int32_t hsum_i32(v128_t v) {
+  return wasm_i32x4_extract_lane(v, 0) + wasm_i32x4_extract_lane(v, 1) + wasm_i32x4_extract_lane(v, 2) +
+         wasm_i32x4_extract_lane(v, 3);
+}
+
+// acc + f32(isum) * scale.
+v128_t scaled_add(v128_t acc, v128_t isum, float scale) {
+  const v128_t product = wasm_f32x4_mul(wasm_f32x4_convert_i32x4(isum), wasm_f32x4_splat(scale));
+  return wasm_f32x4_add(acc, product);
+}
+
+// 8 i16 products of w (i16) and x (i16) summed into 4 i32 lanes, added to acc.
+v128_t dot16_add(v128_t w, v128_t x, v128_t acc) {
+  return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(w, x));
+}
+
+// ============================================================================ q4_0 / q8_0 (q8_0 activations)
+// These two keep ggml's AVX2 float order exactly, as quant_dot_fast_avx2.cpp does (the model's greedy tokens
+// must be llama.cpp's, and stories260K q4_0 has a step where two logits nearly tie): per block, 8 integer
+// lanes, lane k = the products of elements 4k .. 4k + 3; each lane gets lane * (f32(d_w) * f32(d_x)) added with
+// ONE rounding (an FMA); at the end the lanes are summed as ggml's hsum_float_8 does. Relaxed SIMD has the
+// FMA (f32x4.relaxed_madd, fused on x86 with FMA3 and on ARM); plain SIMD128 has none, so it computes
+// lane * scale + acc in f64 (the product of two f32 is exact there) and rounds to f32 after every block.
+//
+// Prepared per 32-value block, 4 vectors. Relaxed q4_0: x[0..15], x[16..31], then 8 * (sums of each 4 x's)
+// for lanes 0..3 and 4..7. Relaxed q8_0: |x| (2 vectors) and the sign masks (2). SIMD128: x as i16 in the
+// order A = elements {0,1,4,5,8,9,12,13}, B = {2,3,6,7,10,11,14,15} of each 16, so that dot(A) + dot(B) gives
+// the sums of 4 consecutive products in 4 lanes (i32x4.dot_i16x8_s adds adjacent pairs).
+struct XBlock32 {
+  v128_t v[4];
+  float d;
+  float unused[3];
+};
+
+#if !defined(__wasm_relaxed_simd__)
+// Bytes of 16 values reordered to A then B (see above).
+v128_t quad_order(v128_t bytes) {
+  return wasm_i8x16_shuffle(bytes, bytes, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+}
+#endif
+
+template <bool kQ4>
+void prepare_q8_0(const uint8_t* xq, int64_t n_blocks, XBlock32* out) {
+  const auto* x = reinterpret_cast<const BlockQ8_0*>(xq);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const v128_t x0 = wasm_v128_load(x[b].qs), x1 = wasm_v128_load(x[b].qs + 16);
+    XBlock32& o = out[b];
+    o.d = f16(reinterpret_cast<const uint8_t*>(&x[b].d));
+#if defined(__wasm_relaxed_simd__)
+    if constexpr (kQ4) {
+      o.v[0] = x0;
+      o.v[1] = x1;
+      o.v[2] = wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x0)), 3);
+      o.v[3] = wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x1)), 3);
+    } else {
+      o.v[0] = wasm_i8x16_abs(x0);
+      o.v[1] = wasm_i8x16_abs(x1);
+      o.v[2] = wasm_i8x16_shr(x0, 7);
+      o.v[3] = wasm_i8x16_shr(x1, 7);
+    }
+#else
+    const v128_t q0 = quad_order(x0), q1 = quad_order(x1);
+    o.v[0] = wasm_i16x8_extend_low_i8x16(q0);
+    o.v[1] = wasm_i16x8_extend_high_i8x16(q0);
+    o.v[2] = wasm_i16x8_extend_low_i8x16(q1);
+    o.v[3] = wasm_i16x8_extend_high_i8x16(q1);
+#endif
+  }
+}
+
+// 8 float lanes accumulated in ggml's order; see above.
+struct Lanes8 {
+#if defined(__wasm_relaxed_simd__)
+  v128_t lo = wasm_f32x4_splat(0.0f), hi = wasm_f32x4_splat(0.0f);  // f32 lanes 0..3, 4..7
+  void add(v128_t isum_lo, v128_t isum_hi, float scale) {
+    const v128_t s = wasm_f32x4_splat(scale);
+    lo = wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(isum_lo), s, lo);
+    hi = wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(isum_hi), s, hi);
+  }
+  float lane(int k) const {
+    switch (k) {
+      case 0:
+        return wasm_f32x4_extract_lane(lo, 0);
+      case 1:
+        return wasm_f32x4_extract_lane(lo, 1);
+      case 2:
+        return wasm_f32x4_extract_lane(lo, 2);
+      case 3:
+        return wasm_f32x4_extract_lane(lo, 3);
+      case 4:
+        return wasm_f32x4_extract_lane(hi, 0);
+      case 5:
+        return wasm_f32x4_extract_lane(hi, 1);
+      case 6:
+        return wasm_f32x4_extract_lane(hi, 2);
+      default:
+        return wasm_f32x4_extract_lane(hi, 3);
+    }
+  }
+#else
+  v128_t pair[4] = {wasm_f64x2_splat(0.0), wasm_f64x2_splat(0.0), wasm_f64x2_splat(0.0),
+                    wasm_f64x2_splat(0.0)};  // f64 holding f32 values: lanes 0,1 | 2,3 | 4,5 | 6,7
+  static v128_t fma_f32(v128_t acc, v128_t isum_pair, v128_t scale) {
+    const v128_t exact = wasm_f64x2_add(acc, wasm_f64x2_mul(wasm_f64x2_convert_low_i32x4(isum_pair), scale));
+    return wasm_f64x2_promote_low_f32x4(wasm_f32x4_demote_f64x2_zero(exact));
+  }
+  void add(v128_t isum_lo, v128_t isum_hi, float scale) {
+    const v128_t s = wasm_f64x2_splat(static_cast<double>(scale));
+    pair[0] = fma_f32(pair[0], isum_lo, s);
+    pair[1] = fma_f32(pair[1], wasm_i32x4_shuffle(isum_lo, isum_lo, 2, 3, 2, 3), s);
+    pair[2] = fma_f32(pair[2], isum_hi, s);
+    pair[3] = fma_f32(pair[3], wasm_i32x4_shuffle(isum_hi, isum_hi, 2, 3, 2, 3), s);
+  }
+  float lane(int k) const {
+    const v128_t p = pair[k / 2];
+    return static_cast<float>(k % 2 ? wasm_f64x2_extract_lane(p, 1) : wasm_f64x2_extract_lane(p, 0));
+  }
+#endif
+  // ggml's hsum_float_8: (upper half + lower half), then lanes 0 + 2 and 1 + 3, then those two.
+  float total() const {
+    const float s0 = lane(4) + lane(0), s1 = lane(5) + lane(1), s2 = lane(6) + lane(2),
+                s3 = lane(7) + lane(3);
+    return (s0 + s2) + (s1 + s3);
+  }
+};
+
+#if !defined(__wasm_relaxed_simd__)
+// Sums of 4 consecutive products of 16 weights (i8, in element order) with prepared x (A, B as i16).
+v128_t quad_sums(v128_t w, v128_t x_a, v128_t x_b) {
+  const v128_t q = quad_order(w);
+  return wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_extend_low_i8x16(q), x_a),
+                        wasm_i32x4_dot_i16x8(wasm_i16x8_extend_high_i8x16(q), x_b));
+}
+#endif
+
+struct Q4_0Wasm {
+  static constexpr DType kType = DType::Q4_0;
+  static constexpr int kBlockElems = 32;
+  static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
+  using XBlock = XBlock32;
+  using Acc = Lanes8;
+  static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) {
+    prepare_q8_0<true>(xq, n_blocks, out);
+  }
+  template <int T>
+  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+    const v128_t bytes = wasm_v128_load(w + 2);
+    const float d_w = f16(w);
+#if defined(__wasm_relaxed_simd__)
+    // Unsigned nibbles (0..15) are valid i7 operands; q - 8 comes back as minus the prepared 8 * sums.
+    const v128_t lo = wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(bytes, 4);
+    for (int t = 0; t < T; ++t) {
+      const v128_t sum_lo = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[0], lo, wasm_i32x4_splat(0));
+      const v128_t sum_hi = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[1], hi, wasm_i32x4_splat(0));
+      acc[t].add(wasm_i32x4_sub(sum_lo, x[t]->v[2]), wasm_i32x4_sub(sum_hi, x[t]->v[3]), d_w * x[t]->d);
+    }
+#else
+    const v128_t eight = wasm_i8x16_splat(8);
+    const v128_t lo = wasm_i8x16_sub(wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), eight);
+    const v128_t hi = wasm_i8x16_sub(wasm_u8x16_shr(bytes, 4), eight);
+    for (int t = 0; t < T; ++t)
+      acc[t].add(quad_sums(lo, x[t]->v[0], x[t]->v[1]), quad_sums(hi, x[t]->v[2], x[t]->v[3]), d_w * x[t]->d);
+#endif
+  }
+};
+
+struct Q8_0Wasm {
+  static constexpr DType kType = DType::Q8_0;
+  static constexpr int kBlockElems = 32;
+  static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
+  using XBlock = XBlock32;
+  using Acc = Lanes8;
+  static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) {
+    prepare_q8_0<false>(xq, n_blocks, out);
+  }
+  template <int T>
+  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+    const v128_t w0 = wasm_v128_load(w + 2), w1 = wasm_v128_load(w + 18);
+    const float d_w = f16(w);
+    for (int t = 0; t < T; ++t) {
+#if defined(__wasm_relaxed_simd__)
+      // (w ^ s) - s negates w where x < 0 (s = -1); |w| <= 127, so never -128.
+      const v128_t s0 = x[t]->v[2], s1 = x[t]->v[3];
+      const v128_t ws0 = wasm_i8x16_sub(wasm_v128_xor(w0, s0), s0),
+                   ws1 = wasm_i8x16_sub(wasm_v128_xor(w1, s1), s1);
+      acc[t].add(wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws0, x[t]->v[0], wasm_i32x4_splat(0)),
+                 wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws1, x[t]->v[1], wasm_i32x4_splat(0)), d_w * x[t]->d);
+#else
+      acc[t].add(quad_sums(w0, x[t]->v[0], x[t]->v[1]), quad_sums(w1, x[t]->v[2], x[t]->v[3]), d_w * x[t]->d);
+#endif
+    }
+  }
+};
+
+// Four f32 lanes for the K-quants (their float order is not ggml's anyway).
+struct Lanes4 {
+  v128_t v = wasm_f32x4_splat(0.0f);
+  float total() const { return hsum(v); }
+};
+
+// ============================================================================ q4_K / q6_K (q8_K activations)
+// Prepared per super-block: the 256 x's as i16 (32 vectors), d_x, and for q4_K the 8 sums of 32 as i16.
+struct XBlockK {
+  v128_t x16[32];
+  v128_t sums32;
+  float d;
+  float unused[3];
+};
+
+void prepare_q8_K(const uint8_t* xq, int64_t n_blocks, XBlockK* out) {
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(xq);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    XBlockK& o = out[b];
+    o.d = x[b].d;
+    for (int i = 0; i < 16; ++i) {
+      const v128_t q = wasm_v128_load(x[b].qs + 16 * i);
+      o.x16[2 * i] = wasm_i16x8_extend_low_i8x16(q);
+      o.x16[2 * i + 1] = wasm_i16x8_extend_high_i8x16(q);
+    }
+    int16_t sums[8];
+    for (int j = 0; j < 8; ++j) sums[j] = static_cast<int16_t>(x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+    o.sums32 = wasm_v128_load(sums);
+  }
+}
+
+// Adds the dot of 16 weights (i16, already times their group scale) with x16[0..1] to isum[t] for each token.
+template <int T>
+void group_dot(v128_t w_lo, v128_t w_hi, const XBlockK* const (&x)[T], int vec, v128_t (&isum)[T]) {
+  for (int t = 0; t < T; ++t)
+    isum[t] = dot16_add(w_hi, x[t]->x16[vec + 1], dot16_add(w_lo, x[t]->x16[vec], isum[t]));
+}
+
+struct Q4_KWasm {
+  static constexpr DType kType = DType::Q4_K;
+  static constexpr int kBlockElems = 256;
+  static constexpr size_t kBlockBytes = sizeof(BlockQ4_K);
+  using XBlock = XBlockK;
+  using Acc = Lanes4;
+  static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) { prepare_q8_K(xq, n_blocks, out); }
+  template <int T>
+  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+    // The 12 scale bytes as words a, b, c (see quant_dot_fast_avx2.cpp): scales 0..3 = a & 63, mins 0..3 =
+    // b & 63, scales 4..7 = (c & 15) | (a >> 6) << 4, mins 4..7 = (c >> 4) | (b >> 6) << 4, bytewise.
+    const uint32_t a = load_u32(w + 4), b = load_u32(w + 8), c = load_u32(w + 12);
+    const uint32_t scale_words[2] = {a & 0x3f3f3f3fu, (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)};
+    const uint32_t min_words[2] = {b & 0x3f3f3f3fu, ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)};
+    uint8_t scales[8], mins[8];
+    std::memcpy(scales, scale_words, 8);
+    std::memcpy(mins, min_words, 8);
+    v128_t isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = wasm_i32x4_splat(0);
+    const uint8_t* qs = w + 16;
+    const v128_t mask = wasm_i8x16_splat(0x0f);
+    for (int k = 0; k < 4; ++k) {  // 32 bytes: sub-block 2k in the low nibbles, 2k + 1 in the high ones
+      const v128_t scale_lo = wasm_i16x8_splat(scales[2 * k]), scale_hi = wasm_i16x8_splat(scales[2 * k + 1]);
+      for (int h = 0; h < 2; ++h) {
+        const v128_t bytes = wasm_v128_load(qs + 32 * k + 16 * h);
+        const v128_t lo = wasm_v128_and(bytes, mask), hi = wasm_u8x16_shr(bytes, 4);
+        group_dot<T>(wasm_i16x8_mul(wasm_u16x8_extend_low_u8x16(lo), scale_lo),
+                     wasm_i16x8_mul(wasm_u16x8_extend_high_u8x16(lo), scale_lo), x, 8 * k + 2 * h, isum);
+        group_dot<T>(wasm_i16x8_mul(wasm_u16x8_extend_low_u8x16(hi), scale_hi),
+                     wasm_i16x8_mul(wasm_u16x8_extend_high_u8x16(hi), scale_hi), x, 8 * k + 4 + 2 * h, isum);
+      }
+    }
+    const v128_t mins16 = wasm_u16x8_extend_low_u8x16(wasm_v128_load64_zero(mins));
+    const float d = f16(w), dmin = f16(w + 2);
+    for (int t = 0; t < T; ++t) {
+      const int32_t min_sum = hsum_i32(wasm_i32x4_dot_i16x8(mins16, x[t]->sums32));
+      acc[t].v = scaled_add(acc[t].v, isum[t], d * x[t]->d);
+      acc[t].v = scaled_add(acc[t].v, wasm_i32x4_make(min_sum, 0, 0, 0), -dmin * x[t]->d);
+    }
+  }
+};
+
+struct Q6_KWasm {
+  static constexpr DType kType = DType::Q6_K;
+  static constexpr int kBlockElems = 256;
+  static constexpr size_t kBlockBytes = sizeof(BlockQ6_K);
+  using XBlock = XBlockK;
+  using Acc = Lanes4;
+  static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) { prepare_q8_K(xq, n_blocks, out); }
+  template <int T>
+  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+    const auto* block = reinterpret_cast<const BlockQ6_K*>(w);
+    v128_t isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = wasm_i32x4_splat(0);
+    const v128_t mask = wasm_i8x16_splat(0x0f), three = wasm_i8x16_splat(3), bias = wasm_i8x16_splat(32);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = block->ql + 64 * half;
+      const uint8_t* qh = block->qh + 32 * half;
+      for (int h = 0; h < 2; ++h) {  // values l = 16h .. 16h + 15 of each of the 4 chunks of 32
+        const v128_t low_a = wasm_v128_load(ql + 16 * h), low_b = wasm_v128_load(ql + 32 + 16 * h);
+        const v128_t high = wasm_v128_load(qh + 16 * h);
+        const v128_t q[4] = {
+            wasm_v128_or(wasm_v128_and(low_a, mask), wasm_i8x16_shl(wasm_v128_and(high, three), 4)),
+            wasm_v128_or(wasm_v128_and(low_b, mask),
+                         wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(high, 2), three), 4)),
+            wasm_v128_or(wasm_u8x16_shr(low_a, 4),
+                         wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(high, 4), three), 4)),
+            wasm_v128_or(wasm_u8x16_shr(low_b, 4), wasm_i8x16_shl(wasm_u8x16_shr(high, 6), 4))};
+        for (int k = 0; k < 4; ++k) {  // values 128 half + 32 k + 16 h ..: group 8 half + 2 k + h
+          const v128_t scale = wasm_i16x8_splat(block->scales[8 * half + 2 * k + h]);
+          const v128_t signed_q = wasm_i8x16_sub(q[k], bias);
+          group_dot<T>(wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(signed_q), scale),
+                       wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(signed_q), scale), x,
+                       16 * half + 4 * k + 2 * h, isum);
+        }
+      }
+    }
+    const float d = f16(reinterpret_cast<const uint8_t*>(&block->d));
+    for (int t = 0; t < T; ++t) acc[t].v = scaled_add(acc[t].v, isum[t], d * x[t]->d);
+  }
+};
+
+// ============================================================================ driver
+template <class W, int T>
+void rows_tile(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const typename W::XBlock* prepared,
+               float* y, int64_t y_stride, int64_t t0, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* w_row = weights + static_cast<size_t>(r) * row_bytes;
+    typename W::Acc acc[T];
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const typename W::XBlock* x[T];
+      for (int t = 0; t < T; ++t) x[t] = prepared + t * n_blocks + b;
+      W::template step<T>(w_row + static_cast<size_t>(b) * W::kBlockBytes, x, acc);
+    }
+    for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = acc[t].total();
+  }
+}
+
+template <class W>
+void rows_fast(const void* weights, int64_t cols, const void* xq, int64_t n, size_t xq_stride, float* y,
+               int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const int64_t n_blocks = cols / W::kBlockElems;
+  const size_t row_bytes = static_cast<size_t>(n_blocks) * W::kBlockBytes;
+  const auto* x = static_cast<const uint8_t*>(xq);
+  const auto* w = static_cast<const uint8_t*>(weights);
+  constexpr size_t kMaxBlocks = kMaxPreparedBytes / sizeof(typename W::XBlock);
+  if (static_cast<size_t>(4 * n_blocks) > kMaxBlocks)  // rows too wide for the stack tile
+    return quant_dot_portable_generic(W::kType)(weights, cols, xq, n, xq_stride, y, y_stride, row_begin,
+                                                row_end);
+  typename W::XBlock prepared[kMaxBlocks];  // one tile of up to 4 tokens
+  for (int64_t t0 = 0; t0 < n; t0 += 4) {
+    const int tokens = static_cast<int>(n - t0 < 4 ? n - t0 : 4);
+    for (int t = 0; t < tokens; ++t)
+      W::prepare(x + static_cast<size_t>(t0 + t) * xq_stride, n_blocks, prepared + t * n_blocks);
+    switch (tokens) {
+      case 4:
+        rows_tile<W, 4>(w, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+        break;
+      case 3:
+        rows_tile<W, 3>(w, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+        break;
+      case 2:
+        rows_tile<W, 2>(w, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+        break;
+      default:
+        rows_tile<W, 1>(w, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+QuantDotRowsFn quant_dot_wasm_fast(DType w) {
+  switch (w) {
+    case DType::Q4_0:
+      return rows_fast<Q4_0Wasm>;
+    case DType::Q8_0:
+      return rows_fast<Q8_0Wasm>;
+    case DType::Q4_K:
+      return rows_fast<Q4_KWasm>;
+    case DType::Q6_K:
+      return rows_fast<Q6_KWasm>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace sotto

@@ -1,0 +1,85 @@
+// Silero VAD v5 / v6 (silero_vad.onnx) on sotto's own code: the weights are read from the ONNX file's
+// initializers/Constants and the network is written out below as plain loops (it is ~300K parameters and
+// ~0.7M multiply-adds per 32 ms frame, so per-call overhead matters more than SIMD or threads).
+//
+// The graph, as read from the file's If node (then_branch = 16 kHz, else_branch = 8 kHz; numbers for 16 kHz,
+// 8 kHz in brackets):
+//   input      context (64 [32] samples: the end of the previous window, zeros at first) + 512 [256] new
+//   pad        reflect-pad on the RIGHT only by 64 [32] -> 640 [320] samples (pads = [0, 0, 0, 64])
+//   stft       conv1d with stft.forward_basis_buffer [258,1,256] ([130,1,128]), stride 128 [64], no pad
+//              -> 4 time steps; rows 0..128 real, 129..257 imaginary; magnitude sqrt(re^2 + im^2) [129,4]
+//   encoder    4 x (conv1d k=3 pad=1 + ReLU): [128,129] s1, [64,128] s2, [64,64] s2, [128,64] s1 -> [128,1]
+//   decoder    LSTM cell (PyTorch gate order i,f,g,o; bias_ih + bias_hh), state (h, c) carried between frames
+//              then ReLU(h) -> conv1d [1,128,1] + bias -> sigmoid -> mean over time (one step here)
+// The ONNX state tensor [2,1,128] is (h, c).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "io/onnx.h"
+
+namespace sotto::vad {
+
+// A conv1d layer: weight [out_channels][in_channels][kernel] row-major, bias [out_channels].
+struct Conv1d {
+  int out_channels = 0, in_channels = 0, kernel = 0, stride = 1, padding = 0;
+  std::vector<float> weight, bias;
+
+  int output_length(int input_length) const { return (input_length + 2 * padding - kernel) / stride + 1; }
+};
+
+struct SileroWeights {
+  uint32_t sample_rate_hz = 16000;
+  int frame_samples = 512;     // new samples per call
+  int context_samples = 64;    // previous samples prepended to each frame
+  int window_samples = 256;    // STFT window (the basis' kernel)
+  int hop_samples = 128;       // STFT stride
+  int pad_right_samples = 64;  // reflect padding after the window
+  int frequency_bins = 129;    // window / 2 + 1
+  int hidden = 128;            // LSTM size
+
+  std::vector<float> stft_basis;  // [2 * frequency_bins][window_samples]: real rows, then imaginary rows
+  std::array<Conv1d, 4> encoder;
+  std::vector<float> lstm_weight_ih, lstm_weight_hh;  // [4 * hidden][hidden], gates i, f, g, o
+  std::vector<float> lstm_bias;                       // [4 * hidden]: bias_ih + bias_hh
+  std::vector<float> head_weight;                     // [hidden]  (decoder.decoder.2.weight [1,128,1])
+  float head_bias = 0;
+};
+
+// Reads the weights for `sample_rate_hz` (16000, or 8000 from the else branch) out of a parsed Silero VAD
+// file. Every tensor is found by name in the branch that holds stft.forward_basis_buffer of the right size,
+// checked for dtype float32 and exact shape; a mismatch fails with e.g.
+//   vad: tensor 'encoder.1.reparam_conv.weight' has shape [64,128,5], expected [64,128,3]
+Result<SileroWeights> load_silero_weights(const OnnxModel& model, uint32_t sample_rate_hz = 16000);
+
+// One stream: carries the LSTM state and the sample context from call to call.
+class SileroVad {
+ public:
+  explicit SileroVad(const SileroWeights& weights);  // keeps a reference: the weights must outlive it
+
+  // Speech probability of the next frame_samples() samples (exactly that many; shorter spans are zero-padded,
+  // extra samples ignored). NaN/Inf samples are read as 0 so one bad sample cannot poison the carried state.
+  float forward(std::span<const float> frame);
+  // Back to the start of a stream: zero state, zero context.
+  void reset();
+
+  int frame_samples() const { return weights_->frame_samples; }
+  uint32_t sample_rate_hz() const { return weights_->sample_rate_hz; }
+
+ private:
+  const SileroWeights* weights_;
+  std::vector<float> window_;    // context + frame + reflect padding
+  std::vector<float> spectrum_;  // [frequency_bins][time]
+  std::vector<float> act_a_, act_b_, columns_;
+  std::vector<float> h_, c_, gates_;
+};
+
+// Probabilities for a whole signal: frames of frame_samples() from the start, the last partial frame
+// zero-padded (Silero's own get_speech_timestamps does the same). An empty signal gives no frames.
+std::vector<float> speech_probabilities(SileroVad& vad, std::span<const float> samples);
+
+}  // namespace sotto::vad

@@ -1,0 +1,243 @@
+// The language model in the page (or Node): llama-family GGUF files on the CPU, in the engine worker.
+//
+//   const llm = await Llm.load('/models/qwen2.5-0.5b-instruct-q4_0.gguf', { threads: 4, onProgress });
+//   const r = await llm.generate('Once upon a time', { maxTokens: 64, onToken: (text) => ... });
+//   for await (const chunk of llm.chat([{ role: 'user', content: 'Hi' }], { stream: true }))
+//     out += chunk.choices[0].delta.content ?? '';
+//   llm.dispose();
+//
+// The file streams straight into wasm memory (the page never holds a second copy), the weights are used in
+// place there, and every call runs in the engine worker: the page's thread never blocks, tokens arrive as
+// messages. Chat keeps the KV cache across turns when the new messages extend the previous conversation.
+import { Engine } from './engine.js';
+
+const FINISH_REASONS = { length: 'length', eog: 'stop', stop_string: 'stop', cancelled: 'stop' };
+
+function samplingOf(o) {
+  return {
+    greedy: o.greedy ?? (o.temperature !== undefined && o.temperature <= 0),
+    temperature: o.temperature ?? 0.8,
+    topK: o.topK ?? 40,
+    topP: o.topP ?? 0.95,
+    minP: o.minP ?? 0.05,
+    repeatPenalty: o.repeatPenalty ?? 1,
+    repeatLastN: o.repeatLastN ?? 64,
+    maxTokens: o.maxTokens ?? 256,
+    // A fresh seed per call unless one is given, as llama.cpp's default (LLAMA_DEFAULT_SEED) draws.
+    seed: o.seed ?? Math.floor(Math.random() * 2 ** 32),
+  };
+}
+
+function sameMessage(a, b) {
+  return a.role === b.role && a.content === b.content;
+}
+
+export class Llm {
+  // source: a URL (string or URL), a File/Blob, or in Node a path. Options: threads, variant ('relaxed' |
+  // 'simd128'; default: what the browser validates), nCtx (context positions; default min(training, 4096)),
+  // onProgress({loaded, total}) while the file streams in, engine (share a running Engine), tokenizerOnly
+  // (read just the tokenizer, e.g. of llama.cpp's vocab-only files: tokenize/detokenize work, generate not).
+  static async load(source, { device = 'cpu', threads, variant, nCtx, onProgress, engine, tokenizerOnly = false } = {}) {
+    if (device !== 'cpu') throw new Error(`sotto: device '${device}' is not available for the language model yet (use 'cpu')`);
+    const ownEngine = !engine;
+    engine ??= await Engine.create({ threads, variant });
+    try {
+      const info = await engine.call('llmLoad', { source: source instanceof URL ? String(source) : source, nCtx: nCtx ?? -4096, tokenizerOnly },
+        (p) => onProgress?.({ loaded: p.bytes, total: p.total }));
+      return new Llm(engine, ownEngine, info);
+    } catch (e) {
+      if (ownEngine) engine.terminate();
+      throw e;
+    }
+  }
+
+  #engine;
+  #ownEngine;
+  #handle;
+  #conversation = null;  // {system, turns, replyClosed}: what the KV cache holds, when a chat may extend it
+
+  constructor(engine, ownEngine, info) {
+    this.#engine = engine;
+    this.#ownEngine = ownEngine;
+    this.#handle = info.handle;
+    // {name, bytes, loadMs, arch, n_ctx, n_vocab, chat_format, default_system, bos, eos, ..., memoryBytes}
+    this.info = { ...info, variant: engine.info.variant, threads: engine.info.threads };
+  }
+
+  get engine() {
+    return this.#engine;
+  }
+
+  // text (string, or UTF-8 bytes) -> token ids. addSpecial: BOS/EOS as the model file says.
+  tokenize(text, { addSpecial = true, parseSpecial = false } = {}) {
+    return this.#engine.call('llmTokenize', { handle: this.#handle, text, addSpecial, parseSpecial });
+  }
+
+  detokenize(ids, { removeSpecial = false, renderSpecial = true } = {}) {
+    return this.#engine.call('llmDetokenize', { handle: this.#handle, ids: Array.from(ids), removeSpecial, renderSpecial });
+  }
+
+  // prompt: text (tokenized with BOS) or an array of token ids. Options: maxTokens, temperature (<= 0 or
+  // greedy: argmax), topK, topP, minP, repeatPenalty, seed, stop (string or strings), onToken(text, id),
+  // signal (AbortSignal). -> {text, ids, promptIds, stop, prefillMs, decodeTokensPerS, ...}. Starts from an
+  // empty context.
+  async generate(prompt, options = {}) {
+    const promptIds = typeof prompt === 'string' ? await this.tokenize(prompt) : Array.from(prompt);
+    this.#conversation = null;
+    return this.#run(promptIds, false, options, { prompt: typeof prompt === 'string' ? prompt : (options.prompt ?? '') });
+  }
+
+  // Prefill of 64 and 256 pseudo-random tokens and the decode speed of 64 greedy tokens after a 16-token
+  // prompt, median of `repeats`; times are measured inside the engine (no message latency).
+  // -> {prefill_64_ms, prefill_256_ms, decode_tokens_per_s}
+  async bench({ repeats = 5, decodeTokens = 64 } = {}) {
+    const median = (v) => [...v].sort((a, b) => a - b)[v.length >> 1];
+    let state = 42;
+    const nextId = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) % this.info.n_vocab;
+    const prompt = Array.from({ length: 256 }, nextId);
+    const run = (n, maxTokens) => this.generate(prompt.slice(0, n), { maxTokens, greedy: true });
+    await run(16, 4);  // warm-up
+    const prefill = async (n) => {
+      const ms = [];
+      for (let i = 0; i < repeats; i++) ms.push((await run(n, 0)).prefillMs);
+      return median(ms);
+    };
+    const prefill_64_ms = await prefill(64);
+    const prefill_256_ms = this.info.n_ctx >= 256 ? await prefill(256) : NaN;
+    const rates = [];
+    for (let i = 0; i < repeats; i++) rates.push((await run(16, decodeTokens + 1)).decodeTokensPerS);
+    return { prefill_64_ms, prefill_256_ms, decode_tokens_per_s: median(rates) };
+  }
+
+  async #run(promptIds, keepCache, options, extra = {}) {
+    const cancel = new Int32Array(new SharedArrayBuffer(4));
+    const onAbort = () => Atomics.store(cancel, 0, 1);
+    options.signal?.addEventListener('abort', onAbort);
+    if (options.signal?.aborted) onAbort();
+    try {
+      const stops = options.stop === undefined ? [] : [].concat(options.stop);
+      return await this.#engine.call('llmGenerate', {
+        handle: this.#handle, promptIds, keepCache, cancel, stops, sampling: samplingOf(options),
+        resultJson: !!options.resultJson, topLogprobs: options.topLogprobs ?? 0, ...extra,
+      }, ({ id, text }) => options.onToken?.(text, id));
+    } finally {
+      options.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  // OpenAI-shaped chat: messages [{role: 'system' | 'user' | 'assistant', content}], the last one the user's.
+  // stream: true -> an async iterator of chat.completion.chunk objects; otherwise a chat.completion.
+  chat(messages, options = {}) {
+    if (!options.stream) return this.#chatComplete(messages, options);
+    return this.#chatStream(messages, options);
+  }
+
+  // The prompt ids of the new turn, and whether they continue what the KV cache holds.
+  async #chatPrompt(messages) {
+    const system = messages[0]?.role === 'system' ? messages[0].content : this.info.default_system;
+    const turns = messages.filter((m) => m.role !== 'system');
+    if (!turns.length || turns.at(-1).role !== 'user') throw new Error("sotto: chat: the last message must be the user's");
+    const c = this.#conversation;
+    const format = (user, firstTurn, replyClosed) =>
+      this.#engine.call('llmFormatTurn', { handle: this.#handle, system, user, firstTurn, replyClosed });
+    if (c && c.system === system && turns.length === c.turns.length + 1 && c.turns.every((m, i) => sameMessage(m, turns[i]))) {
+      const text = await format(turns.at(-1).content, false, c.replyClosed);
+      return { system, turns, keepCache: true, ids: await this.tokenize(text, { addSpecial: false, parseSpecial: true }) };
+    }
+    // The whole conversation from an empty cache: each user turn in the model's format, each earlier reply
+    // as its text (the next turn closes it).
+    let text = '';
+    let first = true;
+    let closed = true;
+    for (const m of turns) {
+      if (m.role === 'user') {
+        text += await format(m.content, first, closed);
+        first = false;
+        closed = true;
+      } else {
+        text += m.content;
+        closed = false;
+      }
+    }
+    return { system, turns, keepCache: false, ids: await this.tokenize(text, { addSpecial: true, parseSpecial: true }) };
+  }
+
+  async #chatRun(messages, options, onText) {
+    const { system, turns, keepCache, ids } = await this.#chatPrompt(messages);
+    this.#conversation = null;  // until this turn has finished
+    const r = await this.#run(ids, keepCache, { ...options, onToken: (text, id) => {
+      if (text) onText(text);
+      options.onToken?.(text, id);
+    } });
+    // A stop string leaves tokens in the cache past the reply's text: the next turn starts afresh then.
+    if (r.stop !== 'stop_string')
+      this.#conversation = { system, turns: [...turns, { role: 'assistant', content: r.text }], replyClosed: r.replyClosed };
+    return { ...r, finishReason: FINISH_REASONS[r.stop] ?? 'stop', keepCache };
+  }
+
+  #completionBase() {
+    return { id: `chatcmpl-${Math.random().toString(36).slice(2, 14)}`, created: Math.floor(Date.now() / 1000), model: this.info.name };
+  }
+
+  async #chatComplete(messages, options) {
+    const base = this.#completionBase();
+    const r = await this.#chatRun(messages, options, () => {});
+    return {
+      ...base, object: 'chat.completion',
+      choices: [{ index: 0, message: { role: 'assistant', content: r.text }, finish_reason: r.finishReason }],
+      usage: { prompt_tokens: r.nPrompt, completion_tokens: r.ids.length, total_tokens: r.nPrompt + r.ids.length },
+      timings: { prefillMs: r.prefillMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache },
+    };
+  }
+
+  // Chunks queue up as tokens arrive; leaving the loop early (break) cancels the generation after the
+  // current token, and the conversation still holds what was written.
+  #chatStream(messages, options) {
+    const base = this.#completionBase();
+    const chunk = (delta, finish_reason = null) =>
+      ({ ...base, object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason }] });
+    const queue = [chunk({ role: 'assistant', content: '' })];
+    let wake = null;
+    let finished = false;
+    let failure = null;
+    const controller = new AbortController();
+    const push = (c) => {
+      queue.push(c);
+      wake?.();
+    };
+    this.#chatRun(messages, { ...options, signal: controller.signal }, (text) => push(chunk({ content: text }))).then(
+      (r) => {
+        const last = chunk({}, r.finishReason);
+        last.timings = { prefillMs: r.prefillMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache };
+        push(last);
+        finished = true;
+        wake?.();
+      },
+      (e) => {
+        failure = e;
+        finished = true;
+        wake?.();
+      });
+    return {
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      async next() {
+        while (!queue.length && !finished) await new Promise((resolve) => (wake = resolve));
+        if (queue.length) return { value: queue.shift(), done: false };
+        if (failure) throw failure;
+        return { value: undefined, done: true };
+      },
+      async return() {
+        controller.abort();
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  // Frees the model's memory in the worker (and the engine, when Llm.load started it).
+  async dispose() {
+    await this.#engine.call('llmDispose', { handle: this.#handle });
+    if (this.#ownEngine) this.#engine.terminate();
+  }
+}
