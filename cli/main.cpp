@@ -60,7 +60,8 @@ constexpr Command kCommands[] = {
     {"vad", "vad -m MODEL.onnx AUDIO.wav [--json]",
      "speech probability per 32 ms frame and speech segments, with a Silero VAD v5/v6 ONNX file", run_vad,
      "  -m, --model FILE         silero_vad.onnx (v5 or v6)\n"
-     "  --json                   {\"frame_ms\":32,\"probs\":[...],\"segments\":[{\"start_s\":..,\"end_s\":..}]}\n"
+     "  --json                   "
+     "{\"frame_ms\":32,\"probs\":[...],\"segments\":[{\"start_s\":..,\"end_s\":..}]}\n"
      "  --rate HZ                16000 (default) or 8000: the model branch the audio is resampled for\n"
      "  --positive P             speech starts at probability >= P (default 0.5)\n"
      "  --negative P             frames below P count toward the end (default 0.35)\n"
