@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "io/gguf.h"
+#include "io/json.h"
 #include "io/safetensors.h"
 
 namespace sotto {
@@ -18,22 +19,6 @@ constexpr size_t kMaxTextChars = 120;
 bool starts_with(std::span<const uint8_t> bytes, std::string_view prefix, size_t at = 0) {
   return bytes.size() >= at + prefix.size() &&
          std::memcmp(bytes.data() + at, prefix.data(), prefix.size()) == 0;
-}
-
-// Length of the valid UTF-8 sequence at s[i], or 0 (overlong forms, surrogates and > U+10FFFF are invalid).
-size_t utf8_length(std::string_view s, size_t i) {
-  auto at = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-  uint8_t c = at(i);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-  for (size_t k = 1; k < n; ++k) {
-    if ((at(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (at(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMinForLength[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
 }
 
 constexpr char kHex[] = "0123456789abcdef";
@@ -57,7 +42,7 @@ std::string human_text(std::string_view s, size_t max_chars = kMaxTextChars) {
       out += "\\x";
       out.push_back(kHex[c >> 4]);
       out.push_back(kHex[c & 15]);
-    } else if (size_t n = utf8_length(s, i); n > 0) {
+    } else if (size_t n = utf8_sequence_length(s, i); n > 0) {
       out.append(s.substr(i, n));
       i += n;
       continue;
@@ -197,7 +182,7 @@ std::string json_quote(std::string_view s) {
       out += "\\u00";
       out.push_back(kHex[c >> 4]);
       out.push_back(kHex[c & 15]);
-    } else if (size_t n = utf8_length(s, i); n > 0) {
+    } else if (size_t n = utf8_sequence_length(s, i); n > 0) {
       out.append(s.substr(i, n));
       i += n;
       continue;

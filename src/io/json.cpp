@@ -27,22 +27,6 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
-// Length of the valid UTF-8 sequence at s[i], or 0 when it is not one (overlong, surrogate, > U+10FFFF).
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  auto at = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-  uint8_t c = at(i);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-  for (size_t k = 1; k < n; ++k) {
-    if ((at(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (at(i + k) & 0x3F);
-  }
-  static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMinForLength[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
 class Parser {
  public:
   Parser(std::string_view text, std::string_view format, int max_depth)
@@ -251,6 +235,22 @@ class Parser {
 };
 
 }  // namespace
+
+// Length of the valid UTF-8 sequence at s[i], or 0 when it is not one (overlong, surrogate, > U+10FFFF).
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  auto at = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
+  uint8_t c = at(i);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    if ((at(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (at(i + k) & 0x3F);
+  }
+  static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMinForLength[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
 
 const JsonValue* JsonValue::find(std::string_view key) const {
   for (const auto& member : members)

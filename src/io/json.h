@@ -41,4 +41,8 @@ struct JsonMember {
 // `format` prefixes messages ("safetensors: header JSON at byte 17: expected ':'").
 Result<JsonValue> parse_json(std::string_view text, std::string_view format = "json", int max_depth = 64);
 
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is not one (truncated, overlong,
+// surrogate, above U+10FFFF). Shared by the JSON parser and json_quote().
+size_t utf8_sequence_length(std::string_view s, size_t i);
+
 }  // namespace sotto
