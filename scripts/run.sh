@@ -9,8 +9,8 @@ bash scripts/setup.sh
 bash scripts/build.sh
 MODEL=../shared/fixtures/llm/stories260K-q4_0.gguf
 if [ -f "$MODEL" ]; then
-  echo; echo "== build/bin/sotto info $MODEL"; build/bin/sotto info "$MODEL" | head -n 40; echo "..."
+  echo; echo "== build/bin/sotto info $MODEL"; build/bin/sotto info "$MODEL" | head -n 40 || true; echo "..."  # head closes the pipe early
 fi
 echo
 echo "== lab page: open http://localhost:$PORT/web/lab/ (Ctrl-C stops the server)"
-exec node web/serve.mjs --port "$PORT"
+exec node web/serve.mjs "$PORT"
