@@ -18,21 +18,12 @@
 #include "core/thread_pool.h"
 #include "cpu/attention.h"
 #include "cpu/cpu_features.h"
+#include "test_support.h"
 
 namespace sotto {
 namespace {
 
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("SOTTO_TEST_SEED");
-    const uint64_t s =
-        env ? std::strtoull(env, nullptr, 10)
-            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::printf("[ seed    ] SOTTO_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
+using testing::test_seed;  // tests/unit/test_support.h
 
 uint32_t bits(float x) {
   uint32_t b;

@@ -23,21 +23,12 @@
 #include "core/quant_blocks.h"
 #include "core/quantize_ref.h"
 #include "cpu/cpu_features.h"
+#include "test_support.h"
 
 namespace sotto {
 namespace {
 
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("SOTTO_TEST_SEED");
-    const uint64_t s =
-        env ? std::strtoull(env, nullptr, 10)
-            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::printf("[ seed    ] SOTTO_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
+using testing::test_seed;  // tests/unit/test_support.h
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,

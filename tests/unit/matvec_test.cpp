@@ -17,22 +17,14 @@
 #include "core/quantize_ref.h"
 #include "cpu/cpu_features.h"
 #include "cpu/selftest.h"
+#include "test_support.h"
 
 namespace sotto {
 namespace {
 
-// Fresh random data per run (seeded from the clock), printed so a failure can be replayed via
-// SOTTO_TEST_SEED.
+// The xorshift generator below needs a nonzero state.
 uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("SOTTO_TEST_SEED");
-    const uint64_t s =
-        env ? std::strtoull(env, nullptr, 10)
-            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::printf("[ seed    ] SOTTO_TEST_SEED=%llu\n", static_cast<unsigned long long>(s | 1));
-    return s | 1;
-  }();
-  return seed;
+  return testing::test_seed() | 1;
 }
 
 struct Rng {

@@ -18,21 +18,12 @@
 #include "core/quantize_ref.h"
 #include "cpu/cpu_features.h"
 #include "cpu/linear.h"
+#include "test_support.h"
 
 namespace sotto {
 namespace {
 
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    const char* env = std::getenv("SOTTO_TEST_SEED");
-    const uint64_t s =
-        env ? std::strtoull(env, nullptr, 10)
-            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::printf("[ seed    ] SOTTO_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
+using testing::test_seed;  // tests/unit/test_support.h
 
 // Random activations: mostly uniform, with a few blocks scaled up/down by powers of two, some exact
 // half-step values (multiples of amax / 254 land on ties), and a few zero blocks among non-zero ones.

@@ -2,14 +2,30 @@
 // with digests computed by tools/fixture_digests.py, and fresh random bytes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace sotto::testing {
+
+// Fresh random data per run (seeded from the clock), printed once so a failure can be replayed with
+// SOTTO_TEST_SEED=<seed>.
+inline uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    const char* env = std::getenv("SOTTO_TEST_SEED");
+    const uint64_t s =
+        env ? std::strtoull(env, nullptr, 10)
+            : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::printf("[ seed    ] SOTTO_TEST_SEED=%llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
 
 inline std::string fixture_path(const std::string& rel) {
   return std::string(SOTTO_FIXTURES_DIR) + "/" + rel;
