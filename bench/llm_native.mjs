@@ -1,7 +1,10 @@
 // The language model on this machine's CPU: sotto against llama.cpp (through node-llama-cpp) on the same
 // GGUF files, with the same thread count, in one run. See bench/README.md for the method.
 //
-//   node bench/llm_native.mjs [--threads 2] [--repeats 3] [--out bench/results/native-DATE.md] [FILE.gguf ...]
+//   node bench/llm_native.mjs [--threads 2] [--repeats 3] [--out bench/results/native-DATE.md] [--sotto PATH]
+//        [FILE.gguf ...]
+//
+// --sotto: the sotto CLI to measure (default build/bin/sotto), e.g. another build of a change to compare.
 //
 // Without files it uses the three random-weight Qwen2.5-0.5B files in build/models/ (made first with
 // build/bin/sotto_make_random_gguf when missing). Needs build/bin/{sotto,sotto_bench_memory,
@@ -22,12 +25,13 @@ const SANITY_PROMPT = 'Hello, my name is';
 const SANITY_TOKENS = 16;
 
 function parseArgs(argv) {
-  const opts = { threads: 2, repeats: 3, out: null, models: [] };
+  const opts = { threads: 2, repeats: 3, out: null, sotto: join(BIN, 'sotto'), models: [] };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
     if (a === '--threads') opts.threads = Number(argv[++i]);
     else if (a === '--repeats') opts.repeats = Number(argv[++i]);
     else if (a === '--out') opts.out = argv[++i];
+    else if (a === '--sotto') opts.sotto = argv[++i];
     else if (a.startsWith('--')) throw new Error(`unknown option ${a}`);
     else opts.models.push(a);
   }
@@ -37,7 +41,9 @@ function parseArgs(argv) {
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const run = (exe, args) => execFileSync(join(BIN, exe), args, { encoding: 'utf8', maxBuffer: 1 << 28 });
+let sottoPath = join(BIN, 'sotto');
+const run = (exe, args) =>
+  execFileSync(exe === 'sotto' ? sottoPath : join(BIN, exe), args, { encoding: 'utf8', maxBuffer: 1 << 28 });
 
 // mulberry32: the same prompt ids on every run.
 function randomIds(n, seed, vocab) {
@@ -137,6 +143,7 @@ function compareSanity(ours, theirs) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
+  sottoPath = opts.sotto;
   for (const f of opts.models) {
     if (!existsSync(f) && DEFAULT_MODELS.includes(f)) {
       console.error(`making ${f} ...`);
@@ -192,7 +199,7 @@ async function main() {
   const report = [
     `# sotto vs llama.cpp, native CPU, ${new Date().toISOString().slice(0, 10)}`,
     '',
-    `${cpu}, ${cpus().length} logical CPUs; ${opts.threads} threads; median of ${opts.repeats} interleaved rounds; ` +
+    `${cpu}, ${cpus().length} logical CPUs; ${opts.threads} threads; sotto: ${opts.sotto}; median of ${opts.repeats} interleaved rounds; ` +
       `llama.cpp through node-llama-cpp ${nlcVersion} (prebuilt CPU binary, F16 KV cache, flash attention auto, batch 512).`,
     `Read bandwidth (sotto_bench_memory, ${opts.threads} threads, ${bandwidth.mib} MiB): ${gbps} GB/s (best ${bandwidth.best_gb_per_s}). ` +
       `Load average before: ${loadBefore.map((x) => x.toFixed(2)).join(' ')}, after: ${loadavg().map((x) => x.toFixed(2)).join(' ')}.`,

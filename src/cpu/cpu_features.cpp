@@ -5,8 +5,9 @@
 namespace sotto {
 
 namespace {
-// Bit 0: detected; bit 1: avx2_fma. Atomics instead of a function-local static, because the wasm build has
-// no runtime for thread-safe static initialisation. Racing detections compute the same answer.
+// Bit 0: detected; bit 1: avx2_fma; bit 2: avx512_vnni. Atomics instead of a function-local static, because
+// the wasm build has no runtime for thread-safe static initialisation. Racing detections compute the same
+// answer.
 std::atomic<unsigned> g_detected{0};
 std::atomic<bool> g_force_portable{false};
 }  // namespace
@@ -15,11 +16,12 @@ CpuFeatures cpu_features() {
   unsigned bits = g_detected.load(std::memory_order_acquire);
   if (!(bits & 1u)) {
     const CpuFeatures detected = detect_cpu_features();
-    bits = 1u | (detected.avx2_fma ? 2u : 0u);
+    bits = 1u | (detected.avx2_fma ? 2u : 0u) | (detected.avx512_vnni ? 4u : 0u);
     g_detected.store(bits, std::memory_order_release);
   }
   CpuFeatures f;
   f.avx2_fma = (bits & 2u) != 0;
+  f.avx512_vnni = (bits & 4u) != 0;
   return f;
 }
 

@@ -10,9 +10,13 @@ namespace sotto {
 
 struct CpuFeatures {
   bool avx2_fma = false;  // AVX2 + FMA + F16C, with OS support for the YMM registers
+  // With avx2_fma: AVX-512 F + BW + VL + VNNI, with OS support for the ZMM and mask registers (vpdpbusd on
+  // 256-bit vectors: the quantized kernels of quant_dot_fast_vnni_avx2.cpp).
+  bool avx512_vnni = false;
 };
 
-// Detected once (thread-safe, idempotent); already masked by SOTTO_CPU=portable.
+// Detected once (thread-safe, idempotent); already masked by SOTTO_CPU=portable (nothing) or SOTTO_CPU=avx2
+// (no avx512_vnni).
 CpuFeatures cpu_features();
 
 // Tests: force the portable kernels (true) or go back to what was detected (false). Not for use while

@@ -26,6 +26,11 @@ CpuFeatures detect_cpu_features() {
   if ((xcr0_lo & 6u) != 6u) return f;  // XMM and YMM state enabled by the OS
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return f;
   f.avx2_fma = ebx & (1u << 5);
+  const bool avx512 = (ebx & (1u << 16)) && (ebx & (1u << 30)) && (ebx & (1u << 31)),  // F, BW, VL
+      vnni = ecx & (1u << 11);
+  const bool zmm_state = (xcr0_lo & 0xe0u) == 0xe0u;  // opmask, ZMM 0-15 upper halves, ZMM 16-31
+  // SOTTO_CPU=avx2 keeps to the AVX2 kernels (to compare the two).
+  f.avx512_vnni = f.avx2_fma && avx512 && vnni && zmm_state && !(forced && std::strcmp(forced, "avx2") == 0);
 #endif
   return f;
 }

@@ -57,6 +57,9 @@ QuantDotRowsFn quant_dot_wasm_fast(DType w);  // quant_dot_fast_wasm.cpp: q4_0 q
 QuantDotRowsFn quant_dot_avx2(DType w);       // quant_dot_avx2.cpp: the fast kernel where there is one, else
                                               // the generic one (each block decoded to the stack first)
 QuantDotRowsFn quant_dot_avx2_fast(DType w);  // quant_dot_fast_avx2.cpp: q4_0 q5_0 q8_0 q4_K q6_K
+// quant_dot_fast_vnni_avx2.cpp: the same kernels with AVX-512 VNNI + VL (bit for bit the same results); only
+// where cpu_features().avx512_vnni.
+QuantDotRowsFn quant_dot_avx2_vnni(DType w);
 QuantDotRowsFn quant_dot_avx2_generic(DType w);  // quant_dot_avx2.cpp: every type
 // The q8_0 / q8_K activation quantizers in AVX2 (bit for bit the portable ones): quantize_activations_q8_0()
 // and _q8_K() call them when cpu_use_avx2(); the *_portable() forms never do.

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "cpu/cpu_features.h"
 #include "cpu/quant_dot.h"
 
 namespace sotto {
@@ -405,6 +406,8 @@ void rows_float(const void* weights, int64_t cols, const void* xq, int64_t n, si
 }  // namespace
 
 QuantDotRowsFn quant_dot_avx2(DType w) {
+  if (cpu_features().avx512_vnni)
+    if (QuantDotRowsFn vnni = quant_dot_avx2_vnni(w)) return vnni;
   if (QuantDotRowsFn fast = quant_dot_avx2_fast(w)) return fast;
   return quant_dot_avx2_generic(w);
 }

@@ -121,8 +121,10 @@ TEST(QuantDot, ActivationsQ8_KBothInstructionSetsMatchReference) {
 #if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
 // q4_0 / q5_0 / q8_0: the register-resident AVX2 kernels keep ggml's AVX2 float order (lane k of a block =
 // elements 4k .. 4k + 3, one FMA per block, ggml's final lane sum), which the generic AVX2 kernels spell out
-// directly, so the two must agree bit for bit, for decode and for every tile width of prefill. (This order
-// is what makes stories260K's greedy tokens llama.cpp's; see quant_dot_fast_avx2.cpp.)
+// directly, so the two must agree bit for bit, for decode and for every tile width of prefill (7 rows: the
+// 2-row passes of the AVX-512 VNNI build and a single row after them). The same kernels built with AVX-512
+// VNNI must agree too, where the CPU has it. (This order is what makes stories260K's greedy tokens
+// llama.cpp's; see cpu/quant_dot_fast_x86.h.)
 TEST(QuantDot, FastAvx2KernelsKeepGgmlFloatOrderBitForBit) {
   if (!cpu_features().avx2_fma) GTEST_SKIP() << "no AVX2";
   std::mt19937_64 rng(test_seed() + 6);
@@ -145,6 +147,12 @@ TEST(QuantDot, FastAvx2KernelsKeepGgmlFloatOrderBitForBit) {
         quant_dot_avx2_generic(t)(w.data(), cols, xq.data(), tokens, stride, generic.data(), rows, 0, rows);
         ASSERT_EQ(0, std::memcmp(fast.data(), generic.data(), fast.size() * sizeof(float)))
             << dtype_name(t) << " cols=" << cols << " tokens=" << tokens;
+        if (cpu_features().avx512_vnni) {
+          std::vector<float> vnni(fast.size());
+          quant_dot_avx2_vnni(t)(w.data(), cols, xq.data(), tokens, stride, vnni.data(), rows, 0, rows);
+          ASSERT_EQ(0, std::memcmp(vnni.data(), generic.data(), vnni.size() * sizeof(float)))
+              << "vnni " << dtype_name(t) << " cols=" << cols << " tokens=" << tokens;
+        }
       }
     }
   }
