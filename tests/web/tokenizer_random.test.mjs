@@ -25,6 +25,10 @@ const vocabs = [
   `${fixtures}/tokenizer/ggml-vocab-llama-bpe.gguf`,
   `${fixtures}/tokenizer/ggml-vocab-llama-spm.gguf`,
   `${fixtures}/llm/stories260K.gguf`,
+  // The real models from scripts/get-models.sh: Qwen2.5's byte-level BPE, and Gemma 3's 262k-token
+  // SentencePiece vocabulary (no space prefix; runs of spaces and newlines are user-defined tokens).
+  join(repo, "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+  join(repo, "models/gemma-3-270m-q4_k_m.gguf"),
 ];
 
 async function loadNodeLlamaCpp() {
@@ -65,7 +69,8 @@ const pieces = {
   punctuation: ["...", "!!!", "?!", "—", "«»", "“”", "()", "[]{}", "@#$%^&*", ";;", "-->", "::", ".", ",", "?", "~~~",
                 "\u0001", "\u007f", "\u00ad", "¿¡", "§¶"],
   specials: ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "[PAD151650]", "<|begin_of_text|>", "<|eot_id|>",
-             "<|start_header_id|>", "<|reserved_special_token_5|>", "<s>", "</s>", "<unk>", "<|im_start", "<0x41>"],
+             "<|start_header_id|>", "<|reserved_special_token_5|>", "<s>", "</s>", "<unk>", "<|im_start", "<0x41>",
+             "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>", "<mask>", "[multimodal]", "<unused7>"],
 };
 
 function randomCodepoint(rand) {
@@ -116,7 +121,7 @@ const llama = skip ? null : await nlc.getLlama({ gpu: false, build: "never", log
 for (const [v, path] of vocabs.entries()) {
   const name = path.split("/").pop();
   test(`tokenizer ${name} matches llama.cpp on ${count} random strings (plain and with special tokens)`,
-       { skip: skip || (!existsSync(path) && `missing ${path}`) }, async (t) => {
+       { skip: skip || (!existsSync(path) && `missing ${path}${path.includes("/models/") ? " (run bash scripts/get-models.sh)" : ""}`) }, async (t) => {
     const model = await llama.loadModel({ modelPath: path, vocabOnly: true });
     try {
       for (const special of [false, true]) {

@@ -7,6 +7,7 @@ namespace sotto {
 ChatFormat detect_chat_format(std::string_view chat_template) {
   if (chat_template.find("<|im_start|>") != std::string_view::npos) return ChatFormat::ChatMl;
   if (chat_template.find("<|start_header_id|>") != std::string_view::npos) return ChatFormat::Llama3;
+  if (chat_template.find("<start_of_turn>") != std::string_view::npos) return ChatFormat::Gemma;
   return ChatFormat::Plain;
 }
 
@@ -16,6 +17,8 @@ std::string_view chat_format_name(ChatFormat f) {
       return "chatml";
     case ChatFormat::Llama3:
       return "llama3";
+    case ChatFormat::Gemma:
+      return "gemma";
     case ChatFormat::Plain:
       return "plain";
   }
@@ -43,6 +46,12 @@ std::string format_user_turn(ChatFormat f, std::string_view system, std::string_
         out += cat("<|start_header_id|>system<|end_header_id|>\n\n", system, "<|eot_id|>");
       out += cat("<|start_header_id|>user<|end_header_id|>\n\n", user,
                  "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+      break;
+    case ChatFormat::Gemma:
+      if (!first_turn) out += cat(reply_closed ? "" : "<end_of_turn>", "\n");
+      out += "<start_of_turn>user\n";
+      if (first_turn && !system.empty()) out += cat(system, "\n\n");
+      out += cat(user, "<end_of_turn>\n<start_of_turn>model\n");
       break;
     case ChatFormat::Plain:
       if (!first_turn) out += "\n";

@@ -1,6 +1,8 @@
 // Chat formats, recognised from the model's own tokenizer.chat_template (a Jinja template we do not run):
 //   ChatML (Qwen):  <|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n
 //   Llama 3:        <|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n
+//   Gemma:          <start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\n   (no system role: Gemma's
+//                   template puts the system prompt at the start of the first user turn)
 //   Plain:          the user's text, one turn after another (models without a template, e.g. stories260K)
 // The conversation lives in the KV cache, so each turn is formatted as only the text that is new: the
 // previous reply's end-of-turn token (when it was sampled but not yet run), then the user turn and the header
@@ -12,10 +14,10 @@
 
 namespace sotto {
 
-enum class ChatFormat : uint8_t { ChatMl, Llama3, Plain };
+enum class ChatFormat : uint8_t { ChatMl, Llama3, Gemma, Plain };
 
 ChatFormat detect_chat_format(std::string_view chat_template);
-std::string_view chat_format_name(ChatFormat f);  // "chatml", "llama3", "plain"
+std::string_view chat_format_name(ChatFormat f);  // "chatml", "llama3", "gemma", "plain"
 
 // The system prompt a template uses when the conversation has none (Qwen2.5: "You are Qwen, created by
 // Alibaba Cloud. You are a helpful assistant."), else "".

