@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -105,9 +106,29 @@ int default_threads() {
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 }
 
+// --backend cpu|webgpu anywhere in args: true for webgpu; the option is removed from `rest`.
+Result<bool> take_backend(std::span<char* const> args, std::vector<char*>& rest) {
+  bool webgpu = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (std::string_view(args[i]) != "--backend") {
+      rest.push_back(args[i]);
+      continue;
+    }
+    const std::string_view v = i + 1 < args.size() ? std::string_view(args[++i]) : std::string_view();
+    if (v != "cpu" && v != "webgpu") return error("--backend must be cpu or webgpu, not '", v, "'");
+    webgpu = v == "webgpu";
+  }
+  return webgpu;
+}
+
 }  // namespace
 
-int run_generate(std::span<char* const> args) {
+int run_generate(std::span<char* const> all_args) {
+  std::vector<char*> rest;
+  auto webgpu = take_backend(all_args, rest);
+  if (!webgpu) return usage_error(cat("generate: ", webgpu.message()));
+  if (*webgpu) return run_generate_gpu(rest);
+  const std::span<char* const> args(rest);
   std::string model_path, prompt;
   std::optional<std::vector<int32_t>> prompt_ids;
   GenerateOptions options;
@@ -223,6 +244,26 @@ int run_generate(std::span<char* const> args) {
   return kExitOk;
 }
 
+// The default chat model: the best instruction-tuned model scripts/get-models.sh fetches (Qwen2.5-Coder-0.5B-
+// Instruct; the Gemma 3 270M it also fetches is a base model). Looked for in ./models, then in the models/ of
+// the repository the binary was built in (build/bin/sotto -> ../../models).
+namespace {
+
+constexpr const char* kDefaultChatModel = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+
+std::optional<std::string> find_default_chat_model() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> candidates = {fs::path("models") / kDefaultChatModel};
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path().parent_path().parent_path() / "models" / kDefaultChatModel);
+  for (const fs::path& p : candidates)
+    if (fs::is_regular_file(p, ec)) return p.string();
+  return std::nullopt;
+}
+
+}  // namespace
+
 // chat: one line of stdin is one user turn; the reply streams to stdout. The KV cache holds the whole
 // conversation, so each turn prefills only its own new tokens.
 int run_chat(std::span<char* const> args) {
@@ -257,7 +298,14 @@ int run_chat(std::span<char* const> args) {
       return usage_error(cat("chat: bad or unknown option '", a, "'"));
     }
   }
-  if (model_path.empty()) return usage_error("chat: no model given (-m FILE)");
+  if (model_path.empty()) {
+    const std::optional<std::string> found = find_default_chat_model();
+    if (!found)
+      return fail(cat("chat: no -m FILE given and the default model models/", kDefaultChatModel,
+                      " is not there; fetch it with: bash scripts/get-models.sh"));
+    model_path = *found;
+    std::fprintf(stderr, "chat: model %s\n", model_path.c_str());
+  }
   auto model = load_model(model_path, true);
   if (!model) return fail(model.message());
   if (!model->tokenizer) return fail(model->tokenizer_error);
@@ -308,7 +356,12 @@ int run_chat(std::span<char* const> args) {
 // repeats, after one untimed warm-up pass (it maps the file's pages and starts the threads). --json prints
 //   {"model", "threads", "repeats", "prefill_64_ms", "prefill_256_ms", "decode_ms_per_token",
 //    "decode_tokens_per_s"}
-int run_bench(std::span<char* const> args) {
+int run_bench(std::span<char* const> all_args) {
+  std::vector<char*> rest;
+  auto webgpu = take_backend(all_args, rest);
+  if (!webgpu) return usage_error(cat("bench: ", webgpu.message()));
+  const std::span<char* const> args(rest);
+  if (*webgpu && !args.empty() && std::string_view(args[0]) == "llm") return run_bench_gpu(args);
   if (args.empty() || std::string_view(args[0]) != "llm")
     return usage_error("bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R] [--json]");
   std::string model_path;

@@ -35,9 +35,12 @@ constexpr Command kCommands[] = {
      "  --ctx N                  context positions (default: the model's training context)\n"
      "  --json                   one JSON object: prompt_ids, ids, text, prefill_ms, decode_tokens_per_s "
      "...\n"
-     "  --top-logprobs N         with --json: the first step's N most likely tokens\n"},
-    {"chat", "chat -m FILE [--ctx N]", "talk with a chat model; the KV cache is kept across turns", run_chat,
-     "  -m, --model FILE         GGUF chat model (ChatML, Llama-3 or plain template)\n"
+     "  --top-logprobs N         with --json: the first step's N most likely tokens\n"
+     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy only)\n"},
+    {"chat", "chat [-m FILE] [--ctx N]", "talk with a chat model; the KV cache is kept across turns",
+     run_chat,
+     "  -m, --model FILE         GGUF chat model (ChatML, Llama-3, Gemma or plain template); default\n"
+     "                           models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (scripts/get-models.sh)\n"
      "  --system TEXT            system prompt\n"
      "  --ctx N                  context positions (default 4096)\n"
      "  --threads T              threads (default: the cores, up to 8)\n"
@@ -47,6 +50,8 @@ constexpr Command kCommands[] = {
      "  -m, --model FILE         GGUF model\n"
      "  --threads T              threads (default: the cores, up to 8)\n"
      "  --repeats N              repeats; medians are printed\n"
+     "  --backend cpu|webgpu     webgpu: on the GPU (dispatches per token; --timings: per-op GPU time, "
+     "GB/s)\n"
      "  --json                   one JSON object\n"},
     {"tokenize", "tokenize -m FILE [--special] [--no-bos]",
      "UTF-8 text on stdin -> JSON array of token ids, with the GGUF file's own tokenizer", run_tokenize,

@@ -9,10 +9,17 @@
 //   node web/cli.mjs detokenize -m FILE [--hide-special] [--jsonl]         (JSON ids on stdin)
 //   node web/cli.mjs generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K
 //            --top-p P --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T]
-//            [--top-logprobs N] [--json]
-//   node web/cli.mjs bench llm -m FILE [--threads T] [--repeats R]
+//            [--top-logprobs N] [--json] [--backend cpu|webgpu] [--wasm PATH]
+//   node web/cli.mjs bench llm -m FILE [--threads T] [--repeats R] [--backend cpu|webgpu]
+// and voice activity detection, the same stdout as `sotto vad` (cli/vad.cpp):
+//   node web/cli.mjs vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]
+//            [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]
+//   node web/cli.mjs gpu-selftest [--n N] [--json]         (the WebGPU device seam from wasm)
+// --backend webgpu runs the language model on npm `webgpu` (Dawn; without a GPU it needs a Vulkan driver:
+// LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
 import { Engine } from './engine.js';
 import { Llm } from './llm.js';
+import { Vad } from './vad.js';
 
 function parseArgs(argv) {
   const opts = { positional: [] };
@@ -66,9 +73,12 @@ function numberFlag(opts, key, fallback, check = () => true) {
   return v;
 }
 
-async function loadModel(path, threads, nCtx, tokenizerOnly = false) {
+// opts: the command's flags; --backend cpu | webgpu picks the device, --wasm another build of the module.
+async function loadModel(path, threads, nCtx, tokenizerOnly = false, opts = {}) {
   if (!path) throw new UsageError('no model given (-m FILE)');
-  return Llm.load(path, { threads, variant: 'simd128', nCtx, tokenizerOnly });
+  const device = opts.backend ?? 'cpu';
+  if (device !== 'cpu' && device !== 'webgpu') throw new UsageError(`bad value for --backend: '${device}' (cpu or webgpu)`);
+  return Llm.load(path, { threads, variant: 'simd128', nCtx, tokenizerOnly, device, wasmUrl: opts.wasm });
 }
 
 async function runTokenize(args, detokenize) {
@@ -96,7 +106,7 @@ async function runTokenize(args, detokenize) {
 }
 
 const GENERATE_VALUES = ['-m', '--model', '-p', '--prompt', '--prompt-ids', '-n', '--n-predict', '--temp', '--top-k', '--top-p',
-  '--min-p', '--repeat-penalty', '--seed', '--stop', '--threads', '--ctx', '--top-logprobs'];
+  '--min-p', '--repeat-penalty', '--seed', '--stop', '--threads', '--ctx', '--top-logprobs', '--backend', '--wasm'];
 
 async function runGenerate(args) {
   const o = parseFlags(args, GENERATE_VALUES, ['--json', '--greedy'], 'generate');
@@ -108,7 +118,7 @@ async function runGenerate(args) {
   }
   if (prompt === undefined && !promptIds) throw new UsageError('generate: no prompt given (-p PROMPT or --prompt-ids)');
   const threads = numberFlag(o, 'threads', 4, (v) => v >= 1 && v <= 256);
-  const llm = await loadModel(o.m ?? o.model, threads, numberFlag(o, 'ctx', 0, (v) => v >= 1 && v <= 1 << 20));
+  const llm = await loadModel(o.m ?? o.model, threads, numberFlag(o, 'ctx', 0, (v) => v >= 1 && v <= 1 << 20), false, o);
   try {
     const ids = promptIds ?? (await llm.tokenize(prompt, { addSpecial: true, parseSpecial: false }));
     if (!ids.length) throw new Error('llm: empty prompt (no tokens to start from)');
@@ -145,11 +155,11 @@ async function runGenerate(args) {
 // 16-token prompt; median of repeats. Timings come from the engine (time inside the wasm calls).
 async function runBench(args) {
   if (args[0] !== 'llm') throw new UsageError('bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R]');
-  const o = parseFlags(args.slice(1), ['-m', '--model', '--threads', '--repeats'], ['--json'], 'bench llm');
+  const o = parseFlags(args.slice(1), ['-m', '--model', '--threads', '--repeats', '--backend', '--wasm'], ['--json'], 'bench llm');
   const threads = numberFlag(o, 'threads', 4, (v) => v >= 1 && v <= 256);
   const repeats = numberFlag(o, 'repeats', 5, (v) => v >= 1 && v <= 1000);
   const path = o.m ?? o.model;
-  const llm = await loadModel(path, threads, 512);
+  const llm = await loadModel(path, threads, 512, false, o);
   try {
     const r = await llm.bench({ repeats });
     if (o.json) {
@@ -166,15 +176,89 @@ async function runBench(args) {
   }
 }
 
+// sotto vad in wasm: the WAV is decoded and resampled by the same C++ code, the JSON written by the C API
+// (sotto_vad_clip_json) with the native CLI's number formatting; the text table formatted here as printf does.
+async function runVad(args) {
+  const values = ['-m', '--model', '--rate', '--positive', '--negative', '--redemption-ms', '--pre-pad-ms', '--min-speech-ms', '--wasm'];
+  const positional = [];
+  const flags = [];
+  for (let i = 0; i < args.length; i++) {
+    if (values.includes(args[i]) || args[i] === '--json') flags.push(...(args[i] === '--json' ? [args[i]] : [args[i], args[++i]]));
+    else if (!args[i].startsWith('-') && !positional.length) positional.push(args[i]);
+    else throw new UsageError(`unknown argument '${args[i]}'`);
+  }
+  const o = parseFlags(flags.filter((f) => f !== undefined), values, ['--json'], 'vad');
+  const model = o.m ?? o.model;
+  if (!model) throw new UsageError('missing -m MODEL.onnx');
+  if (!positional.length) throw new UsageError('missing AUDIO.wav');
+  const rate = numberFlag(o, 'rate', 16000, (v) => v === 16000 || v === 8000);
+  const options = {
+    positiveSpeechThreshold: numberFlag(o, 'positive', undefined),
+    negativeSpeechThreshold: numberFlag(o, 'negative', undefined),
+    redemptionMs: numberFlag(o, 'redemption-ms', undefined),
+    preSpeechPadMs: numberFlag(o, 'pre-pad-ms', undefined),
+    minSpeechMs: numberFlag(o, 'min-speech-ms', undefined),
+  };
+  const vad = await Vad.load(model, { sampleRate: rate, threads: 1, variant: 'simd128', wasmUrl: o.wasm });
+  try {
+    const samples = await vad.decodeWav(positional[0]);
+    const json = await vad.clipJson(samples, options);
+    const t0 = performance.now();
+    const { probs } = await vad.processClip(samples);
+    const ms = performance.now() - t0;
+    if (o.json) {
+      await write(`${json}\n`);
+    } else {
+      const { frame_ms: frameMs, segments } = JSON.parse(json);
+      const frameS = frameMs / 1000;
+      let out = 'frame  time_s  prob\n';
+      probs.forEach((p, i) => (out += `${String(i).padStart(5)} ${(i * frameS).toFixed(3).padStart(7)}  ${p.toFixed(6)}\n`));
+      out += `segments: ${segments.length}\n`;
+      for (const s of segments) out += `  ${s.start_s.toFixed(3).padStart(8)} s .. ${s.end_s.toFixed(3).padStart(8)} s\n`;
+      await write(out);
+    }
+    if (probs.length) {
+      const audioS = samples.length / vad.sampleRate;
+      process.stderr.write(`vad: ${probs.length} frames in ${ms.toFixed(1)} ms (${(ms / probs.length).toFixed(4)} ms per frame, ` +
+                           `real-time factor ${(audioS > 0 ? ms / 1000 / audioS : 0).toFixed(5)})\n`);
+    }
+    return 0;
+  } finally {
+    await vad.dispose();
+  }
+}
+
+// gpu-selftest: the WebGPU device seam from wasm (npm `webgpu`, Dawn; on a machine without a GPU it needs
+// LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
+async function runGpuSelftest(args) {
+  const o = parseFlags(args, ['--n', '--seed', '--wasm'], ['--json'], 'gpu-selftest');
+  const n = numberFlag(o, 'n', 4096, (v) => Number.isInteger(v) && v >= 1 && v <= 1 << 24);
+  const engine = await Engine.create({ threads: 1, variant: 'simd128', wasmUrl: o.wasm });
+  try {
+    const adapter = await engine.gpu();
+    const r = await engine.gpuSelftest({ n, seed: numberFlag(o, 'seed', 0) });
+    r.timings = (await engine.gpuTimings()).timings;
+    if (o.json) await write(`${JSON.stringify(r)}\n`);
+    else if (r.status !== 'ok') await write(`gpu selftest FAILED: ${r.message}\n`);
+    else await write(`gpu selftest ${r.passed ? 'passed' : 'FAILED'}: ${adapter.description}, n ${r.n}, ` +
+                     `max |gpu - cpu| ${r.maxAbsError} (tolerance ${r.tolerance}), ${r.ms.toFixed(2)} ms\n`);
+    return r.passed ? 0 : 1;
+  } finally {
+    engine.terminate();
+  }
+}
+
 async function main() {
   const [command, ...rest] = process.argv.slice(2);
+  if (command === 'gpu-selftest') return runGpuSelftest(rest);
   if (command === 'tokenize' || command === 'detokenize') return runTokenize(rest, command === 'detokenize');
   if (command === 'generate') return runGenerate(rest);
   if (command === 'bench') return runBench(rest);
+  if (command === 'vad') return runVad(rest);
   const opts = parseArgs(rest);
   const threads = opts.threads ? Number(opts.threads) : command === 'info' ? 1 : 4;
   if (command !== 'selftest' && command !== 'info') {
-    console.error('usage: node web/cli.mjs selftest [--threads N] | info FILE [--json] | tokenize | detokenize | generate | bench llm');
+    console.error('usage: node web/cli.mjs selftest [--threads N] | info FILE [--json] | tokenize | detokenize | generate | bench llm | vad');
     return 2;
   }
   const engine = await Engine.create({ threads, variant: 'simd128', wasmUrl: opts.wasm });

@@ -5,6 +5,8 @@
 //   const engine = await Engine.create({ threads: 4 });       // picks the relaxed-SIMD build when it validates
 //   await engine.selftest();                                  // threaded SIMD kernels vs scalar reference
 //   await engine.describe(file, { onProgress });               // a File/Blob, URL, or (Node) path -> info table
+//   await engine.gpu();                                        // WebGPU in the engine worker (web/gpu.js)
+//   await engine.gpuSelftest(); await engine.gpuOpCheck();     // the device seam; every kernel vs the CPU
 import { hasRelaxedSimd, isNode, spawnWorker } from './runtime.js';
 
 const WASM_URLS = {
@@ -81,6 +83,29 @@ export class Engine {
   // offset,bytes}]} or {ok:false, error}. `source` streams into wasm memory; it is never copied whole in JS.
   describe(source, { onProgress } = {}) {
     return this.#call('describe', { source: source instanceof URL ? String(source) : source }, onProgress);
+  }
+
+  // Opens WebGPU in the engine worker (navigator.gpu, or npm `webgpu` in Node) for the GPU backend.
+  // -> {description, backend, features, shaderF16, subgroups, timestamps, packedDot, limits}
+  gpu({ timestamps = true, powerPreference } = {}) {
+    return this.#call('gpuInit', { timestamps, powerPreference });
+  }
+
+  // The WebGPU smoke test: C++ in wasm drives the device through the seam (src/gpu/selftest_gpu_wasm.cpp).
+  // -> {status, passed, n, maxAbsError, tolerance, overLimitRefused, message, adapter, ms}
+  gpuSelftest({ n, seed, mode } = {}) {
+    return this.#call('gpuSelftest', { n, seed, mode });
+  }
+
+  // The op-by-op cross-backend harness (src/gpu/op_check.h) on this engine's GPU; needs JSPI (Chromium).
+  // -> {ok, error | adapter, packed_dot, text, checks: [{op, shape, error, tolerance, passed}], ms}
+  gpuOpCheck({ seed, packedDot } = {}) {
+    return this.#call('gpuOpCheck', { seed, packedDot });
+  }
+
+  // GPU time per command of the last timed run: {timestamps, timings: [{label, ns}]} (copies read 0).
+  gpuTimings() {
+    return this.#call('gpuTimings');
   }
 
   // A request to the engine worker by name (web/worker.js `ops`); web/llm.js uses it.

@@ -1,6 +1,8 @@
-// The language model in the page (or Node): llama-family GGUF files on the CPU, in the engine worker.
+// The language model in the page (or Node): llama-family GGUF files on the CPU or the GPU (WebGPU), in the
+// engine worker.
 //
 //   const llm = await Llm.load('/models/qwen2.5-0.5b-instruct-q4_0.gguf', { threads: 4, onProgress });
+//   const onGpu = await Llm.load(url, { device: 'webgpu' });          // greedy decoding on the GPU
 //   const r = await llm.generate('Once upon a time', { maxTokens: 64, onToken: (text) => ... });
 //   for await (const chunk of llm.chat([{ role: 'user', content: 'Hi' }], { stream: true }))
 //     out += chunk.choices[0].delta.content ?? '';
@@ -37,12 +39,14 @@ export class Llm {
   // 'simd128'; default: what the browser validates), nCtx (context positions; default min(training, 4096)),
   // onProgress({loaded, total}) while the file streams in, engine (share a running Engine), tokenizerOnly
   // (read just the tokenizer, e.g. of llama.cpp's vocab-only files: tokenize/detokenize work, generate not).
-  static async load(source, { device = 'cpu', threads, variant, nCtx, onProgress, engine, tokenizerOnly = false } = {}) {
-    if (device !== 'cpu') throw new Error(`sotto: device '${device}' is not available for the language model yet (use 'cpu')`);
+  // device: 'cpu' (default) or 'webgpu' (the forward pass on the engine worker's GPU, greedy decoding only;
+  // in Node through npm `webgpu`).
+  static async load(source, { device = 'cpu', threads, variant, nCtx, onProgress, engine, tokenizerOnly = false, wasmUrl } = {}) {
+    if (device !== 'cpu' && device !== 'webgpu') throw new Error(`sotto: unknown device '${device}' (use 'cpu' or 'webgpu')`);
     const ownEngine = !engine;
-    engine ??= await Engine.create({ threads, variant });
+    engine ??= await Engine.create({ threads, variant, wasmUrl });
     try {
-      const info = await engine.call('llmLoad', { source: source instanceof URL ? String(source) : source, nCtx: nCtx ?? -4096, tokenizerOnly },
+      const info = await engine.call('llmLoad', { source: source instanceof URL ? String(source) : source, nCtx: nCtx ?? -4096, tokenizerOnly, device },
         (p) => onProgress?.({ loaded: p.bytes, total: p.total }));
       return new Llm(engine, ownEngine, info);
     } catch (e) {
@@ -107,6 +111,13 @@ export class Llm {
     const rates = [];
     for (let i = 0; i < repeats; i++) rates.push((await run(16, decodeTokens + 1)).decodeTokensPerS);
     return { prefill_64_ms, prefill_256_ms, decode_tokens_per_s: median(rates) };
+  }
+
+  // device 'webgpu': GPU time per kernel of one decode step (timestamp queries, when the adapter has them).
+  // -> {timestamps, timings: [{label, ns}]}. The step takes a position of the context: generate() starts
+  // afresh after it.
+  profileGpu() {
+    return this.#engine.call('llmGpuProfile', { handle: this.#handle });
   }
 
   async #run(promptIds, keepCache, options, extra = {}) {

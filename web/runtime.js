@@ -1,5 +1,6 @@
 // What the page's engine, its workers and the Node CLI share: loading the module onto the shared memory,
 // the functions the module imports, and a few portability shims (browser Web Workers vs Node worker_threads).
+import { GpuBridge } from './gpu.js';
 
 export const isNode = typeof process !== 'undefined' && !!process.versions?.node && typeof window === 'undefined';
 
@@ -32,9 +33,10 @@ export function readCString(memory, ptr) {
   return readString(memory, ptr, end - ptr);
 }
 
-// The module's imports: its memory, a log line sink, a clock (timings) and abort, which throws so the
-// failure reaches JS.
-export function makeImports(memory, label) {
+// The module's imports: its memory, a log line sink, a clock (timings), abort, which throws so the failure
+// reaches JS, and the WebGPU device seam (web/gpu.js; `gpu` is the engine worker's GpuBridge, and instances
+// without one get imports that fail cleanly).
+export function makeImports(memory, label, gpu = null) {
   let pending = '';
   return {
     env: {
@@ -53,13 +55,14 @@ export function makeImports(memory, label) {
       sotto_js_abort(ptr, len) {
         throw new Error(`sotto (${label}): ${readString(memory, ptr, len)}`);
       },
+      ...(gpu ?? new GpuBridge()).imports(memory),
     },
   };
 }
 
 // Instantiating runs wasm-ld's __wasm_init_memory, which fills the data segments only on the first instance.
-export async function instantiate(module, memory, label) {
-  return (await WebAssembly.instantiate(module, makeImports(memory, label))).exports;
+export async function instantiate(module, memory, label, gpu = null) {
+  return (await WebAssembly.instantiate(module, makeImports(memory, label, gpu))).exports;
 }
 
 // One message channel per worker, the same shape on both platforms: { post(msg, transfer), onMessage(fn) }.

@@ -1,7 +1,9 @@
 // The engine worker: thread 0 of the pool and the owner of the wasm instance the page talks to. The page's
 // main thread must never block (memory.atomic.wait traps there), so every call into the engine runs here and
 // the page sends requests as messages: {id, op, ...args} -> {id, ok, result | error} (+ {id, progress}).
+import { GpuBridge, hasJspi } from './gpu.js';
 import { createSharedMemory, instantiate, isNode, parentChannel, readCString, readString, spawnWorker } from './runtime.js';
+import { vadOps } from './vad-ops.js';
 
 const HELPER_STACK_BYTES = 1 << 20;  // the same as thread 0's linker stack (-z stack-size)
 
@@ -9,10 +11,11 @@ let wasm = null;
 let memory = null;
 let nThreads = 1;
 const helpers = [];
+const gpu = new GpuBridge();  // the WebGPU device of this engine, opened on request (gpuInit)
 
 async function init({ module, threads }) {
   memory = createSharedMemory();
-  wasm = await instantiate(module, memory, 'thread 0');
+  wasm = await instantiate(module, memory, 'thread 0', gpu);
   wasm.__wasm_call_ctors();  // once, for the whole memory: static constructors write shared data
   nThreads = wasm.sotto_pool_create(Math.max(1, threads | 0));
   const started = [];
@@ -192,28 +195,54 @@ function withOutString(llm, call) {
 
 // Streams the file into wasm memory (the only full copy), then reads the model in place: the weights stay in
 // those bytes, so the page holds the file once plus the KV cache and small buffers.
-async function llmLoad({ source, nCtx = 0, tokenizerOnly = false }, progress) {
+// device 'webgpu': the forward pass runs on this worker's GPU (api/sotto_llm_gpu.h); the CPU handle then
+// only tokenizes and formats (its context is kept tiny) and the weights are uploaded from the same bytes.
+async function llmLoad({ source, nCtx = 0, tokenizerOnly = false, device = 'cpu' }, progress) {
+  if (device !== 'cpu' && device !== 'webgpu') throw new Error(`sotto: unknown device '${device}' (use 'cpu' or 'webgpu')`);
+  const onGpu = device === 'webgpu' && !tokenizerOnly;
+  if (onGpu) {
+    try {
+      await gpu.open();
+    } catch (e) {
+      throw new Error(`sotto: device 'webgpu': ${String(e?.message ?? e)}`);
+    }
+  }
   const t0 = performance.now();
   const { ptr, size, name } = await loadIntoWasm(source, progress);
   const loadMs = performance.now() - t0;
   const llm = wasm.sotto_llm_create();
-  const status = tokenizerOnly ? wasm.sotto_llm_load_tokenizer(llm, ptr, size) : wasm.sotto_llm_load(llm, ptr, size, nCtx | 0);
-  if (status !== 0) {
-    const message = lastError(llm);
+  const status = tokenizerOnly ? wasm.sotto_llm_load_tokenizer(llm, ptr, size) : wasm.sotto_llm_load(llm, ptr, size, onGpu ? 8 : nCtx | 0);
+  let gpuModel = 0;
+  let message = status !== 0 ? lastError(llm) : '';
+  if (!message && onGpu) {
+    gpuModel = wasm.sotto_llm_gpu_create();
+    if (wasm.sotto_llm_gpu_load(gpuModel, ptr, size, nCtx | 0) !== 0) message = readCString(memory, wasm.sotto_llm_gpu_last_error(gpuModel));
+  }
+  if (message) {
+    if (gpuModel) wasm.sotto_llm_gpu_destroy(gpuModel);
     wasm.sotto_llm_destroy(llm);
     wasm.sotto_free(ptr);
     throw new Error(`sotto: ${name}: ${message}`);
   }
   const handle = nextModel++;
-  models.set(handle, { llm, bytesPtr: ptr, name });
+  models.set(handle, { llm, gpuModel, bytesPtr: ptr, name });
   const info = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_info_json(llm, len)));
-  return { handle, name, bytes: size, loadMs, readMs: performance.now() - t0 - loadMs, memoryBytes: memory.buffer.byteLength, ...info };
+  if (gpuModel) {
+    const lenPtr = wasm.sotto_alloc(4);
+    const json = wasm.sotto_llm_gpu_info_json(gpuModel, lenPtr);
+    info.gpu = JSON.parse(readString(memory, json, new Uint32Array(memory.buffer, lenPtr, 1)[0]));
+    wasm.sotto_free(lenPtr);
+    info.n_ctx = info.gpu.n_ctx;
+  }
+  return { handle, name, bytes: size, loadMs, readMs: performance.now() - t0 - loadMs, memoryBytes: memory.buffer.byteLength,
+    device: gpuModel ? 'webgpu' : 'cpu', ...info };
 }
 
 function llmDispose({ handle }) {
   const m = models.get(handle);
   if (!m) return false;
   models.delete(handle);
+  if (m.gpuModel) wasm.sotto_llm_gpu_destroy(m.gpuModel);
   wasm.sotto_llm_destroy(m.llm);
   wasm.sotto_free(m.bytesPtr);
   return true;
@@ -278,11 +307,27 @@ function writeSampling(ptr, o) {
 
 const STOP_NAMES = ['', 'length', 'eog', 'stop_string'];
 
+// The C functions of a generation on the model's device: the CPU ones (api/sotto.h) or the GPU ones
+// (api/sotto_llm_gpu.h, whose step answers GPU_PENDING while the token's readback is in flight).
+const GPU_PENDING = 100;
+function generationApi({ llm, gpuModel }) {
+  if (!gpuModel) {
+    return { h: llm, begin: wasm.sotto_llm_begin, step: wasm.sotto_llm_step, timings: wasm.sotto_llm_timings,
+      replyClosed: wasm.sotto_llm_reply_closed, resultJson: wasm.sotto_llm_result_json, error: () => lastError(llm) };
+  }
+  return { h: gpuModel, begin: wasm.sotto_llm_gpu_begin, step: wasm.sotto_llm_gpu_step, timings: wasm.sotto_llm_gpu_timings,
+    replyClosed: wasm.sotto_llm_gpu_reply_closed, resultJson: wasm.sotto_llm_gpu_result_json,
+    error: () => readCString(memory, wasm.sotto_llm_gpu_last_error(gpuModel)) };
+}
+
 // Prefills `promptIds`, then steps token by token, posting {id, text} for each as progress so the page sees
 // tokens as they come. `cancel` (an Int32Array on a SharedArrayBuffer) set to 1 ends it after the current
 // token. keepCache continues the conversation in the KV cache (the C API carries the last unprocessed token).
-function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache = false, cancel, prompt, resultJson, topLogprobs = 0 }, progress) {
-  const { llm } = model(handle);
+async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache = false, cancel, prompt, resultJson, topLogprobs = 0 }, progress) {
+  const m = model(handle);
+  const { llm } = m;
+  const api = generationApi(m);
+  if (m.gpuModel && topLogprobs > 0) throw new Error('sotto: top logprobs are not available on the webgpu backend');
   const ids = idsToWasm(promptIds);
   const params = wasm.sotto_alloc(40);
   const stopBytes = encoder.encode(stops.map((s) => `${s}\0`).join(''));
@@ -293,14 +338,19 @@ function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache =
     if (topLogprobs > 0)
       out.topLogprobs = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_top_logprobs(llm, ids, promptIds.length, topLogprobs, len)));
     writeSampling(params, sampling);
-    if (wasm.sotto_llm_begin(llm, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
-      throw new Error(`sotto: ${lastError(llm)}`);
+    if (api.begin(api.h, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
+      throw new Error(`sotto: ${api.error()}`);
     for (;;) {
       if (cancel && Atomics.load(cancel, 0)) {
         out.stop = 'cancelled';
         break;
       }
-      if (wasm.sotto_llm_step(llm, step) !== 0) throw new Error(`sotto: ${lastError(llm)}`);
+      let status = api.step(api.h, step);
+      while (status === GPU_PENDING) {
+        await gpu.pending();  // the token's readback completes only while this worker's event loop runs
+        status = api.step(api.h, step);
+      }
+      if (status !== 0) throw new Error(`sotto: ${api.error()}`);
       const [id, done, stop] = new Int32Array(memory.buffer, step, 3);
       const [textBytes, textPtr] = new Uint32Array(memory.buffer, step + 12, 2);
       const text = textBytes ? readString(memory, textPtr, textBytes) : '';
@@ -313,7 +363,7 @@ function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache =
       }
     }
     const timings = wasm.sotto_alloc(40);
-    wasm.sotto_llm_timings(llm, timings);
+    api.timings(api.h, timings);
     const tv = new DataView(memory.buffer, timings, 40);
     Object.assign(out, {
       nPrompt: tv.getInt32(0, true),
@@ -322,13 +372,13 @@ function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache =
       prefillMs: tv.getFloat64(16, true),
       decodeMs: tv.getFloat64(24, true),
       decodeTokensPerS: tv.getFloat64(32, true),
-      replyClosed: wasm.sotto_llm_reply_closed(llm) === 1,
+      replyClosed: api.replyClosed(api.h) === 1,
     });
     wasm.sotto_free(timings);
     if (resultJson) {
       const p = toWasm(prompt ?? '');
       try {
-        out.json = withOutString(llm, (len) => wasm.sotto_llm_result_json(llm, p.ptr, p.bytes, len));
+        out.json = withOutString(llm, (len) => api.resultJson(api.h, p.ptr, p.bytes, len));
       } finally {
         wasm.sotto_free(p.ptr);
       }
@@ -339,7 +389,80 @@ function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache =
   }
 }
 
-const ops = { init, selftest, describe, llmLoad, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate };
+// ---------------------------------------------------------------- WebGPU (web/gpu.js, src/gpu/device_wasm.cpp)
+
+async function gpuInit({ timestamps = true, powerPreference } = {}) {
+  return gpu.open({ timestamps, powerPreference });
+}
+
+// Calls a wasm function that may answer Pending (1 in the int32 at `statusPtr`) while a readback is in
+// flight: awaits the device's pending work and calls `again` until the status is no longer Pending.
+async function untilSettled(statusPtr, again) {
+  while (new Int32Array(memory.buffer, statusPtr, 1)[0] === 1) {
+    await gpu.pending();
+    again();
+  }
+}
+
+// GpuSelftestResult (src/gpu/selftest_gpu_wasm.cpp): 3 i32/u32, 2 f32, u32, then a 248-byte message.
+async function gpuSelftest({ n = 4096, seed = 0, mode = 0 } = {}) {
+  const out = wasm.sotto_alloc(272);
+  try {
+    const t0 = performance.now();
+    wasm.sotto_gpu_selftest_begin(n, seed || (Date.now() >>> 0), mode, out);
+    await untilSettled(out, () => wasm.sotto_gpu_selftest_finish(out));
+    const d = new DataView(memory.buffer, out, 272);
+    return {
+      status: ['ok', 'pending', 'error'][d.getInt32(0, true)],
+      passed: d.getInt32(4, true) === 1,
+      n: d.getUint32(8, true),
+      maxAbsError: d.getFloat32(12, true),
+      tolerance: d.getFloat32(16, true),
+      overLimitRefused: d.getUint32(20, true) === 1,
+      message: readCString(memory, out + 24),
+      adapter: gpu.adapterInfo,
+      ms: performance.now() - t0,
+    };
+  } finally {
+    wasm.sotto_free(out);
+  }
+}
+
+// Per-command GPU times of the last timed run (timestamp queries), once they have resolved.
+async function gpuTimings() {
+  await gpu.pending();
+  return { timestamps: !!gpu.adapterInfo?.timestamps, timings: gpu.lastTimings };
+}
+
+// One decode step of a GPU model run with timestamp queries: the per-kernel view of the lab page.
+// -> {timestamps, timings: [{label, ns}]} (one entry per dispatch, labelled by pipeline)
+async function llmGpuProfile({ handle }) {
+  const m = model(handle);
+  if (!m.gpuModel) throw new Error('sotto: this model runs on the CPU (load it with device: \'webgpu\')');
+  if (wasm.sotto_llm_gpu_profile_step(m.gpuModel) !== 0) throw new Error(`sotto: ${readCString(memory, wasm.sotto_llm_gpu_last_error(m.gpuModel))}`);
+  const lenPtr = wasm.sotto_alloc(4);
+  const names = JSON.parse(readString(memory, wasm.sotto_llm_gpu_plan_names_json(m.gpuModel, lenPtr), new Uint32Array(memory.buffer, lenPtr, 1)[0]));
+  wasm.sotto_free(lenPtr);
+  const { timestamps, timings } = await gpuTimings();
+  // The plan's own names (which op each dispatch is) where they line up with the timed commands.
+  const named = timings.length === names.length ? timings.map((x, i) => ({ label: names[i], kernel: x.label, ns: x.ns })) : timings;
+  return { timestamps, timings: named };
+}
+
+// The op-by-op harness (src/gpu/op_check.h) on this engine's device: it reads back synchronously, so it runs
+// through WebAssembly.promising and suspends on each pending read. -> {ok, error | adapter, text, checks}
+async function gpuOpCheck({ seed = 1, packedDot = true } = {}) {
+  if (!hasJspi()) throw new Error('webgpu: the op harness needs JS Promise Integration (WebAssembly.Suspending; Chromium 137+), which this runtime lacks');
+  const t0 = performance.now();
+  const ptr = await WebAssembly.promising(wasm.sotto_gpu_op_check)(seed >>> 0, packedDot ? 1 : 0);
+  if (!ptr) throw new Error('sotto: out of wasm memory');
+  const text = readCString(memory, ptr);
+  wasm.sotto_free(ptr);
+  return { ...JSON.parse(text), ms: performance.now() - t0 };
+}
+
+const ops = { init, selftest, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, llmGpuProfile, llmLoad, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
+  ...vadOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).
 let queue = Promise.resolve();

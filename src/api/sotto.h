@@ -129,6 +129,94 @@ const char* sotto_llm_top_logprobs(SottoLlm* llm, const int32_t* ids, size_t n_i
 /* The `sotto generate --json` object of the last generation (one line, no newline). */
 const char* sotto_llm_result_json(SottoLlm* llm, const char* prompt, size_t prompt_bytes, size_t* out_bytes);
 
+/* ------------------------------------------------------------------ voice activity detection (Silero VAD)
+ *
+ *   SottoVad* vad = sotto_vad_create();
+ *   sotto_vad_load(vad, onnx_bytes, onnx_size, 16000);       // v5 / v6 silero_vad.onnx; bytes may go after
+ *   float p = sotto_vad_process(vad, frame, 512);            // one 32 ms frame -> speech probability
+ *   SottoVadSegmenter* seg = sotto_vad_segmenter_create(&options);
+ *   int32_t event = sotto_vad_segmenter_push(seg, p, &segment);  // SOTTO_VAD_SPEECH_START / _END / _MISFIRE
+ *
+ * Errors: SottoStatus codes (SOTTO_ERROR_FILE: not a Silero VAD ONNX file), message in sotto_vad_last_error.
+ */
+typedef struct SottoVad SottoVad;
+typedef struct SottoVadSegmenter SottoVadSegmenter;
+
+/* What a segmenter push reports (models/vad/segmenter.h). */
+enum SottoVadEvent {
+  SOTTO_VAD_NONE = 0,
+  SOTTO_VAD_SPEECH_START = 1, /* the first speech frame while silent */
+  SOTTO_VAD_SPEECH_END = 2,   /* a segment ended (long enough): the segment is written */
+  SOTTO_VAD_MISFIRE = 3,      /* a segment ended with fewer than min_speech_ms of speech frames */
+};
+
+/* Segmenter options, @ricky0123/vad-web's names in brackets. Fixed layout (JS writes it): 40 bytes.
+ * sotto_vad_segmenter_defaults gives Silero's thresholds 0.5 / 0.35 (vad-web 0.0.31 uses 0.3 / 0.25) with
+ * vad-web's durations 1400 / 800 / 400 ms and frame_ms 32 (512 samples at 16 kHz). */
+typedef struct SottoVadOptions {
+  float positive_threshold; /*  0 [positiveSpeechThreshold] */
+  float negative_threshold; /*  4 [negativeSpeechThreshold] */
+  double redemption_ms;     /*  8 [redemptionMs] */
+  double pre_speech_pad_ms; /* 16 [preSpeechPadMs] */
+  double min_speech_ms;     /* 24 [minSpeechMs] */
+  double frame_ms;          /* 32: the duration of one frame */
+} SottoVadOptions;
+
+/* A segment in frames: [start_frame, end_frame), pre-speech padding included. 16 bytes. */
+typedef struct SottoVadSegment {
+  int64_t start_frame;
+  int64_t end_frame;
+} SottoVadSegment;
+
+/* Null only when out of memory. */
+SottoVad* sotto_vad_create(void);
+void sotto_vad_destroy(SottoVad* vad);
+const char* sotto_vad_last_error(const SottoVad* vad); /* "" when the last call succeeded */
+
+/* Reads a Silero VAD v5 / v6 ONNX file held in memory for sample_rate_hz 16000 (or 8000: the file's 8 kHz
+ * branch, 256-sample frames). The weights are copied: the caller may free `bytes` afterwards. Resets the
+ * stream. */
+int32_t sotto_vad_load(SottoVad* vad, const uint8_t* bytes, size_t size, int32_t sample_rate_hz);
+int32_t sotto_vad_frame_samples(const SottoVad* vad); /* 512 at 16 kHz, 0 when nothing is loaded */
+int32_t sotto_vad_sample_rate(const SottoVad* vad);   /* Hz, 0 when nothing is loaded */
+/* Back to the start of a stream (zero LSTM state and context). */
+void sotto_vad_reset(SottoVad* vad);
+/* The speech probability (0..1) of the next frame of the stream: n_samples should be frame_samples (fewer
+ * are zero-padded, extra ignored); NaN / Inf samples are read as 0. -1 on error (no model, null frame). */
+float sotto_vad_process(SottoVad* vad, const float* frame, size_t n_samples);
+/* A whole signal from the current stream state on: frames of frame_samples, the last partial one zero-padded.
+ * Writes min(frames, capacity) probabilities and returns the frame count, or -1 on error. Call with
+ * capacity >= sotto_vad_frame_count(n_samples): the stream advances through all frames either way. */
+int64_t sotto_vad_process_clip(SottoVad* vad, const float* samples, size_t n_samples, float* probs,
+                               size_t capacity);
+int64_t sotto_vad_frame_count(const SottoVad* vad, size_t n_samples);
+
+/* Audio for the model: a WAV file in memory (any rate and channel count) decoded, averaged to mono and
+ * resampled to the model's rate (what `sotto vad` does), or mono float samples at in_rate_hz resampled.
+ * The samples live in a buffer the handle owns until the next call on it; their count goes to *out_samples.
+ * Null on error. */
+const float* sotto_vad_decode_wav(SottoVad* vad, const uint8_t* bytes, size_t size, size_t* out_samples);
+const float* sotto_vad_resample(SottoVad* vad, const float* samples, size_t n_samples, int32_t in_rate_hz,
+                                size_t* out_samples);
+/* `sotto vad --json` of a signal at the model's rate, from a fresh stream (the handle's stream is reset
+ * before and after): {"frame_ms","probs":[...],"segments":[{"start_s","end_s"}]}, one line, no newline.
+ * options: null for the defaults (frame_ms is set from the model). */
+const char* sotto_vad_clip_json(SottoVad* vad, const float* samples, size_t n_samples,
+                                const SottoVadOptions* options, size_t* out_bytes);
+
+void sotto_vad_segmenter_defaults(SottoVadOptions* out);
+/* options: null for the defaults. Null only when out of memory. */
+SottoVadSegmenter* sotto_vad_segmenter_create(const SottoVadOptions* options);
+void sotto_vad_segmenter_destroy(SottoVadSegmenter* segmenter);
+/* Feeds the next frame's probability; returns an SottoVadEvent. On SOTTO_VAD_SPEECH_END `segment` (may be
+ * null) receives the segment. NaN counts as neither speech nor silence. */
+int32_t sotto_vad_segmenter_push(SottoVadSegmenter* segmenter, float probability, SottoVadSegment* segment);
+/* End of the stream: SPEECH_END (with the segment) or MISFIRE when a segment was open, else NONE. The
+ * segmenter then starts a new stream at frame 0. */
+int32_t sotto_vad_segmenter_finish(SottoVadSegmenter* segmenter, SottoVadSegment* segment);
+void sotto_vad_segmenter_reset(SottoVadSegmenter* segmenter);
+int32_t sotto_vad_segmenter_speaking(const SottoVadSegmenter* segmenter); /* 1 inside a segment */
+
 #ifdef __cplusplus
 } /* extern "C" */
 

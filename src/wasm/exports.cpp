@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/sotto.h"
+#include "api/sotto_llm_gpu.h"
 #include "core/thread_pool.h"
 #include "io/describe.h"
 #include "wasm/selftest_wasm.h"
@@ -152,6 +153,131 @@ SOTTO_EXPORT(sotto_sampling_defaults) void wasm_sampling_defaults(SottoSampling*
 }
 SOTTO_EXPORT(sotto_stop_name) const char* wasm_stop_name(int32_t stop) {
   return sotto_stop_name(stop);
+}
+
+// Voice activity detection (api/sotto.h), for web/vad.js through the engine worker: the same functions under
+// the same names. size_t crosses as u32 in wasm32, so the C signatures pass through unchanged.
+SOTTO_EXPORT(sotto_vad_create) SottoVad* wasm_vad_create() {
+  return sotto_vad_create();
+}
+SOTTO_EXPORT(sotto_vad_destroy) void wasm_vad_destroy(SottoVad* vad) {
+  sotto_vad_destroy(vad);
+}
+SOTTO_EXPORT(sotto_vad_last_error) const char* wasm_vad_last_error(const SottoVad* vad) {
+  return sotto_vad_last_error(vad);
+}
+SOTTO_EXPORT(sotto_vad_load)
+int32_t wasm_vad_load(SottoVad* vad, const uint8_t* bytes, uint32_t size, int32_t sample_rate_hz) {
+  return sotto_vad_load(vad, bytes, size, sample_rate_hz);
+}
+SOTTO_EXPORT(sotto_vad_frame_samples) int32_t wasm_vad_frame_samples(const SottoVad* vad) {
+  return sotto_vad_frame_samples(vad);
+}
+SOTTO_EXPORT(sotto_vad_sample_rate) int32_t wasm_vad_sample_rate(const SottoVad* vad) {
+  return sotto_vad_sample_rate(vad);
+}
+SOTTO_EXPORT(sotto_vad_reset) void wasm_vad_reset(SottoVad* vad) {
+  sotto_vad_reset(vad);
+}
+SOTTO_EXPORT(sotto_vad_process)
+float wasm_vad_process(SottoVad* vad, const float* frame, uint32_t n_samples) {
+  return sotto_vad_process(vad, frame, n_samples);
+}
+// Frame counts fit an i32 here (a wasm32 signal holds < 2^30 samples); JS gets a number, not a BigInt.
+SOTTO_EXPORT(sotto_vad_process_clip)
+int32_t wasm_vad_process_clip(SottoVad* vad, const float* samples, uint32_t n_samples, float* probs,
+                              uint32_t capacity) {
+  return static_cast<int32_t>(sotto_vad_process_clip(vad, samples, n_samples, probs, capacity));
+}
+SOTTO_EXPORT(sotto_vad_frame_count) int32_t wasm_vad_frame_count(const SottoVad* vad, uint32_t n_samples) {
+  return static_cast<int32_t>(sotto_vad_frame_count(vad, n_samples));
+}
+SOTTO_EXPORT(sotto_vad_decode_wav)
+const float* wasm_vad_decode_wav(SottoVad* vad, const uint8_t* bytes, uint32_t size, size_t* out_samples) {
+  return sotto_vad_decode_wav(vad, bytes, size, out_samples);
+}
+SOTTO_EXPORT(sotto_vad_resample)
+const float* wasm_vad_resample(SottoVad* vad, const float* samples, uint32_t n_samples, int32_t in_rate_hz,
+                               size_t* out_samples) {
+  return sotto_vad_resample(vad, samples, n_samples, in_rate_hz, out_samples);
+}
+SOTTO_EXPORT(sotto_vad_clip_json)
+const char* wasm_vad_clip_json(SottoVad* vad, const float* samples, uint32_t n_samples,
+                               const SottoVadOptions* options, size_t* out_bytes) {
+  return sotto_vad_clip_json(vad, samples, n_samples, options, out_bytes);
+}
+SOTTO_EXPORT(sotto_vad_segmenter_defaults) void wasm_vad_segmenter_defaults(SottoVadOptions* out) {
+  sotto_vad_segmenter_defaults(out);
+}
+SOTTO_EXPORT(sotto_vad_segmenter_create)
+SottoVadSegmenter* wasm_vad_segmenter_create(const SottoVadOptions* options) {
+  return sotto_vad_segmenter_create(options);
+}
+SOTTO_EXPORT(sotto_vad_segmenter_destroy) void wasm_vad_segmenter_destroy(SottoVadSegmenter* segmenter) {
+  sotto_vad_segmenter_destroy(segmenter);
+}
+SOTTO_EXPORT(sotto_vad_segmenter_push)
+int32_t wasm_vad_segmenter_push(SottoVadSegmenter* segmenter, float probability, SottoVadSegment* segment) {
+  return sotto_vad_segmenter_push(segmenter, probability, segment);
+}
+SOTTO_EXPORT(sotto_vad_segmenter_finish)
+int32_t wasm_vad_segmenter_finish(SottoVadSegmenter* segmenter, SottoVadSegment* segment) {
+  return sotto_vad_segmenter_finish(segmenter, segment);
+}
+SOTTO_EXPORT(sotto_vad_segmenter_reset) void wasm_vad_segmenter_reset(SottoVadSegmenter* segmenter) {
+  sotto_vad_segmenter_reset(segmenter);
+}
+SOTTO_EXPORT(sotto_vad_segmenter_speaking)
+int32_t wasm_vad_segmenter_speaking(const SottoVadSegmenter* segmenter) {
+  return sotto_vad_segmenter_speaking(segmenter);
+}
+
+// The language model on the GPU (api/sotto_llm_gpu.h) on the engine worker's WebGPU device (web/gpu.js):
+// the same functions under the same names. sotto_llm_gpu_step answers SOTTO_GPU_PENDING (100) while the
+// token's readback is in flight; web/worker.js then awaits the device and calls it again.
+SOTTO_EXPORT(sotto_llm_gpu_create) SottoLlmGpu* wasm_llm_gpu_create() {
+  return sotto_llm_gpu_create();
+}
+SOTTO_EXPORT(sotto_llm_gpu_destroy) void wasm_llm_gpu_destroy(SottoLlmGpu* gpu) {
+  sotto_llm_gpu_destroy(gpu);
+}
+SOTTO_EXPORT(sotto_llm_gpu_last_error) const char* wasm_llm_gpu_last_error(const SottoLlmGpu* gpu) {
+  return sotto_llm_gpu_last_error(gpu);
+}
+SOTTO_EXPORT(sotto_llm_gpu_load)
+int32_t wasm_llm_gpu_load(SottoLlmGpu* gpu, const uint8_t* bytes, uint32_t size, int32_t n_ctx) {
+  return sotto_llm_gpu_load(gpu, bytes, size, n_ctx);
+}
+SOTTO_EXPORT(sotto_llm_gpu_info_json)
+const char* wasm_llm_gpu_info_json(SottoLlmGpu* gpu, size_t* out_bytes) {
+  return sotto_llm_gpu_info_json(gpu, out_bytes);
+}
+SOTTO_EXPORT(sotto_llm_gpu_begin)
+int32_t wasm_llm_gpu_begin(SottoLlmGpu* gpu, const int32_t* ids, uint32_t n_ids,
+                           const SottoSampling* sampling, const char* stops, uint32_t stops_bytes,
+                           int32_t keep_cache) {
+  return sotto_llm_gpu_begin(gpu, ids, n_ids, sampling, stops, stops_bytes, keep_cache);
+}
+SOTTO_EXPORT(sotto_llm_gpu_step) int32_t wasm_llm_gpu_step(SottoLlmGpu* gpu, SottoStep* out) {
+  return sotto_llm_gpu_step(gpu, out);
+}
+SOTTO_EXPORT(sotto_llm_gpu_reply_closed) int32_t wasm_llm_gpu_reply_closed(const SottoLlmGpu* gpu) {
+  return sotto_llm_gpu_reply_closed(gpu);
+}
+SOTTO_EXPORT(sotto_llm_gpu_timings) int32_t wasm_llm_gpu_timings(const SottoLlmGpu* gpu, SottoTimings* out) {
+  return sotto_llm_gpu_timings(gpu, out);
+}
+SOTTO_EXPORT(sotto_llm_gpu_profile_step) int32_t wasm_llm_gpu_profile_step(SottoLlmGpu* gpu) {
+  return sotto_llm_gpu_profile_step(gpu);
+}
+SOTTO_EXPORT(sotto_llm_gpu_plan_names_json)
+const char* wasm_llm_gpu_plan_names_json(SottoLlmGpu* gpu, size_t* out_bytes) {
+  return sotto_llm_gpu_plan_names_json(gpu, out_bytes);
+}
+SOTTO_EXPORT(sotto_llm_gpu_result_json)
+const char* wasm_llm_gpu_result_json(SottoLlmGpu* gpu, const char* prompt, uint32_t prompt_bytes,
+                                     size_t* out_bytes) {
+  return sotto_llm_gpu_result_json(gpu, prompt, prompt_bytes, out_bytes);
 }
 
 }  // extern "C"

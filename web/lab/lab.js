@@ -1,10 +1,12 @@
 // The lab page: a thin shell over web/engine.js. Query parameters: ?variant=simd128|relaxed forces a build,
-// ?threads=N sets the pool size. window.sottoLab exposes the engine to tests.
+// ?threads=N sets the pool size, ?wasm=URL loads another build of the module. window.sottoLab exposes the
+// engine to tests.
 import { Engine, defaultThreads } from '../engine.js';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const variant = params.get('variant') || undefined;
+const wasmUrl = params.get('wasm') || undefined;  // another build of the module (?wasm=/path/sotto.wasm)
 $('threads').value = params.get('threads') || defaultThreads();
 
 let engine = null;
@@ -42,7 +44,7 @@ async function start() {
   engine = null;
   $('status').textContent = 'starting the engine…';
   try {
-    engine = await Engine.create({ threads: Number($('threads').value), variant });
+    engine = await Engine.create({ threads: Number($('threads').value), variant, wasmUrl });
     const i = engine.info;
     $('status').textContent =
       `wasm ${i.variant} (${i.wasmUrl.split('/').slice(-2).join('/')}), ${i.threads} threads, ` +

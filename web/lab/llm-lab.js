@@ -1,11 +1,24 @@
-// The lab's "Language model" section: load a GGUF by URL or file (progress bar), generate and chat with
-// streaming, tokens/s and prefill time, a check of greedy tokens against llama.cpp's recorded ones
-// (tests/data/llm_reference.json) and a small benchmark. It runs on the lab's engine (same threads and
-// wasm build). window.sottoLab.llmLab exposes the steps to tests.
+// The lab's "Language model" section: load a GGUF by URL or file (progress bar) on the CPU or, with greedy
+// decoding, the GPU (WebGPU; then also GPU time per kernel), generate and chat with streaming, tokens/s and
+// prefill time, a check of greedy tokens against llama.cpp's recorded ones (tests/data/llm_reference.json)
+// and a small benchmark. It runs on the lab's engine (same threads and wasm build). window.sottoLab.llmLab
+// exposes the steps to tests.
 import { Llm } from '../llm.js';
 
 const $ = (id) => document.getElementById(id);
 const REFERENCE_URL = new URL('../../tests/data/llm_reference.json', import.meta.url);
+
+// The model the page offers first: the best instruction-tuned model scripts/get-models.sh fetches (served
+// from the repository's models/ by web/serve.mjs).
+const DEFAULT_MODEL = {
+  url: '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf',
+  about: 'Default model: Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (491 MB, Apache 2.0), the best instruction-tuned ' +
+    'model scripts/get-models.sh fetches (its other model, Gemma 3 270M, is a base model: it continues text but ' +
+    'was not tuned to chat). Not there yet? Run bash scripts/get-models.sh. /fixtures/llm/stories260K.gguf is a ' +
+    '260K-parameter story model for quick checks.',
+};
+$('llm-url').value = DEFAULT_MODEL.url;
+$('llm-default').textContent = DEFAULT_MODEL.about;
 
 let llm = null;
 let abort = null;
@@ -34,23 +47,27 @@ async function load(source) {
   try {
     llm = await Llm.load(source, {
       engine: window.sottoLab.engine,
+      device: $('llm-device').value,
       onProgress: ({ loaded, total }) => {
         $('llm-progress').value = total ? loaded / total : 0;
         $('llm-info').textContent = `loading… ${mib(loaded)} of ${total ? mib(total) : '?'}`;
       },
     });
   } catch (e) {
-    showError($('llm-info'), e);
+    const missingDefault = source === DEFAULT_MODEL.url ? ' (the default model: fetch it with bash scripts/get-models.sh)' : '';
+    showError($('llm-info'), `${e?.message ?? e}${missingDefault}`);
     return null;
   }
   const i = llm.info;
   $('llm-progress').value = 1;
   $('llm-info').textContent = `${i.name.split('/').pop()}: ${i.arch}, ${i.n_layer} layers, n_embd ${i.n_embd}, ` +
     `vocabulary ${i.n_vocab}, context ${i.n_ctx}, chat format ${i.chat_format}; ${mib(i.bytes)} read in ` +
-    `${i.loadMs.toFixed(0)} ms; wasm memory ${mib(i.memoryBytes)}; ${i.variant}, ${i.threads} threads`;
+    `${i.loadMs.toFixed(0)} ms; wasm memory ${mib(i.memoryBytes)}; ` +
+    (i.device === 'webgpu' ? `GPU: ${i.gpu.adapter}, ${i.gpu.dispatches_per_token} dispatches per token` : `${i.variant}, ${i.threads} threads`);
   messages = [];
   $('chat-log').textContent = '';
   enable(true);
+  $('llm-profile').disabled = i.device !== 'webgpu';
   window.sottoLab.llm = llm;
   return llm;
 }
@@ -157,12 +174,37 @@ async function bench() {
   return r;
 }
 
+// GPU time per kernel of one decode step (timestamp queries), summed by kernel over the layers.
+async function profile() {
+  const out = $('llm-profile-out');
+  const { timestamps, timings } = await llm.profileGpu();
+  if (!timestamps) return (out.textContent = 'this adapter has no timestamp queries'), null;
+  const byLabel = new Map();
+  for (const { label, ns } of timings) {
+    const k = byLabel.get(label) ?? { label, runs: 0, ns: 0 };
+    k.runs++;
+    k.ns += ns;
+    byLabel.set(label, k);
+  }
+  const total = timings.reduce((a, x) => a + x.ns, 0);
+  const table = document.createElement('table');
+  table.insertRow().append(...['kernel', 'dispatches', 'µs', 'share'].map((h) => Object.assign(document.createElement('th'), { textContent: h })));
+  for (const k of [...byLabel.values()].sort((a, b) => b.ns - a.ns)) {
+    const tr = table.insertRow();
+    for (const v of [k.label, k.runs, (k.ns / 1e3).toFixed(1), `${((100 * k.ns) / (total || 1)).toFixed(1)}%`]) tr.insertCell().textContent = v;
+  }
+  out.textContent = `one decode step: ${timings.length} dispatches, ${(total / 1e3).toFixed(1)} µs of GPU time`;
+  out.append(table);
+  return [...byLabel.values()];
+}
+
 $('llm-load-url').onclick = () => $('llm-url').value && load($('llm-url').value);
 $('llm-file').onchange = () => $('llm-file').files[0] && load($('llm-file').files[0]);
 $('llm-generate').onclick = generate;
 $('llm-stop').onclick = () => abort?.abort();
 $('llm-check').onclick = () => check().catch((e) => showError($('llm-check-out'), e));
 $('llm-bench').onclick = () => bench().catch((e) => showError($('llm-stats'), e));
+$('llm-profile').onclick = () => profile().catch((e) => showError($('llm-profile-out'), e));
 $('chat-send').onclick = send;
 $('chat-input').onkeydown = (e) => e.key === 'Enter' && send();
 $('chat-new').onclick = () => {
@@ -171,4 +213,4 @@ $('chat-new').onclick = () => {
   $('chat-stats').textContent = '';
 };
 
-window.sottoLab.llmLab = { load, generate, send, check, bench };
+window.sottoLab.llmLab = { load, generate, send, check, bench, profile };

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The GPU backend's benchmark on a machine with a real GPU (the H200 runs of bench/README.md, "WebGPU on an
+# NVIDIA H200"): Qwen2.5-0.5B-shaped random-weight Q4_0 and Q4_K_M files, made on the machine itself, through
+# `sotto bench llm --backend webgpu --timings` (Dawn's Vulkan backend on the vendor driver): decode tokens/s,
+# prefill of 64 / 256 tokens, dispatches per token, each op's GPU time from timestamp queries and the matrix x
+# vector ops' GB/s against a measured buffer-copy bandwidth.
+#
+#   bench/gpu_native.sh [BIN_DIR] [OUT_DIR]
+#
+# BIN_DIR holds sotto, sotto_make_random_gguf, libwebgpu_wrapper.so and ggml-vocab-qwen2.gguf (default
+# .gpubench, which the device runs carry); results go to OUT_DIR (default $OUT, else /tmp). On the device
+# machines the Vulkan loader is carried as .gl/*.deb (see /work/.library/device/README.md) and the NVIDIA ICD
+# is named with VK_DRIVER_FILES.
+set -euo pipefail
+bin=${1:-.gpubench}
+out=${2:-${OUT:-/tmp}}
+if ls .gl/*.deb >/dev/null 2>&1; then  # the Vulkan loader and the GL dispatch libraries NVIDIA's ICD needs
+  for f in .gl/*.deb; do dpkg -x "$f" /; done
+  ldconfig
+fi
+nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
+export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$PWD/$bin/libwebgpu_wrapper.so}
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+models=/tmp/sotto-gpu-models
+mkdir -p "$models"
+for type in q4_0 q4_k_m; do
+  [ -f "$models/qwen2.5-0.5b-random-$type.gguf" ] ||
+    "$bin/sotto_make_random_gguf" --type "$type" --out "$models" --vocab "$bin/ggml-vocab-qwen2.gguf" --threads "$(nproc)"
+done
+for type in q4_0 q4_k_m; do
+  file="$models/qwen2.5-0.5b-random-$type.gguf"
+  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 2>&1 | tee "$out/gpu_bench_$type.txt"
+  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 1 --timings 2>&1 | tee -a "$out/gpu_bench_$type.txt"
+done

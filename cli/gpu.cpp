@@ -1,0 +1,346 @@
+// sotto generate / bench llm --backend webgpu: the language model on the GPU (gpu/llm_gpu.h) through Dawn.
+//
+//   generate --backend webgpu -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--ctx N] [--json]
+//   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json]
+//
+// Greedy decoding only (argmax on the GPU; sampling there is not written yet). The prompt runs through the
+// decode plan one token at a time. bench --timings adds each op's GPU time from timestamp queries (when the
+// adapter has them) and the large matrix x vector ops' GB/s next to a measured buffer-copy bandwidth.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "gpu/device.h"
+#include "gpu/llm_gpu.h"
+#include "io/describe.h"
+#include "io/file.h"
+#include "io/gguf.h"
+#include "models/llm/generate.h"
+#include "models/llm/llama.h"
+#include "models/llm/sampler.h"
+#include "text/tokenizer.h"
+
+namespace sotto::cli {
+
+namespace {
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::optional<double> number(std::string_view s) {
+  std::string copy(s);
+  char* end = nullptr;
+  const double v = std::strtod(copy.c_str(), &end);
+  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+struct GpuModel {
+  MappedFile file;
+  GgufFile gguf;
+  LlamaWeights weights;
+  std::unique_ptr<gpu::Device> device;
+  std::unique_ptr<gpu::LlmGpu> llm;
+};
+
+Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_ctx, bool timestamps) {
+  auto m = std::make_unique<GpuModel>();
+  SOTTO_ASSIGN(m->file, MappedFile::open(path));
+  auto gguf = parse_gguf(m->file.bytes());
+  if (!gguf) return error(path, ": ", gguf.message());
+  m->gguf = std::move(gguf).value();
+  auto weights = load_llama(m->gguf);
+  if (!weights) return error(path, ": ", weights.message());
+  m->weights = std::move(weights).value();
+  gpu::DeviceOptions options;
+  options.request_timestamps = timestamps;
+  SOTTO_ASSIGN(m->device, gpu::open_device(options));
+  SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx));
+  return m;
+}
+
+// Bytes read + written per second by buffer-to-buffer copies of `bytes` (the practical bandwidth the matrix
+// kernels are measured against), timed on the wall clock over `runs` copies after a warm-up.
+Result<double> copy_bandwidth(gpu::Device& device, uint64_t bytes, int runs) {
+  const uint32_t usage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
+  SOTTO_ASSIGN(gpu::BufferHandle a, device.create_buffer(bytes, usage, "copy src"));
+  SOTTO_ASSIGN(gpu::BufferHandle b, device.create_buffer(bytes, usage, "copy dst"));
+  gpu::Dispatch copy;
+  copy.copy_src = a;
+  copy.copy_dst = b;
+  copy.copy_bytes = bytes;
+  for (int i = 0; i < 3; ++i) SOTTO_TRY(device.run(std::span<const gpu::Dispatch>(&copy, 1)));
+  SOTTO_TRY(device.wait_idle());
+  const double t0 = now_ms();
+  for (int i = 0; i < runs; ++i) SOTTO_TRY(device.run(std::span<const gpu::Dispatch>(&copy, 1)));
+  SOTTO_TRY(device.wait_idle());
+  const double ms = now_ms() - t0;
+  device.destroy_buffer(a);
+  device.destroy_buffer(b);
+  return 2.0 * static_cast<double>(bytes) * runs / (ms * 1e6);
+}
+
+// Runs the prompt (all but the last token only submitted) and returns the first written token.
+Result<int32_t> run_prompt(gpu::LlmGpu& llm, std::span<const int32_t> prompt) {
+  llm.reset();
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) SOTTO_TRY(llm.submit(prompt[i]));
+  return llm.step(prompt.back());
+}
+
+}  // namespace
+
+int run_generate_gpu(std::span<char* const> args) {
+  std::string model_path, prompt;
+  std::vector<int32_t> prompt_ids;
+  int n_predict = 64, n_ctx = 0;
+  bool json = false, have_prompt = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    const bool has_value = i + 1 < args.size();
+    std::optional<double> v;
+    if ((a == "-m" || a == "--model") && has_value) {
+      model_path = args[++i];
+    } else if ((a == "-p" || a == "--prompt") && has_value) {
+      prompt = args[++i];
+      have_prompt = true;
+    } else if (a == "--prompt-ids" && has_value) {
+      std::string_view s = args[++i];
+      while (!s.empty()) {
+        const size_t comma = s.find(',');
+        auto id = number(s.substr(0, comma));
+        if (!id || *id < 0 || *id > 2147483647.0)
+          return usage_error("generate: --prompt-ids needs ids like 1,403,407");
+        prompt_ids.push_back(static_cast<int32_t>(*id));
+        s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
+      }
+    } else if ((a == "-n" || a == "--n-predict") && has_value && (v = number(args[++i])) && *v >= 0 &&
+               *v <= 1e6) {
+      n_predict = static_cast<int>(*v);
+    } else if (a == "--ctx" && has_value && (v = number(args[++i])) && *v >= 1 && *v <= (1 << 20)) {
+      n_ctx = static_cast<int>(*v);
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--greedy") {
+    } else {
+      return usage_error(cat("generate --backend webgpu: bad or unknown option '", a,
+                             "' (the GPU path decodes greedily; sampling options are CPU-only for now)"));
+    }
+  }
+  if (model_path.empty()) return usage_error("generate: no model given (-m FILE)");
+  if (!have_prompt && prompt_ids.empty())
+    return usage_error("generate: no prompt given (-p PROMPT or --prompt-ids)");
+  auto model = open_gpu_model(model_path, n_ctx, false);
+  if (!model) return fail(model.message());
+  gpu::LlmGpu& llm = *(*model)->llm;
+  std::optional<Tokenizer> tokenizer;
+  if (auto t = Tokenizer::from_gguf((*model)->gguf)) tokenizer.emplace(std::move(t).value());
+  if (have_prompt) {
+    if (!tokenizer) return fail(cat(model_path, ": no tokenizer in the file; use --prompt-ids"));
+    prompt_ids = tokenizer->tokenize(prompt, /*add_special=*/true, /*parse_special=*/false);
+  }
+  if (prompt_ids.empty()) return fail("llm: empty prompt (no tokens to start from)");
+  if (static_cast<int64_t>(prompt_ids.size()) + n_predict > llm.n_ctx())
+    return fail(cat("llm: ", prompt_ids.size(), " prompt + ", n_predict,
+                    " new tokens exceed the GPU context of ", llm.n_ctx(), " positions (--ctx)"));
+  const std::vector<int32_t> end_ids = tokenizer ? end_of_generation_ids(*tokenizer) : std::vector<int32_t>{};
+
+  std::vector<int32_t> ids;
+  const double t0 = now_ms();
+  auto next = n_predict > 0 ? run_prompt(llm, prompt_ids) : Result<int32_t>(-1);
+  if (!next) return fail(next.message());
+  const double t1 = now_ms();
+  std::string text;
+  while (static_cast<int>(ids.size()) < n_predict) {
+    const int32_t id = *next;
+    if (std::find(end_ids.begin(), end_ids.end(), id) != end_ids.end()) break;
+    ids.push_back(id);
+    if (tokenizer && !json) {  // print what the new token adds to the text so far
+      const std::string now = tokenizer->detokenize(ids, true, false);
+      if (now.size() > text.size() && now.compare(0, text.size(), text) == 0) {
+        std::fwrite(now.data() + text.size(), 1, now.size() - text.size(), stdout);
+        std::fflush(stdout);
+      }
+      text = now;
+    }
+    if (static_cast<int>(ids.size()) == n_predict) break;
+    next = llm.step(-1);
+    if (!next) return fail(next.message());
+  }
+  const double t2 = now_ms();
+  const double tokens_per_s = ids.size() > 1 ? 1000.0 * static_cast<double>(ids.size() - 1) / (t2 - t1) : 0.0;
+  if (tokenizer) text = tokenizer->detokenize(ids, true, false);
+  if (json) {
+    std::string out =
+        cat("{\"backend\":\"webgpu\",\"adapter\":", json_quote((*model)->device->info().description),
+            ",\"prompt_ids\":[");
+    for (size_t i = 0; i < prompt_ids.size(); ++i) out += cat(i ? "," : "", prompt_ids[i]);
+    out += "],\"ids\":[";
+    for (size_t i = 0; i < ids.size(); ++i) out += cat(i ? "," : "", ids[i]);
+    out += cat("],\"text\":", json_quote(text), ",\"prefill_ms\":", t1 - t0,
+               ",\"decode_tokens_per_s\":", tokens_per_s,
+               ",\"dispatches_per_token\":", llm.dispatches_per_token(), "}\n");
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  } else {
+    std::printf("\n");
+    std::fprintf(stderr,
+                 "webgpu (%s): prompt %zu tokens in %.1f ms; wrote %zu tokens, %.1f tokens/s, %zu dispatches "
+                 "per token\n",
+                 (*model)->device->info().description.c_str(), prompt_ids.size(), t1 - t0, ids.size(),
+                 tokens_per_s, llm.dispatches_per_token());
+  }
+  return kExitOk;
+}
+
+int run_bench_gpu(std::span<char* const> args) {
+  std::string model_path;
+  int repeats = 5;
+  bool json = false, timings = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    std::optional<double> v;
+    if ((a == "-m" || a == "--model") && i + 1 < args.size()) {
+      model_path = args[++i];
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--timings") {
+      timings = true;
+    } else if (a == "--repeats" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 1000) {
+      repeats = static_cast<int>(*v);
+    } else {
+      return usage_error(cat("bench llm --backend webgpu: bad or unknown option '", a, "'"));
+    }
+  }
+  if (model_path.empty()) return usage_error("bench llm: no model given (-m FILE)");
+  const int n_decode = 64, n_decode_prompt = 16;
+  auto model = open_gpu_model(model_path, 256 + n_decode + 1, timings);
+  if (!model) return fail(model.message());
+  gpu::LlmGpu& llm = *(*model)->llm;
+  const LlamaWeights& w = (*model)->weights;
+  std::vector<int32_t> prompt(256);
+  Rng rng(42);
+  for (int32_t& id : prompt) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(w.hp.n_vocab));
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  if (auto warm = run_prompt(llm, std::span<const int32_t>(prompt.data(), n_decode_prompt)); !warm)
+    return fail(warm.message());
+  double prefill_ms[2];
+  const int prefill_tokens[2] = {64, 256};
+  for (int p = 0; p < 2; ++p) {
+    std::vector<double> ms;
+    for (int r = 0; r < repeats; ++r) {
+      const double t0 = now_ms();
+      auto first =
+          run_prompt(llm, std::span<const int32_t>(prompt.data(), static_cast<size_t>(prefill_tokens[p])));
+      if (!first) return fail(first.message());
+      ms.push_back(now_ms() - t0);
+    }
+    prefill_ms[p] = median(ms);
+  }
+  std::vector<double> decode_ms;
+  for (int r = 0; r < repeats; ++r) {
+    auto next = run_prompt(llm, std::span<const int32_t>(prompt.data(), n_decode_prompt));
+    if (!next) return fail(next.message());
+    const double t0 = now_ms();
+    for (int i = 0; i < n_decode; ++i) {
+      next = llm.step(-1);  // one 4-byte readback per token, as generation does
+      if (!next) return fail(next.message());
+    }
+    decode_ms.push_back((now_ms() - t0) / n_decode);
+  }
+  const double ms_per_token = median(decode_ms);
+  const gpu::AdapterInfo& info = (*model)->device->info();
+
+  // Per op: its dispatches of the first layer replayed back to back (wall clock over many replays, so the
+  // time includes each dispatch's launch and barrier, as in a token), the weight bytes they read per second,
+  // and the copy bandwidth measured the same way. Timestamp queries, where present, give the GPU time of one
+  // whole token (Dawn quantizes single timestamps too coarsely for per-dispatch numbers).
+  std::string timing_text, timing_json;
+  if (timings) {
+    gpu::Device& device = *(*model)->device;
+    std::vector<std::pair<std::string, uint64_t>> per;
+    if (auto s = llm.time_step(&per); !s) return fail(s.message());
+    uint64_t gpu_ns = 0;
+    for (const auto& entry : per) gpu_ns += entry.second;
+    auto copy = copy_bandwidth(device, uint64_t{256} << 20, 20);
+    if (!copy) return fail(copy.message());
+    const auto& plan = llm.plan();
+    const auto& names = llm.plan_names();
+    const auto& weight_bytes = llm.weight_bytes_per_dispatch();
+    timing_text = cat(
+        "  copy bandwidth ", *copy, " GB/s (read + write, 256 MiB buffers)",
+        per.empty() ? std::string() : cat("; GPU time of one token (timestamps) ", gpu_ns / 1000.0, " us"),
+        "\n  op (first layer's dispatches, replayed)   dispatches/token   us each   us/token   GB/s   % of "
+        "copy\n");
+    std::vector<std::string> seen;
+    double sum_us = 0;
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (std::find(seen.begin(), seen.end(), names[i]) != seen.end()) continue;
+      seen.push_back(names[i]);
+      size_t end_group = i, per_token = 0;
+      while (end_group < plan.size() && names[end_group] == names[i]) ++end_group;
+      for (const std::string& n : names) per_token += n == names[i] ? 1 : 0;
+      uint64_t bytes = 0;
+      for (size_t k = i; k < end_group; ++k) bytes += weight_bytes[k];
+      const int reps = 200;
+      std::vector<gpu::Dispatch> replay;
+      for (int r = 0; r < reps; ++r) replay.insert(replay.end(), plan.begin() + i, plan.begin() + end_group);
+      if (auto s = device.run(replay); !s) return fail(s.message());
+      if (auto s = device.wait_idle(); !s) return fail(s.message());
+      const double t0 = now_ms();
+      for (int k = 0; k < 3; ++k)
+        if (auto s = device.run(replay); !s) return fail(s.message());
+      if (auto s = device.wait_idle(); !s) return fail(s.message());
+      const double us = (now_ms() - t0) * 1000.0 / (3.0 * reps);  // one group (its dispatches of one layer)
+      const size_t groups = per_token / (end_group - i);
+      const double gbs = bytes > 0 ? static_cast<double>(bytes) / (us * 1000.0) : 0.0;
+      sum_us += us * static_cast<double>(groups);
+      char line[256];
+      std::snprintf(line, sizeof line, "  %-40s %4zu %10.2f %10.1f", names[i].c_str(), per_token,
+                    us / (end_group - i), us * static_cast<double>(groups));
+      timing_text += line;
+      if (gbs > 0) {
+        std::snprintf(line, sizeof line, " %7.1f %6.0f%%", gbs, 100.0 * gbs / *copy);
+        timing_text += line;
+      }
+      timing_text += "\n";
+      timing_json +=
+          cat(timing_json.empty() ? "" : ",", "{\"op\":", json_quote(names[i]), ",\"dispatches\":", per_token,
+              ",\"us_per_token\":", us * static_cast<double>(groups), ",\"gb_per_s\":", gbs, "}");
+    }
+    timing_text += cat("  sum of the ops' replayed times: ", sum_us,
+                       " us per token (the measured decode: ", 1000.0 * ms_per_token, " us)\n");
+    timing_json = cat(",\"copy_gb_per_s\":", *copy, ",\"gpu_us_per_token\":", gpu_ns / 1000.0, ",\"ops\":[",
+                      timing_json, "]");
+  }
+  if (json) {
+    std::printf("%s\n", cat("{\"model\":", json_quote(model_path),
+                            ",\"backend\":\"webgpu\",\"adapter\":", json_quote(info.description),
+                            ",\"repeats\":", repeats, ",\"prefill_64_ms\":", prefill_ms[0],
+                            ",\"prefill_256_ms\":", prefill_ms[1], ",\"decode_ms_per_token\":", ms_per_token,
+                            ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token,
+                            ",\"dispatches_per_token\":", llm.dispatches_per_token(), timing_json, "}")
+                            .c_str());
+    return kExitOk;
+  }
+  std::printf("%s: %s, %d layers, n_embd %d, webgpu on %s, median of %d\n", model_path.c_str(),
+              w.hp.arch.c_str(), w.hp.n_layer, w.hp.n_embd, info.description.c_str(), repeats);
+  for (int p = 0; p < 2; ++p)
+    std::printf("  prefill %3d tokens: %9.2f ms  (%.1f tokens/s; token by token through the decode plan)\n",
+                prefill_tokens[p], prefill_ms[p], 1000.0 * prefill_tokens[p] / prefill_ms[p]);
+  std::printf("  decode %d tokens after %d: %.1f tokens/s, %zu dispatches per token\n", n_decode,
+              n_decode_prompt, 1000.0 / ms_per_token, llm.dispatches_per_token());
+  std::fputs(timing_text.c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace sotto::cli

@@ -1,0 +1,49 @@
+// WGSL sources of sotto's GPU kernels, built as strings so one kernel family can be specialised (weight type,
+// packed-dot or fallback, fused SwiGLU, attention context size) without a shader preprocessor.
+//
+// Weights live on the GPU in a repacked form of their GGUF blocks, each block padded to whole 32-bit words so
+// WGSL reads them as array<u32> (webgpu has no byte loads): see gpu_block_words() and repack_rows() in
+// gpu/ops.h. Activations for quantized weights are q8_0 blocks like llama.cpp's CPU path: 32 int8 packed four
+// to a word (xq) and one f32 scale per block, rounded through f16 as ggml stores it (xd); the matrix x vector
+// kernels make them in workgroup memory from f32 x (fusing the RMSNorm before them too).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace sotto::gpu {
+
+struct KernelFeatures {
+  bool packed_dot = true;  // dot4I8Packed; false: the same integer dot with shifts
+};
+
+// True for the weight types the GPU matrix x vector kernels read: F32 F16 Q8_0 Q4_0 Q5_0 Q4_K Q6_K.
+bool gpu_matvec_supported(DType w);
+// False for F32 / F16 weights, which read f32 activations.
+bool gpu_needs_q8(DType w);
+// True for the types the embedding lookup dequantizes: F32 F16 Q8_0 Q4_0.
+bool gpu_embed_supported(DType w);
+
+// Invocations per row of the matrix x vector kernel (128 / lanes rows per workgroup).
+uint32_t matvec_lanes(DType w, int64_t cols);
+// y[row] (+)= W[row, :] . x (+ bias[row]); 128 / matvec_lanes() rows per workgroup of 128 invocations. `swiglu`: y = silu(W.x) *
+// (W2.x). Quantized types: each workgroup first quantizes x (cols values, RMS-normalised with weight nw when
+// mode bit 4 is set) to q8_0 in workgroup memory, or, `staged`, reads q8_0 blocks a norm_quant dispatch made
+// (xq, xd): cheaper for matrices of many rows, where every workgroup would redo the same quantization. F32
+// reads x as f32, F16 as f32 rounded to f16.
+std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool staged);
+// x[i] = dequantize(W[token, i]), token = tok[0].
+std::string wgsl_embed(DType w);
+// y = x / rms(x) * w (mode 1) or y = x (mode 0), then y quantized to q8_0 (xq, xd) when mode bit 2 is clear.
+std::string wgsl_norm_quant();
+// RoPE on q and k heads (in place in the qkv buffer) and the new K/V row written to the f16 cache.
+std::string wgsl_rope_kv();
+// Decode attention, one workgroup per query head, over cache positions 0..pos; max_keys sizes the scores.
+std::string wgsl_attention(uint32_t max_keys);
+// Greedy argmax over logits in two passes (per-workgroup partials, then one workgroup); tok[0] = the index.
+std::string wgsl_argmax_partial();
+std::string wgsl_argmax_final();
+
+}  // namespace sotto::gpu

@@ -1,0 +1,378 @@
+// The op harness of gpu/op_check.h: random inputs, one plan per op, readback, comparison with the CPU.
+#include "gpu/op_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+#include "core/quant_blocks.h"
+#include "core/quantize_ref.h"
+#include "cpu/attention.h"
+#include "cpu/quant_dot.h"
+#include "gpu/ops.h"
+
+namespace sotto::gpu {
+
+namespace {
+
+// splitmix64 -> uniform floats in [-1, 1): deterministic per seed, the same natively and in wasm.
+struct Rng {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>(next() >> 40) * 0x1p-23f - 1.0f; }
+  std::vector<float> vec(size_t n, float scale = 1.0f) {
+    std::vector<float> v(n);
+    for (float& x : v) x = uniform() * scale;
+    return v;
+  }
+};
+
+struct Checker {
+  Ops& ops;
+  Rng& rng;
+  std::vector<OpCheck>& out;
+
+  void record(std::string op, std::string shape, double err, double tol) {
+    out.push_back({std::move(op), std::move(shape), err, tol, err <= tol});
+  }
+  Result<std::vector<float>> read_f32(BufferHandle b, size_t n) {
+    std::vector<float> v(n);
+    SOTTO_TRY(ops.read(b, 0, v.data(), n * 4));
+    return v;
+  }
+
+  // Quantized weights as bytes plus their dequantized values, from random floats.
+  struct Weights {
+    std::vector<uint8_t> bytes;
+    std::vector<float> values;
+  };
+  Weights make_weights(DType w, int64_t rows, int64_t cols) {
+    std::vector<float> f = rng.vec(static_cast<size_t>(rows * cols));
+    Weights out_w;
+    if (w == DType::F32) {
+      out_w.bytes.resize(f.size() * 4);
+      std::memcpy(out_w.bytes.data(), f.data(), out_w.bytes.size());
+      out_w.values = f;
+      return out_w;
+    }
+    const uint64_t row_bytes = *dtype_bytes(w, static_cast<uint64_t>(cols));
+    out_w.bytes.resize(static_cast<size_t>(row_bytes * rows));
+    out_w.values.resize(f.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      quantize_row_ref(w, f.data() + r * cols, out_w.bytes.data() + r * row_bytes, cols);
+      dequantize_row_ref(w, out_w.bytes.data() + r * row_bytes, out_w.values.data() + r * cols, cols);
+    }
+    return out_w;
+  }
+
+  // staged: x quantized (and normed) by a norm_quant dispatch first instead of inside the matvec.
+  Status matvec(DType w, int64_t rows, int64_t cols, bool swiglu, bool bias_and_residual,
+                bool with_norm = false, bool staged = false) {
+    Weights wg = make_weights(w, rows, cols), wu;
+    if (swiglu) wu = make_weights(w, rows, cols);
+    std::vector<float> x = rng.vec(static_cast<size_t>(cols)), x_normed = x;
+    std::vector<float> bias = rng.vec(static_cast<size_t>(rows)),
+                       residual = rng.vec(static_cast<size_t>(rows));
+    // With the fused norm: x / rms(x) * norm_weight first, as the CPU's rms_norm (sum of squares in double).
+    std::vector<float> norm_weight = rng.vec(static_cast<size_t>(cols));
+    const float eps = 1e-6f;
+    if (with_norm) {
+      double ss = 0;
+      for (float v : x) ss += static_cast<double>(v) * v;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(cols)) + eps);
+      for (int64_t i = 0; i < cols; ++i) x_normed[i] = x[i] * scale * norm_weight[i];
+    }
+    // The activations the kernel sees: q8_0(x) as the CPU quantizes it, or x itself for F32 weights.
+    std::vector<float> xs = x_normed;
+    if (w == DType::F16)
+      for (float& v : xs) v = f16_to_f32(f32_to_f16(v));
+    if (gpu_needs_q8(w)) {
+      std::vector<BlockQ8_0> q(static_cast<size_t>(cols / 32));
+      quantize_activations_q8_0(x_normed.data(), q.data(), cols);
+      for (int64_t i = 0; i < cols; ++i)
+        xs[static_cast<size_t>(i)] = f16_to_f32(q[i / 32].d) * static_cast<float>(q[i / 32].qs[i % 32]);
+    }
+    std::vector<double> expect(static_cast<size_t>(rows));
+    double scale = 1e-30;
+    for (int64_t r = 0; r < rows; ++r) {
+      double dot = 0, mag = 0, dot_u = 0, mag_u = 0;
+      for (int64_t i = 0; i < cols; ++i) {
+        const double t = static_cast<double>(wg.values[r * cols + i]) * xs[i];
+        dot += t;
+        mag += std::fabs(t);
+        if (swiglu) {
+          const double u = static_cast<double>(wu.values[r * cols + i]) * xs[i];
+          dot_u += u;
+          mag_u += std::fabs(u);
+        }
+      }
+      double e = dot;
+      if (swiglu) {
+        e = dot / (1.0 + std::exp(-dot)) * dot_u;
+        mag = mag * std::fabs(dot_u) + mag_u * std::fabs(dot) + 1e-30;
+      }
+      if (bias_and_residual) e += static_cast<double>(bias[r]) + residual[r];
+      expect[r] = e;
+      scale = std::max(scale, mag);
+    }
+
+    SOTTO_ASSIGN(GpuMatrix gw, ops.upload_matrix(w, wg.bytes.data(), rows, cols, "w"));
+    GpuMatrix gu;
+    if (swiglu) {
+      SOTTO_ASSIGN(gu, ops.upload_matrix(w, wu.bytes.data(), rows, cols, "up"));
+    }
+    SOTTO_ASSIGN(BufferHandle bx, ops.upload(x.data(), x.size() * 4, "x"));
+    SOTTO_ASSIGN(BufferHandle by, ops.upload(residual.data(), residual.size() * 4, "y"));
+    SOTTO_ASSIGN(BufferHandle bb, ops.upload(bias.data(), bias.size() * 4, "bias"));
+    SOTTO_ASSIGN(BufferHandle bnorm, ops.upload(norm_weight.data(), norm_weight.size() * 4, "norm"));
+    SOTTO_ASSIGN(BufferHandle bxn, ops.buffer(static_cast<uint64_t>(cols) * 4, "x normed"));
+    SOTTO_ASSIGN(BufferHandle xq, ops.buffer(static_cast<uint64_t>(cols), "xq"));
+    SOTTO_ASSIGN(BufferHandle xd, ops.buffer(static_cast<uint64_t>(cols) / 8 + 4, "xd"));
+    std::vector<Dispatch> plan;
+    MatvecInput in{bx, 0, with_norm ? bnorm : 0, eps};
+    if (staged) {
+      SOTTO_TRY(ops.norm_quant(plan, bx, 0, with_norm ? bnorm : 0, static_cast<uint32_t>(cols), eps, bxn, xq,
+                               xd, true));
+      in = MatvecInput{0, 0, 0, 0.0f, xq, xd};
+    }
+    SOTTO_TRY(ops.matvec(plan, gw, in, by, 0, bias_and_residual ? bb : 0, 0, bias_and_residual,
+                         swiglu ? &gu : nullptr));
+    SOTTO_TRY(ops.device().run(plan));
+    SOTTO_ASSIGN(std::vector<float> got, read_f32(by, static_cast<size_t>(rows)));
+    double err = 0;
+    for (int64_t r = 0; r < rows; ++r) err = std::max(err, std::fabs(got[r] - expect[r]));
+    // With the norm fused in, the GPU's f32 sum of squares can differ from the CPU's double one in the last
+    // bit, which can move one q8_0 code by 1: a relative error of ~1/127 of one term, hence 1e-3 there.
+    record(cat("matvec ", dtype_name(w), swiglu ? " swiglu" : "", bias_and_residual ? " +bias +residual" : "",
+               with_norm ? " +rms_norm" : "", staged ? " (staged q8_0)" : ""),
+           cat("rows ", rows, " cols ", cols), err / scale, with_norm ? 1e-3 : 1e-5);
+    for (BufferHandle b : {gw.buffer, bx, by, bb, bnorm, bxn, xq, xd}) ops.device().destroy_buffer(b);
+    if (swiglu) ops.device().destroy_buffer(gu.buffer);
+    return {};
+  }
+
+  Status norm_quant(int n) {
+    std::vector<float> x = rng.vec(static_cast<size_t>(n), 3.0f), w = rng.vec(static_cast<size_t>(n));
+    const float eps = 1e-5f;
+    double ss = 0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(ss / n) + eps);
+    std::vector<float> y(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+    std::vector<BlockQ8_0> q(static_cast<size_t>(n / 32));
+    quantize_activations_q8_0(y.data(), q.data(), n);
+
+    SOTTO_ASSIGN(BufferHandle bx, ops.upload(x.data(), x.size() * 4, "x"));
+    SOTTO_ASSIGN(BufferHandle bw, ops.upload(w.data(), w.size() * 4, "w"));
+    SOTTO_ASSIGN(BufferHandle by, ops.buffer(static_cast<uint64_t>(n) * 4, "y"));
+    SOTTO_ASSIGN(BufferHandle xq, ops.buffer(static_cast<uint64_t>(n), "xq"));
+    SOTTO_ASSIGN(BufferHandle xd, ops.buffer(static_cast<uint64_t>(n) / 8, "xd"));
+    std::vector<Dispatch> plan;
+    SOTTO_TRY(ops.norm_quant(plan, bx, 0, bw, static_cast<uint32_t>(n), eps, by, xq, xd, true));
+    SOTTO_TRY(ops.device().run(plan));
+    SOTTO_ASSIGN(std::vector<float> got, read_f32(by, static_cast<size_t>(n)));
+    std::vector<int8_t> codes(static_cast<size_t>(n));
+    SOTTO_TRY(ops.read(xq, 0, codes.data(), static_cast<uint64_t>(n)));
+    double err = 0, mag = 1e-30;
+    int code_err = 0;
+    for (int i = 0; i < n; ++i) {
+      err = std::max(err, static_cast<double>(std::fabs(got[i] - y[i])));
+      mag = std::max(mag, static_cast<double>(std::fabs(y[i])));
+      const int diff = codes[i] - q[i / 32].qs[i % 32];
+      code_err = std::max(code_err, diff < 0 ? -diff : diff);
+    }
+    record("rms_norm", cat("n ", n), err / mag, 1e-5);
+    record("quantize q8_0", cat("n ", n), code_err, 1);
+    for (BufferHandle b : {bx, bw, by, xq, xd}) ops.device().destroy_buffer(b);
+    return {};
+  }
+
+  Status embed(DType w, int64_t rows, int64_t cols) {
+    Weights table = make_weights(w, rows, cols);
+    const uint32_t token = static_cast<uint32_t>(rng.next() % static_cast<uint64_t>(rows));
+    SOTTO_ASSIGN(GpuMatrix g, ops.upload_matrix(w, table.bytes.data(), rows, cols, "table"));
+    SOTTO_ASSIGN(BufferHandle tok, ops.upload(&token, 4, "tok"));
+    SOTTO_ASSIGN(BufferHandle bx, ops.buffer(static_cast<uint64_t>(cols) * 4, "x"));
+    std::vector<Dispatch> plan;
+    SOTTO_TRY(ops.embed(plan, g, tok, bx));
+    SOTTO_TRY(ops.device().run(plan));
+    SOTTO_ASSIGN(std::vector<float> got, read_f32(bx, static_cast<size_t>(cols)));
+    double err = 0;
+    for (int64_t i = 0; i < cols; ++i)
+      err = std::max(err, static_cast<double>(std::fabs(got[i] - table.values[token * cols + i])));
+    record(cat("embed ", dtype_name(w)), cat("rows ", rows, " cols ", cols), err, 0);
+    for (BufferHandle b : {g.buffer, tok, bx}) ops.device().destroy_buffer(b);
+    return {};
+  }
+
+  // RoPE + cache write for positions 0..n_pos-1 (one run each, the step uniform changing), then attention at
+  // the last position, against the CPU's formula and attend_head_ref on the CPU's own f16 cache.
+  Status rope_attention(int n_head, int n_head_kv, int hd, int n_rot, bool halves, int n_pos) {
+    const int q_dim = n_head * hd, kv_dim = n_head_kv * hd, qkv_dim = q_dim + 2 * kv_dim;
+    const int n_ctx = n_pos + 3;
+    std::vector<float> table = rope_table(n_ctx, n_rot, 10000.0f);
+    std::vector<uint16_t> k_cache(static_cast<size_t>(n_ctx * kv_dim)), v_cache(k_cache.size());
+    SOTTO_ASSIGN(BufferHandle btab, ops.upload(table.data(), table.size() * 4, "rope"));
+    SOTTO_ASSIGN(BufferHandle bk, ops.buffer(k_cache.size() * 2, "k"));
+    SOTTO_ASSIGN(BufferHandle bv, ops.buffer(v_cache.size() * 2, "v"));
+    SOTTO_ASSIGN(BufferHandle bqkv, ops.buffer(static_cast<uint64_t>(qkv_dim) * 4, "qkv"));
+    SOTTO_ASSIGN(BufferHandle bout, ops.buffer(static_cast<uint64_t>(q_dim) * 4, "out"));
+    SOTTO_ASSIGN(BufferHandle step, ops.step_buffer());
+    std::vector<Dispatch> plan;
+    RopeKvArgs ra{bqkv,
+                  btab,
+                  bk,
+                  bv,
+                  step,
+                  static_cast<uint32_t>(n_head),
+                  static_cast<uint32_t>(n_head_kv),
+                  static_cast<uint32_t>(hd),
+                  static_cast<uint32_t>(hd),
+                  static_cast<uint32_t>(n_rot),
+                  halves,
+                  0,
+                  0};
+    SOTTO_TRY(ops.rope_kv(plan, ra));
+    const size_t rope_only = plan.size();
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    AttentionGpuArgs aa{bqkv,
+                        bk,
+                        bv,
+                        step,
+                        bout,
+                        static_cast<uint32_t>(n_head),
+                        static_cast<uint32_t>(n_head_kv),
+                        static_cast<uint32_t>(hd),
+                        static_cast<uint32_t>(hd),
+                        0,
+                        0,
+                        static_cast<uint32_t>(n_ctx),
+                        scale};
+    SOTTO_TRY(ops.attention(plan, aa));
+    double q_err = 0, k_err = 0;
+    std::vector<float> q;
+    for (int pos = 0; pos < n_pos; ++pos) {
+      std::vector<float> qkv = rng.vec(static_cast<size_t>(qkv_dim));
+      SOTTO_TRY(ops.device().write_buffer(bqkv, 0, qkv.data(), qkv.size() * 4));
+      const uint32_t s[4] = {static_cast<uint32_t>(pos), 0, 0, 0};
+      SOTTO_TRY(ops.device().write_buffer(step, 0, s, 16));
+      const bool last = pos == n_pos - 1;
+      SOTTO_TRY(ops.device().run(std::span<const Dispatch>(plan.data(), last ? plan.size() : rope_only)));
+      // CPU: the same rotation with the same table.
+      for (int h = 0; h < n_head + n_head_kv; ++h) {
+        float* head = qkv.data() + h * hd;
+        for (int i = 0; i < n_rot / 2; ++i) {
+          const float c = table[(pos * (n_rot / 2) + i) * 2], sn = table[(pos * (n_rot / 2) + i) * 2 + 1];
+          const int a = halves ? i : 2 * i, b = halves ? i + n_rot / 2 : 2 * i + 1;
+          const float x0 = head[a], x1 = head[b];
+          head[a] = x0 * c - x1 * sn;
+          head[b] = x0 * sn + x1 * c;
+        }
+      }
+      for (int i = 0; i < kv_dim; ++i) {
+        k_cache[pos * kv_dim + i] = f32_to_f16(qkv[q_dim + i]);
+        v_cache[pos * kv_dim + i] = f32_to_f16(qkv[q_dim + kv_dim + i]);
+      }
+      SOTTO_ASSIGN(std::vector<float> got, read_f32(bqkv, static_cast<size_t>(q_dim)));
+      for (int i = 0; i < q_dim; ++i)
+        q_err = std::max(q_err, static_cast<double>(std::fabs(got[i] - qkv[i])));
+      q.assign(qkv.begin(), qkv.begin() + q_dim);
+    }
+    std::vector<uint16_t> gk(k_cache.size());
+    SOTTO_TRY(ops.read(bk, 0, gk.data(), gk.size() * 2));
+    for (size_t i = 0; i < static_cast<size_t>(n_pos * kv_dim); ++i)
+      k_err = std::max(k_err, static_cast<double>(std::fabs(f16_to_f32(gk[i]) - f16_to_f32(k_cache[i]))));
+    const std::string shape = cat("heads ", n_head, "/", n_head_kv, " dim ", hd, " rot ", n_rot,
+                                  halves ? " halves" : " adjacent", " positions ", n_pos);
+    record("rope q", shape, q_err, 1e-5);
+    record("rope k -> f16 cache", shape, k_err, 2e-3);
+    // attention at position n_pos - 1
+    std::vector<float> expect(static_cast<size_t>(q_dim));
+    AttentionScratch scratch;
+    float vmax = 1e-30f;
+    for (int i = 0; i < n_pos * kv_dim; ++i) vmax = std::max(vmax, std::fabs(f16_to_f32(v_cache[i])));
+    for (int h = 0; h < n_head; ++h) {
+      const int kvh = h / (n_head / n_head_kv);
+      attend_head_ref(q.data() + h * hd, k_cache.data() + kvh * hd, kv_dim, v_cache.data() + kvh * hd, kv_dim,
+                      n_pos, hd, hd, scale, expect.data() + h * hd, scratch);
+    }
+    SOTTO_ASSIGN(std::vector<float> got, read_f32(bout, static_cast<size_t>(q_dim)));
+    double a_err = 0;
+    for (int i = 0; i < q_dim; ++i)
+      a_err = std::max(a_err, static_cast<double>(std::fabs(got[i] - expect[i])));
+    record("attention (decode, GQA)", shape, a_err / vmax, 2e-3);
+    for (BufferHandle b : {btab, bk, bv, bqkv, bout}) ops.device().destroy_buffer(b);
+    return {};
+  }
+
+  Status argmax(uint32_t n) {
+    std::vector<float> logits = rng.vec(n, 10.0f);
+    const uint32_t expect =
+        static_cast<uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    SOTTO_ASSIGN(BufferHandle bl, ops.upload(logits.data(), logits.size() * 4, "logits"));
+    SOTTO_ASSIGN(BufferHandle bp, ops.buffer(Ops::argmax_partial_bytes(n), "partial"));
+    SOTTO_ASSIGN(BufferHandle bt, ops.buffer(16, "tok"));
+    std::vector<Dispatch> plan;
+    SOTTO_TRY(ops.argmax(plan, bl, n, bp, bt));
+    SOTTO_TRY(ops.device().run(plan));
+    uint32_t got = 0;
+    SOTTO_TRY(ops.read(bt, 0, &got, 4));
+    record("argmax", cat("n ", n), got == expect ? 0 : 1, 0);
+    for (BufferHandle b : {bl, bp, bt}) ops.device().destroy_buffer(b);
+    return {};
+  }
+};
+
+}  // namespace
+
+Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions& options) {
+  Ops ops(device);
+  KernelFeatures f = ops.features();
+  f.packed_dot = options.packed_dot && device.info().packed_dot;
+  ops.set_features(f);
+  Rng rng{options.seed};
+  std::vector<OpCheck> out;
+  Checker c{ops, rng, out};
+  // Small shapes: SwiftShader runs every invocation on the CPU.
+  for (DType w : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q5_0}) {
+    SOTTO_TRY(c.matvec(w, 13, 64, false, false));
+    SOTTO_TRY(c.matvec(w, 9, 96, false, true));
+  }
+  for (DType w : {DType::Q4_K, DType::Q6_K}) {
+    SOTTO_TRY(c.matvec(w, 7, 256, false, false));
+    SOTTO_TRY(c.matvec(w, 5, 512, false, true));
+  }
+  SOTTO_TRY(c.matvec(DType::Q4_0, 6, 64, true, false));
+  SOTTO_TRY(c.matvec(DType::F32, 6, 32, true, false));
+  SOTTO_TRY(c.matvec(DType::F16, 5, 172, false, true));  // stories260K's ffn_down: 172 is no multiple of 32
+  SOTTO_TRY(c.matvec(DType::Q4_K, 3, 256, true, false));
+  SOTTO_TRY(c.matvec(DType::Q4_0, 7, 96, false, false, true));
+  SOTTO_TRY(c.matvec(DType::Q6_K, 5, 256, true, false, true));
+  SOTTO_TRY(c.matvec(DType::Q8_0, 9, 64, false, true, false, true));
+  SOTTO_TRY(c.matvec(DType::Q5_0, 6, 96, true, false, true, true));
+  SOTTO_TRY(c.norm_quant(64));
+  SOTTO_TRY(c.norm_quant(896));
+  for (DType w : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) SOTTO_TRY(c.embed(w, 11, 64));
+  SOTTO_TRY(c.rope_attention(4, 2, 16, 16, false, 5));
+  SOTTO_TRY(c.rope_attention(6, 2, 8, 8, true, 9));
+  SOTTO_TRY(c.rope_attention(2, 2, 64, 32, true, 3));
+  SOTTO_TRY(c.argmax(17));
+  SOTTO_TRY(c.argmax(3000));
+  return out;
+}
+
+std::string format_op_checks(const std::vector<OpCheck>& checks) {
+  std::string s;
+  for (const OpCheck& c : checks)
+    s += cat(c.passed ? "ok    " : "FAIL  ", c.op, "  ", c.shape, "  error ", c.error, " (tolerance ",
+             c.tolerance, ")\n");
+  return s;
+}
+
+}  // namespace sotto::gpu

@@ -1,0 +1,47 @@
+// The op-by-op cross-backend check (in the spirit of llama.cpp's test-backend-ops): every GPU kernel is run on
+// fresh random inputs of several shapes and compared with the CPU's arithmetic. Portable code, so the same
+// harness runs natively (tests/unit/gpu_ops_test.cpp, Dawn on Vulkan) and from wasm in the page.
+//
+// References and tolerances (errors are max |gpu - cpu| over the output, divided by the scale named):
+//   matvec      sum over blocks of dequantized W x dequantized q8_0(x) (x quantized by the CPU's own
+//               quantize_activations_q8_0), in double; F32: W.x in double. Error / max_r sum_i |W_ri x_i|:
+//               1e-5 (only the order of float additions differs; the integer parts are exact). With the
+//               RMSNorm fused in: 1e-3 (an f32 vs double sum of squares can move one q8_0 code by 1).
+//   norm_quant  y vs rms_norm in double (rel. 1e-5); q8_0 codes vs the CPU quantizer on the CPU's y: at most
+//               1 apart (a float-rounding difference in y can move a value across a rounding boundary).
+//   embed       vs dequantize_row_ref: exact.
+//   rope_kv     q and the f16 K cache vs the CPU formula with the same cos/sin table: 1e-5 / one f16 ulp.
+//   attention   vs attend_head_ref (cpu/attention.h) on the same f16 cache: 2e-3 of max |v| (GPU exp differs
+//               from libm in the last bits, and the f16 running sum can then round differently).
+//   argmax      exact index.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "gpu/device.h"
+
+namespace sotto::gpu {
+
+struct OpCheck {
+  std::string op;     // "matvec q4_0", "attention", ...
+  std::string shape;  // "rows 13 cols 64"
+  double error = 0;   // as described above
+  double tolerance = 0;
+  bool passed = false;
+};
+
+struct OpCheckOptions {
+  uint64_t seed = 1;
+  bool packed_dot = true;  // false: the shift-and-multiply fallback of dot4I8Packed
+};
+
+// Runs every check; a failure to build or run a kernel is an error, a numeric mismatch is a failed entry.
+Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions& options);
+
+// One line per check: "ok   matvec q4_0  rows 13 cols 64  error 1.2e-07 (tolerance 1e-05)".
+std::string format_op_checks(const std::vector<OpCheck>& checks);
+
+}  // namespace sotto::gpu

@@ -1,0 +1,373 @@
+// Recording GPU operations: pipelines (cached per kernel variant), parameter slices, bind groups, and the
+// weight repacking that puts every quantized block on 32-bit word boundaries (layouts in gpu/kernels.cpp).
+#include "gpu/ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+namespace sotto::gpu {
+
+namespace {
+
+constexpr uint64_t kParamChunkBytes = 64 * 1024;
+constexpr uint32_t kParamAlign = 256;  // minUniformBufferOffsetAlignment everywhere we run
+constexpr uint32_t kMaxGroups = 65535;
+
+struct BlockLayout {
+  int64_t elems;       // elements per block
+  uint32_t src_bytes;  // bytes per block in GGUF
+  uint32_t words;      // words per block on the GPU
+};
+
+bool layout_of(DType w, BlockLayout* out) {
+  switch (w) {
+    case DType::Q8_0:
+      *out = {32, 34, 9};
+      return true;
+    case DType::Q4_0:
+      *out = {32, 18, 5};
+      return true;
+    case DType::Q5_0:
+      *out = {32, 22, 6};
+      return true;
+    case DType::Q4_K:
+      *out = {256, 144, 36};
+      return true;
+    case DType::Q6_K:
+      *out = {256, 210, 53};
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One GGUF block -> its GPU words (the scale moved behind the quants where GGUF puts it first).
+void repack_block(DType w, const uint8_t* src, uint32_t* dst, uint32_t words) {
+  std::memset(dst, 0, words * 4u);
+  auto* bytes = reinterpret_cast<uint8_t*>(dst);
+  switch (w) {
+    case DType::Q8_0:  // d(2) qs(32) -> qs d
+      std::memcpy(bytes, src + 2, 32);
+      std::memcpy(bytes + 32, src, 2);
+      break;
+    case DType::Q4_0:  // d(2) qs(16) -> qs d
+      std::memcpy(bytes, src + 2, 16);
+      std::memcpy(bytes + 16, src, 2);
+      break;
+    case DType::Q5_0:  // d(2) qh(4) qs(16) -> qh qs d
+      std::memcpy(bytes, src + 2, 20);
+      std::memcpy(bytes + 20, src, 2);
+      break;
+    case DType::Q4_K:
+      std::memcpy(bytes, src, 144);
+      break;
+    case DType::Q6_K:
+      std::memcpy(bytes, src, 210);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+Result<uint32_t> gpu_row_words(DType w, int64_t cols) {
+  if (cols <= 0 || cols > (int64_t{1} << 24))
+    return error("webgpu: row of ", cols, " elements is out of range");
+  if (w == DType::F32) {
+    if (cols % 4) return error("webgpu: f32 rows of ", cols, " elements are not a multiple of 4");
+    return static_cast<uint32_t>(cols);
+  }
+  if (w == DType::F16) return static_cast<uint32_t>((cols + 1) / 2);
+  BlockLayout l;
+  if (!layout_of(w, &l)) return error("webgpu: weight type ", dtype_name(w), " is not supported on the GPU");
+  if (cols % l.elems)
+    return error("webgpu: ", dtype_name(w), " rows of ", cols, " elements are not whole blocks of ", l.elems);
+  return static_cast<uint32_t>(cols / l.elems * l.words);
+}
+
+Result<std::vector<uint32_t>> repack_rows(DType w, const void* src, int64_t rows, int64_t cols) {
+  SOTTO_ASSIGN(uint32_t row_words, gpu_row_words(w, cols));
+  if (rows <= 0) return error("webgpu: matrix of ", rows, " rows");
+  const uint64_t total = static_cast<uint64_t>(rows) * row_words;
+  if (total > (uint64_t{1} << 32)) return error("webgpu: matrix of ", total * 4, " bytes is too large");
+  std::vector<uint32_t> out(static_cast<size_t>(total), 0);
+  const auto* in = static_cast<const uint8_t*>(src);
+  if (w == DType::F32 || w == DType::F16) {
+    const uint64_t row_bytes = static_cast<uint64_t>(cols) * (w == DType::F32 ? 4 : 2);
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out.data() + static_cast<size_t>(r) * row_words, in + r * row_bytes, row_bytes);
+    return out;
+  }
+  BlockLayout l;
+  layout_of(w, &l);
+  const uint64_t blocks = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols / l.elems);
+  for (uint64_t b = 0; b < blocks; ++b)
+    repack_block(w, in + b * l.src_bytes, out.data() + b * l.words, l.words);
+  return out;
+}
+
+std::vector<float> rope_table(int n_ctx, int n_rot, float freq_base) {
+  const int half = n_rot / 2;
+  std::vector<float> table(static_cast<size_t>(n_ctx) * static_cast<size_t>(half) * 2);
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
+  for (int pos = 0; pos < n_ctx; ++pos) {
+    float theta = static_cast<float>(pos);
+    for (int i = 0; i < half; ++i) {
+      table[(static_cast<size_t>(pos) * half + i) * 2] = std::cos(theta);
+      table[(static_cast<size_t>(pos) * half + i) * 2 + 1] = std::sin(theta);
+      theta *= theta_scale;
+    }
+  }
+  return table;
+}
+
+Ops::Ops(Device& device) : device_(device) {
+  features_.packed_dot = device.info().packed_dot;
+}
+
+Ops::~Ops() {
+  for (BufferHandle b : owned_) device_.destroy_buffer(b);
+}
+
+Result<BufferHandle> Ops::buffer(uint64_t bytes, std::string_view label) {
+  if (bytes > device_.info().limits.max_storage_buffer_binding_size)
+    return error(
+        "webgpu: buffer '", label, "' of ", bytes, " bytes exceeds the adapter's storage binding limit (",
+        device_.info().limits.max_storage_buffer_binding_size, " bytes); splitting is not implemented");
+  SOTTO_ASSIGN(BufferHandle b,
+               device_.create_buffer(bytes, kUsageStorage | kUsageCopySrc | kUsageCopyDst, label));
+  owned_.push_back(b);
+  return b;
+}
+
+Result<BufferHandle> Ops::upload(const void* data, uint64_t bytes, std::string_view label) {
+  SOTTO_ASSIGN(BufferHandle b, buffer(bytes, label));
+  if (bytes % 4 == 0) {
+    SOTTO_TRY(device_.write_buffer(b, 0, data, bytes));
+  } else {
+    std::vector<uint8_t> padded((bytes + 3) & ~uint64_t{3}, 0);
+    std::memcpy(padded.data(), data, bytes);
+    SOTTO_TRY(device_.write_buffer(b, 0, padded.data(), padded.size()));
+  }
+  return b;
+}
+
+Result<GpuMatrix> Ops::upload_matrix(DType w, const void* data, int64_t rows, int64_t cols,
+                                     std::string_view label) {
+  SOTTO_ASSIGN(std::vector<uint32_t> words, repack_rows(w, data, rows, cols));
+  GpuMatrix m{w, rows, cols, 0, 0};
+  SOTTO_ASSIGN(m.row_words, gpu_row_words(w, cols));
+  SOTTO_ASSIGN(m.buffer, upload(words.data(), words.size() * 4, label));
+  return m;
+}
+
+Result<BufferHandle> Ops::step_buffer() {
+  SOTTO_ASSIGN(BufferHandle b, device_.create_buffer(16, kUsageUniform | kUsageCopyDst, "step"));
+  owned_.push_back(b);
+  return b;
+}
+
+Result<PipelineHandle> Ops::pipeline(const std::string& key, const std::string& wgsl) {
+  for (const auto& [k, p] : pipelines_)
+    if (k == key) return p;
+  SOTTO_ASSIGN(PipelineHandle p, device_.create_pipeline(wgsl, "main", key));
+  pipelines_.emplace_back(key, p);
+  return p;
+}
+
+Result<Binding> Ops::params(uint32_t binding, const void* data, uint32_t bytes) {
+  const uint64_t slot = (bytes + kParamAlign - 1) / kParamAlign * kParamAlign;
+  if (!param_buffer_ || param_used_ + slot > kParamChunkBytes) {
+    SOTTO_ASSIGN(param_buffer_,
+                 device_.create_buffer(kParamChunkBytes, kUsageUniform | kUsageCopyDst, "params"));
+    owned_.push_back(param_buffer_);
+    param_used_ = 0;
+  }
+  SOTTO_TRY(device_.write_buffer(param_buffer_, param_used_, data, bytes));
+  Binding b{binding, param_buffer_, param_used_, bytes};
+  param_used_ += slot;
+  return b;
+}
+
+Status Ops::add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Binding> bindings,
+                uint32_t groups_x) {
+  if (groups_x == 0 || groups_x > kMaxGroups)
+    return error("webgpu: a dispatch of ", groups_x, " workgroups is outside 1..", kMaxGroups);
+  SOTTO_ASSIGN(BindGroupHandle g, device_.create_bind_group(p, bindings));
+  Dispatch d;
+  d.pipeline = p;
+  d.bind_group = g;
+  d.groups_x = groups_x;
+  plan.push_back(d);
+  return {};
+}
+
+Status Ops::embed(std::vector<Dispatch>& plan, const GpuMatrix& table, BufferHandle tok, BufferHandle x) {
+  const std::string src = wgsl_embed(table.dtype);
+  if (src.empty())
+    return error("webgpu: embedding tables of type ", dtype_name(table.dtype), " are not supported");
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(cat("embed_", dtype_name(table.dtype)), src));
+  const uint32_t P[4] = {static_cast<uint32_t>(table.cols), table.row_words, 0, 0};
+  SOTTO_ASSIGN(Binding params_binding, params(0, P, sizeof P));
+  return add(plan, p, {params_binding, {1, table.buffer}, {2, tok}, {3, x}},
+             static_cast<uint32_t>((table.cols + 63) / 64));
+}
+
+Status Ops::norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_offset, BufferHandle weight,
+                       uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd,
+                       bool quantize) {
+  if (quantize && n % 32) return error("webgpu: q8_0 activations need a multiple of 32 values, not ", n);
+  SOTTO_ASSIGN(PipelineHandle p, pipeline("norm_quant", wgsl_norm_quant()));
+  if (!dummy_) {
+    SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
+  }
+  uint32_t P[8] = {n, (weight ? 1u : 0u) | (quantize ? 0u : 4u), x_offset, 0, 0, 0, 0, 0};
+  std::memcpy(&P[4], &eps, 4);
+  SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
+  if (!xq || !xd) {  // two distinct scratch buffers: one buffer bound writable twice is a validation error
+    if (!dummy_q_) {
+      SOTTO_ASSIGN(dummy_q_, buffer(256, "dummy q"));
+    }
+    if (!dummy_d_) {
+      SOTTO_ASSIGN(dummy_d_, buffer(256, "dummy d"));
+    }
+  }
+  return add(
+      plan, p,
+      {pb, {1, x}, {2, weight ? weight : dummy_}, {3, y}, {4, xq ? xq : dummy_q_}, {5, xd ? xd : dummy_d_}},
+      1);
+}
+
+Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
+                   uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
+                   const GpuMatrix* up) {
+  if (!gpu_matvec_supported(w.dtype))
+    return error("webgpu: matrix x vector for ", dtype_name(w.dtype), " weights is not supported");
+  if (up && (up->dtype != w.dtype || up->rows != w.rows || up->cols != w.cols))
+    return error("webgpu: SwiGLU needs gate and up matrices of one type and shape");
+  if (w.rows > int64_t{128 / matvec_lanes(w.dtype, w.cols)} * kMaxGroups)
+    return error("webgpu: ", w.rows, " rows exceed one dispatch");
+  const bool f32 = !gpu_needs_q8(w.dtype);
+  if (w.dtype == DType::F16 && w.cols % 2) return error("webgpu: f16 rows need an even width, not ", w.cols);
+  if (f32 && in.x_offset % 4) return error("webgpu: f32 matvec input offset must be a multiple of 4");
+  if (f32 && in.norm) return error("webgpu: the fused RMSNorm is only in the quantized matrix kernels");
+  if (!f32 && !in.xq &&
+      static_cast<uint64_t>(w.cols) + static_cast<uint64_t>(w.cols) / 8 + 1024 >
+          device_.info().limits.max_compute_workgroup_storage_size)
+    return error("webgpu: rows of ", w.cols, " do not fit the q8_0 staging in workgroup memory");
+  const bool staged = !f32 && in.xq != 0;
+  if (staged && (in.norm || !in.xd)) return error("webgpu: staged q8_0 input needs xq and xd and no norm");
+  const std::string key =
+      cat("matvec_", dtype_name(w.dtype), up ? "_swiglu" : "", features_.packed_dot ? "" : "_nodot",
+          f32      ? ""
+          : staged ? "_staged"
+                   : cat("_", w.cols),
+          "_lanes", matvec_lanes(w.dtype, w.cols));
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(key, wgsl_matvec(w.dtype, up != nullptr, features_,
+                                                           static_cast<uint32_t>(w.cols), staged)));
+  if (!dummy_) {
+    SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
+  }
+  const uint32_t n_sub = static_cast<uint32_t>(w.dtype == DType::F32   ? w.cols / 4
+                                               : w.dtype == DType::F16 ? w.cols / 2
+                                                                       : w.cols / 32);
+  uint32_t P[12] = {static_cast<uint32_t>(w.rows),
+                    static_cast<uint32_t>(w.cols),
+                    (bias ? 1u : 0u) | (accumulate ? 2u : 0u) | (in.norm ? 4u : 0u),
+                    y_offset,
+                    w.dtype == DType::F32 ? w.row_words / 4 : w.row_words,
+                    n_sub,
+                    bias_offset,
+                    w.dtype == DType::F32 ? in.x_offset / 4 : in.x_offset,
+                    0,
+                    0,
+                    0,
+                    0};
+  std::memcpy(&P[8], &in.eps, 4);
+  SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
+  std::vector<Binding> b = {pb, {1, w.buffer}, {4, y}, {5, bias ? bias : dummy_}};
+  if (staged) {
+    b.push_back({2, in.xq});
+    b.push_back({3, in.xd});
+  } else {
+    b.push_back({2, in.x});
+    if (!f32) b.push_back({3, in.norm ? in.norm : dummy_});
+  }
+  if (up) b.push_back({6, up->buffer});
+  const int64_t rows_per_group = 128 / matvec_lanes(w.dtype, w.cols);
+  return add(plan, p, std::move(b), static_cast<uint32_t>((w.rows + rows_per_group - 1) / rows_per_group));
+}
+
+Status Ops::rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a) {
+  if (a.hd_k > 256 || a.hd_v > 256 || a.hd_k % 2 || a.hd_v % 2 || a.n_rot > a.hd_k)
+    return error("webgpu: head sizes ", a.hd_k, "/", a.hd_v, " are not supported (even, at most 256)");
+  SOTTO_ASSIGN(PipelineHandle p, pipeline("rope_kv", wgsl_rope_kv()));
+  const uint32_t P[12] = {a.n_head,
+                          a.n_head_kv,
+                          a.hd_k,
+                          a.hd_v,
+                          a.n_rot,
+                          a.halves ? 1u : 0u,
+                          a.k_base,
+                          a.v_base,
+                          a.n_head_kv * a.hd_k / 2,
+                          a.n_head_kv * a.hd_v / 2,
+                          0,
+                          0};
+  SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
+  return add(plan, p, {pb, {1, a.step, 0, 16}, {2, a.qkv}, {3, a.rope_table}, {4, a.k_cache}, {5, a.v_cache}},
+             a.n_head + 2 * a.n_head_kv);
+}
+
+Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
+  if (a.hd_k > 256 || a.hd_v > 256 || a.n_head_kv == 0 || a.n_head % a.n_head_kv)
+    return error("webgpu: attention shape not supported (", a.n_head, " heads, ", a.n_head_kv, " KV heads)");
+  const uint64_t shared = uint64_t{a.max_keys} * 4 + 1024;
+  if (shared > device_.info().limits.max_compute_workgroup_storage_size)
+    return error("webgpu: a context of ", a.max_keys, " positions needs ", shared,
+                 " bytes of workgroup memory for attention; the adapter has ",
+                 device_.info().limits.max_compute_workgroup_storage_size);
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(cat("attention_", a.max_keys), wgsl_attention(a.max_keys)));
+  uint32_t P[12] = {a.n_head,
+                    a.n_head_kv,
+                    a.hd_k,
+                    a.hd_v,
+                    a.n_head_kv * a.hd_k / 2,
+                    a.n_head_kv * a.hd_v / 2,
+                    a.k_base,
+                    a.v_base,
+                    0,
+                    0,
+                    0,
+                    0};
+  std::memcpy(&P[8], &a.scale, 4);
+  SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
+  return add(plan, p, {pb, {1, a.step, 0, 16}, {2, a.qkv}, {3, a.k_cache}, {4, a.v_cache}, {5, a.out}},
+             a.n_head);
+}
+
+Status Ops::argmax(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle partial,
+                   BufferHandle tok) {
+  const uint32_t groups = (n + 1023) / 1024;
+  SOTTO_ASSIGN(PipelineHandle p1, pipeline("argmax_partial", wgsl_argmax_partial()));
+  SOTTO_ASSIGN(PipelineHandle p2, pipeline("argmax_final", wgsl_argmax_final()));
+  const uint32_t P1[4] = {n, 0, 0, 0};
+  SOTTO_ASSIGN(Binding pb1, params(0, P1, sizeof P1));
+  SOTTO_TRY(add(plan, p1, {pb1, {1, logits}, {2, partial}}, groups));
+  const uint32_t P2[4] = {groups, 0, 0, 0};
+  SOTTO_ASSIGN(Binding pb2, params(0, P2, sizeof P2));
+  return add(plan, p2, {pb2, {1, partial}, {2, tok}}, 1);
+}
+
+Status Ops::read(BufferHandle buffer, uint64_t offset, void* dst, uint64_t bytes) {
+  SOTTO_ASSIGN(ReadHandle r, device_.start_read(buffer, offset, bytes));
+  const DeviceStatus s = device_.finish_read(r, dst);
+  if (s == DeviceStatus::Pending)
+    return error("webgpu: read pending (asynchronous device): use start/finish_read");
+  if (s != DeviceStatus::Ok) return error(device_.last_error());
+  return {};
+}
+
+}  // namespace sotto::gpu

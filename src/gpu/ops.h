@@ -1,0 +1,123 @@
+// The GPU operations a model records into a plan: each call appends its dispatch (pipeline + bind group) to a
+// std::vector<Dispatch>; nothing runs until the plan is given to Device::run(). Pipelines are compiled once per
+// variant and cached; each dispatch's constant parameters go into a slice of a shared uniform buffer written
+// when the dispatch is recorded, so replaying a plan changes nothing but what the caller writes (the step
+// uniform: the position).
+//
+// Weights are uploaded once, repacked so every block is whole 32-bit words (layouts in gpu/kernels.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "gpu/device.h"
+#include "gpu/kernels.h"
+
+namespace sotto::gpu {
+
+// Words one row of `cols` elements of type w takes on the GPU; error for types or widths the kernels lack.
+Result<uint32_t> gpu_row_words(DType w, int64_t cols);
+// GGUF rows -> the GPU layout (gpu_row_words() per row).
+Result<std::vector<uint32_t>> repack_rows(DType w, const void* src, int64_t rows, int64_t cols);
+
+// cos/sin of pos * base^(-2i / n_rot) for pos < n_ctx, i < n_rot / 2, as (cos, sin) pairs, computed exactly as
+// the CPU's rope() does (the angle stepped by repeated multiplication), so both backends rotate by the same
+// numbers.
+std::vector<float> rope_table(int n_ctx, int n_rot, float freq_base);
+
+struct GpuMatrix {
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0;
+  uint32_t row_words = 0;
+  BufferHandle buffer = 0;
+};
+
+// The input of a matrix x vector: f32 x (x_offset elements in; a multiple of 4 for F32 weights). Quantized
+// weights: with `norm`, x is RMS-normalised with that weight vector and eps first, inside the kernel; with xq
+// and xd (q8_0 blocks a norm_quant dispatch made), those are read instead of x.
+struct MatvecInput {
+  BufferHandle x = 0;
+  uint32_t x_offset = 0;
+  BufferHandle norm = 0;
+  float eps = 0.0f;
+  BufferHandle xq = 0, xd = 0;
+};
+
+struct RopeKvArgs {
+  BufferHandle qkv = 0;         // q (n_head * hd_k), k (n_head_kv * hd_k), v (n_head_kv * hd_v), f32
+  BufferHandle rope_table = 0;  // [pos][n_rot / 2] (cos, sin) pairs, f32
+  BufferHandle k_cache = 0, v_cache = 0;  // f16 pairs; layer at k_base / v_base words
+  BufferHandle step = 0;                  // uniform {pos, ...}
+  uint32_t n_head = 0, n_head_kv = 0, hd_k = 0, hd_v = 0, n_rot = 0;
+  bool halves = false;              // RopeLayout::Halves
+  uint32_t k_base = 0, v_base = 0;  // words
+};
+
+struct AttentionGpuArgs {
+  BufferHandle qkv = 0, k_cache = 0, v_cache = 0, step = 0, out = 0;
+  uint32_t n_head = 0, n_head_kv = 0, hd_k = 0, hd_v = 0;
+  uint32_t k_base = 0, v_base = 0;
+  uint32_t max_keys = 0;  // context size the kernel is compiled for
+  float scale = 1.0f;
+};
+
+class Ops {
+ public:
+  explicit Ops(Device& device);
+  // Destroys every buffer made through this Ops (weights, activations, parameters); pipelines and bind groups
+  // live as long as the device.
+  ~Ops();
+  Ops(const Ops&) = delete;
+  Ops& operator=(const Ops&) = delete;
+  Device& device() { return device_; }
+  const KernelFeatures& features() const { return features_; }
+  void set_features(const KernelFeatures& f) { features_ = f; }
+
+  // Storage buffers (storage | copy src | copy dst).
+  Result<BufferHandle> buffer(uint64_t bytes, std::string_view label);
+  Result<BufferHandle> upload(const void* data, uint64_t bytes, std::string_view label);
+  Result<GpuMatrix> upload_matrix(DType w, const void* data, int64_t rows, int64_t cols,
+                                  std::string_view label);
+  // A 16-byte uniform buffer for the per-step values (position).
+  Result<BufferHandle> step_buffer();
+
+  Status embed(std::vector<Dispatch>& plan, const GpuMatrix& table, BufferHandle tok, BufferHandle x);
+  // y = rms_norm(x[x_offset ...], weight) (weight 0: y = x), then q8_0 into xq / xd unless !quantize (xq, xd
+  // may then be 0). The model uses it for f32 / f16 weights; quantized ones fuse it into their matvec.
+  Status norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_offset, BufferHandle weight,
+                    uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd, bool quantize);
+  // y[y_offset + r] (+)= W[r] . x (+ bias[bias_offset + r]); with `up`: y = silu(W.x) * (up.x).
+  Status matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
+                uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
+                const GpuMatrix* up = nullptr);
+  Status rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a);
+  Status attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a);
+  // tok[0] = argmax(logits[0 .. n)); `partial` holds 2 words per 1024 logits.
+  Status argmax(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle partial,
+                BufferHandle tok);
+  static uint64_t argmax_partial_bytes(uint32_t n) { return 8ull * ((n + 1023) / 1024); }
+
+  // Blocking read (natively; in wasm Pending comes back as an error asking the caller to go async).
+  Status read(BufferHandle buffer, uint64_t offset, void* dst, uint64_t bytes);
+
+ private:
+  Result<PipelineHandle> pipeline(const std::string& key, const std::string& wgsl);
+  Result<Binding> params(uint32_t binding, const void* data, uint32_t bytes);
+  Status add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Binding> bindings, uint32_t groups_x);
+
+  Device& device_;
+  KernelFeatures features_;
+  std::vector<std::pair<std::string, PipelineHandle>> pipelines_;
+  BufferHandle param_buffer_ = 0;
+  uint64_t param_used_ = 0;
+  BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0;
+  std::vector<BufferHandle> owned_;
+};
+
+}  // namespace sotto::gpu

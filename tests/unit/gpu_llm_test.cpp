@@ -1,0 +1,213 @@
+// The language model on the GPU gives the CPU backend's greedy tokens, which are llama.cpp's
+// (tests/data/llm_reference.json, recorded by tools/llama_reference.mjs): the stories260K fixtures in F32,
+// Q8_0 and Q4_0, 64 tokens after two of the four reference prompts (all four with SOTTO_GPU_ALL_PROMPTS=1),
+// identical except after a near-tie of llama.cpp's own logits (see the test), plus a qwen2-shaped variant (RoPE in
+// halves, random q/k/v biases) checked against the CPU backend's logits on the same weights.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "gpu/llm_gpu.h"
+#include "gpu_test_support.h"
+#include "io/gguf.h"
+#include "io/json.h"
+#include "models/llm/llama.h"
+#include "test_support.h"
+
+namespace sotto {
+namespace {
+
+struct Reference {
+  std::vector<int32_t> prompt_ids, ids;
+};
+
+std::vector<int32_t> int_array(const JsonValue* v) {
+  std::vector<int32_t> out;
+  if (v && v->is_array())
+    for (const JsonValue& item : v->items) out.push_back(static_cast<int32_t>(item.as_u64().value_or(~0ull)));
+  return out;
+}
+
+std::vector<Reference> load_reference(const std::string& model_file) {
+  std::vector<Reference> out;
+  std::FILE* f = std::fopen((std::string(SOTTO_SOURCE_DIR) + "/tests/data/llm_reference.json").c_str(), "rb");
+  if (!f) return out;
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  auto json = parse_json(text);
+  if (!json) return out;
+  const JsonValue* models = json->find("models");
+  const JsonValue* runs = models ? models->find(model_file) : nullptr;
+  if (!runs || !runs->is_array()) return out;
+  for (const JsonValue& r : runs->items)
+    out.push_back({int_array(r.find("prompt_ids")), int_array(r.find("ids"))});
+  return out;
+}
+
+// Prompt one token at a time (only the last is read back), then n greedy tokens fed back on the GPU.
+std::vector<int32_t> gpu_greedy(gpu::LlmGpu& llm, const std::vector<int32_t>& prompt, int n) {
+  llm.reset();
+  std::vector<int32_t> out;
+  for (size_t i = 0; i + 1 < prompt.size(); ++i)
+    if (!llm.submit(prompt[i]).ok()) return out;
+  auto next = llm.step(prompt.back());
+  EXPECT_TRUE(next.ok()) << next.message();
+  while (next.ok() && static_cast<int>(out.size()) < n) {
+    out.push_back(*next);
+    if (static_cast<int>(out.size()) == n) break;
+    next = llm.step(-1);
+    EXPECT_TRUE(next.ok()) << next.message();
+  }
+  return out;
+}
+
+class GpuStories : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GpuStories, GreedyTokensMatchLlamaCppAndTheCpu) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  const std::string file = GetParam();
+  const auto refs = load_reference(file);
+  ASSERT_EQ(refs.size(), 4u) << "tests/data/llm_reference.json lacks " << file;
+  const std::vector<uint8_t> bytes = testing::read_fixture("llm/" + file);
+  auto gguf = parse_gguf(bytes);
+  ASSERT_TRUE(gguf.ok()) << gguf.message();
+  auto weights = load_llama(*gguf);
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  auto llm = gpu::LlmGpu::create(*device, *weights, 256);
+  ASSERT_TRUE(llm.ok()) << llm.message();
+  // Two of the four prompts: SwiftShader needs ~0.1-0.3 s per token (SOTTO_GPU_ALL_PROMPTS=1 runs all four).
+  const size_t n_prompts = std::getenv("SOTTO_GPU_ALL_PROMPTS") ? refs.size() : 2;
+  for (size_t i = 0; i < n_prompts; ++i) {
+    const Reference& ref = refs[i];
+    const auto got = gpu_greedy(**llm, ref.prompt_ids, static_cast<int>(ref.ids.size()));
+    if (got == ref.ids) continue;
+    // A divergence is accepted only at a near-tie: where the CPU backend's (= llama.cpp's) two best logits
+    // are within 0.05 (logits are O(10)), which the GPU's exp, last-bit different from libm's, can flip.
+    // Seen once: stories260K-q4_0, prompt 2, token 46, margin 0.005.
+    size_t k = 0;
+    while (k < got.size() && k < ref.ids.size() && got[k] == ref.ids[k]) ++k;
+    ASSERT_LT(k, ref.ids.size()) << file << ": GPU wrote fewer tokens than llama.cpp";
+    std::vector<int32_t> context = ref.prompt_ids;
+    context.insert(context.end(), ref.ids.begin(), ref.ids.begin() + static_cast<std::ptrdiff_t>(k));
+    ThreadPool pool(1);
+    auto ctx = make_llama_context(*weights, 256);
+    ASSERT_TRUE(ctx.ok());
+    auto logits = forward(pool, *weights, *ctx, context);
+    ASSERT_TRUE(logits.ok());
+    std::vector<float> sorted(logits->begin(), logits->end());
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    EXPECT_LT(sorted[0] - sorted[1], 0.05f)
+        << file << ", prompt " << i << ": GPU token " << k << " is " << got[k] << ", llama.cpp's "
+        << ref.ids[k] << ", and that is no near-tie";
+    std::printf("[ info    ] %s, prompt %zu: identical for %zu tokens, then a near-tie (margin %g)\n",
+                file.c_str(), i, k, sorted[0] - sorted[1]);
+  }
+  EXPECT_EQ(device->last_error(), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Llm, GpuStories,
+                         ::testing::Values("stories260K.gguf", "stories260K-q8_0.gguf",
+                                           "stories260K-q4_0.gguf"));
+
+// The qwen2 path (RoPE in halves, biases on q/k/v) on stories260K-q8_0's weights with random biases: the
+// GPU's logits equal the CPU backend's on the same weights.
+TEST(GpuLlm, Qwen2ShapeMatchesTheCpu) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  const std::vector<uint8_t> bytes = testing::read_fixture("llm/stories260K-q8_0.gguf");
+  auto gguf = parse_gguf(bytes);
+  ASSERT_TRUE(gguf.ok()) << gguf.message();
+  auto weights = load_llama(*gguf);
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  LlamaWeights w = *weights;
+  w.hp.arch = "qwen2";
+  w.hp.rope_layout = RopeLayout::Halves;
+  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
+  std::uniform_real_distribution<float> uniform(-0.2f, 0.2f);
+  const size_t q_dim = static_cast<size_t>(w.hp.n_head * w.hp.head_dim_k);
+  const size_t kv_dim = static_cast<size_t>(w.hp.n_head_kv * w.hp.head_dim_k);
+  std::vector<std::vector<float>> biases;
+  for (LlamaLayer& l : w.layers) {
+    for (size_t n : {q_dim, kv_dim, kv_dim}) {
+      biases.emplace_back(n);
+      for (float& b : biases.back()) b = uniform(rng);
+    }
+    l.bq = biases[biases.size() - 3].data();
+    l.bk = biases[biases.size() - 2].data();
+    l.bv = biases[biases.size() - 1].data();
+  }
+  auto llm = gpu::LlmGpu::create(*device, w, 128);
+  ASSERT_TRUE(llm.ok()) << llm.message();
+  // Teacher-forced with the CPU's greedy tokens, position by position. Tolerances: logits are O(10). At most
+  // positions of the q8_0 model they agree to ~1e-6, but now and then a q8_0 activation code lands one step
+  // apart (the GPU's exp and contracted multiply-adds differ from libm's in the last bit, which can move a value
+  // across a rounding boundary of the f16 attention sum or of the q8_0 quantizer); that moves logits by up to
+  // ~0.2 (seen) at such positions, and runs of them occur. A wrong RoPE layout or a lost bias moves them by
+  // whole units. So: every position within 0.5, and the same argmax wherever the CPU's top two are further
+  // apart than 0.5.
+  ThreadPool pool(1);
+  auto ctx = make_llama_context(w, 128);
+  ASSERT_TRUE(ctx.ok());
+  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 290, 265};
+  (*llm)->reset();
+  const size_t n_positions = 48;
+  size_t close = 0;
+  for (size_t i = 0; i < n_positions; ++i) {
+    const int32_t id = tokens[i];
+    auto gpu_next = (*llm)->step(id);
+    ASSERT_TRUE(gpu_next.ok()) << gpu_next.message();
+    auto gpu_logits = (*llm)->logits();
+    ASSERT_TRUE(gpu_logits.ok());
+    auto cpu_logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
+    ASSERT_TRUE(cpu_logits.ok());
+    float max_diff = 0;
+    for (size_t k = 0; k < cpu_logits->size(); ++k)
+      max_diff = std::max(max_diff, std::fabs((*cpu_logits)[k] - (*gpu_logits)[k]));
+    EXPECT_LT(max_diff, 0.5f) << "position " << i;
+    close += max_diff < 1e-2f ? 1 : 0;
+    std::vector<float> sorted(cpu_logits->begin(), cpu_logits->end());
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    const int32_t cpu_next =
+        static_cast<int32_t>(std::max_element(cpu_logits->begin(), cpu_logits->end()) - cpu_logits->begin());
+    if (sorted[0] - sorted[1] > 0.5f) EXPECT_EQ(*gpu_next, cpu_next) << "position " << i;
+    if (i + 1 >= tokens.size()) tokens.push_back(cpu_next);
+  }
+  std::printf("[ info    ] %zu of %zu positions within 1e-2 of the CPU's logits\n", close, n_positions);
+}
+
+TEST(GpuLlm, RefusesWhatItCannotRun) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  const std::vector<uint8_t> bytes = testing::read_fixture("llm/stories260K-q4_0.gguf");
+  auto gguf = parse_gguf(bytes);
+  ASSERT_TRUE(gguf.ok());
+  auto weights = load_llama(*gguf);
+  ASSERT_TRUE(weights.ok());
+  auto llm = gpu::LlmGpu::create(*device, *weights, 4);
+  ASSERT_TRUE(llm.ok()) << llm.message();
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE((*llm)->submit(1).ok());
+  auto full = (*llm)->submit(1);
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.message().find("context of 4 positions is full"), std::string::npos) << full.message();
+  EXPECT_FALSE((*llm)->submit(weights->hp.n_vocab).ok());
+  LlamaWeights qwen3 = *weights;
+  std::vector<float> norm(static_cast<size_t>(qwen3.hp.head_dim_k), 1.0f);
+  qwen3.layers[0].q_norm = norm.data();
+  auto refused = gpu::LlmGpu::create(*device, qwen3, 16);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("q/k norms"), std::string::npos) << refused.message();
+}
+
+}  // namespace
+}  // namespace sotto

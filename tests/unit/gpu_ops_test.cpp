@@ -1,0 +1,55 @@
+// The GPU kernels against the CPU, op by op (gpu/op_check.h: references and tolerances), on fresh random
+// inputs, natively through Dawn on Vulkan (SwiftShader on CI machines: the shapes are small), with the packed
+// integer dot product and with its fallback.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include "gpu/device.h"
+#include "gpu/op_check.h"
+#include "gpu/ops.h"
+#include "gpu_test_support.h"
+#include "test_support.h"
+
+namespace sotto::gpu {
+namespace {
+
+TEST(GpuOps, EveryKernelMatchesTheCpu) {
+  auto device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  for (bool packed_dot : {true, false}) {
+    OpCheckOptions options;
+    options.seed = sotto::testing::test_seed();
+    options.packed_dot = packed_dot;
+    auto checks = run_op_checks(*device, options);
+    ASSERT_TRUE(checks.ok()) << checks.message();
+    EXPECT_GT(checks->size(), 30u);
+    for (const OpCheck& c : *checks)
+      EXPECT_TRUE(c.passed) << c.op << " " << c.shape << ": error " << c.error << " > " << c.tolerance
+                            << (packed_dot ? " (dot4I8Packed)" : " (fallback dot)");
+  }
+  EXPECT_EQ(device->last_error(), "");
+}
+
+TEST(GpuOps, DeviceErrorsAreClearLines) {
+  auto device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  auto bad = device->create_pipeline("fn broken( {", "main", "broken");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("webgpu: compiling pipeline 'broken'"), std::string::npos) << bad.message();
+  EXPECT_EQ(bad.message().find('\n'), std::string::npos) << bad.message();
+  auto huge = device->create_buffer(device->info().limits.max_buffer_size + 4, kUsageStorage, "huge");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.message().find("exceeds the adapter's maximum"), std::string::npos) << huge.message();
+  auto b = device->create_buffer(64, kUsageStorage | kUsageCopySrc | kUsageCopyDst, "small");
+  ASSERT_TRUE(b.ok());
+  const uint32_t data[4] = {1, 2, 3, 4};
+  EXPECT_FALSE(device->write_buffer(*b, 60, data, 16).ok());  // past the end
+  EXPECT_FALSE(device->start_read(*b, 2, 4).ok());            // misaligned
+  EXPECT_FALSE(repack_rows(DType::Q4_0, data, 1, 48).ok());   // not whole blocks
+  EXPECT_FALSE(repack_rows(DType::Q2_K, data, 1, 256).ok());  // no kernel
+  EXPECT_FALSE(device->lost());
+}
+
+}  // namespace
+}  // namespace sotto::gpu

@@ -1,0 +1,143 @@
+// The GPU language model's C API (api/sotto_llm_gpu.h) natively, on Dawn: 64 greedy tokens of stories260K
+// must be what the CPU C API (api/sotto.h, itself checked token for token against llama.cpp in
+// llm_test.cpp) writes, ids and text, streamed pieces adding up to the text; sampling is refused with a clear
+// error; a kept cache continues like the CPU's. The web engine drives the same functions from wasm
+// (tests/web/gpu_*.test.mjs).
+#include "api/sotto_llm_gpu.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "api/sotto.h"
+#include "gpu_test_support.h"
+#include "test_support.h"
+
+namespace {
+
+struct Generated {
+  std::vector<int32_t> ids;
+  std::string text;  // the streamed pieces
+  std::string json;  // generate --json, timings cut off
+  int32_t stop = 0;
+};
+
+std::string without_timings(std::string json) {
+  const size_t at = json.find(",\"prefill_ms\"");
+  return at == std::string::npos ? json : json.substr(0, at);
+}
+
+SottoSampling greedy(int max_tokens) {
+  SottoSampling s;
+  sotto_sampling_defaults(&s);
+  s.greedy = 1;
+  s.max_new_tokens = max_tokens;
+  return s;
+}
+
+template <class Begin, class Step, class Json>
+Generated run(Begin begin, Step step, Json json) {
+  Generated out;
+  EXPECT_EQ(begin(), SOTTO_OK);
+  for (int guard = 0; guard < 1000; guard++) {
+    SottoStep s{};
+    const int32_t status = step(&s);
+    EXPECT_EQ(status, SOTTO_OK) << "natively a step never pends";
+    if (status != SOTTO_OK) break;
+    if (s.id >= 0) out.ids.push_back(s.id);
+    out.text.append(s.text, s.text_bytes);
+    if (s.done) {
+      out.stop = s.stop;
+      break;
+    }
+  }
+  size_t bytes = 0;
+  const char* j = json(&bytes);
+  if (j) out.json = without_timings(std::string(j, bytes));
+  return out;
+}
+
+class SottoLlmGpuTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
+  if (!sotto::testing::open_test_device()) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  const std::vector<uint8_t> bytes = sotto::testing::read_fixture(std::string("llm/") + GetParam());
+
+  SottoLlm* cpu = sotto_llm_create(1);
+  ASSERT_EQ(sotto_llm_load(cpu, bytes.data(), bytes.size(), 128), SOTTO_OK) << sotto_llm_last_error(cpu);
+  SottoLlmGpu* gpu = sotto_llm_gpu_create();
+  ASSERT_EQ(sotto_llm_gpu_load(gpu, bytes.data(), bytes.size(), 128), SOTTO_OK)
+      << sotto_llm_gpu_last_error(gpu);
+  EXPECT_EQ(sotto_llm_gpu_n_ctx(gpu), 128);
+
+  const std::string prompt = "Once upon a time";
+  int32_t ids[64];
+  const int32_t n = sotto_llm_tokenize(cpu, prompt.data(), prompt.size(), 1, 0, ids, 64);
+  ASSERT_GT(n, 0);
+  const SottoSampling sampling = greedy(64);
+  Generated want =
+      run([&] { return sotto_llm_begin(cpu, ids, n, &sampling, nullptr, 0, 0); },
+          [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
+          [&](size_t* b) { return sotto_llm_result_json(cpu, prompt.data(), prompt.size(), b); });
+  Generated got =
+      run([&] { return sotto_llm_gpu_begin(gpu, ids, n, &sampling, nullptr, 0, 0); },
+          [&](SottoStep* s) { return sotto_llm_gpu_step(gpu, s); },
+          [&](size_t* b) { return sotto_llm_gpu_result_json(gpu, prompt.data(), prompt.size(), b); });
+  ASSERT_EQ(want.ids.size(), 64u);
+  EXPECT_EQ(got.ids, want.ids);
+  EXPECT_EQ(got.text, want.text);
+  EXPECT_EQ(got.stop, SOTTO_STOP_LENGTH);
+  EXPECT_EQ(got.json, want.json);
+
+  // A stop string ends the text before it, as on the CPU.
+  const char stops[] = "park";
+  Generated want_stop = run([&] { return sotto_llm_begin(cpu, ids, n, &sampling, stops, sizeof stops, 0); },
+                            [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
+                            [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
+  Generated got_stop =
+      run([&] { return sotto_llm_gpu_begin(gpu, ids, n, &sampling, stops, sizeof stops, 0); },
+          [&](SottoStep* s) { return sotto_llm_gpu_step(gpu, s); },
+          [&](size_t* b) { return sotto_llm_gpu_result_json(gpu, nullptr, 0, b); });
+  EXPECT_EQ(got_stop.json, want_stop.json);
+  EXPECT_EQ(got_stop.text, want_stop.text);
+
+  // A second turn on the kept cache (the unprocessed last token carried over) continues alike.
+  const int32_t more[] = {ids[1]};
+  const SottoSampling eight = greedy(8);
+  Generated want_more = run([&] { return sotto_llm_begin(cpu, more, 1, &eight, nullptr, 0, 1); },
+                            [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
+                            [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
+  Generated got_more = run([&] { return sotto_llm_gpu_begin(gpu, more, 1, &eight, nullptr, 0, 1); },
+                           [&](SottoStep* s) { return sotto_llm_gpu_step(gpu, s); },
+                           [&](size_t* b) { return sotto_llm_gpu_result_json(gpu, nullptr, 0, b); });
+  EXPECT_EQ(got_more.ids, want_more.ids);
+
+  // Sampling is the CPU's: the GPU refuses it with one clear line.
+  SottoSampling sampled = greedy(4);
+  sampled.greedy = 0;
+  EXPECT_EQ(sotto_llm_gpu_begin(gpu, ids, n, &sampled, nullptr, 0, 0), SOTTO_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(sotto_llm_gpu_last_error(gpu)).find("greedily only"), std::string::npos);
+
+  sotto_llm_gpu_destroy(gpu);
+  sotto_llm_destroy(cpu);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stories, SottoLlmGpuTest,
+                         ::testing::Values("stories260K.gguf", "stories260K-q8_0.gguf"));
+
+TEST(SottoLlmGpuApi, BadInputIsAClearError) {
+  SottoLlmGpu* gpu = sotto_llm_gpu_create();
+  const uint8_t garbage[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(sotto_llm_gpu_load(gpu, garbage, sizeof garbage, 0), SOTTO_ERROR_FILE);
+  EXPECT_NE(std::string(sotto_llm_gpu_last_error(gpu)).find("gguf"), std::string::npos);
+  SottoSampling s = greedy(4);
+  const int32_t id = 1;
+  EXPECT_EQ(sotto_llm_gpu_begin(gpu, &id, 1, &s, nullptr, 0, 0), SOTTO_ERROR_ARGUMENT);
+  SottoStep step{};
+  EXPECT_EQ(sotto_llm_gpu_step(gpu, &step), SOTTO_ERROR_ARGUMENT);
+  EXPECT_EQ(sotto_llm_gpu_result_json(gpu, nullptr, 0, nullptr), nullptr);
+  sotto_llm_gpu_destroy(gpu);
+}
+
+}  // namespace
