@@ -12,7 +12,7 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 LOGS=build/test-logs
 mkdir -p "$LOGS"
 
-passed=0; failed=0; failed_stages=()
+passed=0; failed=0; skipped=0; failed_stages=()
 t_start=$(date +%s)
 
 stage() {  # stage NAME COMMAND... : runs, logs, and counts one stage
@@ -32,20 +32,23 @@ stage() {  # stage NAME COMMAND... : runs, logs, and counts one stage
 
 # Adds the pass/fail counts a runner printed to the totals (ctest and node:test formats).
 count_tests() {  # count_tests STAGE_EXIT_CODE LOG
-  local rc=$1 log=$2 p f
+  local rc=$1 log=$2 p f s
   if grep -q "tests passed" "$log"; then
     # ctest: "100% tests passed, 0 tests failed out of 57"
     f=$(grep -Eo "[0-9]+ tests failed out of [0-9]+" "$log" | tail -1 | awk '{print $1}')
     local total; total=$(grep -Eo "out of [0-9]+" "$log" | tail -1 | awk '{print $3}')
-    p=$(( total - f ))
+    # ctest counts a skipped test (GTEST_SKIP: the GPU tests under the sanitizers) as not failed.
+    s=$(grep -c '\*\*\*Skipped' "$log")
+    p=$(( total - f - s ))
   else
     p=$(grep -E "^# pass [0-9]+" "$log" | awk '{s+=$3} END {print s+0}')
     f=$(grep -E "^# fail [0-9]+" "$log" | awk '{s+=$3} END {print s+0}')
+    s=$(grep -E "^# skipped [0-9]+" "$log" | awk '{s+=$3} END {print s+0}')
   fi
   p=${p:-0}; f=${f:-0}
   # A stage that failed before its runner reported (a build error) counts as one failure.
   if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
-  passed=$((passed + p)); failed=$((failed + f))
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + ${s:-0}))
 }
 count_stage() {  # for stages that are one check each (format, fuzz targets)
   if [ "$1" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
@@ -101,5 +104,5 @@ fi
 
 echo "== done in $(( $(date +%s) - t_start )) s"
 [ ${#failed_stages[@]} -gt 0 ] && echo "failed stages: ${failed_stages[*]}"
-echo "tests: $passed passed, $failed failed"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ ${#failed_stages[@]} -eq 0 ] && [ "$failed" -eq 0 ]
