@@ -18,41 +18,14 @@
 #include "gpu_test_support.h"
 #include "io/gguf.h"
 #include "io/json.h"
+#include "llm_reference.h"
 #include "models/llm/llama.h"
 #include "test_support.h"
 
 namespace sotto {
 namespace {
 
-struct Reference {
-  std::vector<int32_t> prompt_ids, ids;
-};
-
-std::vector<int32_t> int_array(const JsonValue* v) {
-  std::vector<int32_t> out;
-  if (v && v->is_array())
-    for (const JsonValue& item : v->items) out.push_back(static_cast<int32_t>(item.as_u64().value_or(~0ull)));
-  return out;
-}
-
-std::vector<Reference> load_reference(const std::string& model_file) {
-  std::vector<Reference> out;
-  std::FILE* f = std::fopen((std::string(SOTTO_SOURCE_DIR) + "/tests/data/llm_reference.json").c_str(), "rb");
-  if (!f) return out;
-  std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  auto json = parse_json(text);
-  if (!json) return out;
-  const JsonValue* models = json->find("models");
-  const JsonValue* runs = models ? models->find(model_file) : nullptr;
-  if (!runs || !runs->is_array()) return out;
-  for (const JsonValue& r : runs->items)
-    out.push_back({int_array(r.find("prompt_ids")), int_array(r.find("ids"))});
-  return out;
-}
+using testing::LlmReference;
 
 // Prompt one token at a time (only the last is read back), then n greedy tokens fed back on the GPU.
 std::vector<int32_t> gpu_greedy(gpu::LlmGpu& llm, const std::vector<int32_t>& prompt, int n) {
@@ -77,7 +50,7 @@ TEST_P(GpuStories, GreedyTokensMatchLlamaCppAndTheCpu) {
   gpu::Device* device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
   const std::string file = GetParam();
-  const auto refs = load_reference(file);
+  const auto refs = testing::load_llm_reference(file);
   ASSERT_EQ(refs.size(), 4u) << "tests/data/llm_reference.json lacks " << file;
   const std::vector<uint8_t> bytes = testing::read_fixture("llm/" + file);
   auto gguf = parse_gguf(bytes);
@@ -89,7 +62,7 @@ TEST_P(GpuStories, GreedyTokensMatchLlamaCppAndTheCpu) {
   // Two of the four prompts: SwiftShader needs ~0.1-0.3 s per token (SOTTO_GPU_ALL_PROMPTS=1 runs all four).
   const size_t n_prompts = std::getenv("SOTTO_GPU_ALL_PROMPTS") ? refs.size() : 2;
   for (size_t i = 0; i < n_prompts; ++i) {
-    const Reference& ref = refs[i];
+    const LlmReference& ref = refs[i];
     const auto got = gpu_greedy(**llm, ref.prompt_ids, static_cast<int>(ref.ids.size()));
     if (got == ref.ids) continue;
     // A divergence is accepted only at a near-tie: where the CPU backend's (= llama.cpp's) two best logits

@@ -14,6 +14,7 @@
 #include "io/gguf.h"
 #include "io/gguf_writer.h"
 #include "io/json.h"
+#include "llm_reference.h"
 #include "models/llm/chat_template.h"
 #include "models/llm/generate.h"
 #include "models/llm/llama.h"
@@ -23,37 +24,7 @@
 namespace sotto {
 namespace {
 
-struct Reference {
-  std::string prompt;
-  std::vector<int32_t> prompt_ids, ids;
-};
-
-std::vector<int32_t> int_array(const JsonValue* v) {
-  std::vector<int32_t> out;
-  if (v && v->is_array())
-    for (const JsonValue& item : v->items) out.push_back(static_cast<int32_t>(item.as_u64().value_or(~0ull)));
-  return out;
-}
-
-std::vector<Reference> load_reference(const std::string& model_file) {
-  std::vector<Reference> out;
-  std::FILE* f = std::fopen((std::string(SOTTO_SOURCE_DIR) + "/tests/data/llm_reference.json").c_str(), "rb");
-  if (!f) return out;
-  std::string text;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  std::fclose(f);
-  auto json = parse_json(text);
-  if (!json) return out;
-  const JsonValue* models = json->find("models");
-  const JsonValue* runs = models ? models->find(model_file) : nullptr;
-  if (!runs || !runs->is_array()) return out;
-  for (const JsonValue& r : runs->items)
-    out.push_back({r.find("prompt") ? r.find("prompt")->text : "", int_array(r.find("prompt_ids")),
-                   int_array(r.find("ids"))});
-  return out;
-}
+using testing::LlmReference;
 
 // A model file held in memory with its parsed header and weights.
 struct Model {
@@ -95,13 +66,13 @@ class StoriesFixture : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(StoriesFixture, GreedyTokensMatchLlamaCpp) {
   const std::string file = GetParam();
-  auto refs = load_reference(file);
+  auto refs = testing::load_llm_reference(file);
   ASSERT_EQ(refs.size(), 4u) << "tests/data/llm_reference.json lacks " << file;
   auto model = load_model_bytes(testing::read_fixture("llm/" + file));
   ASSERT_TRUE(model);
   for (int threads : {1, 3}) {
     ThreadPool pool(threads);
-    for (const Reference& ref : refs) {
+    for (const LlmReference& ref : refs) {
       EXPECT_EQ(greedy(pool, model->weights, ref.prompt_ids, static_cast<int>(ref.ids.size())), ref.ids)
           << file << " \"" << ref.prompt << "\", " << threads << " threads";
     }
