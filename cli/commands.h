@@ -26,11 +26,10 @@ int fail(std::string_view message);
 int usage_error(std::string_view message);
 
 int run_info(std::span<char* const> args);
-int run_generate(std::span<char* const> args);      // generate.cpp
-int run_chat(std::span<char* const> args);          // generate.cpp
-int run_bench(std::span<char* const> args);         // generate.cpp (bench llm)
-int run_generate_gpu(std::span<char* const> args);  // gpu.cpp: generate --backend webgpu
-int run_bench_gpu(std::span<char* const> args);     // gpu.cpp: bench llm --backend webgpu
+int run_generate(std::span<char* const> args);   // generate.cpp
+int run_chat(std::span<char* const> args);       // generate.cpp
+int run_bench(std::span<char* const> args);      // generate.cpp (bench llm)
+int run_bench_gpu(std::span<char* const> args);  // gpu.cpp: bench llm --backend webgpu
 int run_tokenize(std::span<char* const> args);
 int run_detokenize(std::span<char* const> args);
 int run_vad(std::span<char* const> args);  // vad.cpp

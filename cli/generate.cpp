@@ -1,9 +1,15 @@
-// sotto generate / sotto bench llm: the language model from a GGUF file on the CPU.
+// sotto generate / chat / bench llm: the language model from a GGUF file, on the CPU or (--backend webgpu)
+// the GPU. generate and chat go through the C API (api/sotto.h), as the web engine does, so both print what
+// the page computes; bench llm measures the forward pass itself (bench --backend webgpu: cli/gpu.cpp).
 //
 //   generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K --top-p P
 //            --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T] [--top-logprobs N]
-//            [--json]
-//   bench llm -m FILE [--threads T] [--repeats R] [--json]
+//            [--json] [--backend cpu|webgpu]
+//   chat [-m FILE] [--system TEXT] [--greedy | --temp T --seed S] [-n N] [--ctx N] [--threads T]
+//        [--backend cpu|webgpu]
+//   bench llm -m FILE [--threads T] [--repeats R] [--json] [--backend cpu|webgpu]
+//
+// On the GPU decoding is greedy (the argmax is taken there), so greedy is its default.
 //
 // --prompt-ids feeds token ids straight to the model (BOS included if wanted), so the model can be checked
 // against llama.cpp independently of the tokenizer. --json prints one object:
@@ -26,7 +32,6 @@
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/gguf.h"
-#include "models/llm/chat_template.h"
 #include "models/llm/generate.h"
 #include "models/llm/llama.h"
 #include "text/tokenizer.h"
@@ -44,11 +49,6 @@ void print(std::string_view s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fflush(stdout);
 }
-
-class StdoutSink : public TextSink {
- public:
-  void on_text(std::string_view text) override { print(text); }
-};
 
 std::optional<double> parse_number(std::string_view s) {
   std::string copy(s);
@@ -70,17 +70,15 @@ std::optional<std::vector<int32_t>> parse_ids(std::string_view s) {
   return ids;
 }
 
-// The model file and everything read from it; the mapping must outlive the parsed views.
+// The model file and its weights (bench llm measures the forward pass itself, not the C API); the mapping
+// must outlive the parsed views.
 struct LoadedModel {
   MappedFile file;
   GgufFile gguf;
   LlamaWeights weights;
-  std::optional<Tokenizer> tokenizer;
-  std::string tokenizer_error;  // why `tokenizer` is empty
 };
 
-// The tokenizer is optional: without it (or when it fails to load) ids still work, text does not.
-Result<LoadedModel> load_model(const std::string& path, bool want_tokenizer) {
+Result<LoadedModel> load_model(const std::string& path) {
   LoadedModel m;
   SOTTO_ASSIGN(m.file, MappedFile::open(path));
   auto gguf = parse_gguf(m.file.bytes());
@@ -89,14 +87,6 @@ Result<LoadedModel> load_model(const std::string& path, bool want_tokenizer) {
   auto weights = load_llama(m.gguf);
   if (!weights) return error(path, ": ", weights.message());
   m.weights = std::move(weights).value();
-  if (want_tokenizer) {
-    auto tokenizer = Tokenizer::from_gguf(m.gguf);
-    if (tokenizer) {
-      m.tokenizer.emplace(std::move(tokenizer).value());
-    } else {
-      m.tokenizer_error = cat(path, ": ", tokenizer.message());
-    }
-  }
   return m;
 }
 
@@ -121,14 +111,70 @@ Result<bool> take_backend(std::span<char* const> args, std::vector<char*>& rest)
   return webgpu;
 }
 
+using LlmHandle = std::unique_ptr<SottoLlm, void (*)(SottoLlm*)>;
+
+// A C API handle with the model of `file` (which must outlive it) on the CPU or the GPU.
+Result<LlmHandle> open_llm(const MappedFile& file, const std::string& path, int n_ctx, int threads,
+                           bool webgpu) {
+  LlmHandle llm(sotto_llm_create(threads), sotto_llm_destroy);
+  if (!llm) return error("llm: out of memory");
+  if (sotto_llm_load_on(llm.get(), file.bytes().data(), file.bytes().size(), n_ctx,
+                        webgpu ? SOTTO_BACKEND_WEBGPU : SOTTO_BACKEND_CPU) != SOTTO_OK)
+    return error(path, ": ", sotto_llm_last_error(llm.get()));
+  return llm;
+}
+
+Result<std::vector<int32_t>> tokenize(SottoLlm* llm, std::string_view text, bool add_special,
+                                      bool parse_special) {
+  std::vector<int32_t> ids(text.size() + 8);
+  for (;;) {
+    const int32_t n = sotto_llm_tokenize(llm, text.data(), text.size(), add_special, parse_special,
+                                         ids.data(), static_cast<int32_t>(ids.size()));
+    if (n < 0) return error(sotto_llm_last_error(llm));
+    const bool fits = static_cast<size_t>(n) <= ids.size();
+    ids.resize(static_cast<size_t>(n));
+    if (fits) return ids;
+  }
+}
+
+// One generation through the C API: begin, then steps until done, printing the text as it comes.
+Status write_reply(SottoLlm* llm, std::span<const int32_t> ids, const GenerateOptions& options,
+                   bool keep_cache, bool stream) {
+  std::string stops;
+  for (const std::string& s : options.stop_strings) stops += s + '\0';
+  const SamplerParams& p = options.sampling;
+  const SottoSampling sampling{
+      p.greedy ? 1 : 0, p.temperature,          p.top_k, p.top_p, p.min_p, p.repeat_penalty,
+      p.repeat_last_n,  options.max_new_tokens, p.seed};
+  if (sotto_llm_begin(llm, ids.data(), ids.size(), &sampling, stops.data(), stops.size(),
+                      keep_cache ? 1 : 0) != SOTTO_OK)
+    return error(sotto_llm_last_error(llm));
+  for (SottoStep step{}; !step.done;) {
+    if (sotto_llm_step(llm, &step) != SOTTO_OK) return error(sotto_llm_last_error(llm));
+    if (stream) print(std::string_view(step.text, step.text_bytes));
+  }
+  return {};
+}
+
+// A string field of a flat JSON object made by the C API (its values are json_quote()d), unescaped only
+// for what chat prints (the format's name).
+std::string json_field(std::string_view json, std::string_view key) {
+  const std::string pattern = cat("\"", key, "\":\"");
+  const size_t at = json.find(pattern);
+  if (at == std::string_view::npos) return "";
+  const size_t start = at + pattern.size();
+  const size_t end = json.find('"', start);
+  return std::string(json.substr(start, end == std::string_view::npos ? 0 : end - start));
+}
+
 }  // namespace
 
 int run_generate(std::span<char* const> all_args) {
   std::vector<char*> rest;
   auto webgpu = take_backend(all_args, rest);
   if (!webgpu) return usage_error(cat("generate: ", webgpu.message()));
-  if (*webgpu) return run_generate_gpu(rest);
   const std::span<char* const> args(rest);
+  bool sampling_given = false;  // on the GPU greedy is the default; sampling options there get begin's error
   std::string model_path, prompt;
   std::optional<std::vector<int32_t>> prompt_ids;
   GenerateOptions options;
@@ -171,14 +217,19 @@ int run_generate(std::span<char* const> all_args) {
       options.max_new_tokens = static_cast<int>(*v);
     } else if (a == "--temp" && (v = number())) {
       options.sampling.temperature = static_cast<float>(*v);
+      sampling_given = true;
     } else if (a == "--top-k" && (v = number())) {
       options.sampling.top_k = static_cast<int>(*v);
+      sampling_given = true;
     } else if (a == "--top-p" && (v = number())) {
       options.sampling.top_p = static_cast<float>(*v);
+      sampling_given = true;
     } else if (a == "--min-p" && (v = number())) {
       options.sampling.min_p = static_cast<float>(*v);
+      sampling_given = true;
     } else if (a == "--repeat-penalty" && (v = number()) && *v > 0) {
       options.sampling.repeat_penalty = static_cast<float>(*v);
+      sampling_given = true;
     } else if (a == "--seed" && (v = number()) && *v >= 0) {
       options.sampling.seed = static_cast<uint64_t>(*v);
     } else if (a == "--threads" && (v = number()) && *v >= 1 && *v <= 256) {
@@ -194,52 +245,36 @@ int run_generate(std::span<char* const> all_args) {
   if (model_path.empty()) return usage_error("generate: no model given (-m FILE)");
   if (!have_prompt && !prompt_ids)
     return usage_error("generate: no prompt given (-p PROMPT or --prompt-ids)");
+  if (*webgpu && !sampling_given) options.sampling.greedy = true;
 
   // Through the C API (api/sotto.h), as the web engine does: both print the same JSON by construction.
   auto file = MappedFile::open(model_path);
   if (!file) return fail(file.message());
-  std::unique_ptr<SottoLlm, void (*)(SottoLlm*)> llm(sotto_llm_create(threads), sotto_llm_destroy);
-  if (sotto_llm_load(llm.get(), file->bytes().data(), file->bytes().size(), n_ctx) != SOTTO_OK)
-    return fail(cat(model_path, ": ", sotto_llm_last_error(llm.get())));
+  auto llm = open_llm(*file, model_path, n_ctx, threads, *webgpu);
+  if (!llm) return fail(llm.message());
   std::vector<int32_t> ids;
   if (prompt_ids) {
     ids = *prompt_ids;
   } else {
-    ids.resize(prompt.size() + 8);
-    const int32_t n = sotto_llm_tokenize(llm.get(), prompt.data(), prompt.size(), 1, 0, ids.data(),
-                                         static_cast<int32_t>(ids.size()));
-    if (n < 0) return fail(cat(model_path, ": ", sotto_llm_last_error(llm.get())));
-    ids.resize(static_cast<size_t>(n));
-    if (static_cast<size_t>(n) > prompt.size() + 8)
-      sotto_llm_tokenize(llm.get(), prompt.data(), prompt.size(), 1, 0, ids.data(), n);
+    auto tokens = tokenize(llm->get(), prompt, true, false);
+    if (!tokens) return fail(cat(model_path, ": ", tokens.message()));
+    ids = std::move(tokens).value();
   }
   if (ids.empty()) return fail("llm: empty prompt (no tokens to start from)");
-  if (top_logprobs > 0 && !sotto_llm_top_logprobs(llm.get(), ids.data(), ids.size(), top_logprobs, nullptr))
-    return fail(sotto_llm_last_error(llm.get()));
-
-  std::string stops;
-  for (const std::string& s : options.stop_strings) stops += s + '\0';
-  const SamplerParams& p = options.sampling;
-  const SottoSampling sampling{
-      p.greedy ? 1 : 0, p.temperature,          p.top_k, p.top_p, p.min_p, p.repeat_penalty,
-      p.repeat_last_n,  options.max_new_tokens, p.seed};
-  if (sotto_llm_begin(llm.get(), ids.data(), ids.size(), &sampling, stops.data(), stops.size(), 0) !=
-      SOTTO_OK)
-    return fail(sotto_llm_last_error(llm.get()));
-  for (SottoStep step{}; !step.done;) {
-    if (sotto_llm_step(llm.get(), &step) != SOTTO_OK) return fail(sotto_llm_last_error(llm.get()));
-    if (!json) print(std::string_view(step.text, step.text_bytes));
-  }
+  SottoLlm* h = llm->get();
+  if (top_logprobs > 0 && !sotto_llm_top_logprobs(h, ids.data(), ids.size(), top_logprobs, nullptr))
+    return fail(sotto_llm_last_error(h));
+  if (auto s = write_reply(h, ids, options, false, !json); !s) return fail(s.message());
   if (json) {
     size_t bytes = 0;
-    const char* text = sotto_llm_result_json(llm.get(), prompt.data(), prompt.size(), &bytes);
+    const char* text = sotto_llm_result_json(h, prompt.data(), prompt.size(), &bytes);
     print(cat(std::string_view(text, bytes), "\n"));
   } else {
     SottoTimings t;
-    sotto_llm_timings(llm.get(), &t);
+    sotto_llm_timings(h, &t);
     print("\n");
-    std::fprintf(stderr, "prompt: %d tokens in %.1f ms; wrote %d tokens, %.1f tokens/s\n", t.n_prompt,
-                 t.prefill_ms, t.n_generated, t.decode_tokens_per_s);
+    std::fprintf(stderr, "prompt: %d tokens in %.1f ms; wrote %d tokens, %.1f tokens/s%s\n", t.n_prompt,
+                 t.prefill_ms, t.n_generated, t.decode_tokens_per_s, *webgpu ? " (webgpu)" : "");
   }
   return kExitOk;
 }
@@ -265,12 +300,16 @@ std::optional<std::string> find_default_chat_model() {
 }  // namespace
 
 // chat: one line of stdin is one user turn; the reply streams to stdout. The KV cache holds the whole
-// conversation, so each turn prefills only its own new tokens.
-int run_chat(std::span<char* const> args) {
+// conversation, so each turn prefills only its own new tokens. When the conversation no longer fits the
+// context, the turn fails with the context's numbers and chat ends (start again, or give a larger --ctx).
+int run_chat(std::span<char* const> all_args) {
+  std::vector<char*> rest;
+  auto webgpu = take_backend(all_args, rest);
+  if (!webgpu) return usage_error(cat("chat: ", webgpu.message()));
+  const std::span<char* const> args(rest);
   std::string model_path, system;
-  bool have_system = false;
+  bool have_system = false, sampling_given = false;
   GenerateOptions options;
-  options.now_ms = now_ms;
   options.max_new_tokens = 512;
   int threads = default_threads(), n_ctx = 4096;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -286,6 +325,7 @@ int run_chat(std::span<char* const> args) {
       options.sampling.greedy = true;
     } else if (a == "--temp" && has_value && (v = parse_number(args[++i]))) {
       options.sampling.temperature = static_cast<float>(*v);
+      sampling_given = true;
     } else if (a == "--seed" && has_value && (v = parse_number(args[++i])) && *v >= 0) {
       options.sampling.seed = static_cast<uint64_t>(*v);
     } else if (a == "-n" && has_value && (v = parse_number(args[++i])) && *v >= 1 && *v <= 1e6) {
@@ -298,6 +338,7 @@ int run_chat(std::span<char* const> args) {
       return usage_error(cat("chat: bad or unknown option '", a, "'"));
     }
   }
+  if (*webgpu && !sampling_given) options.sampling.greedy = true;
   if (model_path.empty()) {
     const std::optional<std::string> found = find_default_chat_model();
     if (!found)
@@ -306,24 +347,22 @@ int run_chat(std::span<char* const> args) {
     model_path = *found;
     std::fprintf(stderr, "chat: model %s\n", model_path.c_str());
   }
-  auto model = load_model(model_path, true);
-  if (!model) return fail(model.message());
-  if (!model->tokenizer) return fail(model->tokenizer_error);
-  const Tokenizer& tokenizer = *model->tokenizer;
-  const std::string& chat_template = tokenizer.vocab().chat_template;
-  const ChatFormat format = detect_chat_format(chat_template);
-  if (!have_system) system = default_system_prompt(chat_template);
-  ThreadPool pool(threads);
-  auto ctx = make_llama_context(model->weights, std::min(n_ctx, model->weights.hp.n_ctx_train));
-  if (!ctx) return fail(ctx.message());
-  const std::vector<int32_t> end_ids = end_of_generation_ids(tokenizer);
-  std::fprintf(stderr, "chat format: %.*s, context %d tokens; one line per turn, end with Ctrl-D\n",
-               static_cast<int>(chat_format_name(format).size()), chat_format_name(format).data(),
-               ctx->kv.n_ctx);
+  auto file = MappedFile::open(model_path);
+  if (!file) return fail(file.message());
+  // At most the model's training context: -n_ctx asks for min(n_ctx, training context).
+  auto llm = open_llm(*file, model_path, -n_ctx, threads, *webgpu);
+  if (!llm) return fail(llm.message());
+  SottoLlm* h = llm->get();
+  size_t info_bytes = 0;
+  const char* info_text = sotto_llm_info_json(h, &info_bytes);
+  const std::string info(info_text ? info_text : "", info_text ? info_bytes : 0);
+  if (!sotto_llm_format_turn(h, "", 0, "", 0, 1, 1, nullptr))  // chat needs the file's tokenizer
+    return fail(cat(model_path, ": ", sotto_llm_last_error(h)));
+  std::fprintf(stderr, "chat format: %s, context %d tokens%s; one line per turn, end with Ctrl-D\n",
+               json_field(info, "chat_format").c_str(), sotto_llm_n_ctx(h),
+               *webgpu ? cat(", webgpu (", json_field(info, "adapter"), ")").c_str() : "");
 
-  StdoutSink sink;
-  bool first_turn = true, reply_closed = true;
-  int32_t carry = kNoToken;  // last reply's token that has not been through the model yet
+  bool first_turn = true;
   std::string line;
   for (;;) {
     std::fputs("> ", stderr);
@@ -332,21 +371,21 @@ int run_chat(std::span<char* const> args) {
     while ((c = std::fgetc(stdin)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
     if (c == EOF && line.empty()) break;
     if (line.empty()) continue;
-    std::vector<int32_t> ids;
-    if (carry != kNoToken) ids.push_back(carry);
-    const auto turn = tokenizer.tokenize(format_user_turn(format, system, line, first_turn, reply_closed),
-                                         /*add_special=*/first_turn, /*parse_special=*/true);
-    ids.insert(ids.end(), turn.begin(), turn.end());
-    auto result = generate(pool, model->weights, *ctx, &tokenizer, ids, end_ids, options, &sink);
-    if (!result) return fail(result.message());
+    // A null system prompt is the model's own default (api/sotto.h).
+    size_t turn_bytes = 0;
+    const char* turn_text =
+        sotto_llm_format_turn(h, have_system ? system.data() : nullptr, system.size(), line.data(),
+                              line.size(), first_turn, first_turn || sotto_llm_reply_closed(h), &turn_bytes);
+    if (!turn_text) return fail(sotto_llm_last_error(h));
+    auto ids = tokenize(h, std::string_view(turn_text, turn_bytes), first_turn, true);
+    if (!ids) return fail(ids.message());
+    if (auto s = write_reply(h, *ids, options, !first_turn, true); !s) return fail(s.message());
+    SottoTimings t;
+    sotto_llm_timings(h, &t);
     print("\n");
-    std::fprintf(stderr,
-                 "[%d new prompt tokens in %.0f ms, %zu tokens at %.1f tokens/s, %d of %d positions used]\n",
-                 result->n_prompt, result->prefill_ms, result->ids.size(),
-                 result->decode_ms > 0 ? 1000.0 * result->n_decoded / result->decode_ms : 0.0, ctx->kv.n_past,
-                 ctx->kv.n_ctx);
-    carry = result->unprocessed;
-    reply_closed = result->stop == StopReason::EndOfGeneration;
+    std::fprintf(
+        stderr, "[%d new prompt tokens in %.0f ms, %d tokens at %.1f tokens/s, %d of %d positions used]\n",
+        t.n_prompt, t.prefill_ms, t.n_generated, t.decode_tokens_per_s, t.n_past, sotto_llm_n_ctx(h));
     first_turn = false;
   }
   return kExitOk;
@@ -385,7 +424,7 @@ int run_bench(std::span<char* const> all_args) {
     }
   }
   if (model_path.empty()) return usage_error("bench llm: no model given (-m FILE)");
-  auto model = load_model(model_path, false);
+  auto model = load_model(model_path);
   if (!model) return fail(model.message());
   const LlamaWeights& w = model->weights;
   ThreadPool pool(threads);

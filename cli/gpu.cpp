@@ -1,10 +1,9 @@
-// sotto generate / bench llm --backend webgpu: the language model on the GPU (gpu/llm_gpu.h) through Dawn.
+// sotto bench llm --backend webgpu: the language model on the GPU (gpu/llm_gpu.h) through Dawn. (generate and
+// chat run on the GPU through the C API: cli/generate.cpp.)
 //
-//   generate --backend webgpu -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--ctx N] [--json]
 //   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json]
 //
-// Greedy decoding only (argmax on the GPU; sampling there is not written yet). The prompt runs through the
-// decode plan one token at a time. bench --timings adds each op's GPU time from timestamp queries (when the
+// The prompt runs through the decode plan one token at a time. bench --timings adds each op's GPU time from timestamp queries (when the
 // adapter has them) and the large matrix x vector ops' GB/s next to a measured buffer-copy bandwidth.
 #include <algorithm>
 #include <chrono>
@@ -21,10 +20,8 @@
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/gguf.h"
-#include "models/llm/generate.h"
 #include "models/llm/llama.h"
 #include "models/llm/sampler.h"
-#include "text/tokenizer.h"
 
 namespace sotto::cli {
 
@@ -96,108 +93,6 @@ Result<int32_t> run_prompt(gpu::LlmGpu& llm, std::span<const int32_t> prompt) {
 }
 
 }  // namespace
-
-int run_generate_gpu(std::span<char* const> args) {
-  std::string model_path, prompt;
-  std::vector<int32_t> prompt_ids;
-  int n_predict = 64, n_ctx = 0;
-  bool json = false, have_prompt = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    const bool has_value = i + 1 < args.size();
-    std::optional<double> v;
-    if ((a == "-m" || a == "--model") && has_value) {
-      model_path = args[++i];
-    } else if ((a == "-p" || a == "--prompt") && has_value) {
-      prompt = args[++i];
-      have_prompt = true;
-    } else if (a == "--prompt-ids" && has_value) {
-      std::string_view s = args[++i];
-      while (!s.empty()) {
-        const size_t comma = s.find(',');
-        auto id = number(s.substr(0, comma));
-        if (!id || *id < 0 || *id > 2147483647.0)
-          return usage_error("generate: --prompt-ids needs ids like 1,403,407");
-        prompt_ids.push_back(static_cast<int32_t>(*id));
-        s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
-      }
-    } else if ((a == "-n" || a == "--n-predict") && has_value && (v = number(args[++i])) && *v >= 0 &&
-               *v <= 1e6) {
-      n_predict = static_cast<int>(*v);
-    } else if (a == "--ctx" && has_value && (v = number(args[++i])) && *v >= 1 && *v <= (1 << 20)) {
-      n_ctx = static_cast<int>(*v);
-    } else if (a == "--json") {
-      json = true;
-    } else if (a == "--greedy") {
-    } else {
-      return usage_error(cat("generate --backend webgpu: bad or unknown option '", a,
-                             "' (the GPU path decodes greedily; sampling options are CPU-only for now)"));
-    }
-  }
-  if (model_path.empty()) return usage_error("generate: no model given (-m FILE)");
-  if (!have_prompt && prompt_ids.empty())
-    return usage_error("generate: no prompt given (-p PROMPT or --prompt-ids)");
-  auto model = open_gpu_model(model_path, n_ctx, false);
-  if (!model) return fail(model.message());
-  gpu::LlmGpu& llm = *(*model)->llm;
-  std::optional<Tokenizer> tokenizer;
-  if (auto t = Tokenizer::from_gguf((*model)->gguf)) tokenizer.emplace(std::move(t).value());
-  if (have_prompt) {
-    if (!tokenizer) return fail(cat(model_path, ": no tokenizer in the file; use --prompt-ids"));
-    prompt_ids = tokenizer->tokenize(prompt, /*add_special=*/true, /*parse_special=*/false);
-  }
-  if (prompt_ids.empty()) return fail("llm: empty prompt (no tokens to start from)");
-  if (static_cast<int64_t>(prompt_ids.size()) + n_predict > llm.n_ctx())
-    return fail(cat("llm: ", prompt_ids.size(), " prompt + ", n_predict,
-                    " new tokens exceed the GPU context of ", llm.n_ctx(), " positions (--ctx)"));
-  const std::vector<int32_t> end_ids = tokenizer ? end_of_generation_ids(*tokenizer) : std::vector<int32_t>{};
-
-  std::vector<int32_t> ids;
-  const double t0 = now_ms();
-  auto next = n_predict > 0 ? run_prompt(llm, prompt_ids) : Result<int32_t>(-1);
-  if (!next) return fail(next.message());
-  const double t1 = now_ms();
-  std::string text;
-  while (static_cast<int>(ids.size()) < n_predict) {
-    const int32_t id = *next;
-    if (std::find(end_ids.begin(), end_ids.end(), id) != end_ids.end()) break;
-    ids.push_back(id);
-    if (tokenizer && !json) {  // print what the new token adds to the text so far
-      const std::string now = tokenizer->detokenize(ids, true, false);
-      if (now.size() > text.size() && now.compare(0, text.size(), text) == 0) {
-        std::fwrite(now.data() + text.size(), 1, now.size() - text.size(), stdout);
-        std::fflush(stdout);
-      }
-      text = now;
-    }
-    if (static_cast<int>(ids.size()) == n_predict) break;
-    next = llm.step(-1);
-    if (!next) return fail(next.message());
-  }
-  const double t2 = now_ms();
-  const double tokens_per_s = ids.size() > 1 ? 1000.0 * static_cast<double>(ids.size() - 1) / (t2 - t1) : 0.0;
-  if (tokenizer) text = tokenizer->detokenize(ids, true, false);
-  if (json) {
-    std::string out =
-        cat("{\"backend\":\"webgpu\",\"adapter\":", json_quote((*model)->device->info().description),
-            ",\"prompt_ids\":[");
-    for (size_t i = 0; i < prompt_ids.size(); ++i) out += cat(i ? "," : "", prompt_ids[i]);
-    out += "],\"ids\":[";
-    for (size_t i = 0; i < ids.size(); ++i) out += cat(i ? "," : "", ids[i]);
-    out += cat("],\"text\":", json_quote(text), ",\"prefill_ms\":", t1 - t0,
-               ",\"decode_tokens_per_s\":", tokens_per_s,
-               ",\"dispatches_per_token\":", llm.dispatches_per_token(), "}\n");
-    std::fwrite(out.data(), 1, out.size(), stdout);
-  } else {
-    std::printf("\n");
-    std::fprintf(stderr,
-                 "webgpu (%s): prompt %zu tokens in %.1f ms; wrote %zu tokens, %.1f tokens/s, %zu dispatches "
-                 "per token\n",
-                 (*model)->device->info().description.c_str(), prompt_ids.size(), t1 - t0, ids.size(),
-                 tokens_per_s, llm.dispatches_per_token());
-  }
-  return kExitOk;
-}
 
 int run_bench_gpu(std::span<char* const> args) {
   std::string model_path;

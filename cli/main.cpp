@@ -25,7 +25,7 @@ constexpr Command kCommands[] = {
      "show a model or audio file's format, metadata and tensors (GGUF, safetensors, ONNX, WAV)", run_info,
      "  --json                   one JSON object instead of tables\n"},
     {"generate", "generate -m FILE -p TEXT [-n N] [--json]",
-     "write text with a llama/qwen2/qwen3 GGUF model on the CPU", run_generate,
+     "write text with a llama/qwen2/qwen3/gemma3 GGUF model on the CPU or the GPU", run_generate,
      "  -m, --model FILE         GGUF model (llama, qwen2, qwen3)\n"
      "  -p, --prompt TEXT        the prompt (BOS added as the file's metadata says)\n"
      "  --prompt-ids JSON        the prompt as token ids instead, e.g. [1,415,2]\n"
@@ -44,6 +44,7 @@ constexpr Command kCommands[] = {
      "  --system TEXT            system prompt\n"
      "  --ctx N                  context positions (default 4096)\n"
      "  --threads T              threads (default: the cores, up to 8)\n"
+     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy only)\n"
      "  --greedy | --temp T --seed S\n"},
     {"bench", "bench llm -m FILE [--threads T]", "measure prefill (64 and 256 tokens) and decode speed",
      run_bench,

@@ -195,8 +195,8 @@ function withOutString(llm, call) {
 
 // Streams the file into wasm memory (the only full copy), then reads the model in place: the weights stay in
 // those bytes, so the page holds the file once plus the KV cache and small buffers.
-// device 'webgpu': the forward pass runs on this worker's GPU (api/sotto_llm_gpu.h); the CPU handle then
-// only tokenizes and formats (its context is kept tiny) and the weights are uploaded from the same bytes.
+// device 'webgpu': the forward pass runs on this worker's GPU (sotto_llm_load_on with the WebGPU backend);
+// the weights are uploaded from the same bytes, which stay for the tokenizer.
 async function llmLoad({ source, nCtx = 0, tokenizerOnly = false, device = 'cpu' }, progress) {
   if (device !== 'cpu' && device !== 'webgpu') throw new Error(`sotto: unknown device '${device}' (use 'cpu' or 'webgpu')`);
   const onGpu = device === 'webgpu' && !tokenizerOnly;
@@ -211,38 +211,25 @@ async function llmLoad({ source, nCtx = 0, tokenizerOnly = false, device = 'cpu'
   const { ptr, size, name } = await loadIntoWasm(source, progress);
   const loadMs = performance.now() - t0;
   const llm = wasm.sotto_llm_create();
-  const status = tokenizerOnly ? wasm.sotto_llm_load_tokenizer(llm, ptr, size) : wasm.sotto_llm_load(llm, ptr, size, onGpu ? 8 : nCtx | 0);
-  let gpuModel = 0;
-  let message = status !== 0 ? lastError(llm) : '';
-  if (!message && onGpu) {
-    gpuModel = wasm.sotto_llm_gpu_create();
-    if (wasm.sotto_llm_gpu_load(gpuModel, ptr, size, nCtx | 0) !== 0) message = readCString(memory, wasm.sotto_llm_gpu_last_error(gpuModel));
-  }
-  if (message) {
-    if (gpuModel) wasm.sotto_llm_gpu_destroy(gpuModel);
+  const status = tokenizerOnly ? wasm.sotto_llm_load_tokenizer(llm, ptr, size) : wasm.sotto_llm_load_on(llm, ptr, size, nCtx | 0, onGpu ? BACKEND_WEBGPU : BACKEND_CPU);
+  if (status !== 0) {
+    const message = lastError(llm);
     wasm.sotto_llm_destroy(llm);
     wasm.sotto_free(ptr);
     throw new Error(`sotto: ${name}: ${message}`);
   }
   const handle = nextModel++;
-  models.set(handle, { llm, gpuModel, bytesPtr: ptr, name });
+  models.set(handle, { llm, onGpu, bytesPtr: ptr, name });
   const info = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_info_json(llm, len)));
-  if (gpuModel) {
-    const lenPtr = wasm.sotto_alloc(4);
-    const json = wasm.sotto_llm_gpu_info_json(gpuModel, lenPtr);
-    info.gpu = JSON.parse(readString(memory, json, new Uint32Array(memory.buffer, lenPtr, 1)[0]));
-    wasm.sotto_free(lenPtr);
-    info.n_ctx = info.gpu.n_ctx;
-  }
+  if (onGpu) info.gpu = { adapter: info.adapter, backend: info.gpu_backend, dispatches_per_token: info.dispatches_per_token, n_ctx: info.n_ctx };
   return { handle, name, bytes: size, loadMs, readMs: performance.now() - t0 - loadMs, memoryBytes: memory.buffer.byteLength,
-    device: gpuModel ? 'webgpu' : 'cpu', ...info };
+    ...info, device: onGpu ? 'webgpu' : 'cpu' };
 }
 
 function llmDispose({ handle }) {
   const m = models.get(handle);
   if (!m) return false;
   models.delete(handle);
-  if (m.gpuModel) wasm.sotto_llm_gpu_destroy(m.gpuModel);
   wasm.sotto_llm_destroy(m.llm);
   wasm.sotto_free(m.bytesPtr);
   return true;
@@ -307,18 +294,10 @@ function writeSampling(ptr, o) {
 
 const STOP_NAMES = ['', 'length', 'eog', 'stop_string'];
 
-// The C functions of a generation on the model's device: the CPU ones (api/sotto.h) or the GPU ones
-// (api/sotto_llm_gpu.h, whose step answers GPU_PENDING while the token's readback is in flight).
-const GPU_PENDING = 100;
-function generationApi({ llm, gpuModel }) {
-  if (!gpuModel) {
-    return { h: llm, begin: wasm.sotto_llm_begin, step: wasm.sotto_llm_step, timings: wasm.sotto_llm_timings,
-      replyClosed: wasm.sotto_llm_reply_closed, resultJson: wasm.sotto_llm_result_json, error: () => lastError(llm) };
-  }
-  return { h: gpuModel, begin: wasm.sotto_llm_gpu_begin, step: wasm.sotto_llm_gpu_step, timings: wasm.sotto_llm_gpu_timings,
-    replyClosed: wasm.sotto_llm_gpu_reply_closed, resultJson: wasm.sotto_llm_gpu_result_json,
-    error: () => readCString(memory, wasm.sotto_llm_gpu_last_error(gpuModel)) };
-}
+// sotto_llm_step answers PENDING on the GPU while the token's readback is in flight (api/sotto.h).
+const PENDING = 100;
+const BACKEND_CPU = 0;
+const BACKEND_WEBGPU = 1;
 
 // Prefills `promptIds`, then steps token by token, posting {id, text} for each as progress so the page sees
 // tokens as they come. `cancel` (an Int32Array on a SharedArrayBuffer) set to 1 ends it after the current
@@ -326,8 +305,6 @@ function generationApi({ llm, gpuModel }) {
 async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache = false, cancel, prompt, resultJson, topLogprobs = 0 }, progress) {
   const m = model(handle);
   const { llm } = m;
-  const api = generationApi(m);
-  if (m.gpuModel && topLogprobs > 0) throw new Error('sotto: top logprobs are not available on the webgpu backend');
   const ids = idsToWasm(promptIds);
   const params = wasm.sotto_alloc(40);
   const stopBytes = encoder.encode(stops.map((s) => `${s}\0`).join(''));
@@ -338,19 +315,19 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
     if (topLogprobs > 0)
       out.topLogprobs = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_top_logprobs(llm, ids, promptIds.length, topLogprobs, len)));
     writeSampling(params, sampling);
-    if (api.begin(api.h, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
-      throw new Error(`sotto: ${api.error()}`);
+    if (wasm.sotto_llm_begin(llm, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
+      throw new Error(`sotto: ${lastError(llm)}`);
     for (;;) {
       if (cancel && Atomics.load(cancel, 0)) {
         out.stop = 'cancelled';
         break;
       }
-      let status = api.step(api.h, step);
-      while (status === GPU_PENDING) {
+      let status = wasm.sotto_llm_step(llm, step);
+      while (status === PENDING) {
         await gpu.pending();  // the token's readback completes only while this worker's event loop runs
-        status = api.step(api.h, step);
+        status = wasm.sotto_llm_step(llm, step);
       }
-      if (status !== 0) throw new Error(`sotto: ${api.error()}`);
+      if (status !== 0) throw new Error(`sotto: ${lastError(llm)}`);
       const [id, done, stop] = new Int32Array(memory.buffer, step, 3);
       const [textBytes, textPtr] = new Uint32Array(memory.buffer, step + 12, 2);
       const text = textBytes ? readString(memory, textPtr, textBytes) : '';
@@ -363,7 +340,7 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
       }
     }
     const timings = wasm.sotto_alloc(40);
-    api.timings(api.h, timings);
+    wasm.sotto_llm_timings(llm, timings);
     const tv = new DataView(memory.buffer, timings, 40);
     Object.assign(out, {
       nPrompt: tv.getInt32(0, true),
@@ -372,13 +349,13 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
       prefillMs: tv.getFloat64(16, true),
       decodeMs: tv.getFloat64(24, true),
       decodeTokensPerS: tv.getFloat64(32, true),
-      replyClosed: api.replyClosed(api.h) === 1,
+      replyClosed: wasm.sotto_llm_reply_closed(llm) === 1,
     });
     wasm.sotto_free(timings);
     if (resultJson) {
       const p = toWasm(prompt ?? '');
       try {
-        out.json = withOutString(llm, (len) => api.resultJson(api.h, p.ptr, p.bytes, len));
+        out.json = withOutString(llm, (len) => wasm.sotto_llm_result_json(llm, p.ptr, p.bytes, len));
       } finally {
         wasm.sotto_free(p.ptr);
       }
@@ -438,11 +415,9 @@ async function gpuTimings() {
 // -> {timestamps, timings: [{label, ns}]} (one entry per dispatch, labelled by pipeline)
 async function llmGpuProfile({ handle }) {
   const m = model(handle);
-  if (!m.gpuModel) throw new Error('sotto: this model runs on the CPU (load it with device: \'webgpu\')');
-  if (wasm.sotto_llm_gpu_profile_step(m.gpuModel) !== 0) throw new Error(`sotto: ${readCString(memory, wasm.sotto_llm_gpu_last_error(m.gpuModel))}`);
-  const lenPtr = wasm.sotto_alloc(4);
-  const names = JSON.parse(readString(memory, wasm.sotto_llm_gpu_plan_names_json(m.gpuModel, lenPtr), new Uint32Array(memory.buffer, lenPtr, 1)[0]));
-  wasm.sotto_free(lenPtr);
+  if (!m.onGpu) throw new Error('sotto: this model runs on the CPU (load it with device: \'webgpu\')');
+  if (wasm.sotto_llm_profile_step(m.llm) !== 0) throw new Error(`sotto: ${lastError(m.llm)}`);
+  const names = JSON.parse(withOutString(m.llm, (len) => wasm.sotto_llm_plan_names_json(m.llm, len)));
   const { timestamps, timings } = await gpuTimings();
   // The plan's own names (which op each dispatch is) where they line up with the timed commands.
   const named = timings.length === names.length ? timings.map((x, i) => ({ label: names[i], kernel: x.label, ns: x.ns })) : timings;

@@ -11,6 +11,11 @@
  *   sotto_llm_begin(llm, ids, n, &sampling, NULL, 0, 0);     // prefill
  *   do sotto_llm_step(llm, &step); while (!step.done);        // one token per call
  *   sotto_llm_destroy(llm);
+ *
+ * The same handle runs the model on the GPU when loaded with sotto_llm_load_on(..., SOTTO_BACKEND_WEBGPU):
+ * greedy decoding, the argmax chosen on the GPU and only its 4-byte id read back. In WebAssembly that read
+ * completes only after control has gone back to JS, so sotto_llm_step then answers SOTTO_PENDING (nothing
+ * written): JS awaits the device's pending work (web/gpu.js) and calls sotto_llm_step again.
  */
 #ifndef SOTTO_API_SOTTO_H
 #define SOTTO_API_SOTTO_H
@@ -28,6 +33,13 @@ enum SottoStatus {
   SOTTO_ERROR_FILE = 2,     /* the model file cannot be read as a supported GGUF model */
   SOTTO_ERROR_MEMORY = 3,   /* a buffer (KV cache) could not be allocated */
   SOTTO_ERROR_RUN = 4,      /* the prompt does not fit the context, or a forward pass failed */
+  SOTTO_PENDING = 100,      /* sotto_llm_step: the GPU's token is not back yet (WebAssembly); call again */
+};
+
+/* Where a model's forward pass runs (sotto_llm_load_on). */
+enum SottoBackend {
+  SOTTO_BACKEND_CPU = 0,
+  SOTTO_BACKEND_WEBGPU = 1, /* gpu/device.h open_device(): Dawn natively, the page's WebGPU in wasm */
 };
 
 /* Why a generation ended (SottoStep.stop); SOTTO_STOP_NONE while it goes on. */
@@ -87,13 +99,19 @@ const char* sotto_llm_last_error(const SottoLlm* llm);
  * context; < 0: the training context but at most -n_ctx positions (the web's default, -4096). A file without
  * a usable tokenizer still loads (ids only); the text functions then fail with the tokenizer's error. */
 int32_t sotto_llm_load(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t n_ctx);
+/* As sotto_llm_load, on a chosen backend (enum SottoBackend). SOTTO_BACKEND_WEBGPU opens the platform's
+ * WebGPU device and uploads the weights (the bytes must still outlive the handle: the tokenizer reads them);
+ * it fails with SOTTO_ERROR_RUN when there is no device or the GPU path lacks something the model needs
+ * (the message says what), and the handle stays empty: load it again on the CPU. */
+int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t n_ctx, int32_t backend);
 /* Only the tokenizer of a GGUF file (llama.cpp's vocab-only files have no weights): the text functions work,
  * generation does not. The bytes must stay alive as for sotto_llm_load. */
 int32_t sotto_llm_load_tokenizer(SottoLlm* llm, const uint8_t* bytes, size_t size);
 int32_t sotto_llm_n_ctx(const SottoLlm* llm);
 int32_t sotto_llm_n_vocab(const SottoLlm* llm);
 /* {"arch","n_ctx","n_ctx_train","n_vocab","n_layer","n_embd","chat_format","default_system","bos","eos",
- *  "end_ids":[...],"has_tokenizer","has_weights"} */
+ *  "end_ids":[...],"has_tokenizer","has_weights","backend":"cpu"|"webgpu"}, and on the GPU also
+ *  "adapter" and "dispatches_per_token". */
 const char* sotto_llm_info_json(SottoLlm* llm, size_t* out_bytes);
 
 /* Text -> ids. Writes min(n, capacity) ids to `out` and returns n, the full count (call again with a larger
@@ -105,7 +123,7 @@ int32_t sotto_llm_tokenize(SottoLlm* llm, const char* text, size_t text_bytes, i
 const char* sotto_llm_detokenize(SottoLlm* llm, const int32_t* ids, size_t n_ids, int32_t remove_special,
                                  int32_t render_special, size_t* out_bytes);
 /* The text of one new user turn in the model's chat format (chat_template.h): first_turn starts the
- * conversation (system prompt first when not empty); reply_closed says the previous reply ended with its
+ * conversation (system prompt first when not empty; a null `system` is the model's default one); reply_closed says the previous reply ended with its
  * end-of-turn token. Tokenize it with parse_special = 1 (and add_special = first_turn). */
 const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
                                   size_t user_bytes, int32_t first_turn, int32_t reply_closed,
@@ -117,17 +135,24 @@ const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t syst
  * the conversation. stops: stop strings, each ending with a NUL, stops_bytes in all (0: none). */
 int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const SottoSampling* sampling,
                         const char* stops, size_t stops_bytes, int32_t keep_cache);
-/* Writes one token (after running the previous one through the model). After the end: done = 1, id = -1. */
+/* Writes one token (after running the previous one through the model). After the end: done = 1, id = -1.
+ * On the GPU in WebAssembly: SOTTO_PENDING while the token is on its way (see the top of this file). */
 int32_t sotto_llm_step(SottoLlm* llm, SottoStep* out);
 /* 1 when the last generation ended with an end-of-turn token (the next chat turn needs no closing). */
 int32_t sotto_llm_reply_closed(const SottoLlm* llm);
 int32_t sotto_llm_timings(const SottoLlm* llm, SottoTimings* out);
 /* The first step's top_n log-probabilities for `ids` as JSON [{"id","logprob"}], kept for result_json;
- * empties the context (run it before sotto_llm_begin). */
+ * empties the context (run it before sotto_llm_begin). CPU only. */
 const char* sotto_llm_top_logprobs(SottoLlm* llm, const int32_t* ids, size_t n_ids, int32_t top_n,
                                    size_t* out_bytes);
 /* The `sotto generate --json` object of the last generation (one line, no newline). */
 const char* sotto_llm_result_json(SottoLlm* llm, const char* prompt, size_t prompt_bytes, size_t* out_bytes);
+/* GPU only. Runs one decode step of the plan with timestamp queries at the next position (it advances the
+ * context like a token would): natively the per-dispatch times are then ready; in WebAssembly web/gpu.js
+ * collects them (they resolve asynchronously). A device without timestamp queries just runs the step. */
+int32_t sotto_llm_profile_step(SottoLlm* llm);
+/* GPU only. What each dispatch of the decode step is, in plan order: a JSON array of names ("attention"). */
+const char* sotto_llm_plan_names_json(SottoLlm* llm, size_t* out_bytes);
 
 /* ------------------------------------------------------------------ voice activity detection (Silero VAD)
  *

@@ -1,6 +1,8 @@
 // The C API's language model (api/sotto.h): a handle owns the parsed GGUF views, the weights (pointing into
-// the caller's bytes), the tokenizer, one context (KV cache) and the generation in progress. Every entry
-// point checks its arguments, turns errors into a status code and keeps the message on the handle.
+// the caller's bytes), the tokenizer, the model on its backend (a CPU context with its KV cache, or the GPU
+// plan of gpu/llm_gpu.h on a device) and the generation in progress. Both backends go through the same
+// Generation (models/llm/generate.h), so the rules of writing text are one piece of code. Every entry point
+// checks its arguments, turns errors into a status code and keeps the message on the handle.
 #include "api/sotto.h"
 
 #include <algorithm>
@@ -12,6 +14,8 @@
 
 #include "api/clock.h"
 #include "core/thread_pool.h"
+#include "gpu/device.h"
+#include "gpu/llm_gpu.h"
 #include "io/describe.h"
 #include "io/gguf.h"
 #include "models/llm/chat_template.h"
@@ -32,7 +36,11 @@ struct SottoLlm {
   std::optional<sotto::Tokenizer> tokenizer;
   std::string tokenizer_error;
   std::vector<int32_t> end_ids;
-  std::optional<sotto::LlamaContext> ctx;
+  int32_t backend = SOTTO_BACKEND_CPU;
+  std::optional<sotto::LlamaContext> ctx;      // CPU
+  std::unique_ptr<sotto::gpu::Device> device;  // GPU
+  std::unique_ptr<sotto::gpu::LlmGpu> gpu;     // GPU: the recorded plan on `device`
+  std::unique_ptr<sotto::TokenModel> model;    // the backend's forward pass, as Generation drives it
 
   sotto::Generation generation;
   bool generated = false;            // `generation` holds a finished or running generation
@@ -44,6 +52,50 @@ struct SottoLlm {
 namespace {
 
 using sotto::cat;
+
+// The GPU plan as a TokenModel: greedy only (the argmax is taken on the GPU), and the token it chose stays in
+// its token buffer for the next step, so only the 4-byte id travels, once per token.
+class GpuTokenModel final : public sotto::TokenModel {
+ public:
+  explicit GpuTokenModel(sotto::gpu::LlmGpu& llm) : llm_(&llm) {}
+  int n_past() const override { return llm_->n_past(); }
+  int n_ctx() const override { return llm_->n_ctx(); }
+  void clear() override {
+    llm_->reset();
+    last_choice_ = sotto::kNoToken;
+  }
+  sotto::Status supports(const sotto::SamplerParams& p) const override {
+    if (!p.greedy && p.temperature > 0.0f)
+      return sotto::error("llm: the webgpu backend decodes greedily only (greedy, or temperature 0)");
+    return {};
+  }
+  sotto::Status run(std::span<const int32_t> ids, bool choose_next) override {
+    // A generation abandoned while a read was in flight: that token is in the cache, its id is dropped.
+    reading_ = false;
+    const bool chosen_on_gpu = ids.size() == 1 && ids[0] == last_choice_;
+    last_choice_ = sotto::kNoToken;
+    for (int32_t id : ids) SOTTO_TRY(llm_->submit(chosen_on_gpu ? -1 : id));
+    if (choose_next) {
+      SOTTO_TRY(llm_->start_finish());
+      reading_ = true;
+    }
+    return {};
+  }
+  sotto::Result<Choice> choose(sotto::Sampler&, std::span<const int32_t>, int32_t* id) override {
+    if (!reading_) return sotto::error("llm: no token is being chosen on the GPU");
+    const sotto::gpu::DeviceStatus s = llm_->finish(id);
+    if (s == sotto::gpu::DeviceStatus::Pending) return Choice::Pending;
+    reading_ = false;
+    if (s == sotto::gpu::DeviceStatus::Error) return sotto::error(llm_->device().last_error());
+    last_choice_ = *id;
+    return Choice::Ready;
+  }
+
+ private:
+  sotto::gpu::LlmGpu* llm_;
+  int32_t last_choice_ = sotto::kNoToken;  // the GPU's last argmax, still in its token buffer
+  bool reading_ = false;
+};
 
 int32_t fail(SottoLlm* llm, int32_t status, std::string message) {
   llm->last_error = std::move(message);
@@ -143,10 +195,16 @@ const char* sotto_llm_last_error(const SottoLlm* llm) {
 }
 
 int32_t sotto_llm_load(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t n_ctx) {
+  return sotto_llm_load_on(llm, bytes, size, n_ctx, SOTTO_BACKEND_CPU);
+}
+
+int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t n_ctx, int32_t backend) {
   if (!llm) return SOTTO_ERROR_ARGUMENT;
   llm->last_error.clear();
   if (llm->loaded) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: this handle already holds a model");
   if (!bytes && size) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: no bytes given");
+  if (backend != SOTTO_BACKEND_CPU && backend != SOTTO_BACKEND_WEBGPU)
+    return fail(llm, SOTTO_ERROR_ARGUMENT, cat("llm: unknown backend ", backend, " (0: cpu, 1: webgpu)"));
   auto gguf = sotto::parse_gguf({bytes, size});
   if (!gguf) return fail(llm, SOTTO_ERROR_FILE, gguf.message());
   llm->gguf = std::move(gguf).value();
@@ -156,9 +214,21 @@ int32_t sotto_llm_load(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t
   if (n_ctx < 0)
     n_ctx =
         static_cast<int32_t>(std::min<int64_t>(-static_cast<int64_t>(n_ctx), llm->weights.hp.n_ctx_train));
-  auto ctx = sotto::make_llama_context(llm->weights, n_ctx);
-  if (!ctx) return fail(llm, SOTTO_ERROR_MEMORY, ctx.message());
-  llm->ctx.emplace(std::move(ctx).value());
+  if (backend == SOTTO_BACKEND_WEBGPU) {
+    auto device = sotto::gpu::open_device();
+    if (!device) return fail(llm, SOTTO_ERROR_RUN, device.message());
+    auto gpu = sotto::gpu::LlmGpu::create(**device, llm->weights, n_ctx);
+    if (!gpu) return fail(llm, SOTTO_ERROR_RUN, gpu.message());
+    llm->device = std::move(device).value();
+    llm->gpu = std::move(gpu).value();
+    llm->model = std::make_unique<GpuTokenModel>(*llm->gpu);
+  } else {
+    auto ctx = sotto::make_llama_context(llm->weights, n_ctx);
+    if (!ctx) return fail(llm, SOTTO_ERROR_MEMORY, ctx.message());
+    llm->ctx.emplace(std::move(ctx).value());
+    llm->model = std::make_unique<sotto::CpuTokenModel>(*llm->pool, llm->weights, *llm->ctx);
+  }
+  llm->backend = backend;
   llm->has_weights = true;
   auto tokenizer = sotto::Tokenizer::from_gguf(llm->gguf);
   if (tokenizer) {
@@ -190,7 +260,7 @@ int32_t sotto_llm_load_tokenizer(SottoLlm* llm, const uint8_t* bytes, size_t siz
 }
 
 int32_t sotto_llm_n_ctx(const SottoLlm* llm) {
-  return llm && llm->ctx ? llm->ctx->kv.n_ctx : 0;
+  return llm && llm->model ? llm->model->n_ctx() : 0;
 }
 
 int32_t sotto_llm_n_vocab(const SottoLlm* llm) {
@@ -203,15 +273,20 @@ const char* sotto_llm_info_json(SottoLlm* llm, size_t* out_bytes) {
   const std::string chat_template = llm->tokenizer ? llm->tokenizer->vocab().chat_template : "";
   const int32_t bos = llm->tokenizer ? llm->tokenizer->vocab().bos : -1;
   const int32_t eos = llm->tokenizer ? llm->tokenizer->vocab().eos : -1;
+  std::string backend = llm->backend == SOTTO_BACKEND_WEBGPU ? "\"webgpu\"" : "\"cpu\"";
+  if (llm->gpu)
+    backend += cat(",\"adapter\":", sotto::json_quote(llm->device->info().description),
+                   ",\"gpu_backend\":", sotto::json_quote(llm->device->info().backend),
+                   ",\"dispatches_per_token\":", llm->gpu->dispatches_per_token());
   return give(llm,
-              cat("{\"arch\":", sotto::json_quote(hp.arch), ",\"n_ctx\":", llm->ctx ? llm->ctx->kv.n_ctx : 0,
+              cat("{\"arch\":", sotto::json_quote(hp.arch), ",\"n_ctx\":", sotto_llm_n_ctx(llm),
                   ",\"n_ctx_train\":", hp.n_ctx_train, ",\"n_vocab\":", hp.n_vocab,
                   ",\"n_layer\":", hp.n_layer, ",\"n_embd\":", hp.n_embd, ",\"chat_format\":\"",
                   sotto::chat_format_name(sotto::detect_chat_format(chat_template)),
                   "\",\"default_system\":", sotto::json_quote(sotto::default_system_prompt(chat_template)),
                   ",\"bos\":", bos, ",\"eos\":", eos, ",\"end_ids\":", ids_json(llm->end_ids),
                   ",\"has_tokenizer\":", llm->tokenizer ? "true" : "false",
-                  ",\"has_weights\":", llm->has_weights ? "true" : "false", "}"),
+                  ",\"has_weights\":", llm->has_weights ? "true" : "false", ",\"backend\":", backend, "}"),
               out_bytes);
 }
 
@@ -247,12 +322,14 @@ const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t syst
                                   size_t user_bytes, int32_t first_turn, int32_t reply_closed,
                                   size_t* out_bytes) {
   if (!ready(llm, true)) return nullptr;
-  const sotto::ChatFormat format = sotto::detect_chat_format(llm->tokenizer->vocab().chat_template);
+  const std::string& chat_template = llm->tokenizer->vocab().chat_template;
+  const sotto::ChatFormat format = sotto::detect_chat_format(chat_template);
+  const std::string system_text =
+      system ? std::string(system, system_bytes) : sotto::default_system_prompt(chat_template);
   return give(
       llm,
-      sotto::format_user_turn(format, std::string_view(system ? system : "", system ? system_bytes : 0),
-                              std::string_view(user ? user : "", user ? user_bytes : 0), first_turn != 0,
-                              reply_closed != 0),
+      sotto::format_user_turn(format, system_text, std::string_view(user ? user : "", user ? user_bytes : 0),
+                              first_turn != 0, reply_closed != 0),
       out_bytes);
 }
 
@@ -263,10 +340,12 @@ int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const S
     return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: begin: null ids or sampling");
   sotto::GenerateOptions options;
   options.now_ms = sotto::now_ms;
+  const sotto::SamplerParams params{sampling->greedy != 0,   sampling->temperature, sampling->top_k,
+                                    sampling->top_p,         sampling->min_p,       sampling->repeat_penalty,
+                                    sampling->repeat_last_n, sampling->seed};
+  if (sotto::Status s = llm->model->supports(params); !s) return fail(llm, SOTTO_ERROR_ARGUMENT, s.message());
   options.max_new_tokens = sampling->max_new_tokens;
-  options.sampling = {sampling->greedy != 0,   sampling->temperature, sampling->top_k,
-                      sampling->top_p,         sampling->min_p,       sampling->repeat_penalty,
-                      sampling->repeat_last_n, sampling->seed};
+  options.sampling = params;
   for (size_t at = 0; stops && at < stops_bytes;) {
     const char* end = static_cast<const char*>(std::memchr(stops + at, '\0', stops_bytes - at));
     const size_t len = end ? static_cast<size_t>(end - (stops + at)) : stops_bytes - at;
@@ -276,15 +355,18 @@ int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const S
   std::vector<int32_t> prompt;
   const int32_t carried = llm->generated ? llm->generation.result().unprocessed : sotto::kNoToken;
   if (keep_cache && carried != sotto::kNoToken) prompt.push_back(carried);
-  if (!keep_cache) llm->ctx->kv.clear();
+  if (!keep_cache) llm->model->clear();
   prompt.insert(prompt.end(), ids, ids + n_ids);
   llm->prompt_ids.assign(ids, ids + n_ids);
   llm->result_top_logprobs = std::move(llm->pending_top_logprobs);
   llm->pending_top_logprobs.clear();
   const sotto::Tokenizer* tokenizer = llm->tokenizer ? &*llm->tokenizer : nullptr;
   llm->generated = false;
-  sotto::Status status =
-      llm->generation.begin(*llm->pool, llm->weights, *llm->ctx, tokenizer, prompt, llm->end_ids, options);
+  for (int32_t id : prompt)
+    if (id < 0 || id >= llm->weights.hp.n_vocab)
+      return fail(llm, SOTTO_ERROR_ARGUMENT,
+                  cat("llm: token id ", id, " is outside the vocabulary (", llm->weights.hp.n_vocab, ")"));
+  sotto::Status status = llm->generation.begin(*llm->model, tokenizer, prompt, llm->end_ids, options);
   if (!status) return fail(llm, SOTTO_ERROR_RUN, status.message());
   llm->generated = true;
   return SOTTO_OK;
@@ -297,6 +379,7 @@ int32_t sotto_llm_step(SottoLlm* llm, SottoStep* out) {
   if (!llm->generated) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: step before begin");
   auto step = llm->generation.step();
   if (!step) return fail(llm, SOTTO_ERROR_RUN, step.message());
+  if (step->pending) return SOTTO_PENDING;
   llm->out = std::move(step->text);
   out->id = step->id;
   out->done = step->done ? 1 : 0;
@@ -314,7 +397,7 @@ int32_t sotto_llm_reply_closed(const SottoLlm* llm) {
 int32_t sotto_llm_timings(const SottoLlm* llm, SottoTimings* out) {
   if (!llm || !out) return SOTTO_ERROR_ARGUMENT;
   *out = SottoTimings{};
-  if (llm->ctx) out->n_past = llm->ctx->kv.n_past;
+  if (llm->model) out->n_past = llm->model->n_past();
   if (!llm->generated) return SOTTO_OK;
   const sotto::GenerateResult& r = llm->generation.result();
   out->n_prompt = r.n_prompt;
@@ -330,6 +413,9 @@ const char* sotto_llm_top_logprobs(SottoLlm* llm, const int32_t* ids, size_t n_i
                                    size_t* out_bytes) {
   if (!ready(llm, false, true)) return nullptr;
   if (!ids && n_ids) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: top_logprobs: null ids"), nullptr;
+  if (!llm->ctx)
+    return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: top logprobs are not available on the webgpu backend"),
+           nullptr;
   llm->ctx->kv.clear();
   llm->generated = false;
   auto logits = sotto::forward(*llm->pool, llm->weights, *llm->ctx, {ids, n_ids});
@@ -347,6 +433,24 @@ const char* sotto_llm_result_json(SottoLlm* llm, const char* prompt, size_t prom
       sotto::generate_result_json(std::string_view(prompt ? prompt : "", prompt ? prompt_bytes : 0),
                                   llm->prompt_ids, llm->generation.result(), llm->result_top_logprobs),
       out_bytes);
+}
+
+int32_t sotto_llm_profile_step(SottoLlm* llm) {
+  if (!ready(llm, false, true)) return SOTTO_ERROR_ARGUMENT;
+  if (!llm->gpu) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: profile_step needs the webgpu backend");
+  std::vector<std::pair<std::string, uint64_t>> per_dispatch_ns;
+  sotto::Status s = llm->gpu->time_step(&per_dispatch_ns);
+  if (!s) return fail(llm, SOTTO_ERROR_RUN, s.message());
+  return SOTTO_OK;
+}
+
+const char* sotto_llm_plan_names_json(SottoLlm* llm, size_t* out_bytes) {
+  if (!ready(llm, false, true)) return nullptr;
+  if (!llm->gpu) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: plan names need the webgpu backend"), nullptr;
+  std::string json = "[";
+  for (const std::string& name : llm->gpu->plan_names())
+    json += cat(json.size() > 1 ? "," : "", sotto::json_quote(name));
+  return give(llm, json + "]", out_bytes);
 }
 
 }  // extern "C"

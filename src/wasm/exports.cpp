@@ -6,7 +6,6 @@
 #include <string>
 
 #include "api/sotto.h"
-#include "api/sotto_llm_gpu.h"
 #include "core/thread_pool.h"
 #include "io/describe.h"
 #include "wasm/selftest_wasm.h"
@@ -99,6 +98,10 @@ SOTTO_EXPORT(sotto_llm_last_error) const char* wasm_llm_last_error(const SottoLl
 SOTTO_EXPORT(sotto_llm_load)
 int32_t wasm_llm_load(SottoLlm* llm, const uint8_t* bytes, uint32_t size, int32_t n_ctx) {
   return sotto_llm_load(llm, bytes, size, n_ctx);
+}
+SOTTO_EXPORT(sotto_llm_load_on)
+int32_t wasm_llm_load_on(SottoLlm* llm, const uint8_t* bytes, uint32_t size, int32_t n_ctx, int32_t backend) {
+  return sotto_llm_load_on(llm, bytes, size, n_ctx, backend);
 }
 SOTTO_EXPORT(sotto_llm_load_tokenizer)
 int32_t wasm_llm_load_tokenizer(SottoLlm* llm, const uint8_t* bytes, uint32_t size) {
@@ -232,52 +235,15 @@ int32_t wasm_vad_segmenter_speaking(const SottoVadSegmenter* segmenter) {
   return sotto_vad_segmenter_speaking(segmenter);
 }
 
-// The language model on the GPU (api/sotto_llm_gpu.h) on the engine worker's WebGPU device (web/gpu.js):
-// the same functions under the same names. sotto_llm_gpu_step answers SOTTO_GPU_PENDING (100) while the
-// token's readback is in flight; web/worker.js then awaits the device and calls it again.
-SOTTO_EXPORT(sotto_llm_gpu_create) SottoLlmGpu* wasm_llm_gpu_create() {
-  return sotto_llm_gpu_create();
+// The language model on the GPU: the same handle, loaded on the engine worker's WebGPU device (web/gpu.js).
+// sotto_llm_step answers SOTTO_PENDING (100) while the token's readback is in flight; web/worker.js then
+// awaits the device and calls it again.
+SOTTO_EXPORT(sotto_llm_profile_step) int32_t wasm_llm_profile_step(SottoLlm* llm) {
+  return sotto_llm_profile_step(llm);
 }
-SOTTO_EXPORT(sotto_llm_gpu_destroy) void wasm_llm_gpu_destroy(SottoLlmGpu* gpu) {
-  sotto_llm_gpu_destroy(gpu);
-}
-SOTTO_EXPORT(sotto_llm_gpu_last_error) const char* wasm_llm_gpu_last_error(const SottoLlmGpu* gpu) {
-  return sotto_llm_gpu_last_error(gpu);
-}
-SOTTO_EXPORT(sotto_llm_gpu_load)
-int32_t wasm_llm_gpu_load(SottoLlmGpu* gpu, const uint8_t* bytes, uint32_t size, int32_t n_ctx) {
-  return sotto_llm_gpu_load(gpu, bytes, size, n_ctx);
-}
-SOTTO_EXPORT(sotto_llm_gpu_info_json)
-const char* wasm_llm_gpu_info_json(SottoLlmGpu* gpu, size_t* out_bytes) {
-  return sotto_llm_gpu_info_json(gpu, out_bytes);
-}
-SOTTO_EXPORT(sotto_llm_gpu_begin)
-int32_t wasm_llm_gpu_begin(SottoLlmGpu* gpu, const int32_t* ids, uint32_t n_ids,
-                           const SottoSampling* sampling, const char* stops, uint32_t stops_bytes,
-                           int32_t keep_cache) {
-  return sotto_llm_gpu_begin(gpu, ids, n_ids, sampling, stops, stops_bytes, keep_cache);
-}
-SOTTO_EXPORT(sotto_llm_gpu_step) int32_t wasm_llm_gpu_step(SottoLlmGpu* gpu, SottoStep* out) {
-  return sotto_llm_gpu_step(gpu, out);
-}
-SOTTO_EXPORT(sotto_llm_gpu_reply_closed) int32_t wasm_llm_gpu_reply_closed(const SottoLlmGpu* gpu) {
-  return sotto_llm_gpu_reply_closed(gpu);
-}
-SOTTO_EXPORT(sotto_llm_gpu_timings) int32_t wasm_llm_gpu_timings(const SottoLlmGpu* gpu, SottoTimings* out) {
-  return sotto_llm_gpu_timings(gpu, out);
-}
-SOTTO_EXPORT(sotto_llm_gpu_profile_step) int32_t wasm_llm_gpu_profile_step(SottoLlmGpu* gpu) {
-  return sotto_llm_gpu_profile_step(gpu);
-}
-SOTTO_EXPORT(sotto_llm_gpu_plan_names_json)
-const char* wasm_llm_gpu_plan_names_json(SottoLlmGpu* gpu, size_t* out_bytes) {
-  return sotto_llm_gpu_plan_names_json(gpu, out_bytes);
-}
-SOTTO_EXPORT(sotto_llm_gpu_result_json)
-const char* wasm_llm_gpu_result_json(SottoLlmGpu* gpu, const char* prompt, uint32_t prompt_bytes,
-                                     size_t* out_bytes) {
-  return sotto_llm_gpu_result_json(gpu, prompt, prompt_bytes, out_bytes);
+SOTTO_EXPORT(sotto_llm_plan_names_json)
+const char* wasm_llm_plan_names_json(SottoLlm* llm, size_t* out_bytes) {
+  return sotto_llm_plan_names_json(llm, out_bytes);
 }
 
 }  // extern "C"

@@ -40,18 +40,36 @@ std::vector<int32_t> end_of_generation_ids(const Tokenizer& tokenizer) {
   return ids;
 }
 
+Status CpuTokenModel::run(std::span<const int32_t> ids, bool) {
+  SOTTO_ASSIGN(logits_, forward(*pool_, *weights_, *ctx_, ids));
+  return {};
+}
+
+Result<TokenModel::Choice> CpuTokenModel::choose(Sampler& sampler, std::span<const int32_t> history,
+                                                 int32_t* id) {
+  if (logits_.empty()) return error("llm: no logits to choose from (nothing has been run)");
+  *id = sampler.sample(logits_, history);
+  return Choice::Ready;
+}
+
 Status Generation::begin(ThreadPool& pool, const LlamaWeights& weights, LlamaContext& ctx,
                          const Tokenizer* tokenizer, std::span<const int32_t> prompt_ids,
                          std::span<const int32_t> end_ids, const GenerateOptions& options) {
+  own_model_.emplace(pool, weights, ctx);
+  return begin(*own_model_, tokenizer, prompt_ids, end_ids, options);
+}
+
+Status Generation::begin(TokenModel& model, const Tokenizer* tokenizer, std::span<const int32_t> prompt_ids,
+                         std::span<const int32_t> end_ids, const GenerateOptions& options) {
   done_ = true;
+  if (own_model_ && &model != &*own_model_) own_model_.reset();  // a CPU begin() before this one
   if (prompt_ids.empty()) return error("llm: empty prompt (no tokens to start from)");
-  const int free_positions = ctx.kv.n_ctx - ctx.kv.n_past;
+  const int free_positions = model.n_ctx() - model.n_past();
   if (static_cast<int64_t>(prompt_ids.size()) > free_positions)
     return error("llm: the prompt has ", prompt_ids.size(), " tokens but the context has room for only ",
-                 free_positions, " more (", ctx.kv.n_ctx, " positions, ", ctx.kv.n_past, " used)");
-  pool_ = &pool;
-  weights_ = &weights;
-  ctx_ = &ctx;
+                 free_positions, " more (", model.n_ctx(), " positions, ", model.n_past(), " used)");
+  SOTTO_TRY(model.supports(options.sampling));
+  model_ = &model;
   tokenizer_ = tokenizer;
   end_ids_.assign(end_ids.begin(), end_ids.end());
   options_ = options;
@@ -63,14 +81,16 @@ Status Generation::begin(ThreadPool& pool, const LlamaWeights& weights, LlamaCon
   longest_stop_ = 0;
   for (const std::string& s : options.stop_strings) longest_stop_ = std::max(longest_stop_, s.size());
   needs_forward_ = false;
+  first_choice_ = true;
   result_ = GenerateResult();
   result_.n_prompt = static_cast<int>(prompt_ids.size());
 
-  const double t0 = now();
-  SOTTO_ASSIGN(logits_, forward(pool, weights, ctx, prompt_ids));
-  result_.prefill_ms = now() - t0;
+  t_begin_ = now();
+  const bool writes = options.max_new_tokens > 0;
+  SOTTO_TRY(model.run(prompt_ids, writes));
+  if (!writes) result_.prefill_ms = now() - t_begin_;
   done_ = false;
-  if (options.max_new_tokens <= 0) {
+  if (!writes) {
     GenerationStep ignored;
     finish(StopReason::Length, ignored);
   }
@@ -91,67 +111,85 @@ Result<GenerationStep> Generation::step() {
     out.done = true;
     return out;
   }
-  const double t0 = now();
   if (needs_forward_) {
     const int32_t previous = result_.unprocessed;
-    auto logits = forward(*pool_, *weights_, *ctx_, std::span<const int32_t>(&previous, 1));
-    if (!logits) {
+    t_run_ = now();
+    if (Status s = model_->run(std::span<const int32_t>(&previous, 1), true); !s) {
       done_ = true;
-      return error(logits.message());
+      return error(s.message());
     }
-    logits_ = *logits;
     result_.unprocessed = kNoToken;
     needs_forward_ = false;
     ++result_.n_decoded;
   }
-  const int32_t id = sampler_->sample(logits_, history_);
+  int32_t id = kNoToken;
+  auto choice = model_->choose(*sampler_, history_, &id);
+  if (!choice) {
+    done_ = true;
+    return error(choice.message());
+  }
+  if (*choice == TokenModel::Choice::Pending) {
+    out.pending = true;
+    return out;
+  }
+  // Prefill ends when the first token is chosen; a decode step is its forward pass and its choice.
+  if (first_choice_) {
+    result_.prefill_ms = now() - t_begin_;
+    first_choice_ = false;
+  } else {
+    result_.decode_ms += now() - t_run_;
+  }
   result_.unprocessed = id;
   if (contains(end_ids_, id)) {
     finish(StopReason::EndOfGeneration, out);
-  } else {
-    out.id = id;
-    result_.ids.push_back(id);
-    history_.push_back(id);
-    bool stopped = false;
-    if (detokenizer_) {
-      std::string& text = result_.text;
-      text += detokenizer_->push(id);
-      size_t cut = std::string::npos;
-      for (const std::string& s : options_.stop_strings)
-        if (!s.empty()) cut = std::min(cut, text.find(s, emitted_ > s.size() ? emitted_ - s.size() : 0));
-      if (cut != std::string::npos) {
-        text.resize(cut);
-        finish(StopReason::StopString, out);
-        stopped = true;
-      } else {
-        // Hold back the tail that could still become a stop string.
-        const size_t safe = text.size() > longest_stop_ ? text.size() - longest_stop_ : 0;
-        if (safe > emitted_) out.text = text.substr(emitted_, safe - emitted_);
-        emitted_ = std::max(emitted_, safe);
-      }
-    }
-    // The last token needs no forward pass of its own; a full context stops like a length limit.
-    if (!stopped && (static_cast<int>(result_.ids.size()) >= options_.max_new_tokens ||
-                     ctx_->kv.n_past >= ctx_->kv.n_ctx))
-      finish(StopReason::Length, out);
-    else if (!stopped)
-      needs_forward_ = true;
+    return out;
   }
-  result_.decode_ms += now() - t0;
+  out.id = id;
+  result_.ids.push_back(id);
+  history_.push_back(id);
+  if (detokenizer_) {
+    std::string& text = result_.text;
+    text += detokenizer_->push(id);
+    size_t cut = std::string::npos;
+    for (const std::string& s : options_.stop_strings)
+      if (!s.empty()) cut = std::min(cut, text.find(s, emitted_ > s.size() ? emitted_ - s.size() : 0));
+    if (cut != std::string::npos) {
+      text.resize(cut);
+      finish(StopReason::StopString, out);
+      return out;
+    }
+    // Hold back the tail that could still become a stop string.
+    const size_t safe = text.size() > longest_stop_ ? text.size() - longest_stop_ : 0;
+    if (safe > emitted_) out.text = text.substr(emitted_, safe - emitted_);
+    emitted_ = std::max(emitted_, safe);
+  }
+  // The last token needs no forward pass of its own; a full context stops like a length limit.
+  if (static_cast<int>(result_.ids.size()) >= options_.max_new_tokens || model_->n_past() >= model_->n_ctx())
+    finish(StopReason::Length, out);
+  else
+    needs_forward_ = true;
   return out;
+}
+
+Result<GenerateResult> generate(TokenModel& model, const Tokenizer* tokenizer,
+                                std::span<const int32_t> prompt_ids, std::span<const int32_t> end_ids,
+                                const GenerateOptions& options, TextSink* sink) {
+  Generation generation;
+  SOTTO_TRY(generation.begin(model, tokenizer, prompt_ids, end_ids, options));
+  while (!generation.done()) {
+    SOTTO_ASSIGN(GenerationStep step, generation.step());
+    if (step.pending) return error("llm: generate() needs a model that answers synchronously");
+    if (sink && !step.text.empty()) sink->on_text(step.text);
+  }
+  return generation.result();
 }
 
 Result<GenerateResult> generate(ThreadPool& pool, const LlamaWeights& weights, LlamaContext& ctx,
                                 const Tokenizer* tokenizer, std::span<const int32_t> prompt_ids,
                                 std::span<const int32_t> end_ids, const GenerateOptions& options,
                                 TextSink* sink) {
-  Generation generation;
-  SOTTO_TRY(generation.begin(pool, weights, ctx, tokenizer, prompt_ids, end_ids, options));
-  while (!generation.done()) {
-    SOTTO_ASSIGN(GenerationStep step, generation.step());
-    if (sink && !step.text.empty()) sink->on_text(step.text);
-  }
-  return generation.result();
+  CpuTokenModel model(pool, weights, ctx);
+  return generate(model, tokenizer, prompt_ids, end_ids, options, sink);
 }
 
 double decode_tokens_per_s(const GenerateResult& r) {

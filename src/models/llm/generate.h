@@ -52,20 +52,66 @@ class TextSink {
 // and <end_of_turn> when the vocabulary has them (llama.cpp's end-of-generation set, by name).
 std::vector<int32_t> end_of_generation_ids(const Tokenizer& tokenizer);
 
+// The network as the generation loop sees it: tokens go in at the next positions, and the token after them
+// is chosen either on the CPU from the logits (by the Sampler) or by the model itself (the GPU plan's argmax,
+// read back as 4 bytes). In WebAssembly a GPU read completes only after control has gone back to JS, so a
+// choice can be Pending: the caller returns to JS, awaits the device, and asks again.
+class TokenModel {
+ public:
+  enum class Choice : uint8_t { Ready, Pending };
+  virtual ~TokenModel() = default;
+  virtual int n_past() const = 0;
+  virtual int n_ctx() const = 0;
+  virtual void clear() = 0;  // forget the cache (a new conversation)
+  // An error when the model cannot choose tokens this way (the GPU plan picks the argmax only).
+  virtual Status supports(const SamplerParams& params) const = 0;
+  // Runs `ids` at the next positions; with `choose_next`, starts choosing the token that follows them.
+  virtual Status run(std::span<const int32_t> ids, bool choose_next) = 0;
+  // The token after the last run: drawn by `sampler` from the logits (`history`: prompt and written tokens,
+  // for the repetition penalty), or the model's own choice once it has arrived.
+  virtual Result<Choice> choose(Sampler& sampler, std::span<const int32_t> history, int32_t* id) = 0;
+};
+
+// The CPU forward pass (models/llm/llama.h) over one context: logits on the CPU, sampled there.
+class CpuTokenModel final : public TokenModel {
+ public:
+  CpuTokenModel(ThreadPool& pool, const LlamaWeights& weights, LlamaContext& ctx)
+      : pool_(&pool), weights_(&weights), ctx_(&ctx) {}
+  int n_past() const override { return ctx_->kv.n_past; }
+  int n_ctx() const override { return ctx_->kv.n_ctx; }
+  void clear() override { ctx_->kv.clear(); }
+  Status supports(const SamplerParams&) const override { return {}; }
+  Status run(std::span<const int32_t> ids, bool choose_next) override;
+  Result<Choice> choose(Sampler& sampler, std::span<const int32_t> history, int32_t* id) override;
+  std::span<const float> logits() const { return logits_; }  // of the last token run
+
+ private:
+  ThreadPool* pool_;
+  const LlamaWeights* weights_;
+  LlamaContext* ctx_;
+  std::span<const float> logits_;  // valid until the next forward
+};
+
 // One generation driven a token at a time from outside (the web engine streams each token to the page; the
-// CLI prints it). begin() appends the prompt to the context (prefill); each step() samples one token, after
+// CLI prints it). begin() appends the prompt to the context (prefill); each step() chooses one token, after
 // first running the previous one through the model, so a token is handed out as soon as it is chosen and the
-// last one never costs a forward pass it does not need. generate() below is this loop run to the end.
+// last one never costs a forward pass it does not need. generate() below is this loop run to the end. The
+// rules (end-of-generation ids, the length limit, stop strings, the carried last token) are the same for
+// every backend: only the TokenModel differs.
 struct GenerationStep {
   int32_t id = kNoToken;  // the token written by this step (kNoToken when the step only ended the generation)
   std::string text;       // text now safe to show: complete UTF-8, no possible start of a stop string
   bool done = false;      // result().stop says why
+  bool pending = false;   // the model's choice has not arrived yet (GPU in WebAssembly): call step() again
 };
 
 class Generation {
  public:
-  // Errors: an empty prompt, or one that does not fit the context's free positions. The pool, weights,
-  // context and tokenizer (may be null: ids only) must outlive the generation.
+  // Errors: an empty prompt, one that does not fit the context's free positions, or sampling the model
+  // cannot do. The model and tokenizer (may be null: ids only) must outlive the generation.
+  Status begin(TokenModel& model, const Tokenizer* tokenizer, std::span<const int32_t> prompt_ids,
+               std::span<const int32_t> end_ids, const GenerateOptions& options);
+  // The CPU forward pass over `ctx` (pool, weights and ctx must outlive the generation).
   Status begin(ThreadPool& pool, const LlamaWeights& weights, LlamaContext& ctx, const Tokenizer* tokenizer,
                std::span<const int32_t> prompt_ids, std::span<const int32_t> end_ids,
                const GenerateOptions& options);
@@ -77,25 +123,30 @@ class Generation {
   double now() const { return options_.now_ms ? options_.now_ms() : 0.0; }
   void finish(StopReason stop, GenerationStep& out);
 
-  ThreadPool* pool_ = nullptr;
-  const LlamaWeights* weights_ = nullptr;
-  LlamaContext* ctx_ = nullptr;
+  std::optional<CpuTokenModel> own_model_;  // for the CPU begin()
+  TokenModel* model_ = nullptr;
   const Tokenizer* tokenizer_ = nullptr;
   std::vector<int32_t> end_ids_;
   GenerateOptions options_;
   std::optional<Sampler> sampler_;
   std::optional<StreamingDetokenizer> detokenizer_;  // when there is a tokenizer
   std::vector<int32_t> history_;                     // prompt and written tokens, for the repetition penalty
-  std::span<const float> logits_;                    // of the last token run, valid until the next forward
   size_t emitted_ = 0;          // bytes of result_.text handed out (a stop string may be pending after them)
   size_t longest_stop_ = 0;     // bytes of the longest stop string: that much text is held back
-  bool needs_forward_ = false;  // result_.unprocessed must go through the model before the next sample
+  bool needs_forward_ = false;  // result_.unprocessed must go through the model before the next choice
+  bool first_choice_ = true;    // the next choice ends the prefill
+  double t_begin_ = 0.0;        // when begin() started
+  double t_run_ = 0.0;          // when the last token's forward pass started
   bool done_ = true;
   GenerateResult result_;
 };
 
 // Appends `prompt_ids` to the context and writes up to max_new_tokens tokens. `tokenizer` may be null (ids
 // only; no stop strings). Errors: an empty prompt, or one that does not fit the context's free positions.
+// The model must answer synchronously (every backend does natively).
+Result<GenerateResult> generate(TokenModel& model, const Tokenizer* tokenizer,
+                                std::span<const int32_t> prompt_ids, std::span<const int32_t> end_ids,
+                                const GenerateOptions& options, TextSink* sink = nullptr);
 Result<GenerateResult> generate(ThreadPool& pool, const LlamaWeights& weights, LlamaContext& ctx,
                                 const Tokenizer* tokenizer, std::span<const int32_t> prompt_ids,
                                 std::span<const int32_t> end_ids, const GenerateOptions& options,

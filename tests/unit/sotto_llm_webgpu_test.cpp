@@ -1,10 +1,8 @@
-// The GPU language model's C API (api/sotto_llm_gpu.h) natively, on Dawn: 64 greedy tokens of stories260K
-// must be what the CPU C API (api/sotto.h, itself checked token for token against llama.cpp in
-// llm_test.cpp) writes, ids and text, streamed pieces adding up to the text; sampling is refused with a clear
-// error; a kept cache continues like the CPU's. The web engine drives the same functions from wasm
-// (tests/web/gpu_*.test.mjs).
-#include "api/sotto_llm_gpu.h"
-
+// The C API's language model on the WebGPU backend (sotto_llm_load_on, api/sotto.h) natively, on Dawn: 64
+// greedy tokens of stories260K must be what the same API writes on the CPU backend (itself checked token for
+// token against llama.cpp in llm_test.cpp), ids and text, streamed pieces adding up to the text; sampling is
+// refused with a clear error; a kept cache continues like the CPU's. The web engine drives the same functions
+// from wasm (tests/web/gpu_*.test.mjs).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -66,10 +64,14 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
 
   SottoLlm* cpu = sotto_llm_create(1);
   ASSERT_EQ(sotto_llm_load(cpu, bytes.data(), bytes.size(), 128), SOTTO_OK) << sotto_llm_last_error(cpu);
-  SottoLlmGpu* gpu = sotto_llm_gpu_create();
-  ASSERT_EQ(sotto_llm_gpu_load(gpu, bytes.data(), bytes.size(), 128), SOTTO_OK)
-      << sotto_llm_gpu_last_error(gpu);
-  EXPECT_EQ(sotto_llm_gpu_n_ctx(gpu), 128);
+  SottoLlm* gpu = sotto_llm_create(1);
+  ASSERT_EQ(sotto_llm_load_on(gpu, bytes.data(), bytes.size(), 128, SOTTO_BACKEND_WEBGPU), SOTTO_OK)
+      << sotto_llm_last_error(gpu);
+  EXPECT_EQ(sotto_llm_n_ctx(gpu), 128);
+  size_t info_bytes = 0;
+  const std::string info(sotto_llm_info_json(gpu, &info_bytes), info_bytes);
+  EXPECT_NE(info.find("\"backend\":\"webgpu\""), std::string::npos) << info;
+  EXPECT_NE(info.find("\"dispatches_per_token\":"), std::string::npos) << info;
 
   const std::string prompt = "Once upon a time";
   int32_t ids[64];
@@ -80,10 +82,9 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
       run([&] { return sotto_llm_begin(cpu, ids, n, &sampling, nullptr, 0, 0); },
           [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
           [&](size_t* b) { return sotto_llm_result_json(cpu, prompt.data(), prompt.size(), b); });
-  Generated got =
-      run([&] { return sotto_llm_gpu_begin(gpu, ids, n, &sampling, nullptr, 0, 0); },
-          [&](SottoStep* s) { return sotto_llm_gpu_step(gpu, s); },
-          [&](size_t* b) { return sotto_llm_gpu_result_json(gpu, prompt.data(), prompt.size(), b); });
+  Generated got = run([&] { return sotto_llm_begin(gpu, ids, n, &sampling, nullptr, 0, 0); },
+                      [&](SottoStep* s) { return sotto_llm_step(gpu, s); },
+                      [&](size_t* b) { return sotto_llm_result_json(gpu, prompt.data(), prompt.size(), b); });
   ASSERT_EQ(want.ids.size(), 64u);
   EXPECT_EQ(got.ids, want.ids);
   EXPECT_EQ(got.text, want.text);
@@ -95,10 +96,9 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   Generated want_stop = run([&] { return sotto_llm_begin(cpu, ids, n, &sampling, stops, sizeof stops, 0); },
                             [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
                             [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
-  Generated got_stop =
-      run([&] { return sotto_llm_gpu_begin(gpu, ids, n, &sampling, stops, sizeof stops, 0); },
-          [&](SottoStep* s) { return sotto_llm_gpu_step(gpu, s); },
-          [&](size_t* b) { return sotto_llm_gpu_result_json(gpu, nullptr, 0, b); });
+  Generated got_stop = run([&] { return sotto_llm_begin(gpu, ids, n, &sampling, stops, sizeof stops, 0); },
+                           [&](SottoStep* s) { return sotto_llm_step(gpu, s); },
+                           [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
   EXPECT_EQ(got_stop.json, want_stop.json);
   EXPECT_EQ(got_stop.text, want_stop.text);
 
@@ -108,18 +108,22 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   Generated want_more = run([&] { return sotto_llm_begin(cpu, more, 1, &eight, nullptr, 0, 1); },
                             [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
                             [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
-  Generated got_more = run([&] { return sotto_llm_gpu_begin(gpu, more, 1, &eight, nullptr, 0, 1); },
-                           [&](SottoStep* s) { return sotto_llm_gpu_step(gpu, s); },
-                           [&](size_t* b) { return sotto_llm_gpu_result_json(gpu, nullptr, 0, b); });
+  Generated got_more = run([&] { return sotto_llm_begin(gpu, more, 1, &eight, nullptr, 0, 1); },
+                           [&](SottoStep* s) { return sotto_llm_step(gpu, s); },
+                           [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
   EXPECT_EQ(got_more.ids, want_more.ids);
 
   // Sampling is the CPU's: the GPU refuses it with one clear line.
   SottoSampling sampled = greedy(4);
   sampled.greedy = 0;
-  EXPECT_EQ(sotto_llm_gpu_begin(gpu, ids, n, &sampled, nullptr, 0, 0), SOTTO_ERROR_ARGUMENT);
-  EXPECT_NE(std::string(sotto_llm_gpu_last_error(gpu)).find("greedily only"), std::string::npos);
+  EXPECT_EQ(sotto_llm_begin(gpu, ids, n, &sampled, nullptr, 0, 0), SOTTO_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("greedily only"), std::string::npos);
 
-  sotto_llm_gpu_destroy(gpu);
+  // Top log-probabilities need the CPU's logits.
+  EXPECT_EQ(sotto_llm_top_logprobs(gpu, ids, static_cast<size_t>(n), 5, nullptr), nullptr);
+  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("webgpu"), std::string::npos);
+
+  sotto_llm_destroy(gpu);
   sotto_llm_destroy(cpu);
 }
 
@@ -127,17 +131,20 @@ INSTANTIATE_TEST_SUITE_P(Stories, SottoLlmGpuTest,
                          ::testing::Values("stories260K.gguf", "stories260K-q8_0.gguf"));
 
 TEST(SottoLlmGpuApi, BadInputIsAClearError) {
-  SottoLlmGpu* gpu = sotto_llm_gpu_create();
+  SottoLlm* gpu = sotto_llm_create(1);
   const uint8_t garbage[] = {1, 2, 3, 4, 5, 6, 7, 8};
-  EXPECT_EQ(sotto_llm_gpu_load(gpu, garbage, sizeof garbage, 0), SOTTO_ERROR_FILE);
-  EXPECT_NE(std::string(sotto_llm_gpu_last_error(gpu)).find("gguf"), std::string::npos);
+  EXPECT_EQ(sotto_llm_load_on(gpu, garbage, sizeof garbage, 0, SOTTO_BACKEND_WEBGPU), SOTTO_ERROR_FILE);
+  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("gguf"), std::string::npos);
+  EXPECT_EQ(sotto_llm_load_on(gpu, garbage, sizeof garbage, 0, 7), SOTTO_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("unknown backend"), std::string::npos);
   SottoSampling s = greedy(4);
   const int32_t id = 1;
-  EXPECT_EQ(sotto_llm_gpu_begin(gpu, &id, 1, &s, nullptr, 0, 0), SOTTO_ERROR_ARGUMENT);
+  EXPECT_EQ(sotto_llm_begin(gpu, &id, 1, &s, nullptr, 0, 0), SOTTO_ERROR_ARGUMENT);
   SottoStep step{};
-  EXPECT_EQ(sotto_llm_gpu_step(gpu, &step), SOTTO_ERROR_ARGUMENT);
-  EXPECT_EQ(sotto_llm_gpu_result_json(gpu, nullptr, 0, nullptr), nullptr);
-  sotto_llm_gpu_destroy(gpu);
+  EXPECT_EQ(sotto_llm_step(gpu, &step), SOTTO_ERROR_ARGUMENT);
+  EXPECT_EQ(sotto_llm_result_json(gpu, nullptr, 0, nullptr), nullptr);
+  EXPECT_EQ(sotto_llm_profile_step(gpu), SOTTO_ERROR_ARGUMENT);
+  sotto_llm_destroy(gpu);
 }
 
 }  // namespace
