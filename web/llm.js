@@ -3,6 +3,7 @@
 //
 //   const llm = await Llm.load('/models/qwen2.5-0.5b-instruct-q4_0.gguf', { threads: 4, onProgress });
 //   const onGpu = await Llm.load(url, { device: 'webgpu' });          // greedy decoding on the GPU
+//   const best = await Llm.load(url, { device: 'auto' });             // the GPU if it works, else the CPU
 //   const r = await llm.generate('Once upon a time', { maxTokens: 64, onToken: (text) => ... });
 //   for await (const chunk of llm.chat([{ role: 'user', content: 'Hi' }], { stream: true }))
 //     out += chunk.choices[0].delta.content ?? '';
@@ -39,16 +40,19 @@ export class Llm {
   // 'simd128'; default: what the browser validates), nCtx (context positions; default min(training, 4096)),
   // onProgress({loaded, total}) while the file streams in, engine (share a running Engine), tokenizerOnly
   // (read just the tokenizer, e.g. of llama.cpp's vocab-only files: tokenize/detokenize work, generate not).
-  // device: 'cpu' (default) or 'webgpu' (the forward pass on the engine worker's GPU, greedy decoding only;
-  // in Node through npm `webgpu`).
+  // device: 'cpu' (default), 'webgpu' (the forward pass on the engine worker's GPU, greedy decoding only;
+  // in Node through npm `webgpu`), or 'auto': the GPU when it opens and runs this model, else the CPU, and
+  // if the GPU is lost later the model moves to the CPU and the call is run again there (info.device says
+  // where it runs, info.fallback why it is not on the GPU). With 'webgpu' a lost device fails the call;
+  // toCpu() then carries on.
   static async load(source, { device = 'cpu', threads, variant, nCtx, onProgress, engine, tokenizerOnly = false, wasmUrl } = {}) {
-    if (device !== 'cpu' && device !== 'webgpu') throw new Error(`sotto: unknown device '${device}' (use 'cpu' or 'webgpu')`);
+    if (!['cpu', 'webgpu', 'auto'].includes(device)) throw new Error(`sotto: unknown device '${device}' (use 'cpu', 'webgpu' or 'auto')`);
     const ownEngine = !engine;
     engine ??= await Engine.create({ threads, variant, wasmUrl });
     try {
       const info = await engine.call('llmLoad', { source: source instanceof URL ? String(source) : source, nCtx: nCtx ?? -4096, tokenizerOnly, device },
         (p) => onProgress?.({ loaded: p.bytes, total: p.total }));
-      return new Llm(engine, ownEngine, info);
+      return new Llm(engine, ownEngine, info, device === 'auto');
     } catch (e) {
       if (ownEngine) engine.terminate();
       throw e;
@@ -59,11 +63,13 @@ export class Llm {
   #ownEngine;
   #handle;
   #conversation = null;  // {system, turns, replyClosed}: what the KV cache holds, when a chat may extend it
+  #autoDevice;           // device 'auto': move to the CPU when the GPU is lost
 
-  constructor(engine, ownEngine, info) {
+  constructor(engine, ownEngine, info, autoDevice) {
     this.#engine = engine;
     this.#ownEngine = ownEngine;
     this.#handle = info.handle;
+    this.#autoDevice = autoDevice;
     // {name, bytes, loadMs, arch, n_ctx, n_vocab, chat_format, default_system, bos, eos, ..., memoryBytes}
     this.info = { ...info, variant: engine.info.variant, threads: engine.info.threads };
   }
@@ -87,8 +93,32 @@ export class Llm {
   // empty context.
   async generate(prompt, options = {}) {
     const promptIds = typeof prompt === 'string' ? await this.tokenize(prompt) : Array.from(prompt);
+    return this.#onAnyDevice(() => {
+      this.#conversation = null;
+      return this.#run(promptIds, false, options, { prompt: typeof prompt === 'string' ? prompt : (options.prompt ?? '') });
+    });
+  }
+
+  // Moves the model to the CPU (from the same bytes in the worker: nothing is read again); the KV cache
+  // starts empty. After a lost GPU this is how a 'webgpu' model carries on. -> this.info
+  async toCpu() {
+    const info = await this.#engine.call('llmToCpu', { handle: this.#handle });
     this.#conversation = null;
-    return this.#run(promptIds, false, options, { prompt: typeof prompt === 'string' ? prompt : (options.prompt ?? '') });
+    this.info = { ...this.info, ...info, device: 'cpu' };
+    delete this.info.gpu;
+    return this.info;
+  }
+
+  // Runs `call`; on a model loaded with device 'auto', a lost GPU moves it to the CPU and runs `call` again.
+  async #onAnyDevice(call) {
+    try {
+      return await call();
+    } catch (e) {
+      if (!this.#autoDevice || this.info.device !== 'webgpu' || !/device (was )?lost/.test(String(e?.message))) throw e;
+      await this.toCpu();
+      this.info.fallback = String(e.message);
+      return call();
+    }
   }
 
   // Prefill of 64 and 256 pseudo-random tokens and the decode speed of 64 greedy tokens after a 16-token
@@ -143,6 +173,12 @@ export class Llm {
     return this.#chatStream(messages, options);
   }
 
+  // A chat turn on whichever device holds the model (#onAnyDevice: after a move the whole conversation is
+  // prefilled again on the CPU, as the cache went with the GPU).
+  #chatRun(messages, options, onText) {
+    return this.#onAnyDevice(() => this.#chatTurn(messages, options, onText));
+  }
+
   // The prompt ids of the new turn, and whether they continue what the KV cache holds.
   async #chatPrompt(messages) {
     const system = messages[0]?.role === 'system' ? messages[0].content : this.info.default_system;
@@ -173,7 +209,7 @@ export class Llm {
     return { system, turns, keepCache: false, ids: await this.tokenize(text, { addSpecial: true, parseSpecial: true }) };
   }
 
-  async #chatRun(messages, options, onText) {
+  async #chatTurn(messages, options, onText) {
     const { system, turns, keepCache, ids } = await this.#chatPrompt(messages);
     this.#conversation = null;  // until this turn has finished
     const r = await this.#run(ids, keepCache, { ...options, onToken: (text, id) => {

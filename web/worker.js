@@ -196,34 +196,49 @@ function withOutString(llm, call) {
 // Streams the file into wasm memory (the only full copy), then reads the model in place: the weights stay in
 // those bytes, so the page holds the file once plus the KV cache and small buffers.
 // device 'webgpu': the forward pass runs on this worker's GPU (sotto_llm_load_on with the WebGPU backend);
-// the weights are uploaded from the same bytes, which stay for the tokenizer.
+// the weights are uploaded from the same bytes, which stay for the tokenizer. device 'auto': the GPU when it
+// opens and takes the model, else the CPU over the same bytes (read once either way); `fallback` says why.
 async function llmLoad({ source, nCtx = 0, tokenizerOnly = false, device = 'cpu' }, progress) {
-  if (device !== 'cpu' && device !== 'webgpu') throw new Error(`sotto: unknown device '${device}' (use 'cpu' or 'webgpu')`);
-  const onGpu = device === 'webgpu' && !tokenizerOnly;
-  if (onGpu) {
+  if (!['cpu', 'webgpu', 'auto'].includes(device)) throw new Error(`sotto: unknown device '${device}' (use 'cpu', 'webgpu' or 'auto')`);
+  let tryGpu = device !== 'cpu' && !tokenizerOnly;
+  let fallback;
+  if (tryGpu) {
     try {
       await gpu.open();
     } catch (e) {
-      throw new Error(`sotto: device 'webgpu': ${String(e?.message ?? e)}`);
+      if (device === 'webgpu') throw new Error(`sotto: device 'webgpu': ${String(e?.message ?? e)}`);
+      fallback = String(e?.message ?? e);
+      tryGpu = false;
     }
   }
   const t0 = performance.now();
   const { ptr, size, name } = await loadIntoWasm(source, progress);
   const loadMs = performance.now() - t0;
-  const llm = wasm.sotto_llm_create();
-  const status = tokenizerOnly ? wasm.sotto_llm_load_tokenizer(llm, ptr, size) : wasm.sotto_llm_load_on(llm, ptr, size, nCtx | 0, onGpu ? BACKEND_WEBGPU : BACKEND_CPU);
-  if (status !== 0) {
+  const open = (backend) => {
+    const llm = wasm.sotto_llm_create();
+    const status = tokenizerOnly ? wasm.sotto_llm_load_tokenizer(llm, ptr, size) : wasm.sotto_llm_load_on(llm, ptr, size, nCtx | 0, backend);
+    if (status === 0) return { llm };
     const message = lastError(llm);
     wasm.sotto_llm_destroy(llm);
-    wasm.sotto_free(ptr);
-    throw new Error(`sotto: ${name}: ${message}`);
+    return { message };
+  };
+  let opened = open(tryGpu ? BACKEND_WEBGPU : BACKEND_CPU);
+  if (opened.message && tryGpu && device === 'auto') {
+    fallback = opened.message;
+    tryGpu = false;
+    opened = open(BACKEND_CPU);
   }
+  if (opened.message) {
+    wasm.sotto_free(ptr);
+    throw new Error(`sotto: ${name}: ${opened.message}`);
+  }
+  const { llm } = opened;
   const handle = nextModel++;
-  models.set(handle, { llm, onGpu, bytesPtr: ptr, name });
+  models.set(handle, { llm, onGpu: tryGpu, bytesPtr: ptr, size, name, nCtx: nCtx | 0 });
   const info = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_info_json(llm, len)));
-  if (onGpu) info.gpu = { adapter: info.adapter, backend: info.gpu_backend, dispatches_per_token: info.dispatches_per_token, n_ctx: info.n_ctx };
+  if (tryGpu) info.gpu = { adapter: info.adapter, backend: info.gpu_backend, dispatches_per_token: info.dispatches_per_token, n_ctx: info.n_ctx };
   return { handle, name, bytes: size, loadMs, readMs: performance.now() - t0 - loadMs, memoryBytes: memory.buffer.byteLength,
-    ...info, device: onGpu ? 'webgpu' : 'cpu' };
+    ...info, device: tryGpu ? 'webgpu' : 'cpu', ...(fallback ? { fallback } : {}) };
 }
 
 function llmDispose({ handle }) {
@@ -234,6 +249,34 @@ function llmDispose({ handle }) {
   wasm.sotto_free(m.bytesPtr);
   return true;
 }
+
+// Moves a model from the GPU to the CPU (after a lost device, or on request): a CPU handle over the same
+// bytes in wasm memory, so nothing is read again; the GPU handle goes. The KV cache starts empty.
+function llmToCpu({ handle }) {
+  const m = model(handle);
+  if (m.onGpu) {
+    const llm = wasm.sotto_llm_create();
+    if (wasm.sotto_llm_load_on(llm, m.bytesPtr, m.size, m.nCtx, BACKEND_CPU) !== 0) {
+      const message = lastError(llm);
+      wasm.sotto_llm_destroy(llm);
+      throw new Error(`sotto: ${m.name}: ${message}`);
+    }
+    wasm.sotto_llm_destroy(m.llm);
+    Object.assign(m, { llm, onGpu: false });
+  }
+  const info = JSON.parse(withOutString(m.llm, (len) => wasm.sotto_llm_info_json(m.llm, len)));
+  return { ...info, device: 'cpu' };
+}
+
+// Tests only: destroys this engine's GPU device, as a driver reset or a lost adapter would.
+async function gpuLoseDevice() {
+  const device = gpu.device;
+  if (!device) return false;
+  device.destroy();
+  await device.lost;  // gpu.js's own handler (registered first) has made the loss sticky by now
+  return true;
+}
+
 
 function llmTokenize({ handle, text, addSpecial = true, parseSpecial = false }) {
   const { llm } = model(handle);
@@ -436,7 +479,34 @@ async function gpuOpCheck({ seed = 1, packedDot = true } = {}) {
   return { ...JSON.parse(text), ms: performance.now() - t0 };
 }
 
-const ops = { init, selftest, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, llmGpuProfile, llmLoad, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
+// The quantized dot kernels against the scalar reference (src/wasm/kernel_check.cpp), and their time: one
+// call over every row and token on this thread, best of `repeats`.
+const GGML_TYPES = { q4_0: 2, q8_0: 8, q4_K: 12, q6_K: 14 };
+function kernelCheck({ type = 'q4_0', rows = 256, cols = 1024, tokens = 1, seed = 0, repeats = 0 }) {
+  if (!(type in GGML_TYPES)) throw new Error(`sotto: kernelCheck: unknown type '${type}' (known: ${Object.keys(GGML_TYPES).join(', ')})`);
+  const handle = wasm.sotto_kernel_check_create(GGML_TYPES[type], rows, cols, tokens, (seed || (Date.now() >>> 0)) >>> 0);
+  if (!handle) throw new Error(`sotto: kernelCheck: bad shape ${rows}x${cols}, ${tokens} tokens, or out of memory`);
+  try {
+    let bestMs = Infinity;
+    for (let i = 0; i < repeats; i++) {
+      const t0 = performance.now();
+      wasm.sotto_kernel_check_run(handle);
+      bestMs = Math.min(bestMs, performance.now() - t0);
+    }
+    const out = wasm.sotto_alloc(32);
+    try {
+      wasm.sotto_kernel_check_verify(handle, out);
+      const [errorOverBound, tileMatchesSingle, piecesMatchWhole, boundFactor] = new Float64Array(memory.buffer, out, 4);
+      return { type, rows, cols, tokens, errorOverBound, boundFactor, tileMatchesSingle: tileMatchesSingle === 1, piecesMatchWhole: piecesMatchWhole === 1, bestMs: repeats > 0 ? bestMs : null };
+    } finally {
+      wasm.sotto_free(out);
+    }
+  } finally {
+    wasm.sotto_kernel_check_destroy(handle);
+  }
+}
+
+const ops = { init, selftest, kernelCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
   ...vadOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).

@@ -3,18 +3,12 @@
 // WebAssembly (`node web/cli.mjs`, the SIMD128 build on worker threads), and the prompts' token ids from our
 // tokenizer. (The tokenizers are compared on thousands of generated strings in tokenizer_random.test.mjs.)
 //
-// What "the same tokens" can mean at this scale: both engines quantize activations the same way and use the
-// same f16 flash-attention arithmetic, but the float terms of the matrix products are added in another order,
-// so logits differ by float rounding amplified through 18-24 layers: first-step log-probabilities differ by
-// up to ~0.1 on these models (measured; printed below), about as much as between our own AVX2 and portable
-// kernels (0.02-0.04 on Gemma 3 270M, whose activations are large, so a last-bit change flips the rounding of
-// quantized activations). The differences grow as the two KV caches drift apart. Where llama.cpp's two best
-// tokens are closer than that, either engine may rightly pick the other one and the texts part ways. So each
-// run must match llama.cpp token for token up to the first step where llama.cpp's top-2 margin is below
-// NEAR_TIE, and there our token must be llama.cpp's second choice. Every divergence is printed with its
-// margin; a real mistake (wrong norm, RoPE base, window, template) diverges on a clear margin and fails. The
-// gemma3-shaped random F32 model below has no such slack: all 64 tokens must match. Prompts stay under 64
-// tokens: longer batches run llama.cpp's tiled flash attention (f32 accumulation), which we do not reproduce.
+// What "the same tokens" can mean at this scale (tools/real_models.mjs says why): token for token up to the
+// first step where llama.cpp's top-2 margin is below NEAR_TIE, and there ours must be llama.cpp's second
+// choice. Every divergence is printed with its margin; a real mistake (wrong norm, RoPE base, window,
+// template) diverges on a clear margin and fails. The gemma3-shaped random F32 model below has no such slack:
+// all 64 tokens must match. Prompts stay under 64 tokens: longer batches run llama.cpp's tiled flash
+// attention (f32 accumulation), which we do not reproduce.
 //
 // Run: node --test tests/web/llm_real.test.mjs   (needs models/ from scripts/get-models.sh, build/bin/sotto or
 // SOTTO_CLI, build/wasm-simd128 for the wasm part; SOTTO_REAL_WASM=0 skips the wasm part)
@@ -26,53 +20,17 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import { loadLlama } from '../../tools/llama_reference.mjs';
+import { N_GENERATE, REAL_MODELS, cases, nearTieMatch, reference } from '../../tools/real_models.mjs';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const nativeCli = process.env.SOTTO_CLI ?? `${repo}build/bin/sotto`;
 const haveWasm = existsSync(`${repo}build/wasm-simd128/sotto.wasm`) && process.env.SOTTO_REAL_WASM !== '0';
-const N_GENERATE = 64;
-// nats: the first-step differences (<= 0.1) plus room for the drift over up to 64 steps; the largest margin
-// seen at a divergence was 0.19 (Gemma 3 270M, step 18).
-const NEAR_TIE = 0.25;
-
-// The chat formats, as the models' templates write one user turn (Qwen2.5's Jinja template with its default
-// system prompt; Gemma 3's turn markers; the Gemma 3 270M file is the base model and has no template).
-const chatml = (user) => '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.' +
-  `<|im_end|>\n<|im_start|>user\n${user}<|im_end|>\n<|im_start|>assistant\n`;
-const gemmaTurn = (user) => `<start_of_turn>user\n${user}<end_of_turn>\n<start_of_turn>model\n`;
-
-const REAL_MODELS = [
-  { file: 'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf', chat: chatml },
-  { file: 'gemma-3-270m-q4_k_m.gguf', chat: gemmaTurn },
-];
-// Two of each keep the test to a few minutes on a 2-core machine (llama.cpp runs on one thread).
-const PLAIN = ['The capital of France is', 'Once upon a time, in a small village,'];
-const CHAT = ['What is the capital of France?', 'Write a Python function that reverses a string.'];
 
 let llama = null;
 try {
   llama = await loadLlama();
 } catch (e) {
   console.log(`# node-llama-cpp not available (${e.code ?? e.message.split('\n')[0]})`);
-}
-
-// llama.cpp's greedy continuation: prompt ids (its tokenizer, BOS as the file says), the ids it picks, and at
-// each step its two best tokens with their logprobs.
-async function reference(model, text, special) {
-  const promptIds = [...(model.tokens.shouldPrependBosToken ? [model.tokens.bos] : []), ...model.tokenize(text, special)];
-  const ctx = await model.createContext({ contextSize: 256, threads: 1 });
-  const ids = [], top2 = [];
-  try {
-    const seq = ctx.getSequence();
-    for await (const step of seq.evaluateWithMetadata(promptIds, { probabilities: true }, { temperature: 0 })) {
-      top2.push([...step.probabilities.entries()].slice(0, 2).map(([id, p]) => ({ id, logprob: Math.log(p) })));
-      ids.push(step.token);
-      if (ids.length >= N_GENERATE) break;
-    }
-  } finally {
-    await ctx.dispose();
-  }
-  return { text, promptIds, ids, top2 };
 }
 
 function generate(which, modelPath, promptIds) {
@@ -84,16 +42,12 @@ function generate(which, modelPath, promptIds) {
 
 // Token for token up to the first near tie; returns a line for the log.
 function compare(label, ours, ref) {
-  const firstDiff = ref.ids.findIndex((id, i) => ours.ids[i] !== id);
   const firstStep = new Map(ours.top_logprobs.map((t) => [t.id, t.logprob]));
   const logprobDiff = Math.abs((firstStep.get(ref.top2[0][0].id) ?? -Infinity) - ref.top2[0][0].logprob);
-  if (firstDiff === -1) return `${label}: ${N_GENERATE}/${N_GENERATE} tokens, first-step logprob diff ${logprobDiff.toFixed(4)}`;
-  const [best, second] = ref.top2[firstDiff];
-  const margin = best.logprob - second.logprob;
-  assert.ok(margin < NEAR_TIE && ours.ids[firstDiff] === second.id,
-            `${label}: token ${firstDiff} is ${ours.ids[firstDiff]}, llama.cpp's is ${best.id} with a margin of ` +
-            `${margin.toFixed(4)} over its second choice ${second.id}`);
-  return `${label}: ${firstDiff}/${N_GENERATE} tokens, then llama.cpp's near tie (margin ${margin.toFixed(4)}, ` +
+  const match = nearTieMatch(ours.ids, ref);
+  assert.ok(!match.error, `${label}: ${match.error}`);
+  if (match.at === -1) return `${label}: ${N_GENERATE}/${N_GENERATE} tokens, first-step logprob diff ${logprobDiff.toFixed(4)}`;
+  return `${label}: ${match.at}/${N_GENERATE} tokens, then llama.cpp's near tie (margin ${match.margin.toFixed(4)}, ` +
          `we took its 2nd choice); first-step logprob diff ${logprobDiff.toFixed(4)}`;
 }
 
@@ -136,8 +90,7 @@ for (const { file, chat } of REAL_MODELS) {
        { skip, timeout: 3600000 }, async (t) => {
     const model = await llama.loadModel({ modelPath });
     try {
-      const cases = [...PLAIN.map((p) => [p, false]), ...CHAT.map((p) => [chat(p), true])];
-      for (const [i, [text, special]] of cases.entries()) {
+      for (const [i, [text, special]] of cases({ chat }).entries()) {
         const ref = await reference(model, text, special);
         const label = `${file} ${special ? 'chat' : 'plain'} ${JSON.stringify(text.slice(-40))}`;
         // Our tokenizer on the same text (special tokens parsed for the chat prompts).

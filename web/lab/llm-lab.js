@@ -63,7 +63,8 @@ async function load(source) {
   $('llm-info').textContent = `${i.name.split('/').pop()}: ${i.arch}, ${i.n_layer} layers, n_embd ${i.n_embd}, ` +
     `vocabulary ${i.n_vocab}, context ${i.n_ctx}, chat format ${i.chat_format}; ${mib(i.bytes)} read in ` +
     `${i.loadMs.toFixed(0)} ms; wasm memory ${mib(i.memoryBytes)}; ` +
-    (i.device === 'webgpu' ? `GPU: ${i.gpu.adapter}, ${i.gpu.dispatches_per_token} dispatches per token` : `${i.variant}, ${i.threads} threads`);
+    (i.device === 'webgpu' ? `GPU: ${i.gpu.adapter}, ${i.gpu.dispatches_per_token} dispatches per token` : `${i.variant}, ${i.threads} threads`) +
+    (i.fallback ? ` (on the CPU: ${i.fallback})` : '');
   messages = [];
   $('chat-log').textContent = '';
   enable(true);

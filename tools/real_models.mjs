@@ -1,0 +1,63 @@
+// The real models' checks against llama.cpp, shared by tests/web/llm_real.test.mjs (CPU, natively and in
+// wasm, live) and tools/real_reference.mjs (which records llama.cpp's side for machines without Node, such as
+// the GPU machine bench/gpu_real_check.py runs on): the prompts, the chat formats, and llama.cpp's greedy
+// continuation with its two best tokens at every step.
+//
+// Why two best tokens: both engines quantize activations the same way and use the same f16 attention
+// arithmetic, but add the float terms of the matrix products in another order, so logits differ by rounding
+// amplified through 18-24 layers (first-step log-probabilities up to ~0.1 apart on these models). Where
+// llama.cpp's two best tokens are closer than that, either engine may rightly pick the other one. So a run
+// must match llama.cpp token for token up to the first step where llama.cpp's top-2 margin is below NEAR_TIE,
+// and there ours must be llama.cpp's second choice.
+
+export const N_GENERATE = 64;
+// nats: the first-step differences (<= 0.1) plus room for the drift over up to 64 steps; the largest margin
+// seen at a divergence was 0.19 (Gemma 3 270M, step 18).
+export const NEAR_TIE = 0.25;
+
+// The chat formats, as the models' templates write one user turn (Qwen2.5's Jinja template with its default
+// system prompt; Gemma 3's turn markers; the Gemma 3 270M file is the base model and has no template).
+const chatml = (user) => '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.' +
+  `<|im_end|>\n<|im_start|>user\n${user}<|im_end|>\n<|im_start|>assistant\n`;
+const gemmaTurn = (user) => `<start_of_turn>user\n${user}<end_of_turn>\n<start_of_turn>model\n`;
+
+export const REAL_MODELS = [
+  { file: 'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf', chat: chatml },
+  { file: 'gemma-3-270m-q4_k_m.gguf', chat: gemmaTurn },
+];
+// Two of each keep the test to a few minutes on a 2-core machine (llama.cpp runs on one thread).
+export const PLAIN = ['The capital of France is', 'Once upon a time, in a small village,'];
+export const CHAT = ['What is the capital of France?', 'Write a Python function that reverses a string.'];
+
+// [text, parse special tokens] for every prompt of a model.
+export const cases = ({ chat }) => [...PLAIN.map((p) => [p, false]), ...CHAT.map((p) => [chat(p), true])];
+
+// llama.cpp's greedy continuation: prompt ids (its tokenizer, BOS as the file says), the ids it picks, and at
+// each step its two best tokens with their logprobs.
+export async function reference(model, text, special) {
+  const promptIds = [...(model.tokens.shouldPrependBosToken ? [model.tokens.bos] : []), ...model.tokenize(text, special)];
+  const ctx = await model.createContext({ contextSize: 256, threads: 1 });
+  const ids = [], top2 = [];
+  try {
+    const seq = ctx.getSequence();
+    for await (const step of seq.evaluateWithMetadata(promptIds, { probabilities: true }, { temperature: 0 })) {
+      top2.push([...step.probabilities.entries()].slice(0, 2).map(([id, p]) => ({ id, logprob: Math.log(p) })));
+      ids.push(step.token);
+      if (ids.length >= N_GENERATE) break;
+    }
+  } finally {
+    await ctx.dispose();
+  }
+  return { text, promptIds, ids, top2 };
+}
+
+// Token for token up to the first near tie: {at (-1: all equal), margin} or an error message.
+export function nearTieMatch(oursIds, ref) {
+  const at = ref.ids.findIndex((id, i) => oursIds[i] !== id);
+  if (at === -1) return { at };
+  const [best, second] = ref.top2[at];
+  const margin = best.logprob - second.logprob;
+  if (margin < NEAR_TIE && oursIds[at] === second.id) return { at, margin };
+  return { at, margin, error: `token ${at} is ${oursIds[at]}, llama.cpp's is ${best.id} with a margin of ` +
+                              `${margin.toFixed(4)} over its second choice ${second.id}` };
+}
