@@ -9,13 +9,14 @@
 // Without files it uses build/models/qwen2.5-0.5b-random-q4_0.gguf (build/bin/sotto_make_random_gguf makes
 // it). Files must lie under the repository root (the page fetches them from the test server). --wasm-dir
 // (under the repository root too) holds wasm-relaxed/sotto.wasm and wasm-simd128/sotto.wasm.
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 import { startServer } from '../web/serve.mjs';
+import { loadLine, markdownTable, median, randomIds, rawDetails, writeReport } from './report.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -46,27 +47,12 @@ function parseArgs(argv) {
   return opts;
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // Repository path -> URL path of the test server (which serves the repository root).
 function urlPath(file) {
   const rel = relative(ROOT, resolve(file));
   if (rel.startsWith('..')) throw new Error(`${file} is not under the repository root ${ROOT}`);
   return `/${rel.split('\\').join('/')}`;
-}
-
-// mulberry32, as bench/llm_native.mjs: the same prompt ids on every run.
-function randomIds(n, seed, vocab) {
-  let a = seed >>> 0;
-  const ids = [];
-  for (let i = 0; i < n; ++i) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    ids.push(Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * vocab));
-  }
-  return ids;
 }
 
 // Runs in the page. Every engine gets the same interface, run(ids, nTokens): from an empty KV cache, prefill
@@ -334,8 +320,7 @@ async function main() {
     await browser.close();
     server.close();
   }
-  const fmt = (x) => (typeof x === 'number' ? x.toFixed(x < 10 ? 2 : 1) : x);
-  const table = (head, rs) => [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rs.map((r) => `| ${r.map(fmt).join(' | ')} |`)].join('\n');
+  const table = markdownTable;
 
   const head = ['file', 'engine', 'build', 'threads', ...PREFILL_SIZES.map((n) => `prefill ${n} (tok/s)`), 'decode (tok/s)',
     ...PREFILL_SIZES.map((n) => `ratio prefill ${n}`), 'ratio decode'];
@@ -344,7 +329,7 @@ async function main() {
     '',
     `${cpus()[0]?.model ?? 'unknown CPU'}, ${cpus().length} logical CPUs; Chromium ${chromiumVersion}; ${opts.threads} threads for every engine; ` +
       `median of ${opts.repeats} rounds; context ${N_CTX}, batch ${N_CTX}. wllama ${version('@wllama/wllama')} (@wllama/wllama) and ${version('wllama-2')} ` +
-      `(wllama-2, multi-thread build). Load average before: ${loadBefore.map((x) => x.toFixed(2)).join(' ')}, after: ${loadavg().map((x) => x.toFixed(2)).join(' ')}; ${priority}.`,
+      `(wllama-2, multi-thread build). ${loadLine(loadBefore)}; ${priority}.`,
     '',
     'Page clock, the same for every engine: prefill N = N / time from the call to the first greedy token of an N-token prompt; ' +
       `decode = ${opts.decode} / (time for 1 + ${opts.decode} tokens − time for 1 token) after a ${DECODE_PROMPT}-token prompt. ` +
@@ -360,20 +345,9 @@ async function main() {
     '',
     table(['file', 'engine', ...PREFILL_SIZES.map((n) => `prefill ${n} (tok/s)`), 'decode (tok/s)'], ownRows),
     '',
-    '<details><summary>raw rounds (ms)</summary>',
-    '',
-    '```json',
-    JSON.stringify(raw, null, 1),
-    '```',
-    '</details>',
-    '',
+    rawDetails(raw),
   ].join('\n');
-  console.log(report);
-  if (opts.out) {
-    mkdirSync(dirname(opts.out), { recursive: true });
-    writeFileSync(opts.out, report);
-    console.error(`wrote ${opts.out}`);
-  }
+  writeReport(report, opts.out);
 }
 
 await main();

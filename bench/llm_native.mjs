@@ -10,10 +10,12 @@
 // build/bin/sotto_make_random_gguf when missing). Needs build/bin/{sotto,sotto_bench_memory,
 // sotto_make_random_gguf} (cmake --preset release && cmake --build --preset release -j2).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { loadLine, markdownTable, median, randomIds, rawDetails, writeReport } from './report.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = join(ROOT, 'build', 'bin');
@@ -40,24 +42,9 @@ function parseArgs(argv) {
   return opts;
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 let sottoPath = join(BIN, 'sotto');
 const run = (exe, args) =>
   execFileSync(exe === 'sotto' ? sottoPath : join(BIN, exe), args, { encoding: 'utf8', maxBuffer: 1 << 28 });
-
-// mulberry32: the same prompt ids on every run.
-function randomIds(n, seed, vocab) {
-  let a = seed >>> 0;
-  const ids = [];
-  for (let i = 0; i < n; ++i) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    ids.push(Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * vocab));
-  }
-  return ids;
-}
 
 // Bytes a decode step reads: every tensor once (a tied token_embd is the output matrix, read whole; the
 // embedding lookup itself reads one row). The KV cache at these lengths is < 1% of it and left out.
@@ -188,12 +175,8 @@ async function main() {
     }
   }
 
-  const fmt = (x) => (typeof x === 'number' ? x.toFixed(x < 10 ? 2 : 1) : x);
-  const markdown = (rs) => [
-    '| file | metric | sotto | llama.cpp | ratio | % of bandwidth (sotto / llama.cpp) |',
-    '|---|---|---:|---:|---:|---:|',
-    ...rs.map((r) => `| ${r.map(fmt).join(' | ')} |`),
-  ].join('\n');
+  const markdown = (rs) => markdownTable(['file', 'metric', 'sotto', 'llama.cpp', 'ratio', '% of bandwidth (sotto / llama.cpp)'], rs,
+                                         { align: ['', '', 'r', 'r', 'r', 'r'] });
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   const nlcVersion = JSON.parse(readFileSync(join(ROOT, 'node_modules', 'node-llama-cpp', 'package.json'), 'utf8')).version;
   const report = [
@@ -202,7 +185,7 @@ async function main() {
     `${cpu}, ${cpus().length} logical CPUs; ${opts.threads} threads; sotto: ${opts.sotto}; median of ${opts.repeats} interleaved rounds; ` +
       `llama.cpp through node-llama-cpp ${nlcVersion} (prebuilt CPU binary, F16 KV cache, flash attention auto, batch 512).`,
     `Read bandwidth (sotto_bench_memory, ${opts.threads} threads, ${bandwidth.mib} MiB): ${gbps} GB/s (best ${bandwidth.best_gb_per_s}). ` +
-      `Load average before: ${loadBefore.map((x) => x.toFixed(2)).join(' ')}, after: ${loadavg().map((x) => x.toFixed(2)).join(' ')}.`,
+      `${loadLine(loadBefore)}.`,
     `ratio = sotto / llama.cpp speed (> 1: sotto faster). % of bandwidth = weight bytes per token / time per token / read bandwidth.`,
     '',
     markdown(rows),
@@ -215,20 +198,9 @@ async function main() {
     '',
     ...sanity.map((s) => `- ${s}`),
     '',
-    '<details><summary>raw rounds (ms)</summary>',
-    '',
-    '```json',
-    JSON.stringify(raw, null, 1),
-    '```',
-    '</details>',
-    '',
+    rawDetails(raw),
   ].join('\n');
-  console.log(report);
-  if (opts.out) {
-    mkdirSync(dirname(opts.out), { recursive: true });
-    writeFileSync(opts.out, report);
-    console.error(`wrote ${opts.out}`);
-  }
+  writeReport(report, opts.out);
 }
 
 await main();

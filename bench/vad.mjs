@@ -19,6 +19,7 @@ import {
   clipPath, modelPath, nativeCli, onnxRuntimeProbs, onnxRuntimeSession, readWav16, repo, wasmDir, wasmPath,
 } from '../tests/web/vad_support.mjs';
 import { startServer } from '../web/serve.mjs';
+import { median } from './report.mjs';
 
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
@@ -39,7 +40,6 @@ function parseArgs(argv) {
   return o;
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // Everything measured inside one page: per-frame ms of each path, median over repeats (the first pass of each
 // is a warm-up and not counted).
