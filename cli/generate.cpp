@@ -58,7 +58,13 @@ std::optional<double> parse_number(std::string_view s) {
   return v;
 }
 
+// "1,403,407" or the JSON array "[1, 403, 407]" (as `sotto tokenize` prints).
 std::optional<std::vector<int32_t>> parse_ids(std::string_view s) {
+  if (s.size() >= 2 && s.front() == '[' && s.back() == ']') s = s.substr(1, s.size() - 2);
+  std::string compact;
+  for (char c : s)
+    if (c != ' ') compact.push_back(c);
+  s = compact;
   std::vector<int32_t> ids;
   while (!s.empty()) {
     const size_t comma = s.find(',');
@@ -204,7 +210,7 @@ int run_generate(std::span<char* const> all_args) {
     } else if (a == "--prompt-ids") {
       auto s = value();
       if (!s || !(prompt_ids = parse_ids(*s)))
-        return usage_error("generate: --prompt-ids needs ids like 1,403,407");
+        return usage_error("generate: --prompt-ids needs ids like 1,403,407 or [1,403,407]");
     } else if (a == "--json") {
       json = true;
     } else if (a == "--greedy") {

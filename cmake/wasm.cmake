@@ -29,10 +29,25 @@ target_compile_options(sotto_wasm_objects PRIVATE ${SOTTO_WASM_FLAGS} ${SOTTO_WA
 set_source_files_properties(${CMAKE_SOURCE_DIR}/src/wasm/libc.cpp ${CMAKE_SOURCE_DIR}/src/wasm/math.cpp
                             PROPERTIES COMPILE_OPTIONS "-fno-builtin")
 
+# Every function of the C API (src/api/sotto.h) is exported under its own name, read from the header, so the
+# API needs no wrapper per function (size_t is 32 bits in wasm32, as JS passes it). src/wasm/exports.cpp adds
+# what only the web has (memory, the thread pool, self-tests) and its own sotto_llm_create, which puts handles
+# on the engine's pool; sotto_llm_create_on_pool is C++ (a ThreadPool*), for that one.
+file(STRINGS ${CMAKE_SOURCE_DIR}/src/api/sotto.h SOTTO_API_DECLARATIONS REGEX "^[A-Za-z].*[ *]sotto_[a-z0-9_]+\\(")
+set(SOTTO_API_EXPORTS)
+foreach(declaration ${SOTTO_API_DECLARATIONS})
+  string(REGEX MATCH "sotto_[a-z0-9_]+\\(" name "${declaration}")
+  string(REPLACE "(" "" name "${name}")
+  if(NOT name MATCHES "^sotto_llm_create(_on_pool)?$")
+    list(APPEND SOTTO_API_EXPORTS --export=${name})
+  endif()
+endforeach()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/sotto.h)
+
 set(SOTTO_WASM_OUTPUT ${CMAKE_BINARY_DIR}/sotto.wasm)
 set(SOTTO_WASM_LINK_FLAGS
     --no-entry --import-memory --shared-memory --max-memory=4294967296 --initial-memory=16777216
-    -z stack-size=1048576 --no-check-features --export=__wasm_call_ctors --export=__heap_base)
+    -z stack-size=1048576 --no-check-features --export=__wasm_call_ctors --export=__heap_base ${SOTTO_API_EXPORTS})
 add_custom_command(
   OUTPUT ${SOTTO_WASM_OUTPUT}
   COMMAND ${SOTTO_WASM_LINKER} ${SOTTO_WASM_LINK_FLAGS} $<TARGET_OBJECTS:sotto_wasm_objects>

@@ -133,11 +133,11 @@ function vadProcessClip({ handle, samples, sampleRate, segments, continueStream 
   try {
     let signal = input;
     if (sampleRate && sampleRate !== modelRate) signal = resampleInWasm(vad, input, sampleRate);
-    const frames = wasm.sotto_vad_frame_count(vad, signal.length);
+    const frames = Number(wasm.sotto_vad_frame_count(vad, signal.length));  // int64_t in the C API: a BigInt
     probsPtr = wasm.sotto_alloc(Math.max(4, frames * 4));
     if (!continueStream) wasm.sotto_vad_reset(vad);
     const t0 = performance.now();
-    const n = wasm.sotto_vad_process_clip(vad, signal.ptr, signal.length, probsPtr, frames);
+    const n = Number(wasm.sotto_vad_process_clip(vad, signal.ptr, signal.length, probsPtr, frames));
     const ms = performance.now() - t0;
     if (n < 0) throw new Error(`sotto: ${vadError(vad)}`);
     const probs = new Float32Array(memory.buffer, probsPtr, n).slice();
@@ -251,7 +251,7 @@ function vadSegmenterFeed({ handle, segmenter, samples, probabilities, firstFram
     const frames = whole / frameSamples;
     const probsPtr = wasm.sotto_alloc(Math.max(4, frames * 4));
     try {
-      if (wasm.sotto_vad_process_clip(vad, input.ptr, whole, probsPtr, frames) < 0) throw new Error(`sotto: ${vadError(vad)}`);
+      if (Number(wasm.sotto_vad_process_clip(vad, input.ptr, whole, probsPtr, frames)) < 0) throw new Error(`sotto: ${vadError(vad)}`);
       probs = new Float32Array(memory.buffer, probsPtr, frames).slice();
     } finally {
       wasm.sotto_free(input.ptr);

@@ -272,6 +272,9 @@ function llmToCpu({ handle }) {
 async function gpuLoseDevice() {
   const device = gpu.device;
   if (!device) return false;
+  // Let the checks of earlier work settle first: a destroyed device never settles its open error scopes
+  // (Dawn's Node binding then aborts at exit), and a real loss at an idle moment looks the same.
+  await gpu.pending();
   device.destroy();
   await device.lost;  // gpu.js's own handler (registered first) has made the loss sticky by now
   return true;
