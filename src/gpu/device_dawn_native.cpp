@@ -310,6 +310,12 @@ Status DawnDevice::open(const DeviceOptions& options) {
   l.max_compute_workgroups_per_dimension = got.maxComputeWorkgroupsPerDimension;
   l.min_storage_buffer_offset_alignment = got.minStorageBufferOffsetAlignment;
   l.min_uniform_buffer_offset_alignment = got.minUniformBufferOffsetAlignment;
+  // SOTTO_GPU_MAX_BINDING=<bytes>: report a smaller storage binding limit, so tests can make small models'
+  // matrices split into several buffers as the real files' output tables do.
+  if (const char* env = std::getenv("SOTTO_GPU_MAX_BINDING"); env && *env) {
+    const unsigned long long cap = std::strtoull(env, nullptr, 10);
+    if (cap >= 256 && cap < l.max_storage_buffer_binding_size) l.max_storage_buffer_binding_size = cap;
+  }
   return {};
 }
 

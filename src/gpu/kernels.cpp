@@ -128,6 +128,18 @@ const char* sub_dot_source(DType w) {
   }
 }
 
+// GELU as ggml's CPU computes it (cpu/gelu.h): x rounded to f16 indexes a table of f16 results (two to a word),
+// 0 below -10, x itself from 10 up.
+const char* kGeluTable = R"(
+@group(0) @binding(7) var<storage, read> gelu_table: array<u32>;
+fn gelu_f16(g: f32) -> f32 {
+  if (g <= -10.0) { return 0.0; }
+  if (g >= 10.0) { return g; }
+  let h = pack2x16float(vec2f(g, 0.0)) & 0xFFFFu;
+  return unpack2x16float((gelu_table[h / 2u] >> (16u * (h % 2u))) & 0xFFFFu).x;
+}
+)";
+
 const char* kMatvecParams = R"(
 struct P { rows: u32, cols: u32, mode: u32, y_off: u32, row_words: u32, n_sub: u32, b_off: u32, x_off: u32,
            eps: f32, pad0: u32, pad1: u32, pad2: u32 }
@@ -154,6 +166,11 @@ const char* kMatvecReduce = R"(
 }
 )";
 
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
 // The sum of squares of an RMSNorm as an unevaluated pair hi + lo (Knuth's TwoSum, ~48 bits), and the mean
 // rounded once to f32: the CPU sums the f32 squares in double and rounds sum / n to f32 once (as ggml does), so
 // an f32 running sum would give a scale an ulp or more off, moving some q8_0 codes by 1.
@@ -178,9 +195,46 @@ fn ff_mean(a: vec2f, n: u32) -> f32 {
 }
 )";
 
+// q8_0 as ggml's quantize_row_q8_0 (d = amax / 127, q = roundf(v * (1 / d)), d kept as f16) of the values
+// x[p.x_off + i], times scale * NW[i] when `normalize`, into xq / xd: the one quantizer of the matrix x vector
+// prologue (workgroup memory, 128 invocations) and of norm_quant (storage, 256 invocations).
+const char* kQuantizeQ8_0 = R"(
+  for (var b = lid.x; b < NVALS / 32u; b += STRIDEu) {
+    var amax = 0.0;
+    for (var e = 0u; e < 32u; e++) {
+      var v = x[p.x_off + 32u * b + e];
+      if (normalize) { v = v * scale * NW[32u * b + e]; }
+      amax = max(amax, abs(v));
+    }
+    let d = amax / 127.0;
+    let id = select(0.0, 1.0 / d, d != 0.0);
+    for (var k = 0u; k < 8u; k++) {
+      var word = 0u;
+      for (var e = 0u; e < 4u; e++) {
+        let i = 32u * b + 4u * k + e;
+        var v = x[p.x_off + i];
+        if (normalize) { v = v * scale * NW[i]; }
+        let a = abs(v * id);
+        var r = floor(a);
+        if (a - r >= 0.5) { r += 1.0; }
+        word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
+      }
+      xq[8u * b + k] = word;
+    }
+    xd[b] = unpack2x16float(pack2x16float(vec2f(d, 0.0))).x;
+  }
+)";
+
+std::string quantize_q8_0(std::string_view n_values, std::string_view norm_weight, uint32_t stride) {
+  std::string s = kQuantizeQ8_0;
+  replace_all(s, "NVALS", n_values);
+  replace_all(s, "NW[", cat(norm_weight, "["));
+  replace_all(s, "STRIDE", cat(stride));
+  return s;
+}
+
 // Every workgroup quantizes x (optionally RMS-normalised first: mode bit 4) into q8_0 blocks in workgroup
-// memory itself, as ggml's quantize_row_q8_0 does (d = amax / 127, q = roundf(v * (1 / d)), d kept as f16), so
-// neither the norm nor the quantization costs a dispatch of its own.
+// memory itself, so neither the norm nor the quantization costs a dispatch of its own.
 const char* kQuantizePrologue = R"(
   let normalize = (p.mode & 4u) != 0u;
   var scale = 1.0;
@@ -196,39 +250,15 @@ const char* kQuantizePrologue = R"(
     scale = 1.0 / sqrt(ff_mean(ssr[0], p.cols) + p.eps);
     workgroupBarrier();
   }
-  for (var b = lid.x; b < p.cols / 32u; b += 128u) {
-    var amax = 0.0;
-    for (var e = 0u; e < 32u; e++) {
-      var v = x[p.x_off + 32u * b + e];
-      if (normalize) { v = v * scale * nw[32u * b + e]; }
-      amax = max(amax, abs(v));
-    }
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, d != 0.0);
-    for (var k = 0u; k < 8u; k++) {
-      var word = 0u;
-      for (var e = 0u; e < 4u; e++) {
-        let i = 32u * b + 4u * k + e;
-        var v = x[p.x_off + i];
-        if (normalize) { v = v * scale * nw[i]; }
-        let a = abs(v * id);
-        var r = floor(a);
-        if (a - r >= 0.5) { r += 1.0; }
-        word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
-      }
-      xq[8u * b + k] = word;
-    }
-    xd[b] = unpack2x16float(pack2x16float(vec2f(d, 0.0))).x;
-  }
+QUANTIZE_Q8_0
   workgroupBarrier();
 )";
 
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-}
-
 }  // namespace
+
+const char* wgsl_float_float() {
+  return kFloatFloat;
+}
 
 bool gpu_matvec_supported(DType w) {
   return w == DType::F32 || w == DType::F16 || sub_dot_source(w) != nullptr;
@@ -243,11 +273,13 @@ uint32_t matvec_lanes(DType w, int64_t cols) {
   return gpu_needs_q8(w) && cols / 32 < 64 ? 8 : 32;
 }
 bool gpu_embed_supported(DType w) {
-  return w == DType::F32 || w == DType::F16 || w == DType::Q8_0 || w == DType::Q4_0;
+  return w == DType::F32 || w == DType::F16 || w == DType::Q8_0 || w == DType::Q4_0 || w == DType::Q5_0;
 }
 
-std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool staged) {
+std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool staged,
+                        bool gelu) {
   std::string src = kMatvecParams;
+  if (swiglu && gelu) src += kGeluTable;
   std::string body;
   if (w == DType::F16) {  // x rounded to f16 first, as ggml converts it for f16 weights
     src += R"(
@@ -334,40 +366,41 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   std::string reduce = kMatvecReduce;
   replace_all(reduce, "RED2_STORE", swiglu ? "red2[lid.x] = acc2;" : "");
   replace_all(reduce, "RED2_ADD", swiglu ? "red2[lid.x] += red2[lid.x + s];" : "");
-  // silu(g) * u with silu(g) = g / (1 + exp(-g)), as the CPU computes it.
-  replace_all(reduce, "OUTPUT", swiglu ? "v = v / (1.0 + exp(-v)) * red2[lid.x];" : "");
+  // silu(g) * u with silu(g) = g / (1 + exp(-g)), as the CPU computes it; or gelu(g) * u from ggml's table.
+  replace_all(reduce, "OUTPUT",
+              !swiglu ? ""
+              : gelu  ? "v = gelu_f16(v) * red2[lid.x];"
+                      : "v = v / (1.0 + exp(-v)) * red2[lid.x];");
   src += reduce;
   replace_all(src, "ACC2_F32", swiglu ? "acc2 += dot(W2[base + i], x[p.x_off + i]);" : "");
   replace_all(src, "ACC2_F16", swiglu ? "acc2 += dot(unpack2x16float(W2[base + i]), xv);" : "");
   replace_all(src, "ACC2_Q", swiglu ? "acc2 += sub_dot2(base, sb);" : "");
   if (!swiglu) replace_all(src, "var acc2 = 0.0;", "");
-  replace_all(src, "PROLOGUE", gpu_needs_q8(w) && !staged ? kQuantizePrologue : "");
+  if (gpu_needs_q8(w) && !staged) {
+    std::string prologue = kQuantizePrologue;
+    replace_all(prologue, "QUANTIZE_Q8_0", quantize_q8_0("p.cols", "nw", 128));
+    replace_all(src, "PROLOGUE", prologue);
+  } else {
+    replace_all(src, "PROLOGUE", "");
+  }
   src = cat("const LANES = ", matvec_lanes(w, cols), "u;\n", src);
   return src;
 }
 
-std::string wgsl_embed(DType w) {
-  std::string src = R"(
-struct P { n: u32, row_words: u32, pad0: u32, pad1: u32 }
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(2) var<storage, read> tok: array<u32>;
-@group(0) @binding(3) var<storage, read_write> x: array<f32>;
-)";
+std::string wgsl_embed(DType w, uint32_t n_parts) {
+  if (n_parts == 0 || n_parts > kEmbedMaxParts) return "";
+  std::string deq;  // deq(base, i): element i of the row starting at word `base` of W
   switch (w) {
     case DType::F32:
-      src +=
-          "@group(0) @binding(1) var<storage, read> W: array<f32>;\n"
-          "fn deq(base: u32, i: u32) -> f32 { return W[base + i]; }\n";
+      deq = "fn deq(base: u32, i: u32) -> f32 { return W[base + i]; }\n";
       break;
     case DType::F16:
-      src +=
-          "@group(0) @binding(1) var<storage, read> W: array<u32>;\n"
+      deq =
           "fn deq(base: u32, i: u32) -> f32 { let v = unpack2x16float(W[base + i / 2u]);"
           " return select(v.x, v.y, (i & 1u) == 1u); }\n";
       break;
     case DType::Q8_0:
-      src += R"(@group(0) @binding(1) var<storage, read> W: array<u32>;
-fn deq(base: u32, i: u32) -> f32 {
+      deq = R"(fn deq(base: u32, i: u32) -> f32 {
   let b = base + (i / 32u) * 9u; let e = i % 32u;
   let q = bitcast<i32>(W[b + e / 4u] << (24u - 8u * (e % 4u))) >> 24u;
   return f32(q) * unpack2x16float(W[b + 8u]).x;
@@ -375,8 +408,7 @@ fn deq(base: u32, i: u32) -> f32 {
 )";
       break;
     case DType::Q4_0:
-      src += R"(@group(0) @binding(1) var<storage, read> W: array<u32>;
-fn deq(base: u32, i: u32) -> f32 {
+      deq = R"(fn deq(base: u32, i: u32) -> f32 {
   let b = base + (i / 32u) * 5u; let e = i % 32u; let j = e % 16u;
   let byte = (W[b + j / 4u] >> (8u * (j % 4u))) & 0xFFu;
   let q = select(byte & 0xFu, byte >> 4u, e >= 16u);
@@ -384,15 +416,51 @@ fn deq(base: u32, i: u32) -> f32 {
 }
 )";
       break;
+    case DType::Q5_0:  // the 5th bit of element e is bit e of qh
+      deq = R"(fn deq(base: u32, i: u32) -> f32 {
+  let b = base + (i / 32u) * 6u; let e = i % 32u; let j = e % 16u;
+  let byte = (W[b + 1u + j / 4u] >> (8u * (j % 4u))) & 0xFFu;
+  let q = select(byte & 0xFu, byte >> 4u, e >= 16u) | (((W[b] >> e) & 1u) << 4u);
+  return (f32(q) - 16.0) * unpack2x16float(W[b + 5u]).x;
+}
+)";
+      break;
     default:
       return "";
+  }
+  // The table's rows first_row .. end_row in parts of part_rows rows (the last may have fewer), one binding
+  // each: the invocation reads the part that holds the token and writes nothing when no part does.
+  std::string src = R"(
+struct P { n: u32, row_words: u32, first_row: u32, end_row: u32, part_rows: u32, scale: f32, pad0: u32, pad1: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(2) var<storage, read> tok: array<u32>;
+@group(0) @binding(3) var<storage, read_write> x: array<f32>;
+)";
+  const char* elem = w == DType::F32 ? "f32" : "u32";
+  const uint32_t binding_of_part[kEmbedMaxParts] = {1, 4, 5, 6};
+  std::string pick;
+  for (uint32_t k = 0; k < n_parts; ++k) {
+    src +=
+        cat("@group(0) @binding(", binding_of_part[k], ") var<storage, read> W", k, ": array<", elem, ">;\n");
+    std::string f = deq;
+    replace_all(f, "W[", cat("W", k, "["));
+    replace_all(f, "deq(", cat("deq", k, "("));
+    src += f;
+    pick += cat(k ? " else " : "  ", "if (part == ", k, "u) { v = deq", k, "(row * p.row_words, g.x); }");
   }
   src += R"(
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3u) {
-  if (g.x < p.n) { x[g.x] = deq(tok[0] * p.row_words, g.x); }
+  let t = tok[0];
+  if (g.x >= p.n || t < p.first_row || t >= p.end_row) { return; }
+  let part = (t - p.first_row) / p.part_rows;
+  let row = (t - p.first_row) % p.part_rows;
+  var v = 0.0;
+PICK
+  x[g.x] = v * p.scale;
 }
 )";
+  replace_all(src, "PICK", pick);
   return src;
 }
 
@@ -407,12 +475,6 @@ struct P { n: u32, mode: u32, x_off: u32, pad: u32, eps: f32, pad1: f32, pad2: f
 @group(0) @binding(5) var<storage, read_write> xd: array<f32>;
 var<workgroup> ssr: array<vec2f, 256>;
 FF_HELPERS
-fn round_half_away(v: f32) -> i32 {
-  let a = abs(v);
-  var r = floor(a);
-  if (a - r >= 0.5) { r += 1.0; }
-  return i32(select(r, -r, v < 0.0));
-}
 @compute @workgroup_size(256)
 fn main(@builtin(local_invocation_id) lid: vec3u) {
   let normalize = (p.mode & 1u) != 0u;
@@ -429,154 +491,15 @@ fn main(@builtin(local_invocation_id) lid: vec3u) {
   for (var i = lid.x; i < p.n; i += 256u) {
     var v = x[p.x_off + i];
     if (normalize) { v = v * scale * w[i]; }
+    if ((p.mode & 8u) != 0u) { v = y[i] + v; }  // the residual add after a post-norm (gemma3)
     y[i] = v;
   }
   if ((p.mode & 4u) != 0u) { return; }
-  // q8_0 as ggml's quantize_row_q8_0: d = amax / 127, q = roundf(v * (1 / d)), d kept as f16.
-  for (var b = lid.x; b < p.n / 32u; b += 256u) {
-    var amax = 0.0;
-    for (var e = 0u; e < 32u; e++) {
-      var v = x[p.x_off + 32u * b + e];
-      if (normalize) { v = v * scale * w[32u * b + e]; }
-      amax = max(amax, abs(v));
-    }
-    let d = amax / 127.0;
-    let id = select(0.0, 1.0 / d, d != 0.0);
-    for (var k = 0u; k < 8u; k++) {
-      var word = 0u;
-      for (var e = 0u; e < 4u; e++) {
-        let i = 32u * b + 4u * k + e;
-        var v = x[p.x_off + i];
-        if (normalize) { v = v * scale * w[i]; }
-        word |= (bitcast<u32>(round_half_away(v * id)) & 0xFFu) << (8u * e);
-      }
-      xq[8u * b + k] = word;
-    }
-    xd[b] = unpack2x16float(pack2x16float(vec2f(d, 0.0))).x;
-  }
+QUANTIZE_Q8_0
 }
 )";
   replace_all(src, "FF_HELPERS", kFloatFloat);
-  return src;
-}
-
-std::string wgsl_rope_kv() {
-  return R"(
-struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, n_rot: u32, halves: u32, k_base: u32, v_base: u32,
-           k_row_words: u32, v_row_words: u32, pad0: u32, pad1: u32 }
-struct Step { pos: u32, pad0: u32, pad1: u32, pad2: u32 }
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<uniform> step: Step;
-@group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read> rope: array<f32>;
-@group(0) @binding(4) var<storage, read_write> kc: array<u32>;
-@group(0) @binding(5) var<storage, read_write> vc: array<u32>;
-var<workgroup> buf: array<f32, 256>;
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
-  let h = wg.x;
-  let k_off = p.n_head * p.hd_k;
-  let v_off = k_off + p.n_head_kv * p.hd_k;
-  let pos = step.pos;
-  if (h < p.n_head + p.n_head_kv) {
-    let is_k = h >= p.n_head;
-    let src = select(h * p.hd_k, k_off + (h - p.n_head) * p.hd_k, is_k);
-    for (var i = lid.x; i < p.hd_k; i += 64u) { buf[i] = qkv[src + i]; }
-    workgroupBarrier();
-    let half_rot = p.n_rot / 2u;
-    for (var i = lid.x; i < half_rot; i += 64u) {
-      let a = select(2u * i, i, p.halves != 0u);
-      let b = select(2u * i + 1u, i + half_rot, p.halves != 0u);
-      let c = rope[(pos * half_rot + i) * 2u];
-      let s = rope[(pos * half_rot + i) * 2u + 1u];
-      let x0 = buf[a];
-      let x1 = buf[b];
-      buf[a] = x0 * c - x1 * s;
-      buf[b] = x0 * s + x1 * c;
-    }
-    workgroupBarrier();
-    if (!is_k) {
-      for (var i = lid.x; i < p.hd_k; i += 64u) { qkv[src + i] = buf[i]; }
-    } else {
-      let dst = p.k_base + pos * p.k_row_words + (h - p.n_head) * (p.hd_k / 2u);
-      for (var i = lid.x; i < p.hd_k / 2u; i += 64u) {
-        kc[dst + i] = pack2x16float(vec2f(buf[2u * i], buf[2u * i + 1u]));
-      }
-    }
-  } else {
-    let kvh = h - p.n_head - p.n_head_kv;
-    let src = v_off + kvh * p.hd_v;
-    let dst = p.v_base + pos * p.v_row_words + kvh * (p.hd_v / 2u);
-    for (var i = lid.x; i < p.hd_v / 2u; i += 64u) {
-      vc[dst + i] = pack2x16float(vec2f(qkv[src + 2u * i], qkv[src + 2u * i + 1u]));
-    }
-  }
-}
-)";
-}
-
-std::string wgsl_attention(uint32_t max_keys) {
-  std::string src = R"(
-struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
-           v_base: u32, scale: f32, pad0: u32, pad1: u32, pad2: u32 }
-struct Step { pos: u32, pad0: u32, pad1: u32, pad2: u32 }
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<uniform> step: Step;
-@group(0) @binding(2) var<storage, read> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read> kc: array<u32>;
-@group(0) @binding(4) var<storage, read> vc: array<u32>;
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
-const MAX_KEYS = MAXKu;
-var<workgroup> scores: array<f32, MAX_KEYS>;
-var<workgroup> qs: array<f32, 256>;
-fn f16r(v: f32) -> f32 { return unpack2x16float(pack2x16float(vec2f(v, 0.0))).x; }
-@compute @workgroup_size(64)
-fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
-  let h = wg.x;
-  let kvh = h / (p.n_head / p.n_head_kv);
-  let n_keys = min(step.pos + 1u, MAX_KEYS);
-  // q rounded to f16, as ggml's flash attention converts it to the cache's type
-  for (var d = lid.x; d < p.hd_k; d += 64u) { qs[d] = f16r(qkv[h * p.hd_k + d]); }
-  workgroupBarrier();
-  for (var t = lid.x; t < n_keys; t += 64u) {
-    let k0 = p.k_base + t * p.k_row_words + kvh * (p.hd_k / 2u);
-    var s = 0.0;
-    for (var d = 0u; d < p.hd_k / 2u; d++) {
-      let kv = unpack2x16float(kc[k0 + d]);
-      s += kv.x * qs[2u * d] + kv.y * qs[2u * d + 1u];
-    }
-    scores[t] = s * p.scale;
-  }
-  workgroupBarrier();
-  // Online softmax over the keys in order with the running sum of values kept in f16 (ggml's CPU kernel),
-  // one output dimension per invocation.
-  for (var d = lid.x; d < p.hd_v; d += 64u) {
-    var m = -3.4028234e38f;
-    var sum = 0.0;
-    var acc = 0.0;
-    let word = kvh * (p.hd_v / 2u) + d / 2u;
-    let odd = (d & 1u) == 1u;
-    for (var t = 0u; t < n_keys; t++) {
-      let s = scores[t];
-      var old_scale = 1.0;
-      var weight = 1.0;
-      if (s > m) {
-        old_scale = exp(m - s);
-        m = s;
-        acc = f16r(acc * old_scale);
-      } else {
-        weight = exp(s - m);
-      }
-      let vv = unpack2x16float(vc[p.v_base + t * p.v_row_words + word]);
-      acc = f16r(acc + select(vv.x, vv.y, odd) * weight);
-      sum = sum * old_scale + weight;
-    }
-    let inv = select(1.0 / sum, 0.0, sum == 0.0);
-    out[h * p.hd_v + d] = acc * inv;
-  }
-}
-)";
-  replace_all(src, "MAXK", cat(max_keys));
+  replace_all(src, "QUANTIZE_Q8_0", quantize_q8_0("p.n", "w", 256));
   return src;
 }
 

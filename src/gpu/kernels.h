@@ -33,15 +33,26 @@ uint32_t matvec_lanes(DType w, int64_t cols);
 // mode bit 4 is set) to q8_0 in workgroup memory, or, `staged`, reads q8_0 blocks a norm_quant dispatch made
 // (xq, xd): cheaper for matrices of many rows, where every workgroup would redo the same quantization. F32
 // reads x as f32, F16 as f32 rounded to f16.
-std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool staged);
-// x[i] = dequantize(W[token, i]), token = tok[0].
-std::string wgsl_embed(DType w);
-// y = x / rms(x) * w (mode 1) or y = x (mode 0), then y quantized to q8_0 (xq, xd) when mode bit 2 is clear.
+// `gelu` (with `swiglu`): y = gelu(W.x) * (W2.x), GELU from ggml's f16 table (binding 7), Gemma's GeGLU.
+std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool staged,
+                        bool gelu = false);
+// x[i] = dequantize(W[token, i]) * scale, token = tok[0], from a table split by rows into n_parts buffers
+// (at most kEmbedMaxParts per dispatch; a table over the binding limit is split); nothing is written when the
+// token is in none of them.
+constexpr uint32_t kEmbedMaxParts = 4;
+std::string wgsl_embed(DType w, uint32_t n_parts);
+// y = x / rms(x) * w (mode 1) or y = x (mode 0); mode 8: y += that instead (the post-norm residual add);
+// then y quantized to q8_0 (xq, xd) when mode bit 4 is clear.
 std::string wgsl_norm_quant();
-// RoPE on q and k heads (in place in the qkv buffer) and the new K/V row written to the f16 cache.
+// Optional per-head RMSNorm of q and k (qwen3, gemma3), RoPE on q and k heads (in place in the qkv buffer),
+// q times q_scale, and the new K/V row written to the f16 cache (gpu/kernels_attention.cpp).
 std::string wgsl_rope_kv();
-// Decode attention, one workgroup per query head, over cache positions 0..pos; max_keys sizes the scores.
+// Decode attention, one workgroup per query head, over cache positions 0..pos (the last `window` of them when
+// window > 0); max_keys sizes the scores.
 std::string wgsl_attention(uint32_t max_keys);
+// WGSL helpers for an RMSNorm's sum of squares in ~48 bits (two_sum, ff_add, ff_add2, ff_mean), shared by the
+// kernels that normalize.
+const char* wgsl_float_float();
 // Greedy argmax over logits in two passes (per-workgroup partials, then one workgroup); tok[0] = the index.
 std::string wgsl_argmax_partial();
 std::string wgsl_argmax_final();

@@ -12,8 +12,10 @@ namespace {
 
 constexpr int64_t kFusedNormMaxRows = 2048;
 
-// Rows of several matrices of one type and width, repacked and stacked into one GPU matrix.
-Result<GpuMatrix> upload_stacked(Ops& ops, std::span<const Matrix* const> parts, std::string_view label) {
+// Rows of several matrices of one type and width, repacked and stacked into one GPU matrix (split by rows
+// where it exceeds the binding limit).
+Result<GpuMatrixParts> upload_stacked(Ops& ops, std::span<const Matrix* const> parts,
+                                      std::string_view label) {
   std::vector<uint32_t> words;
   int64_t rows = 0;
   for (const Matrix* m : parts) {
@@ -21,23 +23,28 @@ Result<GpuMatrix> upload_stacked(Ops& ops, std::span<const Matrix* const> parts,
     words.insert(words.end(), w.begin(), w.end());
     rows += m->rows;
   }
-  GpuMatrix g{parts[0]->dtype, rows, parts[0]->cols, 0, 0};
-  SOTTO_ASSIGN(g.row_words, gpu_row_words(g.dtype, g.cols));
-  SOTTO_ASSIGN(g.buffer, ops.upload(words.data(), words.size() * 4, label));
-  return g;
+  return ops.upload_rows_parts(parts[0]->dtype, words, rows, parts[0]->cols, label);
 }
 
-Result<GpuMatrix> upload(Ops& ops, const Matrix& m, std::string_view label) {
+Result<GpuMatrixParts> upload(Ops& ops, const Matrix& m, std::string_view label) {
   if (!gpu_matvec_supported(m.dtype))
     return error("webgpu: tensor '", label, "' has type ", dtype_name(m.dtype),
                  ", which the GPU kernels lack");
-  return ops.upload_matrix(m.dtype, m.data, m.rows, m.cols, label);
+  return ops.upload_matrix_parts(m.dtype, m.data, m.rows, m.cols, label);
+}
+
+uint64_t bytes_of(const GpuMatrixParts& m) {
+  uint64_t n = 0;
+  for (const GpuMatrix& p : m) n += static_cast<uint64_t>(p.rows) * p.row_words * 4;
+  return n;
 }
 
 }  // namespace
 
-Result<std::unique_ptr<LlmGpu>> LlmGpu::create(Device& device, const LlamaWeights& weights, int n_ctx) {
+Result<std::unique_ptr<LlmGpu>> LlmGpu::create(Device& device, const LlamaWeights& weights, int n_ctx,
+                                               uint64_t max_binding_bytes) {
   std::unique_ptr<LlmGpu> llm(new LlmGpu(device));
+  llm->ops_.set_max_binding(max_binding_bytes);
   SOTTO_TRY(llm->build(weights, n_ctx));
   return llm;
 }
@@ -46,8 +53,13 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   hp_ = w.hp;
   const LlamaHparams& hp = hp_;
   for (const LlamaLayer& l : w.layers)
-    if (l.q_norm || l.k_norm)
-      return error("webgpu: ", hp.arch, "'s per-head q/k norms are not on the GPU yet");
+    if ((l.q_norm == nullptr) != (l.k_norm == nullptr) ||
+        (l.attn_post_norm == nullptr) != (l.ffn_post_norm == nullptr))
+      return error("webgpu: ", hp.arch,
+                   " layers with a q norm but no k norm (or one post-norm) are not supported");
+  if (hp.final_logit_softcap > 0.0f) return error("webgpu: final logit soft-capping is not on the GPU yet");
+  if (hp.ffn_activation == FfnActivation::Gelu && w.gelu_f16.size() != 65536)
+    return error("webgpu: a GeGLU model without its GELU table");
   n_ctx_ = n_ctx > 0 ? n_ctx : std::min(hp.n_ctx_train, 4096);
   if (hp.head_dim_k % 2 || hp.head_dim_v % 2 || hp.head_dim_k > 256 || hp.head_dim_v > 256)
     return error("webgpu: heads of ", hp.head_dim_k, "/", hp.head_dim_v, " dims are not supported");
@@ -62,6 +74,7 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   const uint32_t out_dim = static_cast<uint32_t>(hp.n_head * hp.head_dim_v);
   const uint32_t ff = static_cast<uint32_t>(hp.n_ff);
   const uint32_t widest = std::max({d, q_dim + kv_k + kv_v, out_dim, ff});
+  const bool post_norms = !w.layers.empty() && w.layers[0].attn_post_norm != nullptr;
 
   // Activations and state.
   SOTTO_ASSIGN(step_, ops_.step_buffer());
@@ -76,19 +89,33 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   SOTTO_ASSIGN(logits_, ops_.buffer(static_cast<uint64_t>(hp.n_vocab) * 4, "logits"));
   SOTTO_ASSIGN(BufferHandle partial,
                ops_.buffer(Ops::argmax_partial_bytes(static_cast<uint32_t>(hp.n_vocab)), "partial"));
-  const uint64_t k_layer_words = static_cast<uint64_t>(n_ctx_) * kv_k / 2;
-  const uint64_t v_layer_words = static_cast<uint64_t>(n_ctx_) * kv_v / 2;
-  SOTTO_ASSIGN(BufferHandle k_cache, ops_.buffer(k_layer_words * 4 * hp.n_layer, "k cache"));
-  SOTTO_ASSIGN(BufferHandle v_cache, ops_.buffer(v_layer_words * 4 * hp.n_layer, "v cache"));
-  const std::vector<float> table = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base);
+  BufferHandle delta = 0;  // a branch's output before its post-norm (gemma3)
+  if (post_norms) {
+    SOTTO_ASSIGN(delta, ops_.buffer(d * 4, "delta"));
+  }
+  // The KV cache: one buffer per layer, so that long contexts stay under the binding limit.
+  const uint64_t k_layer_bytes = static_cast<uint64_t>(n_ctx_) * kv_k * 2;
+  const uint64_t v_layer_bytes = static_cast<uint64_t>(n_ctx_) * kv_v * 2;
+  // Local (sliding-window) layers rotate with their own base and no scaling, as on the CPU.
+  const std::vector<float> table = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale);
   SOTTO_ASSIGN(BufferHandle rope, ops_.upload(table.data(), table.size() * 4, "rope"));
+  BufferHandle rope_local = 0;
+  if (hp.n_swa > 0) {
+    const std::vector<float> local = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base_swa, 1.0f);
+    SOTTO_ASSIGN(rope_local, ops_.upload(local.data(), local.size() * 4, "rope (local layers)"));
+  }
+  BufferHandle gelu = 0;
+  if (hp.ffn_activation == FfnActivation::Gelu) {
+    SOTTO_ASSIGN(gelu, ops_.upload(w.gelu_f16.data(), w.gelu_f16.size() * 2, "gelu table"));
+  }
 
   // Weights.
-  SOTTO_ASSIGN(GpuMatrix embd, ops_.upload_matrix(w.token_embd.dtype, w.token_embd.data, w.token_embd.rows,
-                                                  w.token_embd.cols, "token_embd"));
-  GpuMatrix output;
+  SOTTO_ASSIGN(GpuMatrixParts embd,
+               ops_.upload_matrix_parts(w.token_embd.dtype, w.token_embd.data, w.token_embd.rows,
+                                        w.token_embd.cols, "token_embd"));
+  GpuMatrixParts output;
   if (w.output.data == w.token_embd.data && w.output.dtype == w.token_embd.dtype &&
-      gpu_matvec_supported(embd.dtype)) {
+      gpu_matvec_supported(w.token_embd.dtype)) {
     output = embd;  // tied: one copy serves both
   } else {
     SOTTO_ASSIGN(output, upload(ops_, w.output, "output"));
@@ -103,24 +130,37 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
       plan_weight_bytes_.push_back(i + 1 == plan_.size() ? weights : 0);
     }
   };
-  auto bytes_of = [](const GpuMatrix& m) { return static_cast<uint64_t>(m.rows) * m.row_words * 4; };
   // The input of a matrix behind an RMSNorm. Quantized matrices of few rows take the norm and the q8_0
   // quantization inside their own kernel (one dispatch fewer); for many rows (gate·up, the output table) every
   // workgroup would redo that work, which cost more than a dispatch on the H200 (bench/README.md), so a
   // norm_quant dispatch makes the q8_0 blocks once. F32 / F16 matrices read the normed f32 vector.
-  auto normed_input = [&](const GpuMatrix& m, BufferHandle in, BufferHandle norm,
+  auto normed_input = [&](const GpuMatrixParts& m, BufferHandle in, BufferHandle norm,
                           MatvecInput& out) -> Status {
-    if (gpu_needs_q8(m.dtype) && m.rows <= kFusedNormMaxRows) {
+    int64_t rows = 0;
+    for (const GpuMatrix& part : m) rows += part.rows;
+    const bool q8 = gpu_needs_q8(m[0].dtype);
+    if (q8 && rows <= kFusedNormMaxRows) {
       out = MatvecInput{in, 0, norm, hp.rms_norm_eps};
       return {};
     }
-    const bool q8 = gpu_needs_q8(m.dtype);
     SOTTO_TRY(ops_.norm_quant(plan_, in, 0, norm, d, hp.rms_norm_eps, h, q8 ? xq : 0, q8 ? xd : 0, q8));
     out = q8 ? MatvecInput{0, 0, 0, 0.0f, xq, xd} : MatvecInput{h, 0, 0, 0.0f};
     return {};
   };
+  // y[y_offset ...] (+)= m . x, one dispatch per part of m, each writing its own rows.
+  auto matvec = [&](const GpuMatrixParts& m, const MatvecInput& in, BufferHandle y, uint32_t y_offset,
+                    BufferHandle bias, bool accumulate, const GpuMatrixParts* up = nullptr,
+                    BufferHandle gelu_table = 0) -> Status {
+    if (up && up->size() != m.size()) return error("webgpu: gate and up split differently");
+    for (size_t i = 0; i < m.size(); ++i) {
+      const uint32_t first = static_cast<uint32_t>(m[i].first_row);
+      SOTTO_TRY(ops_.matvec(plan_, m[i], in, y, y_offset + first, bias, y_offset + first, accumulate,
+                            up ? &(*up)[i] : nullptr, gelu_table));
+    }
+    return {};
+  };
   size_t mark = plan_.size();
-  SOTTO_TRY(ops_.embed(plan_, embd, tok_, x));
+  SOTTO_TRY(ops_.embed(plan_, embd, tok_, x, hp.embd_scale));
   record("embed", mark);
 
   for (int il = 0; il < hp.n_layer; ++il) {
@@ -128,17 +168,33 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
     const std::string b = cat("blk.", il, ".");
     SOTTO_ASSIGN(BufferHandle attn_norm, ops_.upload(l.attn_norm, d * 4, b + "attn_norm"));
     SOTTO_ASSIGN(BufferHandle ffn_norm, ops_.upload(l.ffn_norm, d * 4, b + "ffn_norm"));
-    // q, k, v as one matrix when they share a type (the usual case), else three dispatches.
-    std::vector<GpuMatrix> qkv_parts;
-    if (l.wq.dtype == l.wk.dtype && l.wq.dtype == l.wv.dtype && gpu_matvec_supported(l.wq.dtype)) {
-      const Matrix* parts[3] = {&l.wq, &l.wk, &l.wv};
-      SOTTO_ASSIGN(GpuMatrix m, upload_stacked(ops_, parts, b + "attn_qkv"));
-      qkv_parts.push_back(m);
-    } else {
-      for (const Matrix* m : {&l.wq, &l.wk, &l.wv}) {
-        SOTTO_ASSIGN(GpuMatrix g, upload(ops_, *m, b + "attn_q/k/v"));
-        qkv_parts.push_back(g);
-      }
+    BufferHandle q_norm = 0, k_norm = 0, attn_post_norm = 0, ffn_post_norm = 0;
+    if (l.q_norm) {
+      SOTTO_ASSIGN(q_norm,
+                   ops_.upload(l.q_norm, static_cast<uint64_t>(hp.head_dim_k) * 4, b + "attn_q_norm"));
+      SOTTO_ASSIGN(k_norm,
+                   ops_.upload(l.k_norm, static_cast<uint64_t>(hp.head_dim_k) * 4, b + "attn_k_norm"));
+    }
+    if (post_norms) {
+      SOTTO_ASSIGN(attn_post_norm, ops_.upload(l.attn_post_norm, d * 4, b + "post_attention_norm"));
+      SOTTO_ASSIGN(ffn_post_norm, ops_.upload(l.ffn_post_norm, d * 4, b + "post_ffw_norm"));
+    }
+    SOTTO_ASSIGN(BufferHandle k_cache, ops_.buffer(k_layer_bytes, b + "k cache"));
+    SOTTO_ASSIGN(BufferHandle v_cache, ops_.buffer(v_layer_bytes, b + "v cache"));
+    // q, k, v: runs of consecutive matrices of one type stacked into one matrix (all three in the usual case;
+    // Gemma 3's files pair Q5_0 q and k with a Q8_0 v).
+    std::vector<GpuMatrixParts> qkv_parts;
+    const Matrix* qkv_m[3] = {&l.wq, &l.wk, &l.wv};
+    for (size_t i = 0; i < 3;) {
+      size_t j = i + 1;
+      while (j < 3 && qkv_m[j]->dtype == qkv_m[i]->dtype) ++j;
+      if (!gpu_matvec_supported(qkv_m[i]->dtype))
+        return error("webgpu: tensor '", b, "attn_q/k/v' has type ", dtype_name(qkv_m[i]->dtype),
+                     ", which the GPU kernels lack");
+      SOTTO_ASSIGN(GpuMatrixParts m,
+                   upload_stacked(ops_, std::span<const Matrix* const>(qkv_m + i, j - i), b + "attn_qkv"));
+      qkv_parts.push_back(std::move(m));
+      i = j;
     }
     BufferHandle qkv_bias = 0;
     if (l.bq || l.bk || l.bv) {
@@ -148,59 +204,79 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
       if (l.bv) std::memcpy(bias.data() + q_dim + kv_k, l.bv, kv_v * 4);
       SOTTO_ASSIGN(qkv_bias, ops_.upload(bias.data(), bias.size() * 4, b + "qkv_bias"));
     }
-    SOTTO_ASSIGN(GpuMatrix wo, upload(ops_, l.wo, b + "attn_output"));
+    SOTTO_ASSIGN(GpuMatrixParts wo, upload(ops_, l.wo, b + "attn_output"));
     if (l.ffn_gate.dtype != l.ffn_up.dtype)
       return error("webgpu: ", b, "ffn_gate and ffn_up differ in type (", dtype_name(l.ffn_gate.dtype), ", ",
-                   dtype_name(l.ffn_up.dtype), "); the fused SwiGLU kernel needs one type");
-    SOTTO_ASSIGN(GpuMatrix gate, upload(ops_, l.ffn_gate, b + "ffn_gate"));
-    SOTTO_ASSIGN(GpuMatrix up, upload(ops_, l.ffn_up, b + "ffn_up"));
-    SOTTO_ASSIGN(GpuMatrix down, upload(ops_, l.ffn_down, b + "ffn_down"));
+                   dtype_name(l.ffn_up.dtype), "); the fused gate·up kernel needs one type");
+    SOTTO_ASSIGN(GpuMatrixParts gate, upload(ops_, l.ffn_gate, b + "ffn_gate"));
+    SOTTO_ASSIGN(GpuMatrixParts up, upload(ops_, l.ffn_up, b + "ffn_up"));
+    SOTTO_ASSIGN(GpuMatrixParts down, upload(ops_, l.ffn_down, b + "ffn_down"));
 
     mark = plan_.size();
     MatvecInput qkv_in, ffn_in;
     SOTTO_TRY(normed_input(qkv_parts[0], x, attn_norm, qkv_in));
     record("attn_norm", mark);
     uint32_t row_offset = 0;
-    for (const GpuMatrix& m : qkv_parts) {
+    for (const GpuMatrixParts& m : qkv_parts) {
       const size_t one = plan_.size();
-      SOTTO_TRY(ops_.matvec(plan_, m, qkv_in, qkv, row_offset, qkv_bias, row_offset, false));
-      row_offset += static_cast<uint32_t>(m.rows);
+      // A norm_quant dispatch staged q8_0 input for the first run; the others (same width) read it too.
+      SOTTO_TRY(matvec(m, qkv_in, qkv, row_offset, qkv_bias, false));
+      for (const GpuMatrix& part : m) row_offset += static_cast<uint32_t>(part.rows);
       record("qkv", one, bytes_of(m));
     }
     mark = plan_.size();
-    const uint32_t k_base = static_cast<uint32_t>(k_layer_words * il),
-                   v_base = static_cast<uint32_t>(v_layer_words * il);
-    SOTTO_TRY(ops_.rope_kv(plan_, {qkv, rope, k_cache, v_cache, step_, static_cast<uint32_t>(hp.n_head),
-                                   static_cast<uint32_t>(hp.n_head_kv), static_cast<uint32_t>(hp.head_dim_k),
-                                   static_cast<uint32_t>(hp.head_dim_v), static_cast<uint32_t>(hp.n_rot),
-                                   hp.rope_layout == RopeLayout::Halves, k_base, v_base}));
+    const bool local = hp.is_local(il);
+    SOTTO_TRY(
+        ops_.rope_kv(plan_, {qkv, local ? rope_local : rope, k_cache, v_cache, step_,
+                             static_cast<uint32_t>(hp.n_head), static_cast<uint32_t>(hp.n_head_kv),
+                             static_cast<uint32_t>(hp.head_dim_k), static_cast<uint32_t>(hp.head_dim_v),
+                             static_cast<uint32_t>(hp.n_rot), hp.rope_layout == RopeLayout::Halves, 0, 0,
+                             q_norm, k_norm, hp.rms_norm_eps, hp.q_scale > 0.0f ? hp.q_scale : 1.0f}));
     record("rope+kv", mark);
     mark = plan_.size();
-    SOTTO_TRY(ops_.attention(
-        plan_, {qkv, k_cache, v_cache, step_, attn, static_cast<uint32_t>(hp.n_head),
-                static_cast<uint32_t>(hp.n_head_kv), static_cast<uint32_t>(hp.head_dim_k),
-                static_cast<uint32_t>(hp.head_dim_v), k_base, v_base, static_cast<uint32_t>(n_ctx_),
-                1.0f / std::sqrt(static_cast<float>(hp.head_dim_k))}));
+    SOTTO_TRY(
+        ops_.attention(plan_, {qkv, k_cache, v_cache, step_, attn, static_cast<uint32_t>(hp.n_head),
+                               static_cast<uint32_t>(hp.n_head_kv), static_cast<uint32_t>(hp.head_dim_k),
+                               static_cast<uint32_t>(hp.head_dim_v), 0, 0, static_cast<uint32_t>(n_ctx_),
+                               hp.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
+                               local ? static_cast<uint32_t>(hp.n_swa) : 0u}));
     record("attention", mark);
+    // A branch's output joins x directly, or (gemma3) through its post-norm: delta, then x += norm(delta).
     mark = plan_.size();
-    SOTTO_TRY(ops_.matvec(plan_, wo, {attn, 0, 0, 0.0f}, x, 0, 0, 0, true));
-    record("attn_output (+= x)", mark, bytes_of(wo));
+    if (post_norms) {
+      SOTTO_TRY(matvec(wo, {attn, 0, 0, 0.0f}, delta, 0, 0, false));
+      record("attn_output", mark, bytes_of(wo));
+      mark = plan_.size();
+      SOTTO_TRY(ops_.norm_quant(plan_, delta, 0, attn_post_norm, d, hp.rms_norm_eps, x, 0, 0, false, true));
+      record("post_attention_norm (+= x)", mark);
+    } else {
+      SOTTO_TRY(matvec(wo, {attn, 0, 0, 0.0f}, x, 0, 0, true));
+      record("attn_output (+= x)", mark, bytes_of(wo));
+    }
     mark = plan_.size();
     SOTTO_TRY(normed_input(gate, x, ffn_norm, ffn_in));
     record("ffn_norm", mark);
     mark = plan_.size();
-    SOTTO_TRY(ops_.matvec(plan_, gate, ffn_in, h2, 0, 0, 0, false, &up));
-    record("gate·up SwiGLU", mark, bytes_of(gate) + bytes_of(up));
+    SOTTO_TRY(matvec(gate, ffn_in, h2, 0, 0, false, &up, gelu));
+    record(gelu ? "gate·up GeGLU" : "gate·up SwiGLU", mark, bytes_of(gate) + bytes_of(up));
     mark = plan_.size();
-    SOTTO_TRY(ops_.matvec(plan_, down, {h2, 0, 0, 0.0f}, x, 0, 0, 0, true));
-    record("ffn_down (+= x)", mark, bytes_of(down));
+    if (post_norms) {
+      SOTTO_TRY(matvec(down, {h2, 0, 0, 0.0f}, delta, 0, 0, false));
+      record("ffn_down", mark, bytes_of(down));
+      mark = plan_.size();
+      SOTTO_TRY(ops_.norm_quant(plan_, delta, 0, ffn_post_norm, d, hp.rms_norm_eps, x, 0, 0, false, true));
+      record("post_ffw_norm (+= x)", mark);
+    } else {
+      SOTTO_TRY(matvec(down, {h2, 0, 0, 0.0f}, x, 0, 0, true));
+      record("ffn_down (+= x)", mark, bytes_of(down));
+    }
   }
   mark = plan_.size();
   MatvecInput out_in;
   SOTTO_TRY(normed_input(output, x, output_norm, out_in));
   record("output_norm", mark);
   mark = plan_.size();
-  SOTTO_TRY(ops_.matvec(plan_, output, out_in, logits_, 0, 0, 0, false));
+  SOTTO_TRY(matvec(output, out_in, logits_, 0, 0, false));
   record("output", mark, bytes_of(output));
   mark = plan_.size();
   SOTTO_TRY(ops_.argmax(plan_, logits_, static_cast<uint32_t>(hp.n_vocab), partial, tok_));

@@ -1,10 +1,15 @@
-// The Llama-family forward pass (llama, qwen2) on the GPU: weights uploaded once from the GGUF bytes (the
+// The Llama-family forward pass (llama, qwen2, qwen3, gemma3) on the GPU: weights uploaded once from the GGUF bytes (the
 // LlamaWeights of models/llm/llama.h), the decode step recorded once as a plan and replayed per token with
 // only the position changing (a 16-byte uniform), greedy argmax on the GPU, and one 4-byte readback per token.
 //
 //   per token:  write step {pos} (+ the token, when it comes from the prompt) ; run(plan) ; read tok
 //   plan:       embed ; per layer [norm+qkv ; rope+KV ; attention ; wo (+= x) ; norm+gate·up SwiGLU ;
 //               down (+= x)] ; norm+output ; argmax (2)          (6 per layer + 4; f32/f16 weights: norms apart)
+//   gemma3:     embed (× sqrt(n_embd)) ; per layer [norm+qk, norm+v (two types) ; q/k norm+rope+KV ;
+//               attention (window on local layers) ; wo ; post-norm (+= x) ; norm+gate·up GeGLU ; down ;
+//               post-norm (+= x)] ; norm ; output (2 parts: the tied Q8_0 table is over 128 MiB) ; argmax (2)
+// A matrix larger than the storage binding limit is split by rows into several buffers: one dispatch per
+// part (each writes its rows of the output); the embedding lookup reads the part holding the token.
 // Quantized matrix kernels quantize their input to q8_0 in workgroup memory (and apply the RMSNorm before
 // it), so neither costs a dispatch.
 //
@@ -28,9 +33,12 @@ namespace sotto::gpu {
 
 class LlmGpu {
  public:
-  // n_ctx <= 0: min(model's training context, 4096). Fails clearly for what the GPU path lacks (qwen3's
-  // q/k norms, weight types without a kernel, a context too large for the attention kernel).
-  static Result<std::unique_ptr<LlmGpu>> create(Device& device, const LlamaWeights& weights, int n_ctx);
+  // n_ctx <= 0: min(model's training context, 4096). Fails clearly for what the GPU path lacks (weight types
+  // without a kernel, a context too large for the attention kernel, logit soft-capping).
+  // max_binding_bytes > 0: split matrices (and refuse buffers) above this size even where the device allows
+  // more, to test the splitting with small models.
+  static Result<std::unique_ptr<LlmGpu>> create(Device& device, const LlamaWeights& weights, int n_ctx,
+                                                uint64_t max_binding_bytes = 0);
 
   // Runs one token at position n_past() and advances. token >= 0: that token (a prompt token); token < 0:
   // the GPU's own previous argmax (greedy decoding, nothing leaves the GPU). Only submits the work.

@@ -9,6 +9,7 @@
 #include "core/quant_blocks.h"
 #include "core/quantize_ref.h"
 #include "cpu/attention.h"
+#include "cpu/gelu.h"
 #include "cpu/quant_dot.h"
 #include "gpu/ops.h"
 
@@ -37,6 +38,7 @@ struct Checker {
   Ops& ops;
   Rng& rng;
   std::vector<OpCheck>& out;
+  std::vector<uint16_t> gelu_table = make_gelu_f16_table();
 
   void record(std::string op, std::string shape, double err, double tol) {
     out.push_back({std::move(op), std::move(shape), err, tol, err <= tol});
@@ -73,7 +75,7 @@ struct Checker {
 
   // staged: x quantized (and normed) by a norm_quant dispatch first instead of inside the matvec.
   Status matvec(DType w, int64_t rows, int64_t cols, bool swiglu, bool bias_and_residual,
-                bool with_norm = false, bool staged = false) {
+                bool with_norm = false, bool staged = false, bool gelu = false) {
     Weights wg = make_weights(w, rows, cols), wu;
     if (swiglu) wu = make_weights(w, rows, cols);
     std::vector<float> x = rng.vec(static_cast<size_t>(cols)), x_normed = x;
@@ -113,7 +115,10 @@ struct Checker {
         }
       }
       double e = dot;
-      if (swiglu) {
+      if (swiglu && gelu) {  // the GPU sums in f32 and looks the f32 up: so does the reference
+        e = static_cast<double>(gelu_f16_lookup(gelu_table, static_cast<float>(dot))) * dot_u;
+        mag = mag * std::fabs(dot_u) + mag_u * std::fabs(dot) + 1e-30;
+      } else if (swiglu) {
         e = dot / (1.0 + std::exp(-dot)) * dot_u;
         mag = mag * std::fabs(dot_u) + mag_u * std::fabs(dot) + 1e-30;
       }
@@ -141,17 +146,27 @@ struct Checker {
                                xd, true));
       in = MatvecInput{0, 0, 0, 0.0f, xq, xd};
     }
+    BufferHandle bgelu = 0;
+    if (gelu) {
+      SOTTO_ASSIGN(bgelu, ops.upload(gelu_table.data(), gelu_table.size() * 2, "gelu"));
+    }
     SOTTO_TRY(ops.matvec(plan, gw, in, by, 0, bias_and_residual ? bb : 0, 0, bias_and_residual,
-                         swiglu ? &gu : nullptr));
+                         swiglu ? &gu : nullptr, bgelu));
     SOTTO_TRY(ops.device().run(plan));
     SOTTO_ASSIGN(std::vector<float> got, read_f32(by, static_cast<size_t>(rows)));
     double err = 0;
     for (int64_t r = 0; r < rows; ++r) err = std::max(err, std::fabs(got[r] - expect[r]));
     // With the norm fused in, the GPU's f32 sum of squares can differ from the CPU's double one in the last
     // bit, which can move one q8_0 code by 1: a relative error of ~1/127 of one term, hence 1e-3 there.
-    record(cat("matvec ", dtype_name(w), swiglu ? " swiglu" : "", bias_and_residual ? " +bias +residual" : "",
-               with_norm ? " +rms_norm" : "", staged ? " (staged q8_0)" : ""),
-           cat("rows ", rows, " cols ", cols), err / scale, with_norm ? 1e-3 : 1e-5);
+    if (bgelu) ops.device().destroy_buffer(bgelu);
+    // GeGLU: where the f32 gate sum rounds to a neighbouring f16 table entry, gelu moves by ~1e-3 of itself.
+    record(cat("matvec ", dtype_name(w), swiglu ? (gelu ? " geglu" : " swiglu") : "",
+               bias_and_residual ? " +bias +residual" : "", with_norm ? " +rms_norm" : "",
+               staged ? " (staged q8_0)" : ""),
+           cat("rows ", rows, " cols ", cols), err / scale,
+           gelu        ? 2e-3
+           : with_norm ? 1e-3
+                       : 1e-5);
     for (BufferHandle b : {gw.buffer, bx, by, bb, bnorm, bxn, xq, xd}) ops.device().destroy_buffer(b);
     if (swiglu) ops.device().destroy_buffer(gu.buffer);
     return {};
@@ -211,9 +226,71 @@ struct Checker {
     return {};
   }
 
+  // A table split by rows into parts of part_rows (as upload_matrix_parts splits one over the binding limit),
+  // times `scale`: every token (first, last, each part's edges, random) against dequantize_row_ref * scale.
+  Status embed_parts(DType w, int64_t rows, int64_t cols, int64_t part_rows, float scale) {
+    Weights table = make_weights(w, rows, cols);
+    SOTTO_ASSIGN(uint32_t row_words, gpu_row_words(w, cols));
+    const uint64_t saved = ops.max_binding();
+    ops.set_max_binding(static_cast<uint64_t>(part_rows) * row_words * 4);
+    auto parts = ops.upload_matrix_parts(w, table.bytes.data(), rows, cols, "table");
+    ops.set_max_binding(saved);
+    SOTTO_TRY(parts.status());
+    SOTTO_ASSIGN(BufferHandle tok, ops.buffer(16, "tok"));
+    SOTTO_ASSIGN(BufferHandle bx, ops.buffer(static_cast<uint64_t>(cols) * 4, "x"));
+    std::vector<Dispatch> plan;
+    SOTTO_TRY(ops.embed(plan, *parts, tok, bx, scale));
+    double err = 0;
+    std::vector<int64_t> tokens = {0, rows - 1, part_rows - 1, part_rows,
+                                   static_cast<int64_t>(rng.next() % rows)};
+    for (int64_t t : tokens) {
+      const uint32_t tv[4] = {static_cast<uint32_t>(t), 0, 0, 0};
+      SOTTO_TRY(ops.device().write_buffer(tok, 0, tv, 16));
+      SOTTO_TRY(ops.device().run(plan));
+      SOTTO_ASSIGN(std::vector<float> got, read_f32(bx, static_cast<size_t>(cols)));
+      for (int64_t i = 0; i < cols; ++i)
+        err = std::max(err, static_cast<double>(std::fabs(got[i] - table.values[t * cols + i] * scale)));
+    }
+    record(cat("embed ", dtype_name(w), " in ", parts->size(), " parts, scaled"),
+           cat("rows ", rows, " cols ", cols, " (", plan.size(), " dispatches)"), err, 0);
+    for (const GpuMatrix& m : *parts) ops.device().destroy_buffer(m.buffer);
+    for (BufferHandle b : {tok, bx}) ops.device().destroy_buffer(b);
+    return {};
+  }
+
+  // y += rms_norm(x, w): gemma3's post-norm and residual add, against the CPU's rms_norm (double sum).
+  Status norm_add(int n) {
+    std::vector<float> x = rng.vec(static_cast<size_t>(n), 3.0f), w = rng.vec(static_cast<size_t>(n));
+    std::vector<float> y = rng.vec(static_cast<size_t>(n), 2.0f), expect = y;
+    const float eps = 1e-6f;
+    double ss = 0;
+    for (float v : x) ss += static_cast<double>(v * v);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(ss / n) + eps);
+    double mag = 1e-30;
+    for (int i = 0; i < n; ++i) {
+      expect[i] = y[i] + x[i] * scale * w[i];
+      mag = std::max(mag, static_cast<double>(std::fabs(expect[i])));
+    }
+    SOTTO_ASSIGN(BufferHandle bx, ops.upload(x.data(), x.size() * 4, "x"));
+    SOTTO_ASSIGN(BufferHandle bw, ops.upload(w.data(), w.size() * 4, "w"));
+    SOTTO_ASSIGN(BufferHandle by, ops.upload(y.data(), y.size() * 4, "y"));
+    std::vector<Dispatch> plan;
+    SOTTO_TRY(ops.norm_quant(plan, bx, 0, bw, static_cast<uint32_t>(n), eps, by, 0, 0, false, true));
+    SOTTO_TRY(ops.device().run(plan));
+    SOTTO_ASSIGN(std::vector<float> got, read_f32(by, static_cast<size_t>(n)));
+    double err = 0;
+    for (int i = 0; i < n; ++i) err = std::max(err, static_cast<double>(std::fabs(got[i] - expect[i])));
+    record("rms_norm (+= y)", cat("n ", n), err / mag, 1e-5);
+    for (BufferHandle b : {bx, bw, by}) ops.device().destroy_buffer(b);
+    return {};
+  }
+
   // RoPE + cache write for positions 0..n_pos-1 (one run each, the step uniform changing), then attention at
   // the last position, against the CPU's formula and attend_head_ref on the CPU's own f16 cache.
-  Status rope_attention(int n_head, int n_head_kv, int hd, int n_rot, bool halves, int n_pos) {
+  // qk_norm: a per-head RMSNorm of q and k first; q_scale > 0: q times it after RoPE and attention's scale 1
+  // (gemma3); window > 0: sliding-window attention.
+  Status rope_attention(int n_head, int n_head_kv, int hd, int n_rot, bool halves, int n_pos,
+                        bool qk_norm = false, float q_scale = 0.0f, int window = 0) {
     const int q_dim = n_head * hd, kv_dim = n_head_kv * hd, qkv_dim = q_dim + 2 * kv_dim;
     const int n_ctx = n_pos + 3;
     std::vector<float> table = rope_table(n_ctx, n_rot, 10000.0f);
@@ -224,6 +301,10 @@ struct Checker {
     SOTTO_ASSIGN(BufferHandle bqkv, ops.buffer(static_cast<uint64_t>(qkv_dim) * 4, "qkv"));
     SOTTO_ASSIGN(BufferHandle bout, ops.buffer(static_cast<uint64_t>(q_dim) * 4, "out"));
     SOTTO_ASSIGN(BufferHandle step, ops.step_buffer());
+    const float eps = 1e-6f;
+    std::vector<float> q_norm = rng.vec(static_cast<size_t>(hd)), k_norm = rng.vec(static_cast<size_t>(hd));
+    SOTTO_ASSIGN(BufferHandle bqn, ops.upload(q_norm.data(), q_norm.size() * 4, "q_norm"));
+    SOTTO_ASSIGN(BufferHandle bkn, ops.upload(k_norm.data(), k_norm.size() * 4, "k_norm"));
     std::vector<Dispatch> plan;
     RopeKvArgs ra{bqkv,
                   btab,
@@ -237,10 +318,14 @@ struct Checker {
                   static_cast<uint32_t>(n_rot),
                   halves,
                   0,
-                  0};
+                  0,
+                  qk_norm ? bqn : 0,
+                  qk_norm ? bkn : 0,
+                  eps,
+                  q_scale > 0.0f ? q_scale : 1.0f};
     SOTTO_TRY(ops.rope_kv(plan, ra));
     const size_t rope_only = plan.size();
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float scale = q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
     AttentionGpuArgs aa{bqkv,
                         bk,
                         bv,
@@ -253,7 +338,8 @@ struct Checker {
                         0,
                         0,
                         static_cast<uint32_t>(n_ctx),
-                        scale};
+                        scale,
+                        static_cast<uint32_t>(window)};
     SOTTO_TRY(ops.attention(plan, aa));
     double q_err = 0, k_err = 0;
     std::vector<float> q;
@@ -267,6 +353,13 @@ struct Checker {
       // CPU: the same rotation with the same table.
       for (int h = 0; h < n_head + n_head_kv; ++h) {
         float* head = qkv.data() + h * hd;
+        if (qk_norm) {  // as the CPU's rms_norm: f32 squares summed in double
+          double ss = 0;
+          for (int i = 0; i < hd; ++i) ss += static_cast<double>(head[i] * head[i]);
+          const float sc = 1.0f / std::sqrt(static_cast<float>(ss / hd) + eps);
+          const float* nw = h < n_head ? q_norm.data() : k_norm.data();
+          for (int i = 0; i < hd; ++i) head[i] = head[i] * sc * nw[i];
+        }
         for (int i = 0; i < n_rot / 2; ++i) {
           const float c = table[(pos * (n_rot / 2) + i) * 2], sn = table[(pos * (n_rot / 2) + i) * 2 + 1];
           const int a = halves ? i : 2 * i, b = halves ? i + n_rot / 2 : 2 * i + 1;
@@ -274,6 +367,8 @@ struct Checker {
           head[a] = x0 * c - x1 * sn;
           head[b] = x0 * sn + x1 * c;
         }
+        if (h < n_head && q_scale > 0.0f)
+          for (int i = 0; i < hd; ++i) head[i] *= q_scale;
       }
       for (int i = 0; i < kv_dim; ++i) {
         k_cache[pos * kv_dim + i] = f32_to_f16(qkv[q_dim + i]);
@@ -288,8 +383,10 @@ struct Checker {
     SOTTO_TRY(ops.read(bk, 0, gk.data(), gk.size() * 2));
     for (size_t i = 0; i < static_cast<size_t>(n_pos * kv_dim); ++i)
       k_err = std::max(k_err, static_cast<double>(std::fabs(f16_to_f32(gk[i]) - f16_to_f32(k_cache[i]))));
-    const std::string shape = cat("heads ", n_head, "/", n_head_kv, " dim ", hd, " rot ", n_rot,
-                                  halves ? " halves" : " adjacent", " positions ", n_pos);
+    const std::string shape =
+        cat("heads ", n_head, "/", n_head_kv, " dim ", hd, " rot ", n_rot, halves ? " halves" : " adjacent",
+            " positions ", n_pos, qk_norm ? " +qk_norm" : "", q_scale > 0.0f ? " +q_scale" : "",
+            window > 0 ? cat(" window ", window) : std::string());
     record("rope q", shape, q_err, 1e-5);
     record("rope k -> f16 cache", shape, k_err, 2e-3);
     // attention at position n_pos - 1
@@ -299,15 +396,19 @@ struct Checker {
     for (int i = 0; i < n_pos * kv_dim; ++i) vmax = std::max(vmax, std::fabs(f16_to_f32(v_cache[i])));
     for (int h = 0; h < n_head; ++h) {
       const int kvh = h / (n_head / n_head_kv);
-      attend_head_ref(q.data() + h * hd, k_cache.data() + kvh * hd, kv_dim, v_cache.data() + kvh * hd, kv_dim,
-                      n_pos, hd, hd, scale, expect.data() + h * hd, scratch);
+      // The window's first key: position p sees p - window + 1 .. p (cpu/attention.h).
+      const int first = window > 0 ? std::max(0, n_pos - window) : 0;
+      const size_t skip = static_cast<size_t>(first) * kv_dim;
+      attend_head_ref(q.data() + h * hd, k_cache.data() + skip + kvh * hd, kv_dim,
+                      v_cache.data() + skip + kvh * hd, kv_dim, n_pos - first, hd, hd, scale,
+                      expect.data() + h * hd, scratch);
     }
     SOTTO_ASSIGN(std::vector<float> got, read_f32(bout, static_cast<size_t>(q_dim)));
     double a_err = 0;
     for (int i = 0; i < q_dim; ++i)
       a_err = std::max(a_err, static_cast<double>(std::fabs(got[i] - expect[i])));
     record("attention (decode, GQA)", shape, a_err / vmax, 2e-3);
-    for (BufferHandle b : {btab, bk, bv, bqkv, bout}) ops.device().destroy_buffer(b);
+    for (BufferHandle b : {btab, bk, bv, bqkv, bout, bqn, bkn}) ops.device().destroy_buffer(b);
     return {};
   }
 
@@ -358,10 +459,19 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
   SOTTO_TRY(c.matvec(DType::Q5_0, 6, 96, true, false, true, true));
   SOTTO_TRY(c.norm_quant(64));
   SOTTO_TRY(c.norm_quant(896));
-  for (DType w : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) SOTTO_TRY(c.embed(w, 11, 64));
+  for (DType w : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q5_0})
+    SOTTO_TRY(c.embed(w, 11, 64));
   SOTTO_TRY(c.rope_attention(4, 2, 16, 16, false, 5));
   SOTTO_TRY(c.rope_attention(6, 2, 8, 8, true, 9));
   SOTTO_TRY(c.rope_attention(2, 2, 64, 32, true, 3));
+  // gemma3: q/k norms, q scaled after RoPE, a sliding window shorter than the positions; head_dim 256.
+  SOTTO_TRY(c.rope_attention(4, 1, 32, 32, true, 9, true, 0.17f, 4));
+  SOTTO_TRY(c.rope_attention(2, 1, 256, 256, true, 4, true, 0.0625f, 0));
+  SOTTO_TRY(c.matvec(DType::Q5_0, 6, 96, true, false, true, false, true));   // GeGLU, fused norm
+  SOTTO_TRY(c.matvec(DType::Q4_K, 3, 256, true, false, false, true, true));  // GeGLU, staged q8_0
+  SOTTO_TRY(c.norm_add(640));
+  SOTTO_TRY(c.embed_parts(DType::Q8_0, 11, 64, 3, 25.298f));  // 4 parts: one dispatch
+  SOTTO_TRY(c.embed_parts(DType::F32, 13, 32, 2, 1.0f));      // 7 parts: two dispatches
   SOTTO_TRY(c.argmax(17));
   SOTTO_TRY(c.argmax(3000));
   return out;

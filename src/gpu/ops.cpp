@@ -2,6 +2,7 @@
 // weight repacking that puts every quantized block on 32-bit word boundaries (layouts in gpu/kernels.cpp).
 #include "gpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -108,15 +109,16 @@ Result<std::vector<uint32_t>> repack_rows(DType w, const void* src, int64_t rows
   return out;
 }
 
-std::vector<float> rope_table(int n_ctx, int n_rot, float freq_base) {
+std::vector<float> rope_table(int n_ctx, int n_rot, float freq_base, float freq_scale) {
   const int half = n_rot / 2;
   std::vector<float> table(static_cast<size_t>(n_ctx) * static_cast<size_t>(half) * 2);
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
   for (int pos = 0; pos < n_ctx; ++pos) {
     float theta = static_cast<float>(pos);
     for (int i = 0; i < half; ++i) {
-      table[(static_cast<size_t>(pos) * half + i) * 2] = std::cos(theta);
-      table[(static_cast<size_t>(pos) * half + i) * 2 + 1] = std::sin(theta);
+      const float angle = freq_scale * theta;
+      table[(static_cast<size_t>(pos) * half + i) * 2] = std::cos(angle);
+      table[(static_cast<size_t>(pos) * half + i) * 2 + 1] = std::sin(angle);
       theta *= theta_scale;
     }
   }
@@ -131,11 +133,15 @@ Ops::~Ops() {
   for (BufferHandle b : owned_) device_.destroy_buffer(b);
 }
 
+uint64_t Ops::max_binding() const {
+  const uint64_t device_limit = device_.info().limits.max_storage_buffer_binding_size;
+  return max_binding_override_ > 0 ? std::min(device_limit, max_binding_override_) : device_limit;
+}
+
 Result<BufferHandle> Ops::buffer(uint64_t bytes, std::string_view label) {
-  if (bytes > device_.info().limits.max_storage_buffer_binding_size)
-    return error(
-        "webgpu: buffer '", label, "' of ", bytes, " bytes exceeds the adapter's storage binding limit (",
-        device_.info().limits.max_storage_buffer_binding_size, " bytes); splitting is not implemented");
+  if (bytes > max_binding())
+    return error("webgpu: buffer '", label, "' of ", bytes, " bytes exceeds the storage binding limit (",
+                 max_binding(), " bytes)");
   SOTTO_ASSIGN(BufferHandle b,
                device_.create_buffer(bytes, kUsageStorage | kUsageCopySrc | kUsageCopyDst, label));
   owned_.push_back(b);
@@ -161,6 +167,54 @@ Result<GpuMatrix> Ops::upload_matrix(DType w, const void* data, int64_t rows, in
   SOTTO_ASSIGN(m.row_words, gpu_row_words(w, cols));
   SOTTO_ASSIGN(m.buffer, upload(words.data(), words.size() * 4, label));
   return m;
+}
+
+Result<GpuMatrixParts> Ops::upload_rows_parts(DType w, std::span<const uint32_t> words, int64_t rows,
+                                              int64_t cols, std::string_view label) {
+  SOTTO_ASSIGN(uint32_t row_words, gpu_row_words(w, cols));
+  if (rows <= 0 || words.size() != static_cast<uint64_t>(rows) * row_words)
+    return error("webgpu: matrix '", label, "' of ", rows, " rows does not match its ", words.size(),
+                 " words");
+  const uint64_t row_bytes = uint64_t{row_words} * 4;
+  const int64_t part_rows = static_cast<int64_t>(max_binding() / row_bytes);
+  if (part_rows == 0)
+    return error("webgpu: one row of '", label, "' (", row_bytes,
+                 " bytes) exceeds the storage binding limit (", max_binding(), " bytes)");
+  GpuMatrixParts parts;
+  for (int64_t first = 0; first < rows; first += part_rows) {
+    GpuMatrix m{w, std::min(part_rows, rows - first), cols, row_words, 0, first};
+    const std::string name =
+        parts.empty() && first + part_rows >= rows ? std::string(label) : cat(label, " rows ", first, "+");
+    SOTTO_ASSIGN(m.buffer, upload(words.data() + static_cast<size_t>(first) * row_words,
+                                  static_cast<uint64_t>(m.rows) * row_bytes, name));
+    parts.push_back(m);
+  }
+  return parts;
+}
+
+Result<GpuMatrixParts> Ops::upload_matrix_parts(DType w, const void* data, int64_t rows, int64_t cols,
+                                                std::string_view label) {
+  SOTTO_ASSIGN(uint32_t row_words, gpu_row_words(w, cols));
+  const std::optional<uint64_t> src_row_bytes = dtype_bytes(w, static_cast<uint64_t>(cols));
+  if (!src_row_bytes || rows <= 0) return error("webgpu: matrix '", label, "' has no valid rows");
+  const int64_t part_rows = static_cast<int64_t>(max_binding() / (uint64_t{row_words} * 4));
+  if (part_rows == 0)
+    return error("webgpu: one row of '", label, "' (", row_words * 4ull,
+                 " bytes) exceeds the storage binding limit (", max_binding(), " bytes)");
+  // Part by part, so a large table is never repacked whole in memory.
+  GpuMatrixParts parts;
+  for (int64_t first = 0; first < rows; first += part_rows) {
+    const int64_t n = std::min(part_rows, rows - first);
+    const auto* src = static_cast<const uint8_t*>(data) + static_cast<uint64_t>(first) * *src_row_bytes;
+    SOTTO_ASSIGN(std::vector<uint32_t> words, repack_rows(w, src, n, cols));
+    SOTTO_ASSIGN(
+        GpuMatrixParts one,
+        upload_rows_parts(w, words, n, cols,
+                          first == 0 && n == rows ? std::string(label) : cat(label, " rows ", first, "+")));
+    one[0].first_row = first;
+    parts.push_back(one[0]);
+  }
+  return parts;
 }
 
 Result<BufferHandle> Ops::step_buffer() {
@@ -204,26 +258,53 @@ Status Ops::add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Bindi
   return {};
 }
 
-Status Ops::embed(std::vector<Dispatch>& plan, const GpuMatrix& table, BufferHandle tok, BufferHandle x) {
-  const std::string src = wgsl_embed(table.dtype);
-  if (src.empty())
-    return error("webgpu: embedding tables of type ", dtype_name(table.dtype), " are not supported");
-  SOTTO_ASSIGN(PipelineHandle p, pipeline(cat("embed_", dtype_name(table.dtype)), src));
-  const uint32_t P[4] = {static_cast<uint32_t>(table.cols), table.row_words, 0, 0};
-  SOTTO_ASSIGN(Binding params_binding, params(0, P, sizeof P));
-  return add(plan, p, {params_binding, {1, table.buffer}, {2, tok}, {3, x}},
-             static_cast<uint32_t>((table.cols + 63) / 64));
+Status Ops::embed(std::vector<Dispatch>& plan, std::span<const GpuMatrix> table, BufferHandle tok,
+                  BufferHandle x, float scale) {
+  if (table.empty()) return error("webgpu: an embedding table of no parts");
+  const GpuMatrix& first = table[0];
+  // Every part but the last has the same rows (upload_matrix_parts), so the kernel finds a token's part by
+  // division.
+  for (size_t i = 0; i < table.size(); ++i)
+    if (table[i].dtype != first.dtype || table[i].cols != first.cols ||
+        table[i].first_row != first.first_row + static_cast<int64_t>(i) * first.rows ||
+        (i + 1 < table.size() && table[i].rows != first.rows))
+      return error("webgpu: the parts of an embedding table must be consecutive rows of one shape");
+  const uint32_t groups = static_cast<uint32_t>((first.cols + 63) / 64);
+  for (size_t at = 0; at < table.size(); at += kEmbedMaxParts) {
+    const size_t n = std::min<size_t>(kEmbedMaxParts, table.size() - at);
+    const std::string src = wgsl_embed(first.dtype, static_cast<uint32_t>(n));
+    if (src.empty())
+      return error("webgpu: embedding tables of type ", dtype_name(first.dtype), " are not supported");
+    SOTTO_ASSIGN(PipelineHandle p, pipeline(cat("embed_", dtype_name(first.dtype), "_parts", n), src));
+    const GpuMatrix& last = table[at + n - 1];
+    uint32_t P[8] = {static_cast<uint32_t>(first.cols),
+                     first.row_words,
+                     static_cast<uint32_t>(table[at].first_row),
+                     static_cast<uint32_t>(last.first_row + last.rows),
+                     static_cast<uint32_t>(first.rows),
+                     0,
+                     0,
+                     0};
+    std::memcpy(&P[5], &scale, 4);
+    SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
+    std::vector<Binding> b = {pb, {2, tok}, {3, x}};
+    const uint32_t binding_of_part[kEmbedMaxParts] = {1, 4, 5, 6};
+    for (size_t k = 0; k < n; ++k) b.push_back({binding_of_part[k], table[at + k].buffer});
+    SOTTO_TRY(add(plan, p, std::move(b), groups));
+  }
+  return {};
 }
 
 Status Ops::norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_offset, BufferHandle weight,
-                       uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd,
-                       bool quantize) {
+                       uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd, bool quantize,
+                       bool accumulate) {
   if (quantize && n % 32) return error("webgpu: q8_0 activations need a multiple of 32 values, not ", n);
   SOTTO_ASSIGN(PipelineHandle p, pipeline("norm_quant", wgsl_norm_quant()));
   if (!dummy_) {
     SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
   }
-  uint32_t P[8] = {n, (weight ? 1u : 0u) | (quantize ? 0u : 4u), x_offset, 0, 0, 0, 0, 0};
+  uint32_t P[8] = {
+      n, (weight ? 1u : 0u) | (quantize ? 0u : 4u) | (accumulate ? 8u : 0u), x_offset, 0, 0, 0, 0, 0};
   std::memcpy(&P[4], &eps, 4);
   SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
   if (!xq || !xd) {  // two distinct scratch buffers: one buffer bound writable twice is a validation error
@@ -242,7 +323,8 @@ Status Ops::norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_o
 
 Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
                    uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
-                   const GpuMatrix* up) {
+                   const GpuMatrix* up, BufferHandle gelu_table) {
+  if (gelu_table && !up) return error("webgpu: the GELU variant of matrix x vector needs an up matrix");
   if (!gpu_matvec_supported(w.dtype))
     return error("webgpu: matrix x vector for ", dtype_name(w.dtype), " weights is not supported");
   if (up && (up->dtype != w.dtype || up->rows != w.rows || up->cols != w.cols))
@@ -259,14 +341,15 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
     return error("webgpu: rows of ", w.cols, " do not fit the q8_0 staging in workgroup memory");
   const bool staged = !f32 && in.xq != 0;
   if (staged && (in.norm || !in.xd)) return error("webgpu: staged q8_0 input needs xq and xd and no norm");
-  const std::string key =
-      cat("matvec_", dtype_name(w.dtype), up ? "_swiglu" : "", features_.packed_dot ? "" : "_nodot",
-          f32      ? ""
-          : staged ? "_staged"
-                   : cat("_", w.cols),
-          "_lanes", matvec_lanes(w.dtype, w.cols));
-  SOTTO_ASSIGN(PipelineHandle p, pipeline(key, wgsl_matvec(w.dtype, up != nullptr, features_,
-                                                           static_cast<uint32_t>(w.cols), staged)));
+  const std::string key = cat("matvec_", dtype_name(w.dtype), up ? (gelu_table ? "_geglu" : "_swiglu") : "",
+                              features_.packed_dot ? "" : "_nodot",
+                              f32      ? ""
+                              : staged ? "_staged"
+                                       : cat("_", w.cols),
+                              "_lanes", matvec_lanes(w.dtype, w.cols));
+  SOTTO_ASSIGN(PipelineHandle p,
+               pipeline(key, wgsl_matvec(w.dtype, up != nullptr, features_, static_cast<uint32_t>(w.cols),
+                                         staged, gelu_table != 0)));
   if (!dummy_) {
     SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
   }
@@ -296,6 +379,7 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
     if (!f32) b.push_back({3, in.norm ? in.norm : dummy_});
   }
   if (up) b.push_back({6, up->buffer});
+  if (gelu_table) b.push_back({7, gelu_table});
   const int64_t rows_per_group = 128 / matvec_lanes(w.dtype, w.cols);
   return add(plan, p, std::move(b), static_cast<uint32_t>((w.rows + rows_per_group - 1) / rows_per_group));
 }
@@ -303,21 +387,42 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
 Status Ops::rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a) {
   if (a.hd_k > 256 || a.hd_v > 256 || a.hd_k % 2 || a.hd_v % 2 || a.n_rot > a.hd_k)
     return error("webgpu: head sizes ", a.hd_k, "/", a.hd_v, " are not supported (even, at most 256)");
+  if ((a.q_norm == 0) != (a.k_norm == 0)) return error("webgpu: q and k norms come together");
   SOTTO_ASSIGN(PipelineHandle p, pipeline("rope_kv", wgsl_rope_kv()));
-  const uint32_t P[12] = {a.n_head,
-                          a.n_head_kv,
-                          a.hd_k,
-                          a.hd_v,
-                          a.n_rot,
-                          a.halves ? 1u : 0u,
-                          a.k_base,
-                          a.v_base,
-                          a.n_head_kv * a.hd_k / 2,
-                          a.n_head_kv * a.hd_v / 2,
-                          0,
-                          0};
+  uint32_t P[16] = {a.n_head,
+                    a.n_head_kv,
+                    a.hd_k,
+                    a.hd_v,
+                    a.n_rot,
+                    a.halves ? 1u : 0u,
+                    a.k_base,
+                    a.v_base,
+                    a.n_head_kv * a.hd_k / 2,
+                    a.n_head_kv * a.hd_v / 2,
+                    a.q_norm ? 1u : 0u,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0};
+  std::memcpy(&P[11], &a.eps, 4);
+  std::memcpy(&P[12], &a.q_scale, 4);
   SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
-  return add(plan, p, {pb, {1, a.step, 0, 16}, {2, a.qkv}, {3, a.rope_table}, {4, a.k_cache}, {5, a.v_cache}},
+  if (!a.q_norm && !dummy_) {
+    SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
+  }
+  if (!a.q_norm && !dummy_k_norm_) {
+    SOTTO_ASSIGN(dummy_k_norm_, buffer(256, "dummy k norm"));
+  }
+  return add(plan, p,
+             {pb,
+              {1, a.step, 0, 16},
+              {2, a.qkv},
+              {3, a.rope_table},
+              {4, a.k_cache},
+              {5, a.v_cache},
+              {6, a.q_norm ? a.q_norm : dummy_},
+              {7, a.k_norm ? a.k_norm : dummy_k_norm_}},
              a.n_head + 2 * a.n_head_kv);
 }
 
@@ -339,7 +444,7 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
                     a.k_base,
                     a.v_base,
                     0,
-                    0,
+                    a.window,
                     0,
                     0};
   std::memcpy(&P[8], &a.scale, 4);

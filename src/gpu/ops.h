@@ -26,17 +26,23 @@ Result<uint32_t> gpu_row_words(DType w, int64_t cols);
 // GGUF rows -> the GPU layout (gpu_row_words() per row).
 Result<std::vector<uint32_t>> repack_rows(DType w, const void* src, int64_t rows, int64_t cols);
 
-// cos/sin of pos * base^(-2i / n_rot) for pos < n_ctx, i < n_rot / 2, as (cos, sin) pairs, computed exactly as
-// the CPU's rope() does (the angle stepped by repeated multiplication), so both backends rotate by the same
-// numbers.
-std::vector<float> rope_table(int n_ctx, int n_rot, float freq_base);
+// cos/sin of freq_scale * pos * base^(-2i / n_rot) for pos < n_ctx, i < n_rot / 2, as (cos, sin) pairs,
+// computed exactly as the CPU's rope_cache() does (the angle stepped by repeated multiplication, the linear
+// scaling applied last), so both backends rotate by the same numbers.
+std::vector<float> rope_table(int n_ctx, int n_rot, float freq_base, float freq_scale = 1.0f);
 
+// A matrix on the GPU, or one part of a matrix split by rows: rows first_row .. first_row + rows - 1 of it.
 struct GpuMatrix {
   DType dtype = DType::F32;
   int64_t rows = 0, cols = 0;
   uint32_t row_words = 0;
   BufferHandle buffer = 0;
+  int64_t first_row = 0;
 };
+
+// A matrix as one buffer, or split by rows into several where it exceeds the storage binding limit (every
+// part but the last of equal rows).
+using GpuMatrixParts = std::vector<GpuMatrix>;
 
 // The input of a matrix x vector: f32 x (x_offset elements in; a multiple of 4 for F32 weights). Quantized
 // weights: with `norm`, x is RMS-normalised with that weight vector and eps first, inside the kernel; with xq
@@ -55,8 +61,11 @@ struct RopeKvArgs {
   BufferHandle k_cache = 0, v_cache = 0;  // f16 pairs; layer at k_base / v_base words
   BufferHandle step = 0;                  // uniform {pos, ...}
   uint32_t n_head = 0, n_head_kv = 0, hd_k = 0, hd_v = 0, n_rot = 0;
-  bool halves = false;              // RopeLayout::Halves
-  uint32_t k_base = 0, v_base = 0;  // words
+  bool halves = false;                  // RopeLayout::Halves
+  uint32_t k_base = 0, v_base = 0;      // words
+  BufferHandle q_norm = 0, k_norm = 0;  // per-head RMSNorm weights (hd_k each) before RoPE; 0: none
+  float eps = 0.0f;                     // of that norm
+  float q_scale = 1.0f;                 // q times this after RoPE (gemma3)
 };
 
 struct AttentionGpuArgs {
@@ -65,6 +74,7 @@ struct AttentionGpuArgs {
   uint32_t k_base = 0, v_base = 0;
   uint32_t max_keys = 0;  // context size the kernel is compiled for
   float scale = 1.0f;
+  uint32_t window = 0;  // > 0: only the last `window` positions (sliding-window layers)
 };
 
 class Ops {
@@ -78,24 +88,42 @@ class Ops {
   Device& device() { return device_; }
   const KernelFeatures& features() const { return features_; }
   void set_features(const KernelFeatures& f) { features_ = f; }
+  // The largest buffer a kernel binds: the device's storage binding limit, or less (max_bytes > 0) to test
+  // the splitting of matrices with small models.
+  uint64_t max_binding() const;
+  void set_max_binding(uint64_t max_bytes) { max_binding_override_ = max_bytes; }
 
   // Storage buffers (storage | copy src | copy dst).
   Result<BufferHandle> buffer(uint64_t bytes, std::string_view label);
   Result<BufferHandle> upload(const void* data, uint64_t bytes, std::string_view label);
   Result<GpuMatrix> upload_matrix(DType w, const void* data, int64_t rows, int64_t cols,
                                   std::string_view label);
+  // The same, split by rows into parts of at most max_binding() bytes.
+  Result<GpuMatrixParts> upload_matrix_parts(DType w, const void* data, int64_t rows, int64_t cols,
+                                             std::string_view label);
+  // Rows already in the GPU layout (row_words words each), split the same way.
+  Result<GpuMatrixParts> upload_rows_parts(DType w, std::span<const uint32_t> words, int64_t rows,
+                                           int64_t cols, std::string_view label);
   // A 16-byte uniform buffer for the per-step values (position).
   Result<BufferHandle> step_buffer();
 
-  Status embed(std::vector<Dispatch>& plan, const GpuMatrix& table, BufferHandle tok, BufferHandle x);
+  // x = table[tok[0]] * scale: one dispatch per kEmbedMaxParts parts of the table.
+  Status embed(std::vector<Dispatch>& plan, std::span<const GpuMatrix> table, BufferHandle tok,
+               BufferHandle x, float scale = 1.0f);
+  Status embed(std::vector<Dispatch>& plan, const GpuMatrix& table, BufferHandle tok, BufferHandle x) {
+    return embed(plan, std::span<const GpuMatrix>(&table, 1), tok, x);
+  }
   // y = rms_norm(x[x_offset ...], weight) (weight 0: y = x), then q8_0 into xq / xd unless !quantize (xq, xd
   // may then be 0). The model uses it for f32 / f16 weights; quantized ones fuse it into their matvec.
+  // `accumulate`: y += rms_norm(...) (gemma3's post-norms before the residual add).
   Status norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_offset, BufferHandle weight,
-                    uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd, bool quantize);
-  // y[y_offset + r] (+)= W[r] . x (+ bias[bias_offset + r]); with `up`: y = silu(W.x) * (up.x).
+                    uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd, bool quantize,
+                    bool accumulate = false);
+  // y[y_offset + r] (+)= W[r] . x (+ bias[bias_offset + r]); with `up`: y = silu(W.x) * (up.x), or with
+  // gelu_table (ggml's 65536 f16 GELU values, two to a word): y = gelu(W.x) * (up.x).
   Status matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
                 uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
-                const GpuMatrix* up = nullptr);
+                const GpuMatrix* up = nullptr, BufferHandle gelu_table = 0);
   Status rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a);
   Status attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a);
   // tok[0] = argmax(logits[0 .. n)); `partial` holds 2 words per 1024 logits.
@@ -116,7 +144,8 @@ class Ops {
   std::vector<std::pair<std::string, PipelineHandle>> pipelines_;
   BufferHandle param_buffer_ = 0;
   uint64_t param_used_ = 0;
-  BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0;
+  BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0, dummy_k_norm_ = 0;
+  uint64_t max_binding_override_ = 0;
   std::vector<BufferHandle> owned_;
 };
 

@@ -2,7 +2,8 @@
 // (tests/data/llm_reference.json, recorded by tools/llama_reference.mjs): the stories260K fixtures in F32,
 // Q8_0 and Q4_0, 64 tokens after two of the four reference prompts (all four with SOTTO_GPU_ALL_PROMPTS=1),
 // identical except after a near-tie of llama.cpp's own logits (see the test), plus a qwen2-shaped variant (RoPE in
-// halves, random q/k/v biases) checked against the CPU backend's logits on the same weights.
+// halves, random q/k/v biases) and a gemma3-shaped one checked against the CPU backend's logits on the same
+// weights, and matrices split over a small binding limit giving the very same tokens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "cpu/gelu.h"
 #include "gpu/llm_gpu.h"
 #include "gpu_test_support.h"
 #include "io/gguf.h"
@@ -174,12 +176,115 @@ TEST(GpuLlm, RefusesWhatItCannotRun) {
   ASSERT_FALSE(full.ok());
   EXPECT_NE(full.message().find("context of 4 positions is full"), std::string::npos) << full.message();
   EXPECT_FALSE((*llm)->submit(weights->hp.n_vocab).ok());
-  LlamaWeights qwen3 = *weights;
-  std::vector<float> norm(static_cast<size_t>(qwen3.hp.head_dim_k), 1.0f);
-  qwen3.layers[0].q_norm = norm.data();
-  auto refused = gpu::LlmGpu::create(*device, qwen3, 16);
+  LlamaWeights half_norms = *weights;
+  std::vector<float> norm(static_cast<size_t>(half_norms.hp.head_dim_k), 1.0f);
+  half_norms.layers[0].q_norm = norm.data();
+  auto refused = gpu::LlmGpu::create(*device, half_norms, 16);
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.message().find("q/k norms"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("q norm but no k norm"), std::string::npos) << refused.message();
+  // A binding limit below one row of a matrix cannot be met by splitting.
+  auto tiny = gpu::LlmGpu::create(*device, *weights, 16, 300);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.message().find("exceeds the storage binding limit"), std::string::npos) << tiny.message();
+}
+
+// Matrices over the binding limit are split by rows (one dispatch per part; the embedding reads the part
+// holding the token). With a 16000-byte limit stories260K's token table goes into 9 (F32) or 3 (Q8_0) buffers and its
+// F32 matrices into 3: the same kernels do the same arithmetic, so the greedy tokens must be
+// identical to the unsplit plan's (not merely close), and the plan must have more dispatches.
+TEST(GpuLlm, SplitMatricesGiveTheSameTokens) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  for (const char* file : {"stories260K.gguf", "stories260K-q8_0.gguf"}) {
+    const std::vector<uint8_t> bytes = testing::read_fixture(std::string("llm/") + file);
+    auto gguf = parse_gguf(bytes);
+    ASSERT_TRUE(gguf.ok()) << gguf.message();
+    auto weights = load_llama(*gguf);
+    ASSERT_TRUE(weights.ok()) << weights.message();
+    auto whole = gpu::LlmGpu::create(*device, *weights, 64);
+    ASSERT_TRUE(whole.ok()) << whole.message();
+    auto split = gpu::LlmGpu::create(*device, *weights, 64, 16000);
+    ASSERT_TRUE(split.ok()) << split.message();
+    EXPECT_GT((*split)->dispatches_per_token(), (*whole)->dispatches_per_token()) << file;
+    const std::vector<int32_t> prompt = {1, 403, 407, 261};
+    EXPECT_EQ(gpu_greedy(**split, prompt, 24), gpu_greedy(**whole, prompt, 24)) << file;
+  }
+}
+
+// The gemma3 path on stories260K-q8_0's weights made Gemma-3-shaped: random per-head q/k norms and post-norms,
+// GeGLU, the sqrt(n_embd) embedding scale, q scaled after RoPE, local layers with a 4-position window and RoPE
+// base 10000 between global ones with base 1e6. The GPU's logits must follow the CPU backend's on the same
+// weights (whose gemma3 path is token for token llama.cpp's: tests/web/llm_real.test.mjs), teacher-forced,
+// with the tolerances of the qwen2 test above and for the same reasons.
+TEST(GpuLlm, Gemma3ShapeMatchesTheCpu) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  const std::vector<uint8_t> bytes = testing::read_fixture("llm/stories260K-q8_0.gguf");
+  auto gguf = parse_gguf(bytes);
+  ASSERT_TRUE(gguf.ok()) << gguf.message();
+  auto weights = load_llama(*gguf);
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  LlamaWeights w = *weights;
+  LlamaHparams& hp = w.hp;
+  hp.arch = "gemma3";
+  hp.rope_layout = RopeLayout::Halves;
+  hp.ffn_activation = FfnActivation::Gelu;
+  hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+  hp.q_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  hp.n_swa = 4;
+  hp.swa_period = 3;  // layers 2 global, 0, 1, 3, 4 local
+  hp.rope_freq_base = 1e6f;
+  hp.rope_freq_base_swa = 10000.0f;
+  hp.rms_norm_eps = 1e-6f;
+  w.gelu_f16 = make_gelu_f16_table();
+  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
+  std::uniform_real_distribution<float> around_one(0.7f, 1.3f);
+  std::vector<std::vector<float>> norms;
+  auto random_norm = [&](int n) {
+    norms.emplace_back(static_cast<size_t>(n));
+    for (float& v : norms.back()) v = around_one(rng);
+    return norms.back().data();
+  };
+  norms.reserve(w.layers.size() * 4);
+  for (LlamaLayer& l : w.layers) {
+    l.q_norm = random_norm(hp.head_dim_k);
+    l.k_norm = random_norm(hp.head_dim_k);
+    l.attn_post_norm = random_norm(hp.n_embd);
+    l.ffn_post_norm = random_norm(hp.n_embd);
+  }
+  auto llm = gpu::LlmGpu::create(*device, w, 64);
+  ASSERT_TRUE(llm.ok()) << llm.message();
+  std::printf("[ info    ] gemma3-shaped plan: %zu dispatches per token\n", (*llm)->dispatches_per_token());
+  ThreadPool pool(1);
+  auto ctx = make_llama_context(w, 64);
+  ASSERT_TRUE(ctx.ok());
+  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 290, 265};
+  (*llm)->reset();
+  const size_t n_positions = 24;  // six times the window
+  size_t close = 0;
+  for (size_t i = 0; i < n_positions; ++i) {
+    const int32_t id = tokens[i];
+    auto gpu_next = (*llm)->step(id);
+    ASSERT_TRUE(gpu_next.ok()) << gpu_next.message();
+    auto gpu_logits = (*llm)->logits();
+    ASSERT_TRUE(gpu_logits.ok());
+    auto cpu_logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
+    ASSERT_TRUE(cpu_logits.ok());
+    float max_diff = 0;
+    for (size_t k = 0; k < cpu_logits->size(); ++k)
+      max_diff = std::max(max_diff, std::fabs((*cpu_logits)[k] - (*gpu_logits)[k]));
+    EXPECT_LT(max_diff, 0.5f) << "position " << i;
+    close += max_diff < 1e-2f ? 1 : 0;
+    std::vector<float> sorted(cpu_logits->begin(), cpu_logits->end());
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    const int32_t cpu_next =
+        static_cast<int32_t>(std::max_element(cpu_logits->begin(), cpu_logits->end()) - cpu_logits->begin());
+    if (sorted[0] - sorted[1] > 0.5f) EXPECT_EQ(*gpu_next, cpu_next) << "position " << i;
+    if (i + 1 >= tokens.size()) tokens.push_back(cpu_next);
+  }
+  std::printf("[ info    ] %zu of %zu positions within 1e-2 of the CPU's logits\n", close, n_positions);
+  EXPECT_GE(close, n_positions / 2);
+  EXPECT_EQ(device->last_error(), "");
 }
 
 }  // namespace

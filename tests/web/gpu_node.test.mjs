@@ -4,15 +4,22 @@
 //     (fused or unfused multiply-adds), per-command GPU times come back; without a Vulkan driver the error is
 //     one clear line;
 //   - generate --backend webgpu: stories260K F32 / Q8_0 / Q4_0, 64 greedy tokens equal to the CPU backend's
-//     output and llama.cpp's recorded tokens.
+//     output and llama.cpp's recorded tokens;
+//   - the same with SOTTO_GPU_MAX_BINDING small enough that stories260K's matrices split into several buffers
+//     (as the real files' 145-178 MB output tables must): the very same tokens as unsplit;
+//   - a Gemma-3-shaped random F32 model (tools/make_gemma3_gguf.py): 64 greedy tokens equal to the CPU
+//     backend's and to llama.cpp's (node-llama-cpp, live).
 // (The op harness needs JSPI, which Node 20 lacks: natively it runs in tests/unit/gpu_ops_test.cpp.)
 // Run: node --test tests/web/gpu_node.test.mjs   (needs build/wasm-simd128 or $SOTTO_TEST_WASM, and
 // /usr/lib/chromium's libvulkan + SwiftShader ICD, or $SOTTO_VK_LIBRARY_PATH / $SOTTO_VK_ICD)
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { tmpdir } from 'node:os';
+
+import { loadLlama, reference } from '../../tools/llama_reference.mjs';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const wasm = process.env.SOTTO_TEST_WASM ?? `${repo}build/wasm-simd128/sotto.wasm`;
@@ -113,3 +120,65 @@ for (const model of ['stories260K.gguf', 'stories260K-q8_0.gguf', 'stories260K-q
     }
   });
 }
+
+// Split matrices: with a 16000-byte binding limit stories260K's token table goes into 9 (F32) or 3 (Q8_0) buffers and
+// its F32 matrices into 3; the kernels and their arithmetic are the same, so the tokens must be
+// identical to the unsplit run's, not merely close.
+test('generate --backend webgpu in Node: matrices split over a small binding limit give the same tokens', { skip }, () => {
+  for (const model of ['stories260K.gguf', 'stories260K-q8_0.gguf']) {
+    const ref = recorded.models[model][1];
+    const args = ['generate', '-m', `${fixtures}/llm/${model}`, '-p', ref.prompt, '-n', '64', '--greedy', '--json', '--ctx', '128',
+      '--wasm', wasm, '--backend', 'webgpu'];
+    const whole = cli(args, gpuEnv());
+    assert.equal(whole.status, 0, whole.stderr);
+    const split = cli(args, { ...gpuEnv(), SOTTO_GPU_MAX_BINDING: '16000' });
+    assert.equal(split.status, 0, split.stderr);
+    assert.deepEqual(JSON.parse(split.stdout).ids, JSON.parse(whole.stdout).ids, `${model}: split vs whole`);
+  }
+});
+
+// Gemma 3 on the GPU: a Gemma-3-shaped random F32 model (8 layers, sliding window of 8 positions crossed many
+// times by 64 tokens; q/k norms, post-norms, GeGLU, two RoPE bases, embedding scale). With f32 weights the CPU
+// backend gives llama.cpp's 64 tokens exactly (llm_real.test.mjs); the GPU must give the CPU's, except past a
+// near-tie (NEAR_TIE, as above).
+const havePythonGguf = spawnSync('python3', ['-c', 'import gguf, numpy']).status === 0;
+let llama = null;
+try {
+  llama = await loadLlama();
+} catch {
+  llama = null;
+}
+test('generate --backend webgpu in Node: gemma3-shaped random model, greedy 64 tokens equal the CPU backend and llama.cpp',
+  { skip: skip || (!havePythonGguf && 'python3 with gguf and numpy is needed') || (!llama && 'node-llama-cpp is not available') },
+  async (t) => {
+    const dir = mkdtempSync(`${tmpdir()}/sotto-gpu-gemma3-`);
+    const file = `${dir}/gemma3-random-f32.gguf`;
+    try {
+      const made = spawnSync('python3', [`${repo}tools/make_gemma3_gguf.py`, file, '--vocab', `${fixtures}/llm/stories260K.gguf`], { encoding: 'utf8' });
+      assert.equal(made.status, 0, made.stderr);
+      const prompt = 'Once upon a time there was a little dog who liked to play in the park';
+      const [ref] = await reference(llama, file, [prompt], 64);
+      const args = ['generate', '-m', file, '--prompt-ids', ref.prompt_ids.join(','), '-n', '64', '--greedy', '--json', '--ctx', '128', '--wasm', wasm];
+      const gpu = cli([...args, '--backend', 'webgpu'], gpuEnv());
+      assert.equal(gpu.status, 0, gpu.stderr);
+      const cpu = cli([...args, '--threads', '2'], process.env);
+      assert.equal(cpu.status, 0, cpu.stderr);
+      const g = JSON.parse(gpu.stdout);
+      const c = JSON.parse(cpu.stdout);
+      assert.deepEqual(c.ids, ref.ids, 'CPU ids vs llama.cpp');
+      const at = firstDifference(g.ids, c.ids);
+      if (at >= 0) {
+        const prefix = [...c.prompt_ids, ...c.ids.slice(0, at)].join(',');
+        const next = cli(['generate', '-m', file, '--prompt-ids', prefix, '-n', '1', '--greedy', '--json', '--top-logprobs', '8', '--wasm', wasm], process.env);
+        const top = JSON.parse(next.stdout).top_logprobs;
+        const lp = (id) => top.find((x) => x.id === id)?.logprob;
+        const gap = lp(c.ids[at]) === undefined || lp(g.ids[at]) === undefined ? Infinity : lp(c.ids[at]) - lp(g.ids[at]);
+        t.diagnostic(`gemma3 random: the GPU parts from the CPU at token ${at}, log-probabilities ${gap.toFixed(4)} apart`);
+        assert.ok(gap <= NEAR_TIE, `gemma3 random: GPU ids differ from the CPU's from token ${at}, not a near-tie (gap ${gap})`);
+      } else {
+        t.diagnostic(`gemma3 random: 64/64 tokens as the CPU and llama.cpp, GPU ${g.decode_tokens_per_s.toFixed(1)} tokens/s (SwiftShader)`);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });

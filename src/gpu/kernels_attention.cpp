@@ -1,0 +1,154 @@
+// The WGSL of gpu/kernels.h's attention family: RoPE (with the per-head q/k RMSNorm before it and q's scale
+// after it) plus the KV cache write, and decode attention over the f16 cache (optionally a sliding window).
+#include "core/error.h"
+#include "gpu/kernels.h"
+
+namespace sotto::gpu {
+
+std::string wgsl_rope_kv() {
+  std::string src = R"(
+struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, n_rot: u32, halves: u32, k_base: u32, v_base: u32,
+           k_row_words: u32, v_row_words: u32, mode: u32, eps: f32, q_scale: f32, pad0: u32, pad1: u32, pad2: u32 }
+struct Step { pos: u32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<uniform> step: Step;
+@group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
+@group(0) @binding(3) var<storage, read> rope: array<f32>;
+@group(0) @binding(4) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(5) var<storage, read_write> vc: array<u32>;
+@group(0) @binding(6) var<storage, read> q_norm: array<f32>;
+@group(0) @binding(7) var<storage, read> k_norm: array<f32>;
+var<workgroup> buf: array<f32, 256>;
+var<workgroup> ssr: array<vec2f, 64>;
+FF_HELPERS
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
+  let h = wg.x;
+  let k_off = p.n_head * p.hd_k;
+  let v_off = k_off + p.n_head_kv * p.hd_k;
+  let pos = step.pos;
+  if (h < p.n_head + p.n_head_kv) {
+    let is_k = h >= p.n_head;
+    let src = select(h * p.hd_k, k_off + (h - p.n_head) * p.hd_k, is_k);
+    for (var i = lid.x; i < p.hd_k; i += 64u) { buf[i] = qkv[src + i]; }
+    workgroupBarrier();
+    // mode 1: RMSNorm over the head first (qwen3, gemma3), the sum of squares as the CPU's double one.
+    if ((p.mode & 1u) != 0u) {
+      var ss = vec2f(0.0);
+      for (var i = lid.x; i < p.hd_k; i += 64u) { let v = buf[i]; ss = ff_add(ss, v * v); }
+      ssr[lid.x] = ss;
+      workgroupBarrier();
+      for (var s = 32u; s > 0u; s >>= 1u) {
+        if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
+        workgroupBarrier();
+      }
+      let scale = 1.0 / sqrt(ff_mean(ssr[0], p.hd_k) + p.eps);
+      for (var i = lid.x; i < p.hd_k; i += 64u) { buf[i] = buf[i] * scale * select(q_norm[i], k_norm[i], is_k); }
+      workgroupBarrier();
+    }
+    let half_rot = p.n_rot / 2u;
+    for (var i = lid.x; i < half_rot; i += 64u) {
+      let a = select(2u * i, i, p.halves != 0u);
+      let b = select(2u * i + 1u, i + half_rot, p.halves != 0u);
+      let c = rope[(pos * half_rot + i) * 2u];
+      let s = rope[(pos * half_rot + i) * 2u + 1u];
+      let x0 = buf[a];
+      let x1 = buf[b];
+      buf[a] = x0 * c - x1 * s;
+      buf[b] = x0 * s + x1 * c;
+    }
+    workgroupBarrier();
+    if (!is_k) {
+      // q_scale (gemma3) after RoPE; 1 otherwise, which changes nothing.
+      for (var i = lid.x; i < p.hd_k; i += 64u) { qkv[src + i] = buf[i] * p.q_scale; }
+    } else {
+      let dst = p.k_base + pos * p.k_row_words + (h - p.n_head) * (p.hd_k / 2u);
+      for (var i = lid.x; i < p.hd_k / 2u; i += 64u) {
+        kc[dst + i] = pack2x16float(vec2f(buf[2u * i], buf[2u * i + 1u]));
+      }
+    }
+  } else {
+    let kvh = h - p.n_head - p.n_head_kv;
+    let src = v_off + kvh * p.hd_v;
+    let dst = p.v_base + pos * p.v_row_words + kvh * (p.hd_v / 2u);
+    for (var i = lid.x; i < p.hd_v / 2u; i += 64u) {
+      vc[dst + i] = pack2x16float(vec2f(qkv[src + 2u * i], qkv[src + 2u * i + 1u]));
+    }
+  }
+}
+)";
+  const std::string helpers = wgsl_float_float();
+  const size_t at = src.find("FF_HELPERS");
+  src.replace(at, 10, helpers);
+  return src;
+}
+
+std::string wgsl_attention(uint32_t max_keys) {
+  std::string src = R"(
+struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
+           v_base: u32, scale: f32, window: u32, pad1: u32, pad2: u32 }
+struct Step { pos: u32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<uniform> step: Step;
+@group(0) @binding(2) var<storage, read> qkv: array<f32>;
+@group(0) @binding(3) var<storage, read> kc: array<u32>;
+@group(0) @binding(4) var<storage, read> vc: array<u32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+const MAX_KEYS = MAXKu;
+var<workgroup> scores: array<f32, MAX_KEYS>;
+var<workgroup> qs: array<f32, 256>;
+fn f16r(v: f32) -> f32 { return unpack2x16float(pack2x16float(vec2f(v, 0.0))).x; }
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
+  let h = wg.x;
+  let kvh = h / (p.n_head / p.n_head_kv);
+  let n_keys = min(step.pos + 1u, MAX_KEYS);
+  // A sliding window (gemma3's local layers): position pos sees keys pos - window + 1 .. pos only.
+  let first = select(0u, step.pos + 1u - p.window, p.window > 0u && step.pos + 1u > p.window);
+  // q rounded to f16, as ggml's flash attention converts it to the cache's type
+  for (var d = lid.x; d < p.hd_k; d += 64u) { qs[d] = f16r(qkv[h * p.hd_k + d]); }
+  workgroupBarrier();
+  for (var t = first + lid.x; t < n_keys; t += 64u) {
+    let k0 = p.k_base + t * p.k_row_words + kvh * (p.hd_k / 2u);
+    var s = 0.0;
+    for (var d = 0u; d < p.hd_k / 2u; d++) {
+      let kv = unpack2x16float(kc[k0 + d]);
+      s += kv.x * qs[2u * d] + kv.y * qs[2u * d + 1u];
+    }
+    scores[t] = s * p.scale;
+  }
+  workgroupBarrier();
+  // Online softmax over the keys in order with the running sum of values kept in f16 (ggml's CPU kernel),
+  // one output dimension per invocation.
+  for (var d = lid.x; d < p.hd_v; d += 64u) {
+    var m = -3.4028234e38f;
+    var sum = 0.0;
+    var acc = 0.0;
+    let word = kvh * (p.hd_v / 2u) + d / 2u;
+    let odd = (d & 1u) == 1u;
+    for (var t = first; t < n_keys; t++) {
+      let s = scores[t];
+      var old_scale = 1.0;
+      var weight = 1.0;
+      if (s > m) {
+        old_scale = exp(m - s);
+        m = s;
+        acc = f16r(acc * old_scale);
+      } else {
+        weight = exp(s - m);
+      }
+      let vv = unpack2x16float(vc[p.v_base + t * p.v_row_words + word]);
+      acc = f16r(acc + select(vv.x, vv.y, odd) * weight);
+      sum = sum * old_scale + weight;
+    }
+    let inv = select(1.0 / sum, 0.0, sum == 0.0);
+    out[h * p.hd_v + d] = acc * inv;
+  }
+}
+)";
+  const size_t at = src.find("MAXK");
+  src.replace(at, 4, cat(max_keys));
+  return src;
+}
+
+}  // namespace sotto::gpu
