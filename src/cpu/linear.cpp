@@ -121,6 +121,66 @@ void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_
   });
 }
 
+void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_t cols, const float* x,
+                     int64_t n, LinearScratch& scratch) {
+  constexpr int kMaxJobs = 4;
+  QuantDotRowsFn fns[kMaxJobs];
+  bool shared = n_jobs > 0 && n_jobs <= kMaxJobs;
+  for (int j = 0; shared && j < n_jobs; ++j) {
+    fns[j] = quant_dot_rows(jobs[j].w);
+    shared = fns[j] != nullptr && activation_type(jobs[j].w) == activation_type(jobs[0].w);
+  }
+  if (!shared) {
+    for (int j = 0; j < n_jobs; ++j)
+      linear(pool, jobs[j].w, jobs[j].weights, jobs[j].rows, cols, x, n, jobs[j].y, scratch);
+    return;
+  }
+  if (n <= 0) return;
+  const DType w0 = jobs[0].w;  // the activation format depends only on it
+  const size_t stride = activation_bytes(w0, cols);
+  if (scratch.xq.size() < stride * static_cast<size_t>(n)) scratch.xq.resize(stride * static_cast<size_t>(n));
+  uint8_t* xq = scratch.xq.data();
+  const bool parallel_quantize = n >= 4 && pool.n_threads() > 1;  // as in linear()
+  if (!parallel_quantize)
+    for (int64_t t = 0; t < n; ++t) quantize_activations(w0, x + t * cols, cols, xq + t * stride);
+  pool.run([&](int ith, int nth) {
+    if (parallel_quantize) {
+      const Range tokens = split(n, ith, nth, 1);
+      for (int64_t t = tokens.begin; t < tokens.end; ++t)
+        quantize_activations(w0, x + t * cols, cols, xq + t * stride);
+      pool.barrier();
+    }
+    for (int j = 0; j < n_jobs; ++j) {
+      const Range range = split(jobs[j].rows, ith, nth, 16);
+      if (range.begin < range.end)
+        fns[j](jobs[j].weights, cols, xq, n, stride, jobs[j].y, jobs[j].rows, range.begin, range.end);
+    }
+  });
+}
+
+void linear_filled_x(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_t cols, float* x,
+                     FillX fill, void* ctx, float* y, LinearScratch& scratch) {
+  const QuantDotRowsFn fn = quant_dot_rows(w);
+  if (!fn || rows <= 0) {  // as linear(): y untouched, but x is still the caller's
+    fill(ctx, 0, cols);
+    return;
+  }
+  const size_t stride = activation_bytes(w, cols);
+  if (scratch.xq.size() < stride) scratch.xq.resize(stride);
+  uint8_t* xq = scratch.xq.data();
+  const int64_t unit = dtype_info(activation_type(w)).block_elems;
+  pool.run([&](int ith, int nth) {
+    const Range part = split(cols, ith, nth, unit);
+    if (part.begin < part.end) {
+      fill(ctx, part.begin, part.end);
+      quantize_activations(w, x + part.begin, part.end - part.begin, xq + activation_bytes(w, part.begin));
+    }
+    pool.barrier();
+    const Range range = split(rows, ith, nth, 16);
+    if (range.begin < range.end) fn(weights, cols, xq, 1, stride, y, rows, range.begin, range.end);
+  });
+}
+
 void linear_ref(DType w, const void* weights, int64_t rows, int64_t cols, const float* x, int64_t n,
                 float* y) {
   if (!linear_supported(w)) return;

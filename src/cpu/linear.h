@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -33,6 +34,38 @@ struct LinearScratch {
 // per call into `scratch`, on all threads in parallel when n is large. Unsupported types leave y untouched.
 void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_t cols, const float* x,
             int64_t n, float* y, LinearScratch& scratch);
+
+// One of several products of the same x run together by linear_shared_x().
+struct LinearJob {
+  DType w;
+  const void* weights;
+  int64_t rows;
+  float* y;  // n x rows
+};
+
+// y_j = x . W_j^T for every job (e.g. q, k and v; gate and up), in one pass over the pool: x is quantized once
+// when the weights take the same activation format, and each thread computes its share of every job's rows,
+// so there is one wake-up and one wait instead of one per matrix (for decode the matrices are small: ~1 MB
+// each, and each pass also pays a cold start of the memory stream and a wait for the slower thread). Jobs
+// whose formats differ run one linear() each. Every y is exactly what linear() gives.
+void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_t cols, const float* x,
+                     int64_t n, LinearScratch& scratch);
+
+// linear() of one token whose x is computed in the same pass over the pool: each thread first writes its share
+// of x with fill(ctx, begin, end) (x[begin, end), whole activation blocks) and quantizes it, then, after a
+// barrier, computes its rows. For decode this turns a serial pass over x by the caller (the SwiGLU before
+// ffn_down: 4864 exp()s, ~4% of a token) into a parallel one. y is exactly what linear() gives for the same x.
+using FillX = void (*)(void* ctx, int64_t begin, int64_t end);
+void linear_filled_x(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_t cols, float* x,
+                     FillX fill, void* ctx, float* y, LinearScratch& scratch);
+template <class F>
+void linear_filled_x(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_t cols, float* x,
+                     F&& fill, float* y, LinearScratch& scratch) {
+  linear_filled_x(
+      pool, w, weights, rows, cols, x,
+      [](void* c, int64_t begin, int64_t end) { (*static_cast<std::remove_reference_t<F>*>(c))(begin, end); },
+      &fill, y, scratch);
+}
 
 // The same in pieces, callable from inside a task already running on the pool, so a model can fuse steps
 // with barriers: quantize each row of x with quantize_activations() (activation_bytes() each), then have

@@ -183,6 +183,107 @@ TEST(Linear, MatchesReferenceForEveryTypeShapeThreadCountAndInstructionSet) {
   std::printf("[ info    ] %d linear() calls checked\n", checks);
 }
 
+// linear_shared_x(): several matrices against one x (as q/k/v and gate/up are run), on the shared-format path
+// (one quantization of x) and the fallback (formats differ): every y must be linear()'s bit for bit, and
+// within the tolerance above of linear_ref(), for 1..4 threads and token counts around the tile widths.
+TEST(Linear, SharedXMatchesLinearBitForBitAndTheReference) {
+  std::mt19937_64 rng(test_seed() + 12);
+  Pools pools;
+  LinearScratch scratch, scratch_single;
+  const std::vector<std::vector<DType>> groups = {{DType::Q4_0, DType::Q4_0, DType::Q4_0},
+                                                  {DType::Q5_0, DType::Q8_0},
+                                                  {DType::Q4_K, DType::Q6_K},
+                                                  {DType::Q4_K, DType::Q8_0, DType::F16}};
+  const int64_t cols = 512, n_max = 9;
+  const int64_t rows_of[4] = {33, 16, 7, 20};
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const std::vector<DType>& types : groups) {
+    const int n_jobs = static_cast<int>(types.size());
+    std::vector<std::vector<uint8_t>> w(types.size());
+    for (int j = 0; j < n_jobs; ++j) w[j] = random_weights(rng, types[j], rows_of[j], cols, false);
+    std::vector<float> x(static_cast<size_t>(n_max * cols));
+    for (float& v : x) v = uniform(rng);
+    for (int64_t n : {1, 3, 4, 9}) {
+      for (int threads = 1; threads <= 4; ++threads) {
+        ThreadPool& pool = *pools.pools[threads - 1];
+        std::vector<std::vector<float>> got(types.size());
+        std::vector<LinearJob> jobs;
+        for (int j = 0; j < n_jobs; ++j) {
+          got[j].assign(static_cast<size_t>(n * rows_of[j]), -12345.0f);
+          jobs.push_back({types[j], w[j].data(), rows_of[j], got[j].data()});
+        }
+        linear_shared_x(pool, jobs.data(), n_jobs, cols, x.data(), n, scratch);
+        for (int j = 0; j < n_jobs; ++j) {
+          std::vector<float> single(got[j].size()), want(got[j].size());
+          linear(pool, types[j], w[j].data(), rows_of[j], cols, x.data(), n, single.data(), scratch_single);
+          ASSERT_EQ(0, std::memcmp(single.data(), got[j].data(), single.size() * sizeof(float)))
+              << dtype_name(types[j]) << " job " << j << " n=" << n << " threads=" << threads;
+          linear_ref(types[j], w[j].data(), rows_of[j], cols, x.data(), n, want.data());
+          const size_t row_bytes =
+              static_cast<size_t>(cols / dtype_info(types[j]).block_elems) * dtype_info(types[j]).block_bytes;
+          std::vector<uint8_t> xq(activation_bytes(types[j], cols));
+          std::vector<float> x_seen(static_cast<size_t>(cols)), w_row(static_cast<size_t>(cols));
+          for (int64_t tk = 0; tk < n; ++tk) {
+            quantize_activations(types[j], x.data() + tk * cols, cols, xq.data());
+            dequantize_row_ref(activation_type(types[j]), xq.data(), x_seen.data(), cols);
+            for (int64_t r = 0; r < rows_of[j]; ++r) {
+              dequantize_row_ref(types[j], w[j].data() + r * row_bytes, w_row.data(), cols);
+              const size_t i = static_cast<size_t>(tk * rows_of[j] + r);
+              ASSERT_NEAR(got[j][i], want[i], tolerance(w_row, x_seen))
+                  << dtype_name(types[j]) << " job " << j << " n=" << n << " token=" << tk << " row=" << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// linear_filled_x(): x computed by the threads of the same pass (decode's SwiGLU), in shares of whole activation
+// blocks (q4_K: 3 blocks of 256 for up to 4 threads, so some threads get none): x must come out exactly as
+// the fill defines it, and y bit for bit linear()'s on that x, and within the tolerance above of linear_ref().
+TEST(Linear, FilledXMatchesLinearBitForBitAndTheReference) {
+  std::mt19937_64 rng(test_seed() + 13);
+  Pools pools;
+  LinearScratch scratch, scratch_single;
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::F32}) {
+    const int64_t rows = 37, cols = 768;
+    const std::vector<uint8_t> w = random_weights(rng, t, rows, cols, false);
+    std::vector<float> a(static_cast<size_t>(cols)), b(static_cast<size_t>(cols)), want_x(a.size());
+    for (float& v : a) v = uniform(rng);
+    for (float& v : b) v = uniform(rng);
+    for (int64_t i = 0; i < cols; ++i) want_x[i] = a[i] * b[i] + 0.25f;
+    for (int threads = 1; threads <= 4; ++threads) {
+      ThreadPool& pool = *pools.pools[threads - 1];
+      std::vector<float> x(a.size(), -7.0f), got(static_cast<size_t>(rows), -12345.0f);
+      linear_filled_x(
+          pool, t, w.data(), rows, cols, x.data(),
+          [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; ++i) x[i] = a[i] * b[i] + 0.25f;
+          },
+          got.data(), scratch);
+      ASSERT_EQ(0, std::memcmp(x.data(), want_x.data(), x.size() * sizeof(float)))
+          << dtype_name(t) << " threads=" << threads << ": x not filled exactly once everywhere";
+      std::vector<float> single(got.size()), want(got.size());
+      linear(pool, t, w.data(), rows, cols, want_x.data(), 1, single.data(), scratch_single);
+      ASSERT_EQ(0, std::memcmp(single.data(), got.data(), got.size() * sizeof(float)))
+          << dtype_name(t) << " threads=" << threads;
+      linear_ref(t, w.data(), rows, cols, want_x.data(), 1, want.data());
+      const size_t row_bytes =
+          static_cast<size_t>(cols / dtype_info(t).block_elems) * dtype_info(t).block_bytes;
+      std::vector<uint8_t> xq(activation_bytes(t, cols));
+      std::vector<float> x_seen(static_cast<size_t>(cols)), w_row(static_cast<size_t>(cols));
+      quantize_activations(t, want_x.data(), cols, xq.data());
+      dequantize_row_ref(activation_type(t), xq.data(), x_seen.data(), cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row_ref(t, w.data() + r * row_bytes, w_row.data(), cols);
+        ASSERT_NEAR(got[r], want[r], tolerance(w_row, x_seen)) << dtype_name(t) << " row=" << r;
+      }
+    }
+  }
+}
+
 // linear_rows() on a row sub-range with strided y, as a model fusing steps calls it.
 TEST(Linear, RowsWritesOnlyItsRangeWithStrides) {
   std::mt19937_64 rng(test_seed() + 11);

@@ -131,7 +131,7 @@ TEST(QuantDot, FastAvx2KernelsKeepGgmlFloatOrderBitForBit) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
     for (int64_t cols : {32, 96, 896}) {
-      const int64_t rows = 7, n = 7;
+      const int64_t rows = 7, n = 19;
       std::vector<float> w_values(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(n * cols));
       for (float& v : w_values) v = uniform(rng);
       for (float& v : x) v = uniform(rng);

@@ -325,13 +325,18 @@ void run_for_tokens(ThreadPool& pool, int n, F&& task) {
     pool.run(task);
 }
 
+// y[t × rows + r] += bias[r] for n tokens; no bias, nothing.
+void add_bias(const float* bias, int64_t rows, int n, float* y) {
+  if (bias)
+    for (int t = 0; t < n; ++t)
+      for (int64_t r = 0; r < rows; ++r) y[t * rows + r] += bias[r];
+}
+
 // y[n × rows] = x[n × cols] · Wᵀ (+ bias per row).
 void matmul(ThreadPool& pool, const Matrix& w, const float* x, int n, float* y, LinearScratch& scratch,
             const float* bias = nullptr) {
   linear(pool, w.dtype, w.data, w.rows, w.cols, x, n, y, scratch);
-  if (bias)
-    for (int t = 0; t < n; ++t)
-      for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] += bias[r];
+  add_bias(bias, w.rows, n, y);
 }
 
 float silu(float x) {
@@ -351,18 +356,30 @@ void softcap(float* logits, int n, float cap) {
 
 namespace {
 
-// attention(h) for a batch of n tokens at positions pos0..pos0+n-1; writes n × n_embd to `out`.
+// attention(h) for a batch of n tokens at positions pos0..pos0+n-1: every token's k and v go to the cache,
+// and the last n_out tokens' outputs (n_out × n_embd) to `out`.
 void attention(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx, int il, const float* h, int n,
-               int pos0, float* out) {
+               int n_out, int pos0, float* out) {
   const LlamaHparams& hp = w.hp;
   const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
   const int q_row = hp.n_head * hp.head_dim_k, k_row = ctx.kv.k_row, v_row = ctx.kv.v_row;
   float* q = ctx.q.data();
   float* k = ctx.k.data();
   float* v = ctx.v.data();
-  matmul(pool, l.wq, h, n, q, ctx.linear_scratch, l.bq);
-  matmul(pool, l.wk, h, n, k, ctx.linear_scratch, l.bk);
-  matmul(pool, l.wv, h, n, v, ctx.linear_scratch, l.bv);
+  const int q_first = n - n_out;  // q of token t is row t - q_first
+  if (n_out == n) {               // q, k and v of the same h in one pass
+    const LinearJob jobs[3] = {{l.wq.dtype, l.wq.data, l.wq.rows, q},
+                               {l.wk.dtype, l.wk.data, l.wk.rows, k},
+                               {l.wv.dtype, l.wv.data, l.wv.rows, v}};
+    linear_shared_x(pool, jobs, 3, hp.n_embd, h, n, ctx.linear_scratch);
+    add_bias(l.bq, l.wq.rows, n, q);
+    add_bias(l.bk, l.wk.rows, n, k);
+    add_bias(l.bv, l.wv.rows, n, v);
+  } else {
+    matmul(pool, l.wq, h + static_cast<size_t>(q_first) * hp.n_embd, n_out, q, ctx.linear_scratch, l.bq);
+    matmul(pool, l.wk, h, n, k, ctx.linear_scratch, l.bk);
+    matmul(pool, l.wv, h, n, v, ctx.linear_scratch, l.bv);
+  }
 
   // Local (sliding-window) layers have their own RoPE base and no scaling, as in llama.cpp.
   const bool local = hp.is_local(il);
@@ -373,8 +390,8 @@ void attention(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx, int i
     std::vector<float> cos_sin(static_cast<size_t>(hp.n_rot));
     for (int t = n * ith / nth; t < n * (ith + 1) / nth; ++t) {
       rope_cache(hp.n_rot, pos0 + t, freq_base, freq_scale, cos_sin.data());
-      for (int hd = 0; hd < hp.n_head; ++hd) {
-        float* qh = q + t * q_row + hd * hp.head_dim_k;
+      for (int hd = 0; hd < (t >= q_first ? hp.n_head : 0); ++hd) {
+        float* qh = q + (t - q_first) * q_row + hd * hp.head_dim_k;
         if (l.q_norm) rms_norm(qh, l.q_norm, qh, hp.head_dim_k, hp.rms_norm_eps);
         rope(qh, hp.n_rot, cos_sin.data(), hp.rope_layout);
         if (hp.q_scale > 0.0f)
@@ -399,8 +416,8 @@ void attention(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx, int i
                  .v = ctx.kv.v_at(il, 0),
                  .k_row = k_row,
                  .v_row = v_row,
-                 .n_query = n,
-                 .pos0 = pos0,
+                 .n_query = n_out,
+                 .pos0 = pos0 + q_first,
                  .n_head = hp.n_head,
                  .n_head_kv = hp.n_head_kv,
                  .head_dim_k = hp.head_dim_k,
@@ -408,7 +425,7 @@ void attention(ThreadPool& pool, const LlamaWeights& w, LlamaContext& ctx, int i
                  .scale = hp.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
                  .out = ctx.attn.data(),
                  .window = local ? hp.n_swa : 0});
-  matmul(pool, l.wo, ctx.attn.data(), n, out, ctx.linear_scratch);
+  matmul(pool, l.wo, ctx.attn.data(), n_out, out, ctx.linear_scratch);
 }
 
 // mlp(h) = down(act(gate·h) ⊙ up·h), for n tokens; act is silu (SwiGLU) or GELU (GeGLU, via ggml's table).
@@ -416,8 +433,23 @@ void mlp(ThreadPool& pool, const LlamaWeights& w, const LlamaLayer& l, LlamaCont
          int n, float* out) {
   float* gate = ctx.gate.data();
   float* up = ctx.up.data();
-  matmul(pool, l.ffn_gate, h, n, gate, ctx.linear_scratch);
-  matmul(pool, l.ffn_up, h, n, up, ctx.linear_scratch);
+  const LinearJob jobs[2] = {{l.ffn_gate.dtype, l.ffn_gate.data, l.ffn_gate.rows, gate},
+                             {l.ffn_up.dtype, l.ffn_up.data, l.ffn_up.rows, up}};
+  linear_shared_x(pool, jobs, 2, l.ffn_gate.cols, h, n, ctx.linear_scratch);
+  const bool gelu = w.hp.ffn_activation == FfnActivation::Gelu;
+  if (n == 1) {  // decode: the activation is computed by the threads of ffn_down's pass, each on its share
+    linear_filled_x(
+        pool, l.ffn_down.dtype, l.ffn_down.data, l.ffn_down.rows, l.ffn_down.cols, gate,
+        [&](int64_t begin, int64_t end) {
+          if (gelu) {
+            for (int64_t i = begin; i < end; ++i) gate[i] = gelu_f16_lookup(w.gelu_f16, gate[i]) * up[i];
+          } else {
+            for (int64_t i = begin; i < end; ++i) gate[i] = silu(gate[i]) * up[i];
+          }
+        },
+        out, ctx.linear_scratch);
+    return;
+  }
   // The activation's exp() over n × n_ff values is a few percent of a prompt: split over the threads.
   const size_t count = static_cast<size_t>(n) * static_cast<size_t>(l.ffn_gate.rows);
   run_for_tokens(pool, n, [&](int ith, int nth) {
@@ -473,16 +505,20 @@ Result<std::span<const float>> forward(ThreadPool& pool, const LlamaWeights& w, 
   float* delta = ctx.delta.data();  // what each branch adds to the residual stream
   for (int il = 0; il < hp.n_layer; ++il) {
     const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
+    // Only the last token's logits are wanted, so after the last layer's keys and values are cached, only
+    // that token goes on (llama.cpp skips the other rows there too); each row's numbers are unchanged.
+    const int n_out = il == hp.n_layer - 1 ? 1 : n;
+    float* x_out = x + static_cast<size_t>(n - n_out) * d;
     // x += attention(rms_norm(x, attn_norm), layer, pos)
     rms_norm_rows(x, l.attn_norm, n, d, hp.rms_norm_eps, h);
-    attention(pool, w, ctx, il, h, n, pos0, delta);
-    if (l.attn_post_norm) rms_norm_rows(delta, l.attn_post_norm, n, d, hp.rms_norm_eps, delta);
-    add_rows(x, delta, n, d);
+    attention(pool, w, ctx, il, h, n, n_out, pos0, delta);
+    if (l.attn_post_norm) rms_norm_rows(delta, l.attn_post_norm, n_out, d, hp.rms_norm_eps, delta);
+    add_rows(x_out, delta, n_out, d);
     // x += mlp(rms_norm(x, ffn_norm))
-    rms_norm_rows(x, l.ffn_norm, n, d, hp.rms_norm_eps, h);
-    mlp(pool, w, l, ctx, h, n, delta);
-    if (l.ffn_post_norm) rms_norm_rows(delta, l.ffn_post_norm, n, d, hp.rms_norm_eps, delta);
-    add_rows(x, delta, n, d);
+    rms_norm_rows(x_out, l.ffn_norm, n_out, d, hp.rms_norm_eps, h);
+    mlp(pool, w, l, ctx, h, n_out, delta);
+    if (l.ffn_post_norm) rms_norm_rows(delta, l.ffn_post_norm, n_out, d, hp.rms_norm_eps, delta);
+    add_rows(x_out, delta, n_out, d);
   }
   ctx.kv.n_past = pos0 + n;
 
