@@ -79,6 +79,14 @@ export class Engine {
     return this.#call('selftest', { rows, cols, seed, repeats });
   }
 
+  // The build's quantized dot kernels against the scalar reference on fresh random data (src/wasm/
+  // kernel_check.cpp); repeats > 0 also times one single-threaded call. type: q4_0 | q8_0 | q4_K | q6_K.
+  // -> {type, rows, cols, tokens, errorOverBound (<= 1 passes), boundFactor, tileMatchesSingle,
+  // piecesMatchWhole, bestMs}
+  kernelCheck({ type, rows, cols, tokens, seed, repeats } = {}) {
+    return this.#call('kernelCheck', { type, rows, cols, tokens, seed, repeats });
+  }
+
   // {ok, name, bytes, loadMs, describeMs, format, metadata:[{key,type,value,text}], tensors:[{name,dtype,shape,
   // offset,bytes}]} or {ok:false, error}. `source` streams into wasm memory; it is never copied whole in JS.
   describe(source, { onProgress } = {}) {

@@ -102,45 +102,57 @@ void attend_head_ref(const float* q, const uint16_t* k, size_t k_stride, const u
 
 namespace {
 
-float dot_f16_portable(const uint16_t* k, const float* q, int n) {
+// K and V come as f16 bits, or already widened to f32 (attention_f16 widens each cached row once per call):
+// widen() gives the same f32 either way, so both forms compute the same bits.
+inline float widen(uint16_t h) {
+  return f16_to_f32_branchless(h);
+}
+inline float widen(float f) {
+  return f;
+}
+
+template <class KV>
+float dot_f16_portable(const KV* k, const float* q, int n) {
   const int n_steps = n - n % kStep;
   float lanes[kStep] = {};  // lane l is accumulator l / 8, lane l % 8
   for (int i = 0; i < n_steps; i += kStep)
-    for (int l = 0; l < kStep; ++l) lanes[l] += f16_to_f32_branchless(k[i + l]) * q[i + l];
+    for (int l = 0; l < kStep; ++l) lanes[l] += widen(k[i + l]) * q[i + l];
   float folded[8];
   for (int l = 0; l < 8; ++l) folded[l] = (lanes[l] + lanes[16 + l]) + (lanes[8 + l] + lanes[24 + l]);
   const float t0 = folded[0] + folded[4], t1 = folded[1] + folded[5], t2 = folded[2] + folded[6],
               t3 = folded[3] + folded[7];
   double sum = static_cast<double>((t0 + t1) + (t2 + t3));
-  for (int i = n_steps; i < n; ++i) sum += static_cast<double>(f16_to_f32_branchless(k[i]) * q[i]);
+  for (int i = n_steps; i < n; ++i) sum += static_cast<double>(widen(k[i]) * q[i]);
   return static_cast<float>(sum);
 }
 
 // The fused part first takes fma_f16_operands()'s fast path for all elements in one branch-free
 // (vectorized) loop, noting whether any element needed its exact path; that is rare, and then the step is
 // redone element by element from the saved accumulator.
-void mad_f16_portable(uint16_t* acc, const uint16_t* v, float weight, int n, uint16_t* saved) {
+template <class KV>
+void mad_f16_portable(uint16_t* acc, const KV* v, float weight, int n, uint16_t* saved) {
   const int n_steps = n - n % kStep;
   std::memcpy(saved, acc, static_cast<size_t>(n_steps) * sizeof(uint16_t));
   uint64_t low_bits_all_zero = 0;
   for (int d = 0; d < n_steps; ++d) {
-    const double sum = static_cast<double>(f16_to_f32_branchless(v[d])) * weight +
-                       static_cast<double>(f16_to_f32_branchless(acc[d]));
+    const double sum =
+        static_cast<double>(widen(v[d])) * weight + static_cast<double>(f16_to_f32_branchless(acc[d]));
     low_bits_all_zero |= (std::bit_cast<uint64_t>(sum) & 0xfffffffu) == 0;
     acc[d] = f32_to_f16_branchless(static_cast<float>(sum));
   }
   if (low_bits_all_zero)
     for (int d = 0; d < n_steps; ++d)
-      acc[d] = f32_to_f16(fma_f16_operands(f16_to_f32(v[d]), weight, f16_to_f32(saved[d])));
+      acc[d] = f32_to_f16(fma_f16_operands(widen(v[d]), weight, f16_to_f32(saved[d])));
   for (int d = n_steps; d < n; ++d) {
-    const float product = f16_to_f32_branchless(v[d]) * weight;
+    const float product = widen(v[d]) * weight;
     acc[d] = f32_to_f16_branchless(f16_to_f32_branchless(acc[d]) + product);
   }
 }
 
-void attend_head_portable(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v,
-                          size_t v_stride, int n_keys, int head_dim_k, int head_dim_v, float scale,
-                          float* out, AttentionScratch& scratch) {
+template <class KV>
+void attend_head_portable_kv(const float* q, const KV* k, size_t k_stride, const KV* v, size_t v_stride,
+                             int n_keys, int head_dim_k, int head_dim_v, float scale, float* out,
+                             AttentionScratch& scratch) {
   scratch.q.resize(static_cast<size_t>(head_dim_k));
   scratch.scores.resize(static_cast<size_t>(n_keys));
   scratch.acc16.assign(static_cast<size_t>(2 * head_dim_v), 0);
@@ -171,6 +183,12 @@ void attend_head_portable(const float* q, const uint16_t* k, size_t k_stride, co
   for (int d = 0; d < head_dim_v; ++d) out[d] = f16_to_f32_branchless(acc[d]) * inv_sum;
 }
 
+void attend_head_portable(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v,
+                          size_t v_stride, int n_keys, int head_dim_k, int head_dim_v, float scale,
+                          float* out, AttentionScratch& scratch) {
+  attend_head_portable_kv(q, k, k_stride, v, v_stride, n_keys, head_dim_k, head_dim_v, scale, out, scratch);
+}
+
 }  // namespace
 
 const AttentionKernels kAttentionPortable = {"portable", attend_head_portable};
@@ -184,8 +202,11 @@ const AttentionKernels& attention_kernels() {
 
 namespace {
 
-// Pair i is query token i / n_head, head i % n_head.
-void attend_pair(AttendHeadFn attend_head, const AttentionArgs& a, int i, AttentionScratch& scratch) {
+// Pair i is query token i / n_head, head i % n_head. K and V rows of position p start at k + (p - base) *
+// k_row and v + (p - base) * v_row: the cache itself (base 0), or its rows widened to f32 from base on.
+template <class KV, class AttendHead>
+void attend_pair(AttendHead attend_head, const AttentionArgs& a, const KV* k, int k_row, const KV* v,
+                 int v_row, int base, int i, AttentionScratch& scratch) {
   const int t = i / a.n_head, head = i % a.n_head;
   const int kv_head = head / (a.n_head / a.n_head_kv);
   // Keys first .. pos: llama.cpp skips masked keys outright, so starting later gives the same sums.
@@ -193,12 +214,45 @@ void attend_pair(AttendHeadFn attend_head, const AttentionArgs& a, int i, Attent
   const int first = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
   attend_head(
       a.q + static_cast<size_t>(t) * a.n_head * a.head_dim_k + static_cast<size_t>(head) * a.head_dim_k,
-      a.k + static_cast<size_t>(first) * a.k_row + static_cast<size_t>(kv_head) * a.head_dim_k,
-      static_cast<size_t>(a.k_row),
-      a.v + static_cast<size_t>(first) * a.v_row + static_cast<size_t>(kv_head) * a.head_dim_v,
-      static_cast<size_t>(a.v_row), pos + 1 - first, a.head_dim_k, a.head_dim_v, a.scale,
+      k + static_cast<size_t>(first - base) * k_row + static_cast<size_t>(kv_head) * a.head_dim_k,
+      static_cast<size_t>(k_row),
+      v + static_cast<size_t>(first - base) * v_row + static_cast<size_t>(kv_head) * a.head_dim_v,
+      static_cast<size_t>(v_row), pos + 1 - first, a.head_dim_k, a.head_dim_v, a.scale,
       a.out + static_cast<size_t>(t) * a.n_head * a.head_dim_v + static_cast<size_t>(head) * a.head_dim_v,
       scratch);
+}
+
+void attend_pair(AttendHeadFn attend_head, const AttentionArgs& a, int i, AttentionScratch& scratch) {
+  attend_pair(attend_head, a, a.k, a.k_row, a.v, a.v_row, 0, i, scratch);
+}
+
+// The portable kernel widens f16 in integer arithmetic, which costs about as much as the dot product itself:
+// widen every cached K and V row the queries read once per call (the threads split the rows), instead of
+// once per query head that reads it (n_head / n_head_kv of them) and query token. widen() makes the results
+// the same bits as the f16 form's.
+void attention_portable_widened(ThreadPool& pool, const AttentionArgs& a, int n_active) {
+  const int pairs = a.n_query * a.n_head;
+  const int base = a.window > 0 ? std::max(0, a.pos0 - a.window + 1) : 0;  // the first query's first key
+  const int n_rows = a.pos0 + a.n_query - base;
+  const int k_used = a.n_head_kv * a.head_dim_k, v_used = a.n_head_kv * a.head_dim_v;
+  std::vector<float> k32(static_cast<size_t>(n_rows) * k_used), v32(static_cast<size_t>(n_rows) * v_used);
+  pool.run(
+      [&](int ith, int nth) {
+        for (int r = n_rows * ith / nth; r < n_rows * (ith + 1) / nth; ++r) {
+          const uint16_t* k16 = a.k + static_cast<size_t>(base + r) * a.k_row;
+          const uint16_t* v16 = a.v + static_cast<size_t>(base + r) * a.v_row;
+          float* k_out = k32.data() + static_cast<size_t>(r) * k_used;
+          float* v_out = v32.data() + static_cast<size_t>(r) * v_used;
+          for (int d = 0; d < k_used; ++d) k_out[d] = f16_to_f32_branchless(k16[d]);
+          for (int d = 0; d < v_used; ++d) v_out[d] = f16_to_f32_branchless(v16[d]);
+        }
+        pool.barrier();
+        AttentionScratch scratch;
+        for (int i = ith; i < pairs; i += nth)
+          attend_pair(attend_head_portable_kv<float>, a, k32.data(), k_used, v32.data(), v_used, base, i,
+                      scratch);
+      },
+      n_active);
 }
 
 }  // namespace
@@ -213,12 +267,14 @@ void attention_f16_ref(const AttentionArgs& a) {
 void attention_f16(ThreadPool& pool, const AttentionArgs& a) {
   const AttendHeadFn attend_head = attention_kernels().attend_head;  // chosen once for all threads
   const int pairs = a.n_query * a.n_head;
+  const int n_active = std::min(pool.n_threads(), std::max(1, pairs / 4));
+  if (attend_head == attend_head_portable) return attention_portable_widened(pool, a, n_active);
   pool.run(
       [&](int ith, int nth) {
         AttentionScratch scratch;
         for (int i = ith; i < pairs; i += nth) attend_pair(attend_head, a, i, scratch);
       },
-      std::min(pool.n_threads(), std::max(1, pairs / 4)));
+      n_active);
 }
 
 }  // namespace sotto

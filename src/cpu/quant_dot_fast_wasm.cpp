@@ -80,7 +80,7 @@ v128_t dot16_add(v128_t w, v128_t x, v128_t acc) {
 // FMA (f32x4.relaxed_madd, fused on x86 with FMA3 and on ARM); plain SIMD128 has none, so it computes
 // lane * scale + acc in f64 (the product of two f32 is exact there) and rounds to f32 after every block.
 //
-// Prepared per 32-value block, 4 vectors. Relaxed q4_0: x[0..15], x[16..31], then 8 * (sums of each 4 x's)
+// Prepared per 32-value block, 4 vectors. Relaxed q4_0: x[0..15], x[16..31], then -8 * (sums of each 4 x's)
 // for lanes 0..3 and 4..7. Relaxed q8_0: |x| (2 vectors) and the sign masks (2). SIMD128: x as i16 in the
 // order A = elements {0,1,4,5,8,9,12,13}, B = {2,3,6,7,10,11,14,15} of each 16, so that dot(A) + dot(B) gives
 // the sums of 4 consecutive products in 4 lanes (i32x4.dot_i16x8_s adds adjacent pairs).
@@ -108,8 +108,12 @@ void prepare_q8_0(const uint8_t* xq, int64_t n_blocks, XBlock32* out) {
     if constexpr (kQ4) {
       o.v[0] = x0;
       o.v[1] = x1;
-      o.v[2] = wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x0)), 3);
-      o.v[3] = wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x1)), 3);
+      // -8 * sums: the dot's own add operand removes the offset (exact i32 arithmetic).
+      const v128_t zero = wasm_i32x4_splat(0);
+      o.v[2] = wasm_i32x4_sub(
+          zero, wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x0)), 3));
+      o.v[3] = wasm_i32x4_sub(
+          zero, wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x1)), 3));
     } else {
       o.v[0] = wasm_i8x16_abs(x0);
       o.v[1] = wasm_i8x16_abs(x1);
@@ -205,12 +209,13 @@ struct Q4_0Wasm {
     const v128_t bytes = wasm_v128_load(w + 2);
     const float d_w = f16(w);
 #if defined(__wasm_relaxed_simd__)
-    // Unsigned nibbles (0..15) are valid i7 operands; q - 8 comes back as minus the prepared 8 * sums.
+    // Unsigned nibbles (0..15) are valid i7 operands; the dot adds the prepared -8 * sums, which removes the
+    // offset 8 (saves an i32 subtract per half block and token).
     const v128_t lo = wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(bytes, 4);
     for (int t = 0; t < T; ++t) {
-      const v128_t sum_lo = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[0], lo, wasm_i32x4_splat(0));
-      const v128_t sum_hi = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[1], hi, wasm_i32x4_splat(0));
-      acc[t].add(wasm_i32x4_sub(sum_lo, x[t]->v[2]), wasm_i32x4_sub(sum_hi, x[t]->v[3]), d_w * x[t]->d);
+      const v128_t sum_lo = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[0], lo, x[t]->v[2]);
+      const v128_t sum_hi = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[1], hi, x[t]->v[3]);
+      acc[t].add(sum_lo, sum_hi, d_w * x[t]->d);
     }
 #else
     const v128_t eight = wasm_i8x16_splat(8);

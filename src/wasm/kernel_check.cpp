@@ -1,0 +1,147 @@
+// Checks (and lets JS time) this build's quantized dot kernels, quant_dot_rows(), on fresh random data:
+//   - against a float64 reference built from ggml-format blocks decoded by dequantize_row_ref() (an
+//     independent scalar path: no SIMD, no block-scale shortcuts), within a float-rounding bound;
+//   - a tile of tokens against each token alone, and a row range cut into odd pieces against the whole range,
+//     bit for bit: every (row, token) output must have the same float summation order whichever pass shape
+//     (rows per pass, tokens per tile, remainder rows) computed it, or the model's greedy tokens could differ
+//     between a prompt and a decode step.
+// web/worker.js's kernelCheck op drives it: create, run (timed by JS), check, destroy.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/quantize_ref.h"
+#include "cpu/linear.h"
+#include "cpu/quant_dot.h"
+
+namespace sotto {
+namespace {
+
+uint32_t next_random(uint32_t& state) {  // xorshift32
+  state ^= state << 13;
+  state ^= state >> 17;
+  state ^= state << 5;
+  return state;
+}
+
+// Roughly normal values (sum of 4 uniforms), never all zero, so scales and signs vary per block.
+float random_value(uint32_t& state) {
+  float sum = 0;
+  for (int i = 0; i < 4; ++i) sum += static_cast<float>(next_random(state) >> 8) * 0x1p-24f - 0.5f;
+  return sum;
+}
+
+struct KernelCheck {
+  DType type = DType::F32;
+  int rows = 0, cols = 0, tokens = 0;
+  size_t row_bytes = 0, xq_stride = 0;
+  std::vector<uint8_t> weights, xq;
+  std::vector<float> y;
+};
+
+}  // namespace
+}  // namespace sotto
+
+using sotto::KernelCheck;
+
+extern "C" {
+
+// type: a ggml type id. Returns null for a type without a kernel, a bad shape (cols must be a multiple of
+// the weight type's block, everything positive and at most 2^24 elements per matrix) or no memory.
+__attribute__((export_name("sotto_kernel_check_create"))) KernelCheck* sotto_kernel_check_create(
+    uint32_t ggml_type, int32_t rows, int32_t cols, int32_t tokens, uint32_t seed) {
+  using namespace sotto;
+  const Result<DType> type = dtype_from_ggml(ggml_type);
+  if (!type.ok() || !linear_supported(*type) || !dtype_can_quantize(*type)) return nullptr;
+  const int64_t block = dtype_info(*type).block_elems;
+  if (rows <= 0 || cols <= 0 || tokens <= 0 || tokens > 64 || cols % block != 0 ||
+      static_cast<int64_t>(rows) * cols > (int64_t{1} << 24))
+    return nullptr;
+  auto* c = new KernelCheck;
+  c->type = *type;
+  c->rows = rows;
+  c->cols = cols;
+  c->tokens = tokens;
+  c->row_bytes = static_cast<size_t>(cols / block) * dtype_info(*type).block_bytes;
+  c->xq_stride = activation_bytes(*type, cols);
+  c->weights.resize(c->row_bytes * static_cast<size_t>(rows));
+  c->xq.resize(c->xq_stride * static_cast<size_t>(tokens));
+  c->y.resize(static_cast<size_t>(rows) * tokens);
+  uint32_t state = seed ? seed : 0x9e3779b9u;
+  std::vector<float> values(static_cast<size_t>(cols));
+  for (int r = 0; r < rows; ++r) {
+    for (float& v : values) v = random_value(state);
+    quantize_row_ref(*type, values.data(), c->weights.data() + c->row_bytes * static_cast<size_t>(r), cols);
+  }
+  for (int t = 0; t < tokens; ++t) {
+    for (float& v : values) v = random_value(state) * 4.0f;
+    quantize_activations(*type, values.data(), cols, c->xq.data() + c->xq_stride * static_cast<size_t>(t));
+  }
+  return c;
+}
+
+// One call of the kernel over every row and token, on the calling thread (what JS times).
+__attribute__((export_name("sotto_kernel_check_run"))) void sotto_kernel_check_run(KernelCheck* c) {
+  sotto::quant_dot_rows(c->type)(c->weights.data(), c->cols, c->xq.data(), c->tokens, c->xq_stride,
+                                 c->y.data(), c->rows, 0, c->rows);
+}
+
+// out (4 f64): [largest |kernel - reference| / bound, over all outputs (passes when <= 1), tile equals each
+// token alone (1/0), odd row pieces equal the whole range (1/0), the bound's relative size].
+__attribute__((export_name("sotto_kernel_check_verify"))) void sotto_kernel_check_verify(KernelCheck* c,
+                                                                                         double* out) {
+  using namespace sotto;
+  const QuantDotRowsFn fn = quant_dot_rows(c->type);
+  const size_t n_out = c->y.size();
+  std::vector<float> whole(n_out), single(n_out), pieces(n_out);
+  fn(c->weights.data(), c->cols, c->xq.data(), c->tokens, c->xq_stride, whole.data(), c->rows, 0, c->rows);
+  for (int t = 0; t < c->tokens; ++t)
+    fn(c->weights.data(), c->cols, c->xq.data() + c->xq_stride * static_cast<size_t>(t), 1, c->xq_stride,
+       single.data() + static_cast<size_t>(t) * c->rows, c->rows, 0, c->rows);
+  // Pieces of 1, 5, 3, 6, ... rows: they start off every multiple of the kernels' rows per pass.
+  for (int begin = 0, step = 1; begin < c->rows; begin += step, step = step % 7 + 4) {
+    const int end = begin + step < c->rows ? begin + step : c->rows;
+    fn(c->weights.data(), c->cols, c->xq.data(), c->tokens, c->xq_stride, pieces.data(), c->rows, begin, end);
+  }
+  out[1] = std::memcmp(whole.data(), single.data(), n_out * sizeof(float)) == 0 ? 1 : 0;
+  out[2] = std::memcmp(whole.data(), pieces.data(), n_out * sizeof(float)) == 0 ? 1 : 0;
+
+  // Reference: the weights and the quantized activations decoded by the scalar reference, dotted in f64.
+  // Each per-block term of the kernel is an exact integer times d_w * d_x (one rounding), added into f32
+  // lanes (one or two roundings per block) that are then summed (depth <= log2 of the lane count), so every output is
+  // within (2 n_blocks + 8) * 2^-24 * sum |w_i x_i| of the exact value; the bound doubles that.
+  const DType act = activation_type(c->type);
+  const int64_t n_blocks = c->cols / dtype_info(c->type).block_elems;
+  const double bound_factor = 2.0 * static_cast<double>(2 * n_blocks + 8) * 0x1p-24;
+  std::vector<float> w(static_cast<size_t>(c->cols)), x(static_cast<size_t>(c->cols) * c->tokens);
+  for (int t = 0; t < c->tokens; ++t)
+    dequantize_row_ref(act, c->xq.data() + c->xq_stride * static_cast<size_t>(t),
+                       x.data() + static_cast<size_t>(t) * c->cols, c->cols);
+  double worst = 0;
+  for (int r = 0; r < c->rows; ++r) {
+    dequantize_row_ref(c->type, c->weights.data() + c->row_bytes * static_cast<size_t>(r), w.data(), c->cols);
+    for (int t = 0; t < c->tokens; ++t) {
+      const float* xt = x.data() + static_cast<size_t>(t) * c->cols;
+      double exact = 0, magnitude = 0;
+      for (int i = 0; i < c->cols; ++i) {
+        const double p = static_cast<double>(w[i]) * xt[i];
+        exact += p;
+        magnitude += std::fabs(p);
+      }
+      const double bound = bound_factor * magnitude + 1e-30;
+      const double err = std::fabs(static_cast<double>(whole[static_cast<size_t>(t) * c->rows + r]) - exact);
+      if (!(err / bound <= worst)) worst = err / bound;  // NaN propagates as a failure
+    }
+  }
+  out[0] = worst;
+  out[3] = bound_factor;
+}
+
+__attribute__((export_name("sotto_kernel_check_destroy"))) void sotto_kernel_check_destroy(KernelCheck* c) {
+  delete c;
+}
+
+}  // extern "C"

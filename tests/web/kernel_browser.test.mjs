@@ -1,0 +1,70 @@
+// The wasm builds' quantized dot kernels (src/cpu/quant_dot_fast_wasm.cpp through quant_dot_rows()) in headless
+// Chromium, against the scalar reference on fresh random data (src/wasm/kernel_check.cpp): every output within
+// a float-rounding bound of the f64 dot of the reference-decoded blocks, and bit for bit the same whether a
+// token runs alone (decode: several rows per pass) or in a tile of tokens (prefill), and whether the rows come
+// as one range or odd pieces (remainder rows, thread splits). Shapes: a row count that is no multiple of the
+// rows per pass, token counts around the tile size.
+// Run: node --test tests/web/kernel_browser.test.mjs   (needs build/wasm-simd128 and build/wasm-relaxed, or
+// SOTTO_WASM_DIR=<dir under the repository root holding wasm-*/sotto.wasm>; /usr/bin/chromium or $CHROMIUM)
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+import { chromium } from 'playwright-core';
+
+import { startServer } from '../../web/serve.mjs';
+
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
+const WASM_DIR = process.env.SOTTO_WASM_DIR ?? 'build';
+
+let server;
+let baseUrl;
+let browser;
+
+before(async () => {
+  ({ server, url: baseUrl } = await startServer(0));
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60000 });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+const CASES = [];
+for (const type of ['q4_0', 'q8_0', 'q4_K', 'q6_K']) {
+  for (const tokens of [1, 3, 4, 5, 9]) CASES.push({ type, rows: 61, cols: 1024, tokens });
+}
+CASES.push({ type: 'q4_0', rows: 37, cols: 4864, tokens: 2 });  // a wide row (Qwen2.5-0.5B's down projection)
+
+for (const variant of ['relaxed', 'simd128']) {
+  test(`${variant}: quantized dot kernels equal the scalar reference, the same in every pass shape`, async (t) => {
+    const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
+    assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${baseUrl}web/serve.mjs`);
+      const results = await page.evaluate(async ({ variant, wasmUrl, cases }) => {
+        const { Engine } = await import('/web/engine.js');
+        const engine = await Engine.create({ threads: 1, variant, wasmUrl });
+        try {
+          const out = [];
+          for (const c of cases) out.push(await engine.kernelCheck({ ...c, seed: (Math.random() * 2 ** 32) >>> 0 }));
+          return { variant: engine.info.variant, out };
+        } finally {
+          engine.terminate();
+        }
+      }, { variant, wasmUrl: `/${wasmPath}`, cases: CASES });
+      assert.equal(results.variant, variant);
+      for (const r of results.out) {
+        const what = `${variant} ${r.type} ${r.rows}x${r.cols}, ${r.tokens} tokens`;
+        t.diagnostic(`${what}: error ${r.errorOverBound.toExponential(2)} of the bound (${r.boundFactor.toExponential(2)} x sum |w x|)`);
+        assert.ok(r.errorOverBound <= 1, `${what}: error ${r.errorOverBound} x the bound`);
+        assert.ok(r.tileMatchesSingle, `${what}: a tile of tokens differs from each token alone`);
+        assert.ok(r.piecesMatchWhole, `${what}: odd row pieces differ from the whole range`);
+      }
+    } finally {
+      await page.close();
+    }
+  });
+}
