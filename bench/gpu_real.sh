@@ -23,7 +23,7 @@ found=()
 for name in gemma-3-270m-q4_k_m.gguf qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
   # The recorded sha256 is the word after the name in scripts/get-models.sh.
   want=$(grep -A1 "^[A-Z]*=($name" scripts/get-models.sh | tail -1 | awk '{print $1}')
-  pieces=$(ls .mc*/"$name".part* 2>/dev/null | awk -F/ '{print $NF " " $0}' | sort | cut -d' ' -f2 || true)
+  pieces=$(ls ${SOTTO_PIECES:-.mc*}/"$name".part* 2>/dev/null | awk -F/ '{print $NF " " $0}' | sort | cut -d' ' -f2 || true)
   if [ -z "$pieces" ]; then echo "$name: no pieces here, skipped"; continue; fi
   # shellcheck disable=SC2086
   cat $pieces >"$models/$name"
