@@ -78,7 +78,8 @@ async function pageSetup({ engine, modelUrl, threads, nCtx, wasmUrls, prompt, pr
     session = {
       info: `${variant} (${eng.info.wasmUrl.replace(location.origin, '')})`,
       async run(ids, nTokens) {
-        const r = await llm.generate(ids, { maxTokens: nTokens, greedy: true });
+        // ignoreEos, as the wllama runs: a real model's end of turn must not cut the decode short.
+        const r = await llm.generate(ids, { maxTokens: nTokens, greedy: true, ignoreEos: true });
         return { tokens: r.ids.length, own: { prefill_ms: r.prefillMs, decode_tok_s: r.decodeTokensPerS } };
       },
       dispose: async () => {

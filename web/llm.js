@@ -89,7 +89,8 @@ export class Llm {
 
   // prompt: text (tokenized with BOS) or an array of token ids. Options: maxTokens, temperature (<= 0 or
   // greedy: argmax), topK, topP, minP, repeatPenalty, seed, stop (string or strings), onToken(text, id),
-  // signal (AbortSignal). -> {text, ids, promptIds, stop, prefillMs, decodeTokensPerS, ...}. Starts from an
+  // signal (AbortSignal), ignoreEos (end-of-generation tokens do not end it: benchmarks).
+  // -> {text, ids, promptIds, stop, prefillMs, decodeTokensPerS, ...}. Starts from an
   // empty context.
   async generate(prompt, options = {}) {
     const promptIds = typeof prompt === 'string' ? await this.tokenize(prompt) : Array.from(prompt);
@@ -159,7 +160,7 @@ export class Llm {
       const stops = options.stop === undefined ? [] : [].concat(options.stop);
       return await this.#engine.call('llmGenerate', {
         handle: this.#handle, promptIds, keepCache, cancel, stops, sampling: samplingOf(options),
-        resultJson: !!options.resultJson, topLogprobs: options.topLogprobs ?? 0, ...extra,
+        resultJson: !!options.resultJson, topLogprobs: options.topLogprobs ?? 0, ignoreEos: !!options.ignoreEos, ...extra,
       }, ({ id, text }) => options.onToken?.(text, id));
     } finally {
       options.signal?.removeEventListener('abort', onAbort);

@@ -348,7 +348,7 @@ const BACKEND_WEBGPU = 1;
 // Prefills `promptIds`, then steps token by token, posting {id, text} for each as progress so the page sees
 // tokens as they come. `cancel` (an Int32Array on a SharedArrayBuffer) set to 1 ends it after the current
 // token. keepCache continues the conversation in the KV cache (the C API carries the last unprocessed token).
-async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache = false, cancel, prompt, resultJson, topLogprobs = 0 }, progress) {
+async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepCache = false, cancel, prompt, resultJson, topLogprobs = 0, ignoreEos = false }, progress) {
   const m = model(handle);
   const { llm } = m;
   const ids = idsToWasm(promptIds);
@@ -361,6 +361,7 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
     if (topLogprobs > 0)
       out.topLogprobs = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_top_logprobs(llm, ids, promptIds.length, topLogprobs, len)));
     writeSampling(params, sampling);
+    wasm.sotto_llm_set_end_ids(llm, 0, ignoreEos ? 0 : -1);  // ignoreEos: only the length and stop strings end it
     if (wasm.sotto_llm_begin(llm, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
       throw new Error(`sotto: ${lastError(llm)}`);
     for (;;) {

@@ -135,6 +135,10 @@ const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t syst
  * the conversation. stops: stop strings, each ending with a NUL, stops_bytes in all (0: none). */
 int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const SottoSampling* sampling,
                         const char* stops, size_t stops_bytes, int32_t keep_cache);
+/* The tokens that end a generation (sotto_llm_begin's later calls): n_ids < 0 restores the model's own set
+ * (EOS and the end-of-turn tokens its vocabulary has, the default); 0 leaves none, so only the length limit
+ * and stop strings end it (llama.cpp's ignore_eos, for benchmarks); > 0 uses `ids`. */
+int32_t sotto_llm_set_end_ids(SottoLlm* llm, const int32_t* ids, int32_t n_ids);
 /* Writes one token (after running the previous one through the model). After the end: done = 1, id = -1.
  * On the GPU in WebAssembly: SOTTO_PENDING while the token is on its way (see the top of this file). */
 int32_t sotto_llm_step(SottoLlm* llm, SottoStep* out);

@@ -35,7 +35,8 @@ struct SottoLlm {
   sotto::LlamaWeights weights;
   std::optional<sotto::Tokenizer> tokenizer;
   std::string tokenizer_error;
-  std::vector<int32_t> end_ids;
+  std::vector<int32_t> end_ids;        // what ends a generation (sotto_llm_set_end_ids)
+  std::vector<int32_t> model_end_ids;  // the model's own set
   int32_t backend = SOTTO_BACKEND_CPU;
   std::optional<sotto::LlamaContext> ctx;      // CPU
   std::unique_ptr<sotto::gpu::Device> device;  // GPU
@@ -239,7 +240,24 @@ int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int3
     if (auto eos = llm->gguf.get_u32("tokenizer.ggml.eos_token_id"))
       llm->end_ids.push_back(static_cast<int32_t>(*eos));
   }
+  llm->model_end_ids = llm->end_ids;
   llm->loaded = true;
+  return SOTTO_OK;
+}
+
+int32_t sotto_llm_set_end_ids(SottoLlm* llm, const int32_t* ids, int32_t n_ids) {
+  if (!ready(llm, false)) return SOTTO_ERROR_ARGUMENT;
+  if (n_ids < 0) {
+    llm->end_ids = llm->model_end_ids;
+    return SOTTO_OK;
+  }
+  if (!ids && n_ids) return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: set_end_ids: null ids");
+  for (int32_t i = 0; i < n_ids; ++i)
+    if (ids[i] < 0 || ids[i] >= llm->weights.hp.n_vocab)
+      return fail(
+          llm, SOTTO_ERROR_ARGUMENT,
+          cat("llm: end token ", ids[i], " is outside the vocabulary (", llm->weights.hp.n_vocab, ")"));
+  llm->end_ids.assign(ids, ids + n_ids);
   return SOTTO_OK;
 }
 
@@ -255,6 +273,7 @@ int32_t sotto_llm_load_tokenizer(SottoLlm* llm, const uint8_t* bytes, size_t siz
   if (!tokenizer) return fail(llm, SOTTO_ERROR_FILE, tokenizer.message());
   llm->tokenizer.emplace(std::move(tokenizer).value());
   llm->end_ids = sotto::end_of_generation_ids(*llm->tokenizer);
+  llm->model_end_ids = llm->end_ids;
   llm->loaded = true;
   return SOTTO_OK;
 }

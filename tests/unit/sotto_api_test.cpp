@@ -3,6 +3,8 @@
 // every misuse or bad file is a status code with a one-line message (never a crash).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <random>
 #include <string>
 #include <vector>
@@ -130,6 +132,42 @@ TEST(SottoApi, ConversationContinuesInTheCache) {
     if (step.id >= 0) fresh.push_back(step.id);
   }
   EXPECT_EQ(continued, fresh);
+}
+
+// The end-of-generation set: a token of the greedy text made an end token stops the text just before it; an
+// empty set (ignore_eos) runs to the length limit; -1 restores the model's own set.
+TEST(SottoApi, EndIdsCanBeReplacedAndRestored) {
+  const std::vector<uint8_t> file = read_fixture("llm/stories260K.gguf");
+  Handle h(1);
+  ASSERT_EQ(sotto_llm_load(h.llm, file.data(), file.size(), 128), SOTTO_OK) << sotto_llm_last_error(h.llm);
+  const std::vector<int32_t> ids = tokenize(h.llm, "Once upon a time", true);
+  auto run = [&](int max_tokens) {
+    const SottoSampling s = sampling(true, max_tokens, 0);
+    std::vector<int32_t> out;
+    EXPECT_EQ(sotto_llm_begin(h.llm, ids.data(), ids.size(), &s, nullptr, 0, 0), SOTTO_OK);
+    for (SottoStep step{}; !step.done;) {
+      EXPECT_EQ(sotto_llm_step(h.llm, &step), SOTTO_OK);
+      if (step.id >= 0) out.push_back(step.id);
+      if (step.done)
+        EXPECT_EQ(step.stop,
+                  out.size() < static_cast<size_t>(max_tokens) ? SOTTO_STOP_EOG : SOTTO_STOP_LENGTH);
+    }
+    return out;
+  };
+  const std::vector<int32_t> plain = run(24);
+  ASSERT_EQ(plain.size(), 24u);
+  const int32_t end = plain[5];
+  ASSERT_EQ(sotto_llm_set_end_ids(h.llm, &end, 1), SOTTO_OK);
+  const std::vector<int32_t> cut = run(24);
+  const size_t first = static_cast<size_t>(std::find(plain.begin(), plain.end(), end) - plain.begin());
+  EXPECT_EQ(cut, std::vector<int32_t>(plain.begin(), plain.begin() + static_cast<std::ptrdiff_t>(first)));
+  ASSERT_EQ(sotto_llm_set_end_ids(h.llm, nullptr, 0), SOTTO_OK);
+  EXPECT_EQ(run(24), plain);
+  ASSERT_EQ(sotto_llm_set_end_ids(h.llm, nullptr, -1), SOTTO_OK);
+  EXPECT_EQ(run(24), plain);
+  const int32_t bad = 1 << 20;
+  EXPECT_EQ(sotto_llm_set_end_ids(h.llm, &bad, 1), SOTTO_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(sotto_llm_last_error(h.llm)).find("outside the vocabulary"), std::string::npos);
 }
 
 TEST(SottoApi, ErrorsAreCodesWithOneLineMessages) {
