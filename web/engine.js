@@ -80,7 +80,7 @@ export class Engine {
   }
 
   // The build's quantized dot kernels against the scalar reference on fresh random data (src/wasm/
-  // kernel_check.cpp); repeats > 0 also times one single-threaded call. type: q4_0 | q8_0 | q4_K | q6_K.
+  // kernel_check.cpp); repeats > 0 also times one single-threaded call. type: q4_0 | q5_0 | q8_0 | q4_K | q6_K.
   // -> {type, rows, cols, tokens, errorOverBound (<= 1 passes), boundFactor, tileMatchesSingle,
   // piecesMatchWhole, bestMs}
   kernelCheck({ type, rows, cols, tokens, seed, repeats } = {}) {

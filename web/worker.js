@@ -485,7 +485,7 @@ async function gpuOpCheck({ seed = 1, packedDot = true } = {}) {
 
 // The quantized dot kernels against the scalar reference (src/wasm/kernel_check.cpp), and their time: one
 // call over every row and token on this thread, best of `repeats`.
-const GGML_TYPES = { q4_0: 2, q8_0: 8, q4_K: 12, q6_K: 14 };
+const GGML_TYPES = { q4_0: 2, q5_0: 6, q8_0: 8, q4_K: 12, q6_K: 14 };
 function kernelCheck({ type = 'q4_0', rows = 256, cols = 1024, tokens = 1, seed = 0, repeats = 0 }) {
   if (!(type in GGML_TYPES)) throw new Error(`sotto: kernelCheck: unknown type '${type}' (known: ${Object.keys(GGML_TYPES).join(', ')})`);
   const handle = wasm.sotto_kernel_check_create(GGML_TYPES[type], rows, cols, tokens, (seed || (Date.now() >>> 0)) >>> 0);

@@ -255,6 +255,51 @@ struct Q8_0Wasm {
   }
 };
 
+// Q5_0: q = nibble | (5th bit from qh) << 4, weight (q - 16) * d. The signed weights (-16..15) then go through
+// the Q8_0 step (ggml's Q5_0 dot has Q8_0's structure and float order once the bytes are unpacked).
+struct Q5_0Wasm {
+  static constexpr DType kType = DType::Q5_0;
+  static constexpr int kBlockElems = 32;
+  static constexpr size_t kBlockBytes = sizeof(BlockQ5_0);
+  using XBlock = XBlock32;
+  using Acc = Lanes8;
+  static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) {
+    prepare_q8_0<false>(xq, n_blocks, out);
+  }
+  // Byte j of the result: 0x10 where bit j of the 16 bits `bits` (qh's two bytes at lanes 0 and 1) is set.
+  static v128_t fifth_bits(v128_t qh, int first_byte) {
+    const v128_t spread =
+        first_byte == 0
+            ? wasm_i8x16_swizzle(qh, wasm_i8x16_make(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
+            : wasm_i8x16_swizzle(qh, wasm_i8x16_make(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), wasm_i8x16_splat(0x10));
+  }
+  template <int T>
+  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+    uint32_t qh_bits;
+    std::memcpy(&qh_bits, w + 2, 4);
+    const v128_t qh = wasm_i32x4_splat(static_cast<int32_t>(qh_bits));
+    const v128_t bytes = wasm_v128_load(w + 6);
+    const v128_t sixteen = wasm_i8x16_splat(16);
+    const v128_t w0 = wasm_i8x16_sub(
+        wasm_v128_or(wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), fifth_bits(qh, 0)), sixteen);
+    const v128_t w1 = wasm_i8x16_sub(wasm_v128_or(wasm_u8x16_shr(bytes, 4), fifth_bits(qh, 2)), sixteen);
+    const float d_w = f16(w);
+    for (int t = 0; t < T; ++t) {
+#if defined(__wasm_relaxed_simd__)
+      const v128_t s0 = x[t]->v[2], s1 = x[t]->v[3];
+      const v128_t ws0 = wasm_i8x16_sub(wasm_v128_xor(w0, s0), s0),
+                   ws1 = wasm_i8x16_sub(wasm_v128_xor(w1, s1), s1);
+      acc[t].add(wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws0, x[t]->v[0], wasm_i32x4_splat(0)),
+                 wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws1, x[t]->v[1], wasm_i32x4_splat(0)), d_w * x[t]->d);
+#else
+      acc[t].add(quad_sums(w0, x[t]->v[0], x[t]->v[1]), quad_sums(w1, x[t]->v[2], x[t]->v[3]), d_w * x[t]->d);
+#endif
+    }
+  }
+};
+
 // Four f32 lanes for the K-quants (their float order is not ggml's anyway).
 struct Lanes4 {
   v128_t v = wasm_f32x4_splat(0.0f);
@@ -432,6 +477,8 @@ QuantDotRowsFn quant_dot_wasm_fast(DType w) {
       return rows_fast<Q4_0Wasm>;
     case DType::Q8_0:
       return rows_fast<Q8_0Wasm>;
+    case DType::Q5_0:
+      return rows_fast<Q5_0Wasm>;
     case DType::Q4_K:
       return rows_fast<Q4_KWasm>;
     case DType::Q6_K:

@@ -32,7 +32,7 @@ after(async () => {
 });
 
 const CASES = [];
-for (const type of ['q4_0', 'q8_0', 'q4_K', 'q6_K']) {
+for (const type of ['q4_0', 'q5_0', 'q8_0', 'q4_K', 'q6_K']) {
   for (const tokens of [1, 3, 4, 5, 9]) CASES.push({ type, rows: 61, cols: 1024, tokens });
 }
 CASES.push({ type: 'q4_0', rows: 37, cols: 4864, tokens: 2 });  // a wide row (Qwen2.5-0.5B's down projection)
