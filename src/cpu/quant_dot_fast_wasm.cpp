@@ -238,8 +238,12 @@ struct Q8_0Wasm {
   }
   template <int T>
   static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
-    const v128_t w0 = wasm_v128_load(w + 2), w1 = wasm_v128_load(w + 18);
-    const float d_w = f16(w);
+    signed_step<T>(wasm_v128_load(w + 2), wasm_v128_load(w + 18), f16(w), x, acc);
+  }
+  // One block of signed 8-bit weights (elements 0..15 in w0, 16..31 in w1; |w| <= 127) against T tokens'
+  // prepare_q8_0<false> blocks. Q5_0 comes here too once unpacked.
+  template <int T>
+  static void signed_step(v128_t w0, v128_t w1, float d_w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
     for (int t = 0; t < T; ++t) {
 #if defined(__wasm_relaxed_simd__)
       // (w ^ s) - s negates w where x < 0 (s = -1); |w| <= 127, so never -128.
@@ -285,18 +289,7 @@ struct Q5_0Wasm {
     const v128_t w0 = wasm_i8x16_sub(
         wasm_v128_or(wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), fifth_bits(qh, 0)), sixteen);
     const v128_t w1 = wasm_i8x16_sub(wasm_v128_or(wasm_u8x16_shr(bytes, 4), fifth_bits(qh, 2)), sixteen);
-    const float d_w = f16(w);
-    for (int t = 0; t < T; ++t) {
-#if defined(__wasm_relaxed_simd__)
-      const v128_t s0 = x[t]->v[2], s1 = x[t]->v[3];
-      const v128_t ws0 = wasm_i8x16_sub(wasm_v128_xor(w0, s0), s0),
-                   ws1 = wasm_i8x16_sub(wasm_v128_xor(w1, s1), s1);
-      acc[t].add(wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws0, x[t]->v[0], wasm_i32x4_splat(0)),
-                 wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws1, x[t]->v[1], wasm_i32x4_splat(0)), d_w * x[t]->d);
-#else
-      acc[t].add(quad_sums(w0, x[t]->v[0], x[t]->v[1]), quad_sums(w1, x[t]->v[2], x[t]->v[3]), d_w * x[t]->d);
-#endif
-    }
+    Q8_0Wasm::signed_step<T>(w0, w1, f16(w), x, acc);
   }
 };
 
