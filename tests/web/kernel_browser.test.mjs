@@ -8,28 +8,13 @@
 // SOTTO_WASM_DIR=<dir under the repository root holding wasm-*/sotto.wasm>; /usr/bin/chromium or $CHROMIUM)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
+import { useBrowser } from './browser_support.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const WASM_DIR = process.env.SOTTO_WASM_DIR ?? 'build';
 
-let server;
-let baseUrl;
-let browser;
-
-before(async () => {
-  ({ server, url: baseUrl } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60000 });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useBrowser();
 
 const CASES = [];
 for (const type of ['q4_0', 'q5_0', 'q8_0', 'q4_K', 'q6_K']) {
@@ -41,9 +26,9 @@ for (const variant of ['relaxed', 'simd128']) {
   test(`${variant}: quantized dot kernels equal the scalar reference, the same in every pass shape`, async (t) => {
     const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
     assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
-    const page = await browser.newPage();
+    const page = await chrome.browser.newPage();
     try {
-      await page.goto(`${baseUrl}web/serve.mjs`);
+      await page.goto(`${chrome.url}web/serve.mjs`);
       const results = await page.evaluate(async ({ variant, wasmUrl, cases }) => {
         const { Engine } = await import('/web/engine.js');
         const engine = await Engine.create({ threads: 1, variant, wasmUrl });

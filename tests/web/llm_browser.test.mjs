@@ -7,39 +7,23 @@
 // /usr/bin/chromium or $CHROMIUM, and ../shared/fixtures or $SOTTO_FIXTURES)
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
+import { useBrowser } from './browser_support.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-// browser.test.mjs's launch (its CHROMIUM_ARGS; importing that file would also run its tests). WebGPU plays
-// no part here: the language model runs on the CPU build.
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
+// WebGPU plays no part here: the language model runs on the CPU build.
 const recorded = JSON.parse(readFileSync(new URL('../data/llm_reference.json', import.meta.url), 'utf8'));
 
-let server;
-let baseUrl;
-let browser;
-
-before(async () => {
-  ({ server, url: baseUrl } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60000 });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useBrowser();
 
 // A cross-origin-isolated page of the test server (every response carries COOP/COEP); the test imports
 // web/llm.js into it.
 async function openPage() {
-  const page = await browser.newPage();
+  const page = await chrome.browser.newPage();
   const logs = [];
   page.on('console', (m) => logs.push(m.text()));
   page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  await page.goto(`${baseUrl}web/serve.mjs`);
+  await page.goto(`${chrome.url}web/serve.mjs`);
   assert.equal(await page.evaluate(() => crossOriginIsolated), true);
   return { page, logs };
 }

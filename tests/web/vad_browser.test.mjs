@@ -10,41 +10,31 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import * as ort from 'onnxruntime-node';
-import { chromium } from 'playwright-core';
 
-import { startServer } from '../../web/serve.mjs';
+import { CHROMIUM, useBrowser } from './browser_support.mjs';
 import {
   CLIPS, MODELS, clipPath, haveFixtures, maxAbsDiff, modelPath, onnxRuntimeProbs, onnxRuntimeSession, readWav16, referenceSegments,
   repo, wasmDir, wasmPath,
 } from './vad_support.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-// browser.test.mjs's launch arguments.
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const TOLERANCE = 1e-4;
 const skip = !haveFixtures() ? 'fixtures missing' : !existsSync(CHROMIUM) ? `no browser at ${CHROMIUM}`
   : !['simd128', 'relaxed'].every((v) => existsSync(wasmPath(v))) && `build the wasm first (${wasmDir})`;
 
-let server;
-let baseUrl;
-let browser;
+const chrome = useBrowser({ skip });
 const sessions = {};
 
 before(async () => {
   if (skip) return;
-  ({ server, url: baseUrl } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60000 });
   for (const m of MODELS) sessions[m] = await onnxRuntimeSession(ort, modelPath(m));
 });
 
 after(async () => {
-  await browser?.close();
-  server?.close();
   for (const s of Object.values(sessions)) await s.release();
 });
 
 async function openPage() {
-  const page = await browser.newPage();
+  const page = await chrome.browser.newPage();
   const logs = [];
   page.on('console', (m) => logs.push(m.text()));
   page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
@@ -55,7 +45,7 @@ async function openPage() {
       return route.fulfill({ path: wasmPath(variant), contentType: 'application/wasm', headers: { 'Cross-Origin-Resource-Policy': 'same-origin' } });
     });
   }
-  await page.goto(`${baseUrl}web/serve.mjs`);
+  await page.goto(`${chrome.url}web/serve.mjs`);
   assert.equal(await page.evaluate(() => crossOriginIsolated), true);
   return { page, logs };
 }

@@ -1,0 +1,26 @@
+// One headless Chromium and one test server (web/serve.mjs: COOP/COEP on every response, so pages are
+// cross-origin isolated and wasm threads work) per test file, for the tests that run our engine on the CPU.
+// (browser.test.mjs and gpu_browser.test.mjs launch with WebGPU flags of their own.)
+import { after, before } from 'node:test';
+import { chromium } from 'playwright-core';
+
+import { startServer } from '../../web/serve.mjs';
+
+export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+export const CPU_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
+
+// Registers the file's before/after hooks; -> {browser, url} filled in once `before` has run. skip: a reason
+// the file's tests are skipped (nothing is started).
+export function useBrowser({ args = CPU_ARGS, skip = false } = {}) {
+  const chrome = { browser: null, url: '', server: null };
+  before(async () => {
+    if (skip) return;
+    ({ server: chrome.server, url: chrome.url } = await startServer(0));
+    chrome.browser = await chromium.launch({ executablePath: CHROMIUM, args, timeout: 60000 });
+  });
+  after(async () => {
+    await chrome.browser?.close();
+    chrome.server?.close();
+  });
+  return chrome;
+}
