@@ -95,6 +95,40 @@ INSTANTIATE_TEST_SUITE_P(Llm, GpuStories,
                          ::testing::Values("stories260K.gguf", "stories260K-q8_0.gguf",
                                            "stories260K-q4_0.gguf"));
 
+// Teacher-forced with the CPU's greedy tokens from a fixed start, position by position: every position's
+// logits within 0.5 of the CPU backend's on the same weights, and the same argmax wherever the CPU's top two
+// are further apart than 0.5 (the tolerances are explained at the qwen2 test). Prints how many positions agree
+// to 1e-2.
+void expect_gpu_follows_cpu(gpu::LlmGpu& llm, const LlamaWeights& w, int n_ctx, size_t n_positions) {
+  ThreadPool pool(1);
+  auto ctx = make_llama_context(w, n_ctx);
+  ASSERT_TRUE(ctx.ok());
+  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 290, 265};
+  llm.reset();
+  size_t close = 0;
+  for (size_t i = 0; i < n_positions; ++i) {
+    const int32_t id = tokens[i];
+    auto gpu_next = llm.step(id);
+    ASSERT_TRUE(gpu_next.ok()) << gpu_next.message();
+    auto gpu_logits = llm.logits();
+    ASSERT_TRUE(gpu_logits.ok());
+    auto cpu_logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
+    ASSERT_TRUE(cpu_logits.ok());
+    float max_diff = 0;
+    for (size_t k = 0; k < cpu_logits->size(); ++k)
+      max_diff = std::max(max_diff, std::fabs((*cpu_logits)[k] - (*gpu_logits)[k]));
+    EXPECT_LT(max_diff, 0.5f) << "position " << i;
+    close += max_diff < 1e-2f ? 1 : 0;
+    std::vector<float> sorted(cpu_logits->begin(), cpu_logits->end());
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+    const int32_t cpu_next =
+        static_cast<int32_t>(std::max_element(cpu_logits->begin(), cpu_logits->end()) - cpu_logits->begin());
+    if (sorted[0] - sorted[1] > 0.5f) EXPECT_EQ(*gpu_next, cpu_next) << "position " << i;
+    if (i + 1 >= tokens.size()) tokens.push_back(cpu_next);
+  }
+  std::printf("[ info    ] %zu of %zu positions within 1e-2 of the CPU's logits\n", close, n_positions);
+}
+
 // The qwen2 path (RoPE in halves, biases on q/k/v) on stories260K-q8_0's weights with random biases: the
 // GPU's logits equal the CPU backend's on the same weights.
 TEST(GpuLlm, Qwen2ShapeMatchesTheCpu) {
@@ -131,34 +165,7 @@ TEST(GpuLlm, Qwen2ShapeMatchesTheCpu) {
   // ~0.2 (seen) at such positions, and runs of them occur. A wrong RoPE layout or a lost bias moves them by
   // whole units. So: every position within 0.5, and the same argmax wherever the CPU's top two are further
   // apart than 0.5.
-  ThreadPool pool(1);
-  auto ctx = make_llama_context(w, 128);
-  ASSERT_TRUE(ctx.ok());
-  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 290, 265};
-  (*llm)->reset();
-  const size_t n_positions = 48;
-  size_t close = 0;
-  for (size_t i = 0; i < n_positions; ++i) {
-    const int32_t id = tokens[i];
-    auto gpu_next = (*llm)->step(id);
-    ASSERT_TRUE(gpu_next.ok()) << gpu_next.message();
-    auto gpu_logits = (*llm)->logits();
-    ASSERT_TRUE(gpu_logits.ok());
-    auto cpu_logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
-    ASSERT_TRUE(cpu_logits.ok());
-    float max_diff = 0;
-    for (size_t k = 0; k < cpu_logits->size(); ++k)
-      max_diff = std::max(max_diff, std::fabs((*cpu_logits)[k] - (*gpu_logits)[k]));
-    EXPECT_LT(max_diff, 0.5f) << "position " << i;
-    close += max_diff < 1e-2f ? 1 : 0;
-    std::vector<float> sorted(cpu_logits->begin(), cpu_logits->end());
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-    const int32_t cpu_next =
-        static_cast<int32_t>(std::max_element(cpu_logits->begin(), cpu_logits->end()) - cpu_logits->begin());
-    if (sorted[0] - sorted[1] > 0.5f) EXPECT_EQ(*gpu_next, cpu_next) << "position " << i;
-    if (i + 1 >= tokens.size()) tokens.push_back(cpu_next);
-  }
-  std::printf("[ info    ] %zu of %zu positions within 1e-2 of the CPU's logits\n", close, n_positions);
+  expect_gpu_follows_cpu(**llm, w, 128, 48);
 }
 
 TEST(GpuLlm, RefusesWhatItCannotRun) {
@@ -255,37 +262,9 @@ TEST(GpuLlm, Gemma3ShapeMatchesTheCpu) {
   auto llm = gpu::LlmGpu::create(*device, w, 64);
   ASSERT_TRUE(llm.ok()) << llm.message();
   std::printf("[ info    ] gemma3-shaped plan: %zu dispatches per token\n", (*llm)->dispatches_per_token());
-  ThreadPool pool(1);
-  auto ctx = make_llama_context(w, 64);
-  ASSERT_TRUE(ctx.ok());
-  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 290, 265};
-  (*llm)->reset();
-  const size_t n_positions = 24;  // six times the window
-  size_t close = 0;
-  for (size_t i = 0; i < n_positions; ++i) {
-    const int32_t id = tokens[i];
-    auto gpu_next = (*llm)->step(id);
-    ASSERT_TRUE(gpu_next.ok()) << gpu_next.message();
-    auto gpu_logits = (*llm)->logits();
-    ASSERT_TRUE(gpu_logits.ok());
-    auto cpu_logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
-    ASSERT_TRUE(cpu_logits.ok());
-    float max_diff = 0;
-    for (size_t k = 0; k < cpu_logits->size(); ++k)
-      max_diff = std::max(max_diff, std::fabs((*cpu_logits)[k] - (*gpu_logits)[k]));
-    EXPECT_LT(max_diff, 0.5f) << "position " << i;
-    close += max_diff < 1e-2f ? 1 : 0;
-    std::vector<float> sorted(cpu_logits->begin(), cpu_logits->end());
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-    const int32_t cpu_next =
-        static_cast<int32_t>(std::max_element(cpu_logits->begin(), cpu_logits->end()) - cpu_logits->begin());
-    if (sorted[0] - sorted[1] > 0.5f) EXPECT_EQ(*gpu_next, cpu_next) << "position " << i;
-    if (i + 1 >= tokens.size()) tokens.push_back(cpu_next);
-  }
   // How many positions stay within 1e-2 depends on the random norms (10 to 24 of 24 seen): q8_0 rounding of
-  // activations scaled by norms up to 1.3 flips codes, so it is reported, not asserted. The checks that catch
-  // a wrong layer are the 0.5 bound at every position and the same top token wherever the CPU's is clear.
-  std::printf("[ info    ] %zu of %zu positions within 1e-2 of the CPU's logits\n", close, n_positions);
+  // activations scaled by norms up to 1.3 flips codes, so it is reported, not asserted.
+  expect_gpu_follows_cpu(**llm, w, 64, 24);  // six times the window
   EXPECT_EQ(device->last_error(), "");
 }
 
