@@ -16,21 +16,15 @@
 #include "core/quantize_ref.h"
 #include "cpu/linear.h"
 #include "cpu/quant_dot.h"
+#include "models/llm/sampler.h"  // Rng
 
 namespace sotto {
 namespace {
 
-uint32_t next_random(uint32_t& state) {  // xorshift32
-  state ^= state << 13;
-  state ^= state >> 17;
-  state ^= state << 5;
-  return state;
-}
-
 // Roughly normal values (sum of 4 uniforms), never all zero, so scales and signs vary per block.
-float random_value(uint32_t& state) {
+float random_value(Rng& rng) {
   float sum = 0;
-  for (int i = 0; i < 4; ++i) sum += static_cast<float>(next_random(state) >> 8) * 0x1p-24f - 0.5f;
+  for (int i = 0; i < 4; ++i) sum += rng.next_unit() - 0.5f;
   return sum;
 }
 
@@ -70,14 +64,14 @@ __attribute__((export_name("sotto_kernel_check_create"))) KernelCheck* sotto_ker
   c->weights.resize(c->row_bytes * static_cast<size_t>(rows));
   c->xq.resize(c->xq_stride * static_cast<size_t>(tokens));
   c->y.resize(static_cast<size_t>(rows) * tokens);
-  uint32_t state = seed ? seed : 0x9e3779b9u;
+  Rng rng(seed);
   std::vector<float> values(static_cast<size_t>(cols));
   for (int r = 0; r < rows; ++r) {
-    for (float& v : values) v = random_value(state);
+    for (float& v : values) v = random_value(rng);
     quantize_row_ref(*type, values.data(), c->weights.data() + c->row_bytes * static_cast<size_t>(r), cols);
   }
   for (int t = 0; t < tokens; ++t) {
-    for (float& v : values) v = random_value(state) * 4.0f;
+    for (float& v : values) v = random_value(rng) * 4.0f;
     quantize_activations(*type, values.data(), cols, c->xq.data() + c->xq_stride * static_cast<size_t>(t));
   }
   return c;
