@@ -242,34 +242,29 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
                                local ? static_cast<uint32_t>(hp.n_swa) : 0u}));
     record("attention", mark);
     // A branch's output joins x directly, or (gemma3) through its post-norm: delta, then x += norm(delta).
-    mark = plan_.size();
-    if (post_norms) {
-      SOTTO_TRY(matvec(wo, {attn, 0, 0, 0.0f}, delta, 0, 0, false));
-      record("attn_output", mark, bytes_of(wo));
-      mark = plan_.size();
-      SOTTO_TRY(ops_.norm_quant(plan_, delta, 0, attn_post_norm, d, hp.rms_norm_eps, x, 0, 0, false, true));
-      record("post_attention_norm (+= x)", mark);
-    } else {
-      SOTTO_TRY(matvec(wo, {attn, 0, 0, 0.0f}, x, 0, 0, true));
-      record("attn_output (+= x)", mark, bytes_of(wo));
-    }
+    auto join_branch = [&](const GpuMatrixParts& m, BufferHandle in, BufferHandle post_norm,
+                           const std::string& name, const std::string& norm_name) -> Status {
+      size_t at = plan_.size();
+      if (!post_norms) {
+        SOTTO_TRY(matvec(m, {in, 0, 0, 0.0f}, x, 0, 0, true));
+        record(name + " (+= x)", at, bytes_of(m));
+        return {};
+      }
+      SOTTO_TRY(matvec(m, {in, 0, 0, 0.0f}, delta, 0, 0, false));
+      record(name, at, bytes_of(m));
+      at = plan_.size();
+      SOTTO_TRY(ops_.norm_quant(plan_, delta, 0, post_norm, d, hp.rms_norm_eps, x, 0, 0, false, true));
+      record(norm_name + " (+= x)", at);
+      return {};
+    };
+    SOTTO_TRY(join_branch(wo, attn, attn_post_norm, "attn_output", "post_attention_norm"));
     mark = plan_.size();
     SOTTO_TRY(normed_input(gate, x, ffn_norm, ffn_in));
     record("ffn_norm", mark);
     mark = plan_.size();
     SOTTO_TRY(matvec(gate, ffn_in, h2, 0, 0, false, &up, gelu));
     record(gelu ? "gate·up GeGLU" : "gate·up SwiGLU", mark, bytes_of(gate) + bytes_of(up));
-    mark = plan_.size();
-    if (post_norms) {
-      SOTTO_TRY(matvec(down, {h2, 0, 0, 0.0f}, delta, 0, 0, false));
-      record("ffn_down", mark, bytes_of(down));
-      mark = plan_.size();
-      SOTTO_TRY(ops_.norm_quant(plan_, delta, 0, ffn_post_norm, d, hp.rms_norm_eps, x, 0, 0, false, true));
-      record("post_ffw_norm (+= x)", mark);
-    } else {
-      SOTTO_TRY(matvec(down, {h2, 0, 0, 0.0f}, x, 0, 0, true));
-      record("ffn_down (+= x)", mark, bytes_of(down));
-    }
+    SOTTO_TRY(join_branch(down, h2, ffn_post_norm, "ffn_down", "post_ffw_norm"));
   }
   mark = plan_.size();
   MatvecInput out_in;
