@@ -9,7 +9,8 @@
 //        [--backend cpu|webgpu]
 //   bench llm -m FILE [--threads T] [--repeats R] [--json] [--backend cpu|webgpu]
 //
-// On the GPU decoding is greedy (the argmax is taken there), so greedy is its default.
+// On the GPU greedy stays the default (it was the only mode there at first, and scripts rely on it); the
+// sampling options sample on the GPU with the CPU Sampler's chain and draws.
 //
 // --prompt-ids feeds token ids straight to the model (BOS included if wanted), so the model can be checked
 // against llama.cpp independently of the tokenizer. --json prints one object:
@@ -180,7 +181,7 @@ int run_generate(std::span<char* const> all_args) {
   auto webgpu = take_backend(all_args, rest);
   if (!webgpu) return usage_error(cat("generate: ", webgpu.message()));
   const std::span<char* const> args(rest);
-  bool sampling_given = false;  // on the GPU greedy is the default; sampling options there get begin's error
+  bool sampling_given = false;  // on the GPU greedy is the default unless sampling options are given
   std::string model_path, prompt;
   std::optional<std::vector<int32_t>> prompt_ids;
   GenerateOptions options;

@@ -86,9 +86,16 @@ Result<double> copy_bandwidth(gpu::Device& device, uint64_t bytes, int runs) {
 }
 
 // Runs the prompt (all but the last token only submitted) and returns the first written token.
-Result<int32_t> run_prompt(gpu::LlmGpu& llm, std::span<const int32_t> prompt) {
+// The prompt through the prompt plan (or, `one_by_one`, through the decode plan a token at a time); its last
+// token through the decode plan, whose argmax is read back.
+Result<int32_t> run_prompt(gpu::LlmGpu& llm, std::span<const int32_t> prompt, bool one_by_one = false) {
   llm.reset();
-  for (size_t i = 0; i + 1 < prompt.size(); ++i) SOTTO_TRY(llm.submit(prompt[i]));
+  const auto head = prompt.first(prompt.size() - 1);
+  if (one_by_one) {
+    for (int32_t id : head) SOTTO_TRY(llm.submit(id));
+  } else {
+    SOTTO_TRY(llm.submit_prompt(head));
+  }
   return llm.step(prompt.back());
 }
 
@@ -128,18 +135,34 @@ int run_bench_gpu(std::span<char* const> args) {
   };
   if (auto warm = run_prompt(llm, std::span<const int32_t>(prompt.data(), n_decode_prompt)); !warm)
     return fail(warm.message());
-  double prefill_ms[2];
+  double prefill_ms[2], one_by_one_ms[2];
   const int prefill_tokens[2] = {64, 256};
+  // How far the prompt plan's logits after the prompt are from the token-by-token run's (identical on
+  // SwiftShader; a GPU compiler may contract a multiply-add differently in the two kernels), and whether the
+  // next token is the same.
+  float max_logit_diff = 0.0f, max_logit = 0.0f;
+  bool same_next = true;
   for (int p = 0; p < 2; ++p) {
-    std::vector<double> ms;
-    for (int r = 0; r < repeats; ++r) {
-      const double t0 = now_ms();
-      auto first =
-          run_prompt(llm, std::span<const int32_t>(prompt.data(), static_cast<size_t>(prefill_tokens[p])));
-      if (!first) return fail(first.message());
-      ms.push_back(now_ms() - t0);
+    std::vector<float> logits[2];
+    for (bool one_by_one : {false, true}) {
+      std::vector<double> ms;
+      for (int r = 0; r < repeats; ++r) {
+        const double t0 = now_ms();
+        auto first = run_prompt(
+            llm, std::span<const int32_t>(prompt.data(), static_cast<size_t>(prefill_tokens[p])), one_by_one);
+        if (!first) return fail(first.message());
+        ms.push_back(now_ms() - t0);
+      }
+      (one_by_one ? one_by_one_ms : prefill_ms)[p] = median(ms);
+      auto l = llm.logits();
+      if (!l) return fail(l.message());
+      logits[one_by_one ? 1 : 0] = std::move(l).value();
     }
-    prefill_ms[p] = median(ms);
+    for (size_t k = 0; k < logits[0].size() && k < logits[1].size(); ++k) {
+      max_logit_diff = std::max(max_logit_diff, std::fabs(logits[0][k] - logits[1][k]));
+      max_logit = std::max(max_logit, std::fabs(logits[1][k]));
+    }
+    same_next = same_next && argmax(logits[0]) == argmax(logits[1]);
   }
   std::vector<double> decode_ms;
   for (int r = 0; r < repeats; ++r) {
@@ -218,20 +241,29 @@ int run_bench_gpu(std::span<char* const> args) {
                       timing_json, "]");
   }
   if (json) {
-    std::printf("%s\n", cat("{\"model\":", json_quote(model_path),
-                            ",\"backend\":\"webgpu\",\"adapter\":", json_quote(info.description),
-                            ",\"repeats\":", repeats, ",\"prefill_64_ms\":", prefill_ms[0],
-                            ",\"prefill_256_ms\":", prefill_ms[1], ",\"decode_ms_per_token\":", ms_per_token,
-                            ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token,
-                            ",\"dispatches_per_token\":", llm.dispatches_per_token(), timing_json, "}")
-                            .c_str());
+    std::printf(
+        "%s\n",
+        cat("{\"model\":", json_quote(model_path), ",\"backend\":\"webgpu\",\"adapter\":",
+            json_quote(info.description), ",\"repeats\":", repeats, ",\"prefill_64_ms\":", prefill_ms[0],
+            ",\"prefill_256_ms\":", prefill_ms[1], ",\"prefill_64_token_by_token_ms\":", one_by_one_ms[0],
+            ",\"prefill_256_token_by_token_ms\":", one_by_one_ms[1], ",\"prompt_batch\":", llm.prompt_batch(),
+            ",\"prompt_dispatches_per_batch\":", llm.prompt_dispatches(),
+            ",\"decode_ms_per_token\":", ms_per_token, ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token,
+            ",\"dispatches_per_token\":", llm.dispatches_per_token(), timing_json, "}")
+            .c_str());
     return kExitOk;
   }
   std::printf("%s: %s, %d layers, n_embd %d, webgpu on %s, median of %d\n", model_path.c_str(),
               w.hp.arch.c_str(), w.hp.n_layer, w.hp.n_embd, info.description.c_str(), repeats);
   for (int p = 0; p < 2; ++p)
-    std::printf("  prefill %3d tokens: %9.2f ms  (%.1f tokens/s; token by token through the decode plan)\n",
-                prefill_tokens[p], prefill_ms[p], 1000.0 * prefill_tokens[p] / prefill_ms[p]);
+    std::printf(
+        "  prefill %3d tokens: %9.2f ms  (%.1f tokens/s; prompt plan of %u tokens, %zu dispatches per run; "
+        "token "
+        "by token through the decode plan: %.2f ms, %.1f tokens/s)\n",
+        prefill_tokens[p], prefill_ms[p], 1000.0 * prefill_tokens[p] / prefill_ms[p], llm.prompt_batch(),
+        llm.prompt_dispatches(), one_by_one_ms[p], 1000.0 * prefill_tokens[p] / one_by_one_ms[p]);
+  std::printf("  prompt plan vs token by token: logits within %g (max |logit| %g), %s next token\n",
+              max_logit_diff, max_logit, same_next ? "the same" : "a DIFFERENT");
   std::printf("  decode %d tokens after %d: %.1f tokens/s, %zu dispatches per token\n", n_decode,
               n_decode_prompt, 1000.0 / ms_per_token, llm.dispatches_per_token());
   std::fputs(timing_text.c_str(), stdout);

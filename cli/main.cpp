@@ -36,7 +36,8 @@ constexpr Command kCommands[] = {
      "  --json                   one JSON object: prompt_ids, ids, text, prefill_ms, decode_tokens_per_s "
      "...\n"
      "  --top-logprobs N         with --json: the first step's N most likely tokens\n"
-     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy only)\n"},
+     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy unless sampling options are "
+     "given)\n"},
     {"chat", "chat [-m FILE] [--ctx N]", "talk with a chat model; the KV cache is kept across turns",
      run_chat,
      "  -m, --model FILE         GGUF chat model (ChatML, Llama-3, Gemma or plain template); default\n"
@@ -44,7 +45,8 @@ constexpr Command kCommands[] = {
      "  --system TEXT            system prompt\n"
      "  --ctx N                  context positions (default 4096)\n"
      "  --threads T              threads (default: the cores, up to 8)\n"
-     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy only)\n"
+     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy unless sampling options are "
+     "given)\n"
      "  --greedy | --temp T --seed S\n"},
     {"bench", "bench llm -m FILE [--threads T]", "measure prefill (64 and 256 tokens) and decode speed",
      run_bench,

@@ -2,7 +2,7 @@
 // engine worker.
 //
 //   const llm = await Llm.load('/models/qwen2.5-0.5b-instruct-q4_0.gguf', { threads: 4, onProgress });
-//   const onGpu = await Llm.load(url, { device: 'webgpu' });          // greedy decoding on the GPU
+//   const onGpu = await Llm.load(url, { device: 'webgpu' });          // the forward pass and the sampling on the GPU
 //   const best = await Llm.load(url, { device: 'auto' });             // the GPU if it works, else the CPU
 //   const r = await llm.generate('Once upon a time', { maxTokens: 64, onToken: (text) => ... });
 //   for await (const chunk of llm.chat([{ role: 'user', content: 'Hi' }], { stream: true }))
@@ -40,7 +40,7 @@ export class Llm {
   // 'simd128'; default: what the browser validates), nCtx (context positions; default min(training, 4096)),
   // onProgress({loaded, total}) while the file streams in, engine (share a running Engine), tokenizerOnly
   // (read just the tokenizer, e.g. of llama.cpp's vocab-only files: tokenize/detokenize work, generate not).
-  // device: 'cpu' (default), 'webgpu' (the forward pass on the engine worker's GPU, greedy decoding only;
+  // device: 'cpu' (default), 'webgpu' (the forward pass on the engine worker's GPU, greedy or sampled;
   // in Node through npm `webgpu`), or 'auto': the GPU when it opens and runs this model, else the CPU, and
   // if the GPU is lost later the model moves to the CPU and the call is run again there (info.device says
   // where it runs, info.fallback why it is not on the GPU). With 'webgpu' a lost device fails the call;

@@ -13,7 +13,8 @@
  *   sotto_llm_destroy(llm);
  *
  * The same handle runs the model on the GPU when loaded with sotto_llm_load_on(..., SOTTO_BACKEND_WEBGPU):
- * greedy decoding, the argmax chosen on the GPU and only its 4-byte id read back. In WebAssembly that read
+ * prompts through a batched plan, the next token chosen on the GPU (argmax, or the Sampler's chain with the
+ * CPU's draws) and only its 4-byte id read back. In WebAssembly that read
  * completes only after control has gone back to JS, so sotto_llm_step then answers SOTTO_PENDING (nothing
  * written): JS awaits the device's pending work (web/gpu.js) and calls sotto_llm_step again.
  */

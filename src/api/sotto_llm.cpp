@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "gpu/device.h"
 #include "gpu/llm_gpu.h"
+#include "gpu/sample_state.h"
 #include "io/describe.h"
 #include "io/gguf.h"
 #include "models/llm/chat_template.h"
@@ -54,8 +55,9 @@ namespace {
 
 using sotto::cat;
 
-// The GPU plan as a TokenModel: greedy only (the argmax is taken on the GPU), and the token it chose stays in
-// its token buffer for the next step, so only the 4-byte id travels, once per token.
+// The GPU plan as a TokenModel: the next token is chosen on the GPU (the decode plan's argmax, or the sampling
+// tail run after it with the Sampler's draw and the recent ids: gpu/sample_state.h), and stays in its token
+// buffer for the next step, so only the 4-byte id travels, once per token.
 class GpuTokenModel final : public sotto::TokenModel {
  public:
   explicit GpuTokenModel(sotto::gpu::LlmGpu& llm) : llm_(&llm) {}
@@ -66,24 +68,40 @@ class GpuTokenModel final : public sotto::TokenModel {
     last_choice_ = sotto::kNoToken;
   }
   sotto::Status supports(const sotto::SamplerParams& p) const override {
-    if (!p.greedy && p.temperature > 0.0f)
-      return sotto::error("llm: the webgpu backend decodes greedily only (greedy, or temperature 0)");
-    return {};
+    return sotto::gpu::check_gpu_sampling(p, llm_->n_vocab());
   }
   sotto::Status run(std::span<const int32_t> ids, bool choose_next) override {
     // A generation abandoned while a read was in flight: that token is in the cache, its id is dropped.
     reading_ = false;
+    choosing_ = false;
     const bool chosen_on_gpu = ids.size() == 1 && ids[0] == last_choice_;
     last_choice_ = sotto::kNoToken;
-    for (int32_t id : ids) SOTTO_TRY(llm_->submit(chosen_on_gpu ? -1 : id));
-    if (choose_next) {
-      SOTTO_TRY(llm_->start_finish());
-      reading_ = true;
+    // A prompt fills the cache through the prompt plan; the token whose logits choose the next one runs
+    // through the decode plan.
+    const size_t batched = choose_next ? ids.size() - std::min<size_t>(ids.size(), 1) : ids.size();
+    if (batched > 1) {
+      SOTTO_TRY(llm_->submit_prompt(ids.first(batched)));
+    } else if (batched == 1) {
+      SOTTO_TRY(llm_->submit(ids[0]));
     }
+    for (int32_t id : ids.subspan(batched)) SOTTO_TRY(llm_->submit(chosen_on_gpu ? -1 : id));
+    choosing_ = choose_next;  // choose() starts the choice: it has the Sampler's parameters and draw
     return {};
   }
-  sotto::Result<Choice> choose(sotto::Sampler&, std::span<const int32_t>, int32_t* id) override {
-    if (!reading_) return sotto::error("llm: no token is being chosen on the GPU");
+  sotto::Result<Choice> choose(sotto::Sampler& sampler, std::span<const int32_t> history,
+                               int32_t* id) override {
+    if (!reading_) {
+      if (!choosing_) return sotto::error("llm: no token is being chosen on the GPU");
+      const sotto::SamplerParams& p = sampler.params();
+      if (sotto::gpu::needs_gpu_sampler(p)) {
+        // The CPU Sampler draws once per choice, and only when it samples (not greedy).
+        const float u = p.greedy || p.temperature <= 0.0f ? 0.0f : sampler.next_draw();
+        SOTTO_TRY(llm_->submit_sample(p, u, history));
+      }
+      SOTTO_TRY(llm_->start_finish());
+      choosing_ = false;
+      reading_ = true;
+    }
     const sotto::gpu::DeviceStatus s = llm_->finish(id);
     if (s == sotto::gpu::DeviceStatus::Pending) return Choice::Pending;
     reading_ = false;
@@ -94,7 +112,8 @@ class GpuTokenModel final : public sotto::TokenModel {
 
  private:
   sotto::gpu::LlmGpu* llm_;
-  int32_t last_choice_ = sotto::kNoToken;  // the GPU's last argmax, still in its token buffer
+  int32_t last_choice_ = sotto::kNoToken;  // the GPU's last choice, still in its token buffer
+  bool choosing_ = false;                  // run() asked for the next token; choose() has not started it
   bool reading_ = false;
 };
 

@@ -6,12 +6,13 @@
 //   Q6_K 53 words:  ql[128] (32 words), qh[64] (16 words), scales[16] int8 (4 words), d (GGUF's + 2 bytes)
 // Every quantized dot is integer within a 32-element sub-block, scaled by d_w * d_x as ggml does.
 #include "gpu/kernels.h"
+#include "gpu/kernels_wgsl.h"
 
 #include "core/error.h"
 
 namespace sotto::gpu {
 
-namespace {
+namespace wgsl_parts {
 
 const char* kDotHelpers = R"(
 fn dot4_fallback(a: u32, b: u32) -> i32 {
@@ -140,6 +141,17 @@ fn gelu_f16(g: f32) -> f32 {
 }
 )";
 
+void replace_all(std::string& s, std::string_view from, std::string_view to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+}
+
+}  // namespace wgsl_parts
+
+namespace {
+
+using namespace wgsl_parts;
+
 const char* kMatvecParams = R"(
 struct P { rows: u32, cols: u32, mode: u32, y_off: u32, row_words: u32, n_sub: u32, b_off: u32, x_off: u32,
            eps: f32, pad0: u32, pad1: u32, pad2: u32 }
@@ -165,11 +177,6 @@ const char* kMatvecReduce = R"(
   }
 }
 )";
-
-void replace_all(std::string& s, std::string_view from, std::string_view to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-}
 
 // The sum of squares of an RMSNorm as an unevaluated pair hi + lo (Knuth's TwoSum, ~48 bits), and the mean
 // rounded once to f32: the CPU sums the f32 squares in double and rounds sum / n to f32 once (as ggml does), so
@@ -197,31 +204,37 @@ fn ff_mean(a: vec2f, n: u32) -> f32 {
 
 // q8_0 as ggml's quantize_row_q8_0 (d = amax / 127, q = roundf(v * (1 / d)), d kept as f16) of the values
 // x[p.x_off + i], times scale * NW[i] when `normalize`, into xq / xd: the one quantizer of the matrix x vector
-// prologue (workgroup memory, 128 invocations) and of norm_quant (storage, 256 invocations).
+// prologue (workgroup memory, 128 invocations) and of norm_quant (storage, 256 invocations). One invocation per
+// word (4 values) rather than per 32-value block: each block's largest |value| gathers in bmax through an
+// atomic max of the f32 bits (non-negative floats order as their bits), so a thread reads 8 values instead of
+// 64 one after another: the serial reads, not the arithmetic, made this the slow part of those kernels.
 const char* kQuantizeQ8_0 = R"(
-  for (var b = lid.x; b < NVALS / 32u; b += STRIDEu) {
-    var amax = 0.0;
-    for (var e = 0u; e < 32u; e++) {
-      var v = x[p.x_off + 32u * b + e];
-      if (normalize) { v = v * scale * NW[32u * b + e]; }
-      amax = max(amax, abs(v));
+  for (var wi = lid.x; wi < NVALS / 4u; wi += STRIDEu) {
+    var m = 0.0;
+    for (var e = 0u; e < 4u; e++) {
+      var v = x[p.x_off + 4u * wi + e];
+      if (normalize) { v = v * scale * NW[4u * wi + e]; }
+      m = max(m, abs(v));
     }
-    let d = amax / 127.0;
+    atomicMax(&bmax[wi / 8u], bitcast<u32>(m));
+  }
+  workgroupBarrier();
+  for (var wi = lid.x; wi < NVALS / 4u; wi += STRIDEu) {
+    let b = wi / 8u;
+    let d = bitcast<f32>(atomicLoad(&bmax[b])) / 127.0;
     let id = select(0.0, 1.0 / d, d != 0.0);
-    for (var k = 0u; k < 8u; k++) {
-      var word = 0u;
-      for (var e = 0u; e < 4u; e++) {
-        let i = 32u * b + 4u * k + e;
-        var v = x[p.x_off + i];
-        if (normalize) { v = v * scale * NW[i]; }
-        let a = abs(v * id);
-        var r = floor(a);
-        if (a - r >= 0.5) { r += 1.0; }
-        word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
-      }
-      xq[8u * b + k] = word;
+    var word = 0u;
+    for (var e = 0u; e < 4u; e++) {
+      let i = 4u * wi + e;
+      var v = x[p.x_off + i];
+      if (normalize) { v = v * scale * NW[i]; }
+      let a = abs(v * id);
+      var r = floor(a);
+      if (a - r >= 0.5) { r += 1.0; }
+      word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
     }
-    xd[b] = unpack2x16float(pack2x16float(vec2f(d, 0.0))).x;
+    xq[8u * b + wi % 8u] = word;
+    if (wi % 8u == 0u) { xd[b] = unpack2x16float(pack2x16float(vec2f(d, 0.0))).x; }
   }
 )";
 
@@ -267,10 +280,12 @@ bool gpu_needs_q8(DType w) {
   return w != DType::F32 && w != DType::F16;
 }
 
-// Invocations per row: 32 for wide rows; 8 where a row has few 32-blocks (896-wide: 28), so each invocation
-// works on several blocks and a workgroup covers 16 rows.
+// Invocations per row: 8 where a quantized row has few 32-blocks (896-wide: 28), so each invocation works on
+// several blocks and a workgroup covers 16 rows; 16 for wider quantized rows (4864-wide ffn_down: 8 rows per
+// workgroup; 32 lanes measured the same decoding and 12% slower for prompts on the H200); 32 for f32 / f16.
 uint32_t matvec_lanes(DType w, int64_t cols) {
-  return gpu_needs_q8(w) && cols / 32 < 64 ? 8 : 32;
+  if (!gpu_needs_q8(w)) return 32;
+  return cols / 32 < 64 ? 8 : 16;
 }
 bool gpu_embed_supported(DType w) {
   return w == DType::F32 || w == DType::F16 || w == DType::Q8_0 || w == DType::Q4_0 || w == DType::Q5_0;
@@ -324,10 +339,10 @@ fn f16r2(a: f32, b: f32) -> vec2f { return unpack2x16float(pack2x16float(vec2f(a
           "@group(0) @binding(2) var<storage, read> xq: array<u32>;\n"
           "@group(0) @binding(3) var<storage, read> xd: array<f32>;\n";
     } else {
-      src +=
-          cat("@group(0) @binding(2) var<storage, read> x: array<f32>;\n",
-              "@group(0) @binding(3) var<storage, read> nw: array<f32>;\n", "var<workgroup> xq: array<u32, ",
-              cols / 4, "u>;\n", "var<workgroup> xd: array<f32, ", cols / 32, "u>;\n");
+      src += cat("@group(0) @binding(2) var<storage, read> x: array<f32>;\n",
+                 "@group(0) @binding(3) var<storage, read> nw: array<f32>;\n",
+                 "var<workgroup> xq: array<u32, ", cols / 4, "u>;\n", "var<workgroup> xd: array<f32, ",
+                 cols / 32, "u>;\n", "var<workgroup> bmax: array<atomic<u32>, ", cols / 32, "u>;\n");
     }
     if (swiglu) src += "@group(0) @binding(6) var<storage, read> W2: array<u32>;\n";
     src += f.packed_dot ? kDot4Packed : kDot4Fallback;
@@ -451,13 +466,13 @@ struct P { n: u32, row_words: u32, first_row: u32, end_row: u32, part_rows: u32,
   src += R"(
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3u) {
-  let t = tok[0];
+  let t = tok[g.y];  // one row of invocations per token of the prompt
   if (g.x >= p.n || t < p.first_row || t >= p.end_row) { return; }
   let part = (t - p.first_row) / p.part_rows;
   let row = (t - p.first_row) % p.part_rows;
   var v = 0.0;
 PICK
-  x[g.x] = v * p.scale;
+  x[g.y * p.n + g.x] = v * p.scale;
 }
 )";
   replace_all(src, "PICK", pick);
@@ -474,12 +489,17 @@ struct P { n: u32, mode: u32, x_off: u32, pad: u32, eps: f32, pad1: f32, pad2: f
 @group(0) @binding(4) var<storage, read_write> xq: array<u32>;
 @group(0) @binding(5) var<storage, read_write> xd: array<f32>;
 var<workgroup> ssr: array<vec2f, 256>;
+var<workgroup> bmax: array<atomic<u32>, MAX_BLOCKSu>;  // each q8_0 block's largest |value|, as f32 bits
 FF_HELPERS
+// One workgroup per token (wg.y): token t's values are x[x_off + t n ...], its outputs y[t n ...] and its q8_0
+// blocks xq[t n / 4 ...], xd[t n / 32 ...].
 @compute @workgroup_size(256)
-fn main(@builtin(local_invocation_id) lid: vec3u) {
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   let normalize = (p.mode & 1u) != 0u;
+  let xo = p.x_off + wg.y * p.n;
+  let yo = wg.y * p.n;
   var ss = vec2f(0.0);
-  for (var i = lid.x; i < p.n; i += 256u) { let v = x[p.x_off + i]; ss = ff_add(ss, v * v); }
+  for (var i = lid.x; i < p.n; i += 256u) { let v = x[xo + i]; ss = ff_add(ss, v * v); }
   ssr[lid.x] = ss;
   workgroupBarrier();
   for (var s = 128u; s > 0u; s >>= 1u) {
@@ -489,17 +509,24 @@ fn main(@builtin(local_invocation_id) lid: vec3u) {
   let mean = ff_mean(ssr[0], p.n);
   let scale = select(1.0, 1.0 / sqrt(mean + p.eps), normalize);
   for (var i = lid.x; i < p.n; i += 256u) {
-    var v = x[p.x_off + i];
+    var v = x[xo + i];
     if (normalize) { v = v * scale * w[i]; }
-    if ((p.mode & 8u) != 0u) { v = y[i] + v; }  // the residual add after a post-norm (gemma3)
-    y[i] = v;
+    if ((p.mode & 8u) != 0u) { v = y[yo + i] + v; }  // the residual add after a post-norm (gemma3)
+    y[yo + i] = v;
   }
   if ((p.mode & 4u) != 0u) { return; }
+  let qo = wg.y * (p.n / 4u);
+  let dof = wg.y * (p.n / 32u);
 QUANTIZE_Q8_0
 }
 )";
+  std::string quantize = quantize_q8_0("p.n", "w", 256);
+  replace_all(quantize, "p.x_off", "xo");
+  replace_all(quantize, "xq[8u * b", "xq[qo + 8u * b");
+  replace_all(quantize, "xd[b]", "xd[dof + b]");
   replace_all(src, "FF_HELPERS", kFloatFloat);
-  replace_all(src, "QUANTIZE_Q8_0", quantize_q8_0("p.n", "w", 256));
+  replace_all(src, "QUANTIZE_Q8_0", quantize);
+  replace_all(src, "MAX_BLOCKS", cat(kNormQuantMaxValues / 32));
   return src;
 }
 

@@ -36,19 +36,30 @@ uint32_t matvec_lanes(DType w, int64_t cols);
 // `gelu` (with `swiglu`): y = gelu(W.x) * (W2.x), GELU from ggml's f16 table (binding 7), Gemma's GeGLU.
 std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool staged,
                         bool gelu = false);
-// x[i] = dequantize(W[token, i]) * scale, token = tok[0], from a table split by rows into n_parts buffers
+// Tokens per workgroup of the prompt's matrix x matrix.
+constexpr uint32_t kMatmatTokens = 8;
+// The prompt's Y = X W^T (+ bias) (+= Y), SwiGLU / GeGLU as wgsl_matvec: the decode kernel's rows x lanes layout
+// over tiles of kMatmatTokens tokens (workgroup y), each token's sum in the decode kernel's order. Quantized
+// weights read q8_0 rows a norm_quant dispatch made for every token (cols / 4 words and cols / 32 scales per
+// token); F32 / F16 read f32 rows of cols. Token t writes y[t * y_stride + y_off + row]. Workgroups past the
+// step uniform's token count return at once (gpu/kernels_prefill.cpp).
+std::string wgsl_matmat(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool gelu = false);
+// x[t][i] = dequantize(W[tok[t], i]) * scale for each token t (workgroup y), from a table split by rows into n_parts buffers
 // (at most kEmbedMaxParts per dispatch; a table over the binding limit is split); nothing is written when the
 // token is in none of them.
 constexpr uint32_t kEmbedMaxParts = 4;
 std::string wgsl_embed(DType w, uint32_t n_parts);
 // y = x / rms(x) * w (mode 1) or y = x (mode 0); mode 8: y += that instead (the post-norm residual add);
-// then y quantized to q8_0 (xq, xd) when mode bit 4 is clear.
+// then y quantized to q8_0 (xq, xd) when mode bit 4 is clear. One workgroup per token (workgroup y), each
+// token's vectors n values after the previous one's.
+constexpr uint32_t kNormQuantMaxValues = 16384;  // the most values norm_quant quantizes per token
 std::string wgsl_norm_quant();
 // Optional per-head RMSNorm of q and k (qwen3, gemma3), RoPE on q and k heads (in place in the qkv buffer),
-// q times q_scale, and the new K/V row written to the f16 cache (gpu/kernels_attention.cpp).
+// q times q_scale, and the new K/V row written to the f16 cache (gpu/kernels_attention.cpp). Workgroup y is
+// the token: the step uniform's pos + y, for y below its token count n.
 std::string wgsl_rope_kv();
-// Decode attention, one workgroup per query head, over cache positions 0..pos (the last `window` of them when
-// window > 0); max_keys sizes the scores.
+// Attention, one workgroup per query head (x) and token (y: position pos + y, causal: it sees cache positions
+// 0 .. pos + y, the last `window` of them when window > 0); max_keys sizes the scores.
 std::string wgsl_attention(uint32_t max_keys);
 // WGSL helpers for an RMSNorm's sum of squares in ~48 bits (two_sum, ff_add, ff_add2, ff_mean), shared by the
 // kernels that normalize.
@@ -56,5 +67,14 @@ const char* wgsl_float_float();
 // Greedy argmax over logits in two passes (per-workgroup partials, then one workgroup); tok[0] = the index.
 std::string wgsl_argmax_partial();
 std::string wgsl_argmax_final();
+// Sampling on the GPU as the CPU Sampler draws (gpu/kernels_sampling.cpp: the state buffer's layout):
+// per-1024-logit candidates (penalty applied, the best k kept), then one workgroup merges them and draws;
+// tok[0] = the token. k <= kSampleMaxTopK; at most kSampleMaxRecent distinct recent ids; n <= 256 * 1024
+// (gemma3's 262144 tokens: one list per invocation of the merge).
+constexpr uint32_t kSampleMaxTopK = 128;
+constexpr uint32_t kSampleMaxRecent = 1024;
+constexpr uint32_t kSampleMaxVocab = 256 * 1024;
+std::string wgsl_sample_candidates();
+std::string wgsl_sample_draw();
 
 }  // namespace sotto::gpu

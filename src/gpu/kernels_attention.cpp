@@ -8,8 +8,8 @@ namespace sotto::gpu {
 std::string wgsl_rope_kv() {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, n_rot: u32, halves: u32, k_base: u32, v_base: u32,
-           k_row_words: u32, v_row_words: u32, mode: u32, eps: f32, q_scale: f32, pad0: u32, pad1: u32, pad2: u32 }
-struct Step { pos: u32, pad0: u32, pad1: u32, pad2: u32 }
+           k_row_words: u32, v_row_words: u32, mode: u32, eps: f32, q_scale: f32, qkv_stride: u32, pad1: u32, pad2: u32 }
+struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read_write> qkv: array<f32>;
@@ -23,13 +23,16 @@ var<workgroup> ssr: array<vec2f, 64>;
 FF_HELPERS
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
+  // Token wg.y of the step's n (a prompt runs many at once; decoding, one) sits at position pos + wg.y, its
+  // q, k, v at wg.y * qkv_stride.
+  if (wg.y >= max(step.n, 1u)) { return; }
   let h = wg.x;
-  let k_off = p.n_head * p.hd_k;
+  let k_off = wg.y * p.qkv_stride + p.n_head * p.hd_k;
   let v_off = k_off + p.n_head_kv * p.hd_k;
-  let pos = step.pos;
+  let pos = step.pos + wg.y;
   if (h < p.n_head + p.n_head_kv) {
     let is_k = h >= p.n_head;
-    let src = select(h * p.hd_k, k_off + (h - p.n_head) * p.hd_k, is_k);
+    let src = select(wg.y * p.qkv_stride + h * p.hd_k, k_off + (h - p.n_head) * p.hd_k, is_k);
     for (var i = lid.x; i < p.hd_k; i += 64u) { buf[i] = qkv[src + i]; }
     workgroupBarrier();
     // mode 1: RMSNorm over the head first (qwen3, gemma3), the sum of squares as the CPU's double one.
@@ -86,8 +89,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 std::string wgsl_attention(uint32_t max_keys) {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
-           v_base: u32, scale: f32, window: u32, pad1: u32, pad2: u32 }
-struct Step { pos: u32, pad0: u32, pad1: u32, pad2: u32 }
+           v_base: u32, scale: f32, window: u32, qkv_stride: u32, out_stride: u32 }
+struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
@@ -100,18 +103,35 @@ var<workgroup> qs: array<f32, 256>;
 fn f16r(v: f32) -> f32 { return unpack2x16float(pack2x16float(vec2f(v, 0.0))).x; }
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
+  // Query wg.y of the step's n at position pos + wg.y: causal, it sees the keys up to its own position,
+  // which rope_kv wrote for the whole prompt before.
+  if (wg.y >= max(step.n, 1u)) { return; }
+  let pos = step.pos + wg.y;
   let h = wg.x;
   let kvh = h / (p.n_head / p.n_head_kv);
-  let n_keys = min(step.pos + 1u, MAX_KEYS);
+  let n_keys = min(pos + 1u, MAX_KEYS);
   // A sliding window (gemma3's local layers): position pos sees keys pos - window + 1 .. pos only.
-  let first = select(0u, step.pos + 1u - p.window, p.window > 0u && step.pos + 1u > p.window);
+  let first = select(0u, pos + 1u - p.window, p.window > 0u && pos + 1u > p.window);
   // q rounded to f16, as ggml's flash attention converts it to the cache's type
-  for (var d = lid.x; d < p.hd_k; d += 64u) { qs[d] = f16r(qkv[h * p.hd_k + d]); }
+  for (var d = lid.x; d < p.hd_k; d += 64u) { qs[d] = f16r(qkv[wg.y * p.qkv_stride + h * p.hd_k + d]); }
   workgroupBarrier();
   for (var t = first + lid.x; t < n_keys; t += 64u) {
     let k0 = p.k_base + t * p.k_row_words + kvh * (p.hd_k / 2u);
+    // Four words' loads issued before their (in-order) sums: a loop of one load and one sum waited out a
+    // memory latency per word.
     var s = 0.0;
-    for (var d = 0u; d < p.hd_k / 2u; d++) {
+    var d = 0u;
+    for (; d + 4u <= p.hd_k / 2u; d += 4u) {
+      let kv0 = unpack2x16float(kc[k0 + d]);
+      let kv1 = unpack2x16float(kc[k0 + d + 1u]);
+      let kv2 = unpack2x16float(kc[k0 + d + 2u]);
+      let kv3 = unpack2x16float(kc[k0 + d + 3u]);
+      s += kv0.x * qs[2u * d] + kv0.y * qs[2u * d + 1u];
+      s += kv1.x * qs[2u * d + 2u] + kv1.y * qs[2u * d + 3u];
+      s += kv2.x * qs[2u * d + 4u] + kv2.y * qs[2u * d + 5u];
+      s += kv3.x * qs[2u * d + 6u] + kv3.y * qs[2u * d + 7u];
+    }
+    for (; d < p.hd_k / 2u; d++) {
       let kv = unpack2x16float(kc[k0 + d]);
       s += kv.x * qs[2u * d] + kv.y * qs[2u * d + 1u];
     }
@@ -126,23 +146,89 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
     var acc = 0.0;
     let word = kvh * (p.hd_v / 2u) + d / 2u;
     let odd = (d & 1u) == 1u;
-    for (var t = first; t < n_keys; t++) {
-      let s = scores[t];
-      var old_scale = 1.0;
-      var weight = 1.0;
-      if (s > m) {
-        old_scale = exp(m - s);
-        m = s;
-        acc = f16r(acc * old_scale);
-      } else {
-        weight = exp(s - m);
+    // The same walk, four keys' values loaded ahead of their (in-order) updates.
+    var t = first;
+    for (; t + 4u <= n_keys; t += 4u) {
+      let v0 = unpack2x16float(vc[p.v_base + t * p.v_row_words + word]);
+      let v1 = unpack2x16float(vc[p.v_base + (t + 1u) * p.v_row_words + word]);
+      let v2 = unpack2x16float(vc[p.v_base + (t + 2u) * p.v_row_words + word]);
+      let v3 = unpack2x16float(vc[p.v_base + (t + 3u) * p.v_row_words + word]);
+      {
+        let s = scores[t];
+        var old_scale = 1.0;
+        var weight = 1.0;
+        if (s > m) {
+          old_scale = exp(m - s);
+          m = s;
+          acc = f16r(acc * old_scale);
+        } else {
+          weight = exp(s - m);
+        }
+        acc = f16r(acc + select(v0.x, v0.y, odd) * weight);
+        sum = sum * old_scale + weight;
       }
-      let vv = unpack2x16float(vc[p.v_base + t * p.v_row_words + word]);
-      acc = f16r(acc + select(vv.x, vv.y, odd) * weight);
-      sum = sum * old_scale + weight;
+      {
+        let s = scores[t + 1u];
+        var old_scale = 1.0;
+        var weight = 1.0;
+        if (s > m) {
+          old_scale = exp(m - s);
+          m = s;
+          acc = f16r(acc * old_scale);
+        } else {
+          weight = exp(s - m);
+        }
+        acc = f16r(acc + select(v1.x, v1.y, odd) * weight);
+        sum = sum * old_scale + weight;
+      }
+      {
+        let s = scores[t + 2u];
+        var old_scale = 1.0;
+        var weight = 1.0;
+        if (s > m) {
+          old_scale = exp(m - s);
+          m = s;
+          acc = f16r(acc * old_scale);
+        } else {
+          weight = exp(s - m);
+        }
+        acc = f16r(acc + select(v2.x, v2.y, odd) * weight);
+        sum = sum * old_scale + weight;
+      }
+      {
+        let s = scores[t + 3u];
+        var old_scale = 1.0;
+        var weight = 1.0;
+        if (s > m) {
+          old_scale = exp(m - s);
+          m = s;
+          acc = f16r(acc * old_scale);
+        } else {
+          weight = exp(s - m);
+        }
+        acc = f16r(acc + select(v3.x, v3.y, odd) * weight);
+        sum = sum * old_scale + weight;
+      }
+    }
+    for (; t < n_keys; t++) {
+      let v0 = unpack2x16float(vc[p.v_base + t * p.v_row_words + word]);
+      {
+        let s = scores[t];
+        var old_scale = 1.0;
+        var weight = 1.0;
+        if (s > m) {
+          old_scale = exp(m - s);
+          m = s;
+          acc = f16r(acc * old_scale);
+        } else {
+          weight = exp(s - m);
+        }
+        acc = f16r(acc + select(v0.x, v0.y, odd) * weight);
+        sum = sum * old_scale + weight;
+      }
     }
     let inv = select(1.0 / sum, 0.0, sum == 0.0);
-    out[h * p.hd_v + d] = acc * inv;
+    out[wg.y * p.out_stride + h * p.hd_v + d] = acc * inv;
   }
 }
 )";

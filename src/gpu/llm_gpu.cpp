@@ -11,6 +11,8 @@ namespace sotto::gpu {
 namespace {
 
 constexpr int64_t kFusedNormMaxRows = 2048;
+// Tokens of a prompt per run of the prompt plan: its activation buffers hold this many rows.
+constexpr int64_t kPromptBatch = 128;
 
 // Rows of several matrices of one type and width, repacked and stacked into one GPU matrix (split by rows
 // where it exceeds the binding limit).
@@ -31,6 +33,22 @@ Result<GpuMatrixParts> upload(Ops& ops, const Matrix& m, std::string_view label)
     return error("webgpu: tensor '", label, "' has type ", dtype_name(m.dtype),
                  ", which the GPU kernels lack");
   return ops.upload_matrix_parts(m.dtype, m.data, m.rows, m.cols, label);
+}
+
+// Widths of one token's vectors.
+struct Shapes {
+  uint32_t d, q, kv_k, kv_v, qkv, out, ff;
+};
+Shapes shapes_of(const LlamaHparams& hp) {
+  Shapes s;
+  s.d = static_cast<uint32_t>(hp.n_embd);
+  s.q = static_cast<uint32_t>(hp.n_head * hp.head_dim_k);
+  s.kv_k = static_cast<uint32_t>(hp.n_head_kv * hp.head_dim_k);
+  s.kv_v = static_cast<uint32_t>(hp.n_head_kv * hp.head_dim_v);
+  s.qkv = s.q + s.kv_k + s.kv_v;
+  s.out = static_cast<uint32_t>(hp.n_head * hp.head_dim_v);
+  s.ff = static_cast<uint32_t>(hp.n_ff);
+  return s;
 }
 
 uint64_t bytes_of(const GpuMatrixParts& m) {
@@ -66,124 +84,55 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   if (!gpu_embed_supported(w.token_embd.dtype))
     return error("webgpu: token_embd has type ", dtype_name(w.token_embd.dtype),
                  ", which the GPU cannot look up");
-
-  const uint32_t d = static_cast<uint32_t>(hp.n_embd);
-  const uint32_t q_dim = static_cast<uint32_t>(hp.n_head * hp.head_dim_k);
-  const uint32_t kv_k = static_cast<uint32_t>(hp.n_head_kv * hp.head_dim_k);
-  const uint32_t kv_v = static_cast<uint32_t>(hp.n_head_kv * hp.head_dim_v);
-  const uint32_t out_dim = static_cast<uint32_t>(hp.n_head * hp.head_dim_v);
-  const uint32_t ff = static_cast<uint32_t>(hp.n_ff);
-  const uint32_t widest = std::max({d, q_dim + kv_k + kv_v, out_dim, ff});
+  const Shapes shapes = shapes_of(hp);
   const bool post_norms = !w.layers.empty() && w.layers[0].attn_post_norm != nullptr;
 
-  // Activations and state.
+  // State both plans share: the step uniform, the KV cache (one buffer per layer, so that long contexts stay
+  // under the binding limit), the RoPE tables and GELU's.
   SOTTO_ASSIGN(step_, ops_.step_buffer());
-  SOTTO_ASSIGN(tok_, ops_.buffer(16, "token"));
-  SOTTO_ASSIGN(BufferHandle x, ops_.buffer(d * 4, "x"));
-  SOTTO_ASSIGN(BufferHandle h, ops_.buffer(widest * 4, "h"));
-  SOTTO_ASSIGN(BufferHandle h2, ops_.buffer(widest * 4, "h2"));
-  SOTTO_ASSIGN(BufferHandle qkv, ops_.buffer((q_dim + kv_k + kv_v) * 4, "qkv"));
-  SOTTO_ASSIGN(BufferHandle attn, ops_.buffer(out_dim * 4, "attn"));
-  SOTTO_ASSIGN(BufferHandle xq, ops_.buffer(widest, "xq"));
-  SOTTO_ASSIGN(BufferHandle xd, ops_.buffer(widest / 8 + 4, "xd"));
-  SOTTO_ASSIGN(logits_, ops_.buffer(static_cast<uint64_t>(hp.n_vocab) * 4, "logits"));
-  SOTTO_ASSIGN(BufferHandle partial,
-               ops_.buffer(Ops::argmax_partial_bytes(static_cast<uint32_t>(hp.n_vocab)), "partial"));
-  BufferHandle delta = 0;  // a branch's output before its post-norm (gemma3)
-  if (post_norms) {
-    SOTTO_ASSIGN(delta, ops_.buffer(d * 4, "delta"));
-  }
-  // The KV cache: one buffer per layer, so that long contexts stay under the binding limit.
-  const uint64_t k_layer_bytes = static_cast<uint64_t>(n_ctx_) * kv_k * 2;
-  const uint64_t v_layer_bytes = static_cast<uint64_t>(n_ctx_) * kv_v * 2;
+  const uint64_t k_layer_bytes = static_cast<uint64_t>(n_ctx_) * shapes.kv_k * 2;
+  const uint64_t v_layer_bytes = static_cast<uint64_t>(n_ctx_) * shapes.kv_v * 2;
   // Local (sliding-window) layers rotate with their own base and no scaling, as on the CPU.
   const std::vector<float> table = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale);
-  SOTTO_ASSIGN(BufferHandle rope, ops_.upload(table.data(), table.size() * 4, "rope"));
-  BufferHandle rope_local = 0;
+  SOTTO_ASSIGN(model_.rope, ops_.upload(table.data(), table.size() * 4, "rope"));
   if (hp.n_swa > 0) {
     const std::vector<float> local = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base_swa, 1.0f);
-    SOTTO_ASSIGN(rope_local, ops_.upload(local.data(), local.size() * 4, "rope (local layers)"));
+    SOTTO_ASSIGN(model_.rope_local, ops_.upload(local.data(), local.size() * 4, "rope (local layers)"));
   }
-  BufferHandle gelu = 0;
   if (hp.ffn_activation == FfnActivation::Gelu) {
-    SOTTO_ASSIGN(gelu, ops_.upload(w.gelu_f16.data(), w.gelu_f16.size() * 2, "gelu table"));
+    SOTTO_ASSIGN(model_.gelu, ops_.upload(w.gelu_f16.data(), w.gelu_f16.size() * 2, "gelu table"));
   }
 
   // Weights.
-  SOTTO_ASSIGN(GpuMatrixParts embd,
-               ops_.upload_matrix_parts(w.token_embd.dtype, w.token_embd.data, w.token_embd.rows,
-                                        w.token_embd.cols, "token_embd"));
-  GpuMatrixParts output;
+  SOTTO_ASSIGN(model_.embd, ops_.upload_matrix_parts(w.token_embd.dtype, w.token_embd.data, w.token_embd.rows,
+                                                     w.token_embd.cols, "token_embd"));
   if (w.output.data == w.token_embd.data && w.output.dtype == w.token_embd.dtype &&
       gpu_matvec_supported(w.token_embd.dtype)) {
-    output = embd;  // tied: one copy serves both
+    model_.output = model_.embd;  // tied: one copy serves both
   } else {
-    SOTTO_ASSIGN(output, upload(ops_, w.output, "output"));
+    SOTTO_ASSIGN(model_.output, upload(ops_, w.output, "output"));
   }
-  SOTTO_ASSIGN(BufferHandle output_norm, ops_.upload(w.output_norm, d * 4, "output_norm"));
-
-  // Names (and weight bytes) of the dispatches recorded since `before`; `weights`: the bytes of the matrices
-  // the last of them reads.
-  auto record = [&](std::string name, size_t before, uint64_t weights = 0) {
-    for (size_t i = before; i < plan_.size(); ++i) {
-      plan_names_.push_back(name);
-      plan_weight_bytes_.push_back(i + 1 == plan_.size() ? weights : 0);
-    }
-  };
-  // The input of a matrix behind an RMSNorm. Quantized matrices of few rows take the norm and the q8_0
-  // quantization inside their own kernel (one dispatch fewer); for many rows (gate·up, the output table) every
-  // workgroup would redo that work, which cost more than a dispatch on the H200 (bench/README.md), so a
-  // norm_quant dispatch makes the q8_0 blocks once. F32 / F16 matrices read the normed f32 vector.
-  auto normed_input = [&](const GpuMatrixParts& m, BufferHandle in, BufferHandle norm,
-                          MatvecInput& out) -> Status {
-    int64_t rows = 0;
-    for (const GpuMatrix& part : m) rows += part.rows;
-    const bool q8 = gpu_needs_q8(m[0].dtype);
-    if (q8 && rows <= kFusedNormMaxRows) {
-      out = MatvecInput{in, 0, norm, hp.rms_norm_eps};
-      return {};
-    }
-    SOTTO_TRY(ops_.norm_quant(plan_, in, 0, norm, d, hp.rms_norm_eps, h, q8 ? xq : 0, q8 ? xd : 0, q8));
-    out = q8 ? MatvecInput{0, 0, 0, 0.0f, xq, xd} : MatvecInput{h, 0, 0, 0.0f};
-    return {};
-  };
-  // y[y_offset ...] (+)= m . x, one dispatch per part of m, each writing its own rows.
-  auto matvec = [&](const GpuMatrixParts& m, const MatvecInput& in, BufferHandle y, uint32_t y_offset,
-                    BufferHandle bias, bool accumulate, const GpuMatrixParts* up = nullptr,
-                    BufferHandle gelu_table = 0) -> Status {
-    if (up && up->size() != m.size()) return error("webgpu: gate and up split differently");
-    for (size_t i = 0; i < m.size(); ++i) {
-      const uint32_t first = static_cast<uint32_t>(m[i].first_row);
-      SOTTO_TRY(ops_.matvec(plan_, m[i], in, y, y_offset + first, bias, y_offset + first, accumulate,
-                            up ? &(*up)[i] : nullptr, gelu_table));
-    }
-    return {};
-  };
-  size_t mark = plan_.size();
-  SOTTO_TRY(ops_.embed(plan_, embd, tok_, x, hp.embd_scale));
-  record("embed", mark);
-
+  SOTTO_ASSIGN(model_.output_norm, ops_.upload(w.output_norm, shapes.d * 4, "output_norm"));
   for (int il = 0; il < hp.n_layer; ++il) {
     const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
     const std::string b = cat("blk.", il, ".");
-    SOTTO_ASSIGN(BufferHandle attn_norm, ops_.upload(l.attn_norm, d * 4, b + "attn_norm"));
-    SOTTO_ASSIGN(BufferHandle ffn_norm, ops_.upload(l.ffn_norm, d * 4, b + "ffn_norm"));
-    BufferHandle q_norm = 0, k_norm = 0, attn_post_norm = 0, ffn_post_norm = 0;
+    LayerGpu g;
+    SOTTO_ASSIGN(g.attn_norm, ops_.upload(l.attn_norm, shapes.d * 4, b + "attn_norm"));
+    SOTTO_ASSIGN(g.ffn_norm, ops_.upload(l.ffn_norm, shapes.d * 4, b + "ffn_norm"));
     if (l.q_norm) {
-      SOTTO_ASSIGN(q_norm,
+      SOTTO_ASSIGN(g.q_norm,
                    ops_.upload(l.q_norm, static_cast<uint64_t>(hp.head_dim_k) * 4, b + "attn_q_norm"));
-      SOTTO_ASSIGN(k_norm,
+      SOTTO_ASSIGN(g.k_norm,
                    ops_.upload(l.k_norm, static_cast<uint64_t>(hp.head_dim_k) * 4, b + "attn_k_norm"));
     }
     if (post_norms) {
-      SOTTO_ASSIGN(attn_post_norm, ops_.upload(l.attn_post_norm, d * 4, b + "post_attention_norm"));
-      SOTTO_ASSIGN(ffn_post_norm, ops_.upload(l.ffn_post_norm, d * 4, b + "post_ffw_norm"));
+      SOTTO_ASSIGN(g.attn_post_norm, ops_.upload(l.attn_post_norm, shapes.d * 4, b + "post_attention_norm"));
+      SOTTO_ASSIGN(g.ffn_post_norm, ops_.upload(l.ffn_post_norm, shapes.d * 4, b + "post_ffw_norm"));
     }
-    SOTTO_ASSIGN(BufferHandle k_cache, ops_.buffer(k_layer_bytes, b + "k cache"));
-    SOTTO_ASSIGN(BufferHandle v_cache, ops_.buffer(v_layer_bytes, b + "v cache"));
+    SOTTO_ASSIGN(g.k_cache, ops_.buffer(k_layer_bytes, b + "k cache"));
+    SOTTO_ASSIGN(g.v_cache, ops_.buffer(v_layer_bytes, b + "v cache"));
     // q, k, v: runs of consecutive matrices of one type stacked into one matrix (all three in the usual case;
     // Gemma 3's files pair Q5_0 q and k with a Q8_0 v).
-    std::vector<GpuMatrixParts> qkv_parts;
     const Matrix* qkv_m[3] = {&l.wq, &l.wk, &l.wv};
     for (size_t i = 0; i < 3;) {
       size_t j = i + 1;
@@ -193,90 +142,226 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
                      ", which the GPU kernels lack");
       SOTTO_ASSIGN(GpuMatrixParts m,
                    upload_stacked(ops_, std::span<const Matrix* const>(qkv_m + i, j - i), b + "attn_qkv"));
-      qkv_parts.push_back(std::move(m));
+      g.qkv.push_back(std::move(m));
       i = j;
     }
-    BufferHandle qkv_bias = 0;
     if (l.bq || l.bk || l.bv) {
-      std::vector<float> bias(q_dim + kv_k + kv_v, 0.0f);
-      if (l.bq) std::memcpy(bias.data(), l.bq, q_dim * 4);
-      if (l.bk) std::memcpy(bias.data() + q_dim, l.bk, kv_k * 4);
-      if (l.bv) std::memcpy(bias.data() + q_dim + kv_k, l.bv, kv_v * 4);
-      SOTTO_ASSIGN(qkv_bias, ops_.upload(bias.data(), bias.size() * 4, b + "qkv_bias"));
+      std::vector<float> bias(shapes.qkv, 0.0f);
+      if (l.bq) std::memcpy(bias.data(), l.bq, shapes.q * 4);
+      if (l.bk) std::memcpy(bias.data() + shapes.q, l.bk, shapes.kv_k * 4);
+      if (l.bv) std::memcpy(bias.data() + shapes.q + shapes.kv_k, l.bv, shapes.kv_v * 4);
+      SOTTO_ASSIGN(g.qkv_bias, ops_.upload(bias.data(), bias.size() * 4, b + "qkv_bias"));
     }
-    SOTTO_ASSIGN(GpuMatrixParts wo, upload(ops_, l.wo, b + "attn_output"));
+    SOTTO_ASSIGN(g.wo, upload(ops_, l.wo, b + "attn_output"));
     if (l.ffn_gate.dtype != l.ffn_up.dtype)
       return error("webgpu: ", b, "ffn_gate and ffn_up differ in type (", dtype_name(l.ffn_gate.dtype), ", ",
                    dtype_name(l.ffn_up.dtype), "); the fused gate·up kernel needs one type");
-    SOTTO_ASSIGN(GpuMatrixParts gate, upload(ops_, l.ffn_gate, b + "ffn_gate"));
-    SOTTO_ASSIGN(GpuMatrixParts up, upload(ops_, l.ffn_up, b + "ffn_up"));
-    SOTTO_ASSIGN(GpuMatrixParts down, upload(ops_, l.ffn_down, b + "ffn_down"));
+    SOTTO_ASSIGN(g.gate, upload(ops_, l.ffn_gate, b + "ffn_gate"));
+    SOTTO_ASSIGN(g.up, upload(ops_, l.ffn_up, b + "ffn_up"));
+    SOTTO_ASSIGN(g.down, upload(ops_, l.ffn_down, b + "ffn_down"));
+    model_.layers.push_back(std::move(g));
+  }
 
-    mark = plan_.size();
+  // The decode step, then the prompt's: the same forward pass over 1 token or a batch of them.
+  SOTTO_ASSIGN(tok_, ops_.buffer(16, "token"));
+  SOTTO_TRY(record_forward(1, tok_, decode_));
+  // The prompt plan's batch: a whole number of matrix x matrix tiles, no more than the context needs, its
+  // widest activation rows within the binding limit. None (token by token) where not even one tile fits.
+  const uint64_t row_bytes = uint64_t{std::max({shapes.d, shapes.qkv, shapes.out, shapes.ff})} * 4;
+  const int64_t fits = static_cast<int64_t>(ops_.max_binding() / row_bytes);
+  const int64_t batch = std::min({kPromptBatch, fits, static_cast<int64_t>(n_ctx_) + kMatmatTokens - 1}) /
+                        kMatmatTokens * kMatmatTokens;
+  if (batch >= 2) {
+    prompt_tokens_ = static_cast<uint32_t>(batch);
+    SOTTO_ASSIGN(prompt_tok_, ops_.buffer(uint64_t{prompt_tokens_} * 4, "prompt tokens"));
+    SOTTO_TRY(record_forward(prompt_tokens_, prompt_tok_, prompt_));
+  }
+  return device().wait_idle();
+}
+
+// One forward pass over n_tokens tokens (tok: their ids) at positions step.pos ..: embed, the layers, and for a
+// single token the output head and argmax. A prompt's tokens only fill the KV cache: its last token runs
+// through the decode plan, which makes the logits.
+Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
+  const LlamaHparams& hp = hp_;
+  const Shapes shapes = shapes_of(hp);
+  const bool prompt = n_tokens > 1;
+  const bool post_norms = !model_.layers.empty() && model_.layers[0].attn_post_norm != 0;
+  const uint32_t d = shapes.d;
+  const uint64_t n = n_tokens;
+  const uint32_t widest = std::max({d, shapes.qkv, shapes.out, shapes.ff});
+
+  // Activations: one row per token.
+  SOTTO_ASSIGN(BufferHandle x, ops_.buffer(n * d * 4, "x"));
+  SOTTO_ASSIGN(BufferHandle h, ops_.buffer(n * widest * 4, "h"));
+  SOTTO_ASSIGN(BufferHandle h2, ops_.buffer(n * widest * 4, "h2"));
+  SOTTO_ASSIGN(BufferHandle qkv, ops_.buffer(n * shapes.qkv * 4, "qkv"));
+  SOTTO_ASSIGN(BufferHandle attn, ops_.buffer(n * shapes.out * 4, "attn"));
+  SOTTO_ASSIGN(BufferHandle xq, ops_.buffer(n * widest, "xq"));
+  SOTTO_ASSIGN(BufferHandle xd, ops_.buffer(n * widest / 8 + 4, "xd"));
+  BufferHandle delta = 0;  // a branch's output before its post-norm (gemma3)
+  if (post_norms) {
+    SOTTO_ASSIGN(delta, ops_.buffer(n * d * 4, "delta"));
+  }
+  std::vector<Dispatch>& plan = out.dispatches;
+
+  // Names (and weight bytes) of the dispatches recorded since `before`; `weights`: the bytes of the matrices
+  // the last of them reads.
+  auto record = [&](std::string name, size_t before, uint64_t weights = 0) {
+    for (size_t i = before; i < plan.size(); ++i) {
+      out.names.push_back(name);
+      out.weight_bytes.push_back(i + 1 == plan.size() ? weights : 0);
+    }
+  };
+  // The input of a matrix behind an RMSNorm. Decoding, quantized matrices of few rows take the norm and the
+  // q8_0 quantization inside their own kernel (one dispatch fewer); for many rows (gate·up, the output table)
+  // every workgroup would redo that work, which cost more than a dispatch on the H200 (bench/README.md), so a
+  // norm_quant dispatch makes the q8_0 blocks once, as it always does for a prompt. F32 / F16 matrices read
+  // the normed f32 vectors.
+  auto normed_input = [&](const GpuMatrixParts& m, BufferHandle in, BufferHandle norm,
+                          MatvecInput& input) -> Status {
+    int64_t rows = 0;
+    for (const GpuMatrix& part : m) rows += part.rows;
+    const bool q8 = gpu_needs_q8(m[0].dtype);
+    if (q8 && !prompt && rows <= kFusedNormMaxRows) {
+      input = MatvecInput{in, 0, norm, hp.rms_norm_eps};
+      return {};
+    }
+    SOTTO_TRY(ops_.norm_quant(plan, in, 0, norm, d, hp.rms_norm_eps, h, q8 ? xq : 0, q8 ? xd : 0, q8, false,
+                              n_tokens));
+    input = q8 ? MatvecInput{0, 0, 0, 0.0f, xq, xd} : MatvecInput{h, 0, 0, 0.0f};
+    return {};
+  };
+  // The q8_0 rows of a prompt's f32 activations (no norm), for a quantized matrix that reads them.
+  auto plain_input = [&](const GpuMatrixParts& m, BufferHandle in, uint32_t width) -> Result<MatvecInput> {
+    if (!prompt || !gpu_needs_q8(m[0].dtype)) return MatvecInput{in, 0, 0, 0.0f};
+    SOTTO_TRY(ops_.norm_quant(plan, in, 0, 0, width, 0.0f, h, xq, xd, true, false, n_tokens));
+    return MatvecInput{0, 0, 0, 0.0f, xq, xd};
+  };
+  // y[y_offset ...] (+)= m . x for each token (rows of y_stride floats), one dispatch per part of m, each
+  // writing its own rows.
+  auto matmul = [&](const GpuMatrixParts& m, const MatvecInput& in, BufferHandle y, uint32_t y_offset,
+                    uint32_t y_stride, BufferHandle bias, bool accumulate, const GpuMatrixParts* up = nullptr,
+                    BufferHandle gelu_table = 0) -> Status {
+    if (up && up->size() != m.size()) return error("webgpu: gate and up split differently");
+    for (size_t i = 0; i < m.size(); ++i) {
+      const uint32_t first = static_cast<uint32_t>(m[i].first_row);
+      const GpuMatrix* up_part = up ? &(*up)[i] : nullptr;
+      if (prompt) {
+        SOTTO_TRY(ops_.matmat(plan, m[i], in, y, y_offset + first, bias, y_offset + first, accumulate,
+                              {n_tokens, step_, y_stride}, up_part, gelu_table));
+      } else {
+        SOTTO_TRY(ops_.matvec(plan, m[i], in, y, y_offset + first, bias, y_offset + first, accumulate,
+                              up_part, gelu_table));
+      }
+    }
+    return {};
+  };
+  // A branch's output joins x directly, or (gemma3) through its post-norm: delta, then x += norm(delta).
+  auto join_branch = [&](const GpuMatrixParts& m, BufferHandle in, uint32_t in_width, BufferHandle post_norm,
+                         const std::string& name, const std::string& norm_name) -> Status {
+    size_t at = plan.size();
+    SOTTO_ASSIGN(MatvecInput input, plain_input(m, in, in_width));
+    if (!post_norms) {
+      SOTTO_TRY(matmul(m, input, x, 0, d, 0, true));
+      record(name + " (+= x)", at, bytes_of(m));
+      return {};
+    }
+    SOTTO_TRY(matmul(m, input, delta, 0, d, 0, false));
+    record(name, at, bytes_of(m));
+    at = plan.size();
+    SOTTO_TRY(ops_.norm_quant(plan, delta, 0, post_norm, d, hp.rms_norm_eps, x, 0, 0, false, true, n_tokens));
+    record(norm_name + " (+= x)", at);
+    return {};
+  };
+
+  size_t mark = plan.size();
+  SOTTO_TRY(ops_.embed(plan, model_.embd, tok, x, hp.embd_scale, n_tokens));
+  record("embed", mark);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
+    // x += attention(rms_norm(x)): q, k, v in one matrix (or a few of one type each), RoPE and the KV cache
+    // write, attention over the cache, the output projection.
+    mark = plan.size();
     MatvecInput qkv_in, ffn_in;
-    SOTTO_TRY(normed_input(qkv_parts[0], x, attn_norm, qkv_in));
+    SOTTO_TRY(normed_input(l.qkv[0], x, l.attn_norm, qkv_in));
     record("attn_norm", mark);
     uint32_t row_offset = 0;
-    for (const GpuMatrixParts& m : qkv_parts) {
-      const size_t one = plan_.size();
-      // A norm_quant dispatch staged q8_0 input for the first run; the others (same width) read it too.
-      SOTTO_TRY(matvec(m, qkv_in, qkv, row_offset, qkv_bias, false));
+    for (const GpuMatrixParts& m : l.qkv) {
+      const size_t one = plan.size();
+      // The norm_quant (or the fused norm) of the first run serves the others: same input, same width.
+      SOTTO_TRY(matmul(m, qkv_in, qkv, row_offset, shapes.qkv, l.qkv_bias, false));
       for (const GpuMatrix& part : m) row_offset += static_cast<uint32_t>(part.rows);
       record("qkv", one, bytes_of(m));
     }
-    mark = plan_.size();
+    mark = plan.size();
     const bool local = hp.is_local(il);
-    SOTTO_TRY(
-        ops_.rope_kv(plan_, {qkv, local ? rope_local : rope, k_cache, v_cache, step_,
-                             static_cast<uint32_t>(hp.n_head), static_cast<uint32_t>(hp.n_head_kv),
-                             static_cast<uint32_t>(hp.head_dim_k), static_cast<uint32_t>(hp.head_dim_v),
-                             static_cast<uint32_t>(hp.n_rot), hp.rope_layout == RopeLayout::Halves, 0, 0,
-                             q_norm, k_norm, hp.rms_norm_eps, hp.q_scale > 0.0f ? hp.q_scale : 1.0f}));
+    RopeKvArgs rope{qkv,
+                    local ? model_.rope_local : model_.rope,
+                    l.k_cache,
+                    l.v_cache,
+                    step_,
+                    static_cast<uint32_t>(hp.n_head),
+                    static_cast<uint32_t>(hp.n_head_kv),
+                    static_cast<uint32_t>(hp.head_dim_k),
+                    static_cast<uint32_t>(hp.head_dim_v),
+                    static_cast<uint32_t>(hp.n_rot),
+                    hp.rope_layout == RopeLayout::Halves,
+                    0,
+                    0,
+                    l.q_norm,
+                    l.k_norm,
+                    hp.rms_norm_eps,
+                    hp.q_scale > 0.0f ? hp.q_scale : 1.0f};
+    rope.n_tokens = n_tokens;
+    SOTTO_TRY(ops_.rope_kv(plan, rope));
     record("rope+kv", mark);
-    mark = plan_.size();
-    SOTTO_TRY(
-        ops_.attention(plan_, {qkv, k_cache, v_cache, step_, attn, static_cast<uint32_t>(hp.n_head),
-                               static_cast<uint32_t>(hp.n_head_kv), static_cast<uint32_t>(hp.head_dim_k),
-                               static_cast<uint32_t>(hp.head_dim_v), 0, 0, static_cast<uint32_t>(n_ctx_),
-                               hp.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
-                               local ? static_cast<uint32_t>(hp.n_swa) : 0u}));
+    mark = plan.size();
+    AttentionGpuArgs att{qkv,
+                         l.k_cache,
+                         l.v_cache,
+                         step_,
+                         attn,
+                         static_cast<uint32_t>(hp.n_head),
+                         static_cast<uint32_t>(hp.n_head_kv),
+                         static_cast<uint32_t>(hp.head_dim_k),
+                         static_cast<uint32_t>(hp.head_dim_v),
+                         0,
+                         0,
+                         static_cast<uint32_t>(n_ctx_),
+                         hp.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
+                         local ? static_cast<uint32_t>(hp.n_swa) : 0u};
+    att.n_tokens = n_tokens;
+    SOTTO_TRY(ops_.attention(plan, att));
     record("attention", mark);
-    // A branch's output joins x directly, or (gemma3) through its post-norm: delta, then x += norm(delta).
-    auto join_branch = [&](const GpuMatrixParts& m, BufferHandle in, BufferHandle post_norm,
-                           const std::string& name, const std::string& norm_name) -> Status {
-      size_t at = plan_.size();
-      if (!post_norms) {
-        SOTTO_TRY(matvec(m, {in, 0, 0, 0.0f}, x, 0, 0, true));
-        record(name + " (+= x)", at, bytes_of(m));
-        return {};
-      }
-      SOTTO_TRY(matvec(m, {in, 0, 0, 0.0f}, delta, 0, 0, false));
-      record(name, at, bytes_of(m));
-      at = plan_.size();
-      SOTTO_TRY(ops_.norm_quant(plan_, delta, 0, post_norm, d, hp.rms_norm_eps, x, 0, 0, false, true));
-      record(norm_name + " (+= x)", at);
-      return {};
-    };
-    SOTTO_TRY(join_branch(wo, attn, attn_post_norm, "attn_output", "post_attention_norm"));
-    mark = plan_.size();
-    SOTTO_TRY(normed_input(gate, x, ffn_norm, ffn_in));
+    SOTTO_TRY(join_branch(l.wo, attn, shapes.out, l.attn_post_norm, "attn_output", "post_attention_norm"));
+    // x += mlp(rms_norm(x)): gate and up in one kernel with the SwiGLU (GeGLU) product, then down.
+    mark = plan.size();
+    SOTTO_TRY(normed_input(l.gate, x, l.ffn_norm, ffn_in));
     record("ffn_norm", mark);
-    mark = plan_.size();
-    SOTTO_TRY(matvec(gate, ffn_in, h2, 0, 0, false, &up, gelu));
-    record(gelu ? "gate·up GeGLU" : "gate·up SwiGLU", mark, bytes_of(gate) + bytes_of(up));
-    SOTTO_TRY(join_branch(down, h2, ffn_post_norm, "ffn_down", "post_ffw_norm"));
+    mark = plan.size();
+    SOTTO_TRY(matmul(l.gate, ffn_in, h2, 0, shapes.ff, 0, false, &l.up, model_.gelu));
+    record(model_.gelu ? "gate·up GeGLU" : "gate·up SwiGLU", mark, bytes_of(l.gate) + bytes_of(l.up));
+    SOTTO_TRY(join_branch(l.down, h2, shapes.ff, l.ffn_post_norm, "ffn_down", "post_ffw_norm"));
   }
-  mark = plan_.size();
+  if (prompt) return {};
+  // logits = output(rms_norm(x)); the next token = argmax(logits), chosen on the GPU.
+  mark = plan.size();
   MatvecInput out_in;
-  SOTTO_TRY(normed_input(output, x, output_norm, out_in));
+  SOTTO_TRY(normed_input(model_.output, x, model_.output_norm, out_in));
   record("output_norm", mark);
-  mark = plan_.size();
-  SOTTO_TRY(matvec(output, out_in, logits_, 0, 0, false));
-  record("output", mark, bytes_of(output));
-  mark = plan_.size();
-  SOTTO_TRY(ops_.argmax(plan_, logits_, static_cast<uint32_t>(hp.n_vocab), partial, tok_));
+  if (!logits_) {
+    SOTTO_ASSIGN(logits_, ops_.buffer(static_cast<uint64_t>(hp.n_vocab) * 4, "logits"));
+  }
+  mark = plan.size();
+  SOTTO_TRY(matmul(model_.output, out_in, logits_, 0, 0, 0, false));
+  record("output", mark, bytes_of(model_.output));
+  SOTTO_ASSIGN(BufferHandle partial,
+               ops_.buffer(Ops::argmax_partial_bytes(static_cast<uint32_t>(hp.n_vocab)), "partial"));
+  mark = plan.size();
+  SOTTO_TRY(ops_.argmax(plan, logits_, static_cast<uint32_t>(hp.n_vocab), partial, tok));
   record("argmax", mark);
-  return device().wait_idle();
+  return {};
 }
 
 Status LlmGpu::submit(int32_t token) {
@@ -287,10 +372,32 @@ Status LlmGpu::submit(int32_t token) {
     const uint32_t t[4] = {static_cast<uint32_t>(token), 0, 0, 0};
     SOTTO_TRY(device().write_buffer(tok_, 0, t, 16));
   }
-  const uint32_t s[4] = {static_cast<uint32_t>(n_past_), 0, 0, 0};
+  const uint32_t s[4] = {static_cast<uint32_t>(n_past_), 1, 0, 0};
   SOTTO_TRY(device().write_buffer(step_, 0, s, 16));
-  SOTTO_TRY(device().run(plan_));
+  SOTTO_TRY(device().run(decode_.dispatches));
   ++n_past_;
+  return {};
+}
+
+Status LlmGpu::submit_prompt(std::span<const int32_t> tokens) {
+  if (tokens.size() > static_cast<size_t>(n_ctx_ - n_past_))
+    return error("llm: ", tokens.size(), " prompt tokens do not fit the GPU context (", n_ctx_ - n_past_,
+                 " of ", n_ctx_, " positions left)");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= hp_.n_vocab)
+      return error("llm: token id ", t, " is outside the vocabulary (", hp_.n_vocab, ")");
+  if (prompt_tokens_ == 0) {  // no prompt plan (binding limits): token by token
+    for (int32_t t : tokens) SOTTO_TRY(submit(t));
+    return {};
+  }
+  for (size_t at = 0; at < tokens.size(); at += prompt_tokens_) {
+    const size_t n = std::min<size_t>(prompt_tokens_, tokens.size() - at);
+    SOTTO_TRY(device().write_buffer(prompt_tok_, 0, tokens.data() + at, n * 4));
+    const uint32_t s[4] = {static_cast<uint32_t>(n_past_), static_cast<uint32_t>(n), 0, 0};
+    SOTTO_TRY(device().write_buffer(step_, 0, s, 16));
+    SOTTO_TRY(device().run(prompt_.dispatches));
+    n_past_ += static_cast<int>(n);
+  }
   return {};
 }
 
@@ -326,13 +433,13 @@ Result<std::vector<float>> LlmGpu::logits() {
 Status LlmGpu::time_step(std::vector<std::pair<std::string, uint64_t>>* per_dispatch_ns) {
   per_dispatch_ns->clear();
   if (n_past_ >= n_ctx_) return error("llm: the GPU context of ", n_ctx_, " positions is full");
-  const uint32_t s[4] = {static_cast<uint32_t>(n_past_), 0, 0, 0};
+  const uint32_t s[4] = {static_cast<uint32_t>(n_past_), 1, 0, 0};
   SOTTO_TRY(device().write_buffer(step_, 0, s, 16));
   std::vector<uint64_t> ns;
-  SOTTO_TRY(device().run_timed(plan_, &ns));
+  SOTTO_TRY(device().run_timed(decode_.dispatches, &ns));
   ++n_past_;
-  for (size_t i = 0; i < ns.size() && i < plan_names_.size(); ++i)
-    per_dispatch_ns->push_back({plan_names_[i], ns[i]});
+  for (size_t i = 0; i < ns.size() && i < decode_.names.size(); ++i)
+    per_dispatch_ns->push_back({decode_.names[i], ns[i]});
   return {};
 }
 

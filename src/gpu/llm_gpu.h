@@ -1,8 +1,11 @@
 // The Llama-family forward pass (llama, qwen2, qwen3, gemma3) on the GPU: weights uploaded once from the GGUF bytes (the
 // LlamaWeights of models/llm/llama.h), the decode step recorded once as a plan and replayed per token with
 // only the position changing (a 16-byte uniform), greedy argmax on the GPU, and one 4-byte readback per token.
+// Sampling also runs on the GPU: submit_sample() replays a two-dispatch tail after the plan that draws as the
+// CPU Sampler does (its parameters, its generator's draw u and the recent ids written first, ~300 bytes).
 //
 //   per token:  write step {pos} (+ the token, when it comes from the prompt) ; run(plan) ; read tok
+//   sampled:    ... ; run(plan) ; write sampling state ; run(sample tail: candidates, merge+draw) ; read tok
 //   plan:       embed ; per layer [norm+qkv ; rope+KV ; attention ; wo (+= x) ; norm+gate·up SwiGLU ;
 //               down (+= x)] ; norm+output ; argmax (2)          (6 per layer + 4; f32/f16 weights: norms apart)
 //   gemma3:     embed (× sqrt(n_embd)) ; per layer [norm+qk, norm+v (two types) ; q/k norm+rope+KV ;
@@ -16,11 +19,18 @@
 // Numerics follow the CPU backend (and so llama.cpp): q8_0 activations for q4_0/q5_0/q8_0 weights, an f16
 // KV cache, q rounded to f16 and the attention's running sum of values kept in f16. K-quants take q8_0
 // activations here where the CPU takes q8_K (256-blocks with an f32 scale): same integer dots, slightly
-// different rounding of x. A prompt runs through the same plan one token at a time (no matrix x matrix yet).
+// different rounding of x.
+//
+// A prompt runs through a second plan recorded the same way over up to 128 tokens at once (prompt_batch()):
+// the matrices as matrix x matrix (each weight word read once per 8 tokens), RoPE + KV write and causal
+// attention for all its tokens, the step uniform saying how many this run has. It only fills the KV cache;
+// the prompt's last token goes through the decode plan for the logits. Each prompt token's sums run in the
+// decode kernels' order, so a prompt gives the logits it gives token by token.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +38,7 @@
 #include "gpu/device.h"
 #include "gpu/ops.h"
 #include "models/llm/llama.h"
+#include "models/llm/sampler.h"
 
 namespace sotto::gpu {
 
@@ -43,10 +54,19 @@ class LlmGpu {
   // Runs one token at position n_past() and advances. token >= 0: that token (a prompt token); token < 0:
   // the GPU's own previous argmax (greedy decoding, nothing leaves the GPU). Only submits the work.
   Status submit(int32_t token);
+  // Runs prompt tokens at positions n_past() .. through the prompt plan (matrix x matrix, causal attention;
+  // up to prompt_batch() tokens per run) and advances; they only fill the KV cache: run the prompt's last token
+  // through submit() for its logits and the next token. Only submits the work.
+  Status submit_prompt(std::span<const int32_t> tokens);
   // Reads the argmax of the last submitted token's logits (4 bytes). Natively waits; in wasm Pending means
   // "return to JS and call finish() again".
   Status start_finish();
   DeviceStatus finish(int32_t* token);
+  // Sampling on the GPU (gpu/sample_state.h, gpu/kernels_sampling.cpp): after submit(), writes the token
+  // the CPU Sampler would draw with `params` from these logits (u: that Sampler's next_draw(); `history`:
+  // prompt and written tokens, for the repetition penalty) into the token buffer, in a second small run;
+  // start_finish() and finish() then read it as they read the argmax. Plain greedy needs none of this.
+  Status submit_sample(const SamplerParams& params, float u, std::span<const int32_t> history);
   // submit + start_finish + finish, for native callers.
   Result<int32_t> step(int32_t token);
   // The logits of the last token (n_vocab floats), for checks.
@@ -54,30 +74,56 @@ class LlmGpu {
 
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
+  int n_vocab() const { return hp_.n_vocab; }
   void reset() { n_past_ = 0; }
-  size_t dispatches_per_token() const { return plan_.size(); }
+  size_t dispatches_per_token() const { return decode_.dispatches.size(); }
+  // Tokens per run of the prompt plan, and its dispatches.
+  uint32_t prompt_batch() const { return prompt_tokens_; }
+  size_t prompt_dispatches() const { return prompt_.dispatches.size(); }
   // GPU time per dispatch of one replay (timestamp queries; empty when the device has none). The names say
   // which op each dispatch is.
   Status time_step(std::vector<std::pair<std::string, uint64_t>>* per_dispatch_ns);
   // The recorded decode step and what each dispatch is, for benchmarks that replay parts of it.
-  const std::vector<Dispatch>& plan() const { return plan_; }
-  const std::vector<std::string>& plan_names() const { return plan_names_; }
+  const std::vector<Dispatch>& plan() const { return decode_.dispatches; }
+  const std::vector<std::string>& plan_names() const { return decode_.names; }
   // Weight bytes each dispatch of the plan reads (0 for ops without weights), for GB/s.
-  const std::vector<uint64_t>& weight_bytes_per_dispatch() const { return plan_weight_bytes_; }
+  const std::vector<uint64_t>& weight_bytes_per_dispatch() const { return decode_.weight_bytes; }
   Device& device() { return ops_.device(); }
 
  private:
+  // A recorded forward pass: its dispatches, what each is, and the weight bytes each reads.
+  struct Plan {
+    std::vector<Dispatch> dispatches;
+    std::vector<std::string> names;
+    std::vector<uint64_t> weight_bytes;
+  };
+  struct LayerGpu {
+    BufferHandle attn_norm = 0, ffn_norm = 0, q_norm = 0, k_norm = 0, attn_post_norm = 0, ffn_post_norm = 0;
+    BufferHandle k_cache = 0, v_cache = 0, qkv_bias = 0;
+    std::vector<GpuMatrixParts> qkv;  // q, k, v stacked (one matrix per run of one type)
+    GpuMatrixParts wo, gate, up, down;
+  };
+  struct ModelGpu {
+    GpuMatrixParts embd, output;
+    BufferHandle output_norm = 0, rope = 0, rope_local = 0, gelu = 0;
+    std::vector<LayerGpu> layers;
+  };
+
   explicit LlmGpu(Device& device) : ops_(device) {}
   Status build(const LlamaWeights& w, int n_ctx);
+  Status record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out);
 
   Ops ops_;
   LlamaHparams hp_;
   int n_ctx_ = 0, n_past_ = 0;
-  std::vector<Dispatch> plan_;
-  std::vector<std::string> plan_names_;
-  std::vector<uint64_t> plan_weight_bytes_;
-  BufferHandle step_ = 0, tok_ = 0, logits_ = 0;
+  ModelGpu model_;
+  Plan decode_, prompt_;
+  uint32_t prompt_tokens_ = 0;
+  BufferHandle step_ = 0, tok_ = 0, prompt_tok_ = 0, logits_ = 0;
   ReadHandle pending_read_ = 0;
+  // The sampling tail (llm_gpu_sampling.cpp), recorded on first use: reads logits_, writes tok_.
+  std::vector<Dispatch> sample_plan_;
+  BufferHandle sample_state_ = 0, sample_candidates_ = 0;
 };
 
 }  // namespace sotto::gpu

@@ -288,18 +288,22 @@ struct Checker {
   // RoPE + cache write for positions 0..n_pos-1 (one run each, the step uniform changing), then attention at
   // the last position, against the CPU's formula and attend_head_ref on the CPU's own f16 cache.
   // qk_norm: a per-head RMSNorm of q and k first; q_scale > 0: q times it after RoPE and attention's scale 1
-  // (gemma3); window > 0: sliding-window attention.
+  // (gemma3); window > 0: sliding-window attention. prompt_split > 0: as a prompt does, in two runs of the
+  // batched kernels (positions 0 .. split - 1, then split .. n_pos - 1, the second attending to the first's
+  // cache rows), with every token of the second run's attention checked.
   Status rope_attention(int n_head, int n_head_kv, int hd, int n_rot, bool halves, int n_pos,
-                        bool qk_norm = false, float q_scale = 0.0f, int window = 0) {
+                        bool qk_norm = false, float q_scale = 0.0f, int window = 0, int prompt_split = 0) {
     const int q_dim = n_head * hd, kv_dim = n_head_kv * hd, qkv_dim = q_dim + 2 * kv_dim;
     const int n_ctx = n_pos + 3;
+    const bool prompt = prompt_split > 0;
+    const uint32_t rows = prompt ? static_cast<uint32_t>(n_pos) : 1u;  // tokens the plan holds
     std::vector<float> table = rope_table(n_ctx, n_rot, 10000.0f);
     std::vector<uint16_t> k_cache(static_cast<size_t>(n_ctx * kv_dim)), v_cache(k_cache.size());
     SOTTO_ASSIGN(BufferHandle btab, ops.upload(table.data(), table.size() * 4, "rope"));
     SOTTO_ASSIGN(BufferHandle bk, ops.buffer(k_cache.size() * 2, "k"));
     SOTTO_ASSIGN(BufferHandle bv, ops.buffer(v_cache.size() * 2, "v"));
-    SOTTO_ASSIGN(BufferHandle bqkv, ops.buffer(static_cast<uint64_t>(qkv_dim) * 4, "qkv"));
-    SOTTO_ASSIGN(BufferHandle bout, ops.buffer(static_cast<uint64_t>(q_dim) * 4, "out"));
+    SOTTO_ASSIGN(BufferHandle bqkv, ops.buffer(uint64_t{rows} * static_cast<uint64_t>(qkv_dim) * 4, "qkv"));
+    SOTTO_ASSIGN(BufferHandle bout, ops.buffer(uint64_t{rows} * static_cast<uint64_t>(q_dim) * 4, "out"));
     SOTTO_ASSIGN(BufferHandle step, ops.step_buffer());
     const float eps = 1e-6f;
     std::vector<float> q_norm = rng.vec(static_cast<size_t>(hd)), k_norm = rng.vec(static_cast<size_t>(hd));
@@ -323,6 +327,7 @@ struct Checker {
                   qk_norm ? bkn : 0,
                   eps,
                   q_scale > 0.0f ? q_scale : 1.0f};
+    ra.n_tokens = rows;
     SOTTO_TRY(ops.rope_kv(plan, ra));
     const size_t rope_only = plan.size();
     const float scale = q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hd));
@@ -340,17 +345,14 @@ struct Checker {
                         static_cast<uint32_t>(n_ctx),
                         scale,
                         static_cast<uint32_t>(window)};
+    aa.n_tokens = rows;
     SOTTO_TRY(ops.attention(plan, aa));
-    double q_err = 0, k_err = 0;
-    std::vector<float> q;
+
+    // The CPU: random q, k, v per position, rotated (and normed, scaled) as the kernel should, into its cache.
+    std::vector<std::vector<float>> inputs, rotated;
     for (int pos = 0; pos < n_pos; ++pos) {
       std::vector<float> qkv = rng.vec(static_cast<size_t>(qkv_dim));
-      SOTTO_TRY(ops.device().write_buffer(bqkv, 0, qkv.data(), qkv.size() * 4));
-      const uint32_t s[4] = {static_cast<uint32_t>(pos), 0, 0, 0};
-      SOTTO_TRY(ops.device().write_buffer(step, 0, s, 16));
-      const bool last = pos == n_pos - 1;
-      SOTTO_TRY(ops.device().run(std::span<const Dispatch>(plan.data(), last ? plan.size() : rope_only)));
-      // CPU: the same rotation with the same table.
+      inputs.push_back(qkv);
       for (int h = 0; h < n_head + n_head_kv; ++h) {
         float* head = qkv.data() + h * hd;
         if (qk_norm) {  // as the CPU's rms_norm: f32 squares summed in double
@@ -374,10 +376,31 @@ struct Checker {
         k_cache[pos * kv_dim + i] = f32_to_f16(qkv[q_dim + i]);
         v_cache[pos * kv_dim + i] = f32_to_f16(qkv[q_dim + kv_dim + i]);
       }
-      SOTTO_ASSIGN(std::vector<float> got, read_f32(bqkv, static_cast<size_t>(q_dim)));
-      for (int i = 0; i < q_dim; ++i)
-        q_err = std::max(q_err, static_cast<double>(std::fabs(got[i] - qkv[i])));
-      q.assign(qkv.begin(), qkv.begin() + q_dim);
+      rotated.push_back(std::move(qkv));
+    }
+
+    // The GPU: one position per run, or the prompt's two runs; q checked after each.
+    double q_err = 0, k_err = 0;
+    std::vector<std::pair<int, int>> runs;  // first position, count
+    if (prompt) {
+      runs = {{0, prompt_split}, {prompt_split, n_pos - prompt_split}};
+    } else {
+      for (int pos = 0; pos < n_pos; ++pos) runs.push_back({pos, 1});
+    }
+    for (const auto& [first, count] : runs) {
+      for (int t = 0; t < count; ++t)
+        SOTTO_TRY(ops.device().write_buffer(bqkv, static_cast<uint64_t>(t) * qkv_dim * 4,
+                                            inputs[static_cast<size_t>(first + t)].data(),
+                                            static_cast<uint64_t>(qkv_dim) * 4));
+      const uint32_t s[4] = {static_cast<uint32_t>(first), static_cast<uint32_t>(count), 0, 0};
+      SOTTO_TRY(ops.device().write_buffer(step, 0, s, 16));
+      const bool last = first + count == n_pos;
+      SOTTO_TRY(ops.device().run(std::span<const Dispatch>(plan.data(), last ? plan.size() : rope_only)));
+      SOTTO_ASSIGN(std::vector<float> got, read_f32(bqkv, static_cast<size_t>(count * qkv_dim)));
+      for (int t = 0; t < count; ++t)
+        for (int i = 0; i < q_dim; ++i)
+          q_err = std::max(q_err, static_cast<double>(std::fabs(got[t * qkv_dim + i] -
+                                                                rotated[static_cast<size_t>(first + t)][i])));
     }
     std::vector<uint16_t> gk(k_cache.size());
     SOTTO_TRY(ops.read(bk, 0, gk.data(), gk.size() * 2));
@@ -386,28 +409,35 @@ struct Checker {
     const std::string shape =
         cat("heads ", n_head, "/", n_head_kv, " dim ", hd, " rot ", n_rot, halves ? " halves" : " adjacent",
             " positions ", n_pos, qk_norm ? " +qk_norm" : "", q_scale > 0.0f ? " +q_scale" : "",
-            window > 0 ? cat(" window ", window) : std::string());
+            window > 0 ? cat(" window ", window) : std::string(),
+            prompt ? cat(", prompt runs of ", prompt_split, " and ", n_pos - prompt_split) : std::string());
     record("rope q", shape, q_err, 1e-5);
     record("rope k -> f16 cache", shape, k_err, 2e-3);
-    // attention at position n_pos - 1
-    std::vector<float> expect(static_cast<size_t>(q_dim));
-    AttentionScratch scratch;
+    // Attention at the last run's positions, each over the keys up to its own (causal).
+    const int first_checked = prompt ? prompt_split : n_pos - 1;
+    SOTTO_ASSIGN(std::vector<float> got,
+                 read_f32(bout, static_cast<size_t>((n_pos - first_checked) * q_dim)));
     float vmax = 1e-30f;
     for (int i = 0; i < n_pos * kv_dim; ++i) vmax = std::max(vmax, std::fabs(f16_to_f32(v_cache[i])));
-    for (int h = 0; h < n_head; ++h) {
-      const int kvh = h / (n_head / n_head_kv);
-      // The window's first key: position p sees p - window + 1 .. p (cpu/attention.h).
-      const int first = window > 0 ? std::max(0, n_pos - window) : 0;
-      const size_t skip = static_cast<size_t>(first) * kv_dim;
-      attend_head_ref(q.data() + h * hd, k_cache.data() + skip + kvh * hd, kv_dim,
-                      v_cache.data() + skip + kvh * hd, kv_dim, n_pos - first, hd, hd, scale,
-                      expect.data() + h * hd, scratch);
-    }
-    SOTTO_ASSIGN(std::vector<float> got, read_f32(bout, static_cast<size_t>(q_dim)));
     double a_err = 0;
-    for (int i = 0; i < q_dim; ++i)
-      a_err = std::max(a_err, static_cast<double>(std::fabs(got[i] - expect[i])));
-    record("attention (decode, GQA)", shape, a_err / vmax, 2e-3);
+    AttentionScratch scratch;
+    std::vector<float> expect(static_cast<size_t>(q_dim));
+    for (int pos = first_checked; pos < n_pos; ++pos) {
+      const std::vector<float>& q = rotated[static_cast<size_t>(pos)];
+      for (int h = 0; h < n_head; ++h) {
+        const int kvh = h / (n_head / n_head_kv);
+        // The window's first key: position p sees p - window + 1 .. p (cpu/attention.h).
+        const int first = window > 0 ? std::max(0, pos + 1 - window) : 0;
+        const size_t skip = static_cast<size_t>(first) * kv_dim;
+        attend_head_ref(q.data() + h * hd, k_cache.data() + skip + kvh * hd, kv_dim,
+                        v_cache.data() + skip + kvh * hd, kv_dim, pos + 1 - first, hd, hd, scale,
+                        expect.data() + h * hd, scratch);
+      }
+      for (int i = 0; i < q_dim; ++i)
+        a_err = std::max(a_err,
+                         static_cast<double>(std::fabs(got[(pos - first_checked) * q_dim + i] - expect[i])));
+    }
+    record(prompt ? "attention (prompt, causal, GQA)" : "attention (decode, GQA)", shape, a_err / vmax, 2e-3);
     for (BufferHandle b : {btab, bk, bv, bqkv, bout, bqn, bkn}) ops.device().destroy_buffer(b);
     return {};
   }
@@ -449,6 +479,7 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
     SOTTO_TRY(c.matvec(w, 7, 256, false, false));
     SOTTO_TRY(c.matvec(w, 5, 512, false, true));
   }
+  SOTTO_TRY(c.matvec(DType::Q4_0, 5, 2048, false, true));  // 64 blocks a row: 16 lanes per row (matvec_lanes)
   SOTTO_TRY(c.matvec(DType::Q4_0, 6, 64, true, false));
   SOTTO_TRY(c.matvec(DType::F32, 6, 32, true, false));
   SOTTO_TRY(c.matvec(DType::F16, 5, 172, false, true));  // stories260K's ffn_down: 172 is no multiple of 32
@@ -467,6 +498,10 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
   // gemma3: q/k norms, q scaled after RoPE, a sliding window shorter than the positions; head_dim 256.
   SOTTO_TRY(c.rope_attention(4, 1, 32, 32, true, 9, true, 0.17f, 4));
   SOTTO_TRY(c.rope_attention(2, 1, 256, 256, true, 4, true, 0.0625f, 0));
+  SOTTO_TRY(c.rope_attention(2, 1, 256, 256, true, 37));  // a longer walk over the cache
+  // The prompt's batched kernels: two runs, the second attending to the first's rows; with a window, q/k norms.
+  SOTTO_TRY(c.rope_attention(4, 2, 16, 16, false, 13, false, 0.0f, 0, 5));
+  SOTTO_TRY(c.rope_attention(4, 1, 32, 32, true, 11, true, 0.17f, 4, 6));
   SOTTO_TRY(c.matvec(DType::Q5_0, 6, 96, true, false, true, false, true));   // GeGLU, fused norm
   SOTTO_TRY(c.matvec(DType::Q4_K, 3, 256, true, false, false, true, true));  // GeGLU, staged q8_0
   SOTTO_TRY(c.norm_add(640));
@@ -474,6 +509,8 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
   SOTTO_TRY(c.embed_parts(DType::F32, 13, 32, 2, 1.0f));      // 7 parts: two dispatches
   SOTTO_TRY(c.argmax(17));
   SOTTO_TRY(c.argmax(3000));
+  SOTTO_TRY(check_prompt_ops(ops, options.seed, out));
+  SOTTO_TRY(check_sampling_ops(ops, options.seed, out));
   return out;
 }
 

@@ -14,14 +14,18 @@
 //   attention   vs attend_head_ref (cpu/attention.h) on the same f16 cache: 2e-3 of max |v| (GPU exp differs
 //               from libm in the last bits, and the f16 running sum can then round differently).
 //   argmax      exact index.
+//   sample      the token sotto::Sampler draws from the same logits and u: exact, except in trials where
+//               a decision lies within 1e-5 of its boundary (counted and shown; op_check_sampling.cpp).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "gpu/device.h"
+#include "models/llm/sampler.h"
 
 namespace sotto::gpu {
 
@@ -40,6 +44,18 @@ struct OpCheckOptions {
 
 // Runs every check; a failure to build or run a kernel is an error, a numeric mismatch is a failed entry.
 Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions& options);
+
+class Ops;
+// The prompt plan's kernels (gpu/op_check_prompt.cpp), part of run_op_checks(): matrix x matrix as matvec above
+// (1e-5; 1e-3 behind an RMSNorm), outputs outside the run's rows unchanged, the per-token embedding exact.
+Status check_prompt_ops(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
+// The sampling checks (gpu/op_check_sampling.cpp), part of run_op_checks().
+Status check_sampling_ops(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
+// How close the CPU Sampler's decisions on `logits` with draw u come to their boundaries (the draw against
+// each cumulative probability walked, top-p's sum against top_p, min-p's threshold, the order of penalized
+// logits): below ~1e-5 a GPU choice may differ from the CPU's by float rounding (op_check_sampling.cpp).
+double sampling_boundary_distance(std::span<const float> logits, std::span<const int32_t> history,
+                                  const SamplerParams& p, float u);
 
 // One line per check: "ok   matvec q4_0  rows 13 cols 64  error 1.2e-07 (tolerance 1e-05)".
 std::string format_op_checks(const std::vector<OpCheck>& checks);

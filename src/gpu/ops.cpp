@@ -246,20 +246,22 @@ Result<Binding> Ops::params(uint32_t binding, const void* data, uint32_t bytes) 
 }
 
 Status Ops::add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Binding> bindings,
-                uint32_t groups_x) {
-  if (groups_x == 0 || groups_x > kMaxGroups)
-    return error("webgpu: a dispatch of ", groups_x, " workgroups is outside 1..", kMaxGroups);
+                uint32_t groups_x, uint32_t groups_y) {
+  if (groups_x == 0 || groups_x > kMaxGroups || groups_y == 0 || groups_y > kMaxGroups)
+    return error("webgpu: a dispatch of ", groups_x, " x ", groups_y, " workgroups is outside 1..",
+                 kMaxGroups);
   SOTTO_ASSIGN(BindGroupHandle g, device_.create_bind_group(p, bindings));
   Dispatch d;
   d.pipeline = p;
   d.bind_group = g;
   d.groups_x = groups_x;
+  d.groups_y = groups_y;
   plan.push_back(d);
   return {};
 }
 
 Status Ops::embed(std::vector<Dispatch>& plan, std::span<const GpuMatrix> table, BufferHandle tok,
-                  BufferHandle x, float scale) {
+                  BufferHandle x, float scale, uint32_t n_tokens) {
   if (table.empty()) return error("webgpu: an embedding table of no parts");
   const GpuMatrix& first = table[0];
   // Every part but the last has the same rows (upload_matrix_parts), so the kernel finds a token's part by
@@ -290,15 +292,17 @@ Status Ops::embed(std::vector<Dispatch>& plan, std::span<const GpuMatrix> table,
     std::vector<Binding> b = {pb, {2, tok}, {3, x}};
     const uint32_t binding_of_part[kEmbedMaxParts] = {1, 4, 5, 6};
     for (size_t k = 0; k < n; ++k) b.push_back({binding_of_part[k], table[at + k].buffer});
-    SOTTO_TRY(add(plan, p, std::move(b), groups));
+    SOTTO_TRY(add(plan, p, std::move(b), groups, n_tokens));
   }
   return {};
 }
 
 Status Ops::norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_offset, BufferHandle weight,
                        uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd, bool quantize,
-                       bool accumulate) {
-  if (quantize && n % 32) return error("webgpu: q8_0 activations need a multiple of 32 values, not ", n);
+                       bool accumulate, uint32_t n_tokens) {
+  if (quantize && (n % 32 || n > kNormQuantMaxValues))
+    return error("webgpu: q8_0 activations need a multiple of 32 values up to ", kNormQuantMaxValues,
+                 ", not ", n);
   SOTTO_ASSIGN(PipelineHandle p, pipeline("norm_quant", wgsl_norm_quant()));
   if (!dummy_) {
     SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
@@ -318,7 +322,7 @@ Status Ops::norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_o
   return add(
       plan, p,
       {pb, {1, x}, {2, weight ? weight : dummy_}, {3, y}, {4, xq ? xq : dummy_q_}, {5, xd ? xd : dummy_d_}},
-      1);
+      1, n_tokens);
 }
 
 Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
@@ -336,7 +340,7 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
   if (f32 && in.x_offset % 4) return error("webgpu: f32 matvec input offset must be a multiple of 4");
   if (f32 && in.norm) return error("webgpu: the fused RMSNorm is only in the quantized matrix kernels");
   if (!f32 && !in.xq &&
-      static_cast<uint64_t>(w.cols) + static_cast<uint64_t>(w.cols) / 8 + 1024 >
+      static_cast<uint64_t>(w.cols) + static_cast<uint64_t>(w.cols) / 4 + 1024 >
           device_.info().limits.max_compute_workgroup_storage_size)
     return error("webgpu: rows of ", w.cols, " do not fit the q8_0 staging in workgroup memory");
   const bool staged = !f32 && in.xq != 0;
@@ -384,6 +388,63 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
   return add(plan, p, std::move(b), static_cast<uint32_t>((w.rows + rows_per_group - 1) / rows_per_group));
 }
 
+Status Ops::matmat(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
+                   uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
+                   const TokenBatch& batch, const GpuMatrix* up, BufferHandle gelu_table) {
+  if (gelu_table && !up) return error("webgpu: the GELU variant of matrix x matrix needs an up matrix");
+  if (!gpu_matvec_supported(w.dtype))
+    return error("webgpu: matrix x matrix for ", dtype_name(w.dtype), " weights is not supported");
+  if (up && (up->dtype != w.dtype || up->rows != w.rows || up->cols != w.cols))
+    return error("webgpu: SwiGLU needs gate and up matrices of one type and shape");
+  if (w.rows > int64_t{128 / matvec_lanes(w.dtype, w.cols)} * kMaxGroups)
+    return error("webgpu: ", w.rows, " rows exceed one dispatch");
+  const bool f32 = !gpu_needs_q8(w.dtype);
+  if (w.dtype == DType::F16 && w.cols % 2) return error("webgpu: f16 rows need an even width, not ", w.cols);
+  if (f32 ? (!in.x || in.x_offset % 4 || in.norm) : (!in.xq || !in.xd || in.norm))
+    return error(
+        "webgpu: matrix x matrix reads q8_0 rows (quantized weights) or f32 rows, never a fused norm");
+  if (!batch.step || batch.max_tokens == 0 || batch.y_stride < y_offset + w.rows)
+    return error("webgpu: a token batch needs its step uniform and rows of at least ", y_offset + w.rows,
+                 " outputs");
+  const std::string key = cat("matmat_", dtype_name(w.dtype), up ? (gelu_table ? "_geglu" : "_swiglu") : "",
+                              features_.packed_dot ? "" : "_nodot", "_lanes", matvec_lanes(w.dtype, w.cols));
+  const std::string src =
+      wgsl_matmat(w.dtype, up != nullptr, features_, static_cast<uint32_t>(w.cols), gelu_table != 0);
+  if (src.empty()) return error("webgpu: no matrix x matrix kernel for ", dtype_name(w.dtype));
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(key, src));
+  if (!dummy_) {
+    SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
+  }
+  const uint32_t n_sub = static_cast<uint32_t>(w.dtype == DType::F32   ? w.cols / 4
+                                               : w.dtype == DType::F16 ? w.cols / 2
+                                                                       : w.cols / 32);
+  const uint32_t P[12] = {static_cast<uint32_t>(w.rows),
+                          static_cast<uint32_t>(w.cols),
+                          (bias ? 1u : 0u) | (accumulate ? 2u : 0u),
+                          y_offset,
+                          w.dtype == DType::F32 ? w.row_words / 4 : w.row_words,
+                          n_sub,
+                          bias_offset,
+                          w.dtype == DType::F32 ? in.x_offset / 4 : in.x_offset,
+                          batch.y_stride,
+                          0,
+                          0,
+                          0};
+  SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
+  std::vector<Binding> b = {pb, {1, w.buffer}, {4, y}, {5, bias ? bias : dummy_}, {8, batch.step, 0, 16}};
+  if (f32) {
+    b.push_back({2, in.x});
+  } else {
+    b.push_back({2, in.xq});
+    b.push_back({3, in.xd});
+  }
+  if (up) b.push_back({6, up->buffer});
+  if (gelu_table) b.push_back({7, gelu_table});
+  const int64_t rows_per_group = 128 / matvec_lanes(w.dtype, w.cols);
+  return add(plan, p, std::move(b), static_cast<uint32_t>((w.rows + rows_per_group - 1) / rows_per_group),
+             (batch.max_tokens + kMatmatTokens - 1) / kMatmatTokens);
+}
+
 Status Ops::rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a) {
   if (a.hd_k > 256 || a.hd_v > 256 || a.hd_k % 2 || a.hd_v % 2 || a.n_rot > a.hd_k)
     return error("webgpu: head sizes ", a.hd_k, "/", a.hd_v, " are not supported (even, at most 256)");
@@ -402,7 +463,7 @@ Status Ops::rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a) {
                     a.q_norm ? 1u : 0u,
                     0,
                     0,
-                    0,
+                    a.qkv_stride ? a.qkv_stride : a.n_head * a.hd_k + a.n_head_kv * (a.hd_k + a.hd_v),
                     0,
                     0};
   std::memcpy(&P[11], &a.eps, 4);
@@ -423,7 +484,7 @@ Status Ops::rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a) {
               {5, a.v_cache},
               {6, a.q_norm ? a.q_norm : dummy_},
               {7, a.k_norm ? a.k_norm : dummy_k_norm_}},
-             a.n_head + 2 * a.n_head_kv);
+             a.n_head + 2 * a.n_head_kv, a.n_tokens);
 }
 
 Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
@@ -445,12 +506,12 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
                     a.v_base,
                     0,
                     a.window,
-                    0,
-                    0};
+                    a.qkv_stride ? a.qkv_stride : a.n_head * a.hd_k + a.n_head_kv * (a.hd_k + a.hd_v),
+                    a.out_stride ? a.out_stride : a.n_head * a.hd_v};
   std::memcpy(&P[8], &a.scale, 4);
   SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
   return add(plan, p, {pb, {1, a.step, 0, 16}, {2, a.qkv}, {3, a.k_cache}, {4, a.v_cache}, {5, a.out}},
-             a.n_head);
+             a.n_head, a.n_tokens);
 }
 
 Status Ops::argmax(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle partial,
@@ -464,6 +525,21 @@ Status Ops::argmax(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n,
   const uint32_t P2[4] = {groups, 0, 0, 0};
   SOTTO_ASSIGN(Binding pb2, params(0, P2, sizeof P2));
   return add(plan, p2, {pb2, {1, partial}, {2, tok}}, 1);
+}
+
+Status Ops::sample(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle state,
+                   BufferHandle candidates, BufferHandle tok) {
+  if (n == 0 || n > kSampleMaxVocab)
+    return error("webgpu: sampling over ", n, " logits (the GPU sampler takes 1 to ", kSampleMaxVocab, ")");
+  const uint32_t groups = (n + 1023) / 1024;
+  SOTTO_ASSIGN(PipelineHandle p1, pipeline("sample_candidates", wgsl_sample_candidates()));
+  SOTTO_ASSIGN(PipelineHandle p2, pipeline("sample_draw", wgsl_sample_draw()));
+  const uint32_t P1[4] = {n, kSampleMaxTopK, 0, 0};
+  SOTTO_ASSIGN(Binding pb1, params(0, P1, sizeof P1));
+  SOTTO_TRY(add(plan, p1, {pb1, {1, logits}, {2, state}, {3, candidates}}, groups));
+  const uint32_t P2[4] = {groups, kSampleMaxTopK, 0, 0};
+  SOTTO_ASSIGN(Binding pb2, params(0, P2, sizeof P2));
+  return add(plan, p2, {pb2, {1, candidates}, {2, state}, {3, tok}}, 1);
 }
 
 Status Ops::read(BufferHandle buffer, uint64_t offset, void* dst, uint64_t bytes) {

@@ -66,6 +66,8 @@ struct RopeKvArgs {
   BufferHandle q_norm = 0, k_norm = 0;  // per-head RMSNorm weights (hd_k each) before RoPE; 0: none
   float eps = 0.0f;                     // of that norm
   float q_scale = 1.0f;                 // q times this after RoPE (gemma3)
+  uint32_t n_tokens = 1;    // tokens per dispatch (a prompt), each qkv_stride floats after the last
+  uint32_t qkv_stride = 0;  // 0: n_head * hd_k + n_head_kv * (hd_k + hd_v)
 };
 
 struct AttentionGpuArgs {
@@ -74,7 +76,17 @@ struct AttentionGpuArgs {
   uint32_t k_base = 0, v_base = 0;
   uint32_t max_keys = 0;  // context size the kernel is compiled for
   float scale = 1.0f;
-  uint32_t window = 0;  // > 0: only the last `window` positions (sliding-window layers)
+  uint32_t window = 0;                      // > 0: only the last `window` positions (sliding-window layers)
+  uint32_t n_tokens = 1;                    // queries per dispatch (a prompt): positions pos .. pos + n - 1
+  uint32_t qkv_stride = 0, out_stride = 0;  // floats per token; 0: the qkv row, n_head * hd_v
+};
+
+// A prompt's tokens in one dispatch: up to `max_tokens` (the plan's size), the step uniform (`step`) saying how
+// many this run has; token t's output row is y_stride floats after token t - 1's.
+struct TokenBatch {
+  uint32_t max_tokens = 1;
+  BufferHandle step = 0;
+  uint32_t y_stride = 0;
 };
 
 class Ops {
@@ -108,28 +120,42 @@ class Ops {
   Result<BufferHandle> step_buffer();
 
   // x = table[tok[0]] * scale: one dispatch per kEmbedMaxParts parts of the table.
+  // n_tokens > 1: x[t] = table[tok[t]] * scale for t < n_tokens (rows of table.cols floats).
   Status embed(std::vector<Dispatch>& plan, std::span<const GpuMatrix> table, BufferHandle tok,
-               BufferHandle x, float scale = 1.0f);
+               BufferHandle x, float scale = 1.0f, uint32_t n_tokens = 1);
   Status embed(std::vector<Dispatch>& plan, const GpuMatrix& table, BufferHandle tok, BufferHandle x) {
     return embed(plan, std::span<const GpuMatrix>(&table, 1), tok, x);
   }
   // y = rms_norm(x[x_offset ...], weight) (weight 0: y = x), then q8_0 into xq / xd unless !quantize (xq, xd
   // may then be 0). The model uses it for f32 / f16 weights; quantized ones fuse it into their matvec.
-  // `accumulate`: y += rms_norm(...) (gemma3's post-norms before the residual add).
+  // `accumulate`: y += rms_norm(...) (gemma3's post-norms before the residual add). n_tokens > 1: that many
+  // vectors of n values, one after another, in x, y, xq and xd.
   Status norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_offset, BufferHandle weight,
                     uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd, bool quantize,
-                    bool accumulate = false);
+                    bool accumulate = false, uint32_t n_tokens = 1);
   // y[y_offset + r] (+)= W[r] . x (+ bias[bias_offset + r]); with `up`: y = silu(W.x) * (up.x), or with
   // gelu_table (ggml's 65536 f16 GELU values, two to a word): y = gelu(W.x) * (up.x).
   Status matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
                 uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
                 const GpuMatrix* up = nullptr, BufferHandle gelu_table = 0);
+  // The prompt's matrix x matrix: matvec for each of batch.max_tokens tokens (those the step uniform counts),
+  // reading q8_0 rows (in.xq, in.xd: a norm_quant of every token) or f32 rows (in.x) of w.cols values.
+  Status matmat(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
+                uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
+                const TokenBatch& batch, const GpuMatrix* up = nullptr, BufferHandle gelu_table = 0);
   Status rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a);
   Status attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a);
   // tok[0] = argmax(logits[0 .. n)); `partial` holds 2 words per 1024 logits.
   Status argmax(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle partial,
                 BufferHandle tok);
   static uint64_t argmax_partial_bytes(uint32_t n) { return 8ull * ((n + 1023) / 1024); }
+  // tok[0] = the token the CPU Sampler would draw from logits[0 .. n) (two dispatches,
+  // gpu/kernels_sampling.cpp), its parameters, draw and recent ids in `state` (gpu/sample_state.h writes them);
+  // `candidates` holds sample_candidates_bytes(n). Errors for n outside 1 ..= kSampleMaxVocab.
+  Status sample(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle state,
+                BufferHandle candidates, BufferHandle tok);
+  static uint64_t sample_candidates_bytes(uint32_t n) { return 8ull * kSampleMaxTopK * ((n + 1023) / 1024); }
+  static constexpr uint64_t kSampleStateBytes = 4ull * (8 + kSampleMaxRecent);
 
   // Blocking read (natively; in wasm Pending comes back as an error asking the caller to go async).
   Status read(BufferHandle buffer, uint64_t offset, void* dst, uint64_t bytes);
@@ -137,7 +163,8 @@ class Ops {
  private:
   Result<PipelineHandle> pipeline(const std::string& key, const std::string& wgsl);
   Result<Binding> params(uint32_t binding, const void* data, uint32_t bytes);
-  Status add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Binding> bindings, uint32_t groups_x);
+  Status add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Binding> bindings, uint32_t groups_x,
+             uint32_t groups_y = 1);
 
   Device& device_;
   KernelFeatures features_;

@@ -218,20 +218,11 @@ TEST(GpuLlm, SplitMatricesGiveTheSameTokens) {
   }
 }
 
-// The gemma3 path on stories260K-q8_0's weights made Gemma-3-shaped: random per-head q/k norms and post-norms,
-// GeGLU, the sqrt(n_embd) embedding scale, q scaled after RoPE, local layers with a 4-position window and RoPE
-// base 10000 between global ones with base 1e6. The GPU's logits must follow the CPU backend's on the same
-// weights (whose gemma3 path is token for token llama.cpp's: tests/web/llm_real.test.mjs), teacher-forced,
-// with the tolerances of the qwen2 test above and for the same reasons.
-TEST(GpuLlm, Gemma3ShapeMatchesTheCpu) {
-  gpu::Device* device = testing::open_test_device();
-  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
-  const std::vector<uint8_t> bytes = testing::read_fixture("llm/stories260K-q8_0.gguf");
-  auto gguf = parse_gguf(bytes);
-  ASSERT_TRUE(gguf.ok()) << gguf.message();
-  auto weights = load_llama(*gguf);
-  ASSERT_TRUE(weights.ok()) << weights.message();
-  LlamaWeights w = *weights;
+// stories260K's weights made Gemma-3-shaped: random per-head q/k norms and post-norms, GeGLU, the sqrt(n_embd)
+// embedding scale, q scaled after RoPE, local layers with a 4-position window and RoPE base 10000 between global
+// ones with base 1e6. `norms` holds the random norm weights the result points to.
+LlamaWeights gemma3_shaped(const LlamaWeights& stories, std::vector<std::vector<float>>& norms) {
+  LlamaWeights w = stories;
   LlamaHparams& hp = w.hp;
   hp.arch = "gemma3";
   hp.rope_layout = RopeLayout::Halves;
@@ -246,7 +237,6 @@ TEST(GpuLlm, Gemma3ShapeMatchesTheCpu) {
   w.gelu_f16 = make_gelu_f16_table();
   std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
   std::uniform_real_distribution<float> around_one(0.7f, 1.3f);
-  std::vector<std::vector<float>> norms;
   auto random_norm = [&](int n) {
     norms.emplace_back(static_cast<size_t>(n));
     for (float& v : norms.back()) v = around_one(rng);
@@ -259,12 +249,103 @@ TEST(GpuLlm, Gemma3ShapeMatchesTheCpu) {
     l.attn_post_norm = random_norm(hp.n_embd);
     l.ffn_post_norm = random_norm(hp.n_embd);
   }
+  return w;
+}
+
+// The gemma3 path on stories260K-q8_0's weights made Gemma-3-shaped: random per-head q/k norms and post-norms,
+// GeGLU, the sqrt(n_embd) embedding scale, q scaled after RoPE, local layers with a 4-position window and RoPE
+// base 10000 between global ones with base 1e6. The GPU's logits must follow the CPU backend's on the same
+// weights (whose gemma3 path is token for token llama.cpp's: tests/web/llm_real.test.mjs), teacher-forced,
+// with the tolerances of the qwen2 test above and for the same reasons.
+TEST(GpuLlm, Gemma3ShapeMatchesTheCpu) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  const std::vector<uint8_t> bytes = testing::read_fixture("llm/stories260K-q8_0.gguf");
+  auto gguf = parse_gguf(bytes);
+  ASSERT_TRUE(gguf.ok()) << gguf.message();
+  auto weights = load_llama(*gguf);
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  std::vector<std::vector<float>> norms;
+  const LlamaWeights w = gemma3_shaped(*weights, norms);
   auto llm = gpu::LlmGpu::create(*device, w, 64);
   ASSERT_TRUE(llm.ok()) << llm.message();
   std::printf("[ info    ] gemma3-shaped plan: %zu dispatches per token\n", (*llm)->dispatches_per_token());
   // How many positions stay within 1e-2 depends on the random norms (10 to 24 of 24 seen): q8_0 rounding of
   // activations scaled by norms up to 1.3 flips codes, so it is reported, not asserted.
   expect_gpu_follows_cpu(**llm, w, 64, 24);  // six times the window
+  EXPECT_EQ(device->last_error(), "");
+}
+
+// The prompt plan (matrix x matrix over up to prompt_batch() tokens, causal attention over all of them) must
+// leave the KV cache as a token-by-token run does: each prompt token's sums run in the decode kernels' order,
+// so the logits after the prompt are the same numbers (to 1e-5: the one difference is the RMSNorm before q/k/v,
+// fused into the decode kernel with a 128-wide sum of squares and a separate 256-wide dispatch for prompts, both
+// ~48-bit sums rounded once, which can differ in the last bit), and so are 16 greedy tokens after it. Prompts of
+// 36 random tokens on the stories260K files and the gemma3 shape (sliding window, GeGLU, post-norms), in one
+// run of the plan and, with a small binding limit (16-token batches), in three.
+TEST(GpuLlm, PromptPlanGivesTheTokenByTokenLogits) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
+  for (const char* file : {"stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-q4_0.gguf", "gemma3"}) {
+    const bool gemma = std::string(file) == "gemma3";
+    const std::vector<uint8_t> bytes =
+        testing::read_fixture(std::string("llm/") + (gemma ? "stories260K-q8_0.gguf" : file));
+    auto gguf = parse_gguf(bytes);
+    ASSERT_TRUE(gguf.ok()) << gguf.message();
+    auto weights = load_llama(*gguf);
+    ASSERT_TRUE(weights.ok()) << weights.message();
+    std::vector<std::vector<float>> norms;
+    const LlamaWeights w = gemma ? gemma3_shaped(*weights, norms) : *weights;
+    std::vector<int32_t> prompt(36);
+    std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
+    for (int32_t& t : prompt) t = token(rng);
+    for (uint64_t max_binding : {uint64_t{0}, uint64_t{16000}}) {
+      if (gemma && max_binding) continue;  // its GELU table alone is 128 KiB
+      auto llm = gpu::LlmGpu::create(*device, w, 64, max_binding);
+      ASSERT_TRUE(llm.ok()) << llm.message();
+      gpu::LlmGpu& g = **llm;
+      EXPECT_EQ(g.prompt_batch(), max_binding ? 16u : 64u) << file;
+      // The prompt token by token, then through the prompt plan; 16 greedy tokens after each.
+      auto run = [&](bool prompt_plan, std::vector<float>* logits) -> std::vector<int32_t> {
+        g.reset();
+        const auto head = std::span<const int32_t>(prompt).first(prompt.size() - 1);
+        if (prompt_plan) {
+          EXPECT_TRUE(g.submit_prompt(head).ok());
+        } else {
+          for (int32_t t : head) EXPECT_TRUE(g.submit(t).ok());
+        }
+        EXPECT_EQ(g.n_past(), static_cast<int>(head.size()));
+        auto next = g.step(prompt.back());
+        EXPECT_TRUE(next.ok()) << next.message();
+        auto l = g.logits();
+        EXPECT_TRUE(l.ok());
+        if (!next.ok() || !l.ok()) return {};
+        *logits = *l;
+        std::vector<int32_t> ids = {*next};
+        while (ids.size() < 16) {
+          auto t = g.step(-1);
+          if (!t.ok()) break;
+          ids.push_back(*t);
+        }
+        return ids;
+      };
+      std::vector<float> logits_one_by_one, logits;
+      const std::vector<int32_t> one_by_one = run(false, &logits_one_by_one);
+      const std::vector<int32_t> batched = run(true, &logits);
+      ASSERT_EQ(logits.size(), logits_one_by_one.size());
+      float max_diff = 0;
+      size_t identical = 0;
+      for (size_t k = 0; k < logits.size(); ++k) {
+        max_diff = std::max(max_diff, std::fabs(logits[k] - logits_one_by_one[k]));
+        identical += logits[k] == logits_one_by_one[k] ? 1 : 0;
+      }
+      EXPECT_LE(max_diff, 1e-5f) << file << ", binding limit " << max_binding;
+      EXPECT_EQ(batched, one_by_one) << file << ", binding limit " << max_binding;
+      std::printf("[ info    ] %s, batch %u: %zu of %zu logits identical, max difference %g\n", file,
+                  g.prompt_batch(), identical, logits.size(), max_diff);
+    }
+  }
   EXPECT_EQ(device->last_error(), "");
 }
 

@@ -5,6 +5,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "gpu/device.h"
 #include "gpu/op_check.h"
 #include "gpu/ops.h"
@@ -24,6 +27,7 @@ TEST(GpuOps, EveryKernelMatchesTheCpu) {
     auto checks = run_op_checks(*device, options);
     ASSERT_TRUE(checks.ok()) << checks.message();
     EXPECT_GT(checks->size(), 30u);
+    if (std::getenv("SOTTO_PRINT_OP_CHECKS")) std::printf("%s", format_op_checks(*checks).c_str());
     for (const OpCheck& c : *checks)
       EXPECT_TRUE(c.passed) << c.op << " " << c.shape << ": error " << c.error << " > " << c.tolerance
                             << (packed_dot ? " (dot4I8Packed)" : " (fallback dot)");

@@ -1,8 +1,8 @@
 // The C API's language model on the WebGPU backend (sotto_llm_load_on, api/sotto.h) natively, on Dawn: 64
 // greedy tokens of stories260K must be what the same API writes on the CPU backend (itself checked token for
-// token against llama.cpp in llm_test.cpp), ids and text, streamed pieces adding up to the text; sampling is
-// refused with a clear error; a kept cache continues like the CPU's. The web engine drives the same functions
-// from wasm (tests/web/gpu_*.test.mjs).
+// token against llama.cpp in llm_test.cpp), ids and text, streamed pieces adding up to the text; sampled
+// tokens (drawn on the GPU) equal the CPU's for the same seed; a kept cache continues like the CPU's. The web
+// engine drives the same functions from wasm (tests/web/gpu_*.test.mjs).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -113,11 +113,35 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
                            [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
   EXPECT_EQ(got_more.ids, want_more.ids);
 
-  // Sampling is the CPU's: the GPU refuses it with one clear line.
-  SottoSampling sampled = greedy(4);
+  // Sampling runs on the GPU, drawing with the CPU Sampler's generator: the same seed gives the CPU's tokens.
+  // (Exact here because the GPU's logits of these fixtures agree with the CPU's to ~1e-5, and no draw of this
+  // seed lies that close to a boundary of the distribution; gpu_sampling_test.cpp compares the GPU sampler
+  // with the CPU's on the GPU's own logits, allowing for such draws.) A penalty applies under greedy too.
+  SottoSampling sampled = greedy(32);
   sampled.greedy = 0;
-  EXPECT_EQ(sotto_llm_begin(gpu, ids, n, &sampled, nullptr, 0, 0), SOTTO_ERROR_ARGUMENT);
-  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("greedily only"), std::string::npos);
+  sampled.temperature = 0.8f;
+  sampled.top_k = 40;
+  sampled.top_p = 0.95f;
+  sampled.seed = 7;
+  SottoSampling penalized = greedy(32);
+  penalized.repeat_penalty = 1.3f;
+  for (const SottoSampling* s : {&sampled, &penalized}) {
+    Generated want_s = run([&] { return sotto_llm_begin(cpu, ids, n, s, nullptr, 0, 0); },
+                           [&](SottoStep* st) { return sotto_llm_step(cpu, st); },
+                           [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
+    Generated got_s = run([&] { return sotto_llm_begin(gpu, ids, n, s, nullptr, 0, 0); },
+                          [&](SottoStep* st) { return sotto_llm_step(gpu, st); },
+                          [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
+    ASSERT_EQ(want_s.ids.size(), 32u);
+    EXPECT_EQ(got_s.ids, want_s.ids) << (s == &sampled ? "sampled, seed 7" : "greedy, repeat penalty 1.3");
+    EXPECT_EQ(got_s.text, want_s.text);
+  }
+  // More candidates than the GPU sampler keeps is refused with one clear line.
+  SottoSampling unlimited = sampled;
+  unlimited.top_k = 0;
+  EXPECT_EQ(sotto_llm_begin(gpu, ids, n, &unlimited, nullptr, 0, 0), SOTTO_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("keeps at most 128 candidates"), std::string::npos)
+      << sotto_llm_last_error(gpu);
 
   // Top log-probabilities need the CPU's logits.
   EXPECT_EQ(sotto_llm_top_logprobs(gpu, ids, static_cast<size_t>(n), 5, nullptr), nullptr);

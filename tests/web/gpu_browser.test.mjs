@@ -5,7 +5,7 @@
 //     CPU; a buffer past maxBufferSize and a shader that does not compile come back as clear one-line errors;
 //   - the op-by-op harness (src/gpu/op_check.h; references and tolerances stated there), as natively;
 //   - the language model ({device: 'webgpu'}): stories260K F32 / Q8_0 / Q4_0, 64 greedy tokens equal to the
-//     CPU backend's and llama.cpp's;
+//     CPU backend's and llama.cpp's; tokens sampled on the GPU equal to the CPU backend's for the same seed;
 //   - the lab page's WebGPU section and its GPU choice for the language model, with GPU time per kernel.
 // Run: node --test tests/web/gpu_browser.test.mjs   (needs build/wasm-simd128, /usr/bin/chromium or $CHROMIUM;
 // SOTTO_TEST_WASM_URL=/fixtures/... points at another build through the test server's /fixtures/ root)
@@ -225,23 +225,33 @@ for (const model of ['stories260K.gguf', 'stories260K-q8_0.gguf', 'stories260K-q
   });
 }
 
-test('WebGPU language model: sampling is refused clearly, and an unknown device is a clear load error', async () => {
+test('WebGPU language model: sampling on the GPU (a seed gives the CPU backend\'s tokens), more candidates than it keeps refused clearly, an unknown device a clear load error', async () => {
   const errors = await inPage(async ({ wasmUrl }) => {
     const { Engine } = await import('/web/engine.js');
     const { Llm } = await import('/web/llm.js');
     const engine = await Engine.create({ threads: 1, wasmUrl });
     try {
       const gpu = await Llm.load('/fixtures/llm/stories260K.gguf', { device: 'webgpu', engine, nCtx: 64 });
-      const sampled = await gpu.generate('Once', { maxTokens: 4, temperature: 0.8 }).then(() => 'generated', (e) => e.message);
+      const sampling = { maxTokens: 4, temperature: 0.8, topK: 40, topP: 0.95, seed: 7 };
+      const sampled = (await gpu.generate('Once', sampling)).ids;
+      const again = (await gpu.generate('Once', sampling)).ids;
+      const refused = await gpu.generate('Once', { ...sampling, topK: 0 }).then(() => 'generated', (e) => e.message);
+      const cpu = await Llm.load('/fixtures/llm/stories260K.gguf', { device: 'cpu', engine, nCtx: 64 });
+      const onCpu = (await cpu.generate('Once', sampling)).ids;
+      await cpu.dispose();
       const after = (await gpu.generate('Once', { maxTokens: 4, greedy: true })).ids.length;
       await gpu.dispose();
       const badDevice = await Llm.load('/fixtures/llm/stories260K-q4_0.gguf', { device: 'tpu', engine }).then(() => 'loaded', (e) => e.message);
-      return { sampled, after, badDevice };
+      return { sampled, again, onCpu, refused, after, badDevice };
     } finally {
       engine.terminate();
     }
   });
-  assert.match(errors.sampled, /webgpu backend decodes greedily only/);
+  assert.equal(errors.sampled.length, 4);
+  assert.deepEqual(errors.again, errors.sampled, 'the same seed draws the same tokens');
+  // The CPU backend's tokens for that seed (the logits agree to ~1e-5 and no draw of it lies that near a boundary).
+  assert.deepEqual(errors.sampled, errors.onCpu);
+  assert.match(errors.refused, /GPU sampler keeps at most 128 candidates/);
   assert.equal(errors.after, 4, 'the model still generates after a refused request');
   assert.match(errors.badDevice, /unknown device 'tpu'/);
 });

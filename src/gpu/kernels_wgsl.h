@@ -1,0 +1,25 @@
+// WGSL pieces shared by the kernel files (gpu/kernels.cpp, gpu/kernels_prefill.cpp): the integer dot helpers,
+// each weight type's 32-element sub-block dot, and ggml's GELU table lookup. Internal to src/gpu/.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
+
+namespace sotto::gpu::wgsl_parts {
+
+// dot4_fallback, xsum(x0, n) (the sum of n words of xq as int8 lanes), f16lo; need dot4 and xq declared.
+extern const char* kDotHelpers;
+// fn dot4(a, b): dot4I8Packed, or the same integer dot with shifts.
+extern const char* kDot4Packed;
+extern const char* kDot4Fallback;
+// sub_dotSFX(base, sb): W[row, 32 sb .. 32 sb + 31] . x[same] for a row starting at word `base` of WBUF,
+// reading q8_0 activations xq (x0 = sb * 8 words) and xd[sb]. WBUF and SFX are replaced per instance.
+const char* sub_dot_source(DType w);
+// gelu_f16(g) through ggml's table at binding 7.
+extern const char* kGeluTable;
+
+void replace_all(std::string& s, std::string_view from, std::string_view to);
+
+}  // namespace sotto::gpu::wgsl_parts
