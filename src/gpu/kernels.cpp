@@ -238,8 +238,60 @@ const char* kQuantizeQ8_0 = R"(
   }
 )";
 
-std::string quantize_q8_0(std::string_view n_values, std::string_view norm_weight, uint32_t stride) {
-  std::string s = kQuantizeQ8_0;
+// q8_K for K-quant weights, as ggml's quantize_row_q8_K (cpu/quant_dot.h): per 256 values, the first value of
+// largest magnitude maps to -127 (iscale = -127 / max, round half to even, at most 127), d = 1 / iscale kept in
+// f32. The block's d goes to the xd slot of each of its eight 32-value sub-blocks, so the K-quant sub-block dots
+// read it where they read a q8_0 scale. bfirst finds the first index of the largest magnitude through an atomic
+// max of (~index).
+const char* kQuantizeQ8_K = R"(
+  for (var wi = lid.x; wi < NVALS / 4u; wi += STRIDEu) {
+    var m = 0.0;
+    for (var e = 0u; e < 4u; e++) {
+      var v = x[p.x_off + 4u * wi + e];
+      if (normalize) { v = v * scale * NW[4u * wi + e]; }
+      m = max(m, abs(v));
+    }
+    atomicMax(&bmax[wi / 64u], bitcast<u32>(m));
+  }
+  workgroupBarrier();
+  for (var wi = lid.x; wi < NVALS / 4u; wi += STRIDEu) {
+    let amax = bitcast<f32>(atomicLoad(&bmax[wi / 64u]));
+    for (var e = 0u; e < 4u; e++) {
+      let i = 4u * wi + e;
+      var v = x[p.x_off + i];
+      if (normalize) { v = v * scale * NW[i]; }
+      if (abs(v) == amax) { atomicMax(&bfirst[wi / 64u], 0xFFFFFFFFu - i); }
+    }
+  }
+  workgroupBarrier();
+  for (var wi = lid.x; wi < NVALS / 4u; wi += STRIDEu) {
+    let kb = wi / 64u;
+    var iscale = 0.0;
+    var d = 0.0;
+    if (bitcast<f32>(atomicLoad(&bmax[kb])) != 0.0) {
+      let first = 0xFFFFFFFFu - atomicLoad(&bfirst[kb]);
+      var mx = x[p.x_off + first];
+      if (normalize) { mx = mx * scale * NW[first]; }
+      iscale = -127.0 / mx;
+      d = 1.0 / iscale;
+    }
+    let b = wi / 8u;
+    var word = 0u;
+    for (var e = 0u; e < 4u; e++) {
+      let i = 4u * wi + e;
+      var v = x[p.x_off + i];
+      if (normalize) { v = v * scale * NW[i]; }
+      let q = min(127.0, round(iscale * v));
+      word |= (bitcast<u32>(i32(q)) & 0xFFu) << (8u * e);
+    }
+    xq[8u * b + wi % 8u] = word;
+    if (wi % 8u == 0u) { xd[b] = d; }
+  }
+)";
+
+std::string quantize_q8_0(std::string_view n_values, std::string_view norm_weight, uint32_t stride,
+                          bool q8_k = false) {
+  std::string s = q8_k ? kQuantizeQ8_K : kQuantizeQ8_0;
   replace_all(s, "NVALS", n_values);
   replace_all(s, "NW[", cat(norm_weight, "["));
   replace_all(s, "STRIDE", cat(stride));
@@ -278,6 +330,9 @@ bool gpu_matvec_supported(DType w) {
 }
 bool gpu_needs_q8(DType w) {
   return w != DType::F32 && w != DType::F16;
+}
+bool gpu_needs_q8_k(DType w) {
+  return w == DType::Q4_K || w == DType::Q6_K;
 }
 
 // Invocations per row: 8 where a quantized row has few 32-blocks (896-wide: 28), so each invocation works on
@@ -342,7 +397,8 @@ fn f16r2(a: f32, b: f32) -> vec2f { return unpack2x16float(pack2x16float(vec2f(a
       src += cat("@group(0) @binding(2) var<storage, read> x: array<f32>;\n",
                  "@group(0) @binding(3) var<storage, read> nw: array<f32>;\n",
                  "var<workgroup> xq: array<u32, ", cols / 4, "u>;\n", "var<workgroup> xd: array<f32, ",
-                 cols / 32, "u>;\n", "var<workgroup> bmax: array<atomic<u32>, ", cols / 32, "u>;\n");
+                 cols / 32, "u>;\n", "var<workgroup> bmax: array<atomic<u32>, ", cols / 32, "u>;\n",
+                 "var<workgroup> bfirst: array<atomic<u32>, ", cols / 32, "u>;\n");
     }
     if (swiglu) src += "@group(0) @binding(6) var<storage, read> W2: array<u32>;\n";
     src += f.packed_dot ? kDot4Packed : kDot4Fallback;
@@ -393,7 +449,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   if (!swiglu) replace_all(src, "var acc2 = 0.0;", "");
   if (gpu_needs_q8(w) && !staged) {
     std::string prologue = kQuantizePrologue;
-    replace_all(prologue, "QUANTIZE_Q8_0", quantize_q8_0("p.cols", "nw", 128));
+    replace_all(prologue, "QUANTIZE_Q8_0", quantize_q8_0("p.cols", "nw", 128, gpu_needs_q8_k(w)));
     replace_all(src, "PROLOGUE", prologue);
   } else {
     replace_all(src, "PROLOGUE", "");
@@ -479,7 +535,7 @@ PICK
   return src;
 }
 
-std::string wgsl_norm_quant() {
+std::string wgsl_norm_quant(bool q8_k) {
   std::string src = R"(
 struct P { n: u32, mode: u32, x_off: u32, pad: u32, eps: f32, pad1: f32, pad2: f32, pad3: f32 }
 @group(0) @binding(0) var<uniform> p: P;
@@ -489,7 +545,8 @@ struct P { n: u32, mode: u32, x_off: u32, pad: u32, eps: f32, pad1: f32, pad2: f
 @group(0) @binding(4) var<storage, read_write> xq: array<u32>;
 @group(0) @binding(5) var<storage, read_write> xd: array<f32>;
 var<workgroup> ssr: array<vec2f, 256>;
-var<workgroup> bmax: array<atomic<u32>, MAX_BLOCKSu>;  // each q8_0 block's largest |value|, as f32 bits
+var<workgroup> bmax: array<atomic<u32>, MAX_BLOCKSu>;  // each block's largest |value|, as f32 bits
+var<workgroup> bfirst: array<atomic<u32>, MAX_BLOCKSu>;  // q8_K: ~(the first index of that value)
 FF_HELPERS
 // One workgroup per token (wg.y): token t's values are x[x_off + t n ...], its outputs y[t n ...] and its q8_0
 // blocks xq[t n / 4 ...], xd[t n / 32 ...].
@@ -498,11 +555,17 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   let normalize = (p.mode & 1u) != 0u;
   let xo = p.x_off + wg.y * p.n;
   let yo = wg.y * p.n;
+  // The sum of squares over 128 invocations in the matrix x vector prologue's order (same partials, same
+  // tree), so a norm here and one fused into a matvec give the same scale bit for bit on every GPU: on the
+  // H200 a 256-wide tree gave a different last bit, and the prompt plan (which norms here) drifted from the
+  // token-by-token decode (which fuses) on Gemma 3.
   var ss = vec2f(0.0);
-  for (var i = lid.x; i < p.n; i += 256u) { let v = x[xo + i]; ss = ff_add(ss, v * v); }
+  if (lid.x < 128u) {
+    for (var i = lid.x; i < p.n; i += 128u) { let v = x[xo + i]; ss = ff_add(ss, v * v); }
+  }
   ssr[lid.x] = ss;
   workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
+  for (var s = 64u; s > 0u; s >>= 1u) {
     if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
     workgroupBarrier();
   }
@@ -520,7 +583,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 QUANTIZE_Q8_0
 }
 )";
-  std::string quantize = quantize_q8_0("p.n", "w", 256);
+  std::string quantize = quantize_q8_0("p.n", "w", 256, q8_k);
   replace_all(quantize, "p.x_off", "xo");
   replace_all(quantize, "xq[8u * b", "xq[qo + 8u * b");
   replace_all(quantize, "xd[b]", "xd[dof + b]");

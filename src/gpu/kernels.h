@@ -23,6 +23,10 @@ struct KernelFeatures {
 bool gpu_matvec_supported(DType w);
 // False for F32 / F16 weights, which read f32 activations.
 bool gpu_needs_q8(DType w);
+// True for the K-quants (Q4_K, Q6_K), whose activations are quantized as q8_K (256-value blocks, f32 scale), as
+// llama.cpp's CPU path does; the others take q8_0. Either way the GPU layout is the same: 32 int8 per 8 words
+// and one f32 scale per 32 values (q8_K repeats its block's scale in its 8 slots).
+bool gpu_needs_q8_k(DType w);
 // True for the types the embedding lookup dequantizes: F32 F16 Q8_0 Q4_0.
 bool gpu_embed_supported(DType w);
 
@@ -53,7 +57,7 @@ std::string wgsl_embed(DType w, uint32_t n_parts);
 // then y quantized to q8_0 (xq, xd) when mode bit 4 is clear. One workgroup per token (workgroup y), each
 // token's vectors n values after the previous one's.
 constexpr uint32_t kNormQuantMaxValues = 16384;  // the most values norm_quant quantizes per token
-std::string wgsl_norm_quant();
+std::string wgsl_norm_quant(bool q8_k = false);
 // Optional per-head RMSNorm of q and k (qwen3, gemma3), RoPE on q and k heads (in place in the qkv buffer),
 // q times q_scale, and the new K/V row written to the f16 cache (gpu/kernels_attention.cpp). Workgroup y is
 // the token: the step uniform's pos + y, for y below its token count n.

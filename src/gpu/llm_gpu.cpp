@@ -228,14 +228,15 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
       return {};
     }
     SOTTO_TRY(ops_.norm_quant(plan, in, 0, norm, d, hp.rms_norm_eps, h, q8 ? xq : 0, q8 ? xd : 0, q8, false,
-                              n_tokens));
+                              n_tokens, gpu_needs_q8_k(m[0].dtype)));
     input = q8 ? MatvecInput{0, 0, 0, 0.0f, xq, xd} : MatvecInput{h, 0, 0, 0.0f};
     return {};
   };
   // The q8_0 rows of a prompt's f32 activations (no norm), for a quantized matrix that reads them.
   auto plain_input = [&](const GpuMatrixParts& m, BufferHandle in, uint32_t width) -> Result<MatvecInput> {
     if (!prompt || !gpu_needs_q8(m[0].dtype)) return MatvecInput{in, 0, 0, 0.0f};
-    SOTTO_TRY(ops_.norm_quant(plan, in, 0, 0, width, 0.0f, h, xq, xd, true, false, n_tokens));
+    SOTTO_TRY(ops_.norm_quant(plan, in, 0, 0, width, 0.0f, h, xq, xd, true, false, n_tokens,
+                              gpu_needs_q8_k(m[0].dtype)));
     return MatvecInput{0, 0, 0, 0.0f, xq, xd};
   };
   // y[y_offset ...] (+)= m . x for each token (rows of y_stride floats), one dispatch per part of m, each
@@ -287,9 +288,14 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
     SOTTO_TRY(normed_input(l.qkv[0], x, l.attn_norm, qkv_in));
     record("attn_norm", mark);
     uint32_t row_offset = 0;
-    for (const GpuMatrixParts& m : l.qkv) {
+    for (size_t run = 0; run < l.qkv.size(); ++run) {
+      const GpuMatrixParts& m = l.qkv[run];
       const size_t one = plan.size();
-      // The norm_quant (or the fused norm) of the first run serves the others: same input, same width.
+      // The norm_quant (or the fused norm) of the first run serves the others (same input, same width), unless
+      // staged q8 blocks of the other kind (q8_0 / q8_K) are needed.
+      if (run > 0 && qkv_in.xq && gpu_needs_q8_k(m[0].dtype) != gpu_needs_q8_k(l.qkv[run - 1][0].dtype)) {
+        SOTTO_TRY(normed_input(m, x, l.attn_norm, qkv_in));
+      }
       SOTTO_TRY(matmul(m, qkv_in, qkv, row_offset, shapes.qkv, l.qkv_bias, false));
       for (const GpuMatrix& part : m) row_offset += static_cast<uint32_t>(part.rows);
       record("qkv", one, bytes_of(m));

@@ -16,10 +16,9 @@
 // Quantized matrix kernels quantize their input to q8_0 in workgroup memory (and apply the RMSNorm before
 // it), so neither costs a dispatch.
 //
-// Numerics follow the CPU backend (and so llama.cpp): q8_0 activations for q4_0/q5_0/q8_0 weights, an f16
-// KV cache, q rounded to f16 and the attention's running sum of values kept in f16. K-quants take q8_0
-// activations here where the CPU takes q8_K (256-blocks with an f32 scale): same integer dots, slightly
-// different rounding of x.
+// Numerics follow the CPU backend (and so llama.cpp): q8_0 activations for q4_0/q5_0/q8_0 weights and q8_K
+// (256-value blocks, f32 scale) for the K-quants, an f16 KV cache, q rounded to f16 and the attention's running
+// sum of values kept in f16.
 //
 // A prompt runs through a second plan recorded the same way over up to 128 tokens at once (prompt_batch()):
 // the matrices as matrix x matrix (each weight word read once per 8 tokens), RoPE + KV write and causal

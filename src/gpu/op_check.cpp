@@ -94,7 +94,12 @@ struct Checker {
     std::vector<float> xs = x_normed;
     if (w == DType::F16)
       for (float& v : xs) v = f16_to_f32(f32_to_f16(v));
-    if (gpu_needs_q8(w)) {
+    if (gpu_needs_q8_k(w)) {
+      std::vector<BlockQ8_K> q(static_cast<size_t>(cols / 256));
+      quantize_activations_q8_K(x_normed.data(), q.data(), cols);
+      for (int64_t i = 0; i < cols; ++i)
+        xs[static_cast<size_t>(i)] = q[i / 256].d * static_cast<float>(q[i / 256].qs[i % 256]);
+    } else if (gpu_needs_q8(w)) {
       std::vector<BlockQ8_0> q(static_cast<size_t>(cols / 32));
       quantize_activations_q8_0(x_normed.data(), q.data(), cols);
       for (int64_t i = 0; i < cols; ++i)
@@ -143,7 +148,7 @@ struct Checker {
     MatvecInput in{bx, 0, with_norm ? bnorm : 0, eps};
     if (staged) {
       SOTTO_TRY(ops.norm_quant(plan, bx, 0, with_norm ? bnorm : 0, static_cast<uint32_t>(cols), eps, bxn, xq,
-                               xd, true));
+                               xd, true, false, 1, gpu_needs_q8_k(w)));
       in = MatvecInput{0, 0, 0, 0.0f, xq, xd};
     }
     BufferHandle bgelu = 0;
@@ -162,7 +167,7 @@ struct Checker {
     // GeGLU: where the f32 gate sum rounds to a neighbouring f16 table entry, gelu moves by ~1e-3 of itself.
     record(cat("matvec ", dtype_name(w), swiglu ? (gelu ? " geglu" : " swiglu") : "",
                bias_and_residual ? " +bias +residual" : "", with_norm ? " +rms_norm" : "",
-               staged ? " (staged q8_0)" : ""),
+               staged ? " (staged q8)" : ""),
            cat("rows ", rows, " cols ", cols), err / scale,
            gelu        ? 2e-3
            : with_norm ? 1e-3
@@ -503,7 +508,7 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
   SOTTO_TRY(c.rope_attention(4, 2, 16, 16, false, 13, false, 0.0f, 0, 5));
   SOTTO_TRY(c.rope_attention(4, 1, 32, 32, true, 11, true, 0.17f, 4, 6));
   SOTTO_TRY(c.matvec(DType::Q5_0, 6, 96, true, false, true, false, true));   // GeGLU, fused norm
-  SOTTO_TRY(c.matvec(DType::Q4_K, 3, 256, true, false, false, true, true));  // GeGLU, staged q8_0
+  SOTTO_TRY(c.matvec(DType::Q4_K, 3, 256, true, false, false, true, true));  // GeGLU, staged q8_K
   SOTTO_TRY(c.norm_add(640));
   SOTTO_TRY(c.embed_parts(DType::Q8_0, 11, 64, 3, 25.298f));  // 4 parts: one dispatch
   SOTTO_TRY(c.embed_parts(DType::F32, 13, 32, 2, 1.0f));      // 7 parts: two dispatches

@@ -3,8 +3,8 @@
 // harness runs natively (tests/unit/gpu_ops_test.cpp, Dawn on Vulkan) and from wasm in the page.
 //
 // References and tolerances (errors are max |gpu - cpu| over the output, divided by the scale named):
-//   matvec      sum over blocks of dequantized W x dequantized q8_0(x) (x quantized by the CPU's own
-//               quantize_activations_q8_0), in double; F32: W.x in double. Error / max_r sum_i |W_ri x_i|:
+//   matvec      sum over blocks of dequantized W x dequantized q8_0(x) (q8_K(x) for K-quants; x quantized by
+//               the CPU's own quantize_activations_q8_0 / _q8_K), in double; F32: W.x in double. Error / max_r sum_i |W_ri x_i|:
 //               1e-5 (only the order of float additions differs; the integer parts are exact). With the
 //               RMSNorm fused in: 1e-3 (an f32 vs double sum of squares can move one q8_0 code by 1).
 //   norm_quant  y vs rms_norm in double (rel. 1e-5); q8_0 codes vs the CPU quantizer on the CPU's y: at most

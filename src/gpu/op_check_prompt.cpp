@@ -94,7 +94,11 @@ struct PromptChecker {
       }
       if (w == DType::F16)
         for (float& v : xs) v = f16_to_f32(f32_to_f16(v));
-      if (q8) {
+      if (gpu_needs_q8_k(w)) {
+        std::vector<BlockQ8_K> q(static_cast<size_t>(cols / 256));
+        quantize_activations_q8_K(xs.data(), q.data(), cols);
+        for (int64_t i = 0; i < cols; ++i) xs[i] = q[i / 256].d * static_cast<float>(q[i / 256].qs[i % 256]);
+      } else if (q8) {
         std::vector<BlockQ8_0> q(static_cast<size_t>(cols / 32));
         quantize_activations_q8_0(xs.data(), q.data(), cols);
         for (int64_t i = 0; i < cols; ++i)
@@ -143,7 +147,7 @@ struct PromptChecker {
     MatvecInput in{bx, 0, 0, 0.0f};
     if (q8 || normed) {
       SOTTO_TRY(ops.norm_quant(plan, bx, 0, normed ? bn : 0, static_cast<uint32_t>(cols), eps, bxn,
-                               q8 ? xq : 0, q8 ? xd : 0, q8, false, kPlanTokens));
+                               q8 ? xq : 0, q8 ? xd : 0, q8, false, kPlanTokens, gpu_needs_q8_k(w)));
       in = q8 ? MatvecInput{0, 0, 0, 0.0f, xq, xd} : MatvecInput{bxn, 0, 0, 0.0f};
     }
     SOTTO_TRY(ops.matmat(plan, gw, in, by, y_offset, bias_and_residual ? bb : 0, y_offset, bias_and_residual,

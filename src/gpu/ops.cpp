@@ -299,11 +299,11 @@ Status Ops::embed(std::vector<Dispatch>& plan, std::span<const GpuMatrix> table,
 
 Status Ops::norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_offset, BufferHandle weight,
                        uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd, bool quantize,
-                       bool accumulate, uint32_t n_tokens) {
-  if (quantize && (n % 32 || n > kNormQuantMaxValues))
-    return error("webgpu: q8_0 activations need a multiple of 32 values up to ", kNormQuantMaxValues,
-                 ", not ", n);
-  SOTTO_ASSIGN(PipelineHandle p, pipeline("norm_quant", wgsl_norm_quant()));
+                       bool accumulate, uint32_t n_tokens, bool q8_k) {
+  if (quantize && (n % (q8_k ? 256 : 32) || n > kNormQuantMaxValues))
+    return error("webgpu: ", q8_k ? "q8_K" : "q8_0", " activations need a multiple of ", q8_k ? 256 : 32,
+                 " values up to ", kNormQuantMaxValues, ", not ", n);
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(q8_k ? "norm_quant_q8k" : "norm_quant", wgsl_norm_quant(q8_k)));
   if (!dummy_) {
     SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
   }

@@ -129,10 +129,11 @@ class Ops {
   // y = rms_norm(x[x_offset ...], weight) (weight 0: y = x), then q8_0 into xq / xd unless !quantize (xq, xd
   // may then be 0). The model uses it for f32 / f16 weights; quantized ones fuse it into their matvec.
   // `accumulate`: y += rms_norm(...) (gemma3's post-norms before the residual add). n_tokens > 1: that many
-  // vectors of n values, one after another, in x, y, xq and xd.
+  // vectors of n values, one after another, in x, y, xq and xd. q8_k: quantize as q8_K (for K-quant weights,
+  // gpu_needs_q8_k) instead of q8_0.
   Status norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_offset, BufferHandle weight,
                     uint32_t n, float eps, BufferHandle y, BufferHandle xq, BufferHandle xd, bool quantize,
-                    bool accumulate = false, uint32_t n_tokens = 1);
+                    bool accumulate = false, uint32_t n_tokens = 1, bool q8_k = false);
   // y[y_offset + r] (+)= W[r] . x (+ bias[bias_offset + r]); with `up`: y = silu(W.x) * (up.x), or with
   // gelu_table (ggml's 65536 f16 GELU values, two to a word): y = gelu(W.x) * (up.x).
   Status matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
