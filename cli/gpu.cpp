@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "gpu/device.h"
 #include "gpu/llm_gpu.h"
+#include "gpu/op_check.h"
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/gguf.h"
@@ -100,6 +101,35 @@ Result<int32_t> run_prompt(gpu::LlmGpu& llm, std::span<const int32_t> prompt, bo
 }
 
 }  // namespace
+
+int run_gpu_check(std::span<char* const> args) {
+  uint64_t seed = 1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    std::optional<double> v;
+    if (a == "--seed" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 && *v <= 1e15) {
+      seed = static_cast<uint64_t>(*v);
+    } else {
+      return usage_error(cat("gpu-check: bad or unknown option '", a, "'"));
+    }
+  }
+  auto device = gpu::open_device(gpu::DeviceOptions{});
+  if (!device) return fail(device.message());
+  std::printf("%s\n", (*device)->info().description.c_str());
+  bool all_passed = true;
+  for (bool packed_dot : {true, false}) {
+    gpu::OpCheckOptions o;
+    o.seed = seed;
+    o.packed_dot = packed_dot;
+    auto checks = gpu::run_op_checks(**device, o);
+    if (!checks) return fail(checks.message());
+    std::printf("== %s\n%s", packed_dot ? "dot4I8Packed" : "the fallback dot",
+                gpu::format_op_checks(*checks).c_str());
+    for (const gpu::OpCheck& c : *checks) all_passed = all_passed && c.passed;
+  }
+  std::printf("%s\n", all_passed ? "all checks passed" : "SOME CHECKS FAILED");
+  return all_passed ? kExitOk : kExitFailure;
+}
 
 int run_bench_gpu(std::span<char* const> args) {
   std::string model_path;

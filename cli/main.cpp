@@ -56,6 +56,9 @@ constexpr Command kCommands[] = {
      "  --backend cpu|webgpu     webgpu: on the GPU (dispatches per token; --timings: per-op GPU time, "
      "GB/s)\n"
      "  --json                   one JSON object\n"},
+    {"gpu-check", "gpu-check [--seed S]",
+     "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",
+     run_gpu_check, "  --seed S                 seed of the random inputs (default 1)\n"},
     {"tokenize", "tokenize -m FILE [--special] [--no-bos]",
      "UTF-8 text on stdin -> JSON array of token ids, with the GGUF file's own tokenizer", run_tokenize,
      "  -m, --model FILE         any GGUF with tokenizer metadata (vocab-only files too)\n"

@@ -136,9 +136,36 @@ const char* kGeluTable = R"(
 fn gelu_f16(g: f32) -> f32 {
   if (g <= -10.0) { return 0.0; }
   if (g >= 10.0) { return g; }
-  let h = pack2x16float(vec2f(g, 0.0)) & 0xFFFFu;
+  let h = f16_bits(g);
   return unpack2x16float((gelu_table[h / 2u] >> (16u * (h % 2u))) & 0xFFFFu).x;
 }
+)";
+
+// f32 -> f16 bits rounded to nearest, ties to even, as the CPU's f32_to_f16 (core/half.h) and F16C do. WGSL lets
+// pack2x16float round either way (NVIDIA's driver did not round to nearest: Gemma 3's GELU table lookups and f16
+// cache drifted from the CPU's), so every conversion goes through this. NaN stays NaN; from 65520 on, infinity.
+const char* kF16Rne = R"(
+fn f16_bits(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  let sign = (b >> 16u) & 0x8000u;
+  let a = b & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) { return sign | 0x7E00u; }
+  if (a >= 0x477FF000u) { return sign | 0x7C00u; }
+  if (a < 0x38800000u) { return sign | u32(round(bitcast<f32>(a) * 16777216.0)); }
+  let m = a - 0x38000000u;
+  return sign | ((m + 0xFFFu + ((m >> 13u) & 1u)) >> 13u);
+}
+// v rounded to f16 precision, as an f32: on the f32 bits where the result is a normal f16 (13 mantissa bits
+// dropped, ties to even; a carry moves the exponent), through f16_bits elsewhere. This sits in attention's
+// serial walk over the keys, so the common case is a few integer operations.
+fn f16r(v: f32) -> f32 {
+  let b = bitcast<u32>(v);
+  let a = b & 0x7FFFFFFFu;
+  if (a < 0x38800000u || a >= 0x477FF000u) { return unpack2x16float(f16_bits(v)).x; }
+  return bitcast<f32>((b + 0xFFFu + ((b >> 13u) & 1u)) & 0xFFFFE000u);
+}
+fn f16r2(a: f32, b: f32) -> vec2f { return unpack2x16float(f16_bits(a) | (f16_bits(b) << 16u)); }
+fn pack_f16(a: f32, b: f32) -> u32 { return f16_bits(a) | (f16_bits(b) << 16u); }
 )";
 
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
@@ -234,7 +261,7 @@ const char* kQuantizeQ8_0 = R"(
       word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
     }
     xq[8u * b + wi % 8u] = word;
-    if (wi % 8u == 0u) { xd[b] = unpack2x16float(pack2x16float(vec2f(d, 0.0))).x; }
+    if (wi % 8u == 0u) { xd[b] = f16r(d); }
   }
 )";
 
@@ -349,6 +376,7 @@ bool gpu_embed_supported(DType w) {
 std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool staged,
                         bool gelu) {
   std::string src = kMatvecParams;
+  src += kF16Rne;
   if (swiglu && gelu) src += kGeluTable;
   std::string body;
   if (w == DType::F16) {  // x rounded to f16 first, as ggml converts it for f16 weights
@@ -357,7 +385,6 @@ std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t 
 @group(0) @binding(2) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
-fn f16r2(a: f32, b: f32) -> vec2f { return unpack2x16float(pack2x16float(vec2f(a, b))); }
 )";
     if (swiglu) src += "@group(0) @binding(6) var<storage, read> W2: array<u32>;\n";
     body = R"(
@@ -587,7 +614,7 @@ QUANTIZE_Q8_0
   replace_all(quantize, "p.x_off", "xo");
   replace_all(quantize, "xq[8u * b", "xq[qo + 8u * b");
   replace_all(quantize, "xd[b]", "xd[dof + b]");
-  replace_all(src, "FF_HELPERS", kFloatFloat);
+  replace_all(src, "FF_HELPERS", cat(kFloatFloat, kF16Rne));
   replace_all(src, "QUANTIZE_Q8_0", quantize);
   replace_all(src, "MAX_BLOCKS", cat(kNormQuantMaxValues / 32));
   return src;

@@ -2,6 +2,7 @@
 // after it) plus the KV cache write, and decode attention over the f16 cache (optionally a sliding window).
 #include "core/error.h"
 #include "gpu/kernels.h"
+#include "gpu/kernels_wgsl.h"
 
 namespace sotto::gpu {
 
@@ -67,7 +68,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
     } else {
       let dst = p.k_base + pos * p.k_row_words + (h - p.n_head) * (p.hd_k / 2u);
       for (var i = lid.x; i < p.hd_k / 2u; i += 64u) {
-        kc[dst + i] = pack2x16float(vec2f(buf[2u * i], buf[2u * i + 1u]));
+        kc[dst + i] = pack_f16(buf[2u * i], buf[2u * i + 1u]);
       }
     }
   } else {
@@ -75,12 +76,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
     let src = v_off + kvh * p.hd_v;
     let dst = p.v_base + pos * p.v_row_words + kvh * (p.hd_v / 2u);
     for (var i = lid.x; i < p.hd_v / 2u; i += 64u) {
-      vc[dst + i] = pack2x16float(vec2f(qkv[src + 2u * i], qkv[src + 2u * i + 1u]));
+      vc[dst + i] = pack_f16(qkv[src + 2u * i], qkv[src + 2u * i + 1u]);
     }
   }
 }
 )";
-  const std::string helpers = wgsl_float_float();
+  const std::string helpers = cat(wgsl_float_float(), wgsl_parts::kF16Rne);
   const size_t at = src.find("FF_HELPERS");
   src.replace(at, 10, helpers);
   return src;
@@ -100,7 +101,6 @@ struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 const MAX_KEYS = MAXKu;
 var<workgroup> scores: array<f32, MAX_KEYS>;
 var<workgroup> qs: array<f32, 256>;
-fn f16r(v: f32) -> f32 { return unpack2x16float(pack2x16float(vec2f(v, 0.0))).x; }
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   // Query wg.y of the step's n at position pos + wg.y: causal, it sees the keys up to its own position,
@@ -234,7 +234,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 )";
   const size_t at = src.find("MAXK");
   src.replace(at, 4, cat(max_keys));
-  return src;
+  return cat(wgsl_parts::kF16Rne, src);
 }
 
 }  // namespace sotto::gpu

@@ -26,6 +26,7 @@ struct Step { pos: u32, n: u32, pad0: u32, pad1: u32 }
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(8) var<uniform> step: Step;
 )";
+  src += kF16Rne;
   if (swiglu && gelu) src += kGeluTable;
   std::string dots;  // one sub-block (or vec4 / f16 pair) of the row, for each token of the tile
   if (w == DType::F32) {
@@ -49,7 +50,6 @@ struct Step { pos: u32, n: u32, pad0: u32, pad1: u32 }
     src += R"(
 @group(0) @binding(1) var<storage, read> W: array<u32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
-fn f16r2(a: f32, b: f32) -> vec2f { return unpack2x16float(pack2x16float(vec2f(a, b))); }
 )";
     if (swiglu) src += "@group(0) @binding(6) var<storage, read> W2: array<u32>;\n";
     dots = R"(

@@ -17,8 +17,10 @@ extern const char* kDot4Fallback;
 // sub_dotSFX(base, sb): W[row, 32 sb .. 32 sb + 31] . x[same] for a row starting at word `base` of WBUF,
 // reading q8_0 activations xq (x0 = sb * 8 words) and xd[sb]. WBUF and SFX are replaced per instance.
 const char* sub_dot_source(DType w);
-// gelu_f16(g) through ggml's table at binding 7.
+// gelu_f16(g) through ggml's table at binding 7 (needs kF16Rne).
 extern const char* kGeluTable;
+// f16_bits(x) (round to nearest even), f16r(v), f16r2(a, b), pack_f16(a, b).
+extern const char* kF16Rne;
 
 void replace_all(std::string& s, std::string_view from, std::string_view to);
 

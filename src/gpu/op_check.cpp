@@ -514,6 +514,7 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
   SOTTO_TRY(c.embed_parts(DType::F32, 13, 32, 2, 1.0f));      // 7 parts: two dispatches
   SOTTO_TRY(c.argmax(17));
   SOTTO_TRY(c.argmax(3000));
+  SOTTO_TRY(check_f16_conversion(ops, options.seed, out));
   SOTTO_TRY(check_prompt_ops(ops, options.seed, out));
   SOTTO_TRY(check_sampling_ops(ops, options.seed, out));
   return out;
