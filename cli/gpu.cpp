@@ -3,8 +3,10 @@
 //
 //   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json]
 //
-// The prompt runs through the decode plan one token at a time. bench --timings adds each op's GPU time from timestamp queries (when the
+// Prefill runs through the prompt plan and, for comparison, token by token through the decode plan (the two
+// runs' logits are printed side by side). --timings adds each op's GPU time from timestamp queries (when the
 // adapter has them) and the large matrix x vector ops' GB/s next to a measured buffer-copy bandwidth.
+// sotto gpu-check runs the op harness (gpu/op_check.h) on this machine's GPU.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

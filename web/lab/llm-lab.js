@@ -1,5 +1,5 @@
-// The lab's "Language model" section: load a GGUF by URL or file (progress bar) on the CPU or, with greedy
-// decoding, the GPU (WebGPU; then also GPU time per kernel), generate and chat with streaming, tokens/s and
+// The lab's "Language model" section: load a GGUF by URL or file (progress bar) on the CPU or the GPU
+// (WebGPU; then also GPU time per kernel), generate and chat with streaming, tokens/s and
 // prefill time, a check of greedy tokens against llama.cpp's recorded ones (tests/data/llm_reference.json)
 // and a small benchmark. It runs on the lab's engine (same threads and wasm build). window.sottoLab.llmLab
 // exposes the steps to tests.
