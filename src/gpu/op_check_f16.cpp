@@ -2,6 +2,7 @@
 // activations and the GELU table index) against the CPU's f32_to_f16 (core/half.h, round to nearest even):
 // exact on random values of every magnitude, on values halfway between two f16 numbers (where a driver's
 // pack2x16float may round either way: WGSL allows it), subnormals, the overflow edge, zeros and infinities.
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -18,7 +19,8 @@ Status check_f16_conversion(Ops& ops, uint64_t seed, std::vector<OpCheck>& out) 
   Rng rng(seed ^ 0x6631366eull);
   std::vector<float> values;
   for (int i = 0; i < 4096; ++i) {  // random magnitudes from 2^-30 to 2^17, either sign
-    const float e = std::ldexp(1.0f, static_cast<int>(rng.next_u64() % 48) - 30);
+    // 2^k built from its bits (no libm in wasm)
+    const float e = std::bit_cast<float>(static_cast<uint32_t>(127 + rng.next_u64() % 48 - 30) << 23);
     values.push_back((rng.next_unit() * 2.0f - 1.0f) * e);
   }
   for (int i = 0; i < 2048;
