@@ -101,6 +101,22 @@ struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 const MAX_KEYS = MAXKu;
 var<workgroup> scores: array<f32, MAX_KEYS>;
 var<workgroup> qs: array<f32, 256>;
+// One key of the online softmax, as ggml's CPU kernel: st = (max score m, sum of weights, acc, the running sum
+// of values kept in f16) after a key of score s and value v.
+fn attend_key(st: vec3f, s: f32, v: f32) -> vec3f {
+  var m = st.x;
+  var acc = st.z;
+  var old_scale = 1.0;
+  var weight = 1.0;
+  if (s > m) {
+    old_scale = exp(m - s);
+    m = s;
+    acc = f16r(acc * old_scale);
+  } else {
+    weight = exp(s - m);
+  }
+  return vec3f(m, st.y * old_scale + weight, f16r(acc + v * weight));
+}
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   // Query wg.y of the step's n at position pos + wg.y: causal, it sees the keys up to its own position,
@@ -141,9 +157,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   // Online softmax over the keys in order with the running sum of values kept in f16 (ggml's CPU kernel),
   // one output dimension per invocation.
   for (var d = lid.x; d < p.hd_v; d += 64u) {
-    var m = -3.4028234e38f;
-    var sum = 0.0;
-    var acc = 0.0;
+    var st = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
     let word = kvh * (p.hd_v / 2u) + d / 2u;
     let odd = (d & 1u) == 1u;
     // The same walk, four keys' values loaded ahead of their (in-order) updates.
@@ -153,80 +167,17 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
       let v1 = unpack2x16float(vc[p.v_base + (t + 1u) * p.v_row_words + word]);
       let v2 = unpack2x16float(vc[p.v_base + (t + 2u) * p.v_row_words + word]);
       let v3 = unpack2x16float(vc[p.v_base + (t + 3u) * p.v_row_words + word]);
-      {
-        let s = scores[t];
-        var old_scale = 1.0;
-        var weight = 1.0;
-        if (s > m) {
-          old_scale = exp(m - s);
-          m = s;
-          acc = f16r(acc * old_scale);
-        } else {
-          weight = exp(s - m);
-        }
-        acc = f16r(acc + select(v0.x, v0.y, odd) * weight);
-        sum = sum * old_scale + weight;
-      }
-      {
-        let s = scores[t + 1u];
-        var old_scale = 1.0;
-        var weight = 1.0;
-        if (s > m) {
-          old_scale = exp(m - s);
-          m = s;
-          acc = f16r(acc * old_scale);
-        } else {
-          weight = exp(s - m);
-        }
-        acc = f16r(acc + select(v1.x, v1.y, odd) * weight);
-        sum = sum * old_scale + weight;
-      }
-      {
-        let s = scores[t + 2u];
-        var old_scale = 1.0;
-        var weight = 1.0;
-        if (s > m) {
-          old_scale = exp(m - s);
-          m = s;
-          acc = f16r(acc * old_scale);
-        } else {
-          weight = exp(s - m);
-        }
-        acc = f16r(acc + select(v2.x, v2.y, odd) * weight);
-        sum = sum * old_scale + weight;
-      }
-      {
-        let s = scores[t + 3u];
-        var old_scale = 1.0;
-        var weight = 1.0;
-        if (s > m) {
-          old_scale = exp(m - s);
-          m = s;
-          acc = f16r(acc * old_scale);
-        } else {
-          weight = exp(s - m);
-        }
-        acc = f16r(acc + select(v3.x, v3.y, odd) * weight);
-        sum = sum * old_scale + weight;
-      }
+      st = attend_key(st, scores[t], select(v0.x, v0.y, odd));
+      st = attend_key(st, scores[t + 1u], select(v1.x, v1.y, odd));
+      st = attend_key(st, scores[t + 2u], select(v2.x, v2.y, odd));
+      st = attend_key(st, scores[t + 3u], select(v3.x, v3.y, odd));
     }
     for (; t < n_keys; t++) {
       let v0 = unpack2x16float(vc[p.v_base + t * p.v_row_words + word]);
-      {
-        let s = scores[t];
-        var old_scale = 1.0;
-        var weight = 1.0;
-        if (s > m) {
-          old_scale = exp(m - s);
-          m = s;
-          acc = f16r(acc * old_scale);
-        } else {
-          weight = exp(s - m);
-        }
-        acc = f16r(acc + select(v0.x, v0.y, odd) * weight);
-        sum = sum * old_scale + weight;
-      }
+      st = attend_key(st, scores[t], select(v0.x, v0.y, odd));
     }
+    let sum = st.y;
+    let acc = st.z;
     let inv = select(1.0 / sum, 0.0, sum == 0.0);
     out[wg.y * p.out_stride + h * p.hd_v + d] = acc * inv;
   }

@@ -325,18 +325,29 @@ Status Ops::norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_o
       1, n_tokens);
 }
 
-Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
-                   uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
-                   const GpuMatrix* up, BufferHandle gelu_table) {
-  if (gelu_table && !up) return error("webgpu: the GELU variant of matrix x vector needs an up matrix");
+namespace {
+
+// What matrix x vector and matrix x matrix both require of their weights (`op` names the kernel in errors).
+Status check_matrix_op(std::string_view op, const GpuMatrix& w, const GpuMatrix* up,
+                       BufferHandle gelu_table) {
+  if (gelu_table && !up) return error("webgpu: the GELU variant of ", op, " needs an up matrix");
   if (!gpu_matvec_supported(w.dtype))
-    return error("webgpu: matrix x vector for ", dtype_name(w.dtype), " weights is not supported");
+    return error("webgpu: ", op, " for ", dtype_name(w.dtype), " weights is not supported");
   if (up && (up->dtype != w.dtype || up->rows != w.rows || up->cols != w.cols))
     return error("webgpu: SwiGLU needs gate and up matrices of one type and shape");
   if (w.rows > int64_t{128 / matvec_lanes(w.dtype, w.cols)} * kMaxGroups)
     return error("webgpu: ", w.rows, " rows exceed one dispatch");
-  const bool f32 = !gpu_needs_q8(w.dtype);
   if (w.dtype == DType::F16 && w.cols % 2) return error("webgpu: f16 rows need an even width, not ", w.cols);
+  return {};
+}
+
+}  // namespace
+
+Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
+                   uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
+                   const GpuMatrix* up, BufferHandle gelu_table) {
+  SOTTO_TRY(check_matrix_op("matrix x vector", w, up, gelu_table));
+  const bool f32 = !gpu_needs_q8(w.dtype);
   if (f32 && in.x_offset % 4) return error("webgpu: f32 matvec input offset must be a multiple of 4");
   if (f32 && in.norm) return error("webgpu: the fused RMSNorm is only in the quantized matrix kernels");
   if (!f32 && !in.xq &&
@@ -391,15 +402,8 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
 Status Ops::matmat(std::vector<Dispatch>& plan, const GpuMatrix& w, const MatvecInput& in, BufferHandle y,
                    uint32_t y_offset, BufferHandle bias, uint32_t bias_offset, bool accumulate,
                    const TokenBatch& batch, const GpuMatrix* up, BufferHandle gelu_table) {
-  if (gelu_table && !up) return error("webgpu: the GELU variant of matrix x matrix needs an up matrix");
-  if (!gpu_matvec_supported(w.dtype))
-    return error("webgpu: matrix x matrix for ", dtype_name(w.dtype), " weights is not supported");
-  if (up && (up->dtype != w.dtype || up->rows != w.rows || up->cols != w.cols))
-    return error("webgpu: SwiGLU needs gate and up matrices of one type and shape");
-  if (w.rows > int64_t{128 / matvec_lanes(w.dtype, w.cols)} * kMaxGroups)
-    return error("webgpu: ", w.rows, " rows exceed one dispatch");
+  SOTTO_TRY(check_matrix_op("matrix x matrix", w, up, gelu_table));
   const bool f32 = !gpu_needs_q8(w.dtype);
-  if (w.dtype == DType::F16 && w.cols % 2) return error("webgpu: f16 rows need an even width, not ", w.cols);
   if (f32 ? (!in.x || in.x_offset % 4 || in.norm) : (!in.xq || !in.xd || in.norm))
     return error(
         "webgpu: matrix x matrix reads q8_0 rows (quantized weights) or f32 rows, never a fused norm");
