@@ -117,7 +117,17 @@ int run_gpu_check(std::span<char* const> args) {
   }
   auto device = gpu::open_device(gpu::DeviceOptions{});
   if (!device) return fail(device.message());
-  std::printf("%s\n", (*device)->info().description.c_str());
+  const gpu::AdapterInfo& info = (*device)->info();
+  std::printf("%s\nfeatures: shader-f16 %s, subgroups %s, timestamps %s, dot4I8Packed %s\n",
+              info.description.c_str(), info.shader_f16 ? "yes" : "no", info.subgroups ? "yes" : "no",
+              info.timestamp_query ? "yes" : "no", info.packed_dot ? "yes" : "no");
+  const gpu::AdapterLimits& l = info.limits;
+  std::printf(
+      "limits: storage binding %llu bytes, %u storage buffers per stage, %u bytes of workgroup memory, "
+      "%u invocations per workgroup\n",
+      static_cast<unsigned long long>(l.max_storage_buffer_binding_size),
+      l.max_storage_buffers_per_shader_stage, l.max_compute_workgroup_storage_size,
+      l.max_compute_invocations_per_workgroup);
   bool all_passed = true;
   for (bool packed_dot : {true, false}) {
     gpu::OpCheckOptions o;

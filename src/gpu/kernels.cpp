@@ -231,7 +231,7 @@ fn ff_mean(a: vec2f, n: u32) -> f32 {
 
 // q8_0 as ggml's quantize_row_q8_0 (d = amax / 127, q = roundf(v * (1 / d)), d kept as f16) of the values
 // x[p.x_off + i], times scale * NW[i] when `normalize`, into xq / xd: the one quantizer of the matrix x vector
-// prologue (workgroup memory, 128 invocations) and of norm_quant (storage, 256 invocations). One invocation per
+// prologue (workgroup memory, 128 invocations) and of norm_quant (storage, also 128). One invocation per
 // word (4 values) rather than per 32-value block: each block's largest |value| gathers in bmax through an
 // atomic max of the f32 bits (non-negative floats order as their bits), so a thread reads 8 values instead of
 // 64 one after another: the serial reads, not the arithmetic, made this the slow part of those kernels.
@@ -571,25 +571,24 @@ struct P { n: u32, mode: u32, x_off: u32, pad: u32, eps: f32, pad1: f32, pad2: f
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<storage, read_write> xq: array<u32>;
 @group(0) @binding(5) var<storage, read_write> xd: array<f32>;
-var<workgroup> ssr: array<vec2f, 256>;
+var<workgroup> ssr: array<vec2f, 128>;
 var<workgroup> bmax: array<atomic<u32>, MAX_BLOCKSu>;  // each block's largest |value|, as f32 bits
 var<workgroup> bfirst: array<atomic<u32>, MAX_BLOCKSu>;  // q8_K: ~(the first index of that value)
 FF_HELPERS
 // One workgroup per token (wg.y): token t's values are x[x_off + t n ...], its outputs y[t n ...] and its q8_0
 // blocks xq[t n / 4 ...], xd[t n / 32 ...].
-@compute @workgroup_size(256)
+@compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   let normalize = (p.mode & 1u) != 0u;
   let xo = p.x_off + wg.y * p.n;
   let yo = wg.y * p.n;
-  // The sum of squares over 128 invocations in the matrix x vector prologue's order (same partials, same
-  // tree), so a norm here and one fused into a matvec give the same scale bit for bit on every GPU: on the
-  // H200 a 256-wide tree gave a different last bit, and the prompt plan (which norms here) drifted from the
-  // token-by-token decode (which fuses) on Gemma 3.
+  // The sum of squares in the matrix x vector prologue's order (128 invocations: same partials, same tree),
+  // so a norm here and one fused into a matvec give the same scale bit for bit on every GPU: on the H200 a
+  // 256-wide tree gave a different last bit, and the prompt plan (which norms here) drifted from the
+  // token-by-token decode (which fuses) on Gemma 3. 128 invocations also let plan fusion (gpu/fusion.h) run
+  // it inside a layer's kernel.
   var ss = vec2f(0.0);
-  if (lid.x < 128u) {
-    for (var i = lid.x; i < p.n; i += 128u) { let v = x[xo + i]; ss = ff_add(ss, v * v); }
-  }
+  for (var i = lid.x; i < p.n; i += 128u) { let v = x[xo + i]; ss = ff_add(ss, v * v); }
   ssr[lid.x] = ss;
   workgroupBarrier();
   for (var s = 64u; s > 0u; s >>= 1u) {
@@ -598,7 +597,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   }
   let mean = ff_mean(ssr[0], p.n);
   let scale = select(1.0, 1.0 / sqrt(mean + p.eps), normalize);
-  for (var i = lid.x; i < p.n; i += 256u) {
+  for (var i = lid.x; i < p.n; i += 128u) {
     var v = x[xo + i];
     if (normalize) { v = v * scale * w[i]; }
     if ((p.mode & 8u) != 0u) { v = y[yo + i] + v; }  // the residual add after a post-norm (gemma3)
@@ -610,7 +609,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 QUANTIZE_Q8_0
 }
 )";
-  std::string quantize = quantize_q8_0("p.n", "w", 256, q8_k);
+  std::string quantize = quantize_q8_0("p.n", "w", 128, q8_k);
   replace_all(quantize, "p.x_off", "xo");
   replace_all(quantize, "xq[8u * b", "xq[qo + 8u * b");
   replace_all(quantize, "xd[b]", "xd[dof + b]");
