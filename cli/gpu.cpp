@@ -1,7 +1,8 @@
 // sotto bench llm --backend webgpu: the language model on the GPU (gpu/llm_gpu.h) through Dawn. (generate and
 // chat run on the GPU through the C API: cli/generate.cpp.)
 //
-//   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json]
+//   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto]
+//                                      [--fused-grid N]
 //
 // Prefill runs through the prompt plan and, for comparison, token by token through the decode plan (the two
 // runs' logits are printed side by side). --timings adds each op's GPU time from timestamp queries (when the
@@ -51,7 +52,8 @@ struct GpuModel {
   std::unique_ptr<gpu::LlmGpu> llm;
 };
 
-Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_ctx, bool timestamps) {
+Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_ctx, bool timestamps,
+                                                 gpu::FusionOptions fusion = {}) {
   auto m = std::make_unique<GpuModel>();
   SOTTO_ASSIGN(m->file, MappedFile::open(path));
   auto gguf = parse_gguf(m->file.bytes());
@@ -63,7 +65,7 @@ Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_
   gpu::DeviceOptions options;
   options.request_timestamps = timestamps;
   SOTTO_ASSIGN(m->device, gpu::open_device(options));
-  SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx));
+  SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx, 0, fusion));
   return m;
 }
 
@@ -81,6 +83,41 @@ Result<double> copy_bandwidth(gpu::Device& device, uint64_t bytes, int runs) {
   SOTTO_TRY(device.wait_idle());
   const double t0 = now_ms();
   for (int i = 0; i < runs; ++i) SOTTO_TRY(device.run(std::span<const gpu::Dispatch>(&copy, 1)));
+  SOTTO_TRY(device.wait_idle());
+  const double ms = now_ms() - t0;
+  device.destroy_buffer(a);
+  device.destroy_buffer(b);
+  return 2.0 * static_cast<double>(bytes) * runs / (ms * 1e6);
+}
+
+// The same, copying with a compute shader (16-byte loads and stores, grid-stride): on the H200 the copy
+// command reached only ~0.8 TB/s, below what the output matrix x vector reads (3.4 TB/s), so the shader copy is
+// the practical limit the matrix kernels are held against.
+Result<double> shader_copy_bandwidth(gpu::Device& device, uint64_t bytes, int runs) {
+  const char* wgsl = R"(
+@group(0) @binding(0) var<storage, read> src: array<vec4u>;
+@group(0) @binding(1) var<storage, read_write> dst: array<vec4u>;
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) g: vec3u, @builtin(num_workgroups) n: vec3u) {
+  let count = arrayLength(&src);
+  for (var i = g.x; i < count; i += n.x * 256u) { dst[i] = src[i]; }
+}
+)";
+  const uint32_t usage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
+  SOTTO_ASSIGN(gpu::BufferHandle a, device.create_buffer(bytes, usage, "copy src"));
+  SOTTO_ASSIGN(gpu::BufferHandle b, device.create_buffer(bytes, usage, "copy dst"));
+  SOTTO_ASSIGN(gpu::PipelineHandle p, device.create_pipeline(wgsl, "main", "shader copy"));
+  const gpu::Binding bindings[2] = {{0, a}, {1, b}};
+  SOTTO_ASSIGN(gpu::BindGroupHandle g, device.create_bind_group(p, bindings));
+  gpu::Dispatch copy;
+  copy.pipeline = p;
+  copy.bind_group = g;
+  copy.groups_x = 4096;
+  std::vector<gpu::Dispatch> plan(static_cast<size_t>(runs), copy);
+  SOTTO_TRY(device.run(std::span<const gpu::Dispatch>(&copy, 1)));
+  SOTTO_TRY(device.wait_idle());
+  const double t0 = now_ms();
+  SOTTO_TRY(device.run(plan));
   SOTTO_TRY(device.wait_idle());
   const double ms = now_ms() - t0;
   device.destroy_buffer(a);
@@ -147,6 +184,7 @@ int run_bench_gpu(std::span<char* const> args) {
   std::string model_path;
   int repeats = 5;
   bool json = false, timings = false;
+  gpu::FusionOptions fusion;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string_view a = args[i];
     std::optional<double> v;
@@ -156,6 +194,16 @@ int run_bench_gpu(std::span<char* const> args) {
       json = true;
     } else if (a == "--timings") {
       timings = true;
+    } else if (a == "--fusion" && i + 1 < args.size() &&
+               (std::string_view(args[i + 1]) == "on" || std::string_view(args[i + 1]) == "off" ||
+                std::string_view(args[i + 1]) == "auto")) {
+      const std::string_view m = args[++i];
+      fusion.mode = m == "on"    ? gpu::FusionOptions::Mode::On
+                    : m == "off" ? gpu::FusionOptions::Mode::Off
+                                 : gpu::FusionOptions::Mode::Auto;
+    } else if (a == "--fused-grid" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
+               *v <= 65535) {
+      fusion.grid = static_cast<uint32_t>(*v);
     } else if (a == "--repeats" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 1000) {
       repeats = static_cast<int>(*v);
     } else {
@@ -164,7 +212,7 @@ int run_bench_gpu(std::span<char* const> args) {
   }
   if (model_path.empty()) return usage_error("bench llm: no model given (-m FILE)");
   const int n_decode = 64, n_decode_prompt = 16;
-  auto model = open_gpu_model(model_path, 256 + n_decode + 1, timings);
+  auto model = open_gpu_model(model_path, 256 + n_decode + 1, timings, fusion);
   if (!model) return fail(model.message());
   gpu::LlmGpu& llm = *(*model)->llm;
   const LlamaWeights& w = (*model)->weights;
@@ -206,18 +254,32 @@ int run_bench_gpu(std::span<char* const> args) {
     }
     same_next = same_next && argmax(logits[0]) == argmax(logits[1]);
   }
-  std::vector<double> decode_ms;
-  for (int r = 0; r < repeats; ++r) {
-    auto next = run_prompt(llm, std::span<const int32_t>(prompt.data(), n_decode_prompt));
-    if (!next) return fail(next.message());
-    const double t0 = now_ms();
-    for (int i = 0; i < n_decode; ++i) {
-      next = llm.step(-1);  // one 4-byte readback per token, as generation does
+  // Decoding, with the fused plan (gpu/fusion.h) when it is on and with the separate dispatches; the greedy
+  // tokens of the two compared.
+  const bool fused = llm.fused();
+  std::vector<int32_t> written[2];
+  double decode_ms_per_token[2] = {0, 0};
+  size_t decode_dispatches[2] = {0, 0};
+  for (int f = fused ? 1 : 0; f >= 0; --f) {
+    llm.set_fused(f == 1);
+    std::vector<double> decode_ms;
+    for (int r = 0; r < repeats; ++r) {
+      auto next = run_prompt(llm, std::span<const int32_t>(prompt.data(), n_decode_prompt));
       if (!next) return fail(next.message());
+      written[f] = {*next};
+      const double t0 = now_ms();
+      for (int i = 0; i < n_decode; ++i) {
+        next = llm.step(-1);  // one 4-byte readback per token, as generation does
+        if (!next) return fail(next.message());
+        written[f].push_back(*next);
+      }
+      decode_ms.push_back((now_ms() - t0) / n_decode);
     }
-    decode_ms.push_back((now_ms() - t0) / n_decode);
+    decode_ms_per_token[f] = median(decode_ms);
+    decode_dispatches[f] = llm.dispatches_per_token();
   }
-  const double ms_per_token = median(decode_ms);
+  llm.set_fused(fused);
+  const double ms_per_token = decode_ms_per_token[fused ? 1 : 0];
   const gpu::AdapterInfo& info = (*model)->device->info();
 
   // Per op: its dispatches of the first layer replayed back to back (wall clock over many replays, so the
@@ -231,13 +293,16 @@ int run_bench_gpu(std::span<char* const> args) {
     if (auto s = llm.time_step(&per); !s) return fail(s.message());
     uint64_t gpu_ns = 0;
     for (const auto& entry : per) gpu_ns += entry.second;
-    auto copy = copy_bandwidth(device, uint64_t{256} << 20, 20);
+    auto copy_command = copy_bandwidth(device, uint64_t{256} << 20, 20);
+    if (!copy_command) return fail(copy_command.message());
+    auto copy = shader_copy_bandwidth(device, uint64_t{256} << 20, 20);
     if (!copy) return fail(copy.message());
     const auto& plan = llm.plan();
     const auto& names = llm.plan_names();
     const auto& weight_bytes = llm.weight_bytes_per_dispatch();
     timing_text = cat(
-        "  copy bandwidth ", *copy, " GB/s (read + write, 256 MiB buffers)",
+        "  copy bandwidth ", *copy,
+        " GB/s (read + write, 256 MiB buffers, compute shader; the copy command: ", *copy_command, " GB/s)",
         per.empty() ? std::string() : cat("; GPU time of one token (timestamps) ", gpu_ns / 1000.0, " us"),
         "\n  op (first layer's dispatches, replayed)   dispatches/token   us each   us/token   GB/s   % of "
         "copy\n");
@@ -291,7 +356,11 @@ int run_bench_gpu(std::span<char* const> args) {
             ",\"prefill_256_token_by_token_ms\":", one_by_one_ms[1], ",\"prompt_batch\":", llm.prompt_batch(),
             ",\"prompt_dispatches_per_batch\":", llm.prompt_dispatches(),
             ",\"decode_ms_per_token\":", ms_per_token, ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token,
-            ",\"dispatches_per_token\":", llm.dispatches_per_token(), timing_json, "}")
+            ",\"dispatches_per_token\":", llm.dispatches_per_token(),
+            ",\"fusion\":", json_quote(llm.fusion_status()), ",\"unfused_decode_tokens_per_s\":",
+            1000.0 / decode_ms_per_token[0], ",\"unfused_dispatches_per_token\":", decode_dispatches[0],
+            ",\"fused_tokens_equal\":", fused && written[0] == written[1] ? "true" : "false", timing_json,
+            "}")
             .c_str());
     return kExitOk;
   }
@@ -306,8 +375,16 @@ int run_bench_gpu(std::span<char* const> args) {
         llm.prompt_dispatches(), one_by_one_ms[p], 1000.0 * prefill_tokens[p] / one_by_one_ms[p]);
   std::printf("  prompt plan vs token by token: logits within %g (max |logit| %g), %s next token\n",
               max_logit_diff, max_logit, same_next ? "the same" : "a DIFFERENT");
-  std::printf("  decode %d tokens after %d: %.1f tokens/s, %zu dispatches per token\n", n_decode,
-              n_decode_prompt, 1000.0 / ms_per_token, llm.dispatches_per_token());
+  std::printf("  fusion: %s\n", llm.fusion_status().c_str());
+  if (fused)
+    std::printf(
+        "  decode %d tokens after %d, fused: %.1f tokens/s, %zu dispatches per token; %s greedy tokens as "
+        "the separate dispatches\n",
+        n_decode, n_decode_prompt, 1000.0 / decode_ms_per_token[1], decode_dispatches[1],
+        written[0] == written[1] ? "the same" : "DIFFERENT");
+  std::printf("  decode %d tokens after %d%s: %.1f tokens/s, %zu dispatches per token\n", n_decode,
+              n_decode_prompt, fused ? ", separate dispatches" : "", 1000.0 / decode_ms_per_token[0],
+              decode_dispatches[0]);
   std::fputs(timing_text.c_str(), stdout);
   return kExitOk;
 }

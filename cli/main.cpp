@@ -55,10 +55,16 @@ constexpr Command kCommands[] = {
      "  --repeats N              repeats; medians are printed\n"
      "  --backend cpu|webgpu     webgpu: on the GPU (dispatches per token; --timings: per-op GPU time, "
      "GB/s)\n"
+     "  --fusion on|off|auto     webgpu: each layer as one dispatch (default auto: on a GPU, if its check "
+     "passes)\n"
+     "  --fused-grid N           webgpu: workgroups per fused dispatch (default: the widest layer op's)\n"
      "  --json                   one JSON object\n"},
     {"gpu-check", "gpu-check [--seed S]",
      "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",
      run_gpu_check, "  --seed S                 seed of the random inputs (default 1)\n"},
+    {"gpu-probe", "gpu-probe",
+     "what plan fusion costs on this machine's GPU: the grid barrier, plain against atomic loads",
+     run_gpu_probe, ""},
     {"tokenize", "tokenize -m FILE [--special] [--no-bos]",
      "UTF-8 text on stdin -> JSON array of token ids, with the GGUF file's own tokenizer", run_tokenize,
      "  -m, --model FILE         any GGUF with tokenizer metadata (vocab-only files too)\n"

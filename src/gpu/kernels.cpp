@@ -625,14 +625,14 @@ struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read_write> partial: array<u32>;
-var<workgroup> rv: array<f32, 256>;
-var<workgroup> ri: array<u32, 256>;
-@compute @workgroup_size(256)
+var<workgroup> rv: array<f32, 128>;
+var<workgroup> ri: array<u32, 128>;
+@compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   var best = -3.4028234e38f;
   var best_i = 0xFFFFFFFFu;
-  for (var k = 0u; k < 4u; k++) {
-    let i = wg.x * 1024u + k * 256u + lid.x;
+  for (var k = 0u; k < 8u; k++) {
+    let i = wg.x * 1024u + k * 128u + lid.x;
     if (i < p.n) {
       let v = logits[i];
       if (v > best || best_i == 0xFFFFFFFFu) { best = v; best_i = i; }
@@ -641,7 +641,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   rv[lid.x] = best;
   ri[lid.x] = best_i;
   workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
+  for (var s = 64u; s > 0u; s >>= 1u) {
     if (lid.x < s) {
       let v = rv[lid.x + s]; let i = ri[lid.x + s];
       if (i != 0xFFFFFFFFu && (ri[lid.x] == 0xFFFFFFFFu || v > rv[lid.x] || (v == rv[lid.x] && i < ri[lid.x]))) {
@@ -661,20 +661,20 @@ struct P { n_groups: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> partial: array<u32>;
 @group(0) @binding(2) var<storage, read_write> tok: array<u32>;
-var<workgroup> rv: array<f32, 256>;
-var<workgroup> ri: array<u32, 256>;
-@compute @workgroup_size(256)
+var<workgroup> rv: array<f32, 128>;
+var<workgroup> ri: array<u32, 128>;
+@compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u) {
   var best = -3.4028234e38f;
   var best_i = 0xFFFFFFFFu;
-  for (var g = lid.x; g < p.n_groups; g += 256u) {
+  for (var g = lid.x; g < p.n_groups; g += 128u) {
     let v = bitcast<f32>(partial[2u * g]); let i = partial[2u * g + 1u];
     if (best_i == 0xFFFFFFFFu || v > best || (v == best && i < best_i)) { best = v; best_i = i; }
   }
   rv[lid.x] = best;
   ri[lid.x] = best_i;
   workgroupBarrier();
-  for (var s = 128u; s > 0u; s >>= 1u) {
+  for (var s = 64u; s > 0u; s >>= 1u) {
     if (lid.x < s) {
       let v = rv[lid.x + s]; let i = ri[lid.x + s];
       if (i != 0xFFFFFFFFu && (ri[lid.x] == 0xFFFFFFFFu || v > rv[lid.x] || (v == rv[lid.x] && i < ri[lid.x]))) {

@@ -51,6 +51,17 @@ Shapes shapes_of(const LlamaHparams& hp) {
   return s;
 }
 
+// Bytes a pool needs for buffers of these sizes (each view starts 256-byte aligned).
+uint64_t pooled(std::initializer_list<uint64_t> sizes) {
+  uint64_t n = 0;
+  for (uint64_t b : sizes) n += (b + 255) / 256 * 256;
+  return n;
+}
+uint64_t gpu_bytes(const Matrix& m) {
+  const Result<uint32_t> words = gpu_row_words(m.dtype, m.cols);
+  return words.ok() ? static_cast<uint64_t>(m.rows) * *words * 4 : 0;
+}
+
 uint64_t bytes_of(const GpuMatrixParts& m) {
   uint64_t n = 0;
   for (const GpuMatrix& p : m) n += static_cast<uint64_t>(p.rows) * p.row_words * 4;
@@ -60,10 +71,14 @@ uint64_t bytes_of(const GpuMatrixParts& m) {
 }  // namespace
 
 Result<std::unique_ptr<LlmGpu>> LlmGpu::create(Device& device, const LlamaWeights& weights, int n_ctx,
-                                               uint64_t max_binding_bytes) {
+                                               uint64_t max_binding_bytes, FusionOptions fusion) {
   std::unique_ptr<LlmGpu> llm(new LlmGpu(device));
   llm->ops_.set_max_binding(max_binding_bytes);
   SOTTO_TRY(llm->build(weights, n_ctx));
+  if (Status fused = llm->build_fused(fusion); !fused.ok()) {  // the model runs without it
+    llm->use_fused_ = false;
+    llm->fusion_status_ = cat("off: ", fused.message());
+  }
   return llm;
 }
 
@@ -88,10 +103,15 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   const bool post_norms = !w.layers.empty() && w.layers[0].attn_post_norm != nullptr;
 
   // State both plans share: the step uniform, the KV cache (one buffer per layer, so that long contexts stay
-  // under the binding limit), the RoPE tables and GELU's.
+  // under the binding limit), the RoPE tables and GELU's. Read-only buffers that belong together are views of
+  // one pool where they fit in one binding (the tables; each layer's weights), so that a fused layer binds a
+  // few buffers, not twenty (gpu/fusion.h). Buffers a kernel writes stay apart: WebGPU refuses a dispatch that
+  // binds one buffer writable and again in any other way.
   SOTTO_ASSIGN(step_, ops_.step_buffer());
   const uint64_t k_layer_bytes = static_cast<uint64_t>(n_ctx_) * shapes.kv_k * 2;
   const uint64_t v_layer_bytes = static_cast<uint64_t>(n_ctx_) * shapes.kv_v * 2;
+  const uint64_t rope_bytes = static_cast<uint64_t>(n_ctx_) * (hp.n_rot / 2) * 8;
+  SOTTO_TRY(ops_.begin_pool(pooled({rope_bytes, rope_bytes, 65536 * 2}), "tables"));
   // Local (sliding-window) layers rotate with their own base and no scaling, as on the CPU.
   const std::vector<float> table = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale);
   SOTTO_ASSIGN(model_.rope, ops_.upload(table.data(), table.size() * 4, "rope"));
@@ -101,6 +121,13 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   }
   if (hp.ffn_activation == FfnActivation::Gelu) {
     SOTTO_ASSIGN(model_.gelu, ops_.upload(w.gelu_f16.data(), w.gelu_f16.size() * 2, "gelu table"));
+  }
+  ops_.end_pool();
+  model_.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerGpu& g = model_.layers[static_cast<size_t>(il)];
+    SOTTO_ASSIGN(g.k_cache, ops_.buffer(k_layer_bytes, cat("blk.", il, ".k cache")));
+    SOTTO_ASSIGN(g.v_cache, ops_.buffer(v_layer_bytes, cat("blk.", il, ".v cache")));
   }
 
   // Weights.
@@ -116,7 +143,14 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   for (int il = 0; il < hp.n_layer; ++il) {
     const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
     const std::string b = cat("blk.", il, ".");
-    LayerGpu g;
+    const uint64_t norm = uint64_t{shapes.d} * 4, head_norm = static_cast<uint64_t>(hp.head_dim_k) * 4;
+    const uint64_t layer_bytes =
+        pooled({norm, norm, head_norm, head_norm, norm, norm, uint64_t{shapes.qkv} * 4, gpu_bytes(l.wq),
+                gpu_bytes(l.wk), gpu_bytes(l.wv), gpu_bytes(l.wo), gpu_bytes(l.ffn_gate), gpu_bytes(l.ffn_up),
+                gpu_bytes(l.ffn_down)}) +
+        3 * 256;  // q, k, v stacked in one or more matrices
+    SOTTO_TRY(ops_.begin_pool(layer_bytes, b + "weights"));
+    LayerGpu& g = model_.layers[static_cast<size_t>(il)];
     SOTTO_ASSIGN(g.attn_norm, ops_.upload(l.attn_norm, shapes.d * 4, b + "attn_norm"));
     SOTTO_ASSIGN(g.ffn_norm, ops_.upload(l.ffn_norm, shapes.d * 4, b + "ffn_norm"));
     if (l.q_norm) {
@@ -129,8 +163,6 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
       SOTTO_ASSIGN(g.attn_post_norm, ops_.upload(l.attn_post_norm, shapes.d * 4, b + "post_attention_norm"));
       SOTTO_ASSIGN(g.ffn_post_norm, ops_.upload(l.ffn_post_norm, shapes.d * 4, b + "post_ffw_norm"));
     }
-    SOTTO_ASSIGN(g.k_cache, ops_.buffer(k_layer_bytes, b + "k cache"));
-    SOTTO_ASSIGN(g.v_cache, ops_.buffer(v_layer_bytes, b + "v cache"));
     // q, k, v: runs of consecutive matrices of one type stacked into one matrix (all three in the usual case;
     // Gemma 3's files pair Q5_0 q and k with a Q8_0 v).
     const Matrix* qkv_m[3] = {&l.wq, &l.wk, &l.wv};
@@ -159,7 +191,7 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
     SOTTO_ASSIGN(g.gate, upload(ops_, l.ffn_gate, b + "ffn_gate"));
     SOTTO_ASSIGN(g.up, upload(ops_, l.ffn_up, b + "ffn_up"));
     SOTTO_ASSIGN(g.down, upload(ops_, l.ffn_down, b + "ffn_down"));
-    model_.layers.push_back(std::move(g));
+    ops_.end_pool();
   }
 
   // The decode step, then the prompt's: the same forward pass over 1 token or a batch of them.
@@ -177,6 +209,15 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
     SOTTO_TRY(record_forward(prompt_tokens_, prompt_tok_, prompt_));
   }
   return device().wait_idle();
+}
+
+// What record_forward() allocates for one token (what a pool for those activations must hold).
+uint64_t LlmGpu::decode_activation_bytes() const {
+  const Shapes shapes = shapes_of(hp_);
+  const uint64_t widest = uint64_t{std::max({shapes.d, shapes.qkv, shapes.out, shapes.ff})} * 4;
+  return pooled({shapes.d * 4ull, widest, widest, shapes.qkv * 4ull, shapes.out * 4ull, widest / 4,
+                 widest / 32 + 4, shapes.d * 4ull,
+                 Ops::argmax_partial_bytes(static_cast<uint32_t>(hp_.n_vocab)), 256, 256, 256, 256});
 }
 
 // One forward pass over n_tokens tokens (tok: their ids) at positions step.pos ..: embed, the layers, and for a
@@ -281,6 +322,7 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
   record("embed", mark);
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
+    out.layer_begin.push_back(plan.size());
     // x += attention(rms_norm(x)): q, k, v in one matrix (or a few of one type each), RoPE and the KV cache
     // write, attention over the cache, the output projection.
     mark = plan.size();
@@ -350,6 +392,7 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
     record(model_.gelu ? "gate·up GeGLU" : "gate·up SwiGLU", mark, bytes_of(l.gate) + bytes_of(l.up));
     SOTTO_TRY(join_branch(l.down, h2, shapes.ff, l.ffn_post_norm, "ffn_down", "post_ffw_norm"));
   }
+  out.layer_begin.push_back(plan.size());
   if (prompt) return {};
   // logits = output(rms_norm(x)); the next token = argmax(logits), chosen on the GPU.
   mark = plan.size();
@@ -378,9 +421,12 @@ Status LlmGpu::submit(int32_t token) {
     const uint32_t t[4] = {static_cast<uint32_t>(token), 0, 0, 0};
     SOTTO_TRY(device().write_buffer(tok_, 0, t, 16));
   }
-  const uint32_t s[4] = {static_cast<uint32_t>(n_past_), 1, 0, 0};
-  SOTTO_TRY(device().write_buffer(step_, 0, s, 16));
-  SOTTO_TRY(device().run(decode_.dispatches));
+  if (use_fused_) {  // what a rerun needs, until a read shows the fused runs went through
+    if (unchecked_.empty()) unchecked_from_ = n_past_;
+    unchecked_.push_back(token >= 0 ? token : last_output_);
+  }
+  last_sampled_ = false;
+  SOTTO_TRY(run_decode());
   ++n_past_;
   return {};
 }
@@ -408,14 +454,23 @@ Status LlmGpu::submit_prompt(std::span<const int32_t> tokens) {
 }
 
 Status LlmGpu::start_finish() {
-  SOTTO_ASSIGN(pending_read_, device().start_read(tok_, 0, 4));
+  // After a fused run, the failure flag its copy put next to the token comes back with it.
+  SOTTO_ASSIGN(pending_read_, device().start_read(tok_, 0, last_run_fused_ ? 8 : 4));
   return {};
 }
 
 DeviceStatus LlmGpu::finish(int32_t* token) {
-  uint32_t t = 0;
-  const DeviceStatus s = device().finish_read(pending_read_, &t);
-  if (s == DeviceStatus::Ok) *token = static_cast<int32_t>(t);
+  uint32_t t[2] = {0, 0};
+  const DeviceStatus s = device().finish_read(pending_read_, t);
+  if (s != DeviceStatus::Ok) return s;
+  if (last_run_fused_ && t[1] != 0) {
+    const Status rerun = rerun_unfused();
+    if (!rerun.ok()) return DeviceStatus::Error;
+    return finish(token);
+  }
+  *token = static_cast<int32_t>(t[0]);
+  last_output_ = *token;
+  unchecked_.clear();
   return s;
 }
 

@@ -25,6 +25,11 @@
 // attention for all its tokens, the step uniform saying how many this run has. It only fills the KV cache;
 // the prompt's last token goes through the decode plan for the logits. Each prompt token's sums run in the
 // decode kernels' order, so a prompt gives the logits it gives token by token.
+//
+// Decoding can also run a fused plan (gpu/fusion.h): each layer's dispatches as one, ~30 dispatches per token
+// instead of ~170. It is built from the decode plan itself, checked against it once at load (the same logits, bit
+// for bit, and no workgroup left waiting at a grid barrier) and used only when that passes; a token whose
+// fused run reports a stuck barrier later runs again unfused, and fusion stays off.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +46,13 @@
 
 namespace sotto::gpu {
 
+// Plan fusion: on by default where the adapter is a GPU (on SwiftShader, a CPU, it only costs time).
+struct FusionOptions {
+  enum class Mode { Auto, On, Off };
+  Mode mode = Mode::Auto;
+  uint32_t grid = 0;  // workgroups of a fused dispatch; 0: as many as the widest phase has
+};
+
 class LlmGpu {
  public:
   // n_ctx <= 0: min(model's training context, 4096). Fails clearly for what the GPU path lacks (weight types
@@ -48,7 +60,7 @@ class LlmGpu {
   // max_binding_bytes > 0: split matrices (and refuse buffers) above this size even where the device allows
   // more, to test the splitting with small models.
   static Result<std::unique_ptr<LlmGpu>> create(Device& device, const LlamaWeights& weights, int n_ctx,
-                                                uint64_t max_binding_bytes = 0);
+                                                uint64_t max_binding_bytes = 0, FusionOptions fusion = {});
 
   // Runs one token at position n_past() and advances. token >= 0: that token (a prompt token); token < 0:
   // the GPU's own previous argmax (greedy decoding, nothing leaves the GPU). Only submits the work.
@@ -74,8 +86,16 @@ class LlmGpu {
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
   int n_vocab() const { return hp_.n_vocab; }
-  void reset() { n_past_ = 0; }
-  size_t dispatches_per_token() const { return decode_.dispatches.size(); }
+  void reset() {
+    n_past_ = 0;
+    unchecked_.clear();
+  }
+  size_t dispatches_per_token() const;
+  // The fused plan: whether it is built and in use, why not when it is not, and its grid.
+  bool fused() const { return use_fused_; }
+  void set_fused(bool on) { use_fused_ = on && !fused_.dispatches.empty(); }
+  const std::string& fusion_status() const { return fusion_status_; }
+  uint32_t fused_grid() const { return fused_grid_; }
   // Tokens per run of the prompt plan, and its dispatches.
   uint32_t prompt_batch() const { return prompt_tokens_; }
   size_t prompt_dispatches() const { return prompt_.dispatches.size(); }
@@ -95,6 +115,7 @@ class LlmGpu {
     std::vector<Dispatch> dispatches;
     std::vector<std::string> names;
     std::vector<uint64_t> weight_bytes;
+    std::vector<size_t> layer_begin;  // the first dispatch of each layer, then the end of the last
   };
   struct LayerGpu {
     BufferHandle attn_norm = 0, ffn_norm = 0, q_norm = 0, k_norm = 0, attn_post_norm = 0, ffn_post_norm = 0;
@@ -111,6 +132,14 @@ class LlmGpu {
   explicit LlmGpu(Device& device) : ops_(device) {}
   Status build(const LlamaWeights& w, int n_ctx);
   Status record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out);
+  // The fused decode plan from decode_ (llm_gpu_fusion.cpp), checked against it; fusion_status_ says why not.
+  Status build_fused(const FusionOptions& options);
+  uint64_t decode_activation_bytes() const;
+  void set_fused_grid(uint32_t grid);
+  std::vector<uint32_t> fused_widest_;  // per dispatch of fused_: the most workgroups it can use (0: unfused)
+  Status run_decode();
+  // A fused token whose barrier gave up: run it again through decode_ (and its sampling tail).
+  Status rerun_unfused();
 
   Ops ops_;
   LlamaHparams hp_;
@@ -120,6 +149,21 @@ class LlmGpu {
   uint32_t prompt_tokens_ = 0;
   BufferHandle step_ = 0, tok_ = 0, prompt_tok_ = 0, logits_ = 0;
   ReadHandle pending_read_ = 0;
+  // Fusion: the fused plan, the sync words (failure flag, one barrier counter per fused dispatch), whether it is
+  // in use, and what a rerun needs: the last token's input (< 0: the previous output) and sampling.
+  Plan fused_;
+  BufferHandle sync_ = 0;
+  uint32_t sync_words_ = 0, fused_grid_ = 0;
+  bool use_fused_ = false, last_run_fused_ = false;
+  std::string fusion_status_ = "not built";
+  std::vector<int32_t>
+      unchecked_;  // inputs of the fused tokens since the last read, from position unchecked_from_
+  int unchecked_from_ = 0;
+  int32_t last_output_ = -1;
+  bool last_sampled_ = false;
+  SamplerParams last_sample_params_;
+  float last_sample_u_ = 0.0f;
+  std::vector<int32_t> last_sample_history_;
   // The sampling tail (llm_gpu_sampling.cpp), recorded on first use: reads logits_, writes tok_.
   std::vector<Dispatch> sample_plan_;
   BufferHandle sample_state_ = 0, sample_candidates_ = 0;

@@ -19,6 +19,10 @@ Status LlmGpu::submit_sample(const SamplerParams& params, float u, std::span<con
     sample_plan_ = std::move(plan);
   }
   SOTTO_TRY(device().write_buffer(sample_state_, 0, state.data(), state.size() * 4));
+  last_sampled_ = true;  // what a rerun of this token needs (llm_gpu_fusion.cpp)
+  last_sample_params_ = params;
+  last_sample_u_ = u;
+  last_sample_history_.assign(history.begin(), history.end());
   return device().run(sample_plan_);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 namespace sotto::gpu {
@@ -142,6 +143,7 @@ Result<BufferHandle> Ops::buffer(uint64_t bytes, std::string_view label) {
   if (bytes > max_binding())
     return error("webgpu: buffer '", label, "' of ", bytes, " bytes exceeds the storage binding limit (",
                  max_binding(), " bytes)");
+  if (std::optional<BufferHandle> view = pool_view(bytes)) return *view;
   SOTTO_ASSIGN(BufferHandle b,
                device_.create_buffer(bytes, kUsageStorage | kUsageCopySrc | kUsageCopyDst, label));
   owned_.push_back(b);
@@ -150,12 +152,13 @@ Result<BufferHandle> Ops::buffer(uint64_t bytes, std::string_view label) {
 
 Result<BufferHandle> Ops::upload(const void* data, uint64_t bytes, std::string_view label) {
   SOTTO_ASSIGN(BufferHandle b, buffer(bytes, label));
+  const Binding at = resolve({0, b});
   if (bytes % 4 == 0) {
-    SOTTO_TRY(device_.write_buffer(b, 0, data, bytes));
+    SOTTO_TRY(device_.write_buffer(at.buffer, at.offset, data, bytes));
   } else {
     std::vector<uint8_t> padded((bytes + 3) & ~uint64_t{3}, 0);
     std::memcpy(padded.data(), data, bytes);
-    SOTTO_TRY(device_.write_buffer(b, 0, padded.data(), padded.size()));
+    SOTTO_TRY(device_.write_buffer(at.buffer, at.offset, padded.data(), padded.size()));
   }
   return b;
 }
@@ -220,6 +223,7 @@ Result<GpuMatrixParts> Ops::upload_matrix_parts(DType w, const void* data, int64
 Result<BufferHandle> Ops::step_buffer() {
   SOTTO_ASSIGN(BufferHandle b, device_.create_buffer(16, kUsageUniform | kUsageCopyDst, "step"));
   owned_.push_back(b);
+  step_buffers_.push_back(b);
   return b;
 }
 
@@ -228,6 +232,7 @@ Result<PipelineHandle> Ops::pipeline(const std::string& key, const std::string& 
     if (k == key) return p;
   SOTTO_ASSIGN(PipelineHandle p, device_.create_pipeline(wgsl, "main", key));
   pipelines_.emplace_back(key, p);
+  sources_[p] = wgsl;
   return p;
 }
 
@@ -240,6 +245,9 @@ Result<Binding> Ops::params(uint32_t binding, const void* data, uint32_t bytes) 
     param_used_ = 0;
   }
   SOTTO_TRY(device_.write_buffer(param_buffer_, param_used_, data, bytes));
+  std::vector<uint32_t>& words = param_words_[param_key(param_buffer_, param_used_)];
+  words.assign((bytes + 3) / 4, 0);
+  std::memcpy(words.data(), data, bytes);
   Binding b{binding, param_buffer_, param_used_, bytes};
   param_used_ += slot;
   return b;
@@ -250,7 +258,9 @@ Status Ops::add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Bindi
   if (groups_x == 0 || groups_x > kMaxGroups || groups_y == 0 || groups_y > kMaxGroups)
     return error("webgpu: a dispatch of ", groups_x, " x ", groups_y, " workgroups is outside 1..",
                  kMaxGroups);
+  for (Binding& b : bindings) b = resolve(b);
   SOTTO_ASSIGN(BindGroupHandle g, device_.create_bind_group(p, bindings));
+  dispatch_bindings_[g] = bindings;
   Dispatch d;
   d.pipeline = p;
   d.bind_group = g;
@@ -547,7 +557,8 @@ Status Ops::sample(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n,
 }
 
 Status Ops::read(BufferHandle buffer, uint64_t offset, void* dst, uint64_t bytes) {
-  SOTTO_ASSIGN(ReadHandle r, device_.start_read(buffer, offset, bytes));
+  const Binding at = resolve({0, buffer, offset});
+  SOTTO_ASSIGN(ReadHandle r, device_.start_read(at.buffer, at.offset, bytes));
   const DeviceStatus s = device_.finish_read(r, dst);
   if (s == DeviceStatus::Pending)
     return error("webgpu: read pending (asynchronous device): use start/finish_read");

@@ -9,8 +9,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -161,11 +163,30 @@ class Ops {
   // Blocking read (natively; in wasm Pending comes back as an error asking the caller to go async).
   Status read(BufferHandle buffer, uint64_t offset, void* dst, uint64_t bytes);
 
+  // Pools (gpu/ops_fusion.cpp). While one is open, buffer() and upload() hand out views of one buffer of
+  // `capacity` bytes (256-byte aligned), so a fused kernel binds that one root where the plan bound many
+  // buffers; once it is full they make buffers of their own again. Views work everywhere in Ops; the device
+  // itself never sees them, so buffers the caller writes or reads through the Device must be made outside a
+  // pool.
+  Status begin_pool(uint64_t capacity, std::string_view label);
+  void end_pool() { pool_ = {}; }
+  // The dispatches as one (gpu/fusion.h): `sync` holds the failure flag (word 0) and the grid barrier's
+  // counters, `slot` this dispatch's; `step` the step uniform. Its grid is `grid` workgroups (clamped to the most
+  // any phase had, returned in *widest). Errors for what cannot be fused (the dispatches then stay apart).
+  Result<Dispatch> fuse(std::span<const Dispatch> dispatches, BufferHandle step, BufferHandle sync,
+                        uint32_t slot, uint32_t grid, uint32_t* widest);
+
  private:
   Result<PipelineHandle> pipeline(const std::string& key, const std::string& wgsl);
   Result<Binding> params(uint32_t binding, const void* data, uint32_t bytes);
   Status add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Binding> bindings, uint32_t groups_x,
              uint32_t groups_y = 1);
+  // A view's root buffer and offset (other buffers as they are).
+  Binding resolve(Binding b) const;
+  std::optional<BufferHandle> pool_view(uint64_t bytes);
+  static uint64_t param_key(BufferHandle buffer, uint64_t offset) {
+    return (uint64_t{buffer} << 40) | offset;
+  }
 
   Device& device_;
   KernelFeatures features_;
@@ -175,6 +196,24 @@ class Ops {
   BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0, dummy_k_norm_ = 0;
   uint64_t max_binding_override_ = 0;
   std::vector<BufferHandle> owned_;
+
+  // What plan fusion reads back: each pipeline's WGSL, each bind group's bindings, each parameter slice's
+  // words, the step uniforms.
+  std::unordered_map<PipelineHandle, std::string> sources_;
+  std::unordered_map<BindGroupHandle, std::vector<Binding>> dispatch_bindings_;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> param_words_;
+  std::vector<BufferHandle> step_buffers_;
+  // Views: handles from kViewBase up, each a range of a pool's root buffer.
+  static constexpr BufferHandle kViewBase = 0x40000000;
+  struct View {
+    BufferHandle root = 0;
+    uint64_t offset = 0, bytes = 0;
+  };
+  std::vector<View> views_;
+  struct Pool {
+    BufferHandle root = 0;
+    uint64_t used = 0, capacity = 0;
+  } pool_;
 };
 
 }  // namespace sotto::gpu

@@ -349,5 +349,72 @@ TEST(GpuLlm, PromptPlanGivesTheTokenByTokenLogits) {
   EXPECT_EQ(device->last_error(), "");
 }
 
+// Plan fusion (gpu/fusion.h): each layer's dispatches as one kernel with grid barriers gives the separate
+// dispatches' logits bit for bit, token after token. One workgroup per fused dispatch is the case every
+// adapter can run (the barrier is then trivial), so SwiftShader checks the rewriting of every kernel; with
+// four, SwiftShader may not keep all resident, and then the load-time check must have turned fusion off.
+TEST(GpuLlm, FusedLayersGiveTheLogitsOfSeparateDispatches) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()) + 7);
+  for (const char* file : {"stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-q4_0.gguf", "gemma3"}) {
+    const bool gemma = std::string(file) == "gemma3";
+    const std::vector<uint8_t> bytes =
+        testing::read_fixture(std::string("llm/") + (gemma ? "stories260K-q8_0.gguf" : file));
+    auto gguf = parse_gguf(bytes);
+    ASSERT_TRUE(gguf.ok()) << gguf.message();
+    auto weights = load_llama(*gguf);
+    ASSERT_TRUE(weights.ok()) << weights.message();
+    std::vector<std::vector<float>> norms;
+    const LlamaWeights w = gemma ? gemma3_shaped(*weights, norms) : *weights;
+    std::vector<int32_t> prompt(10);
+    std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
+    for (int32_t& t : prompt) t = token(rng);
+    for (uint32_t grid : {1u, 4u}) {
+      gpu::FusionOptions fusion;
+      fusion.mode = gpu::FusionOptions::Mode::On;
+      fusion.grid = grid;
+      auto llm = gpu::LlmGpu::create(*device, w, 64, 0, fusion);
+      ASSERT_TRUE(llm.ok()) << llm.message();
+      gpu::LlmGpu& g = **llm;
+      std::printf("[ info    ] %s, grid %u: fusion %s\n", file, grid, g.fusion_status().c_str());
+      if (grid == 1) {
+        ASSERT_TRUE(g.fused()) << file << ": " << g.fusion_status();
+        EXPECT_EQ(g.dispatches_per_token(), 2 + static_cast<size_t>(w.hp.n_layer)) << file;  // + embed, head
+      }
+      if (!g.fused()) continue;
+      // The prompt token by token, then 12 greedy tokens, logits compared at every step.
+      auto run = [&](bool fused, std::vector<std::vector<float>>* logits) {
+        g.set_fused(fused);
+        g.reset();
+        std::vector<int32_t> ids;
+        for (size_t i = 0; i + 1 < prompt.size(); ++i) EXPECT_TRUE(g.submit(prompt[i]).ok());
+        auto next = g.step(prompt.back());
+        while (next.ok() && ids.size() < 12) {
+          ids.push_back(*next);
+          auto l = g.logits();
+          EXPECT_TRUE(l.ok());
+          if (l.ok()) logits->push_back(*l);
+          next = g.step(-1);
+        }
+        EXPECT_TRUE(next.ok()) << next.message();
+        return ids;
+      };
+      std::vector<std::vector<float>> fused_logits, plan_logits;
+      const std::vector<int32_t> fused_ids = run(true, &fused_logits);
+      // A barrier that gave up (SwiftShader need not keep 4 workgroups resident) turned fusion off and ran
+      // those tokens again unfused: the results must not show it.
+      std::printf("[ info    ] %s, grid %u, after decoding: fusion %s\n", file, grid,
+                  g.fusion_status().c_str());
+      const std::vector<int32_t> plan_ids = run(false, &plan_logits);
+      EXPECT_EQ(fused_ids, plan_ids) << file << ", grid " << grid;
+      ASSERT_EQ(fused_logits.size(), plan_logits.size());
+      for (size_t k = 0; k < fused_logits.size(); ++k)
+        EXPECT_EQ(fused_logits[k], plan_logits[k]) << file << ", grid " << grid << ", token " << k;
+    }
+  }
+  EXPECT_EQ(device->last_error(), "");
+}
+
 }  // namespace
 }  // namespace sotto

@@ -1,0 +1,155 @@
+// LlmGpu's fused decode plan (gpu/llm_gpu.h, gpu/fusion.h): the embedding, one dispatch per layer, the output
+// head and argmax as recorded, then a copy of the failure flag next to the token.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "gpu/llm_gpu.h"
+
+namespace sotto::gpu {
+
+size_t LlmGpu::dispatches_per_token() const {
+  const std::vector<Dispatch>& plan = use_fused_ ? fused_.dispatches : decode_.dispatches;
+  return static_cast<size_t>(
+      std::count_if(plan.begin(), plan.end(), [](const Dispatch& d) { return d.copy_bytes == 0; }));
+}
+
+void LlmGpu::set_fused_grid(uint32_t grid) {
+  fused_grid_ = grid;
+  for (size_t i = 0; i < fused_.dispatches.size(); ++i)
+    if (fused_widest_[i] > 0) fused_.dispatches[i].groups_x = std::clamp<uint32_t>(grid, 1, fused_widest_[i]);
+}
+
+Status LlmGpu::run_decode() {
+  const uint32_t s[4] = {static_cast<uint32_t>(n_past_), 1, 0, 0};
+  SOTTO_TRY(device().write_buffer(step_, 0, s, 16));
+  last_run_fused_ = use_fused_;
+  if (!use_fused_) return device().run(decode_.dispatches);
+  // The barrier counters start at zero every token; the failure flag (word 0) stays raised until finish()
+  // sees it, since tokens submitted without a read in between (a prompt token by token) are checked with the
+  // next one that is read.
+  const std::vector<uint32_t> zeros(sync_words_ - 1, 0);
+  SOTTO_TRY(device().write_buffer(sync_, 4, zeros.data(), zeros.size() * 4));
+  return device().run(fused_.dispatches);
+}
+
+Status LlmGpu::rerun_unfused() {
+  use_fused_ = false;
+  fusion_status_ = "off: a fused layer's grid barrier gave up while decoding (workgroups not all resident)";
+  // Every fused token since the last one read, again through the decode plan.
+  const std::vector<int32_t> inputs = unchecked_;
+  n_past_ = unchecked_from_;
+  for (int32_t t : inputs) {
+    if (t < 0) return error("webgpu: a fused token failed and its input is unknown");
+    SOTTO_TRY(submit(t));
+  }
+  if (last_sampled_) {
+    const std::vector<int32_t> history = last_sample_history_;
+    SOTTO_TRY(submit_sample(last_sample_params_, last_sample_u_, history));
+  }
+  return start_finish();
+}
+
+Status LlmGpu::build_fused(const FusionOptions& options) {
+  const bool cpu_adapter = device().info().description.find("SwiftShader") != std::string::npos;
+  if (options.mode == FusionOptions::Mode::Off ||
+      (options.mode == FusionOptions::Mode::Auto && cpu_adapter)) {
+    fusion_status_ = "off";
+    return {};
+  }
+  // The check below reads back synchronously, which only a native device can.
+  if (device().info().backend != "vulkan") {
+    fusion_status_ = "off: fusion is checked and used natively only so far";
+    return {};
+  }
+  // The decode step recorded once more, its activations all views of one pool: fused, they are one binding
+  // (unfused, that plan would bind one buffer both read-only and writable, which WebGPU refuses: it only ever
+  // runs fused). The KV cache, weights and tables are the decode plan's own.
+  SOTTO_TRY(ops_.begin_pool(decode_activation_bytes(), "fused decode activations"));
+  Plan fusable;
+  const Status recorded = record_forward(1, tok_, fusable);
+  ops_.end_pool();
+  SOTTO_TRY(recorded);
+  // Fused: the embedding as it is, each layer as one dispatch, the output head and argmax as one.
+  std::vector<size_t> bounds = fusable.layer_begin;
+  bounds.push_back(fusable.dispatches.size());
+  sync_words_ = static_cast<uint32_t>(bounds.size());
+  SOTTO_ASSIGN(sync_, ops_.buffer(uint64_t{sync_words_} * 4, "fusion sync"));
+  Plan fused;
+  std::vector<uint32_t> widest;
+  for (size_t i = 0; i < bounds.front(); ++i) {
+    fused.dispatches.push_back(fusable.dispatches[i]);
+    fused.names.push_back(fusable.names[i]);
+    fused.weight_bytes.push_back(fusable.weight_bytes[i]);
+    widest.push_back(0);
+  }
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+    const std::span<const Dispatch> range(fusable.dispatches.data() + bounds[k], bounds[k + 1] - bounds[k]);
+    const bool head = k + 2 == bounds.size();
+    uint32_t w = 0;
+    Result<Dispatch> d = ops_.fuse(range, step_, sync_, static_cast<uint32_t>(1 + k),
+                                   std::numeric_limits<uint32_t>::max(), &w);
+    if (!d.ok()) {
+      fusion_status_ = cat("off: ", head ? std::string("the output head") : cat("layer ", k),
+                           " cannot be fused: ", d.message());
+      return {};
+    }
+    uint64_t bytes = 0;
+    for (size_t i = bounds[k]; i < bounds[k + 1]; ++i) bytes += fusable.weight_bytes[i];
+    fused.dispatches.push_back(*d);
+    fused.names.push_back(head ? std::string("output head (fused)") : cat("layer ", k, " (fused)"));
+    fused.weight_bytes.push_back(bytes);
+    widest.push_back(w);
+  }
+  Dispatch flag;  // the failure flag next to the token, for finish()
+  flag.copy_src = sync_;
+  flag.copy_dst = tok_;
+  flag.copy_dst_offset = 4;
+  flag.copy_bytes = 4;
+  fused.dispatches.push_back(flag);
+  fused.names.push_back("failure flag");
+  fused.weight_bytes.push_back(0);
+  widest.push_back(0);
+  fused_ = std::move(fused);
+  fused_widest_ = std::move(widest);
+
+  // The check: token 0 at position 0 through both plans gives the same logits, bit for bit, with no barrier
+  // giving up; halving the grid while one does.
+  const uint32_t t[4] = {0, 0, 0, 0};
+  const std::vector<uint32_t> zeros(sync_words_, 0);
+  SOTTO_TRY(device().write_buffer(tok_, 0, t, 16));
+  n_past_ = 0;
+  use_fused_ = false;
+  SOTTO_TRY(run_decode());
+  SOTTO_ASSIGN(std::vector<float> expected, logits());
+  uint32_t grid =
+      options.grid > 0 ? options.grid : *std::max_element(fused_widest_.begin(), fused_widest_.end());
+  for (; grid > 0; grid /= 2) {
+    set_fused_grid(grid);
+    SOTTO_TRY(device().write_buffer(tok_, 0, t, 16));
+    SOTTO_TRY(device().write_buffer(sync_, 0, zeros.data(), zeros.size() * 4));
+    use_fused_ = true;
+    const Status ran = run_decode();
+    use_fused_ = false;
+    SOTTO_TRY(ran);
+    uint32_t token_and_flag[2] = {0, 0};
+    SOTTO_TRY(ops_.read(tok_, 0, token_and_flag, 8));
+    if (token_and_flag[1] != 0) continue;  // a barrier gave up: fewer workgroups
+    SOTTO_ASSIGN(std::vector<float> got, logits());
+    if (std::memcmp(got.data(), expected.data(), got.size() * 4) != 0) {
+      float diff = 0.0f;
+      for (size_t i = 0; i < got.size(); ++i) diff = std::max(diff, std::abs(got[i] - expected[i]));
+      fusion_status_ = cat("off: the fused plan's logits differ from the plan's (max |diff| ", diff, ")");
+      return {};
+    }
+    use_fused_ = true;
+    fusion_status_ =
+        cat("on: ", dispatches_per_token(), " dispatches per token, grids of ", grid, " workgroups");
+    return {};
+  }
+  fusion_status_ = "off: a fused layer's grid barrier gave up at every grid size";
+  return {};
+}
+
+}  // namespace sotto::gpu

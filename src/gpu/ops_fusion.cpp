@@ -1,0 +1,98 @@
+// Ops' pools (views of one buffer) and plan fusion: a recorded plan's dispatches turned back into what
+// gpu/fusion.h rewrites (each kernel's WGSL, its grid, what each binding holds), and the fused dispatch.
+#include <algorithm>
+#include <functional>
+
+#include "gpu/fusion.h"
+#include "gpu/ops.h"
+
+namespace sotto::gpu {
+
+namespace {
+constexpr uint64_t kViewAlign = 256;  // minStorageBufferOffsetAlignment everywhere we run
+}  // namespace
+
+Status Ops::begin_pool(uint64_t capacity, std::string_view label) {
+  capacity = (capacity + kViewAlign - 1) / kViewAlign * kViewAlign;
+  // Too large for one binding: no pool, the buffers stay apart (and the dispatches using them unfused).
+  if (capacity > device_.info().limits.max_buffer_size || capacity > max_binding()) return {};
+  SOTTO_ASSIGN(BufferHandle root,
+               device_.create_buffer(capacity, kUsageStorage | kUsageCopySrc | kUsageCopyDst, label));
+  owned_.push_back(root);
+  pool_ = {root, 0, capacity};
+  return {};
+}
+
+std::optional<BufferHandle> Ops::pool_view(uint64_t bytes) {
+  const uint64_t size = (std::max<uint64_t>(bytes, 4) + kViewAlign - 1) / kViewAlign * kViewAlign;
+  if (!pool_.root || pool_.used + size > pool_.capacity) return std::nullopt;
+  views_.push_back({pool_.root, pool_.used, (bytes + 3) / 4 * 4});
+  pool_.used += size;
+  return static_cast<BufferHandle>(kViewBase + views_.size() - 1);
+}
+
+Binding Ops::resolve(Binding b) const {
+  if (b.buffer < kViewBase || b.buffer - kViewBase >= views_.size()) return b;
+  const View& v = views_[b.buffer - kViewBase];
+  b.buffer = v.root;
+  if (b.size == 0) b.size = v.bytes - b.offset;
+  b.offset += v.offset;
+  return b;
+}
+
+Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle step, BufferHandle sync,
+                           uint32_t slot, uint32_t grid, uint32_t* widest) {
+  std::vector<FusionPhase> phases;
+  std::vector<BufferHandle> roots;
+  std::vector<uint32_t> offsets;  // each storage binding's word offset in its root, by offset slot
+  for (const Dispatch& d : dispatches) {
+    const auto source = sources_.find(d.pipeline);
+    const auto bindings = dispatch_bindings_.find(d.bind_group);
+    if (d.copy_bytes > 0 || source == sources_.end() || bindings == dispatch_bindings_.end() ||
+        d.groups_z != 1)
+      return error("webgpu: only dispatches Ops recorded can be fused");
+    FusionPhase ph;
+    ph.wgsl = source->second;
+    ph.groups_x = d.groups_x;
+    ph.groups_y = d.groups_y;
+    for (const Binding& b : bindings->second) {
+      FusionPhase::Bind bind;
+      bind.binding = b.binding;
+      if (std::find(step_buffers_.begin(), step_buffers_.end(), b.buffer) != step_buffers_.end()) {
+        bind.kind = FusionPhase::Bind::Kind::Step;
+      } else if (auto p = param_words_.find(param_key(b.buffer, b.offset)); p != param_words_.end()) {
+        bind.kind = FusionPhase::Bind::Kind::Params;
+        bind.params = p->second;
+      } else {
+        if (b.offset % 4) return error("webgpu: a binding at byte ", b.offset, " is not word aligned");
+        auto root = std::find(roots.begin(), roots.end(), b.buffer);
+        if (root == roots.end()) root = roots.insert(roots.end(), b.buffer);
+        bind.root = static_cast<uint32_t>(root - roots.begin());
+        bind.offset_slot = static_cast<uint32_t>(offsets.size());
+        offsets.push_back(static_cast<uint32_t>(b.offset / 4));
+      }
+      ph.bindings.push_back(std::move(bind));
+    }
+    phases.push_back(std::move(ph));
+  }
+  const AdapterLimits& limits = device_.info().limits;
+  if (roots.size() + 1 > limits.max_storage_buffers_per_shader_stage)
+    return error("webgpu: fusing these dispatches needs ", roots.size() + 1,
+                 " storage buffers (the adapter has ", limits.max_storage_buffers_per_shader_stage, ")");
+  SOTTO_ASSIGN(FusedKernel k, fuse_phases(phases, static_cast<uint32_t>(roots.size()),
+                                          limits.max_compute_workgroup_storage_size));
+  SOTTO_ASSIGN(PipelineHandle p,
+               pipeline(cat("fused_", std::hash<std::string>{}(k.wgsl), "_", k.wgsl.size()), k.wgsl));
+  std::vector<uint32_t> u(fused_uniform_words(k.n_offsets), 0);
+  u[0] = slot;
+  std::copy(offsets.begin(), offsets.end(), u.begin() + 4);
+  SOTTO_ASSIGN(Binding ub, params(1, u.data(), static_cast<uint32_t>(u.size() * 4)));
+  std::vector<Binding> b = {{0, step, 0, 16}, ub, {2, sync}};
+  for (size_t r = 0; r < roots.size(); ++r) b.push_back({static_cast<uint32_t>(3 + r), roots[r]});
+  *widest = k.widest;
+  std::vector<Dispatch> one;
+  SOTTO_TRY(add(one, p, std::move(b), std::clamp<uint32_t>(grid, 1, k.widest)));
+  return one[0];
+}
+
+}  // namespace sotto::gpu
