@@ -63,8 +63,9 @@ std::string wgsl_norm_quant(bool q8_k = false);
 // the token: the step uniform's pos + y, for y below its token count n.
 std::string wgsl_rope_kv();
 // Attention, one workgroup per query head (x) and token (y: position pos + y, causal: it sees cache positions
-// 0 .. pos + y, the last `window` of them when window > 0); max_keys sizes the scores.
-std::string wgsl_attention(uint32_t max_keys);
+// 0 .. pos + y, the last `window` of them when window > 0), the keys staged in chunks: ~10 KB of workgroup
+// memory whatever the context.
+std::string wgsl_attention();
 // WGSL helpers for an RMSNorm's sum of squares in ~48 bits (two_sum, ff_add, ff_add2, ff_mean), shared by the
 // kernels that normalize.
 const char* wgsl_float_float();

@@ -1,5 +1,6 @@
 // The WGSL of gpu/kernels.h's attention family: RoPE (with the per-head q/k RMSNorm before it and q's scale
 // after it) plus the KV cache write, and decode attention over the f16 cache (optionally a sliding window).
+// Both run 128 invocations a workgroup, the size every kernel of a layer shares.
 #include "core/error.h"
 #include "gpu/kernels.h"
 #include "gpu/kernels_wgsl.h"
@@ -22,7 +23,7 @@ struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 var<workgroup> buf: array<f32, 256>;
 var<workgroup> ssr: array<vec2f, 64>;
 FF_HELPERS
-@compute @workgroup_size(64)
+@compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   // Token wg.y of the step's n (a prompt runs many at once; decoding, one) sits at position pos + wg.y, its
   // q, k, v at wg.y * qkv_stride.
@@ -34,24 +35,28 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   if (h < p.n_head + p.n_head_kv) {
     let is_k = h >= p.n_head;
     let src = select(wg.y * p.qkv_stride + h * p.hd_k, k_off + (h - p.n_head) * p.hd_k, is_k);
-    for (var i = lid.x; i < p.hd_k; i += 64u) { buf[i] = qkv[src + i]; }
+    for (var i = lid.x; i < p.hd_k; i += 128u) { buf[i] = qkv[src + i]; }
     workgroupBarrier();
     // mode 1: RMSNorm over the head first (qwen3, gemma3), the sum of squares as the CPU's double one.
+    // Only the first 64 invocations sum, in the 64-wide tree the kernel had at 64 invocations: the same scale
+    // bit for bit.
     if ((p.mode & 1u) != 0u) {
-      var ss = vec2f(0.0);
-      for (var i = lid.x; i < p.hd_k; i += 64u) { let v = buf[i]; ss = ff_add(ss, v * v); }
-      ssr[lid.x] = ss;
+      if (lid.x < 64u) {
+        var ss = vec2f(0.0);
+        for (var i = lid.x; i < p.hd_k; i += 64u) { let v = buf[i]; ss = ff_add(ss, v * v); }
+        ssr[lid.x] = ss;
+      }
       workgroupBarrier();
       for (var s = 32u; s > 0u; s >>= 1u) {
         if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
         workgroupBarrier();
       }
       let scale = 1.0 / sqrt(ff_mean(ssr[0], p.hd_k) + p.eps);
-      for (var i = lid.x; i < p.hd_k; i += 64u) { buf[i] = buf[i] * scale * select(q_norm[i], k_norm[i], is_k); }
+      for (var i = lid.x; i < p.hd_k; i += 128u) { buf[i] = buf[i] * scale * select(q_norm[i], k_norm[i], is_k); }
       workgroupBarrier();
     }
     let half_rot = p.n_rot / 2u;
-    for (var i = lid.x; i < half_rot; i += 64u) {
+    for (var i = lid.x; i < half_rot; i += 128u) {
       let a = select(2u * i, i, p.halves != 0u);
       let b = select(2u * i + 1u, i + half_rot, p.halves != 0u);
       let c = rope[(pos * half_rot + i) * 2u];
@@ -64,10 +69,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
     workgroupBarrier();
     if (!is_k) {
       // q_scale (gemma3) after RoPE; 1 otherwise, which changes nothing.
-      for (var i = lid.x; i < p.hd_k; i += 64u) { qkv[src + i] = buf[i] * p.q_scale; }
+      for (var i = lid.x; i < p.hd_k; i += 128u) { qkv[src + i] = buf[i] * p.q_scale; }
     } else {
       let dst = p.k_base + pos * p.k_row_words + (h - p.n_head) * (p.hd_k / 2u);
-      for (var i = lid.x; i < p.hd_k / 2u; i += 64u) {
+      for (var i = lid.x; i < p.hd_k / 2u; i += 128u) {
         kc[dst + i] = pack_f16(buf[2u * i], buf[2u * i + 1u]);
       }
     }
@@ -75,7 +80,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
     let kvh = h - p.n_head - p.n_head_kv;
     let src = v_off + kvh * p.hd_v;
     let dst = p.v_base + pos * p.v_row_words + kvh * (p.hd_v / 2u);
-    for (var i = lid.x; i < p.hd_v / 2u; i += 64u) {
+    for (var i = lid.x; i < p.hd_v / 2u; i += 128u) {
       vc[dst + i] = pack_f16(qkv[src + 2u * i], qkv[src + 2u * i + 1u]);
     }
   }
@@ -87,10 +92,18 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   return src;
 }
 
-std::string wgsl_attention(uint32_t max_keys) {
+// One workgroup per query head and token; per chunk of keys (as many as 2048 K or V words hold, at most 128),
+// every invocation loads up to 16 of the chunk's K words into workgroup memory and 16 V words into registers,
+// all in flight together, so a chunk costs one memory latency. Then invocation j sums key j's score over the
+// head dims in order, the V words replace the K words, and invocation d walks the chunk's keys in order for
+// output dim d (and d + 128), the online-softmax state carried from chunk to chunk. Reads 2 * head_dim bytes
+// of K and V per key; the walk, one exp per key and dim in a dependent chain, is where long contexts spend
+// their time. Results bit for bit those of one walk over all the keys: the same sums in the same order.
+std::string wgsl_attention() {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
-           v_base: u32, scale: f32, window: u32, qkv_stride: u32, out_stride: u32 }
+           v_base: u32, scale: f32, window: u32, qkv_stride: u32, out_stride: u32, max_keys: u32, pad1: u32,
+           pad2: u32, pad3: u32 }
 struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<uniform> step: Step;
@@ -98,8 +111,15 @@ struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(3) var<storage, read> kc: array<u32>;
 @group(0) @binding(4) var<storage, read> vc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
-const MAX_KEYS = MAXKu;
-var<workgroup> scores: array<f32, MAX_KEYS>;
+// The keys go by in chunks staged in workgroup memory: a chunk's K (or V) words, CHUNK_WORDS at most, of at most
+// MAX_CHUNK keys (rows of hd/2 words each). Each invocation loads CHUNK_WORDS / 128 of them.
+const CHUNK_WORDS = 2048u;
+const MAX_CHUNK = 128u;
+const WORDS_PER_INVOCATION = 16u;  // CHUNK_WORDS / 128
+// K rows sit one word apart more than their length, so that the score loop's invocations (one key each,
+// reading the same word of consecutive rows) hit different banks; V rows packed.
+var<workgroup> rows: array<u32, 2176>;  // CHUNK_WORDS + MAX_CHUNK
+var<workgroup> scores: array<f32, MAX_CHUNK>;
 var<workgroup> qs: array<f32, 256>;
 // One key of the online softmax, as ggml's CPU kernel: st = (max score m, sum of weights, acc, the running sum
 // of values kept in f16) after a key of score s and value v.
@@ -117,7 +137,7 @@ fn attend_key(st: vec3f, s: f32, v: f32) -> vec3f {
   }
   return vec3f(m, st.y * old_scale + weight, f16r(acc + v * weight));
 }
-@compute @workgroup_size(64)
+@compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   // Query wg.y of the step's n at position pos + wg.y: causal, it sees the keys up to its own position,
   // which rope_kv wrote for the whole prompt before.
@@ -125,66 +145,78 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   let pos = step.pos + wg.y;
   let h = wg.x;
   let kvh = h / (p.n_head / p.n_head_kv);
-  let n_keys = min(pos + 1u, MAX_KEYS);
+  let n_keys = min(pos + 1u, p.max_keys);
   // A sliding window (gemma3's local layers): position pos sees keys pos - window + 1 .. pos only.
   let first = select(0u, pos + 1u - p.window, p.window > 0u && pos + 1u > p.window);
+  let k_words = p.hd_k / 2u;  // one key's K words in this head, f16 pairs
+  let v_words = p.hd_v / 2u;
+  let k_stride = k_words + 1u;
+  let chunk = min(MAX_CHUNK, CHUNK_WORDS / max(k_words, v_words));
   // q rounded to f16, as ggml's flash attention converts it to the cache's type
-  for (var d = lid.x; d < p.hd_k; d += 64u) { qs[d] = f16r(qkv[wg.y * p.qkv_stride + h * p.hd_k + d]); }
-  workgroupBarrier();
-  for (var t = first + lid.x; t < n_keys; t += 64u) {
-    let k0 = p.k_base + t * p.k_row_words + kvh * (p.hd_k / 2u);
-    // Four words' loads issued before their (in-order) sums: a loop of one load and one sum waited out a
-    // memory latency per word.
-    var s = 0.0;
-    var d = 0u;
-    for (; d + 4u <= p.hd_k / 2u; d += 4u) {
-      let kv0 = unpack2x16float(kc[k0 + d]);
-      let kv1 = unpack2x16float(kc[k0 + d + 1u]);
-      let kv2 = unpack2x16float(kc[k0 + d + 2u]);
-      let kv3 = unpack2x16float(kc[k0 + d + 3u]);
-      s += kv0.x * qs[2u * d] + kv0.y * qs[2u * d + 1u];
-      s += kv1.x * qs[2u * d + 2u] + kv1.y * qs[2u * d + 3u];
-      s += kv2.x * qs[2u * d + 4u] + kv2.y * qs[2u * d + 5u];
-      s += kv3.x * qs[2u * d + 6u] + kv3.y * qs[2u * d + 7u];
+  for (var d = lid.x; d < p.hd_k; d += 128u) { qs[d] = f16r(qkv[wg.y * p.qkv_stride + h * p.hd_k + d]); }
+  // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
+  var st0 = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
+  var st1 = st0;
+  for (var t0 = first; t0 < n_keys; t0 += chunk) {
+    let n = min(chunk, n_keys - t0);
+    // The chunk's V and K words all requested before any is used: one memory latency per chunk, not one per
+    // key or word. V waits in registers while the scores use the rows.
+    var v_held: array<u32, WORDS_PER_INVOCATION>;
+    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
+      let i = r * 128u + lid.x;
+      if (i < n * v_words) {
+        let j = i / v_words;
+        v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];
+      }
     }
-    for (; d < p.hd_k / 2u; d++) {
-      let kv = unpack2x16float(kc[k0 + d]);
-      s += kv.x * qs[2u * d] + kv.y * qs[2u * d + 1u];
+    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
+      let i = r * 128u + lid.x;
+      if (i < n * k_words) {
+        let j = i / k_words;
+        let w = i - j * k_words;
+        rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
+      }
     }
-    scores[t] = s * p.scale;
+    workgroupBarrier();
+    // Key t0 + lid.x's score, its dims summed in order.
+    if (lid.x < n) {
+      let k0 = lid.x * k_stride;
+      var s = 0.0;
+      for (var d = 0u; d < k_words; d++) {
+        let kv = unpack2x16float(rows[k0 + d]);
+        s += kv.x * qs[2u * d] + kv.y * qs[2u * d + 1u];
+      }
+      scores[lid.x] = s * p.scale;
+    }
+    workgroupBarrier();
+    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
+      let i = r * 128u + lid.x;
+      if (i < n * v_words) { rows[i] = v_held[r]; }
+    }
+    workgroupBarrier();
+    // Online softmax over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU
+    // kernel), one output dimension per invocation.
+    if (lid.x < p.hd_v) {
+      let odd = (lid.x & 1u) == 1u;
+      for (var j = 0u; j < n; j++) {
+        let v = unpack2x16float(rows[j * v_words + lid.x / 2u]);
+        st0 = attend_key(st0, scores[j], select(v.x, v.y, odd));
+      }
+    }
+    if (lid.x + 128u < p.hd_v) {
+      let odd = (lid.x & 1u) == 1u;
+      for (var j = 0u; j < n; j++) {
+        let v = unpack2x16float(rows[j * v_words + (lid.x + 128u) / 2u]);
+        st1 = attend_key(st1, scores[j], select(v.x, v.y, odd));
+      }
+    }
+    workgroupBarrier();  // the next chunk's loads overwrite rows
   }
-  workgroupBarrier();
-  // Online softmax over the keys in order with the running sum of values kept in f16 (ggml's CPU kernel),
-  // one output dimension per invocation.
-  for (var d = lid.x; d < p.hd_v; d += 64u) {
-    var st = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
-    let word = kvh * (p.hd_v / 2u) + d / 2u;
-    let odd = (d & 1u) == 1u;
-    // The same walk, four keys' values loaded ahead of their (in-order) updates.
-    var t = first;
-    for (; t + 4u <= n_keys; t += 4u) {
-      let v0 = unpack2x16float(vc[p.v_base + t * p.v_row_words + word]);
-      let v1 = unpack2x16float(vc[p.v_base + (t + 1u) * p.v_row_words + word]);
-      let v2 = unpack2x16float(vc[p.v_base + (t + 2u) * p.v_row_words + word]);
-      let v3 = unpack2x16float(vc[p.v_base + (t + 3u) * p.v_row_words + word]);
-      st = attend_key(st, scores[t], select(v0.x, v0.y, odd));
-      st = attend_key(st, scores[t + 1u], select(v1.x, v1.y, odd));
-      st = attend_key(st, scores[t + 2u], select(v2.x, v2.y, odd));
-      st = attend_key(st, scores[t + 3u], select(v3.x, v3.y, odd));
-    }
-    for (; t < n_keys; t++) {
-      let v0 = unpack2x16float(vc[p.v_base + t * p.v_row_words + word]);
-      st = attend_key(st, scores[t], select(v0.x, v0.y, odd));
-    }
-    let sum = st.y;
-    let acc = st.z;
-    let inv = select(1.0 / sum, 0.0, sum == 0.0);
-    out[wg.y * p.out_stride + h * p.hd_v + d] = acc * inv;
-  }
+  let o = wg.y * p.out_stride + h * p.hd_v;
+  if (lid.x < p.hd_v) { out[o + lid.x] = st0.z * select(1.0 / st0.y, 0.0, st0.y == 0.0); }
+  if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.z * select(1.0 / st1.y, 0.0, st1.y == 0.0); }
 }
 )";
-  const size_t at = src.find("MAXK");
-  src.replace(at, 4, cat(max_keys));
   return cat(wgsl_parts::kF16Rne, src);
 }
 

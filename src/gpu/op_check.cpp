@@ -514,6 +514,13 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
   SOTTO_TRY(c.embed_parts(DType::F32, 13, 32, 2, 1.0f));      // 7 parts: two dispatches
   SOTTO_TRY(c.argmax(17));
   SOTTO_TRY(c.argmax(3000));
+  // Attention over several of its chunks of keys (128 keys a chunk up to head dim 32, 64 at 64, 16 at 256):
+  // decode, a window across a chunk's edge, a prompt whose second run starts inside a chunk. Last, so that
+  // the checks above keep their random inputs.
+  SOTTO_TRY(c.rope_attention(4, 2, 16, 16, false, 300));
+  SOTTO_TRY(c.rope_attention(4, 2, 64, 64, true, 150, true, 0.0f, 100));
+  SOTTO_TRY(c.rope_attention(2, 1, 256, 256, true, 41, true, 0.0625f, 0, 19));
+  SOTTO_TRY(c.rope_attention(4, 2, 64, 64, false, 200, false, 0.0f, 70, 130));
   SOTTO_TRY(check_f16_conversion(ops, options.seed, out));
   SOTTO_TRY(check_prompt_ops(ops, options.seed, out));
   SOTTO_TRY(check_sampling_ops(ops, options.seed, out));

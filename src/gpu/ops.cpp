@@ -502,15 +502,12 @@ Status Ops::rope_kv(std::vector<Dispatch>& plan, const RopeKvArgs& a) {
 }
 
 Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
-  if (a.hd_k > 256 || a.hd_v > 256 || a.n_head_kv == 0 || a.n_head % a.n_head_kv)
-    return error("webgpu: attention shape not supported (", a.n_head, " heads, ", a.n_head_kv, " KV heads)");
-  const uint64_t shared = uint64_t{a.max_keys} * 4 + 1024;
-  if (shared > device_.info().limits.max_compute_workgroup_storage_size)
-    return error("webgpu: a context of ", a.max_keys, " positions needs ", shared,
-                 " bytes of workgroup memory for attention; the adapter has ",
-                 device_.info().limits.max_compute_workgroup_storage_size);
-  SOTTO_ASSIGN(PipelineHandle p, pipeline(cat("attention_", a.max_keys), wgsl_attention(a.max_keys)));
-  uint32_t P[12] = {a.n_head,
+  if (a.hd_k > 256 || a.hd_v > 256 || a.hd_k == 0 || a.hd_v == 0 || a.hd_k % 2 || a.hd_v % 2 ||
+      a.n_head_kv == 0 || a.n_head % a.n_head_kv)
+    return error("webgpu: attention shape not supported (", a.n_head, " heads, ", a.n_head_kv,
+                 " KV heads, dims ", a.hd_k, "/", a.hd_v, ")");
+  SOTTO_ASSIGN(PipelineHandle p, pipeline("attention", wgsl_attention()));
+  uint32_t P[16] = {a.n_head,
                     a.n_head_kv,
                     a.hd_k,
                     a.hd_v,
@@ -521,7 +518,11 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
                     0,
                     a.window,
                     a.qkv_stride ? a.qkv_stride : a.n_head * a.hd_k + a.n_head_kv * (a.hd_k + a.hd_v),
-                    a.out_stride ? a.out_stride : a.n_head * a.hd_v};
+                    a.out_stride ? a.out_stride : a.n_head * a.hd_v,
+                    a.max_keys,
+                    0,
+                    0,
+                    0};
   std::memcpy(&P[8], &a.scale, 4);
   SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
   return add(plan, p, {pb, {1, a.step, 0, 16}, {2, a.qkv}, {3, a.k_cache}, {4, a.v_cache}, {5, a.out}},

@@ -76,7 +76,7 @@ struct AttentionGpuArgs {
   BufferHandle qkv = 0, k_cache = 0, v_cache = 0, step = 0, out = 0;
   uint32_t n_head = 0, n_head_kv = 0, hd_k = 0, hd_v = 0;
   uint32_t k_base = 0, v_base = 0;
-  uint32_t max_keys = 0;  // context size the kernel is compiled for
+  uint32_t max_keys = 0;  // positions the cache holds: keys past them are never read
   float scale = 1.0f;
   uint32_t window = 0;                      // > 0: only the last `window` positions (sliding-window layers)
   uint32_t n_tokens = 1;                    // queries per dispatch (a prompt): positions pos .. pos + n - 1
