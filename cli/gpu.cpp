@@ -7,7 +7,8 @@
 // Prefill runs through the prompt plan and, for comparison, token by token through the decode plan (the two
 // runs' logits are printed side by side). --timings adds each op's GPU time from timestamp queries (when the
 // adapter has them) and the large matrix x vector ops' GB/s next to a measured buffer-copy bandwidth.
-// sotto gpu-check runs the op harness (gpu/op_check.h) on this machine's GPU.
+// sotto gpu-check runs the op harness (gpu/op_check.h) on this machine's GPU, once for each kernel path it
+// can take (packed dot or not, subgroup reductions or not, f16 casts or not).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "gpu/device.h"
 #include "gpu/llm_gpu.h"
 #include "gpu/op_check.h"
+#include "gpu/ops.h"
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/gguf.h"
@@ -165,16 +167,33 @@ int run_gpu_check(std::span<char* const> args) {
       static_cast<unsigned long long>(l.max_storage_buffer_binding_size),
       l.max_storage_buffers_per_shader_stage, l.max_compute_workgroup_storage_size,
       l.max_compute_invocations_per_workgroup);
+  // Every kernel path this device can take: the packed dot or its fallback, the subgroup reductions or the
+  // workgroup-memory trees, f16 casts or the integer f32 -> f16 rounding (Ops picks the first of each where
+  // the device allows it).
+  const gpu::KernelFeatures best = gpu::Ops(**device).features();
+  if (!info.subgroups) std::printf("subgroup reductions: skipped (the adapter lacks subgroups)\n");
+  std::printf("f16 casts: %s\n", best.f16          ? "round to nearest even: checked below"
+                                 : info.shader_f16 ? "skipped (they do not round to nearest even here)"
+                                                   : "skipped (the adapter lacks shader-f16)");
   bool all_passed = true;
   for (bool packed_dot : {true, false}) {
-    gpu::OpCheckOptions o;
-    o.seed = seed;
-    o.packed_dot = packed_dot;
-    auto checks = gpu::run_op_checks(**device, o);
-    if (!checks) return fail(checks.message());
-    std::printf("== %s\n%s", packed_dot ? "dot4I8Packed" : "the fallback dot",
-                gpu::format_op_checks(*checks).c_str());
-    for (const gpu::OpCheck& c : *checks) all_passed = all_passed && c.passed;
+    for (bool subgroups : {true, false}) {
+      if (subgroups && !best.subgroups) continue;
+      for (bool f16 : {true, false}) {
+        if (f16 && !best.f16) continue;
+        gpu::OpCheckOptions o;
+        o.seed = seed;
+        o.packed_dot = packed_dot;
+        o.subgroups = subgroups;
+        o.f16 = f16;
+        auto checks = gpu::run_op_checks(**device, o);
+        if (!checks) return fail(checks.message());
+        std::printf("== %s, %s, %s\n%s", packed_dot ? "dot4I8Packed" : "the fallback dot",
+                    subgroups ? "subgroup reductions" : "workgroup-memory reductions",
+                    f16 ? "f16 casts" : "integer f16 rounding", gpu::format_op_checks(*checks).c_str());
+        for (const gpu::OpCheck& c : *checks) all_passed = all_passed && c.passed;
+      }
+    }
   }
   std::printf("%s\n", all_passed ? "all checks passed" : "SOME CHECKS FAILED");
   return all_passed ? kExitOk : kExitFailure;

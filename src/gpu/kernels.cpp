@@ -168,6 +168,25 @@ fn f16r2(a: f32, b: f32) -> vec2f { return unpack2x16float(f16_bits(a) | (f16_bi
 fn pack_f16(a: f32, b: f32) -> u32 { return f16_bits(a) | (f16_bits(b) << 16u); }
 )";
 
+// The same conversions as f16 casts, one instruction each where the hardware has them. WGSL lets a cast round
+// either way, so Ops uses these only after native_f16_rounds_to_nearest_even() found them equal to the CPU's
+// rounding on the op check's values (halfway cases, subnormals, the overflow edge).
+const char* kF16Native = R"(
+fn f16_bits(x: f32) -> u32 { return bitcast<u32>(vec2h(f16(x), 0.0h)); }
+fn f16r(v: f32) -> f32 { return f32(f16(v)); }
+fn f16r2(a: f32, b: f32) -> vec2f { return vec2f(vec2h(f16(a), f16(b))); }
+fn pack_f16(a: f32, b: f32) -> u32 { return bitcast<u32>(vec2h(f16(a), f16(b))); }
+)";
+
+const char* f16_helpers(const KernelFeatures& f) {
+  return f.f16 ? kF16Native : kF16Rne;
+}
+
+std::string wgsl_enables(const KernelFeatures& f, bool uses_f16, bool uses_subgroups) {
+  return cat(f.f16 && uses_f16 ? "enable f16;\n" : "",
+             f.subgroups && uses_subgroups ? "enable subgroups;\n" : "");
+}
+
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
@@ -185,7 +204,8 @@ struct P { rows: u32, cols: u32, mode: u32, y_off: u32, row_words: u32, n_sub: u
 @group(0) @binding(0) var<uniform> p: P;
 )";
 
-// The 32-lane sum of each row's partial dots, then the output with bias / residual / SwiGLU applied.
+// The LANES-lane sum of each row's partial dots (a tree: stride LANES / 2, then half that, ... 1), then the
+// output with bias / residual / SwiGLU applied. Lane 0 ends with the sum in acc (acc2: the SwiGLU's up).
 const char* kMatvecReduce = R"(
   red[lid.x] = acc;
   RED2_STORE
@@ -194,8 +214,38 @@ const char* kMatvecReduce = R"(
     if (lane < s) { red[lid.x] += red[lid.x + s]; RED2_ADD }
     workgroupBarrier();
   }
-  if (lane == 0u && row < p.rows) {
-    var v = red[lid.x];
+  acc = red[lid.x];
+  ACC2_LOAD
+REDUCE_OUTPUT)";
+
+// The same tree with its strides below the subgroup size as a butterfly in registers (no barriers: on a GPU
+// whose subgroups hold 32 invocations, none at all). At stride s lane i < s adds lane i + s's partial, in
+// that order, as the tree does (i ^ s = i + s), so lane 0 gets the tree's sum bit for bit; the lanes past s
+// compute sums nobody reads. The strides of at least the subgroup size (a row's lanes spanning subgroups:
+// SwiftShader's hold 4) still go through workgroup memory. subgroup_size is uniform (one value per
+// dispatch), so the barriers stay in uniform control flow. Invocations fill subgroups in
+// local_invocation_index order, so lane ^ s is the subgroup invocation id ^ s for s < subgroup_size (the op
+// check "subgroup layout" tests it).
+const char* kMatvecReduceSubgroup = R"(
+  if (sg < LANES) {
+    red[lid.x] = acc;
+    RED2_STORE
+    workgroupBarrier();
+    for (var s = LANES / 2u; s >= sg; s >>= 1u) {
+      if (lane < s) { red[lid.x] += red[lid.x + s]; RED2_ADD }
+      workgroupBarrier();
+    }
+    acc = red[lid.x];
+    ACC2_LOAD
+  }
+  for (var s = min(sg, LANES) / 2u; s > 0u; s >>= 1u) {
+    acc += subgroupShuffleXor(acc, s);
+    ACC2_SHUFFLE
+  }
+REDUCE_OUTPUT)";
+
+const char* kMatvecOutput = R"(  if (lane == 0u && row < p.rows) {
+    var v = acc;
     OUTPUT
     if ((p.mode & 1u) != 0u) { v += bias[p.b_off + row]; }
     let o = p.y_off + row;
@@ -316,6 +366,33 @@ const char* kQuantizeQ8_K = R"(
   }
 )";
 
+// The RMSNorm's sum of squares: each of 128 invocations' partial ss summed by a tree over ssr (stride 64, 32,
+// ... 1, ff_add2(own, partner)) into ssr[0], which every invocation reads after. The subgroup version: the
+// strides below the subgroup size as a butterfly in registers (as kMatvecReduceSubgroup, the same sum bit for
+// bit), then invocation 0 stores it.
+const char* kSumOfSquaresTree = R"(
+    ssr[lid.x] = ss;
+    workgroupBarrier();
+    for (var s = 64u; s > 0u; s >>= 1u) {
+      if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
+      workgroupBarrier();
+    }
+)";
+const char* kSumOfSquaresSubgroup = R"(
+    if (sg < 128u) {
+      ssr[lid.x] = ss;
+      workgroupBarrier();
+      for (var s = 64u; s >= sg; s >>= 1u) {
+        if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
+        workgroupBarrier();
+      }
+      ss = ssr[lid.x];
+    }
+    for (var s = min(sg, 128u) / 2u; s > 0u; s >>= 1u) { ss = ff_add2(ss, subgroupShuffleXor(ss, s)); }
+    if (lid.x == 0u) { ssr[0] = ss; }
+    workgroupBarrier();
+)";
+
 std::string quantize_q8_0(std::string_view n_values, std::string_view norm_weight, uint32_t stride,
                           bool q8_k = false) {
   std::string s = q8_k ? kQuantizeQ8_K : kQuantizeQ8_0;
@@ -333,12 +410,7 @@ const char* kQuantizePrologue = R"(
   if (normalize) {
     var ss = vec2f(0.0);
     for (var i = lid.x; i < p.cols; i += 128u) { let v = x[p.x_off + i]; ss = ff_add(ss, v * v); }
-    ssr[lid.x] = ss;
-    workgroupBarrier();
-    for (var s = 64u; s > 0u; s >>= 1u) {
-      if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
-      workgroupBarrier();
-    }
+SUM_OF_SQUARES
     scale = 1.0 / sqrt(ff_mean(ssr[0], p.cols) + p.eps);
     workgroupBarrier();
   }
@@ -350,6 +422,10 @@ QUANTIZE_Q8_0
 
 const char* wgsl_float_float() {
   return kFloatFloat;
+}
+
+std::string features_key(const KernelFeatures& f) {
+  return cat(f.packed_dot ? "" : "_nodot", f.subgroups ? "_sg" : "", f.f16 ? "_h" : "");
 }
 
 bool gpu_matvec_supported(DType w) {
@@ -376,7 +452,7 @@ bool gpu_embed_supported(DType w) {
 std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t cols, bool staged,
                         bool gelu) {
   std::string src = kMatvecParams;
-  src += kF16Rne;
+  src += f16_helpers(f);
   if (swiglu && gelu) src += kGeluTable;
   std::string body;
   if (w == DType::F16) {  // x rounded to f16 first, as ggml converts it for f16 weights
@@ -451,7 +527,7 @@ std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t 
   if (swiglu) src += "var<workgroup> red2: array<f32, 128>;\n";
   src += R"(
 @compute @workgroup_size(128)
-fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u SUBGROUP_SIZE) {
   let lane = lid.x % LANES;
   let row = wg.x * (128u / LANES) + lid.x / LANES;
   PROLOGUE
@@ -461,15 +537,19 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 )";
   src += body;
   src += "  }\n";
-  std::string reduce = kMatvecReduce;
+  std::string reduce = f.subgroups ? kMatvecReduceSubgroup : kMatvecReduce;
+  replace_all(reduce, "REDUCE_OUTPUT", kMatvecOutput);
   replace_all(reduce, "RED2_STORE", swiglu ? "red2[lid.x] = acc2;" : "");
   replace_all(reduce, "RED2_ADD", swiglu ? "red2[lid.x] += red2[lid.x + s];" : "");
+  replace_all(reduce, "ACC2_LOAD", swiglu ? "acc2 = red2[lid.x];" : "");
+  replace_all(reduce, "ACC2_SHUFFLE", swiglu ? "acc2 += subgroupShuffleXor(acc2, s);" : "");
   // silu(g) * u with silu(g) = g / (1 + exp(-g)), as the CPU computes it; or gelu(g) * u from ggml's table.
   replace_all(reduce, "OUTPUT",
               !swiglu ? ""
-              : gelu  ? "v = gelu_f16(v) * red2[lid.x];"
-                      : "v = v / (1.0 + exp(-v)) * red2[lid.x];");
+              : gelu  ? "v = gelu_f16(v) * acc2;"
+                      : "v = v / (1.0 + exp(-v)) * acc2;");
   src += reduce;
+  replace_all(src, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
   replace_all(src, "ACC2_F32", swiglu ? "acc2 += dot(W2[base + i], x[p.x_off + i]);" : "");
   replace_all(src, "ACC2_F16", swiglu ? "acc2 += dot(unpack2x16float(W2[base + i]), xv);" : "");
   replace_all(src, "ACC2_Q", swiglu ? "acc2 += sub_dot2(base, sb);" : "");
@@ -477,12 +557,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   if (gpu_needs_q8(w) && !staged) {
     std::string prologue = kQuantizePrologue;
     replace_all(prologue, "QUANTIZE_Q8_0", quantize_q8_0("p.cols", "nw", 128, gpu_needs_q8_k(w)));
+    replace_all(prologue, "SUM_OF_SQUARES", f.subgroups ? kSumOfSquaresSubgroup : kSumOfSquaresTree);
     replace_all(src, "PROLOGUE", prologue);
   } else {
     replace_all(src, "PROLOGUE", "");
   }
-  src = cat("const LANES = ", matvec_lanes(w, cols), "u;\n", src);
-  return src;
+  return cat(wgsl_enables(f, true, true), "const LANES = ", matvec_lanes(w, cols), "u;\n", src);
 }
 
 std::string wgsl_embed(DType w, uint32_t n_parts) {
@@ -562,7 +642,7 @@ PICK
   return src;
 }
 
-std::string wgsl_norm_quant(bool q8_k) {
+std::string wgsl_norm_quant(bool q8_k, const KernelFeatures& f) {
   std::string src = R"(
 struct P { n: u32, mode: u32, x_off: u32, pad: u32, eps: f32, pad1: f32, pad2: f32, pad3: f32 }
 @group(0) @binding(0) var<uniform> p: P;
@@ -578,7 +658,7 @@ FF_HELPERS
 // One workgroup per token (wg.y): token t's values are x[x_off + t n ...], its outputs y[t n ...] and its q8_0
 // blocks xq[t n / 4 ...], xd[t n / 32 ...].
 @compute @workgroup_size(128)
-fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u SUBGROUP_SIZE) {
   let normalize = (p.mode & 1u) != 0u;
   let xo = p.x_off + wg.y * p.n;
   let yo = wg.y * p.n;
@@ -589,12 +669,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   // it inside a layer's kernel.
   var ss = vec2f(0.0);
   for (var i = lid.x; i < p.n; i += 128u) { let v = x[xo + i]; ss = ff_add(ss, v * v); }
-  ssr[lid.x] = ss;
-  workgroupBarrier();
-  for (var s = 64u; s > 0u; s >>= 1u) {
-    if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
-    workgroupBarrier();
-  }
+SUM_OF_SQUARES
   let mean = ff_mean(ssr[0], p.n);
   let scale = select(1.0, 1.0 / sqrt(mean + p.eps), normalize);
   for (var i = lid.x; i < p.n; i += 128u) {
@@ -613,14 +688,68 @@ QUANTIZE_Q8_0
   replace_all(quantize, "p.x_off", "xo");
   replace_all(quantize, "xq[8u * b", "xq[qo + 8u * b");
   replace_all(quantize, "xd[b]", "xd[dof + b]");
-  replace_all(src, "FF_HELPERS", cat(kFloatFloat, kF16Rne));
+  replace_all(src, "FF_HELPERS", cat(kFloatFloat, f16_helpers(f)));
   replace_all(src, "QUANTIZE_Q8_0", quantize);
   replace_all(src, "MAX_BLOCKS", cat(kNormQuantMaxValues / 32));
-  return src;
+  replace_all(src, "SUM_OF_SQUARES", f.subgroups ? kSumOfSquaresSubgroup : kSumOfSquaresTree);
+  replace_all(src, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
+  return cat(wgsl_enables(f, true, true), src);
 }
 
-std::string wgsl_argmax_partial() {
-  return R"(
+namespace {
+
+// Each invocation's best (value, index) merged over the workgroup's 128 by a tree (stride 64, 32, ... 1: the
+// partner's pair replaces one's own when its value is larger, or equal at a lower index), lid 0 ending with
+// the workgroup's. With subgroups the strides below the subgroup size are a butterfly in registers, lid 0
+// merging (own, partner) in the tree's order: the same pair (kMatvecReduceSubgroup says why).
+const char* kArgmaxTree = R"(
+  rv[lid.x] = best;
+  ri[lid.x] = best_i;
+  workgroupBarrier();
+  for (var s = 64u; s > 0u; s >>= 1u) {
+    if (lid.x < s) { merge(lid.x, rv[lid.x + s], ri[lid.x + s]); }
+    workgroupBarrier();
+  }
+  best = rv[lid.x];
+  best_i = ri[lid.x];
+)";
+const char* kArgmaxSubgroup = R"(
+  if (sg < 128u) {
+    rv[lid.x] = best;
+    ri[lid.x] = best_i;
+    workgroupBarrier();
+    for (var s = 64u; s >= sg; s >>= 1u) {
+      if (lid.x < s) { merge(lid.x, rv[lid.x + s], ri[lid.x + s]); }
+      workgroupBarrier();
+    }
+    best = rv[lid.x];
+    best_i = ri[lid.x];
+  }
+  for (var s = min(sg, 128u) / 2u; s > 0u; s >>= 1u) {
+    let v = subgroupShuffleXor(best, s);
+    let i = subgroupShuffleXor(best_i, s);
+    if (better(v, i, best, best_i)) { best = v; best_i = i; }
+  }
+)";
+const char* kArgmaxMerge = R"(
+fn better(v: f32, i: u32, best: f32, best_i: u32) -> bool {
+  return i != 0xFFFFFFFFu && (best_i == 0xFFFFFFFFu || v > best || (v == best && i < best_i));
+}
+fn merge(at: u32, v: f32, i: u32) {
+  if (better(v, i, rv[at], ri[at])) { rv[at] = v; ri[at] = i; }
+}
+)";
+
+std::string argmax_source(const KernelFeatures& f, std::string src) {
+  replace_all(src, "ARGMAX_TREE", f.subgroups ? kArgmaxSubgroup : kArgmaxTree);
+  replace_all(src, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
+  return cat(wgsl_enables(f, false, true), kArgmaxMerge, src);
+}
+
+}  // namespace
+
+std::string wgsl_argmax_partial(const KernelFeatures& f) {
+  return argmax_source(f, R"(
 struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
@@ -628,7 +757,7 @@ struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 }
 var<workgroup> rv: array<f32, 128>;
 var<workgroup> ri: array<u32, 128>;
 @compute @workgroup_size(128)
-fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u SUBGROUP_SIZE) {
   var best = -3.4028234e38f;
   var best_i = 0xFFFFFFFFu;
   for (var k = 0u; k < 8u; k++) {
@@ -638,25 +767,14 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
       if (v > best || best_i == 0xFFFFFFFFu) { best = v; best_i = i; }
     }
   }
-  rv[lid.x] = best;
-  ri[lid.x] = best_i;
-  workgroupBarrier();
-  for (var s = 64u; s > 0u; s >>= 1u) {
-    if (lid.x < s) {
-      let v = rv[lid.x + s]; let i = ri[lid.x + s];
-      if (i != 0xFFFFFFFFu && (ri[lid.x] == 0xFFFFFFFFu || v > rv[lid.x] || (v == rv[lid.x] && i < ri[lid.x]))) {
-        rv[lid.x] = v; ri[lid.x] = i;
-      }
-    }
-    workgroupBarrier();
-  }
-  if (lid.x == 0u) { partial[2u * wg.x] = bitcast<u32>(rv[0]); partial[2u * wg.x + 1u] = ri[0]; }
+ARGMAX_TREE
+  if (lid.x == 0u) { partial[2u * wg.x] = bitcast<u32>(best); partial[2u * wg.x + 1u] = best_i; }
 }
-)";
+)");
 }
 
-std::string wgsl_argmax_final() {
-  return R"(
+std::string wgsl_argmax_final(const KernelFeatures& f) {
+  return argmax_source(f, R"(
 struct P { n_groups: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> partial: array<u32>;
@@ -664,28 +782,17 @@ struct P { n_groups: u32, pad0: u32, pad1: u32, pad2: u32 }
 var<workgroup> rv: array<f32, 128>;
 var<workgroup> ri: array<u32, 128>;
 @compute @workgroup_size(128)
-fn main(@builtin(local_invocation_id) lid: vec3u) {
+fn main(@builtin(local_invocation_id) lid: vec3u SUBGROUP_SIZE) {
   var best = -3.4028234e38f;
   var best_i = 0xFFFFFFFFu;
   for (var g = lid.x; g < p.n_groups; g += 128u) {
     let v = bitcast<f32>(partial[2u * g]); let i = partial[2u * g + 1u];
     if (best_i == 0xFFFFFFFFu || v > best || (v == best && i < best_i)) { best = v; best_i = i; }
   }
-  rv[lid.x] = best;
-  ri[lid.x] = best_i;
-  workgroupBarrier();
-  for (var s = 64u; s > 0u; s >>= 1u) {
-    if (lid.x < s) {
-      let v = rv[lid.x + s]; let i = ri[lid.x + s];
-      if (i != 0xFFFFFFFFu && (ri[lid.x] == 0xFFFFFFFFu || v > rv[lid.x] || (v == rv[lid.x] && i < ri[lid.x]))) {
-        rv[lid.x] = v; ri[lid.x] = i;
-      }
-    }
-    workgroupBarrier();
-  }
-  if (lid.x == 0u) { tok[0] = ri[0]; }
+ARGMAX_TREE
+  if (lid.x == 0u) { tok[0] = best_i; }
 }
-)";
+)");
 }
 
 }  // namespace sotto::gpu

@@ -17,7 +17,16 @@ namespace sotto::gpu {
 
 struct KernelFeatures {
   bool packed_dot = true;  // dot4I8Packed; false: the same integer dot with shifts
+  // The lane reductions (matrix x vector / matrix, the RMSNorm's sum of squares, argmax) finish in registers
+  // with subgroupShuffleXor where a row's lanes share a subgroup, the shared-memory tree elsewhere: the same
+  // sums bit for bit, fewer barriers. Needs the device's `subgroups` feature.
+  bool subgroups = false;
+  // f32 -> f16 rounding by f16 casts instead of integer arithmetic (f16_bits, f16r): only where the device
+  // has `shader-f16` and its casts round to nearest even (native_f16_rounds_to_nearest_even in gpu/ops.h).
+  bool f16 = false;
 };
+// The part of a pipeline's cache key that says which of these a kernel was built with: "", "_nodot_sg_h", ...
+std::string features_key(const KernelFeatures& f);
 
 // True for the weight types the GPU matrix x vector kernels read: F32 F16 Q8_0 Q4_0 Q5_0 Q4_K Q6_K.
 bool gpu_matvec_supported(DType w);
@@ -57,7 +66,7 @@ std::string wgsl_embed(DType w, uint32_t n_parts);
 // then y quantized to q8_0 (xq, xd) when mode bit 4 is clear. One workgroup per token (workgroup y), each
 // token's vectors n values after the previous one's.
 constexpr uint32_t kNormQuantMaxValues = 16384;  // the most values norm_quant quantizes per token
-std::string wgsl_norm_quant(bool q8_k = false);
+std::string wgsl_norm_quant(bool q8_k = false, const KernelFeatures& f = {});
 // Optional per-head RMSNorm of q and k (qwen3, gemma3), RoPE on q and k heads (in place in the qkv buffer),
 // q times q_scale, and the new K/V row written to the f16 cache (gpu/kernels_attention.cpp). Workgroup y is
 // the token: the step uniform's pos + y, for y below its token count n.
@@ -70,8 +79,8 @@ std::string wgsl_attention();
 // kernels that normalize.
 const char* wgsl_float_float();
 // Greedy argmax over logits in two passes (per-workgroup partials, then one workgroup); tok[0] = the index.
-std::string wgsl_argmax_partial();
-std::string wgsl_argmax_final();
+std::string wgsl_argmax_partial(const KernelFeatures& f = {});
+std::string wgsl_argmax_final(const KernelFeatures& f = {});
 // Sampling on the GPU as the CPU Sampler draws (gpu/kernels_sampling.cpp: the state buffer's layout):
 // per-1024-logit candidates (penalty applied, the best k kept), then one workgroup merges them and draws;
 // tok[0] = the token. k <= kSampleMaxTopK; at most kSampleMaxRecent distinct recent ids; n <= 256 * 1024

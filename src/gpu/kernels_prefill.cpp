@@ -9,6 +9,63 @@ namespace sotto::gpu {
 
 using namespace wgsl_parts;
 
+namespace {
+
+// Each token's sum over a row's LANES lanes: the decode kernel's tree (kMatvecReduce in gpu/kernels.cpp), or
+// its subgroup version (kMatvecReduceSubgroup: the strides below the subgroup size as a butterfly, the same
+// sums bit for bit), for the TOK tokens of the tile at once. Lane 0 ends with token t's sums in acc[t],
+// acc2[t].
+const char* kReduceTree = R"(
+  for (var t = 0u; t < TOK; t++) {
+    red[t * 128u + lid.x] = acc[t];
+    RED2_STORE
+  }
+  workgroupBarrier();
+  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+    if (lane < s) {
+      for (var t = 0u; t < TOK; t++) {
+        red[t * 128u + lid.x] += red[t * 128u + lid.x + s];
+        RED2_ADD
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var t = 0u; t < TOK; t++) {
+    acc[t] = red[t * 128u + lid.x];
+    ACC2_LOAD
+  }
+)";
+const char* kReduceSubgroup = R"(
+  if (sg < LANES) {
+    for (var t = 0u; t < TOK; t++) {
+      red[t * 128u + lid.x] = acc[t];
+      RED2_STORE
+    }
+    workgroupBarrier();
+    for (var s = LANES / 2u; s >= sg; s >>= 1u) {
+      if (lane < s) {
+        for (var t = 0u; t < TOK; t++) {
+          red[t * 128u + lid.x] += red[t * 128u + lid.x + s];
+          RED2_ADD
+        }
+      }
+      workgroupBarrier();
+    }
+    for (var t = 0u; t < TOK; t++) {
+      acc[t] = red[t * 128u + lid.x];
+      ACC2_LOAD
+    }
+  }
+  for (var s = min(sg, LANES) / 2u; s > 0u; s >>= 1u) {
+    for (var t = 0u; t < TOK; t++) {
+      acc[t] += subgroupShuffleXor(acc[t], s);
+      ACC2_SHUFFLE
+    }
+  }
+)";
+
+}  // namespace
+
 // Workgroup: 128 invocations = 128 / LANES rows x LANES lanes (LANES as the decode kernel: matvec_lanes()), and
 // TOK tokens (wg.y * TOK ...). One invocation walks its row's sub-blocks lane, lane + LANES, ... and, for each,
 // dots the weights with each of the TOK tokens' activations: per sub-block it reads the weight block once (5 words
@@ -26,7 +83,7 @@ struct Step { pos: u32, n: u32, pad0: u32, pad1: u32 }
 @group(0) @binding(5) var<storage, read> bias: array<f32>;
 @group(0) @binding(8) var<uniform> step: Step;
 )";
-  src += kF16Rne;
+  src += f16_helpers(f);
   if (swiglu && gelu) src += kGeluTable;
   std::string dots;  // one sub-block (or vec4 / f16 pair) of the row, for each token of the tile
   if (w == DType::F32) {
@@ -106,7 +163,7 @@ struct Step { pos: u32, n: u32, pad0: u32, pad1: u32 }
 var<workgroup> red: array<f32, 128u * TOK>;
 RED2_DECL
 @compute @workgroup_size(128)
-fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
+fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u SUBGROUP_SIZE) {
   let t0 = wg.y * TOK;
   if (t0 >= max(step.n, 1u)) { return; }
   let lane = lid.x % LANES;
@@ -119,23 +176,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 DOTS
     }
   }
-  for (var t = 0u; t < TOK; t++) {
-    red[t * 128u + lid.x] = acc[t];
-    RED2_STORE
-  }
-  workgroupBarrier();
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
-    if (lane < s) {
-      for (var t = 0u; t < TOK; t++) {
-        red[t * 128u + lid.x] += red[t * 128u + lid.x + s];
-        RED2_ADD
-      }
-    }
-    workgroupBarrier();
-  }
+REDUCE
   if (lane == 0u && row < p.rows) {
     for (var t = 0u; t < TOK && t0 + t < max(step.n, 1u); t++) {
-      var v = red[t * 128u + lid.x];
+      var v = acc[t];
       OUTPUT
       if ((p.mode & 1u) != 0u) { v += bias[p.b_off + row]; }
       let o = (t0 + t) * p.y_stride + p.y_off + row;
@@ -145,17 +189,22 @@ DOTS
   }
 }
 )";
+  replace_all(src, "REDUCE", f.subgroups ? kReduceSubgroup : kReduceTree);
   replace_all(src, "DOTS", dots);
   replace_all(src, "RED2_DECL", swiglu ? "var<workgroup> red2: array<f32, 128u * TOK>;" : "");
   replace_all(src, "RED2_STORE", swiglu ? "red2[t * 128u + lid.x] = acc2[t];" : "");
   replace_all(src, "RED2_ADD", swiglu ? "red2[t * 128u + lid.x] += red2[t * 128u + lid.x + s];" : "");
+  replace_all(src, "ACC2_LOAD", swiglu ? "acc2[t] = red2[t * 128u + lid.x];" : "");
+  replace_all(src, "ACC2_SHUFFLE", swiglu ? "acc2[t] += subgroupShuffleXor(acc2[t], s);" : "");
+  replace_all(src, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
   // silu(g) * u with silu(g) = g / (1 + exp(-g)), as the CPU computes it; or gelu(g) * u from ggml's table.
   replace_all(src, "OUTPUT",
               !swiglu ? ""
-              : gelu  ? "v = gelu_f16(v) * red2[t * 128u + lid.x];"
-                      : "v = v / (1.0 + exp(-v)) * red2[t * 128u + lid.x];");
+              : gelu  ? "v = gelu_f16(v) * acc2[t];"
+                      : "v = v / (1.0 + exp(-v)) * acc2[t];");
   if (!swiglu) replace_all(src, "var acc2: array<f32, TOK>;", "");
-  return cat("const LANES = ", matvec_lanes(w, cols), "u;\nconst TOK = ", kMatmatTokens, "u;\n", src);
+  return cat(wgsl_enables(f, true, true), "const LANES = ", matvec_lanes(w, cols),
+             "u;\nconst TOK = ", kMatmatTokens, "u;\n", src);
 }
 
 }  // namespace sotto::gpu

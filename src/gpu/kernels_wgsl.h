@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "gpu/kernels.h"
 
 namespace sotto::gpu::wgsl_parts {
 
@@ -21,6 +22,14 @@ const char* sub_dot_source(DType w);
 extern const char* kGeluTable;
 // f16_bits(x) (round to nearest even), f16r(v), f16r2(a, b), pack_f16(a, b).
 extern const char* kF16Rne;
+// The same four through f16 casts (needs `enable f16;`): used only where the device's casts were found to
+// round to nearest even (KernelFeatures::f16).
+extern const char* kF16Native;
+// kF16Native when f.f16, else kF16Rne.
+const char* f16_helpers(const KernelFeatures& f);
+// The `enable` directives a kernel built with f must start with: f16 when f.f16 and the kernel converts to
+// f16 (`uses_f16`), subgroups when f.subgroups and it reduces over subgroups (`uses_subgroups`).
+std::string wgsl_enables(const KernelFeatures& f, bool uses_f16, bool uses_subgroups);
 
 void replace_all(std::string& s, std::string_view from, std::string_view to);
 

@@ -470,7 +470,9 @@ struct Checker {
 Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions& options) {
   Ops ops(device);
   KernelFeatures f = ops.features();
-  f.packed_dot = options.packed_dot && device.info().packed_dot;
+  f.packed_dot = options.packed_dot && f.packed_dot;
+  f.subgroups = options.subgroups && f.subgroups;
+  f.f16 = options.f16 && f.f16;
   ops.set_features(f);
   Rng rng{options.seed};
   std::vector<OpCheck> out;
@@ -524,6 +526,7 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
   SOTTO_TRY(check_f16_conversion(ops, options.seed, out));
   SOTTO_TRY(check_prompt_ops(ops, options.seed, out));
   SOTTO_TRY(check_sampling_ops(ops, options.seed, out));
+  if (f.subgroups) SOTTO_TRY(check_subgroup_reductions(ops, options.seed, out));
   return out;
 }
 

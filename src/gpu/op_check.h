@@ -14,6 +14,8 @@
 //   attention   vs attend_head_ref (cpu/attention.h) on the same f16 cache: 2e-3 of max |v| (GPU exp differs
 //               from libm in the last bits, and the f16 running sum can then round differently).
 //   argmax      exact index.
+//   f32 -> f16  vs the CPU's f32_to_f16: exact (integer rounding, or f16 casts where they pass this check).
+//   subgroups   the subgroup reductions vs the workgroup-memory trees: bit for bit.
 //   sample      the token sotto::Sampler draws from the same logits and u: exact, except in trials where
 //               a decision lies within 1e-5 of its boundary (counted and shown; op_check_sampling.cpp).
 #pragma once
@@ -40,6 +42,11 @@ struct OpCheck {
 struct OpCheckOptions {
   uint64_t seed = 1;
   bool packed_dot = true;  // false: the shift-and-multiply fallback of dot4I8Packed
+  // false: the workgroup-memory trees even where the device has subgroups
+  bool subgroups = true;
+  // false: the integer f32 -> f16 rounding even where f16 casts round to nearest even
+  // (native_f16_rounds_to_nearest_even in gpu/ops.h)
+  bool f16 = true;
 };
 
 // Runs every check; a failure to build or run a kernel is an error, a numeric mismatch is a failed entry.
@@ -51,6 +58,10 @@ class Ops;
 Status check_prompt_ops(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
 // The kernels' f32 -> f16 rounding against the CPU's (gpu/op_check_f16.cpp): exact.
 Status check_f16_conversion(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
+// Where the device has subgroups (gpu/op_check_subgroups.cpp), part of run_op_checks(): the subgroup layout
+// the reductions assume, and every reducing kernel (matvec, matmat, norm_quant, argmax) with subgroups on
+// against the workgroup-memory tree: bit for bit.
+Status check_subgroup_reductions(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
 // The sampling checks (gpu/op_check_sampling.cpp), part of run_op_checks().
 Status check_sampling_ops(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
 // How close the CPU Sampler's decisions on `logits` with draw u come to their boundaries (the draw against

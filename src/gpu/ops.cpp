@@ -128,6 +128,8 @@ std::vector<float> rope_table(int n_ctx, int n_rot, float freq_base, float freq_
 
 Ops::Ops(Device& device) : device_(device) {
   features_.packed_dot = device.info().packed_dot;
+  features_.subgroups = device.info().subgroups;
+  features_.f16 = device.info().shader_f16 && native_f16_rounds_to_nearest_even(device);
 }
 
 Ops::~Ops() {
@@ -313,7 +315,9 @@ Status Ops::norm_quant(std::vector<Dispatch>& plan, BufferHandle x, uint32_t x_o
   if (quantize && (n % (q8_k ? 256 : 32) || n > kNormQuantMaxValues))
     return error("webgpu: ", q8_k ? "q8_K" : "q8_0", " activations need a multiple of ", q8_k ? 256 : 32,
                  " values up to ", kNormQuantMaxValues, ", not ", n);
-  SOTTO_ASSIGN(PipelineHandle p, pipeline(q8_k ? "norm_quant_q8k" : "norm_quant", wgsl_norm_quant(q8_k)));
+  SOTTO_ASSIGN(PipelineHandle p,
+               pipeline(cat(q8_k ? "norm_quant_q8k" : "norm_quant", features_key(features_)),
+                        wgsl_norm_quant(q8_k, features_)));
   if (!dummy_) {
     SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
   }
@@ -367,7 +371,7 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
   const bool staged = !f32 && in.xq != 0;
   if (staged && (in.norm || !in.xd)) return error("webgpu: staged q8_0 input needs xq and xd and no norm");
   const std::string key = cat("matvec_", dtype_name(w.dtype), up ? (gelu_table ? "_geglu" : "_swiglu") : "",
-                              features_.packed_dot ? "" : "_nodot",
+                              features_key(features_),
                               f32      ? ""
                               : staged ? "_staged"
                                        : cat("_", w.cols),
@@ -421,7 +425,7 @@ Status Ops::matmat(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
     return error("webgpu: a token batch needs its step uniform and rows of at least ", y_offset + w.rows,
                  " outputs");
   const std::string key = cat("matmat_", dtype_name(w.dtype), up ? (gelu_table ? "_geglu" : "_swiglu") : "",
-                              features_.packed_dot ? "" : "_nodot", "_lanes", matvec_lanes(w.dtype, w.cols));
+                              features_key(features_), "_lanes", matvec_lanes(w.dtype, w.cols));
   const std::string src =
       wgsl_matmat(w.dtype, up != nullptr, features_, static_cast<uint32_t>(w.cols), gelu_table != 0);
   if (src.empty()) return error("webgpu: no matrix x matrix kernel for ", dtype_name(w.dtype));
@@ -532,8 +536,10 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
 Status Ops::argmax(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle partial,
                    BufferHandle tok) {
   const uint32_t groups = (n + 1023) / 1024;
-  SOTTO_ASSIGN(PipelineHandle p1, pipeline("argmax_partial", wgsl_argmax_partial()));
-  SOTTO_ASSIGN(PipelineHandle p2, pipeline("argmax_final", wgsl_argmax_final()));
+  SOTTO_ASSIGN(PipelineHandle p1,
+               pipeline(cat("argmax_partial", features_key(features_)), wgsl_argmax_partial(features_)));
+  SOTTO_ASSIGN(PipelineHandle p2,
+               pipeline(cat("argmax_final", features_key(features_)), wgsl_argmax_final(features_)));
   const uint32_t P1[4] = {n, 0, 0, 0};
   SOTTO_ASSIGN(Binding pb1, params(0, P1, sizeof P1));
   SOTTO_TRY(add(plan, p1, {pb1, {1, logits}, {2, partial}}, groups));

@@ -91,8 +91,16 @@ struct TokenBatch {
   uint32_t y_stride = 0;
 };
 
+// Whether the device's f16 casts (WGSL `f16(x)`, shader-f16) round f32 to nearest even on the op check's
+// values (gpu/op_check_f16.cpp: random magnitudes, halfway cases, subnormals, the overflow edge), as the CPU's
+// f32_to_f16 does: WGSL lets them round either way. False without shader-f16, when the check fails to run, or
+// when its read cannot block (in the browser, outside a blocking-read section).
+bool native_f16_rounds_to_nearest_even(Device& device);
+
 class Ops {
  public:
+  // Kernel features from the device: dot4I8Packed and subgroups where it has them, native f16 conversions
+  // where it has shader-f16 and native_f16_rounds_to_nearest_even() (one small dispatch and read).
   explicit Ops(Device& device);
   // Destroys every buffer made through this Ops (weights, activations, parameters); pipelines and bind groups
   // live as long as the device.

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -414,6 +415,60 @@ TEST(GpuLlm, FusedLayersGiveTheLogitsOfSeparateDispatches) {
     }
   }
   EXPECT_EQ(device->last_error(), "");
+}
+
+// The subgroup reductions (gpu/kernels.h KernelFeatures::subgroups) promise the workgroup-memory trees' sums
+// bit for bit: a device opened without subgroups gives the same logits, prompt plan and decode, as the shared
+// one with them (SwiftShader has subgroups of 4, so both paths run here).
+TEST(GpuLlm, SubgroupReductionsGiveTheSameLogits) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  if (!device->info().subgroups) GTEST_SKIP() << "the adapter lacks subgroups";
+  gpu::DeviceOptions o;
+  o.disable_subgroups = true;
+  auto plain = gpu::open_device(o);  // a device of its own, closed at the end of the test
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  ASSERT_FALSE((*plain)->info().subgroups);
+  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
+  for (const char* file : {"stories260K-q4_0.gguf", "gemma3"}) {
+    const bool gemma = std::string(file) == "gemma3";
+    const std::vector<uint8_t> bytes =
+        testing::read_fixture(std::string("llm/") + (gemma ? "stories260K-q8_0.gguf" : file));
+    auto gguf = parse_gguf(bytes);
+    ASSERT_TRUE(gguf.ok()) << gguf.message();
+    auto weights = load_llama(*gguf);
+    ASSERT_TRUE(weights.ok()) << weights.message();
+    std::vector<std::vector<float>> norms;
+    const LlamaWeights w = gemma ? gemma3_shaped(*weights, norms) : *weights;
+    std::vector<int32_t> prompt(20);
+    std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
+    for (int32_t& t : prompt) t = token(rng);
+    // The prompt through the prompt plan, then 8 greedy tokens; every step's logits.
+    auto run = [&](gpu::Device& d) -> std::vector<float> {
+      auto llm = gpu::LlmGpu::create(d, w, 32);
+      EXPECT_TRUE(llm.ok()) << llm.message();
+      if (!llm.ok()) return {};
+      gpu::LlmGpu& g = **llm;
+      EXPECT_TRUE(g.submit_prompt(std::span<const int32_t>(prompt).first(prompt.size() - 1)).ok());
+      std::vector<float> all;
+      int32_t next = prompt.back();
+      for (int i = 0; i < 8; ++i) {
+        auto t = g.step(next);
+        auto l = g.logits();
+        EXPECT_TRUE(t.ok() && l.ok());
+        if (!t.ok() || !l.ok()) break;
+        all.insert(all.end(), l->begin(), l->end());
+        next = -1;  // fed back on the GPU
+      }
+      return all;
+    };
+    const std::vector<float> with = run(*device), without = run(**plain);
+    ASSERT_EQ(with.size(), without.size()) << file;
+    ASSERT_FALSE(with.empty()) << file;
+    size_t differ = 0;
+    for (size_t k = 0; k < with.size(); ++k) differ += std::memcmp(&with[k], &without[k], 4) != 0 ? 1 : 0;
+    EXPECT_EQ(differ, 0u) << file << ": logits differing bit for bit of " << with.size();
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The GPU kernels against the CPU, op by op (gpu/op_check.h: references and tolerances), on fresh random
 // inputs, natively through Dawn on Vulkan (SwiftShader on CI machines: the shapes are small), with the packed
-// integer dot product and with its fallback.
+// integer dot product and with its fallback, with the subgroup reductions and without, and with f16 casts
+// where the device's round to nearest even.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -20,18 +21,53 @@ namespace {
 TEST(GpuOps, EveryKernelMatchesTheCpu) {
   auto device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  // Every path the device can take: SwiftShader has subgroups (of 4) but no shader-f16, so there the f16
+  // casts are never tried and both reductions are.
+  const KernelFeatures best = Ops(*device).features();
   for (bool packed_dot : {true, false}) {
-    OpCheckOptions options;
-    options.seed = sotto::testing::test_seed();
-    options.packed_dot = packed_dot;
-    auto checks = run_op_checks(*device, options);
-    ASSERT_TRUE(checks.ok()) << checks.message();
-    EXPECT_GT(checks->size(), 30u);
-    if (std::getenv("SOTTO_PRINT_OP_CHECKS")) std::printf("%s", format_op_checks(*checks).c_str());
-    for (const OpCheck& c : *checks)
-      EXPECT_TRUE(c.passed) << c.op << " " << c.shape << ": error " << c.error << " > " << c.tolerance
-                            << (packed_dot ? " (dot4I8Packed)" : " (fallback dot)");
+    for (bool subgroups : {true, false}) {
+      for (bool f16 : {true, false}) {
+        if ((subgroups && !best.subgroups) || (f16 && !best.f16)) continue;
+        OpCheckOptions options;
+        options.seed = sotto::testing::test_seed();
+        options.packed_dot = packed_dot;
+        options.subgroups = subgroups;
+        options.f16 = f16;
+        auto checks = run_op_checks(*device, options);
+        ASSERT_TRUE(checks.ok()) << checks.message();
+        EXPECT_GT(checks->size(), subgroups ? 40u : 30u);
+        if (std::getenv("SOTTO_PRINT_OP_CHECKS")) std::printf("%s", format_op_checks(*checks).c_str());
+        for (const OpCheck& c : *checks)
+          EXPECT_TRUE(c.passed) << c.op << " " << c.shape << ": error " << c.error << " > " << c.tolerance
+                                << (packed_dot ? " (dot4I8Packed" : " (fallback dot")
+                                << (subgroups ? ", subgroups" : ", workgroup trees")
+                                << (f16 ? ", f16 casts)" : ", integer f16)");
+      }
+    }
   }
+  EXPECT_EQ(device->last_error(), "");
+}
+
+// Without the subgroups feature on the device, the kernels build with the workgroup-memory trees alone (no
+// `enable subgroups;`, which would not compile there) and still match the CPU.
+TEST(GpuOps, KernelsBuildWithoutSubgroupsOrF16) {
+  if (!testing::open_test_device()) GTEST_SKIP() << testing::gpu_skip_reason();
+  DeviceOptions o;
+  o.disable_subgroups = true;
+  o.disable_f16 = true;
+  auto opened = open_device(o);  // a device of its own, closed at the end of the test
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  Device* device = opened->get();
+  EXPECT_FALSE(device->info().subgroups);
+  EXPECT_FALSE(device->info().shader_f16);
+  Ops ops(*device);
+  EXPECT_FALSE(ops.features().subgroups);
+  EXPECT_FALSE(ops.features().f16);
+  OpCheckOptions options;
+  options.seed = sotto::testing::test_seed();
+  auto checks = run_op_checks(*device, options);
+  ASSERT_TRUE(checks.ok()) << checks.message();
+  for (const OpCheck& c : *checks) EXPECT_TRUE(c.passed) << c.op << " " << c.shape << ": error " << c.error;
   EXPECT_EQ(device->last_error(), "");
 }
 
