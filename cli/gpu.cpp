@@ -2,7 +2,7 @@
 // chat run on the GPU through the C API: cli/generate.cpp.)
 //
 //   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto]
-//                                      [--fused-grid N]
+//                                      [--fused-grid N] [--fusion-check TOKENS]
 //
 // Prefill runs through the prompt plan and, for comparison, token by token through the decode plan (the two
 // runs' logits are printed side by side). --timings adds each op's GPU time from timestamp queries (when the
@@ -223,6 +223,9 @@ int run_bench_gpu(std::span<char* const> args) {
     } else if (a == "--fused-grid" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
                *v <= 65535) {
       fusion.grid = static_cast<uint32_t>(*v);
+    } else if (a == "--fusion-check" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
+               *v <= 256) {
+      fusion.check_tokens = static_cast<int>(*v);
     } else if (a == "--repeats" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 1000) {
       repeats = static_cast<int>(*v);
     } else {

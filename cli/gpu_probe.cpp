@@ -80,11 +80,11 @@ Status probe(gpu::Device& device) {
   SOTTO_ASSIGN(gpu::FusedKernel many, fused_empty(65));
   SOTTO_ASSIGN(gpu::BufferHandle step,
                device.create_buffer(16, gpu::kUsageUniform | gpu::kUsageCopyDst, "step"));
+  std::vector<uint32_t> u = many.uniform;  // no parameters, no offsets: the slot
+  u[0] = 1;
   SOTTO_ASSIGN(gpu::BufferHandle uniform,
-               device.create_buffer(4 * gpu::fused_uniform_words(0), gpu::kUsageUniform | gpu::kUsageCopyDst,
-                                    "fused"));
-  const uint32_t u[8] = {1, 0, 0, 0, 0, 0, 0, 0};
-  SOTTO_TRY(device.write_buffer(uniform, 0, u, 4 * gpu::fused_uniform_words(0)));
+               device.create_buffer(u.size() * 4, gpu::kUsageUniform | gpu::kUsageCopyDst, "fused"));
+  SOTTO_TRY(device.write_buffer(uniform, 0, u.data(), u.size() * 4));
   SOTTO_ASSIGN(gpu::BufferHandle sync, device.create_buffer(16, storage, "sync"));
   std::printf("grid barrier (65 phases in one dispatch against 2):\n");
   for (uint32_t grid : {132u, 264u, 528u, 1056u}) {

@@ -434,10 +434,14 @@ Result<std::string> builtin_argument(std::string_view builtin, uint32_t gx, uint
   return error("fusion: builtin ", builtin, " is not passed to a fused phase");
 }
 
+// Workgroup words kept for the atomic pool (the largest phase's: norm_quant's 2 x 512) when deciding what to
+// copy into the plain one.
+constexpr uint64_t kAtomicReserve = 1100;
+
 // Module-scope WGSL of the fused kernel, ahead of the phases.
 const char* kFusedHeader = R"(
 struct FusedStep { pos: u32, n: u32, pad1: u32, pad2: u32 }
-struct FusedUniform { slot: u32, pad0: u32, pad1: u32, pad2: u32, off: array<vec4u, N_OFF_VEC4> }
+struct FusedUniform { slot: u32, pad0: u32, pad1: u32, pad2: u32, PHASE_PARAMS off: array<vec4u, N_OFF_VEC4> }
 @group(0) @binding(0) var<uniform> fused_step: FusedStep;
 @group(0) @binding(1) var<uniform> fused_u: FusedUniform;
 @group(0) @binding(2) var<storage, read_write> fused_sync: array<atomic<u32>>;
@@ -509,6 +513,8 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
   uint64_t wg_words = 1, wg_atomics = 1;
   uint32_t n_offsets = 0;
   bool uses_subgroups = false;
+  std::string phase_params;    // members of the fused uniform
+  out.uniform = {0, 0, 0, 0};  // the sync slot and padding; the phases' parameters follow
   for (size_t k = 0; k < phases.size(); ++k) {
     const FusionPhase& ph = phases[k];
     Module& m = modules[k];
@@ -519,6 +525,13 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
     uint64_t plain_at = 0, atomic_at = 0;
     std::string zero_atomics;
     const Item* entry_fn = nullptr;
+    struct Prefetch {
+      std::string name;
+      Elem elem;
+      std::string root, base;
+      uint32_t words;
+    };
+    std::vector<Prefetch> prefetch;
     for (const Item& it : m.items()) {
       if (it.kind == Item::Kind::Fn && it.compute) {
         if (it.workgroup_size != kFusedWorkgroupSize)
@@ -542,6 +555,10 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
         n_offsets = std::max(n_offsets, bd->offset_slot + 1);
         ArrayAccess a{*e, root, offset_expr(bd->offset_slot)};
         arrays[it.name] = a;
+        if (root_atomic && !e->atomic && it.access != "read_write" && bd->words > 0) {
+          prefetch.push_back({it.name, *e, root, a.base, bd->words});  // decided below
+          continue;
+        }
         if (!e->atomic)
           decls += accessors(
               it.name, *e, a.base,
@@ -580,18 +597,17 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
         if (bd->kind != FusionPhase::Bind::Kind::Params || bd->params.size() < field_types.size())
           return error("fusion: uniform ", it.name, " has ", field_types.size(), " fields and ",
                        bd->params.size(), " words");
-        std::string values;
-        for (size_t f = 0; f < field_types.size(); ++f) {
-          const uint32_t w = bd->params[f];
-          const std::string& ft = field_types[f];
-          if (ft == "u32")
-            values += cat(f ? ", " : "", w, "u");
-          else if (ft == "f32" || ft == "i32")
-            values += cat(f ? ", " : "", "bitcast<", ft, ">(", w, "u)");
-          else
-            return error("fusion: uniform field type ", ft);
-        }
-        decls += cat("const ", it.name, " = ", it.type, "(", values, ");\n");
+        // The parameters become a member of the fused uniform (16-byte aligned, as uniform struct members
+        // must be): read from a uniform as in the kernel alone, rather than folded in as constants, so the
+        // compiler sees the arithmetic it compiled for the separate dispatch (constants let it contract
+        // multiply-adds differently, and the logits parted in the last bits on the H200).
+        for (const std::string& ft : field_types)
+          if (ft != "u32" && ft != "f32" && ft != "i32") return error("fusion: uniform field type ", ft);
+        out.uniform.resize((out.uniform.size() + 3) / 4 * 4, 0);
+        const std::string member = cat("p", out.uniform.size());
+        out.uniform.insert(out.uniform.end(), bd->params.begin(), bd->params.begin() + field_types.size());
+        phase_params += cat(member, ": ", it.type, ", ");
+        replaced[it.name] = cat("fused_u.", member);
       } else if (it.address_space == "workgroup") {
         // array<T, N>
         const size_t comma = it.type.rfind(',');
@@ -621,6 +637,28 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
       }
     }
     if (!entry_fn) return error("fusion: phase ", k, " has no compute entry point");
+    // Ranges this phase only reads of what earlier phases wrote: copied into workgroup memory after the phase's
+    // own arrays while they fit (an atomic pool of up to kAtomicReserve words stays free), else read from the
+    // root with atomic loads.
+    std::string copy_in;
+    const uint64_t plain_budget =
+        max_workgroup_bytes / 4 > kAtomicReserve ? max_workgroup_bytes / 4 - kAtomicReserve : 0;
+    for (const Prefetch& f : prefetch) {
+      if (plain_at + f.words <= plain_budget) {
+        decls += accessors(
+            f.name, f.elem, cat(plain_at, "u"), [](const std::string& j) { return cat("fused_wg[", j, "]"); },
+            [](const std::string&, const std::string&) { return std::string(); }, false);
+        copy_in +=
+            cat("    for (var i = lid.x; i < ", f.words, "u; i += ", kFusedWorkgroupSize, "u) { fused_wg[",
+                plain_at, "u + i] = atomicLoad(&", f.root, "[", f.base, " + i]); }\n");
+        plain_at += f.words;
+      } else {
+        decls += accessors(
+            f.name, f.elem, f.base,
+            [&](const std::string& j) { return cat("atomicLoad(&", f.root, "[", j, "])"); },
+            [](const std::string&, const std::string&) { return std::string(); }, false);
+      }
+    }
     wg_words = std::max(wg_words, plain_at);
     wg_atomics = std::max(wg_atomics, atomic_at);
     // Names of removed vars (the step uniform) now stand for the fused ones.
@@ -670,13 +708,14 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
     std::string args;
     for (const std::string& a : entry_args) args += cat(args.empty() ? "" : ", ", a);
     if (k > 0) entry += cat("  if (!fused_barrier(lid.x, ", k, "u, fused_grid)) { return; }\n");
+    if (!copy_in.empty())
+      entry += cat("  if (fused_wgid.x < ", ph.groups_x * ph.groups_y, "u) {\n", copy_in, "  }\n");
     entry += cat("  for (var v = fused_wgid.x; v < ", ph.groups_x * ph.groups_y,
                  "u; v += fused_grid) {\n    workgroupBarrier();\n", zero_atomics,
                  zero_atomics.empty() ? "" : "    workgroupBarrier();\n", "    ", entry_fn->name, "(", args,
                  ");\n  }\n");
   }
   out.n_barriers = static_cast<uint32_t>(phases.size() - 1);
-  out.n_offsets = n_offsets;
   out.workgroup_bytes = 4 * (wg_words + wg_atomics + 1);
   if (out.workgroup_bytes > max_workgroup_bytes)
     return error("fusion: the fused kernel needs ", out.workgroup_bytes, " bytes of workgroup memory (",
@@ -687,6 +726,11 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
     header.replace(at, key.size(), cat(v));
   };
   put("N_OFF_VEC4", std::max<uint32_t>(1, (n_offsets + 3) / 4));
+  const size_t params_at = header.find("PHASE_PARAMS");
+  header.replace(params_at, 12, phase_params);
+  out.uniform.resize((out.uniform.size() + 3) / 4 * 4, 0);
+  out.offsets_word = static_cast<uint32_t>(out.uniform.size());
+  out.uniform.resize(out.uniform.size() + std::max<uint32_t>(1, (n_offsets + 3) / 4) * 4, 0);
   put("WG_WORDS", wg_words);
   put("WG_ATOMICS", wg_atomics);
   put("SPIN_LIMIT", kFusedSpinLimit);

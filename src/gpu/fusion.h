@@ -10,7 +10,7 @@
 //   - its module-scope names get a per-phase prefix; its entry point becomes a function of (local id, workgroup
 //     id), and the fused entry point loops each phase over its original workgroups ("virtual workgroups"),
 //     grid-stride over however many workgroups the dispatch has;
-//   - its parameter uniform (constant for a recorded plan) becomes a WGSL const; the step uniform is shared;
+//   - its parameter uniform becomes a member of the fused kernel's uniform; the step uniform is shared;
 //   - its storage bindings become offsets into a few root buffers (the plan's buffers are views of pools, see
 //     Ops::begin_pool), read and written through small accessor functions. A root some phase writes is read
 //     and written with atomics: a workgroup may read what another wrote earlier in the same dispatch, and
@@ -19,6 +19,10 @@
 //     old values each invocation consumes before the barrier, so they have landed before it arrives;
 //   - its workgroup arrays share two pools (plain words and atomic words) that every phase reuses, so the
 //     fused kernel needs the largest phase's workgroup memory, not their sum.
+//   - what a phase only reads of an earlier phase's output (a norm's input, the staged q8 activations, the
+//     SwiGLU product: kilobytes) is copied into workgroup memory once per phase with atomic loads, so its
+//     loops read it there: atomic loads in a matrix row's inner loop went to L2 one by one (the fused layer
+//     was slower than its separate dispatches until then).
 // A grid barrier needs every workgroup of the dispatch resident at once, which WebGPU cannot promise: each
 // waits a bounded number of spins, then raises the failure flag (sync word 0) and leaves; the model sees the
 // flag with its token and runs that token again unfused with fewer workgroups or none (gpu/llm_gpu.cpp).
@@ -43,6 +47,7 @@ struct FusionPhase {
     Kind kind = Kind::Storage;
     uint32_t root = 0;             // Storage: index of the root buffer
     uint32_t offset_slot = 0;      // Storage: where the binding's word offset sits in the fused uniform
+    uint32_t words = 0;            // Storage: the words bound (0: to the end of the root)
     std::vector<uint32_t> params;  // Params: the uniform's words
   };
   std::string wgsl;
@@ -57,20 +62,17 @@ constexpr uint32_t kFusedSpinLimit = 1u << 20;
 
 struct FusedKernel {
   std::string wgsl;
-  // Bindings of the fused kernel: 0 the step uniform, 1 the fused uniform (sync slot, root word offsets:
-  // fused_uniform_words()), 2 sync (atomic words), 3 + i root i (read_write when written).
+  // Bindings of the fused kernel: 0 the step uniform, 1 the fused uniform (`uniform`: word 0 the sync slot,
+  // then the phases' parameters, the root word offsets from `offsets_word`, each FusionPhase::Bind's at its
+  // offset_slot), 2 sync (atomic words), 3 + i root i (read_write when written).
+  std::vector<uint32_t> uniform;
+  uint32_t offsets_word = 0;
   uint32_t n_roots = 0;
   std::vector<bool> root_written;  // some phase writes it: bound read_write, accessed atomically
-  uint32_t n_offsets = 0;          // offset slots in the fused uniform
   uint32_t widest = 0;             // the most workgroups any phase had: no use in dispatching more
   uint32_t n_barriers = 0;         // grid barriers per run
   uint64_t workgroup_bytes = 0;    // workgroup memory of the fused kernel
 };
-
-// The fused uniform: {sync counter slot, 3 pad words, then the offsets, four to a vec4u}.
-inline uint32_t fused_uniform_words(uint32_t n_offsets) {
-  return 4 + std::max<uint32_t>(1, (n_offsets + 3) / 4) * 4;  // the WGSL array has at least one vec4u
-}
 
 // Fuses the phases in order. Errors (the caller then keeps the dispatches apart) for what the rewriting does not
 // handle: another workgroup size, a binding used other than by index, more than 2D grids, workgroup memory over

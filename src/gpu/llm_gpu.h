@@ -50,7 +50,8 @@ namespace sotto::gpu {
 struct FusionOptions {
   enum class Mode { Auto, On, Off };
   Mode mode = Mode::Auto;
-  uint32_t grid = 0;  // workgroups of a fused dispatch; 0: as many as the widest phase has
+  uint32_t grid = 0;     // workgroups of a fused dispatch; 0: as many as the widest phase has
+  int check_tokens = 6;  // tokens the load-time check runs through both plans
 };
 
 class LlmGpu {

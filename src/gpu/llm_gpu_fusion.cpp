@@ -118,7 +118,7 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   // The check: a few tokens at positions 0.. through both plans give the same logits, bit for bit (the later
   // positions attend to the cache rows the earlier ones wrote), with no barrier giving up; halving the grid
   // while one does.
-  constexpr int kCheckTokens = 6;
+  const int kCheckTokens = std::clamp(options.check_tokens, 1, n_ctx_);
   const std::vector<uint32_t> zeros(sync_words_, 0);
   auto run_tokens = [&](bool fused, std::vector<std::vector<float>>* out, bool* gave_up) -> Status {
     use_fused_ = fused;

@@ -69,6 +69,7 @@ Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle st
         if (root == roots.end()) root = roots.insert(roots.end(), b.buffer);
         bind.root = static_cast<uint32_t>(root - roots.begin());
         bind.offset_slot = static_cast<uint32_t>(offsets.size());
+        bind.words = static_cast<uint32_t>(b.size / 4);
         offsets.push_back(static_cast<uint32_t>(b.offset / 4));
       }
       ph.bindings.push_back(std::move(bind));
@@ -83,9 +84,9 @@ Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle st
                                           limits.max_compute_workgroup_storage_size));
   SOTTO_ASSIGN(PipelineHandle p,
                pipeline(cat("fused_", std::hash<std::string>{}(k.wgsl), "_", k.wgsl.size()), k.wgsl));
-  std::vector<uint32_t> u(fused_uniform_words(k.n_offsets), 0);
+  std::vector<uint32_t> u = k.uniform;
   u[0] = slot;
-  std::copy(offsets.begin(), offsets.end(), u.begin() + 4);
+  std::copy(offsets.begin(), offsets.end(), u.begin() + k.offsets_word);
   SOTTO_ASSIGN(Binding ub, params(1, u.data(), static_cast<uint32_t>(u.size() * 4)));
   std::vector<Binding> b = {{0, step, 0, 16}, ub, {2, sync}};
   for (size_t r = 0; r < roots.size(); ++r) b.push_back({static_cast<uint32_t>(3 + r), roots[r]});
