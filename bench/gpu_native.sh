@@ -3,7 +3,8 @@
 # NVIDIA H200"): Qwen2.5-0.5B-shaped random-weight Q4_0 and Q4_K_M files, made on the machine itself, through
 # `sotto bench llm --backend webgpu --timings` (Dawn's Vulkan backend on the vendor driver): decode tokens/s,
 # prefill of 64 / 256 tokens, dispatches per token, each op's GPU time from timestamp queries and the matrix x
-# vector ops' GB/s against a measured buffer-copy bandwidth.
+# vector ops' GB/s against a measured copy bandwidth (a compute-shader copy), the fused plan's decode next to
+# the separate dispatches', and `sotto gpu-probe` (the grid barrier's cost).
 #
 #   bench/gpu_native.sh [BIN_DIR] [OUT_DIR]
 #
@@ -28,8 +29,10 @@ for type in q4_0 q4_k_m; do
   [ -f "$models/qwen2.5-0.5b-random-$type.gguf" ] ||
     "$bin/sotto_make_random_gguf" --type "$type" --out "$models" --vocab "$bin/ggml-vocab-qwen2.gguf" --threads "$(nproc)"
 done
+"$bin/sotto" gpu-probe 2>&1 | tee "$out/gpu_probe.txt"  # the grid barrier's cost, plain vs atomic loads
 for type in q4_0 q4_k_m; do
   file="$models/qwen2.5-0.5b-random-$type.gguf"
-  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 2>&1 | tee "$out/gpu_bench_$type.txt"
+  # --fusion on: decode is measured both fused (one dispatch per layer) and through the separate dispatches.
+  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 --fusion on 2>&1 | tee "$out/gpu_bench_$type.txt"
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 1 --timings 2>&1 | tee -a "$out/gpu_bench_$type.txt"
 done

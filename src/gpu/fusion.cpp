@@ -268,18 +268,48 @@ void Module::rename() {
   std::set<std::string> names;
   for (const Item& it : items_)
     if (!it.name.empty()) names.insert(it.name);
-  std::vector<std::pair<size_t, size_t>> struct_bodies;
-  for (const Item& it : items_)
-    if (it.kind == Item::Kind::Struct) struct_bodies.push_back({it.body_begin, it.end});
-  for (size_t i = 0; i < toks_.size(); ++i) {
-    Tok& t = toks_[i];
-    if (t.kind != Tok::Kind::Ident || !names.count(t.text)) continue;
-    const size_t before = prev(i);
-    if (before < toks_.size() && toks_[before].text == ".") continue;  // a member
-    bool field = false;
-    for (const auto& [b, e] : struct_bodies)
-      if (i > b && i < e && is(next(i + 1), ":")) field = true;
-    if (!field) t.text = prefix_ + t.text;
+  // Inside functions a parameter or a let / var / const of the same name hides a module-scope one (Q6_K's dot
+  // has a local `p`, the kernels' uniforms are `p`): such names stay as they are while their block lasts.
+  for (const Item& it : items_) {
+    if (it.kind == Item::Kind::Struct) {
+      for (size_t i = it.begin; i < it.end; ++i) {  // its name and field types, not its field names
+        Tok& t = toks_[i];
+        const size_t before = prev(i);
+        if (t.kind == Tok::Kind::Ident && names.count(t.text) && !is(next(i + 1), ":") &&
+            !(before < toks_.size() && toks_[before].text == "."))
+          t.text = prefix_ + t.text;
+      }
+      continue;
+    }
+    std::vector<std::set<std::string>> scopes(1);  // the function's parameters, then one per block
+    bool in_params = it.kind == Item::Kind::Fn;
+    for (size_t i = it.begin; i < it.end; ++i) {
+      Tok& t = toks_[i];
+      if (t.kind == Tok::Kind::Punct) {
+        if (t.text == "{") {
+          in_params = false;
+          scopes.emplace_back();
+        } else if (t.text == "}" && scopes.size() > 1) {
+          scopes.pop_back();
+        }
+        continue;
+      }
+      if (t.kind != Tok::Kind::Ident) continue;
+      const size_t before = prev(i);
+      const std::string& b = before < toks_.size() ? toks_[before].text : std::string();
+      if (b == ".") continue;  // a member
+      const bool declares = it.kind == Item::Kind::Fn && i > it.body_begin &&
+                            ((scopes.size() > 1 && (b == "let" || b == "var" || b == "const")) ||
+                             (in_params && is(next(i + 1), ":") && b != "@"));
+      if (declares) {
+        scopes.back().insert(t.text);
+        continue;
+      }
+      if (!names.count(t.text)) continue;
+      bool hidden = false;
+      for (const auto& scope : scopes) hidden = hidden || scope.count(t.text) > 0;
+      if (!hidden) t.text = prefix_ + t.text;
+    }
   }
   for (Item& it : items_) {
     if (!it.name.empty()) it.name = prefix_ + it.name;
