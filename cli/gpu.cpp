@@ -67,6 +67,7 @@ Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_
   gpu::DeviceOptions options;
   options.request_timestamps = timestamps;
   SOTTO_ASSIGN(m->device, gpu::open_device(options));
+  fusion.clock_ms = &now_ms;
   SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx, 0, fusion));
   return m;
 }

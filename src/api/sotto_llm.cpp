@@ -237,7 +237,9 @@ int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int3
   if (backend == SOTTO_BACKEND_WEBGPU) {
     auto device = sotto::gpu::open_device();
     if (!device) return fail(llm, SOTTO_ERROR_RUN, device.message());
-    auto gpu = sotto::gpu::LlmGpu::create(**device, llm->weights, n_ctx);
+    sotto::gpu::FusionOptions fusion;
+    fusion.clock_ms = &sotto::now_ms;  // Auto keeps the fused plan only where it decodes faster
+    auto gpu = sotto::gpu::LlmGpu::create(**device, llm->weights, n_ctx, 0, fusion);
     if (!gpu) return fail(llm, SOTTO_ERROR_RUN, gpu.message());
     llm->device = std::move(device).value();
     llm->gpu = std::move(gpu).value();

@@ -3,7 +3,6 @@
 #include "gpu/fusion.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -23,11 +22,18 @@ struct Tok {
   std::string text;
 };
 
+// ASCII classes written out: the wasm build's libc has no <cctype>.
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 bool is_ident_start(char c) {
-  return std::isalpha(static_cast<unsigned char>(c)) || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 bool is_ident_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  return is_ident_start(c) || is_digit(c);
 }
 
 std::vector<Tok> lex(std::string_view s) {
@@ -45,9 +51,9 @@ std::vector<Tok> lex(std::string_view s) {
       const size_t end = s.find("*/", i + 2);
       out.push_back({Tok::Kind::Space, " "});
       i = end == std::string_view::npos ? s.size() : end + 2;
-    } else if (std::isspace(static_cast<unsigned char>(c))) {
+    } else if (is_space(c)) {
       size_t j = i;
-      while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+      while (j < s.size() && is_space(s[j])) ++j;
       out.push_back({Tok::Kind::Space, std::string(s.substr(i, j - i))});
       i = j;
     } else if (is_ident_start(c)) {
@@ -55,8 +61,7 @@ std::vector<Tok> lex(std::string_view s) {
       while (j < s.size() && is_ident_char(s[j])) ++j;
       out.push_back({Tok::Kind::Ident, std::string(s.substr(i, j - i))});
       i = j;
-    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-               (c == '.' && i + 1 < s.size() && std::isdigit(static_cast<unsigned char>(s[i + 1])))) {
+    } else if (is_digit(c) || (c == '.' && i + 1 < s.size() && is_digit(s[i + 1]))) {
       size_t j = i;
       while (j < s.size() && (is_ident_char(s[j]) || s[j] == '.' ||
                               ((s[j] == '-' || s[j] == '+') && (s[j - 1] == 'e' || s[j - 1] == 'E') &&

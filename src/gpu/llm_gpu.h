@@ -46,18 +46,23 @@
 
 namespace sotto::gpu {
 
-// Plan fusion: on by default where the adapter is a GPU (on SwiftShader, a CPU, it only costs time).
+// Plan fusion: Auto builds and checks it where the adapter is a GPU (on SwiftShader, a CPU, it only costs time) and
+// keeps it if it decodes faster.
 struct FusionOptions {
   enum class Mode { Auto, On, Off };
   Mode mode = Mode::Auto;
   uint32_t grid = 0;     // workgroups of a fused dispatch; 0: as many as the widest phase has
   int check_tokens = 6;  // tokens the load-time check runs through both plans
+  // Milliseconds from a monotonic clock (the engine has none of its own): Auto times both plans with it and
+  // keeps the faster; without one Auto keeps the separate dispatches.
+  double (*clock_ms)() = nullptr;
 };
 
 class LlmGpu {
  public:
   // n_ctx <= 0: min(model's training context, 4096). Fails clearly for what the GPU path lacks (weight types
-  // without a kernel, a context too large for the attention kernel, logit soft-capping).
+  // without a kernel, head sizes over 256, logit soft-capping). `fusion`: whether decoding may use the fused
+  // plan (llm_gpu_fusion.cpp); a fused plan that cannot be built or fails its check only turns fusion off.
   // max_binding_bytes > 0: split matrices (and refuse buffers) above this size even where the device allows
   // more, to test the splitting with small models.
   static Result<std::unique_ptr<LlmGpu>> create(Device& device, const LlamaWeights& weights, int n_ctx,

@@ -1,7 +1,6 @@
 // Ops' pools (views of one buffer) and plan fusion: a recorded plan's dispatches turned back into what
 // gpu/fusion.h rewrites (each kernel's WGSL, its grid, what each binding holds), and the fused dispatch.
 #include <algorithm>
-#include <functional>
 
 #include "gpu/fusion.h"
 #include "gpu/ops.h"
@@ -10,6 +9,20 @@ namespace sotto::gpu {
 
 namespace {
 constexpr uint64_t kViewAlign = 256;  // minStorageBufferOffsetAlignment everywhere we run
+
+// FNV-1a of a fused kernel's WGSL, for its pipeline's cache key (with its length).
+uint64_t source_hash(std::string_view s) {
+  uint64_t h = 14695981039346656037ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  return h;
+}
+// Where `v` sits in `list`, or list.size(). (Not std::find: for 32-bit values libc++ calls wmemchr, which the
+// wasm build's libc lacks.)
+size_t index_of(const std::vector<BufferHandle>& list, BufferHandle v) {
+  size_t i = 0;
+  while (i < list.size() && list[i] != v) ++i;
+  return i;
+}
 }  // namespace
 
 Status Ops::begin_pool(uint64_t capacity, std::string_view label) {
@@ -58,16 +71,16 @@ Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle st
     for (const Binding& b : bindings->second) {
       FusionPhase::Bind bind;
       bind.binding = b.binding;
-      if (std::find(step_buffers_.begin(), step_buffers_.end(), b.buffer) != step_buffers_.end()) {
+      if (index_of(step_buffers_, b.buffer) < step_buffers_.size()) {
         bind.kind = FusionPhase::Bind::Kind::Step;
       } else if (auto p = param_words_.find(param_key(b.buffer, b.offset)); p != param_words_.end()) {
         bind.kind = FusionPhase::Bind::Kind::Params;
         bind.params = p->second;
       } else {
         if (b.offset % 4) return error("webgpu: a binding at byte ", b.offset, " is not word aligned");
-        auto root = std::find(roots.begin(), roots.end(), b.buffer);
-        if (root == roots.end()) root = roots.insert(roots.end(), b.buffer);
-        bind.root = static_cast<uint32_t>(root - roots.begin());
+        const size_t root = index_of(roots, b.buffer);
+        if (root == roots.size()) roots.push_back(b.buffer);
+        bind.root = static_cast<uint32_t>(root);
         bind.offset_slot = static_cast<uint32_t>(offsets.size());
         bind.words = static_cast<uint32_t>(b.size / 4);
         offsets.push_back(static_cast<uint32_t>(b.offset / 4));
@@ -82,8 +95,7 @@ Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle st
                  " storage buffers (the adapter has ", limits.max_storage_buffers_per_shader_stage, ")");
   SOTTO_ASSIGN(FusedKernel k, fuse_phases(phases, static_cast<uint32_t>(roots.size()),
                                           limits.max_compute_workgroup_storage_size));
-  SOTTO_ASSIGN(PipelineHandle p,
-               pipeline(cat("fused_", std::hash<std::string>{}(k.wgsl), "_", k.wgsl.size()), k.wgsl));
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(cat("fused_", source_hash(k.wgsl), "_", k.wgsl.size()), k.wgsl));
   std::vector<uint32_t> u = k.uniform;
   u[0] = slot;
   std::copy(offsets.begin(), offsets.end(), u.begin() + k.offsets_word);
