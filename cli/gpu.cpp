@@ -227,6 +227,9 @@ int run_bench_gpu(std::span<char* const> args) {
     } else if (a == "--fusion-check" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
                *v <= 256) {
       fusion.check_tokens = static_cast<int>(*v);
+    } else if (a == "--fusion-copy" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
+               *v <= 65536) {
+      fusion.max_copy_words = static_cast<uint32_t>(*v);
     } else if (a == "--repeats" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 1000) {
       repeats = static_cast<int>(*v);
     } else {

@@ -519,7 +519,7 @@ std::string offset_expr(uint32_t slot) {
 }  // namespace
 
 Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_roots,
-                                uint64_t max_workgroup_bytes) {
+                                uint64_t max_workgroup_bytes, uint32_t max_copy_words) {
   if (phases.empty()) return error("fusion: nothing to fuse");
   FusedKernel out;
   out.n_roots = n_roots;
@@ -678,8 +678,10 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
     std::string copy_in;
     const uint64_t plain_budget =
         max_workgroup_bytes / 4 > kAtomicReserve ? max_workgroup_bytes / 4 - kAtomicReserve : 0;
+    uint64_t copied = 0;
     for (const Prefetch& f : prefetch) {
-      if (plain_at + f.words <= plain_budget) {
+      if (plain_at + f.words <= plain_budget && copied + f.words <= max_copy_words) {
+        copied += f.words;
         decls += accessors(
             f.name, f.elem, cat(plain_at, "u"), [](const std::string& j) { return cat("fused_wg[", j, "]"); },
             [](const std::string&, const std::string&) { return std::string(); }, false);

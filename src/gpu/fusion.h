@@ -77,7 +77,9 @@ struct FusedKernel {
 // Fuses the phases in order. Errors (the caller then keeps the dispatches apart) for what the rewriting does not
 // handle: another workgroup size, a binding used other than by index, more than 2D grids, workgroup memory over
 // `max_workgroup_bytes`.
+// `max_copy_words`: the most words of earlier phases' output one phase copies into workgroup memory (more
+// workgroup memory per workgroup lets fewer be resident at once).
 Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_roots,
-                                uint64_t max_workgroup_bytes);
+                                uint64_t max_workgroup_bytes, uint32_t max_copy_words = 2048);
 
 }  // namespace sotto::gpu

@@ -51,8 +51,9 @@ namespace sotto::gpu {
 struct FusionOptions {
   enum class Mode { Auto, On, Off };
   Mode mode = Mode::Auto;
-  uint32_t grid = 0;     // workgroups of a fused dispatch; 0: as many as the widest phase has
-  int check_tokens = 6;  // tokens the load-time check runs through both plans
+  uint32_t grid = 0;               // workgroups of a fused dispatch; 0: as many as the widest phase has
+  int check_tokens = 6;            // tokens the load-time check runs through both plans
+  uint32_t max_copy_words = 2048;  // gpu/fusion.h fuse_phases(): the best on the H200 (bench/README.md)
   // Milliseconds from a monotonic clock (the engine has none of its own): Auto times both plans with it and
   // keeps the faster; without one Auto keeps the separate dispatches.
   double (*clock_ms)() = nullptr;

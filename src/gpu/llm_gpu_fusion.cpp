@@ -89,7 +89,7 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
     const bool head = k + 2 == bounds.size();
     uint32_t w = 0;
     Result<Dispatch> d = ops_.fuse(range, step_, sync_, static_cast<uint32_t>(1 + k),
-                                   std::numeric_limits<uint32_t>::max(), &w);
+                                   std::numeric_limits<uint32_t>::max(), &w, options.max_copy_words);
     if (!d.ok()) {
       fusion_status_ = cat("off: ", head ? std::string("the output head") : cat("layer ", k),
                            " cannot be fused: ", d.message());

@@ -182,7 +182,7 @@ class Ops {
   // counters, `slot` this dispatch's; `step` the step uniform. Its grid is `grid` workgroups (clamped to the most
   // any phase had, returned in *widest). Errors for what cannot be fused (the dispatches then stay apart).
   Result<Dispatch> fuse(std::span<const Dispatch> dispatches, BufferHandle step, BufferHandle sync,
-                        uint32_t slot, uint32_t grid, uint32_t* widest);
+                        uint32_t slot, uint32_t grid, uint32_t* widest, uint32_t max_copy_words = 2048);
 
  private:
   Result<PipelineHandle> pipeline(const std::string& key, const std::string& wgsl);

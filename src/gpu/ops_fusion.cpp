@@ -54,7 +54,7 @@ Binding Ops::resolve(Binding b) const {
 }
 
 Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle step, BufferHandle sync,
-                           uint32_t slot, uint32_t grid, uint32_t* widest) {
+                           uint32_t slot, uint32_t grid, uint32_t* widest, uint32_t max_copy_words) {
   std::vector<FusionPhase> phases;
   std::vector<BufferHandle> roots;
   std::vector<uint32_t> offsets;  // each storage binding's word offset in its root, by offset slot
@@ -94,7 +94,7 @@ Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle st
     return error("webgpu: fusing these dispatches needs ", roots.size() + 1,
                  " storage buffers (the adapter has ", limits.max_storage_buffers_per_shader_stage, ")");
   SOTTO_ASSIGN(FusedKernel k, fuse_phases(phases, static_cast<uint32_t>(roots.size()),
-                                          limits.max_compute_workgroup_storage_size));
+                                          limits.max_compute_workgroup_storage_size, max_copy_words));
   SOTTO_ASSIGN(PipelineHandle p, pipeline(cat("fused_", source_hash(k.wgsl), "_", k.wgsl.size()), k.wgsl));
   std::vector<uint32_t> u = k.uniform;
   u[0] = slot;
