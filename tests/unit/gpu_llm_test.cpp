@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -253,6 +254,33 @@ LlamaWeights gemma3_shaped(const LlamaWeights& stories, std::vector<std::vector<
   return w;
 }
 
+// A stories260K fixture's weights by file name, or "gemma3": stories260K-q8_0's made Gemma-3-shaped. The file's
+// bytes and the random norms the weights point into live as long as it.
+struct TestModel {
+  std::vector<uint8_t> bytes;
+  GgufFile gguf;
+  std::vector<std::vector<float>> norms;
+  LlamaWeights weights;
+};
+std::unique_ptr<TestModel> load_test_model(const std::string& name) {
+  auto m = std::make_unique<TestModel>();
+  const bool gemma = name == "gemma3";
+  m->bytes = testing::read_fixture("llm/" + (gemma ? std::string("stories260K-q8_0.gguf") : name));
+  auto gguf = parse_gguf(m->bytes);
+  if (!gguf.ok()) {
+    ADD_FAILURE() << name << ": " << gguf.message();
+    return nullptr;
+  }
+  m->gguf = std::move(gguf).value();
+  auto weights = load_llama(m->gguf);
+  if (!weights.ok()) {
+    ADD_FAILURE() << name << ": " << weights.message();
+    return nullptr;
+  }
+  m->weights = gemma ? gemma3_shaped(*weights, m->norms) : std::move(weights).value();
+  return m;
+}
+
 // The gemma3 path on stories260K-q8_0's weights made Gemma-3-shaped: random per-head q/k norms and post-norms,
 // GeGLU, the sqrt(n_embd) embedding scale, q scaled after RoPE, local layers with a 4-position window and RoPE
 // base 10000 between global ones with base 1e6. The GPU's logits must follow the CPU backend's on the same
@@ -261,13 +289,9 @@ LlamaWeights gemma3_shaped(const LlamaWeights& stories, std::vector<std::vector<
 TEST(GpuLlm, Gemma3ShapeMatchesTheCpu) {
   gpu::Device* device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
-  const std::vector<uint8_t> bytes = testing::read_fixture("llm/stories260K-q8_0.gguf");
-  auto gguf = parse_gguf(bytes);
-  ASSERT_TRUE(gguf.ok()) << gguf.message();
-  auto weights = load_llama(*gguf);
-  ASSERT_TRUE(weights.ok()) << weights.message();
-  std::vector<std::vector<float>> norms;
-  const LlamaWeights w = gemma3_shaped(*weights, norms);
+  const auto model = load_test_model("gemma3");
+  ASSERT_TRUE(model);
+  const LlamaWeights& w = model->weights;
   auto llm = gpu::LlmGpu::create(*device, w, 64);
   ASSERT_TRUE(llm.ok()) << llm.message();
   std::printf("[ info    ] gemma3-shaped plan: %zu dispatches per token\n", (*llm)->dispatches_per_token());
@@ -290,14 +314,9 @@ TEST(GpuLlm, PromptPlanGivesTheTokenByTokenLogits) {
   std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
   for (const char* file : {"stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-q4_0.gguf", "gemma3"}) {
     const bool gemma = std::string(file) == "gemma3";
-    const std::vector<uint8_t> bytes =
-        testing::read_fixture(std::string("llm/") + (gemma ? "stories260K-q8_0.gguf" : file));
-    auto gguf = parse_gguf(bytes);
-    ASSERT_TRUE(gguf.ok()) << gguf.message();
-    auto weights = load_llama(*gguf);
-    ASSERT_TRUE(weights.ok()) << weights.message();
-    std::vector<std::vector<float>> norms;
-    const LlamaWeights w = gemma ? gemma3_shaped(*weights, norms) : *weights;
+    const auto model = load_test_model(file);
+    ASSERT_TRUE(model);
+    const LlamaWeights& w = model->weights;
     std::vector<int32_t> prompt(36);
     std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
     for (int32_t& t : prompt) t = token(rng);
@@ -359,15 +378,9 @@ TEST(GpuLlm, FusedLayersGiveTheLogitsOfSeparateDispatches) {
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
   std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()) + 7);
   for (const char* file : {"stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-q4_0.gguf", "gemma3"}) {
-    const bool gemma = std::string(file) == "gemma3";
-    const std::vector<uint8_t> bytes =
-        testing::read_fixture(std::string("llm/") + (gemma ? "stories260K-q8_0.gguf" : file));
-    auto gguf = parse_gguf(bytes);
-    ASSERT_TRUE(gguf.ok()) << gguf.message();
-    auto weights = load_llama(*gguf);
-    ASSERT_TRUE(weights.ok()) << weights.message();
-    std::vector<std::vector<float>> norms;
-    const LlamaWeights w = gemma ? gemma3_shaped(*weights, norms) : *weights;
+    const auto model = load_test_model(file);
+    ASSERT_TRUE(model);
+    const LlamaWeights& w = model->weights;
     std::vector<int32_t> prompt(10);
     std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
     for (int32_t& t : prompt) t = token(rng);
@@ -431,15 +444,9 @@ TEST(GpuLlm, SubgroupReductionsGiveTheSameLogits) {
   ASSERT_FALSE((*plain)->info().subgroups);
   std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
   for (const char* file : {"stories260K-q4_0.gguf", "gemma3"}) {
-    const bool gemma = std::string(file) == "gemma3";
-    const std::vector<uint8_t> bytes =
-        testing::read_fixture(std::string("llm/") + (gemma ? "stories260K-q8_0.gguf" : file));
-    auto gguf = parse_gguf(bytes);
-    ASSERT_TRUE(gguf.ok()) << gguf.message();
-    auto weights = load_llama(*gguf);
-    ASSERT_TRUE(weights.ok()) << weights.message();
-    std::vector<std::vector<float>> norms;
-    const LlamaWeights w = gemma ? gemma3_shaped(*weights, norms) : *weights;
+    const auto model = load_test_model(file);
+    ASSERT_TRUE(model);
+    const LlamaWeights& w = model->weights;
     std::vector<int32_t> prompt(20);
     std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
     for (int32_t& t : prompt) t = token(rng);
