@@ -752,7 +752,6 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
                  zero_atomics.empty() ? "" : "    workgroupBarrier();\n", "    ", entry_fn->name, "(", args,
                  ");\n  }\n");
   }
-  out.n_barriers = static_cast<uint32_t>(phases.size() - 1);
   out.workgroup_bytes = 4 * (wg_words + wg_atomics + 1);
   if (out.workgroup_bytes > max_workgroup_bytes)
     return error("fusion: the fused kernel needs ", out.workgroup_bytes, " bytes of workgroup memory (",

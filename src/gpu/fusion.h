@@ -70,7 +70,6 @@ struct FusedKernel {
   uint32_t n_roots = 0;
   std::vector<bool> root_written;  // some phase writes it: bound read_write, accessed atomically
   uint32_t widest = 0;             // the most workgroups any phase had: no use in dispatching more
-  uint32_t n_barriers = 0;         // grid barriers per run
   uint64_t workgroup_bytes = 0;    // workgroup memory of the fused kernel
 };
 

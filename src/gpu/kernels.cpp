@@ -187,6 +187,13 @@ std::string wgsl_enables(const KernelFeatures& f, bool uses_f16, bool uses_subgr
              f.subgroups && uses_subgroups ? "enable subgroups;\n" : "");
 }
 
+std::string reduction(std::string_view tree, std::string_view width, std::string_view butterfly,
+                      bool subgroups) {
+  std::string t(tree);
+  replace_all(t, "TREE_END", subgroups ? "sg" : "1u");
+  return subgroups ? cat("  if (sg < ", width, ") {", t, "  }\n", butterfly) : t;
+}
+
 void replace_all(std::string& s, std::string_view from, std::string_view to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
     s.replace(at, from.size(), to);
@@ -204,45 +211,34 @@ struct P { rows: u32, cols: u32, mode: u32, y_off: u32, row_words: u32, n_sub: u
 @group(0) @binding(0) var<uniform> p: P;
 )";
 
-// The LANES-lane sum of each row's partial dots (a tree: stride LANES / 2, then half that, ... 1), then the
-// output with bias / residual / SwiGLU applied. Lane 0 ends with the sum in acc (acc2: the SwiGLU's up).
-const char* kMatvecReduce = R"(
+// The LANES-lane sum of each row's partial dots (a tree: stride LANES / 2, then half that, ... 1; see
+// reduction()), then the output with bias / residual / SwiGLU applied. Lane 0 ends with the sum in acc (acc2:
+// the SwiGLU's up).
+//
+// With subgroups the strides below the subgroup size are a butterfly in registers (no barriers: on a GPU whose
+// subgroups hold 32 invocations, none at all). At stride s lane i < s adds lane i + s's partial, in that order,
+// as the tree does (i ^ s = i + s), so lane 0 gets the tree's sum bit for bit; the lanes past s compute sums
+// nobody reads. The strides of at least the subgroup size (a row's lanes spanning subgroups: SwiftShader's hold
+// 4) still go through workgroup memory. subgroup_size is uniform (one value per dispatch), so the barriers
+// stay in uniform control flow. Invocations fill subgroups in local_invocation_index order, so lane ^ s is the
+// subgroup invocation id ^ s for s < subgroup_size (the op check "subgroup layout" tests it).
+const char* kMatvecTree = R"(
   red[lid.x] = acc;
   RED2_STORE
   workgroupBarrier();
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+  for (var s = LANES / 2u; s >= TREE_END; s >>= 1u) {
     if (lane < s) { red[lid.x] += red[lid.x + s]; RED2_ADD }
     workgroupBarrier();
   }
   acc = red[lid.x];
   ACC2_LOAD
-REDUCE_OUTPUT)";
-
-// The same tree with its strides below the subgroup size as a butterfly in registers (no barriers: on a GPU
-// whose subgroups hold 32 invocations, none at all). At stride s lane i < s adds lane i + s's partial, in
-// that order, as the tree does (i ^ s = i + s), so lane 0 gets the tree's sum bit for bit; the lanes past s
-// compute sums nobody reads. The strides of at least the subgroup size (a row's lanes spanning subgroups:
-// SwiftShader's hold 4) still go through workgroup memory. subgroup_size is uniform (one value per
-// dispatch), so the barriers stay in uniform control flow. Invocations fill subgroups in
-// local_invocation_index order, so lane ^ s is the subgroup invocation id ^ s for s < subgroup_size (the op
-// check "subgroup layout" tests it).
-const char* kMatvecReduceSubgroup = R"(
-  if (sg < LANES) {
-    red[lid.x] = acc;
-    RED2_STORE
-    workgroupBarrier();
-    for (var s = LANES / 2u; s >= sg; s >>= 1u) {
-      if (lane < s) { red[lid.x] += red[lid.x + s]; RED2_ADD }
-      workgroupBarrier();
-    }
-    acc = red[lid.x];
-    ACC2_LOAD
-  }
+)";
+const char* kMatvecButterfly = R"(
   for (var s = min(sg, LANES) / 2u; s > 0u; s >>= 1u) {
     acc += subgroupShuffleXor(acc, s);
     ACC2_SHUFFLE
   }
-REDUCE_OUTPUT)";
+)";
 
 const char* kMatvecOutput = R"(  if (lane == 0u && row < p.rows) {
     var v = acc;
@@ -367,31 +363,26 @@ const char* kQuantizeQ8_K = R"(
 )";
 
 // The RMSNorm's sum of squares: each of 128 invocations' partial ss summed by a tree over ssr (stride 64, 32,
-// ... 1, ff_add2(own, partner)) into ssr[0], which every invocation reads after. The subgroup version: the
-// strides below the subgroup size as a butterfly in registers (as kMatvecReduceSubgroup, the same sum bit for
-// bit), then invocation 0 stores it.
+// ... 1, ff_add2(own, partner)) into ssr[0], which every invocation reads after. With subgroups the strides below
+// the subgroup size are a butterfly in registers (as kMatvecTree's, the same sum bit for bit), and invocation 0
+// stores the sum.
 const char* kSumOfSquaresTree = R"(
     ssr[lid.x] = ss;
     workgroupBarrier();
-    for (var s = 64u; s > 0u; s >>= 1u) {
+    for (var s = 64u; s >= TREE_END; s >>= 1u) {
       if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
       workgroupBarrier();
     }
+    ss = ssr[lid.x];
 )";
-const char* kSumOfSquaresSubgroup = R"(
-    if (sg < 128u) {
-      ssr[lid.x] = ss;
-      workgroupBarrier();
-      for (var s = 64u; s >= sg; s >>= 1u) {
-        if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
-        workgroupBarrier();
-      }
-      ss = ssr[lid.x];
-    }
+const char* kSumOfSquaresButterfly = R"(
     for (var s = min(sg, 128u) / 2u; s > 0u; s >>= 1u) { ss = ff_add2(ss, subgroupShuffleXor(ss, s)); }
     if (lid.x == 0u) { ssr[0] = ss; }
     workgroupBarrier();
 )";
+std::string sum_of_squares(const KernelFeatures& f) {
+  return reduction(kSumOfSquaresTree, "128u", kSumOfSquaresButterfly, f.subgroups);
+}
 
 std::string quantize_q8_0(std::string_view n_values, std::string_view norm_weight, uint32_t stride,
                           bool q8_k = false) {
@@ -537,8 +528,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 )";
   src += body;
   src += "  }\n";
-  std::string reduce = f.subgroups ? kMatvecReduceSubgroup : kMatvecReduce;
-  replace_all(reduce, "REDUCE_OUTPUT", kMatvecOutput);
+  std::string reduce = reduction(kMatvecTree, "LANES", kMatvecButterfly, f.subgroups) + kMatvecOutput;
   replace_all(reduce, "RED2_STORE", swiglu ? "red2[lid.x] = acc2;" : "");
   replace_all(reduce, "RED2_ADD", swiglu ? "red2[lid.x] += red2[lid.x + s];" : "");
   replace_all(reduce, "ACC2_LOAD", swiglu ? "acc2 = red2[lid.x];" : "");
@@ -557,7 +547,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   if (gpu_needs_q8(w) && !staged) {
     std::string prologue = kQuantizePrologue;
     replace_all(prologue, "QUANTIZE_Q8_0", quantize_q8_0("p.cols", "nw", 128, gpu_needs_q8_k(w)));
-    replace_all(prologue, "SUM_OF_SQUARES", f.subgroups ? kSumOfSquaresSubgroup : kSumOfSquaresTree);
+    replace_all(prologue, "SUM_OF_SQUARES", sum_of_squares(f));
     replace_all(src, "PROLOGUE", prologue);
   } else {
     replace_all(src, "PROLOGUE", "");
@@ -691,7 +681,7 @@ QUANTIZE_Q8_0
   replace_all(src, "FF_HELPERS", cat(kFloatFloat, f16_helpers(f)));
   replace_all(src, "QUANTIZE_Q8_0", quantize);
   replace_all(src, "MAX_BLOCKS", cat(kNormQuantMaxValues / 32));
-  replace_all(src, "SUM_OF_SQUARES", f.subgroups ? kSumOfSquaresSubgroup : kSumOfSquaresTree);
+  replace_all(src, "SUM_OF_SQUARES", sum_of_squares(f));
   replace_all(src, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
   return cat(wgsl_enables(f, true, true), src);
 }
@@ -701,30 +691,19 @@ namespace {
 // Each invocation's best (value, index) merged over the workgroup's 128 by a tree (stride 64, 32, ... 1: the
 // partner's pair replaces one's own when its value is larger, or equal at a lower index), lid 0 ending with
 // the workgroup's. With subgroups the strides below the subgroup size are a butterfly in registers, lid 0
-// merging (own, partner) in the tree's order: the same pair (kMatvecReduceSubgroup says why).
+// merging (own, partner) in the tree's order: the same pair (kMatvecTree says why).
 const char* kArgmaxTree = R"(
   rv[lid.x] = best;
   ri[lid.x] = best_i;
   workgroupBarrier();
-  for (var s = 64u; s > 0u; s >>= 1u) {
+  for (var s = 64u; s >= TREE_END; s >>= 1u) {
     if (lid.x < s) { merge(lid.x, rv[lid.x + s], ri[lid.x + s]); }
     workgroupBarrier();
   }
   best = rv[lid.x];
   best_i = ri[lid.x];
 )";
-const char* kArgmaxSubgroup = R"(
-  if (sg < 128u) {
-    rv[lid.x] = best;
-    ri[lid.x] = best_i;
-    workgroupBarrier();
-    for (var s = 64u; s >= sg; s >>= 1u) {
-      if (lid.x < s) { merge(lid.x, rv[lid.x + s], ri[lid.x + s]); }
-      workgroupBarrier();
-    }
-    best = rv[lid.x];
-    best_i = ri[lid.x];
-  }
+const char* kArgmaxButterfly = R"(
   for (var s = min(sg, 128u) / 2u; s > 0u; s >>= 1u) {
     let v = subgroupShuffleXor(best, s);
     let i = subgroupShuffleXor(best_i, s);
@@ -741,7 +720,7 @@ fn merge(at: u32, v: f32, i: u32) {
 )";
 
 std::string argmax_source(const KernelFeatures& f, std::string src) {
-  replace_all(src, "ARGMAX_TREE", f.subgroups ? kArgmaxSubgroup : kArgmaxTree);
+  replace_all(src, "ARGMAX_TREE", reduction(kArgmaxTree, "128u", kArgmaxButterfly, f.subgroups));
   replace_all(src, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
   return cat(wgsl_enables(f, false, true), kArgmaxMerge, src);
 }

@@ -11,17 +11,16 @@ using namespace wgsl_parts;
 
 namespace {
 
-// Each token's sum over a row's LANES lanes: the decode kernel's tree (kMatvecReduce in gpu/kernels.cpp), or
-// its subgroup version (kMatvecReduceSubgroup: the strides below the subgroup size as a butterfly, the same
-// sums bit for bit), for the TOK tokens of the tile at once. Lane 0 ends with token t's sums in acc[t],
-// acc2[t].
+// Each token's sum over a row's LANES lanes: the decode kernel's tree (kMatvecTree in gpu/kernels.cpp; with
+// subgroups its strides below the subgroup size as a butterfly, the same sums bit for bit: reduction()), for the
+// TOK tokens of the tile at once. Lane 0 ends with token t's sums in acc[t], acc2[t].
 const char* kReduceTree = R"(
   for (var t = 0u; t < TOK; t++) {
     red[t * 128u + lid.x] = acc[t];
     RED2_STORE
   }
   workgroupBarrier();
-  for (var s = LANES / 2u; s > 0u; s >>= 1u) {
+  for (var s = LANES / 2u; s >= TREE_END; s >>= 1u) {
     if (lane < s) {
       for (var t = 0u; t < TOK; t++) {
         red[t * 128u + lid.x] += red[t * 128u + lid.x + s];
@@ -35,27 +34,7 @@ const char* kReduceTree = R"(
     ACC2_LOAD
   }
 )";
-const char* kReduceSubgroup = R"(
-  if (sg < LANES) {
-    for (var t = 0u; t < TOK; t++) {
-      red[t * 128u + lid.x] = acc[t];
-      RED2_STORE
-    }
-    workgroupBarrier();
-    for (var s = LANES / 2u; s >= sg; s >>= 1u) {
-      if (lane < s) {
-        for (var t = 0u; t < TOK; t++) {
-          red[t * 128u + lid.x] += red[t * 128u + lid.x + s];
-          RED2_ADD
-        }
-      }
-      workgroupBarrier();
-    }
-    for (var t = 0u; t < TOK; t++) {
-      acc[t] = red[t * 128u + lid.x];
-      ACC2_LOAD
-    }
-  }
+const char* kReduceButterfly = R"(
   for (var s = min(sg, LANES) / 2u; s > 0u; s >>= 1u) {
     for (var t = 0u; t < TOK; t++) {
       acc[t] += subgroupShuffleXor(acc[t], s);
@@ -189,7 +168,7 @@ REDUCE
   }
 }
 )";
-  replace_all(src, "REDUCE", f.subgroups ? kReduceSubgroup : kReduceTree);
+  replace_all(src, "REDUCE", reduction(kReduceTree, "LANES", kReduceButterfly, f.subgroups));
   replace_all(src, "DOTS", dots);
   replace_all(src, "RED2_DECL", swiglu ? "var<workgroup> red2: array<f32, 128u * TOK>;" : "");
   replace_all(src, "RED2_STORE", swiglu ? "red2[t * 128u + lid.x] = acc2[t];" : "");

@@ -31,6 +31,14 @@ const char* f16_helpers(const KernelFeatures& f);
 // f16 (`uses_f16`), subgroups when f.subgroups and it reduces over subgroups (`uses_subgroups`).
 std::string wgsl_enables(const KernelFeatures& f, bool uses_f16, bool uses_subgroups);
 
+// A reduction over `width` invocations: `tree`, whose stride loop runs s = width / 2 down to TREE_END through
+// workgroup memory, alone (TREE_END = 1); or, with subgroups, that tree for the strides of at least the
+// subgroup size only (TREE_END = sg, skipped when a subgroup holds all `width`), then `butterfly` for the strides
+// below it in registers. Each butterfly combines (own, partner) in the tree's order, so lane 0 gets the tree's
+// result bit for bit (kMatvecTree in kernels.cpp says why).
+std::string reduction(std::string_view tree, std::string_view width, std::string_view butterfly,
+                      bool subgroups);
+
 void replace_all(std::string& s, std::string_view from, std::string_view to);
 
 }  // namespace sotto::gpu::wgsl_parts
