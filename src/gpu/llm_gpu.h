@@ -98,11 +98,10 @@ class LlmGpu {
     unchecked_.clear();
   }
   size_t dispatches_per_token() const;
-  // The fused plan: whether it is built and in use, why not when it is not, and its grid.
+  // The fused plan: whether it is in use, and what its load-time check found (why not, its grid, its speed).
   bool fused() const { return use_fused_; }
   void set_fused(bool on) { use_fused_ = on && !fused_.dispatches.empty(); }
   const std::string& fusion_status() const { return fusion_status_; }
-  uint32_t fused_grid() const { return fused_grid_; }
   // Tokens per run of the prompt plan, and its dispatches.
   uint32_t prompt_batch() const { return prompt_tokens_; }
   size_t prompt_dispatches() const { return prompt_.dispatches.size(); }
@@ -160,7 +159,7 @@ class LlmGpu {
   // in use, and what a rerun needs: the last token's input (< 0: the previous output) and sampling.
   Plan fused_;
   BufferHandle sync_ = 0;
-  uint32_t sync_words_ = 0, fused_grid_ = 0;
+  uint32_t sync_words_ = 0;
   bool use_fused_ = false, last_run_fused_ = false;
   std::string fusion_status_ = "not built";
   std::vector<int32_t>

@@ -16,7 +16,6 @@ size_t LlmGpu::dispatches_per_token() const {
 }
 
 void LlmGpu::set_fused_grid(uint32_t grid) {
-  fused_grid_ = grid;
   for (size_t i = 0; i < fused_.dispatches.size(); ++i)
     if (fused_widest_[i] > 0) fused_.dispatches[i].groups_x = std::clamp<uint32_t>(grid, 1, fused_widest_[i]);
 }
