@@ -58,14 +58,22 @@ using sotto::cat;
 // The GPU plan as a TokenModel: the next token is chosen on the GPU (the decode plan's argmax, or the sampling
 // tail run after it with the Sampler's draw and the recent ids: gpu/sample_state.h), and stays in its token
 // buffer for the next step, so only the 4-byte id travels, once per token.
+//
+// Greedy decoding runs one step ahead: the step after a token needs nothing from the CPU (its input is that
+// argmax, already in the token buffer), so it is submitted as soon as the token's read is, and the GPU works
+// on it while the id travels back and the CPU decides whether to go on. Waiting for each id before submitting
+// the next step left the GPU idle for the round trip (about a third of a token's time on the H200,
+// bench/README.md). A step run ahead that is not wanted (the generation ended, a new prompt comes) is dropped:
+// the position is given back and its cache row is overwritten by whatever runs there next.
 class GpuTokenModel final : public sotto::TokenModel {
  public:
   explicit GpuTokenModel(sotto::gpu::LlmGpu& llm) : llm_(&llm) {}
-  int n_past() const override { return llm_->n_past(); }
+  int n_past() const override { return llm_->n_past() - (ahead_ ? 1 : 0); }
   int n_ctx() const override { return llm_->n_ctx(); }
   void clear() override {
     llm_->reset();
     last_choice_ = sotto::kNoToken;
+    ahead_ = false;
   }
   sotto::Status supports(const sotto::SamplerParams& p) const override {
     return sotto::gpu::check_gpu_sampling(p, llm_->n_vocab());
@@ -76,6 +84,14 @@ class GpuTokenModel final : public sotto::TokenModel {
     choosing_ = false;
     const bool chosen_on_gpu = ids.size() == 1 && ids[0] == last_choice_;
     last_choice_ = sotto::kNoToken;
+    if (ahead_) {
+      ahead_ = false;
+      if (chosen_on_gpu && choose_next) {  // the step already running is this one
+        choosing_ = true;
+        return {};
+      }
+      llm_->drop_last(1);
+    }
     // A prompt fills the cache through the prompt plan; the token whose logits choose the next one runs
     // through the decode plan.
     const size_t batched = choose_next ? ids.size() - std::min<size_t>(ids.size(), 1) : ids.size();
@@ -93,12 +109,19 @@ class GpuTokenModel final : public sotto::TokenModel {
     if (!reading_) {
       if (!choosing_) return sotto::error("llm: no token is being chosen on the GPU");
       const sotto::SamplerParams& p = sampler.params();
-      if (sotto::gpu::needs_gpu_sampler(p)) {
+      const bool sampled = sotto::gpu::needs_gpu_sampler(p);
+      if (sampled) {
         // The CPU Sampler draws once per choice, and only when it samples (not greedy).
         const float u = p.greedy || p.temperature <= 0.0f ? 0.0f : sampler.next_draw();
         SOTTO_TRY(llm_->submit_sample(p, u, history));
       }
       SOTTO_TRY(llm_->start_finish());
+      // The next greedy step, ahead (above). The fused plan reruns unread tokens when a barrier gives up,
+      // which needs every input known: it waits for the id.
+      if (!sampled && !llm_->fused() && llm_->n_past() < llm_->n_ctx()) {
+        SOTTO_TRY(llm_->submit(-1));
+        ahead_ = true;
+      }
       choosing_ = false;
       reading_ = true;
     }
@@ -115,6 +138,7 @@ class GpuTokenModel final : public sotto::TokenModel {
   int32_t last_choice_ = sotto::kNoToken;  // the GPU's last choice, still in its token buffer
   bool choosing_ = false;                  // run() asked for the next token; choose() has not started it
   bool reading_ = false;
+  bool ahead_ = false;  // the step after last_choice_ is submitted (its position counted in llm_->n_past())
 };
 
 int32_t fail(SottoLlm* llm, int32_t status, std::string message) {

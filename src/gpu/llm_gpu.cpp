@@ -485,6 +485,23 @@ Result<int32_t> LlmGpu::step(int32_t token) {
   return next;
 }
 
+Status LlmGpu::decode_greedy(int n, std::vector<int32_t>* ids, bool ahead) {
+  ahead = ahead && !use_fused_;
+  if (ahead && n > 0) SOTTO_TRY(submit(-1));
+  for (int i = 0; i < n; ++i) {
+    if (!ahead) SOTTO_TRY(submit(-1));
+    SOTTO_TRY(start_finish());
+    if (ahead && i + 1 < n) SOTTO_TRY(submit(-1));
+    int32_t next = -1;
+    const DeviceStatus s = finish(&next);
+    if (s != DeviceStatus::Ok)
+      return error(s == DeviceStatus::Pending ? "webgpu: read pending (asynchronous device)"
+                                              : device().last_error());
+    ids->push_back(next);
+  }
+  return {};
+}
+
 Result<std::vector<float>> LlmGpu::logits() {
   std::vector<float> out(static_cast<size_t>(hp_.n_vocab));
   SOTTO_TRY(ops_.read(logits_, 0, out.data(), out.size() * 4));

@@ -87,10 +87,21 @@ class LlmGpu {
   Status submit_sample(const SamplerParams& params, float u, std::span<const int32_t> history);
   // submit + start_finish + finish, for native callers.
   Result<int32_t> step(int32_t token);
+  // n greedy tokens after the last submitted one, natively, as generation runs them (GpuTokenModel in
+  // api/sotto_llm.cpp): each step is submitted before the previous token's id is read (`ahead`), except on the
+  // fused plan, whose reruns need every input known.
+  Status decode_greedy(int n, std::vector<int32_t>* ids, bool ahead = true);
   // The logits of the last token (n_vocab floats), for checks.
   Result<std::vector<float>> logits();
 
   int n_past() const { return n_past_; }
+  // Forgets the last n positions: a step submitted ahead that turned out not to be needed (its cache rows are
+  // overwritten by whatever runs there next). Not while the fused plan is in use: its rerun bookkeeping
+  // (unchecked_) assumes every submitted token is read.
+  void drop_last(int n) {
+    n_past_ = n_past_ >= n ? n_past_ - n : 0;
+    unchecked_.clear();
+  }
   int n_ctx() const { return n_ctx_; }
   int n_vocab() const { return hp_.n_vocab; }
   void reset() {
