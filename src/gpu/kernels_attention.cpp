@@ -95,10 +95,13 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 // One workgroup per query head and token; per chunk of keys (as many as 2048 K or V words hold, at most 128),
 // every invocation loads up to 16 of the chunk's K words into workgroup memory and 16 V words into registers,
 // all in flight together, so a chunk costs one memory latency. Then invocation j sums key j's score over the
-// head dims in order, the V words replace the K words, and invocation d walks the chunk's keys in order for
-// output dim d (and d + 128), the online-softmax state carried from chunk to chunk. Reads 2 * head_dim bytes
-// of K and V per key; the walk, one exp per key and dim in a dependent chain, is where long contexts spend
-// their time. Results bit for bit those of one walk over all the keys: the same sums in the same order.
+// head dims in order, and works out what the online softmax does at key j: the running maximum before it (the
+// chunk's earlier scores and the carried maximum, so no chain), the factor that rescales the sums when key j
+// raises it, and key j's weight. Only the sums themselves depend on the key before: invocation d walks the
+// chunk's keys in order for output dim d (and d + 128), one multiply-add and one f16 rounding per key (a
+// rescale too where the maximum rose). The walk is where long contexts spend their time: a dependent chain of
+// n_keys steps per dim, which ggml's f16 running sum forbids splitting. Results bit for bit those of one
+// sequential walk over all the keys computing each exp in turn: the same operations on the same values.
 std::string wgsl_attention() {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
@@ -121,21 +124,16 @@ const WORDS_PER_INVOCATION = 16u;  // CHUNK_WORDS / 128
 var<workgroup> rows: array<u32, 2176>;  // CHUNK_WORDS + MAX_CHUNK
 var<workgroup> scores: array<f32, MAX_CHUNK>;
 var<workgroup> qs: array<f32, 256>;
-// One key of the online softmax, as ggml's CPU kernel: st = (max score m, sum of weights, acc, the running sum
-// of values kept in f16) after a key of score s and value v.
-fn attend_key(st: vec3f, s: f32, v: f32) -> vec3f {
-  var m = st.x;
-  var acc = st.z;
-  var old_scale = 1.0;
-  var weight = 1.0;
-  if (s > m) {
-    old_scale = exp(m - s);
-    m = s;
-    acc = f16r(acc * old_scale);
-  } else {
-    weight = exp(s - m);
-  }
-  return vec3f(m, st.y * old_scale + weight, f16r(acc + v * weight));
+// Per key of the chunk: (rescale of the sums before it, its weight), and the chunk's last running maximum.
+var<workgroup> factors: array<vec2f, MAX_CHUNK>;
+var<workgroup> chunk_max: array<f32, 1>;  // an array: plan fusion pools workgroup arrays
+// One key of the online softmax, as ggml's CPU kernel, for one output dim: st = (sum of weights, running sum
+// of values kept in f16) after a key of value v whose (rescale, weight) is f. The rescale is 1 unless the key
+// raised the maximum (then its weight is 1).
+fn attend_key(st: vec2f, f: vec2f, v: f32) -> vec2f {
+  var acc = st.y;
+  if (f.x != 1.0) { acc = f16r(acc * f.x); }
+  return vec2f(st.x * f.x + f.y, f16r(acc + v * f.y));
 }
 @compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
@@ -154,8 +152,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   let chunk = min(MAX_CHUNK, CHUNK_WORDS / max(k_words, v_words));
   // q rounded to f16, as ggml's flash attention converts it to the cache's type
   for (var d = lid.x; d < p.hd_k; d += 128u) { qs[d] = f16r(qkv[wg.y * p.qkv_stride + h * p.hd_k + d]); }
-  // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
-  var st0 = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
+  // The running maximum score, and the state of output dimensions lid.x and lid.x + 128, carried from chunk to
+  // chunk.
+  var m = -3.4028234e38f;
+  var st0 = vec2f(0.0);  // (sum of weights, acc)
   var st1 = st0;
   for (var t0 = first; t0 < n_keys; t0 += chunk) {
     let n = min(chunk, n_keys - t0);
@@ -193,28 +193,40 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
       let i = r * 128u + lid.x;
       if (i < n * v_words) { rows[i] = v_held[r]; }
     }
+    // Key lid.x's step of the online softmax: the maximum before it (strictly greater scores raise it, as in
+    // the sequential walk), then exp(old max - s) to rescale the sums if it raises it, else its weight
+    // exp(s - max).
+    if (lid.x < n) {
+      var before = m;
+      for (var i = 0u; i < lid.x; i++) { before = select(before, scores[i], scores[i] > before); }
+      let s = scores[lid.x];
+      let raises = s > before;
+      factors[lid.x] = select(vec2f(1.0, exp(s - before)), vec2f(exp(before - s), 1.0), raises);
+      if (lid.x == n - 1u) { chunk_max[0] = select(before, s, raises); }
+    }
     workgroupBarrier();
-    // Online softmax over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU
-    // kernel), one output dimension per invocation.
+    m = chunk_max[0];
+    // The sums over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU kernel),
+    // one output dimension per invocation.
     if (lid.x < p.hd_v) {
       let odd = (lid.x & 1u) == 1u;
       for (var j = 0u; j < n; j++) {
         let v = unpack2x16float(rows[j * v_words + lid.x / 2u]);
-        st0 = attend_key(st0, scores[j], select(v.x, v.y, odd));
+        st0 = attend_key(st0, factors[j], select(v.x, v.y, odd));
       }
     }
     if (lid.x + 128u < p.hd_v) {
       let odd = (lid.x & 1u) == 1u;
       for (var j = 0u; j < n; j++) {
         let v = unpack2x16float(rows[j * v_words + (lid.x + 128u) / 2u]);
-        st1 = attend_key(st1, scores[j], select(v.x, v.y, odd));
+        st1 = attend_key(st1, factors[j], select(v.x, v.y, odd));
       }
     }
-    workgroupBarrier();  // the next chunk's loads overwrite rows
+    workgroupBarrier();  // the next chunk's loads overwrite rows, scores and factors
   }
   let o = wg.y * p.out_stride + h * p.hd_v;
-  if (lid.x < p.hd_v) { out[o + lid.x] = st0.z * select(1.0 / st0.y, 0.0, st0.y == 0.0); }
-  if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.z * select(1.0 / st1.y, 0.0, st1.y == 0.0); }
+  if (lid.x < p.hd_v) { out[o + lid.x] = st0.y * select(1.0 / st0.x, 0.0, st0.x == 0.0); }
+  if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.y * select(1.0 / st1.x, 0.0, st1.x == 0.0); }
 }
 )";
   return cat(wgsl_parts::kF16Rne, src);
