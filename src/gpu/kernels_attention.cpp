@@ -118,7 +118,6 @@ struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 // MAX_CHUNK keys (rows of hd/2 words each). Each invocation loads CHUNK_WORDS / 128 of them.
 const CHUNK_WORDS = 2048u;
 const MAX_CHUNK = 128u;
-const WORDS_PER_INVOCATION = 16u;  // CHUNK_WORDS / 128
 // K rows sit one word apart more than their length, so that the score loop's invocations (one key each,
 // reading the same word of consecutive rows) hit different banks; V rows packed.
 var<workgroup> rows: array<u32, 2176>;  // CHUNK_WORDS + MAX_CHUNK
@@ -134,6 +133,33 @@ fn attend_key(st: vec2f, f: vec2f, v: f32) -> vec2f {
   var acc = st.y;
   if (f.x != 1.0) { acc = f16r(acc * f.x); }
   return vec2f(st.x * f.x + f.y, f16r(acc + v * f.y));
+}
+// Output dim d's state over the chunk's n keys in order (V rows of v_words in `rows`), four keys at a time so
+// their workgroup-memory loads are issued together, ahead of the chain that uses them.
+fn walk(st_in: vec2f, n: u32, v_words: u32, d: u32) -> vec2f {
+  var st = st_in;
+  let col = d / 2u;
+  let odd = (d & 1u) == 1u;
+  var j = 0u;
+  for (; j + 4u <= n; j += 4u) {
+    let f0 = factors[j];
+    let f1 = factors[j + 1u];
+    let f2 = factors[j + 2u];
+    let f3 = factors[j + 3u];
+    let v0 = unpack2x16float(rows[j * v_words + col]);
+    let v1 = unpack2x16float(rows[(j + 1u) * v_words + col]);
+    let v2 = unpack2x16float(rows[(j + 2u) * v_words + col]);
+    let v3 = unpack2x16float(rows[(j + 3u) * v_words + col]);
+    st = attend_key(st, f0, select(v0.x, v0.y, odd));
+    st = attend_key(st, f1, select(v1.x, v1.y, odd));
+    st = attend_key(st, f2, select(v2.x, v2.y, odd));
+    st = attend_key(st, f3, select(v3.x, v3.y, odd));
+  }
+  for (; j < n; j++) {
+    let v = unpack2x16float(rows[j * v_words + col]);
+    st = attend_key(st, factors[j], select(v.x, v.y, odd));
+  }
+  return st;
 }
 @compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
@@ -160,23 +186,9 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   for (var t0 = first; t0 < n_keys; t0 += chunk) {
     let n = min(chunk, n_keys - t0);
     // The chunk's V and K words all requested before any is used: one memory latency per chunk, not one per
-    // key or word. V waits in registers while the scores use the rows.
-    var v_held: array<u32, WORDS_PER_INVOCATION>;
-    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
-      let i = r * 128u + lid.x;
-      if (i < n * v_words) {
-        let j = i / v_words;
-        v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];
-      }
-    }
-    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
-      let i = r * 128u + lid.x;
-      if (i < n * k_words) {
-        let j = i / k_words;
-        let w = i - j * k_words;
-        rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
-      }
-    }
+    // word (a loop that stores each loaded word before loading the next waits for every load in turn: that cost
+    // ~12 us per layer on the H200). V waits in registers while the scores use the rows.
+LOAD_CHUNK
     workgroupBarrier();
     // Key t0 + lid.x's score, its dims summed in order.
     if (lid.x < n) {
@@ -189,10 +201,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
       scores[lid.x] = s * p.scale;
     }
     workgroupBarrier();
-    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
-      let i = r * 128u + lid.x;
-      if (i < n * v_words) { rows[i] = v_held[r]; }
-    }
+STORE_V
     // Key lid.x's step of the online softmax: the maximum before it (strictly greater scores raise it, as in
     // the sequential walk), then exp(old max - s) to rescale the sums if it raises it, else its weight
     // exp(s - max).
@@ -208,20 +217,8 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
     m = chunk_max[0];
     // The sums over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU kernel),
     // one output dimension per invocation.
-    if (lid.x < p.hd_v) {
-      let odd = (lid.x & 1u) == 1u;
-      for (var j = 0u; j < n; j++) {
-        let v = unpack2x16float(rows[j * v_words + lid.x / 2u]);
-        st0 = attend_key(st0, factors[j], select(v.x, v.y, odd));
-      }
-    }
-    if (lid.x + 128u < p.hd_v) {
-      let odd = (lid.x & 1u) == 1u;
-      for (var j = 0u; j < n; j++) {
-        let v = unpack2x16float(rows[j * v_words + (lid.x + 128u) / 2u]);
-        st1 = attend_key(st1, factors[j], select(v.x, v.y, odd));
-      }
-    }
+    if (lid.x < p.hd_v) { st0 = walk(st0, n, v_words, lid.x); }
+    if (lid.x + 128u < p.hd_v) { st1 = walk(st1, n, v_words, lid.x + 128u); }
     workgroupBarrier();  // the next chunk's loads overwrite rows, scores and factors
   }
   let o = wg.y * p.out_stride + h * p.hd_v;
@@ -229,6 +226,24 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.y * select(1.0 / st1.x, 0.0, st1.x == 0.0); }
 }
 )";
+  // WGSL cannot ask for a loop to be unrolled: the chunk's loads are written out, CHUNK_WORDS / 128 of each.
+  constexpr int kWordsPerInvocation = 16;
+  std::string load, store_v;
+  for (int r = 0; r < kWordsPerInvocation; ++r) {
+    const std::string i = cat("(", r * 128, "u + lid.x)");
+    load += cat("    var v", r, " = 0u;\n    var k", r, " = 0u;\n    if (", i, " < n * v_words) { let j = ", i,
+                " / v_words; v", r, " = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + ", i,
+                " - j * v_words]; }\n    if (", i, " < n * k_words) { let j = ", i, " / k_words; k", r,
+                " = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + ", i, " - j * k_words]; }\n");
+  }
+  for (int r = 0; r < kWordsPerInvocation; ++r) {
+    const std::string i = cat("(", r * 128, "u + lid.x)");
+    load += cat("    if (", i, " < n * k_words) { let j = ", i, " / k_words; rows[j * k_stride + ", i,
+                " - j * k_words] = k", r, "; }\n");
+    store_v += cat("    if (", i, " < n * v_words) { rows[", i, "] = v", r, "; }\n");
+  }
+  wgsl_parts::replace_all(src, "LOAD_CHUNK\n", load);
+  wgsl_parts::replace_all(src, "STORE_V\n", store_v);
   return cat(wgsl_parts::kF16Rne, src);
 }
 
