@@ -303,6 +303,28 @@ int run_bench_gpu(std::span<char* const> args) {
     decode_ms_per_token[f] = median(decode_ms);
     if (f < 2) decode_dispatches[f] = llm.dispatches_per_token();
   }
+  // The CPU's part of a step: encoding and submitting it (64 greedy steps submitted without reading any, then
+  // one read). When this is near the step's time, the GPU waits for the CPU.
+  double submit_us[2] = {0, 0}, submitted_ms_per_token[2] = {0, 0};
+  for (int f = fused ? 1 : 0; f >= 0; --f) {
+    llm.set_fused(f == 1);
+    std::vector<double> submit, total;
+    for (int r = 0; r < repeats; ++r) {
+      auto next = run_prompt(llm, std::span<const int32_t>(prompt.data(), n_decode_prompt));
+      if (!next) return fail(next.message());
+      const double t0 = now_ms();
+      for (int i = 0; i < n_decode; ++i)
+        if (auto s = llm.submit(-1); !s) return fail(s.message());
+      const double t1 = now_ms();
+      if (auto s = llm.start_finish(); !s) return fail(s.message());
+      int32_t last = 0;
+      if (llm.finish(&last) != gpu::DeviceStatus::Ok) return fail(llm.device().last_error());
+      submit.push_back(1000.0 * (t1 - t0) / n_decode);
+      total.push_back((now_ms() - t0) / n_decode);
+    }
+    submit_us[f] = median(submit);
+    submitted_ms_per_token[f] = median(total);
+  }
   llm.set_fused(fused);
   const double ms_per_token = decode_ms_per_token[fused ? 1 : 0];
   const gpu::AdapterInfo& info = (*model)->device->info();
@@ -386,7 +408,9 @@ int run_bench_gpu(std::span<char* const> args) {
             1000.0 / decode_ms_per_token[0], ",\"unfused_dispatches_per_token\":", decode_dispatches[0],
             ",\"fused_tokens_equal\":", fused && written[0] == written[1] ? "true" : "false",
             ",\"waiting_decode_tokens_per_s\":", 1000.0 / decode_ms_per_token[2],
-            ",\"waiting_tokens_equal\":", written[0] == written[2] ? "true" : "false", timing_json, "}")
+            ",\"waiting_tokens_equal\":", written[0] == written[2] ? "true" : "false",
+            ",\"submit_us_per_step\":", submit_us[0], ",\"fused_submit_us_per_step\":", submit_us[1],
+            timing_json, "}")
             .c_str());
     return kExitOk;
   }
@@ -415,6 +439,11 @@ int run_bench_gpu(std::span<char* const> args) {
       decode_dispatches[0]);
   std::printf("  the same waiting for each id before the next step: %.1f tokens/s; %s greedy tokens\n",
               1000.0 / decode_ms_per_token[2], written[2] == written[0] ? "the same" : "DIFFERENT");
+  for (int f = fused ? 1 : 0; f >= 0; --f)
+    std::printf(
+        "  %s: %d steps submitted, then one read: %.1f tokens/s; the CPU's encoding and submitting: %.1f us "
+        "per step\n",
+        f == 1 ? "fused" : "separate dispatches", n_decode, 1000.0 / submitted_ms_per_token[f], submit_us[f]);
   std::fputs(timing_text.c_str(), stdout);
   return kExitOk;
 }

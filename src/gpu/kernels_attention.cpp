@@ -95,13 +95,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 // One workgroup per query head and token; per chunk of keys (as many as 2048 K or V words hold, at most 128),
 // every invocation loads up to 16 of the chunk's K words into workgroup memory and 16 V words into registers,
 // all in flight together, so a chunk costs one memory latency. Then invocation j sums key j's score over the
-// head dims in order, and works out what the online softmax does at key j: the running maximum before it (the
-// chunk's earlier scores and the carried maximum, so no chain), the factor that rescales the sums when key j
-// raises it, and key j's weight. Only the sums themselves depend on the key before: invocation d walks the
-// chunk's keys in order for output dim d (and d + 128), one multiply-add and one f16 rounding per key (a
-// rescale too where the maximum rose). The walk is where long contexts spend their time: a dependent chain of
-// n_keys steps per dim, which ggml's f16 running sum forbids splitting. Results bit for bit those of one
-// sequential walk over all the keys computing each exp in turn: the same operations on the same values.
+// head dims in order, the V words replace the K words, and invocation d walks the chunk's keys in order for
+// output dim d (and d + 128), the online-softmax state carried from chunk to chunk. Reads 2 * head_dim bytes
+// of K and V per key; the walk, one exp per key and dim in a dependent chain, is where long contexts spend
+// their time. Results bit for bit those of one walk over all the keys: the same sums in the same order.
 std::string wgsl_attention() {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
@@ -118,48 +115,27 @@ struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 // MAX_CHUNK keys (rows of hd/2 words each). Each invocation loads CHUNK_WORDS / 128 of them.
 const CHUNK_WORDS = 2048u;
 const MAX_CHUNK = 128u;
+const WORDS_PER_INVOCATION = 16u;  // CHUNK_WORDS / 128
 // K rows sit one word apart more than their length, so that the score loop's invocations (one key each,
 // reading the same word of consecutive rows) hit different banks; V rows packed.
 var<workgroup> rows: array<u32, 2176>;  // CHUNK_WORDS + MAX_CHUNK
 var<workgroup> scores: array<f32, MAX_CHUNK>;
 var<workgroup> qs: array<f32, 256>;
-// Per key of the chunk: (rescale of the sums before it, its weight), and the chunk's last running maximum.
-var<workgroup> factors: array<vec2f, MAX_CHUNK>;
-var<workgroup> chunk_max: array<f32, 1>;  // an array: plan fusion pools workgroup arrays
-// One key of the online softmax, as ggml's CPU kernel, for one output dim: st = (sum of weights, running sum
-// of values kept in f16) after a key of value v whose (rescale, weight) is f. The rescale is 1 unless the key
-// raised the maximum (then its weight is 1).
-fn attend_key(st: vec2f, f: vec2f, v: f32) -> vec2f {
-  var acc = st.y;
-  if (f.x != 1.0) { acc = f16r(acc * f.x); }
-  return vec2f(st.x * f.x + f.y, f16r(acc + v * f.y));
-}
-// Output dim d's state over the chunk's n keys in order (V rows of v_words in `rows`), four keys at a time so
-// their workgroup-memory loads are issued together, ahead of the chain that uses them.
-fn walk(st_in: vec2f, n: u32, v_words: u32, d: u32) -> vec2f {
-  var st = st_in;
-  let col = d / 2u;
-  let odd = (d & 1u) == 1u;
-  var j = 0u;
-  for (; j + 4u <= n; j += 4u) {
-    let f0 = factors[j];
-    let f1 = factors[j + 1u];
-    let f2 = factors[j + 2u];
-    let f3 = factors[j + 3u];
-    let v0 = unpack2x16float(rows[j * v_words + col]);
-    let v1 = unpack2x16float(rows[(j + 1u) * v_words + col]);
-    let v2 = unpack2x16float(rows[(j + 2u) * v_words + col]);
-    let v3 = unpack2x16float(rows[(j + 3u) * v_words + col]);
-    st = attend_key(st, f0, select(v0.x, v0.y, odd));
-    st = attend_key(st, f1, select(v1.x, v1.y, odd));
-    st = attend_key(st, f2, select(v2.x, v2.y, odd));
-    st = attend_key(st, f3, select(v3.x, v3.y, odd));
+// One key of the online softmax, as ggml's CPU kernel: st = (max score m, sum of weights, acc, the running sum
+// of values kept in f16) after a key of score s and value v.
+fn attend_key(st: vec3f, s: f32, v: f32) -> vec3f {
+  var m = st.x;
+  var acc = st.z;
+  var old_scale = 1.0;
+  var weight = 1.0;
+  if (s > m) {
+    old_scale = exp(m - s);
+    m = s;
+    acc = f16r(acc * old_scale);
+  } else {
+    weight = exp(s - m);
   }
-  for (; j < n; j++) {
-    let v = unpack2x16float(rows[j * v_words + col]);
-    st = attend_key(st, factors[j], select(v.x, v.y, odd));
-  }
-  return st;
+  return vec3f(m, st.y * old_scale + weight, f16r(acc + v * weight));
 }
 @compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
@@ -178,17 +154,29 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   let chunk = min(MAX_CHUNK, CHUNK_WORDS / max(k_words, v_words));
   // q rounded to f16, as ggml's flash attention converts it to the cache's type
   for (var d = lid.x; d < p.hd_k; d += 128u) { qs[d] = f16r(qkv[wg.y * p.qkv_stride + h * p.hd_k + d]); }
-  // The running maximum score, and the state of output dimensions lid.x and lid.x + 128, carried from chunk to
-  // chunk.
-  var m = -3.4028234e38f;
-  var st0 = vec2f(0.0);  // (sum of weights, acc)
+  // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
+  var st0 = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
   var st1 = st0;
   for (var t0 = first; t0 < n_keys; t0 += chunk) {
     let n = min(chunk, n_keys - t0);
     // The chunk's V and K words all requested before any is used: one memory latency per chunk, not one per
-    // word (a loop that stores each loaded word before loading the next waits for every load in turn: that cost
-    // ~12 us per layer on the H200). V waits in registers while the scores use the rows.
-LOAD_CHUNK
+    // key or word. V waits in registers while the scores use the rows.
+    var v_held: array<u32, WORDS_PER_INVOCATION>;
+    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
+      let i = r * 128u + lid.x;
+      if (i < n * v_words) {
+        let j = i / v_words;
+        v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];
+      }
+    }
+    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
+      let i = r * 128u + lid.x;
+      if (i < n * k_words) {
+        let j = i / k_words;
+        let w = i - j * k_words;
+        rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
+      }
+    }
     workgroupBarrier();
     // Key t0 + lid.x's score, its dims summed in order.
     if (lid.x < n) {
@@ -201,49 +189,34 @@ LOAD_CHUNK
       scores[lid.x] = s * p.scale;
     }
     workgroupBarrier();
-STORE_V
-    // Key lid.x's step of the online softmax: the maximum before it (strictly greater scores raise it, as in
-    // the sequential walk), then exp(old max - s) to rescale the sums if it raises it, else its weight
-    // exp(s - max).
-    if (lid.x < n) {
-      var before = m;
-      for (var i = 0u; i < lid.x; i++) { before = select(before, scores[i], scores[i] > before); }
-      let s = scores[lid.x];
-      let raises = s > before;
-      factors[lid.x] = select(vec2f(1.0, exp(s - before)), vec2f(exp(before - s), 1.0), raises);
-      if (lid.x == n - 1u) { chunk_max[0] = select(before, s, raises); }
+    for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
+      let i = r * 128u + lid.x;
+      if (i < n * v_words) { rows[i] = v_held[r]; }
     }
     workgroupBarrier();
-    m = chunk_max[0];
-    // The sums over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU kernel),
-    // one output dimension per invocation.
-    if (lid.x < p.hd_v) { st0 = walk(st0, n, v_words, lid.x); }
-    if (lid.x + 128u < p.hd_v) { st1 = walk(st1, n, v_words, lid.x + 128u); }
-    workgroupBarrier();  // the next chunk's loads overwrite rows, scores and factors
+    // Online softmax over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU
+    // kernel), one output dimension per invocation.
+    if (lid.x < p.hd_v) {
+      let odd = (lid.x & 1u) == 1u;
+      for (var j = 0u; j < n; j++) {
+        let v = unpack2x16float(rows[j * v_words + lid.x / 2u]);
+        st0 = attend_key(st0, scores[j], select(v.x, v.y, odd));
+      }
+    }
+    if (lid.x + 128u < p.hd_v) {
+      let odd = (lid.x & 1u) == 1u;
+      for (var j = 0u; j < n; j++) {
+        let v = unpack2x16float(rows[j * v_words + (lid.x + 128u) / 2u]);
+        st1 = attend_key(st1, scores[j], select(v.x, v.y, odd));
+      }
+    }
+    workgroupBarrier();  // the next chunk's loads overwrite rows
   }
   let o = wg.y * p.out_stride + h * p.hd_v;
-  if (lid.x < p.hd_v) { out[o + lid.x] = st0.y * select(1.0 / st0.x, 0.0, st0.x == 0.0); }
-  if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.y * select(1.0 / st1.x, 0.0, st1.x == 0.0); }
+  if (lid.x < p.hd_v) { out[o + lid.x] = st0.z * select(1.0 / st0.y, 0.0, st0.y == 0.0); }
+  if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.z * select(1.0 / st1.y, 0.0, st1.y == 0.0); }
 }
 )";
-  // WGSL cannot ask for a loop to be unrolled: the chunk's loads are written out, CHUNK_WORDS / 128 of each.
-  constexpr int kWordsPerInvocation = 16;
-  std::string load, store_v;
-  for (int r = 0; r < kWordsPerInvocation; ++r) {
-    const std::string i = cat("(", r * 128, "u + lid.x)");
-    load += cat("    var v", r, " = 0u;\n    var k", r, " = 0u;\n    if (", i, " < n * v_words) { let j = ", i,
-                " / v_words; v", r, " = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + ", i,
-                " - j * v_words]; }\n    if (", i, " < n * k_words) { let j = ", i, " / k_words; k", r,
-                " = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + ", i, " - j * k_words]; }\n");
-  }
-  for (int r = 0; r < kWordsPerInvocation; ++r) {
-    const std::string i = cat("(", r * 128, "u + lid.x)");
-    load += cat("    if (", i, " < n * k_words) { let j = ", i, " / k_words; rows[j * k_stride + ", i,
-                " - j * k_words] = k", r, "; }\n");
-    store_v += cat("    if (", i, " < n * v_words) { rows[", i, "] = v", r, "; }\n");
-  }
-  wgsl_parts::replace_all(src, "LOAD_CHUNK\n", load);
-  wgsl_parts::replace_all(src, "STORE_V\n", store_v);
   return cat(wgsl_parts::kF16Rne, src);
 }
 
