@@ -59,12 +59,14 @@ using sotto::cat;
 // tail run after it with the Sampler's draw and the recent ids: gpu/sample_state.h), and stays in its token
 // buffer for the next step, so only the 4-byte id travels, once per token.
 //
-// Greedy decoding runs one step ahead: the step after a token needs nothing from the CPU (its input is that
-// argmax, already in the token buffer), so it is submitted as soon as the token's read is, and the GPU works
-// on it while the id travels back and the CPU decides whether to go on. Waiting for each id before submitting
-// the next step left the GPU idle for the round trip (about a third of a token's time on the H200,
-// bench/README.md). A step run ahead that is not wanted (the generation ended, a new prompt comes) is dropped:
-// the position is given back and its cache row is overwritten by whatever runs there next.
+// Decoding runs one step ahead: the step after a token needs nothing from the CPU (its input is that choice,
+// already in the token buffer; a sampled choice needs the Sampler's next draw, which does not depend on the
+// token), so it is submitted as soon as the token's read is, and the GPU works on it while the id travels back
+// and the CPU decides whether to go on. Waiting for each id before submitting the next step left the GPU idle
+// for the round trip (about a third of a token's time on the H200, bench/README.md). A repetition penalty reads
+// the ids just written, so penalized sampling waits for each id. A step run ahead that is not wanted (the
+// generation ended, a new prompt comes) is dropped: the position is given back and its cache row is overwritten
+// by whatever runs there next (its draw is gone with the generation's Sampler).
 class GpuTokenModel final : public sotto::TokenModel {
  public:
   explicit GpuTokenModel(sotto::gpu::LlmGpu& llm) : llm_(&llm) {}
@@ -73,7 +75,7 @@ class GpuTokenModel final : public sotto::TokenModel {
   void clear() override {
     llm_->reset();
     last_choice_ = sotto::kNoToken;
-    ahead_ = false;
+    ahead_ = ahead_sampled_ = sampled_ahead_ = false;
   }
   sotto::Status supports(const sotto::SamplerParams& p) const override {
     return sotto::gpu::check_gpu_sampling(p, llm_->n_vocab());
@@ -84,10 +86,14 @@ class GpuTokenModel final : public sotto::TokenModel {
     choosing_ = false;
     const bool chosen_on_gpu = ids.size() == 1 && ids[0] == last_choice_;
     last_choice_ = sotto::kNoToken;
+    const bool ahead_sampled = ahead_sampled_;
+    ahead_sampled_ = false;
+    sampled_ahead_ = false;
     if (ahead_) {
       ahead_ = false;
-      if (chosen_on_gpu && choose_next) {  // the step already running is this one
+      if (chosen_on_gpu && choose_next) {  // the step already running is this one (and its draw)
         choosing_ = true;
+        sampled_ahead_ = ahead_sampled;
         return {};
       }
       llm_->drop_last(1);
@@ -110,17 +116,18 @@ class GpuTokenModel final : public sotto::TokenModel {
       if (!choosing_) return sotto::error("llm: no token is being chosen on the GPU");
       const sotto::SamplerParams& p = sampler.params();
       const bool sampled = sotto::gpu::needs_gpu_sampler(p);
-      if (sampled) {
-        // The CPU Sampler draws once per choice, and only when it samples (not greedy).
-        const float u = p.greedy || p.temperature <= 0.0f ? 0.0f : sampler.next_draw();
-        SOTTO_TRY(llm_->submit_sample(p, u, history));
-      }
+      // The CPU Sampler draws once per choice, and only when it samples (not greedy).
+      auto draw = [&] { return p.greedy || p.temperature <= 0.0f ? 0.0f : sampler.next_draw(); };
+      if (sampled && !sampled_ahead_) SOTTO_TRY(llm_->submit_sample(p, draw(), history));
+      sampled_ahead_ = false;
       SOTTO_TRY(llm_->start_finish());
-      // The next greedy step, ahead (above). The fused plan reruns unread tokens when a barrier gives up,
-      // which needs every input known: it waits for the id.
-      if (!sampled && !llm_->fused() && llm_->n_past() < llm_->n_ctx()) {
+      // The next step, ahead (above). The fused plan reruns unread tokens when a barrier gives up, which
+      // needs every input known: it waits for the id.
+      if (!sotto::gpu::gpu_sampler_reads_history(p) && !llm_->fused() && llm_->n_past() < llm_->n_ctx()) {
         SOTTO_TRY(llm_->submit(-1));
+        if (sampled) SOTTO_TRY(llm_->submit_sample(p, draw(), {}));
         ahead_ = true;
+        ahead_sampled_ = sampled;
       }
       choosing_ = false;
       reading_ = true;
@@ -139,6 +146,8 @@ class GpuTokenModel final : public sotto::TokenModel {
   bool choosing_ = false;                  // run() asked for the next token; choose() has not started it
   bool reading_ = false;
   bool ahead_ = false;  // the step after last_choice_ is submitted (its position counted in llm_->n_past())
+  bool ahead_sampled_ = false;  // ... with its sampling tail
+  bool sampled_ahead_ = false;  // the choice being made was sampled when its step was submitted ahead
 };
 
 int32_t fail(SottoLlm* llm, int32_t status, std::string message) {

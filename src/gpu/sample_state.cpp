@@ -34,6 +34,10 @@ bool needs_gpu_sampler(const SamplerParams& p) {
   return !greedy(p) || penalized(p);
 }
 
+bool gpu_sampler_reads_history(const SamplerParams& p) {
+  return penalized(p);
+}
+
 Status check_gpu_sampling(const SamplerParams& p, int64_t n_vocab) {
   if (n_vocab <= 0 || n_vocab > kSampleMaxVocab)
     return error("webgpu: the GPU sampler takes vocabularies of up to ", kSampleMaxVocab, " tokens, not ",

@@ -16,6 +16,9 @@ namespace sotto::gpu {
 // True unless the choice is a plain argmax (greedy, or temperature <= 0, with no repetition penalty), which
 // the decode plan's own argmax makes.
 bool needs_gpu_sampler(const SamplerParams& p);
+// True when a choice reads the recent ids (a repetition penalty): only then does the sampling state depend on
+// the token chosen just before.
+bool gpu_sampler_reads_history(const SamplerParams& p);
 
 // An error, one line, for what the GPU sampler lacks: more than kSampleMaxTopK candidates (top_k off or
 // larger than that over a larger vocabulary), a penalty window over kSampleMaxRecent tokens, a vocabulary

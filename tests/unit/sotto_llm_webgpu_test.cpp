@@ -1,8 +1,10 @@
 // The C API's language model on the WebGPU backend (sotto_llm_load_on, api/sotto.h) natively, on Dawn: 64
 // greedy tokens of stories260K must be what the same API writes on the CPU backend (itself checked token for
 // token against llama.cpp in llm_test.cpp), ids and text, streamed pieces adding up to the text; sampled
-// tokens (drawn on the GPU) equal the CPU's for the same seed; a kept cache continues like the CPU's. The web
-// engine drives the same functions from wasm (tests/web/gpu_*.test.mjs).
+// tokens (drawn on the GPU) equal the CPU's for the same seed; a kept cache continues like the CPU's. Greedy and
+// unpenalized sampled steps run one ahead of the reads, so these also check that the step ahead, used or dropped,
+// changes no token, draw or position. The web engine drives the same functions from wasm
+// (tests/web/gpu_*.test.mjs).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -112,7 +114,7 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
                            [&](SottoStep* s) { return sotto_llm_step(gpu, s); },
                            [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
   EXPECT_EQ(got_more.ids, want_more.ids);
-  // The GPU runs greedy steps one ahead of the reads; the step after the last token, never wanted, is not
+  // The GPU runs steps one ahead of the reads; the step after the last token, never wanted, is not
   // counted: the cache holds as many positions as the CPU's. A turn that fills the context then ends where the
   // CPU's does. (Its tokens equal the CPU's on the F32 file; on Q8_0 the two part past position 100 at a near
   // tie, with or without the step ahead, so there only the count and the stop are compared.)
