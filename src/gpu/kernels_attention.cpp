@@ -152,8 +152,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   let v_words = p.hd_v / 2u;
   let k_stride = k_words + 1u;
   let chunk = min(MAX_CHUNK, CHUNK_WORDS / max(k_words, v_words));
-  // q rounded to f16, as ggml's flash attention converts it to the cache's type
-  for (var d = lid.x; d < p.hd_k; d += 128u) { qs[d] = f16r(qkv[wg.y * p.qkv_stride + h * p.hd_k + d]); }
+  // q, to be rounded to f16 as ggml's flash attention converts it to the cache's type: loaded here, stored with
+  // the first chunk's K rows, so its latency overlaps that chunk's loads (one memory latency less per layer).
+  let q_at = wg.y * p.qkv_stride + h * p.hd_k;
+  let q0 = qkv[q_at + min(lid.x, p.hd_k - 1u)];
+  let q1 = qkv[q_at + min(lid.x + 128u, p.hd_k - 1u)];
   // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
   var st0 = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
   var st1 = st0;
@@ -176,6 +179,10 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
         let w = i - j * k_words;
         rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
       }
+    }
+    if (t0 == first) {
+      if (lid.x < p.hd_k) { qs[lid.x] = f16r(q0); }
+      if (lid.x + 128u < p.hd_k) { qs[lid.x + 128u] = f16r(q1); }
     }
     workgroupBarrier();
     // Key t0 + lid.x's score, its dims summed in order.
