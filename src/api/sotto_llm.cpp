@@ -75,7 +75,7 @@ class GpuTokenModel final : public sotto::TokenModel {
   void clear() override {
     llm_->reset();
     last_choice_ = sotto::kNoToken;
-    ahead_ = ahead_sampled_ = sampled_ahead_ = false;
+    ahead_ = ahead_sampled_ = sample_submitted_ = false;
   }
   sotto::Status supports(const sotto::SamplerParams& p) const override {
     return sotto::gpu::check_gpu_sampling(p, llm_->n_vocab());
@@ -88,12 +88,12 @@ class GpuTokenModel final : public sotto::TokenModel {
     last_choice_ = sotto::kNoToken;
     const bool ahead_sampled = ahead_sampled_;
     ahead_sampled_ = false;
-    sampled_ahead_ = false;
+    sample_submitted_ = false;
     if (ahead_) {
       ahead_ = false;
       if (chosen_on_gpu && choose_next) {  // the step already running is this one (and its draw)
         choosing_ = true;
-        sampled_ahead_ = ahead_sampled;
+        sample_submitted_ = ahead_sampled;
         return {};
       }
       llm_->drop_last(1);
@@ -118,8 +118,8 @@ class GpuTokenModel final : public sotto::TokenModel {
       const bool sampled = sotto::gpu::needs_gpu_sampler(p);
       // The CPU Sampler draws once per choice, and only when it samples (not greedy).
       auto draw = [&] { return p.greedy || p.temperature <= 0.0f ? 0.0f : sampler.next_draw(); };
-      if (sampled && !sampled_ahead_) SOTTO_TRY(llm_->submit_sample(p, draw(), history));
-      sampled_ahead_ = false;
+      if (sampled && !sample_submitted_) SOTTO_TRY(llm_->submit_sample(p, draw(), history));
+      sample_submitted_ = false;
       SOTTO_TRY(llm_->start_finish());
       // The next step, ahead (above). The fused plan reruns unread tokens when a barrier gives up, which
       // needs every input known: it waits for the id.
@@ -147,7 +147,8 @@ class GpuTokenModel final : public sotto::TokenModel {
   bool reading_ = false;
   bool ahead_ = false;  // the step after last_choice_ is submitted (its position counted in llm_->n_past())
   bool ahead_sampled_ = false;  // ... with its sampling tail
-  bool sampled_ahead_ = false;  // the choice being made was sampled when its step was submitted ahead
+  bool sample_submitted_ =
+      false;  // the choice being made had its sampling tail submitted with its step, ahead
 };
 
 int32_t fail(SottoLlm* llm, int32_t status, std::string message) {
