@@ -147,8 +147,7 @@ class GpuTokenModel final : public sotto::TokenModel {
   bool reading_ = false;
   bool ahead_ = false;  // the step after last_choice_ is submitted (its position counted in llm_->n_past())
   bool ahead_sampled_ = false;  // ... with its sampling tail
-  bool sample_submitted_ =
-      false;  // the choice being made had its sampling tail submitted with its step, ahead
+  bool sample_submitted_ = false;  // this choice's sampling tail went with its step, ahead
 };
 
 int32_t fail(SottoLlm* llm, int32_t status, std::string message) {
