@@ -146,7 +146,7 @@ class GpuTokenModel final : public sotto::TokenModel {
   bool choosing_ = false;                  // run() asked for the next token; choose() has not started it
   bool reading_ = false;
   bool ahead_ = false;  // the step after last_choice_ is submitted (its position counted in llm_->n_past())
-  bool ahead_sampled_ = false;  // ... with its sampling tail
+  bool ahead_sampled_ = false;     // ... with its sampling tail
   bool sample_submitted_ = false;  // this choice's sampling tail went with its step, ahead
 };
 
