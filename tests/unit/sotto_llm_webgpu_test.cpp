@@ -58,6 +58,19 @@ Generated run(Begin begin, Step step, Json json) {
   return out;
 }
 
+// One generation on a handle, as run() drives it: begin with `prompt` (on the kept cache when `keep`), steps to
+// the end, the result JSON (with `json_prompt`'s text).
+Generated generate_on(SottoLlm* h, const int32_t* prompt, int32_t n, const SottoSampling& sampling,
+                      const char* stops = nullptr, size_t stops_bytes = 0, int32_t keep = 0,
+                      const std::string& json_prompt = "") {
+  return run([&] { return sotto_llm_begin(h, prompt, n, &sampling, stops, stops_bytes, keep); },
+             [&](SottoStep* s) { return sotto_llm_step(h, s); },
+             [&](size_t* b) {
+               return sotto_llm_result_json(h, json_prompt.empty() ? nullptr : json_prompt.data(),
+                                            json_prompt.size(), b);
+             });
+}
+
 class SottoLlmGpuTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
@@ -80,13 +93,8 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   const int32_t n = sotto_llm_tokenize(cpu, prompt.data(), prompt.size(), 1, 0, ids, 64);
   ASSERT_GT(n, 0);
   const SottoSampling sampling = greedy(64);
-  Generated want =
-      run([&] { return sotto_llm_begin(cpu, ids, n, &sampling, nullptr, 0, 0); },
-          [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
-          [&](size_t* b) { return sotto_llm_result_json(cpu, prompt.data(), prompt.size(), b); });
-  Generated got = run([&] { return sotto_llm_begin(gpu, ids, n, &sampling, nullptr, 0, 0); },
-                      [&](SottoStep* s) { return sotto_llm_step(gpu, s); },
-                      [&](size_t* b) { return sotto_llm_result_json(gpu, prompt.data(), prompt.size(), b); });
+  Generated want = generate_on(cpu, ids, n, sampling, nullptr, 0, 0, prompt);
+  Generated got = generate_on(gpu, ids, n, sampling, nullptr, 0, 0, prompt);
   ASSERT_EQ(want.ids.size(), 64u);
   EXPECT_EQ(got.ids, want.ids);
   EXPECT_EQ(got.text, want.text);
@@ -95,24 +103,16 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
 
   // A stop string ends the text before it, as on the CPU.
   const char stops[] = "park";
-  Generated want_stop = run([&] { return sotto_llm_begin(cpu, ids, n, &sampling, stops, sizeof stops, 0); },
-                            [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
-                            [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
-  Generated got_stop = run([&] { return sotto_llm_begin(gpu, ids, n, &sampling, stops, sizeof stops, 0); },
-                           [&](SottoStep* s) { return sotto_llm_step(gpu, s); },
-                           [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
+  Generated want_stop = generate_on(cpu, ids, n, sampling, stops, sizeof stops);
+  Generated got_stop = generate_on(gpu, ids, n, sampling, stops, sizeof stops);
   EXPECT_EQ(got_stop.json, want_stop.json);
   EXPECT_EQ(got_stop.text, want_stop.text);
 
   // A second turn on the kept cache (the unprocessed last token carried over) continues alike.
   const int32_t more[] = {ids[1]};
   const SottoSampling eight = greedy(8);
-  Generated want_more = run([&] { return sotto_llm_begin(cpu, more, 1, &eight, nullptr, 0, 1); },
-                            [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
-                            [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
-  Generated got_more = run([&] { return sotto_llm_begin(gpu, more, 1, &eight, nullptr, 0, 1); },
-                           [&](SottoStep* s) { return sotto_llm_step(gpu, s); },
-                           [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
+  Generated want_more = generate_on(cpu, more, 1, eight, nullptr, 0, 1);
+  Generated got_more = generate_on(gpu, more, 1, eight, nullptr, 0, 1);
   EXPECT_EQ(got_more.ids, want_more.ids);
   // The GPU runs steps one ahead of the reads; the step after the last token, never wanted, is not
   // counted: the cache holds as many positions as the CPU's. A turn that fills the context then ends where the
@@ -123,12 +123,8 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   ASSERT_EQ(sotto_llm_timings(gpu, &gpu_t), SOTTO_OK);
   EXPECT_EQ(gpu_t.n_past, cpu_t.n_past);
   const SottoSampling to_the_end = greedy(1000);
-  Generated want_full = run([&] { return sotto_llm_begin(cpu, more, 1, &to_the_end, nullptr, 0, 1); },
-                            [&](SottoStep* s) { return sotto_llm_step(cpu, s); },
-                            [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
-  Generated got_full = run([&] { return sotto_llm_begin(gpu, more, 1, &to_the_end, nullptr, 0, 1); },
-                           [&](SottoStep* s) { return sotto_llm_step(gpu, s); },
-                           [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
+  Generated want_full = generate_on(cpu, more, 1, to_the_end, nullptr, 0, 1);
+  Generated got_full = generate_on(gpu, more, 1, to_the_end, nullptr, 0, 1);
   if (std::string(GetParam()) == "stories260K.gguf") EXPECT_EQ(got_full.ids, want_full.ids);
   EXPECT_EQ(got_full.ids.size(), want_full.ids.size());
   EXPECT_EQ(got_full.stop, want_full.stop);
@@ -149,12 +145,8 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   SottoSampling penalized = greedy(32);
   penalized.repeat_penalty = 1.3f;
   for (const SottoSampling* s : {&sampled, &penalized}) {
-    Generated want_s = run([&] { return sotto_llm_begin(cpu, ids, n, s, nullptr, 0, 0); },
-                           [&](SottoStep* st) { return sotto_llm_step(cpu, st); },
-                           [&](size_t* b) { return sotto_llm_result_json(cpu, nullptr, 0, b); });
-    Generated got_s = run([&] { return sotto_llm_begin(gpu, ids, n, s, nullptr, 0, 0); },
-                          [&](SottoStep* st) { return sotto_llm_step(gpu, st); },
-                          [&](size_t* b) { return sotto_llm_result_json(gpu, nullptr, 0, b); });
+    Generated want_s = generate_on(cpu, ids, n, *s);
+    Generated got_s = generate_on(gpu, ids, n, *s);
     ASSERT_EQ(want_s.ids.size(), 32u);
     EXPECT_EQ(got_s.ids, want_s.ids) << (s == &sampled ? "sampled, seed 7" : "greedy, repeat penalty 1.3");
     EXPECT_EQ(got_s.text, want_s.text);
