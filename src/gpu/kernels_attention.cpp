@@ -7,6 +7,45 @@
 
 namespace sotto::gpu {
 
+// The head at qkv[src ...] (hd_k values) into buf, normed (mode 1) and rotated for position `pos`. Shared by
+// rope_kv and by attention with RoPE inside (decoding), so both give the same values bit for bit.
+const char* kRopeHead = R"(
+fn rope_head(lid: u32, src: u32, is_k: bool, pos: u32) {
+  for (var i = lid; i < p.hd_k; i += 128u) { buf[i] = qkv[src + i]; }
+  workgroupBarrier();
+  // mode 1: RMSNorm over the head first (qwen3, gemma3), the sum of squares as the CPU's double one.
+  // Only the first 64 invocations sum, in the 64-wide tree the kernel had at 64 invocations: the same scale
+  // bit for bit.
+  if ((p.mode & 1u) != 0u) {
+    if (lid < 64u) {
+      var ss = vec2f(0.0);
+      for (var i = lid; i < p.hd_k; i += 64u) { let v = buf[i]; ss = ff_add(ss, v * v); }
+      ssr[lid] = ss;
+    }
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s >>= 1u) {
+      if (lid < s) { ssr[lid] = ff_add2(ssr[lid], ssr[lid + s]); }
+      workgroupBarrier();
+    }
+    let scale = 1.0 / sqrt(ff_mean(ssr[0], p.hd_k) + p.eps);
+    for (var i = lid; i < p.hd_k; i += 128u) { buf[i] = buf[i] * scale * select(q_norm[i], k_norm[i], is_k); }
+    workgroupBarrier();
+  }
+  let half_rot = p.n_rot / 2u;
+  for (var i = lid; i < half_rot; i += 128u) {
+    let a = select(2u * i, i, p.halves != 0u);
+    let b = select(2u * i + 1u, i + half_rot, p.halves != 0u);
+    let c = rope[(pos * half_rot + i) * 2u];
+    let s = rope[(pos * half_rot + i) * 2u + 1u];
+    let x0 = buf[a];
+    let x1 = buf[b];
+    buf[a] = x0 * c - x1 * s;
+    buf[b] = x0 * s + x1 * c;
+  }
+  workgroupBarrier();
+}
+)";
+
 std::string wgsl_rope_kv() {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, n_rot: u32, halves: u32, k_base: u32, v_base: u32,
@@ -35,38 +74,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   if (h < p.n_head + p.n_head_kv) {
     let is_k = h >= p.n_head;
     let src = select(wg.y * p.qkv_stride + h * p.hd_k, k_off + (h - p.n_head) * p.hd_k, is_k);
-    for (var i = lid.x; i < p.hd_k; i += 128u) { buf[i] = qkv[src + i]; }
-    workgroupBarrier();
-    // mode 1: RMSNorm over the head first (qwen3, gemma3), the sum of squares as the CPU's double one.
-    // Only the first 64 invocations sum, in the 64-wide tree the kernel had at 64 invocations: the same scale
-    // bit for bit.
-    if ((p.mode & 1u) != 0u) {
-      if (lid.x < 64u) {
-        var ss = vec2f(0.0);
-        for (var i = lid.x; i < p.hd_k; i += 64u) { let v = buf[i]; ss = ff_add(ss, v * v); }
-        ssr[lid.x] = ss;
-      }
-      workgroupBarrier();
-      for (var s = 32u; s > 0u; s >>= 1u) {
-        if (lid.x < s) { ssr[lid.x] = ff_add2(ssr[lid.x], ssr[lid.x + s]); }
-        workgroupBarrier();
-      }
-      let scale = 1.0 / sqrt(ff_mean(ssr[0], p.hd_k) + p.eps);
-      for (var i = lid.x; i < p.hd_k; i += 128u) { buf[i] = buf[i] * scale * select(q_norm[i], k_norm[i], is_k); }
-      workgroupBarrier();
-    }
-    let half_rot = p.n_rot / 2u;
-    for (var i = lid.x; i < half_rot; i += 128u) {
-      let a = select(2u * i, i, p.halves != 0u);
-      let b = select(2u * i + 1u, i + half_rot, p.halves != 0u);
-      let c = rope[(pos * half_rot + i) * 2u];
-      let s = rope[(pos * half_rot + i) * 2u + 1u];
-      let x0 = buf[a];
-      let x1 = buf[b];
-      buf[a] = x0 * c - x1 * s;
-      buf[b] = x0 * s + x1 * c;
-    }
-    workgroupBarrier();
+    rope_head(lid.x, src, is_k, pos);
     if (!is_k) {
       // q_scale (gemma3) after RoPE; 1 otherwise, which changes nothing.
       for (var i = lid.x; i < p.hd_k; i += 128u) { qkv[src + i] = buf[i] * p.q_scale; }
@@ -86,7 +94,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   }
 }
 )";
-  const std::string helpers = cat(wgsl_float_float(), wgsl_parts::kF16Rne);
+  const std::string helpers = cat(wgsl_float_float(), wgsl_parts::kF16Rne, kRopeHead);
   const size_t at = src.find("FF_HELPERS");
   src.replace(at, 10, helpers);
   return src;
@@ -102,15 +110,25 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 std::string wgsl_attention() {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
-           v_base: u32, scale: f32, window: u32, qkv_stride: u32, out_stride: u32, max_keys: u32, pad1: u32,
-           pad2: u32, pad3: u32 }
+           v_base: u32, scale: f32, window: u32, qkv_stride: u32, out_stride: u32, max_keys: u32,
+           rope_inside: u32, n_rot: u32, halves: u32, mode: u32, eps: f32, q_scale: f32, pad1: u32 }
 struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read> kc: array<u32>;
-@group(0) @binding(4) var<storage, read> vc: array<u32>;
+@group(0) @binding(3) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(4) var<storage, read_write> vc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
+@group(0) @binding(6) var<storage, read> rope: array<f32>;
+@group(0) @binding(7) var<storage, read> q_norm: array<f32>;
+@group(0) @binding(8) var<storage, read> k_norm: array<f32>;
+// RoPE inside (rope_inside, decoding): the head being rotated, the norm's partial sums, and the current
+// position's K and V rows as f16 pairs (the cache row that one workgroup per KV head writes, which the others
+// take from here rather than from the cache while it is being written).
+var<workgroup> buf: array<f32, 256>;
+var<workgroup> ssr: array<vec2f, 64>;
+var<workgroup> cur_k: array<u32, 128>;
+var<workgroup> cur_v: array<u32, 128>;
 // The keys go by in chunks staged in workgroup memory: a chunk's K (or V) words, CHUNK_WORDS at most, of at most
 // MAX_CHUNK keys (rows of hd/2 words each). Each invocation loads CHUNK_WORDS / 128 of them.
 const CHUNK_WORDS = 2048u;
@@ -155,8 +173,27 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   // q, to be rounded to f16 as ggml's flash attention converts it to the cache's type: loaded here, stored with
   // the first chunk's K rows, so its latency overlaps that chunk's loads (one memory latency less per layer).
   let q_at = wg.y * p.qkv_stride + h * p.hd_k;
-  let q0 = qkv[q_at + min(lid.x, p.hd_k - 1u)];
-  let q1 = qkv[q_at + min(lid.x + 128u, p.hd_k - 1u)];
+  var q0 = qkv[q_at + min(lid.x, p.hd_k - 1u)];
+  var q1 = qkv[q_at + min(lid.x + 128u, p.hd_k - 1u)];
+  let inside = p.rope_inside != 0u;
+  if (inside) {
+    // What rope_kv does for this head's q and its KV head's k and v at this position, with the same code: q
+    // rotated (and normed, scaled) as it would store it, k and v as the f16 pairs it would write.
+    rope_head(lid.x, q_at, false, pos);
+    q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;
+    q1 = buf[min(lid.x + 128u, p.hd_k - 1u)] * p.q_scale;
+    workgroupBarrier();
+    let k_at = wg.y * p.qkv_stride + p.n_head * p.hd_k + kvh * p.hd_k;
+    let v_at = wg.y * p.qkv_stride + (p.n_head + p.n_head_kv) * p.hd_k + kvh * p.hd_v;
+    rope_head(lid.x, k_at, true, pos);
+    for (var i = lid.x; i < k_words; i += 128u) { cur_k[i] = pack_f16(buf[2u * i], buf[2u * i + 1u]); }
+    for (var i = lid.x; i < v_words; i += 128u) { cur_v[i] = pack_f16(qkv[v_at + 2u * i], qkv[v_at + 2u * i + 1u]); }
+    workgroupBarrier();
+    if (h % (p.n_head / p.n_head_kv) == 0u) {  // the first query head of its KV head writes the cache row
+      for (var i = lid.x; i < k_words; i += 128u) { kc[p.k_base + pos * p.k_row_words + kvh * k_words + i] = cur_k[i]; }
+      for (var i = lid.x; i < v_words; i += 128u) { vc[p.v_base + pos * p.v_row_words + kvh * v_words + i] = cur_v[i]; }
+    }
+  }
   // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
   var st0 = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
   var st1 = st0;
@@ -169,7 +206,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
       let i = r * 128u + lid.x;
       if (i < n * v_words) {
         let j = i / v_words;
-        v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];
+        if (inside && t0 + j == pos) {
+          v_held[r] = cur_v[i - j * v_words];
+        } else {
+          v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];
+        }
       }
     }
     for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
@@ -177,7 +218,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
       if (i < n * k_words) {
         let j = i / k_words;
         let w = i - j * k_words;
-        rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
+        if (inside && t0 + j == pos) {
+          rows[j * k_stride + w] = cur_k[w];
+        } else {
+          rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
+        }
       }
     }
     if (t0 == first) {
@@ -224,7 +269,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.z * select(1.0 / st1.y, 0.0, st1.y == 0.0); }
 }
 )";
-  return cat(wgsl_parts::kF16Rne, src);
+  return cat(wgsl_float_float(), wgsl_parts::kF16Rne, kRopeHead, src);
 }
 
 }  // namespace sotto::gpu

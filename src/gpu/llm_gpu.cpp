@@ -362,9 +362,11 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
                     hp.rms_norm_eps,
                     hp.q_scale > 0.0f ? hp.q_scale : 1.0f};
     rope.n_tokens = n_tokens;
-    SOTTO_TRY(ops_.rope_kv(plan, rope));
-    record("rope+kv", mark);
-    mark = plan.size();
+    if (prompt) {  // decoding, attention does RoPE and the cache write itself (one dispatch fewer)
+      SOTTO_TRY(ops_.rope_kv(plan, rope));
+      record("rope+kv", mark);
+      mark = plan.size();
+    }
     AttentionGpuArgs att{qkv,
                          l.k_cache,
                          l.v_cache,
@@ -380,8 +382,9 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
                          hp.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
                          local ? static_cast<uint32_t>(hp.n_swa) : 0u};
     att.n_tokens = n_tokens;
+    if (!prompt) att.rope = &rope;
     SOTTO_TRY(ops_.attention(plan, att));
-    record("attention", mark);
+    record(prompt ? "attention" : "rope+kv+attention", mark);
     SOTTO_TRY(join_branch(l.wo, attn, shapes.out, l.attn_post_norm, "attn_output", "post_attention_norm"));
     // x += mlp(rms_norm(x)): gate and up in one kernel with the SwiGLU (GeGLU) product, then down.
     mark = plan.size();

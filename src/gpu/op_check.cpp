@@ -352,6 +352,21 @@ struct Checker {
                         static_cast<uint32_t>(window)};
     aa.n_tokens = rows;
     SOTTO_TRY(ops.attention(plan, aa));
+    // Decoding's single dispatch: the same attention with RoPE and the cache write inside, on caches and an
+    // output of its own; it must give the two dispatches' cache rows and output bit for bit.
+    SOTTO_ASSIGN(BufferHandle bk1, ops.buffer(k_cache.size() * 2, "k, rope inside"));
+    SOTTO_ASSIGN(BufferHandle bv1, ops.buffer(v_cache.size() * 2, "v, rope inside"));
+    SOTTO_ASSIGN(BufferHandle bout1, ops.buffer(static_cast<uint64_t>(q_dim) * 4, "out, rope inside"));
+    SOTTO_ASSIGN(BufferHandle bqkv1, ops.buffer(static_cast<uint64_t>(qkv_dim) * 4, "qkv, rope inside"));
+    std::vector<Dispatch> inside_plan;
+    RopeKvArgs ra1 = ra;
+    AttentionGpuArgs aa1 = aa;
+    ra1.qkv = aa1.qkv = bqkv1;
+    ra1.k_cache = aa1.k_cache = bk1;
+    ra1.v_cache = aa1.v_cache = bv1;
+    aa1.out = bout1;
+    aa1.rope = &ra1;
+    if (!prompt) SOTTO_TRY(ops.attention(inside_plan, aa1));
 
     // The CPU: random q, k, v per position, rotated (and normed, scaled) as the kernel should, into its cache.
     std::vector<std::vector<float>> inputs, rotated;
@@ -401,6 +416,11 @@ struct Checker {
       SOTTO_TRY(ops.device().write_buffer(step, 0, s, 16));
       const bool last = first + count == n_pos;
       SOTTO_TRY(ops.device().run(std::span<const Dispatch>(plan.data(), last ? plan.size() : rope_only)));
+      if (!prompt) {
+        SOTTO_TRY(ops.device().write_buffer(bqkv1, 0, inputs[static_cast<size_t>(first)].data(),
+                                            static_cast<uint64_t>(qkv_dim) * 4));
+        SOTTO_TRY(ops.device().run(inside_plan));
+      }
       SOTTO_ASSIGN(std::vector<float> got, read_f32(bqkv, static_cast<size_t>(count * qkv_dim)));
       for (int t = 0; t < count; ++t)
         for (int i = 0; i < q_dim; ++i)
@@ -443,7 +463,20 @@ struct Checker {
                          static_cast<double>(std::fabs(got[(pos - first_checked) * q_dim + i] - expect[i])));
     }
     record(prompt ? "attention (prompt, causal, GQA)" : "attention (decode, GQA)", shape, a_err / vmax, 2e-3);
-    for (BufferHandle b : {btab, bk, bv, bqkv, bout, bqn, bkn}) ops.device().destroy_buffer(b);
+    if (!prompt) {
+      std::vector<uint16_t> k1(k_cache.size()), v1(k_cache.size()), gv(k_cache.size());
+      SOTTO_TRY(ops.read(bk1, 0, k1.data(), k1.size() * 2));
+      SOTTO_TRY(ops.read(bv1, 0, v1.data(), v1.size() * 2));
+      SOTTO_TRY(ops.read(bv, 0, gv.data(), gv.size() * 2));
+      SOTTO_ASSIGN(std::vector<float> out1, read_f32(bout1, static_cast<size_t>(q_dim)));
+      double differ = 0;  // values that are not the two dispatches' bit for bit
+      const size_t rows_used = static_cast<size_t>(n_pos * kv_dim);
+      for (size_t i = 0; i < rows_used; ++i) differ += (k1[i] != gk[i]) + (v1[i] != gv[i]);
+      for (int i = 0; i < q_dim; ++i) differ += std::memcmp(&out1[i], &got[i], 4) != 0;
+      record("attention with RoPE inside vs rope_kv + attention (bits)", shape, differ, 0.0);
+    }
+    for (BufferHandle b : {btab, bk, bv, bqkv, bout, bqn, bkn, bk1, bv1, bout1, bqkv1})
+      ops.device().destroy_buffer(b);
     return {};
   }
 

@@ -510,8 +510,15 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
       a.n_head_kv == 0 || a.n_head % a.n_head_kv)
     return error("webgpu: attention shape not supported (", a.n_head, " heads, ", a.n_head_kv,
                  " KV heads, dims ", a.hd_k, "/", a.hd_v, ")");
+  const RopeKvArgs* r = a.rope;
+  if (r) {
+    if (r->n_rot > a.hd_k || r->n_rot % 2 || (r->q_norm == 0) != (r->k_norm == 0) || r->n_tokens != 1 ||
+        r->qkv != a.qkv || r->k_cache != a.k_cache || r->v_cache != a.v_cache || r->k_base != a.k_base ||
+        r->v_base != a.v_base)
+      return error("webgpu: RoPE inside attention takes one token and the attention's own buffers");
+  }
   SOTTO_ASSIGN(PipelineHandle p, pipeline("attention", wgsl_attention()));
-  uint32_t P[16] = {a.n_head,
+  uint32_t P[20] = {a.n_head,
                     a.n_head_kv,
                     a.hd_k,
                     a.hd_v,
@@ -524,12 +531,40 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
                     a.qkv_stride ? a.qkv_stride : a.n_head * a.hd_k + a.n_head_kv * (a.hd_k + a.hd_v),
                     a.out_stride ? a.out_stride : a.n_head * a.hd_v,
                     a.max_keys,
+                    r ? 1u : 0u,
+                    r ? r->n_rot : 0u,
+                    r && r->halves ? 1u : 0u,
+                    r && r->q_norm ? 1u : 0u,
                     0,
                     0,
                     0};
   std::memcpy(&P[8], &a.scale, 4);
+  if (r) {
+    std::memcpy(&P[17], &r->eps, 4);
+    std::memcpy(&P[18], &r->q_scale, 4);
+  }
   SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
-  return add(plan, p, {pb, {1, a.step, 0, 16}, {2, a.qkv}, {3, a.k_cache}, {4, a.v_cache}, {5, a.out}},
+  if (!dummy_) {
+    SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
+  }
+  if (!dummy_k_norm_) {
+    SOTTO_ASSIGN(dummy_k_norm_, buffer(256, "dummy k norm"));
+  }
+  if (!r && !dummy_rope_) {
+    SOTTO_ASSIGN(dummy_rope_, buffer(256, "dummy rope"));
+  }
+  const BufferHandle q_norm = r && r->q_norm ? r->q_norm : dummy_;
+  const BufferHandle k_norm = r && r->k_norm ? r->k_norm : dummy_k_norm_;
+  return add(plan, p,
+             {pb,
+              {1, a.step, 0, 16},
+              {2, a.qkv},
+              {3, a.k_cache},
+              {4, a.v_cache},
+              {5, a.out},
+              {6, r ? r->rope_table : dummy_rope_},
+              {7, q_norm},
+              {8, k_norm}},
              a.n_head, a.n_tokens);
 }
 

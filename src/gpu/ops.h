@@ -81,6 +81,9 @@ struct AttentionGpuArgs {
   uint32_t window = 0;                      // > 0: only the last `window` positions (sliding-window layers)
   uint32_t n_tokens = 1;                    // queries per dispatch (a prompt): positions pos .. pos + n - 1
   uint32_t qkv_stride = 0, out_stride = 0;  // floats per token; 0: the qkv row, n_head * hd_v
+  // Decoding: RoPE (and the q/k norms, q's scale) and the current position's cache write done inside, as
+  // rope_kv would with these arguments (one dispatch fewer per layer); the cache then needs no rope_kv before.
+  const RopeKvArgs* rope = nullptr;
 };
 
 // A prompt's tokens in one dispatch: up to `max_tokens` (the plan's size), the step uniform (`step`) saying how
@@ -201,7 +204,7 @@ class Ops {
   std::vector<std::pair<std::string, PipelineHandle>> pipelines_;
   BufferHandle param_buffer_ = 0;
   uint64_t param_used_ = 0;
-  BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0, dummy_k_norm_ = 0;
+  BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0, dummy_k_norm_ = 0, dummy_rope_ = 0;
   uint64_t max_binding_override_ = 0;
   std::vector<BufferHandle> owned_;
 
