@@ -74,7 +74,7 @@ std::string wgsl_rope_kv();
 // Attention, one workgroup per query head (x) and token (y: position pos + y, causal: it sees cache positions
 // 0 .. pos + y, the last `window` of them when window > 0), the keys staged in chunks: ~10 KB of workgroup
 // memory whatever the context.
-std::string wgsl_attention();
+std::string wgsl_attention(bool rope_inside);
 // WGSL helpers for an RMSNorm's sum of squares in ~48 bits (two_sum, ff_add, ff_add2, ff_mean), shared by the
 // kernels that normalize.
 const char* wgsl_float_float();

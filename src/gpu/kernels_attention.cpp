@@ -107,28 +107,19 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 // output dim d (and d + 128), the online-softmax state carried from chunk to chunk. Reads 2 * head_dim bytes
 // of K and V per key; the walk, one exp per key and dim in a dependent chain, is where long contexts spend
 // their time. Results bit for bit those of one walk over all the keys: the same sums in the same order.
-std::string wgsl_attention() {
+std::string wgsl_attention(bool rope_inside) {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
            v_base: u32, scale: f32, window: u32, qkv_stride: u32, out_stride: u32, max_keys: u32,
-           rope_inside: u32, n_rot: u32, halves: u32, mode: u32, eps: f32, q_scale: f32, pad1: u32 }
+           n_rot: u32, halves: u32, mode: u32, eps: f32, q_scale: f32, pad1: u32, pad2: u32 }
 struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<uniform> step: Step;
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;
-@group(0) @binding(3) var<storage, read_write> kc: array<u32>;
-@group(0) @binding(4) var<storage, read_write> vc: array<u32>;
+@group(0) @binding(3) var<storage, CACHE_ACCESS> kc: array<u32>;
+@group(0) @binding(4) var<storage, CACHE_ACCESS> vc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
-@group(0) @binding(6) var<storage, read> rope: array<f32>;
-@group(0) @binding(7) var<storage, read> q_norm: array<f32>;
-@group(0) @binding(8) var<storage, read> k_norm: array<f32>;
-// RoPE inside (rope_inside, decoding): the head being rotated, the norm's partial sums, and the current
-// position's K and V rows as f16 pairs (the cache row that one workgroup per KV head writes, which the others
-// take from here rather than from the cache while it is being written).
-var<workgroup> buf: array<f32, 256>;
-var<workgroup> ssr: array<vec2f, 64>;
-var<workgroup> cur_k: array<u32, 128>;
-var<workgroup> cur_v: array<u32, 128>;
+ROPE_DECLS
 // The keys go by in chunks staged in workgroup memory: a chunk's K (or V) words, CHUNK_WORDS at most, of at most
 // MAX_CHUNK keys (rows of hd/2 words each). Each invocation loads CHUNK_WORDS / 128 of them.
 const CHUNK_WORDS = 2048u;
@@ -175,26 +166,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   let q_at = wg.y * p.qkv_stride + h * p.hd_k;
   var q0 = qkv[q_at + min(lid.x, p.hd_k - 1u)];
   var q1 = qkv[q_at + min(lid.x + 128u, p.hd_k - 1u)];
-  let inside = p.rope_inside != 0u;
-  if (inside) {
-    // What rope_kv does for this head's q and its KV head's k and v at this position, with the same code: q
-    // rotated (and normed, scaled) as it would store it, k and v as the f16 pairs it would write.
-    rope_head(lid.x, q_at, false, pos);
-    q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;
-    q1 = buf[min(lid.x + 128u, p.hd_k - 1u)] * p.q_scale;
-    workgroupBarrier();
-    let k_at = wg.y * p.qkv_stride + p.n_head * p.hd_k + kvh * p.hd_k;
-    let v_at = wg.y * p.qkv_stride + (p.n_head + p.n_head_kv) * p.hd_k + kvh * p.hd_v;
-    rope_head(lid.x, k_at, true, pos);
-    for (var i = lid.x; i < k_words; i += 128u) { cur_k[i] = pack_f16(buf[2u * i], buf[2u * i + 1u]); }
-    for (var i = lid.x; i < v_words; i += 128u) { cur_v[i] = pack_f16(qkv[v_at + 2u * i], qkv[v_at + 2u * i + 1u]); }
-    workgroupBarrier();
-    if (h % (p.n_head / p.n_head_kv) == 0u) {  // the first query head of its KV head writes the cache row
-      for (var i = lid.x; i < k_words; i += 128u) { kc[p.k_base + pos * p.k_row_words + kvh * k_words + i] = cur_k[i]; }
-      for (var i = lid.x; i < v_words; i += 128u) { vc[p.v_base + pos * p.v_row_words + kvh * v_words + i] = cur_v[i]; }
-    }
-  }
-  // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
+ROPE_INSIDE  // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
   var st0 = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
   var st1 = st0;
   for (var t0 = first; t0 < n_keys; t0 += chunk) {
@@ -206,11 +178,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
       let i = r * 128u + lid.x;
       if (i < n * v_words) {
         let j = i / v_words;
-        if (inside && t0 + j == pos) {
-          v_held[r] = cur_v[i - j * v_words];
-        } else {
-          v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];
-        }
+        V_LOAD
       }
     }
     for (var r = 0u; r < WORDS_PER_INVOCATION; r++) {
@@ -218,11 +186,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
       if (i < n * k_words) {
         let j = i / k_words;
         let w = i - j * k_words;
-        if (inside && t0 + j == pos) {
-          rows[j * k_stride + w] = cur_k[w];
-        } else {
-          rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
-        }
+        K_LOAD
       }
     }
     if (t0 == first) {
@@ -269,7 +233,61 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.z * select(1.0 / st1.y, 0.0, st1.y == 0.0); }
 }
 )";
-  return cat(wgsl_float_float(), wgsl_parts::kF16Rne, kRopeHead, src);
+  // The rope variant (decoding) first does rope_kv's work for this head's q and its KV head's k and v at this
+  // position, with the same code: q rotated (and normed, scaled) as rope_kv would store it, k and v as the f16
+  // pairs it would write. The other workgroups of the KV head take its row from cur_k / cur_v, not from the
+  // cache that one of them is writing. The prompt variant has none of it (its workgroup memory and bindings
+  // cost prefill ~10 % on the H200 when they were only switched off).
+  if (rope_inside) {
+    wgsl_parts::replace_all(src, "CACHE_ACCESS", "read_write");
+    wgsl_parts::replace_all(src, "ROPE_DECLS\n", R"(@group(0) @binding(6) var<storage, read> rope: array<f32>;
+@group(0) @binding(7) var<storage, read> q_norm: array<f32>;
+@group(0) @binding(8) var<storage, read> k_norm: array<f32>;
+var<workgroup> buf: array<f32, 256>;  // the head being rotated
+var<workgroup> ssr: array<vec2f, 64>;  // the q/k norm's partial sums
+var<workgroup> cur_k: array<u32, 128>;  // this position's K and V rows, f16 pairs
+var<workgroup> cur_v: array<u32, 128>;
+)");
+    wgsl_parts::replace_all(
+        src, "ROPE_INSIDE",
+        R"(  // What rope_kv does for this head's q and its KV head's k and v at this position, with the same code: q
+  // rotated (and normed, scaled) as it would store it, k and v as the f16 pairs it would write.
+  rope_head(lid.x, q_at, false, pos);
+  q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;
+  q1 = buf[min(lid.x + 128u, p.hd_k - 1u)] * p.q_scale;
+  workgroupBarrier();
+  let k_at = wg.y * p.qkv_stride + p.n_head * p.hd_k + kvh * p.hd_k;
+  let v_at = wg.y * p.qkv_stride + (p.n_head + p.n_head_kv) * p.hd_k + kvh * p.hd_v;
+  rope_head(lid.x, k_at, true, pos);
+  for (var i = lid.x; i < k_words; i += 128u) { cur_k[i] = pack_f16(buf[2u * i], buf[2u * i + 1u]); }
+  for (var i = lid.x; i < v_words; i += 128u) { cur_v[i] = pack_f16(qkv[v_at + 2u * i], qkv[v_at + 2u * i + 1u]); }
+  workgroupBarrier();
+  if (h % (p.n_head / p.n_head_kv) == 0u) {  // the first query head of its KV head writes the cache row
+    for (var i = lid.x; i < k_words; i += 128u) { kc[p.k_base + pos * p.k_row_words + kvh * k_words + i] = cur_k[i]; }
+    for (var i = lid.x; i < v_words; i += 128u) { vc[p.v_base + pos * p.v_row_words + kvh * v_words + i] = cur_v[i]; }
+  }
+)");
+    wgsl_parts::replace_all(src, "V_LOAD", R"(if (t0 + j == pos) {
+          v_held[r] = cur_v[i - j * v_words];
+        } else {
+          v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];
+        })");
+    wgsl_parts::replace_all(src, "K_LOAD", R"(if (t0 + j == pos) {
+          rows[j * k_stride + w] = cur_k[w];
+        } else {
+          rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
+        })");
+    return cat(wgsl_float_float(), wgsl_parts::kF16Rne, kRopeHead, src);
+  }
+  wgsl_parts::replace_all(src, "CACHE_ACCESS", "read");
+  wgsl_parts::replace_all(src, "ROPE_DECLS\n", "");
+  wgsl_parts::replace_all(src, "ROPE_INSIDE", "");
+  wgsl_parts::replace_all(
+      src, "V_LOAD",
+      "v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];");
+  wgsl_parts::replace_all(
+      src, "K_LOAD", "rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];");
+  return cat(wgsl_parts::kF16Rne, src);
 }
 
 }  // namespace sotto::gpu

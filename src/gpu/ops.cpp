@@ -517,7 +517,7 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
         r->v_base != a.v_base)
       return error("webgpu: RoPE inside attention takes one token and the attention's own buffers");
   }
-  SOTTO_ASSIGN(PipelineHandle p, pipeline("attention", wgsl_attention()));
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(r ? "attention_rope" : "attention", wgsl_attention(r != nullptr)));
   uint32_t P[20] = {a.n_head,
                     a.n_head_kv,
                     a.hd_k,
@@ -531,41 +531,32 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
                     a.qkv_stride ? a.qkv_stride : a.n_head * a.hd_k + a.n_head_kv * (a.hd_k + a.hd_v),
                     a.out_stride ? a.out_stride : a.n_head * a.hd_v,
                     a.max_keys,
-                    r ? 1u : 0u,
                     r ? r->n_rot : 0u,
                     r && r->halves ? 1u : 0u,
                     r && r->q_norm ? 1u : 0u,
                     0,
                     0,
+                    0,
                     0};
   std::memcpy(&P[8], &a.scale, 4);
   if (r) {
-    std::memcpy(&P[17], &r->eps, 4);
-    std::memcpy(&P[18], &r->q_scale, 4);
+    std::memcpy(&P[16], &r->eps, 4);
+    std::memcpy(&P[17], &r->q_scale, 4);
   }
   SOTTO_ASSIGN(Binding pb, params(0, P, sizeof P));
-  if (!dummy_) {
-    SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
+  std::vector<Binding> b = {pb, {1, a.step, 0, 16}, {2, a.qkv}, {3, a.k_cache}, {4, a.v_cache}, {5, a.out}};
+  if (r) {
+    if (!r->q_norm && !dummy_) {
+      SOTTO_ASSIGN(dummy_, buffer(256, "dummy"));
+    }
+    if (!r->q_norm && !dummy_k_norm_) {
+      SOTTO_ASSIGN(dummy_k_norm_, buffer(256, "dummy k norm"));
+    }
+    b.push_back({6, r->rope_table});
+    b.push_back({7, r->q_norm ? r->q_norm : dummy_});
+    b.push_back({8, r->k_norm ? r->k_norm : dummy_k_norm_});
   }
-  if (!dummy_k_norm_) {
-    SOTTO_ASSIGN(dummy_k_norm_, buffer(256, "dummy k norm"));
-  }
-  if (!r && !dummy_rope_) {
-    SOTTO_ASSIGN(dummy_rope_, buffer(256, "dummy rope"));
-  }
-  const BufferHandle q_norm = r && r->q_norm ? r->q_norm : dummy_;
-  const BufferHandle k_norm = r && r->k_norm ? r->k_norm : dummy_k_norm_;
-  return add(plan, p,
-             {pb,
-              {1, a.step, 0, 16},
-              {2, a.qkv},
-              {3, a.k_cache},
-              {4, a.v_cache},
-              {5, a.out},
-              {6, r ? r->rope_table : dummy_rope_},
-              {7, q_norm},
-              {8, k_norm}},
-             a.n_head, a.n_tokens);
+  return add(plan, p, std::move(b), a.n_head, a.n_tokens);
 }
 
 Status Ops::argmax(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle partial,

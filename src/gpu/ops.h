@@ -204,7 +204,7 @@ class Ops {
   std::vector<std::pair<std::string, PipelineHandle>> pipelines_;
   BufferHandle param_buffer_ = 0;
   uint64_t param_used_ = 0;
-  BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0, dummy_k_norm_ = 0, dummy_rope_ = 0;
+  BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0, dummy_k_norm_ = 0;
   uint64_t max_binding_override_ = 0;
   std::vector<BufferHandle> owned_;
 
