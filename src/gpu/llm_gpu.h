@@ -6,11 +6,12 @@
 //
 //   per token:  write step {pos} (+ the token, when it comes from the prompt) ; run(plan) ; read tok
 //   sampled:    ... ; run(plan) ; write sampling state ; run(sample tail: candidates, merge+draw) ; read tok
-//   plan:       embed ; per layer [norm+qkv ; rope+KV ; attention ; wo (+= x) ; norm+gate·up SwiGLU ;
-//               down (+= x)] ; norm+output ; argmax (2)          (6 per layer + 4; f32/f16 weights: norms apart)
-//   gemma3:     embed (× sqrt(n_embd)) ; per layer [norm+qk, norm+v (two types) ; q/k norm+rope+KV ;
+//   plan:       embed ; per layer [norm+qkv ; RoPE + KV write + attention ; wo (+= x) ; norm ; gate·up SwiGLU ;
+//               down (+= x)] ; norm ; output ; argmax (2)        (Qwen2.5-0.5B Q4_0: 6 per layer + 5, 149)
+//   gemma3:     embed (× sqrt(n_embd)) ; per layer [norm+qk, norm+v (two types) ; q/k norm + RoPE + KV write +
 //               attention (window on local layers) ; wo ; post-norm (+= x) ; norm+gate·up GeGLU ; down ;
 //               post-norm (+= x)] ; norm ; output (2 parts: the tied Q8_0 table is over 128 MiB) ; argmax (2)
+// (The prompt plan runs RoPE + KV write as a dispatch of its own before attention, for all its tokens.)
 // A matrix larger than the storage binding limit is split by rows into several buffers: one dispatch per
 // part (each writes its rows of the output); the embedding lookup reads the part holding the token.
 // Quantized matrix kernels quantize their input to q8_0 in workgroup memory (and apply the RMSNorm before
