@@ -73,7 +73,8 @@ std::string wgsl_norm_quant(bool q8_k = false, const KernelFeatures& f = {});
 std::string wgsl_rope_kv();
 // Attention, one workgroup per query head (x) and token (y: position pos + y, causal: it sees cache positions
 // 0 .. pos + y, the last `window` of them when window > 0), the keys staged in chunks: ~10 KB of workgroup
-// memory whatever the context.
+// memory whatever the context. rope_inside (decoding, one token): the kernel first does wgsl_rope_kv's work for
+// its head and KV head at pos itself, with the same code, and writes that cache row (one dispatch fewer).
 std::string wgsl_attention(bool rope_inside);
 // WGSL helpers for an RMSNorm's sum of squares in ~48 bits (two_sum, ff_add, ff_add2, ff_mean), shared by the
 // kernels that normalize.

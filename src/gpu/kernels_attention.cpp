@@ -1,6 +1,7 @@
 // The WGSL of gpu/kernels.h's attention family: RoPE (with the per-head q/k RMSNorm before it and q's scale
-// after it) plus the KV cache write, and decode attention over the f16 cache (optionally a sliding window).
-// Both run 128 invocations a workgroup, the size every kernel of a layer shares.
+// after it) plus the KV cache write, and attention over the f16 cache (optionally a sliding window), which in
+// decoding does the RoPE and cache write itself (rope_head, one function for both). All run 128 invocations a
+// workgroup, the size every kernel of a layer shares.
 #include "core/error.h"
 #include "gpu/kernels.h"
 #include "gpu/kernels_wgsl.h"
