@@ -2,7 +2,11 @@
 // chat run on the GPU through the C API: cli/generate.cpp.)
 //
 //   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto]
-//                                      [--fused-grid N] [--fusion-check TOKENS]
+//                                      [--fused-grid N] [--fusion-check TOKENS] [--attention f16|f32]
+//                                      [--depth N]
+//
+// --attention f32: attention sums the values in f32 (gpu/llm_gpu.h AttentionSum; not the CPU's bits).
+// --depth N: decode after a prompt of N tokens (default 16), to see how decoding slows as the context grows.
 //
 // Prefill runs through the prompt plan and, for comparison, token by token through the decode plan (the two
 // runs' logits are printed side by side). --timings adds each op's GPU time from timestamp queries (when the
@@ -55,7 +59,8 @@ struct GpuModel {
 };
 
 Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_ctx, bool timestamps,
-                                                 gpu::FusionOptions fusion = {}) {
+                                                 gpu::FusionOptions fusion = {},
+                                                 gpu::AttentionSum attention_sum = gpu::AttentionSum::F16) {
   auto m = std::make_unique<GpuModel>();
   SOTTO_ASSIGN(m->file, MappedFile::open(path));
   auto gguf = parse_gguf(m->file.bytes());
@@ -68,7 +73,7 @@ Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_
   options.request_timestamps = timestamps;
   SOTTO_ASSIGN(m->device, gpu::open_device(options));
   fusion.clock_ms = &now_ms;
-  SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx, 0, fusion));
+  SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx, 0, fusion, attention_sum));
   return m;
 }
 
@@ -205,6 +210,8 @@ int run_bench_gpu(std::span<char* const> args) {
   int repeats = 5;
   bool json = false, timings = false;
   gpu::FusionOptions fusion;
+  gpu::AttentionSum attention_sum = gpu::AttentionSum::F16;
+  int n_decode_prompt = 16;  // --depth
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string_view a = args[i];
     std::optional<double> v;
@@ -232,17 +239,24 @@ int run_bench_gpu(std::span<char* const> args) {
       fusion.max_copy_words = static_cast<uint32_t>(*v);
     } else if (a == "--repeats" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 1000) {
       repeats = static_cast<int>(*v);
+    } else if (a == "--attention" && i + 1 < args.size() &&
+               (std::string_view(args[i + 1]) == "f16" || std::string_view(args[i + 1]) == "f32")) {
+      attention_sum = std::string_view(args[++i]) == "f32" ? gpu::AttentionSum::F32 : gpu::AttentionSum::F16;
+    } else if (a == "--depth" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 16384 &&
+               *v == std::floor(*v)) {
+      n_decode_prompt = static_cast<int>(*v);
     } else {
       return usage_error(cat("bench llm --backend webgpu: bad or unknown option '", a, "'"));
     }
   }
   if (model_path.empty()) return usage_error("bench llm: no model given (-m FILE)");
-  const int n_decode = 64, n_decode_prompt = 16;
-  auto model = open_gpu_model(model_path, 256 + n_decode + 1, timings, fusion);
+  const int n_decode = 64;
+  auto model = open_gpu_model(model_path, std::max(256, n_decode_prompt) + n_decode + 1, timings, fusion,
+                              attention_sum);
   if (!model) return fail(model.message());
   gpu::LlmGpu& llm = *(*model)->llm;
   const LlamaWeights& w = (*model)->weights;
-  std::vector<int32_t> prompt(256);
+  std::vector<int32_t> prompt(static_cast<size_t>(std::max(256, n_decode_prompt)));
   Rng rng(42);
   for (int32_t& id : prompt) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(w.hp.n_vocab));
   auto median = [](std::vector<double> v) {
@@ -397,8 +411,10 @@ int run_bench_gpu(std::span<char* const> args) {
   if (json) {
     std::printf(
         "%s\n",
-        cat("{\"model\":", json_quote(model_path), ",\"backend\":\"webgpu\",\"adapter\":",
-            json_quote(info.description), ",\"repeats\":", repeats, ",\"prefill_64_ms\":", prefill_ms[0],
+        cat("{\"model\":", json_quote(model_path), ",\"backend\":\"webgpu\",\"attention_sum\":",
+            attention_sum == gpu::AttentionSum::F32 ? "\"f32\"" : "\"f16\"",
+            ",\"decode_after\":", n_decode_prompt, ",\"adapter\":", json_quote(info.description),
+            ",\"repeats\":", repeats, ",\"prefill_64_ms\":", prefill_ms[0],
             ",\"prefill_256_ms\":", prefill_ms[1], ",\"prefill_64_token_by_token_ms\":", one_by_one_ms[0],
             ",\"prefill_256_token_by_token_ms\":", one_by_one_ms[1], ",\"prompt_batch\":", llm.prompt_batch(),
             ",\"prompt_dispatches_per_batch\":", llm.prompt_dispatches(),
@@ -414,8 +430,9 @@ int run_bench_gpu(std::span<char* const> args) {
             .c_str());
     return kExitOk;
   }
-  std::printf("%s: %s, %d layers, n_embd %d, webgpu on %s, median of %d\n", model_path.c_str(),
-              w.hp.arch.c_str(), w.hp.n_layer, w.hp.n_embd, info.description.c_str(), repeats);
+  std::printf("%s: %s, %d layers, n_embd %d, webgpu on %s, median of %d, attention summing in %s\n",
+              model_path.c_str(), w.hp.arch.c_str(), w.hp.n_layer, w.hp.n_embd, info.description.c_str(),
+              repeats, attention_sum == gpu::AttentionSum::F32 ? "f32" : "f16 (the CPU's bits)");
   for (int p = 0; p < 2; ++p)
     std::printf(
         "  prefill %3d tokens: %9.2f ms  (%.1f tokens/s; prompt plan of %u tokens, %zu dispatches per run; "

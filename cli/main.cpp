@@ -58,6 +58,9 @@ constexpr Command kCommands[] = {
      "  --fusion on|off|auto     webgpu: each layer as one dispatch (default auto: on a GPU, if its check "
      "passes)\n"
      "  --fused-grid N           webgpu: workgroups per fused dispatch (default: the widest layer op's)\n"
+     "  --attention f16|f32      webgpu: attention's sum of values (default f16, the CPU's bits; f32 is "
+     "faster)\n"
+     "  --depth N                webgpu: decode after a prompt of N tokens (default 16)\n"
      "  --json                   one JSON object\n"},
     {"gpu-check", "gpu-check [--seed S]",
      "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",

@@ -25,6 +25,11 @@ stage() {  # stage NAME COMMAND... : runs, logs, and counts one stage
   else
     echo "   FAILED ($(( $(date +%s) - t0 )) s); last lines of $LOGS/$name.log:"
     tail -n 40 "$LOGS/$name.log" | sed 's/^/   | /'
+    # node:test prints each failure as "not ok N - name" and its error below; the tail above may not reach it.
+    if grep -Eq '^ *not ok ' "$LOGS/$name.log"; then
+      echo "   failures in $LOGS/$name.log:"
+      grep -E -A 30 '^ *not ok ' "$LOGS/$name.log" | head -n 200 | sed 's/^/   ! /'
+    fi
     failed_stages+=("$name")
     return 1
   fi

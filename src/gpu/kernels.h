@@ -75,7 +75,9 @@ std::string wgsl_rope_kv();
 // 0 .. pos + y, the last `window` of them when window > 0), the keys staged in chunks: ~10 KB of workgroup
 // memory whatever the context. rope_inside (decoding, one token): the kernel first does wgsl_rope_kv's work for
 // its head and KV head at pos itself, with the same code, and writes that cache row (one dispatch fewer).
-std::string wgsl_attention(bool rope_inside);
+// f32_sum: the values summed in f32 a chunk of keys at a time (faster, not the CPU's bits); otherwise in f16,
+// key by key, as ggml's CPU kernel (the CPU's outputs bit for bit).
+std::string wgsl_attention(bool rope_inside, bool f32_sum = false);
 // WGSL helpers for an RMSNorm's sum of squares in ~48 bits (two_sum, ff_add, ff_add2, ff_mean), shared by the
 // kernels that normalize.
 const char* wgsl_float_float();

@@ -108,7 +108,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 // output dim d (and d + 128), the online-softmax state carried from chunk to chunk. Reads 2 * head_dim bytes
 // of K and V per key; the walk, one exp per key and dim in a dependent chain, is where long contexts spend
 // their time. Results bit for bit those of one walk over all the keys: the same sums in the same order.
-std::string wgsl_attention(bool rope_inside) {
+std::string wgsl_attention(bool rope_inside, bool f32_sum) {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
            v_base: u32, scale: f32, window: u32, qkv_stride: u32, out_stride: u32, max_keys: u32,
@@ -147,6 +147,7 @@ fn attend_key(st: vec3f, s: f32, v: f32) -> vec3f {
   }
   return vec3f(m, st.y * old_scale + weight, f16r(acc + v * weight));
 }
+WALK_FNS
 @compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
   // Query wg.y of the step's n at position pos + wg.y: causal, it sees the keys up to its own position,
@@ -211,7 +212,55 @@ ROPE_INSIDE  // The running state of output dimensions lid.x and lid.x + 128, ca
       if (i < n * v_words) { rows[i] = v_held[r]; }
     }
     workgroupBarrier();
-    // Online softmax over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU
+WALK
+    workgroupBarrier();  // the next chunk's loads overwrite rows
+  }
+  let o = wg.y * p.out_stride + h * p.hd_v;
+  if (lid.x < p.hd_v) { out[o + lid.x] = st0.z * select(1.0 / st0.y, 0.0, st0.y == 0.0); }
+  if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.z * select(1.0 / st1.y, 0.0, st1.y == 0.0); }
+}
+)";
+  // The walk over a chunk's keys. f16 (the default): ggml's CPU kernel, one key after another, the running sum
+  // rounded to f16 at each step, so the outputs are the CPU's bit for bit; each step waits for the previous
+  // one's rounding (~90 ns a key on the H200). f32: the chunk's keys against the chunk's maximum, the sums in
+  // f32, so a step is one multiply-add; not the CPU's bits (within ~1e-3 of the value scale, the f16 sum's own
+  // rounding), the choice llama.cpp's GPU backends make.
+  if (f32_sum) {
+    wgsl_parts::replace_all(
+        src, "WALK_FNS\n",
+        R"(// A chunk of n keys (scores in `scores`, f16 value pairs in `rows`) into state (max, sum of weights, acc) for
+// the output dimension in word `col` (its high half when odd), all in f32.
+fn attend_chunk_f32(st: vec3f, n: u32, chunk_max: f32, col: u32, odd: bool, v_words: u32) -> vec3f {
+  let m = max(st.x, chunk_max);
+  let old_scale = exp(st.x - m);
+  var sum = st.y * old_scale;
+  var acc = st.z * old_scale;
+  for (var j = 0u; j < n; j++) {
+    let w = exp(scores[j] - m);
+    let v = unpack2x16float(rows[j * v_words + col]);
+    sum += w;
+    acc = fma(select(v.x, v.y, odd), w, acc);
+  }
+  return vec3f(m, sum, acc);
+}
+)");
+    wgsl_parts::replace_all(
+        src, "WALK",
+        R"(    // Online softmax in f32, rescaled once per chunk: the chunk's maximum, then one exp and one multiply-add
+    // per key and output dimension, none waiting on a rounding.
+    if (lid.x < p.hd_v) {
+      var cm = scores[0];
+      for (var j = 1u; j < n; j++) { cm = max(cm, scores[j]); }
+      let odd = (lid.x & 1u) == 1u;
+      st0 = attend_chunk_f32(st0, n, cm, lid.x / 2u, odd, v_words);
+      if (lid.x + 128u < p.hd_v) { st1 = attend_chunk_f32(st1, n, cm, (lid.x + 128u) / 2u, odd, v_words); }
+    }
+)");
+  } else {
+    wgsl_parts::replace_all(src, "WALK_FNS\n", "");
+    wgsl_parts::replace_all(
+        src, "WALK",
+        R"(    // Online softmax over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU
     // kernel), one output dimension per invocation.
     if (lid.x < p.hd_v) {
       let odd = (lid.x & 1u) == 1u;
@@ -227,13 +276,8 @@ ROPE_INSIDE  // The running state of output dimensions lid.x and lid.x + 128, ca
         st1 = attend_key(st1, scores[j], select(v.x, v.y, odd));
       }
     }
-    workgroupBarrier();  // the next chunk's loads overwrite rows
+)");
   }
-  let o = wg.y * p.out_stride + h * p.hd_v;
-  if (lid.x < p.hd_v) { out[o + lid.x] = st0.z * select(1.0 / st0.y, 0.0, st0.y == 0.0); }
-  if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.z * select(1.0 / st1.y, 0.0, st1.y == 0.0); }
-}
-)";
   // The rope variant (decoding) first does rope_kv's work for this head's q and its KV head's k and v at this
   // position, with the same code: q rotated (and normed, scaled) as rope_kv would store it, k and v as the f16
   // pairs it would write. The other workgroups of the KV head take its row from cur_k / cur_v, not from the

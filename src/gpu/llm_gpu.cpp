@@ -71,9 +71,11 @@ uint64_t bytes_of(const GpuMatrixParts& m) {
 }  // namespace
 
 Result<std::unique_ptr<LlmGpu>> LlmGpu::create(Device& device, const LlamaWeights& weights, int n_ctx,
-                                               uint64_t max_binding_bytes, FusionOptions fusion) {
+                                               uint64_t max_binding_bytes, FusionOptions fusion,
+                                               AttentionSum attention_sum) {
   std::unique_ptr<LlmGpu> llm(new LlmGpu(device));
   llm->ops_.set_max_binding(max_binding_bytes);
+  llm->attention_sum_ = attention_sum;
   SOTTO_TRY(llm->build(weights, n_ctx));
   if (Status fused = llm->build_fused(fusion); !fused.ok()) {  // the model runs without it
     llm->use_fused_ = false;
@@ -382,6 +384,7 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
                          hp.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)),
                          local ? static_cast<uint32_t>(hp.n_swa) : 0u};
     att.n_tokens = n_tokens;
+    att.f32_sum = attention_sum_ == AttentionSum::F32;
     if (!prompt) att.rope = &rope;
     SOTTO_TRY(ops_.attention(plan, att));
     record(prompt ? "attention" : "rope+kv+attention", mark);

@@ -60,6 +60,12 @@ struct FusionOptions {
   double (*clock_ms)() = nullptr;
 };
 
+// How attention sums the values (gpu/kernels.h wgsl_attention). F16: key by key with the sum rounded to f16 at
+// each step, as ggml's CPU kernel, so the logits are the CPU backend's bit for bit; the chain of roundings is
+// attention's main cost, and it grows with the context. F32: a chunk of keys at a time in f32, as llama.cpp's
+// GPU backends do; faster, not the CPU's bits (outputs within ~1e-3 of the value scale, the f16 sum's rounding).
+enum class AttentionSum { F16, F32 };
+
 class LlmGpu {
  public:
   // n_ctx <= 0: min(model's training context, 4096). Fails clearly for what the GPU path lacks (weight types
@@ -68,7 +74,8 @@ class LlmGpu {
   // max_binding_bytes > 0: split matrices (and refuse buffers) above this size even where the device allows
   // more, to test the splitting with small models.
   static Result<std::unique_ptr<LlmGpu>> create(Device& device, const LlamaWeights& weights, int n_ctx,
-                                                uint64_t max_binding_bytes = 0, FusionOptions fusion = {});
+                                                uint64_t max_binding_bytes = 0, FusionOptions fusion = {},
+                                                AttentionSum attention_sum = AttentionSum::F16);
 
   // Runs one token at position n_past() and advances. token >= 0: that token (a prompt token); token < 0:
   // the GPU's own previous argmax (greedy decoding, nothing leaves the GPU). Only submits the work.
@@ -162,6 +169,7 @@ class LlmGpu {
   Ops ops_;
   LlamaHparams hp_;
   int n_ctx_ = 0, n_past_ = 0;
+  AttentionSum attention_sum_ = AttentionSum::F16;
   ModelGpu model_;
   Plan decode_, prompt_;
   uint32_t prompt_tokens_ = 0;

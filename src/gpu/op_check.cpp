@@ -367,6 +367,19 @@ struct Checker {
     aa1.out = bout1;
     aa1.rope = &ra1;
     if (!prompt) SOTTO_TRY(ops.attention(inside_plan, aa1));
+    // The f32 sum's kernels, run once after the last position on the same cache and rotated q (and, decoding,
+    // with RoPE inside on the inside plan's cache and raw q, rewriting its last row with the same bits).
+    SOTTO_ASSIGN(BufferHandle bout_f32,
+                 ops.buffer(uint64_t{rows} * static_cast<uint64_t>(q_dim) * 4, "out f32"));
+    SOTTO_ASSIGN(BufferHandle bout1_f32,
+                 ops.buffer(static_cast<uint64_t>(q_dim) * 4, "out f32, rope inside"));
+    std::vector<Dispatch> f32_plan, inside_f32_plan;
+    AttentionGpuArgs af = aa, af1 = aa1;
+    af.f32_sum = af1.f32_sum = true;
+    af.out = bout_f32;
+    af1.out = bout1_f32;
+    SOTTO_TRY(ops.attention(f32_plan, af));
+    if (!prompt) SOTTO_TRY(ops.attention(inside_f32_plan, af1));
 
     // The CPU: random q, k, v per position, rotated (and normed, scaled) as the kernel should, into its cache.
     std::vector<std::vector<float>> inputs, rotated;
@@ -401,7 +414,8 @@ struct Checker {
 
     // The GPU: one position per run, or the prompt's two runs; q checked after each.
     double q_err = 0, k_err = 0;
-    std::vector<std::pair<int, int>> runs;  // first position, count
+    std::vector<std::vector<float>> gpu_q(static_cast<size_t>(n_pos));  // q as the GPU rotated it
+    std::vector<std::pair<int, int>> runs;                              // first position, count
     if (prompt) {
       runs = {{0, prompt_split}, {prompt_split, n_pos - prompt_split}};
     } else {
@@ -423,10 +437,15 @@ struct Checker {
       }
       SOTTO_ASSIGN(std::vector<float> got, read_f32(bqkv, static_cast<size_t>(count * qkv_dim)));
       for (int t = 0; t < count; ++t)
+        gpu_q[static_cast<size_t>(first + t)].assign(got.begin() + t * qkv_dim,
+                                                     got.begin() + t * qkv_dim + q_dim);
+      for (int t = 0; t < count; ++t)
         for (int i = 0; i < q_dim; ++i)
           q_err = std::max(q_err, static_cast<double>(std::fabs(got[t * qkv_dim + i] -
                                                                 rotated[static_cast<size_t>(first + t)][i])));
     }
+    SOTTO_TRY(ops.device().run(f32_plan));
+    if (!prompt) SOTTO_TRY(ops.device().run(inside_f32_plan));
     std::vector<uint16_t> gk(k_cache.size());
     SOTTO_TRY(ops.read(bk, 0, gk.data(), gk.size() * 2));
     for (size_t i = 0; i < static_cast<size_t>(n_pos * kv_dim); ++i)
@@ -463,6 +482,44 @@ struct Checker {
                          static_cast<double>(std::fabs(got[(pos - first_checked) * q_dim + i] - expect[i])));
     }
     record(prompt ? "attention (prompt, causal, GQA)" : "attention (decode, GQA)", shape, a_err / vmax, 2e-3);
+    // The f32 sum against softmax(q k / sqrt(d)) v in double on the GPU's q (rounded to f16, as the kernel does)
+    // and the f16 K and V: f32 rounding over a few hundred keys, ~1e-7 of the value scale on SwiftShader (WGSL lets exp be a few ulps off).
+    {
+      SOTTO_ASSIGN(std::vector<float> got_f32,
+                   read_f32(bout_f32, static_cast<size_t>((n_pos - first_checked) * q_dim)));
+      double f32_err = 0;
+      std::vector<double> w, o(static_cast<size_t>(hd));
+      for (int pos = first_checked; pos < n_pos; ++pos) {
+        const std::vector<float>& q = gpu_q[static_cast<size_t>(pos)];
+        for (int h = 0; h < n_head; ++h) {
+          const int kvh = h / (n_head / n_head_kv);
+          const int first = window > 0 ? std::max(0, pos + 1 - window) : 0;
+          w.assign(static_cast<size_t>(pos + 1 - first), 0.0);
+          double m = -1e300, sum = 0;
+          for (int t = first; t <= pos; ++t) {
+            double d = 0;
+            for (int i = 0; i < hd; ++i)
+              d += static_cast<double>(f16_to_f32(f32_to_f16(q[h * hd + i]))) *
+                   f16_to_f32(k_cache[static_cast<size_t>(t * kv_dim + kvh * hd + i)]);
+            w[static_cast<size_t>(t - first)] = d * scale;
+            m = std::max(m, d * scale);
+          }
+          for (double& x : w) sum += (x = std::exp(x - m));
+          std::fill(o.begin(), o.end(), 0.0);
+          for (int t = first; t <= pos; ++t)
+            for (int i = 0; i < hd; ++i)
+              o[static_cast<size_t>(i)] +=
+                  w[static_cast<size_t>(t - first)] *
+                  f16_to_f32(v_cache[static_cast<size_t>(t * kv_dim + kvh * hd + i)]);
+          for (int i = 0; i < hd; ++i)
+            f32_err = std::max(
+                f32_err, std::fabs(got_f32[static_cast<size_t>((pos - first_checked) * q_dim + h * hd + i)] -
+                                   o[static_cast<size_t>(i)] / sum));
+        }
+      }
+      record(prompt ? "attention, f32 sum (prompt)" : "attention, f32 sum (decode)", shape, f32_err / vmax,
+             1e-5);
+    }
     if (!prompt) {
       std::vector<uint16_t> k1(k_cache.size()), v1(k_cache.size()), gv(k_cache.size());
       SOTTO_TRY(ops.read(bk1, 0, k1.data(), k1.size() * 2));
@@ -474,8 +531,13 @@ struct Checker {
       for (size_t i = 0; i < rows_used; ++i) differ += (k1[i] != gk[i]) + (v1[i] != gv[i]);
       for (int i = 0; i < q_dim; ++i) differ += std::memcmp(&out1[i], &got[i], 4) != 0;
       record("attention with RoPE inside vs rope_kv + attention (bits)", shape, differ, 0.0);
+      SOTTO_ASSIGN(std::vector<float> f32_plain, read_f32(bout_f32, static_cast<size_t>(q_dim)));
+      SOTTO_ASSIGN(std::vector<float> f32_inside, read_f32(bout1_f32, static_cast<size_t>(q_dim)));
+      double differ_f32 = 0;
+      for (int i = 0; i < q_dim; ++i) differ_f32 += std::memcmp(&f32_plain[i], &f32_inside[i], 4) != 0;
+      record("attention, f32 sum, with RoPE inside vs without (bits)", shape, differ_f32, 0.0);
     }
-    for (BufferHandle b : {btab, bk, bv, bqkv, bout, bqn, bkn, bk1, bv1, bout1, bqkv1})
+    for (BufferHandle b : {btab, bk, bv, bqkv, bout, bqn, bkn, bk1, bv1, bout1, bqkv1, bout_f32, bout1_f32})
       ops.device().destroy_buffer(b);
     return {};
   }

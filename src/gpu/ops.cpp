@@ -517,7 +517,8 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
         r->v_base != a.v_base)
       return error("webgpu: RoPE inside attention takes one token and the attention's own buffers");
   }
-  SOTTO_ASSIGN(PipelineHandle p, pipeline(r ? "attention_rope" : "attention", wgsl_attention(r != nullptr)));
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(cat(r ? "attention_rope" : "attention", a.f32_sum ? "_f32" : ""),
+                                          wgsl_attention(r != nullptr, a.f32_sum)));
   uint32_t P[20] = {a.n_head,
                     a.n_head_kv,
                     a.hd_k,

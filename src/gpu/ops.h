@@ -84,6 +84,9 @@ struct AttentionGpuArgs {
   // Decoding: RoPE (and the q/k norms, q's scale) and the current position's cache write done inside, as
   // rope_kv would with these arguments (one dispatch fewer per layer); the cache then needs no rope_kv before.
   const RopeKvArgs* rope = nullptr;
+  // The running sum of values in f32, a chunk of keys at a time (gpu/kernels.h wgsl_attention): faster, above all
+  // over long contexts, but not the CPU's f16 sum bit for bit.
+  bool f32_sum = false;
 };
 
 // A prompt's tokens in one dispatch: up to `max_tokens` (the plan's size), the step uniform (`step`) saying how
