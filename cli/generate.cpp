@@ -4,9 +4,9 @@
 //
 //   generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K --top-p P
 //            --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T] [--top-logprobs N]
-//            [--json] [--backend cpu|webgpu]
+//            [--json] [--backend cpu|webgpu [--attention f16|f32]]
 //   chat [-m FILE] [--system TEXT] [--greedy | --temp T --seed S] [-n N] [--ctx N] [--threads T]
-//        [--backend cpu|webgpu]
+//        [--backend cpu|webgpu [--attention f16|f32]]
 //   bench llm -m FILE [--threads T] [--repeats R] [--json] [--backend cpu|webgpu]
 //
 // On the GPU greedy stays the default (it was the only mode there at first, and scripts rely on it); the
@@ -118,13 +118,32 @@ Result<bool> take_backend(std::span<char* const> args, std::vector<char*>& rest)
   return webgpu;
 }
 
+// --attention f16|f32 in `rest` (removed from it): the GPU backend's options (sotto_llm_set_gpu_options);
+// only with --backend webgpu.
+Result<int32_t> take_gpu_options(std::vector<char*>& rest, bool webgpu) {
+  int32_t options = 0;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (std::string_view(rest[i]) != "--attention") continue;
+    const std::string_view v = i + 1 < rest.size() ? std::string_view(rest[i + 1]) : std::string_view();
+    if (v != "f16" && v != "f32") return error("--attention must be f16 or f32, not '", v, "'");
+    if (!webgpu) return error("--attention is an option of --backend webgpu");
+    options = v == "f32" ? SOTTO_GPU_ATTENTION_F32 : 0;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i),
+               rest.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+    --i;
+  }
+  return options;
+}
+
 using LlmHandle = std::unique_ptr<SottoLlm, void (*)(SottoLlm*)>;
 
 // A C API handle with the model of `file` (which must outlive it) on the CPU or the GPU.
 Result<LlmHandle> open_llm(const MappedFile& file, const std::string& path, int n_ctx, int threads,
-                           bool webgpu) {
+                           bool webgpu, int32_t gpu_options) {
   LlmHandle llm(sotto_llm_create(threads), sotto_llm_destroy);
   if (!llm) return error("llm: out of memory");
+  if (sotto_llm_set_gpu_options(llm.get(), gpu_options) != SOTTO_OK)
+    return error(path, ": ", sotto_llm_last_error(llm.get()));
   if (sotto_llm_load_on(llm.get(), file.bytes().data(), file.bytes().size(), n_ctx,
                         webgpu ? SOTTO_BACKEND_WEBGPU : SOTTO_BACKEND_CPU) != SOTTO_OK)
     return error(path, ": ", sotto_llm_last_error(llm.get()));
@@ -180,6 +199,8 @@ int run_generate(std::span<char* const> all_args) {
   std::vector<char*> rest;
   auto webgpu = take_backend(all_args, rest);
   if (!webgpu) return usage_error(cat("generate: ", webgpu.message()));
+  auto gpu_options = take_gpu_options(rest, *webgpu);
+  if (!gpu_options) return usage_error(cat("generate: ", gpu_options.message()));
   const std::span<char* const> args(rest);
   bool sampling_given = false;  // on the GPU greedy is the default unless sampling options are given
   std::string model_path, prompt;
@@ -257,7 +278,7 @@ int run_generate(std::span<char* const> all_args) {
   // Through the C API (api/sotto.h), as the web engine does: both print the same JSON by construction.
   auto file = MappedFile::open(model_path);
   if (!file) return fail(file.message());
-  auto llm = open_llm(*file, model_path, n_ctx, threads, *webgpu);
+  auto llm = open_llm(*file, model_path, n_ctx, threads, *webgpu, *gpu_options);
   if (!llm) return fail(llm.message());
   std::vector<int32_t> ids;
   if (prompt_ids) {
@@ -281,7 +302,10 @@ int run_generate(std::span<char* const> all_args) {
     sotto_llm_timings(h, &t);
     print("\n");
     std::fprintf(stderr, "prompt: %d tokens in %.1f ms; wrote %d tokens, %.1f tokens/s%s\n", t.n_prompt,
-                 t.prefill_ms, t.n_generated, t.decode_tokens_per_s, *webgpu ? " (webgpu)" : "");
+                 t.prefill_ms, t.n_generated, t.decode_tokens_per_s,
+                 !*webgpu                                   ? ""
+                 : (*gpu_options & SOTTO_GPU_ATTENTION_F32) ? " (webgpu, attention summing in f32)"
+                                                            : " (webgpu, attention summing in f16)");
   }
   return kExitOk;
 }
@@ -313,6 +337,8 @@ int run_chat(std::span<char* const> all_args) {
   std::vector<char*> rest;
   auto webgpu = take_backend(all_args, rest);
   if (!webgpu) return usage_error(cat("chat: ", webgpu.message()));
+  auto gpu_options = take_gpu_options(rest, *webgpu);
+  if (!gpu_options) return usage_error(cat("chat: ", gpu_options.message()));
   const std::span<char* const> args(rest);
   std::string model_path, system;
   bool have_system = false, sampling_given = false;
@@ -357,7 +383,7 @@ int run_chat(std::span<char* const> all_args) {
   auto file = MappedFile::open(model_path);
   if (!file) return fail(file.message());
   // At most the model's training context: -n_ctx asks for min(n_ctx, training context).
-  auto llm = open_llm(*file, model_path, -n_ctx, threads, *webgpu);
+  auto llm = open_llm(*file, model_path, -n_ctx, threads, *webgpu, *gpu_options);
   if (!llm) return fail(llm.message());
   SottoLlm* h = llm->get();
   size_t info_bytes = 0;

@@ -37,7 +37,9 @@ constexpr Command kCommands[] = {
      "...\n"
      "  --top-logprobs N         with --json: the first step's N most likely tokens\n"
      "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy unless sampling options are "
-     "given)\n"},
+     "given)\n"
+     "  --attention f16|f32      webgpu: attention's sum of values (default f16, the CPU's bits; f32 is "
+     "faster)\n"},
     {"chat", "chat [-m FILE] [--ctx N]", "talk with a chat model; the KV cache is kept across turns",
      run_chat,
      "  -m, --model FILE         GGUF chat model (ChatML, Llama-3, Gemma or plain template); default\n"
@@ -47,6 +49,8 @@ constexpr Command kCommands[] = {
      "  --threads T              threads (default: the cores, up to 8)\n"
      "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy unless sampling options are "
      "given)\n"
+     "  --attention f16|f32      webgpu: attention's sum of values (default f16, the CPU's bits; f32 is "
+     "faster)\n"
      "  --greedy | --temp T --seed S\n"},
     {"bench", "bench llm -m FILE [--threads T]", "measure prefill (64 and 256 tokens) and decode speed",
      run_bench,

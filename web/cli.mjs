@@ -9,7 +9,7 @@
 //   node web/cli.mjs detokenize -m FILE [--hide-special] [--jsonl]         (JSON ids on stdin)
 //   node web/cli.mjs generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K
 //            --top-p P --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T]
-//            [--top-logprobs N] [--json] [--backend cpu|webgpu] [--wasm PATH]
+//            [--top-logprobs N] [--json] [--backend cpu|webgpu [--attention f16|f32]] [--wasm PATH]
 //   node web/cli.mjs bench llm -m FILE [--threads T] [--repeats R] [--backend cpu|webgpu]
 // and voice activity detection, the same stdout as `sotto vad` (cli/vad.cpp):
 //   node web/cli.mjs vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]
@@ -78,7 +78,10 @@ async function loadModel(path, threads, nCtx, tokenizerOnly = false, opts = {}) 
   if (!path) throw new UsageError('no model given (-m FILE)');
   const device = opts.backend ?? 'cpu';
   if (device !== 'cpu' && device !== 'webgpu') throw new UsageError(`bad value for --backend: '${device}' (cpu or webgpu)`);
-  return Llm.load(path, { threads, variant: 'simd128', nCtx, tokenizerOnly, device, wasmUrl: opts.wasm });
+  const attention = opts.attention ?? 'f16';
+  if (attention !== 'f16' && attention !== 'f32') throw new UsageError(`bad value for --attention: '${attention}' (f16 or f32)`);
+  if (opts.attention !== undefined && device !== 'webgpu') throw new UsageError('--attention is an option of --backend webgpu');
+  return Llm.load(path, { threads, variant: 'simd128', nCtx, tokenizerOnly, device, attention, wasmUrl: opts.wasm });
 }
 
 async function runTokenize(args, detokenize) {
@@ -106,7 +109,7 @@ async function runTokenize(args, detokenize) {
 }
 
 const GENERATE_VALUES = ['-m', '--model', '-p', '--prompt', '--prompt-ids', '-n', '--n-predict', '--temp', '--top-k', '--top-p',
-  '--min-p', '--repeat-penalty', '--seed', '--stop', '--threads', '--ctx', '--top-logprobs', '--backend', '--wasm'];
+  '--min-p', '--repeat-penalty', '--seed', '--stop', '--threads', '--ctx', '--top-logprobs', '--backend', '--attention', '--wasm'];
 
 async function runGenerate(args) {
   const o = parseFlags(args, GENERATE_VALUES, ['--json', '--greedy'], 'generate');
@@ -142,8 +145,9 @@ async function runGenerate(args) {
       await write(`${r.json}\n`);
     } else {
       await write('\n');
+      const gpu = llm.info.gpu ? ` (webgpu, attention summing in ${llm.info.gpu.attention})` : '';
       process.stderr.write(`prompt: ${r.nPrompt} tokens in ${r.prefillMs.toFixed(1)} ms; wrote ${r.ids.length} tokens, ` +
-                           `${r.decodeTokensPerS.toFixed(1)} tokens/s\n`);
+                           `${r.decodeTokensPerS.toFixed(1)} tokens/s${gpu}\n`);
     }
     return 0;
   } finally {

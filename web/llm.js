@@ -44,13 +44,15 @@ export class Llm {
   // in Node through npm `webgpu`), or 'auto': the GPU when it opens and runs this model, else the CPU, and
   // if the GPU is lost later the model moves to the CPU and the call is run again there (info.device says
   // where it runs, info.fallback why it is not on the GPU). With 'webgpu' a lost device fails the call;
-  // toCpu() then carries on.
-  static async load(source, { device = 'cpu', threads, variant, nCtx, onProgress, engine, tokenizerOnly = false, wasmUrl } = {}) {
+  // toCpu() then carries on. attention: 'f16' (default) or 'f32', how the GPU's attention sums the values: f16
+  // key by key gives the CPU's logits bit for bit; f32 is faster, the more so the longer the context, but greedy
+  // text can part from the CPU's at near-ties.
+  static async load(source, { device = 'cpu', attention = 'f16', threads, variant, nCtx, onProgress, engine, tokenizerOnly = false, wasmUrl } = {}) {
     if (!['cpu', 'webgpu', 'auto'].includes(device)) throw new Error(`sotto: unknown device '${device}' (use 'cpu', 'webgpu' or 'auto')`);
     const ownEngine = !engine;
     engine ??= await Engine.create({ threads, variant, wasmUrl });
     try {
-      const info = await engine.call('llmLoad', { source: source instanceof URL ? String(source) : source, nCtx: nCtx ?? -4096, tokenizerOnly, device },
+      const info = await engine.call('llmLoad', { source: source instanceof URL ? String(source) : source, nCtx: nCtx ?? -4096, tokenizerOnly, device, attention },
         (p) => onProgress?.({ loaded: p.bytes, total: p.total }));
       return new Llm(engine, ownEngine, info, device === 'auto');
     } catch (e) {

@@ -198,8 +198,11 @@ function withOutString(llm, call) {
 // device 'webgpu': the forward pass runs on this worker's GPU (sotto_llm_load_on with the WebGPU backend);
 // the weights are uploaded from the same bytes, which stay for the tokenizer. device 'auto': the GPU when it
 // opens and takes the model, else the CPU over the same bytes (read once either way); `fallback` says why.
-async function llmLoad({ source, nCtx = 0, tokenizerOnly = false, device = 'cpu' }, progress) {
+// attention 'f32': on the GPU, attention sums the values in f32 (faster, not the CPU's bits; sotto.h
+// SOTTO_GPU_ATTENTION_F32).
+async function llmLoad({ source, nCtx = 0, tokenizerOnly = false, device = 'cpu', attention = 'f16' }, progress) {
   if (!['cpu', 'webgpu', 'auto'].includes(device)) throw new Error(`sotto: unknown device '${device}' (use 'cpu', 'webgpu' or 'auto')`);
+  if (!['f16', 'f32'].includes(attention)) throw new Error(`sotto: unknown attention sum '${attention}' (use 'f16' or 'f32')`);
   let tryGpu = device !== 'cpu' && !tokenizerOnly;
   let fallback;
   if (tryGpu) {
@@ -216,6 +219,7 @@ async function llmLoad({ source, nCtx = 0, tokenizerOnly = false, device = 'cpu'
   const loadMs = performance.now() - t0;
   const open = (backend) => {
     const llm = wasm.sotto_llm_create();
+    wasm.sotto_llm_set_gpu_options(llm, attention === 'f32' ? GPU_ATTENTION_F32 : 0);
     const status = tokenizerOnly ? wasm.sotto_llm_load_tokenizer(llm, ptr, size) : wasm.sotto_llm_load_on(llm, ptr, size, nCtx | 0, backend);
     if (status === 0) return { llm };
     const message = lastError(llm);
@@ -236,7 +240,7 @@ async function llmLoad({ source, nCtx = 0, tokenizerOnly = false, device = 'cpu'
   const handle = nextModel++;
   models.set(handle, { llm, onGpu: tryGpu, bytesPtr: ptr, size, name, nCtx: nCtx | 0 });
   const info = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_info_json(llm, len)));
-  if (tryGpu) info.gpu = { adapter: info.adapter, backend: info.gpu_backend, dispatches_per_token: info.dispatches_per_token, n_ctx: info.n_ctx };
+  if (tryGpu) info.gpu = { adapter: info.adapter, backend: info.gpu_backend, dispatches_per_token: info.dispatches_per_token, attention: info.attention_sum, n_ctx: info.n_ctx };
   return { handle, name, bytes: size, loadMs, readMs: performance.now() - t0 - loadMs, memoryBytes: memory.buffer.byteLength,
     ...info, device: tryGpu ? 'webgpu' : 'cpu', ...(fallback ? { fallback } : {}) };
 }
@@ -344,6 +348,7 @@ const STOP_NAMES = ['', 'length', 'eog', 'stop_string'];
 const PENDING = 100;
 const BACKEND_CPU = 0;
 const BACKEND_WEBGPU = 1;
+const GPU_ATTENTION_F32 = 1;  // sotto.h SottoGpuOption
 
 // Prefills `promptIds`, then steps token by token, posting {id, text} for each as progress so the page sees
 // tokens as they come. `cancel` (an Int32Array on a SharedArrayBuffer) set to 1 ends it after the current

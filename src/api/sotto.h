@@ -43,6 +43,14 @@ enum SottoBackend {
   SOTTO_BACKEND_WEBGPU = 1, /* gpu/device.h open_device(): Dawn natively, the page's WebGPU in wasm */
 };
 
+/* Options of the GPU backend (sotto_llm_set_gpu_options), OR-ed together. */
+enum SottoGpuOption {
+  /* Attention sums the values in f32 a chunk of keys at a time instead of in f16 key by key as the CPU backend
+   * (and llama.cpp's CPU) do: faster, the more so the longer the context, but the logits are no longer the CPU
+   * backend's bit for bit, so greedy text can part from it at near-ties (gpu/llm_gpu.h AttentionSum). */
+  SOTTO_GPU_ATTENTION_F32 = 1,
+};
+
 /* Why a generation ended (SottoStep.stop); SOTTO_STOP_NONE while it goes on. */
 enum SottoStop {
   SOTTO_STOP_NONE = 0,
@@ -105,6 +113,9 @@ int32_t sotto_llm_load(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t
  * it fails with SOTTO_ERROR_RUN when there is no device or the GPU path lacks something the model needs
  * (the message says what), and the handle stays empty: load it again on the CPU. */
 int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t n_ctx, int32_t backend);
+/* Options (enum SottoGpuOption) for the next sotto_llm_load_on(..., SOTTO_BACKEND_WEBGPU) on this handle;
+ * 0 (the default): the CPU backend's arithmetic. Unknown bits are refused (SOTTO_ERROR_ARGUMENT). */
+int32_t sotto_llm_set_gpu_options(SottoLlm* llm, int32_t options);
 /* Only the tokenizer of a GGUF file (llama.cpp's vocab-only files have no weights): the text functions work,
  * generation does not. The bytes must stay alive as for sotto_llm_load. */
 int32_t sotto_llm_load_tokenizer(SottoLlm* llm, const uint8_t* bytes, size_t size);

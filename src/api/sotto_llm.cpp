@@ -39,6 +39,7 @@ struct SottoLlm {
   std::vector<int32_t> end_ids;        // what ends a generation (sotto_llm_set_end_ids)
   std::vector<int32_t> model_end_ids;  // the model's own set
   int32_t backend = SOTTO_BACKEND_CPU;
+  int32_t gpu_options = 0;                     // enum SottoGpuOption, for the next load on the GPU
   std::optional<sotto::LlamaContext> ctx;      // CPU
   std::unique_ptr<sotto::gpu::Device> device;  // GPU
   std::unique_ptr<sotto::gpu::LlmGpu> gpu;     // GPU: the recorded plan on `device`
@@ -247,6 +248,16 @@ const char* sotto_llm_last_error(const SottoLlm* llm) {
   return llm ? llm->last_error.c_str() : "llm: null handle";
 }
 
+int32_t sotto_llm_set_gpu_options(SottoLlm* llm, int32_t options) {
+  if (!llm) return SOTTO_ERROR_ARGUMENT;
+  llm->last_error.clear();
+  if (options & ~SOTTO_GPU_ATTENTION_F32)
+    return fail(llm, SOTTO_ERROR_ARGUMENT,
+                cat("llm: unknown GPU options ", options, " (1: f32 attention sum)"));
+  llm->gpu_options = options;
+  return SOTTO_OK;
+}
+
 int32_t sotto_llm_load(SottoLlm* llm, const uint8_t* bytes, size_t size, int32_t n_ctx) {
   return sotto_llm_load_on(llm, bytes, size, n_ctx, SOTTO_BACKEND_CPU);
 }
@@ -272,7 +283,9 @@ int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int3
     if (!device) return fail(llm, SOTTO_ERROR_RUN, device.message());
     sotto::gpu::FusionOptions fusion;
     fusion.clock_ms = &sotto::now_ms;  // Auto keeps the fused plan only where it decodes faster
-    auto gpu = sotto::gpu::LlmGpu::create(**device, llm->weights, n_ctx, 0, fusion);
+    const auto attention_sum = (llm->gpu_options & SOTTO_GPU_ATTENTION_F32) ? sotto::gpu::AttentionSum::F32
+                                                                            : sotto::gpu::AttentionSum::F16;
+    auto gpu = sotto::gpu::LlmGpu::create(**device, llm->weights, n_ctx, 0, fusion, attention_sum);
     if (!gpu) return fail(llm, SOTTO_ERROR_RUN, gpu.message());
     llm->device = std::move(device).value();
     llm->gpu = std::move(gpu).value();
@@ -350,7 +363,8 @@ const char* sotto_llm_info_json(SottoLlm* llm, size_t* out_bytes) {
   if (llm->gpu)
     backend += cat(",\"adapter\":", sotto::json_quote(llm->device->info().description),
                    ",\"gpu_backend\":", sotto::json_quote(llm->device->info().backend),
-                   ",\"dispatches_per_token\":", llm->gpu->dispatches_per_token());
+                   ",\"dispatches_per_token\":", llm->gpu->dispatches_per_token(), ",\"attention_sum\":",
+                   llm->gpu->attention_sum() == sotto::gpu::AttentionSum::F32 ? "\"f32\"" : "\"f16\"");
   return give(llm,
               cat("{\"arch\":", sotto::json_quote(hp.arch), ",\"n_ctx\":", sotto_llm_n_ctx(llm),
                   ",\"n_ctx_train\":", hp.n_ctx_train, ",\"n_vocab\":", hp.n_vocab,

@@ -111,6 +111,7 @@ class LlmGpu {
     unchecked_.clear();
   }
   int n_ctx() const { return n_ctx_; }
+  AttentionSum attention_sum() const { return attention_sum_; }
   int n_vocab() const { return hp_.n_vocab; }
   void reset() {
     n_past_ = 0;

@@ -87,6 +87,8 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   const std::string info(sotto_llm_info_json(gpu, &info_bytes), info_bytes);
   EXPECT_NE(info.find("\"backend\":\"webgpu\""), std::string::npos) << info;
   EXPECT_NE(info.find("\"dispatches_per_token\":"), std::string::npos) << info;
+  EXPECT_NE(info.find("\"attention_sum\":\"f16\""), std::string::npos)
+      << info;  // the default: the CPU's bits
 
   const std::string prompt = "Once upon a time";
   int32_t ids[64];
@@ -183,6 +185,36 @@ TEST(SottoLlmGpuApi, BadInputIsAClearError) {
   EXPECT_EQ(sotto_llm_step(gpu, &step), SOTTO_ERROR_ARGUMENT);
   EXPECT_EQ(sotto_llm_result_json(gpu, nullptr, 0, nullptr), nullptr);
   EXPECT_EQ(sotto_llm_profile_step(gpu), SOTTO_ERROR_ARGUMENT);
+  EXPECT_EQ(sotto_llm_set_gpu_options(gpu, 2), SOTTO_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("unknown GPU options 2"), std::string::npos);
+  EXPECT_EQ(sotto_llm_set_gpu_options(nullptr, 0), SOTTO_ERROR_ARGUMENT);
+  sotto_llm_destroy(gpu);
+}
+
+// SOTTO_GPU_ATTENTION_F32 reaches the GPU model (its info says so) and generation runs; its tokens against
+// llama.cpp's are checked in tests/unit/gpu_llm_test.cpp and tests/web/gpu_node.test.mjs.
+TEST(SottoLlmGpuApi, F32AttentionOptionReachesTheModel) {
+  if (!sotto::testing::open_test_device()) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  const std::vector<uint8_t> bytes = sotto::testing::read_fixture("llm/stories260K.gguf");
+  SottoLlm* gpu = sotto_llm_create(1);
+  ASSERT_EQ(sotto_llm_set_gpu_options(gpu, SOTTO_GPU_ATTENTION_F32), SOTTO_OK);
+  ASSERT_EQ(sotto_llm_load_on(gpu, bytes.data(), bytes.size(), 32, SOTTO_BACKEND_WEBGPU), SOTTO_OK)
+      << sotto_llm_last_error(gpu);
+  size_t info_bytes = 0;
+  const std::string info(sotto_llm_info_json(gpu, &info_bytes), info_bytes);
+  EXPECT_NE(info.find("\"attention_sum\":\"f32\""), std::string::npos) << info;
+  const int32_t prompt[] = {1, 403, 407};
+  const SottoSampling sampling = greedy(8);
+  ASSERT_EQ(sotto_llm_set_end_ids(gpu, nullptr, 0), SOTTO_OK);  // only the length ends it
+  ASSERT_EQ(sotto_llm_begin(gpu, prompt, 3, &sampling, nullptr, 0, 0), SOTTO_OK) << sotto_llm_last_error(gpu);
+  SottoStep step{};
+  int written = 0;
+  do {
+    ASSERT_EQ(sotto_llm_step(gpu, &step), SOTTO_OK) << sotto_llm_last_error(gpu);
+    written += step.id >= 0 ? 1 : 0;
+  } while (!step.done);
+  EXPECT_EQ(step.stop, SOTTO_STOP_LENGTH);
+  EXPECT_EQ(written, 8);
   sotto_llm_destroy(gpu);
 }
 

@@ -121,6 +121,42 @@ for (const model of ['stories260K.gguf', 'stories260K-q8_0.gguf', 'stories260K-q
   });
 }
 
+// --attention f32 (attention's sum of values in f32; sotto.h SOTTO_GPU_ATTENTION_F32): llama.cpp's recorded
+// tokens up to a near-tie of 0.5, the tolerance the native test (tests/unit/gpu_llm_test.cpp) explains: the
+// f32 sum is not the CPU's f16 one, and q8_0 activation codes flip downstream. Bad values are one-line usage
+// errors.
+test('generate --backend webgpu --attention f32 in Node: llama.cpp\'s tokens up to near-ties; bad values refused', { skip }, (t) => {
+  const model = 'stories260K.gguf';
+  const ref = recorded.models[model][0];
+  const args = ['generate', '-m', `${fixtures}/llm/${model}`, '-p', ref.prompt, '-n', '64', '--greedy', '--json', '--ctx', '128', '--wasm', wasm];
+  const gpu = cli([...args, '--backend', 'webgpu', '--attention', 'f32'], gpuEnv());
+  assert.equal(gpu.status, 0, gpu.stderr);
+  const ids = JSON.parse(gpu.stdout).ids;
+  const at = firstDifference(ids, ref.ids);
+  if (at >= 0) {
+    const prefix = [...ref.prompt_ids, ...ref.ids.slice(0, at)].join(',');
+    const next = cli(['generate', '-m', `${fixtures}/llm/${model}`, '--prompt-ids', prefix, '-n', '1', '--greedy', '--json', '--top-logprobs', '8', '--wasm', wasm], process.env);
+    const top = JSON.parse(next.stdout).top_logprobs;
+    const lp = (id) => top.find((x) => x.id === id)?.logprob;
+    const gap = lp(ref.ids[at]) === undefined || lp(ids[at]) === undefined ? Infinity : lp(ref.ids[at]) - lp(ids[at]);
+    t.diagnostic(`f32 attention sum: parts from llama.cpp at token ${at}, log-probabilities ${gap.toFixed(4)} apart`);
+    assert.ok(gap <= 0.5, `f32 attention sum: ids differ from llama.cpp's from token ${at}, not a near-tie (gap ${gap})`);
+  } else {
+    t.diagnostic(`f32 attention sum: llama.cpp's 64 tokens`);
+  }
+  // The option reached the engine: the text run says how attention summed.
+  const text = cli(['generate', '-m', `${fixtures}/llm/${model}`, '-p', ref.prompt, '-n', '4', '--greedy', '--ctx', '32', '--wasm', wasm,
+    '--backend', 'webgpu', '--attention', 'f32'], gpuEnv());
+  assert.equal(text.status, 0, text.stderr);
+  assert.match(text.stderr, /\(webgpu, attention summing in f32\)/);
+  for (const [extra, message] of [[['--backend', 'webgpu', '--attention', 'f64'], /--attention: 'f64' \(f16 or f32\)/],
+    [['--attention', 'f32'], /--attention is an option of --backend webgpu/]]) {
+    const bad = cli([...args, ...extra], gpuEnv());
+    assert.equal(bad.status, 2, bad.stderr);
+    assert.match(bad.stderr, message);
+  }
+});
+
 // Split matrices: with a 16000-byte binding limit stories260K's token table goes into 9 (F32) or 3 (Q8_0) buffers and
 // its F32 matrices into 3; the kernels and their arithmetic are the same, so the tokens must be
 // identical to the unsplit run's, not merely close.
