@@ -163,12 +163,12 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   let v_words = p.hd_v / 2u;
   let k_stride = k_words + 1u;
   let chunk = min(MAX_CHUNK, CHUNK_WORDS / max(k_words, v_words));
-  // q, to be rounded to f16 as ggml's flash attention converts it to the cache's type: loaded here, stored with
-  // the first chunk's K rows, so its latency overlaps that chunk's loads (one memory latency less per layer).
+  // q, to be rounded to f16 as ggml's flash attention converts it to the cache's type: loaded (or rotated)
+  // here, stored with the first chunk's K rows, so its latency overlaps that chunk's loads (one memory latency
+  // less per layer).
   let q_at = wg.y * p.qkv_stride + h * p.hd_k;
-  var q0 = qkv[q_at + min(lid.x, p.hd_k - 1u)];
-  var q1 = qkv[q_at + min(lid.x + 128u, p.hd_k - 1u)];
-ROPE_INSIDE  // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
+Q_SOURCE
+  // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
   var st0 = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
   var st1 = st0;
   for (var t0 = first; t0 < n_keys; t0 += chunk) {
@@ -294,12 +294,12 @@ var<workgroup> cur_k: array<u32, 128>;  // this position's K and V rows, f16 pai
 var<workgroup> cur_v: array<u32, 128>;
 )");
     wgsl_parts::replace_all(
-        src, "ROPE_INSIDE",
+        src, "Q_SOURCE\n",
         R"(  // What rope_kv does for this head's q and its KV head's k and v at this position, with the same code: q
   // rotated (and normed, scaled) as it would store it, k and v as the f16 pairs it would write.
   rope_head(lid.x, q_at, false, pos);
-  q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;
-  q1 = buf[min(lid.x + 128u, p.hd_k - 1u)] * p.q_scale;
+  let q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;
+  let q1 = buf[min(lid.x + 128u, p.hd_k - 1u)] * p.q_scale;
   workgroupBarrier();
   let k_at = wg.y * p.qkv_stride + p.n_head * p.hd_k + kvh * p.hd_k;
   let v_at = wg.y * p.qkv_stride + (p.n_head + p.n_head_kv) * p.hd_k + kvh * p.hd_v;
@@ -326,7 +326,9 @@ var<workgroup> cur_v: array<u32, 128>;
   }
   wgsl_parts::replace_all(src, "CACHE_ACCESS", "read");
   wgsl_parts::replace_all(src, "ROPE_DECLS\n", "");
-  wgsl_parts::replace_all(src, "ROPE_INSIDE", "");
+  wgsl_parts::replace_all(src, "Q_SOURCE\n", R"(  let q0 = qkv[q_at + min(lid.x, p.hd_k - 1u)];
+  let q1 = qkv[q_at + min(lid.x + 128u, p.hd_k - 1u)];
+)");
   wgsl_parts::replace_all(
       src, "V_LOAD",
       "v_held[r] = vc[p.v_base + (t0 + j) * p.v_row_words + kvh * v_words + (i - j * v_words)];");
