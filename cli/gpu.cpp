@@ -239,9 +239,11 @@ int run_bench_gpu(std::span<char* const> args) {
       fusion.max_copy_words = static_cast<uint32_t>(*v);
     } else if (a == "--repeats" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 1000) {
       repeats = static_cast<int>(*v);
-    } else if (a == "--attention" && i + 1 < args.size() &&
-               (std::string_view(args[i + 1]) == "f16" || std::string_view(args[i + 1]) == "f32")) {
-      attention_sum = std::string_view(args[++i]) == "f32" ? gpu::AttentionSum::F32 : gpu::AttentionSum::F16;
+    } else if (a == "--attention") {  // the same words and message as generate's take_gpu_options
+      const std::string_view sum = i + 1 < args.size() ? std::string_view(args[++i]) : std::string_view();
+      if (sum != "f16" && sum != "f32")
+        return usage_error(cat("bench llm: --attention must be f16 or f32, not '", sum, "'"));
+      attention_sum = sum == "f32" ? gpu::AttentionSum::F32 : gpu::AttentionSum::F16;
     } else if (a == "--depth" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 16384 &&
                *v == std::floor(*v)) {
       n_decode_prompt = static_cast<int>(*v);

@@ -131,22 +131,6 @@ const WORDS_PER_INVOCATION = 16u;  // CHUNK_WORDS / 128
 var<workgroup> rows: array<u32, 2176>;  // CHUNK_WORDS + MAX_CHUNK
 var<workgroup> scores: array<f32, MAX_CHUNK>;
 var<workgroup> qs: array<f32, 256>;
-// One key of the online softmax, as ggml's CPU kernel: st = (max score m, sum of weights, acc, the running sum
-// of values kept in f16) after a key of score s and value v.
-fn attend_key(st: vec3f, s: f32, v: f32) -> vec3f {
-  var m = st.x;
-  var acc = st.z;
-  var old_scale = 1.0;
-  var weight = 1.0;
-  if (s > m) {
-    old_scale = exp(m - s);
-    m = s;
-    acc = f16r(acc * old_scale);
-  } else {
-    weight = exp(s - m);
-  }
-  return vec3f(m, st.y * old_scale + weight, f16r(acc + v * weight));
-}
 WALK_FNS
 @compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
@@ -257,7 +241,25 @@ fn attend_chunk_f32(st: vec3f, n: u32, chunk_max: f32, col: u32, odd: bool, v_wo
     }
 )");
   } else {
-    wgsl_parts::replace_all(src, "WALK_FNS\n", "");
+    wgsl_parts::replace_all(
+        src, "WALK_FNS\n",
+        R"(// One key of the online softmax, as ggml's CPU kernel: st = (max score m, sum of weights, acc, the running sum
+// of values kept in f16) after a key of score s and value v.
+fn attend_key(st: vec3f, s: f32, v: f32) -> vec3f {
+  var m = st.x;
+  var acc = st.z;
+  var old_scale = 1.0;
+  var weight = 1.0;
+  if (s > m) {
+    old_scale = exp(m - s);
+    m = s;
+    acc = f16r(acc * old_scale);
+  } else {
+    weight = exp(s - m);
+  }
+  return vec3f(m, st.y * old_scale + weight, f16r(acc + v * weight));
+}
+)");
     wgsl_parts::replace_all(
         src, "WALK",
         R"(    // Online softmax over the chunk's keys in order with the running sum of values kept in f16 (ggml's CPU

@@ -483,14 +483,17 @@ struct Checker {
     }
     record(prompt ? "attention (prompt, causal, GQA)" : "attention (decode, GQA)", shape, a_err / vmax, 2e-3);
     // The f32 sum against softmax(q k / sqrt(d)) v in double on the GPU's q (rounded to f16, as the kernel does)
-    // and the f16 K and V: f32 rounding over a few hundred keys, ~1e-7 of the value scale on SwiftShader (WGSL lets exp be a few ulps off).
+    // and the f16 K and V: f32 rounding over a few hundred keys, ~1e-7 of the value scale on SwiftShader and
+    // the H200 (WGSL lets exp be a few ulps off).
     {
       SOTTO_ASSIGN(std::vector<float> got_f32,
                    read_f32(bout_f32, static_cast<size_t>((n_pos - first_checked) * q_dim)));
       double f32_err = 0;
-      std::vector<double> w, o(static_cast<size_t>(hd));
+      std::vector<double> w, o(static_cast<size_t>(hd)), q16(static_cast<size_t>(q_dim));
       for (int pos = first_checked; pos < n_pos; ++pos) {
-        const std::vector<float>& q = gpu_q[static_cast<size_t>(pos)];
+        for (int i = 0; i < q_dim; ++i)
+          q16[static_cast<size_t>(i)] =
+              f16_to_f32(f32_to_f16(gpu_q[static_cast<size_t>(pos)][static_cast<size_t>(i)]));
         for (int h = 0; h < n_head; ++h) {
           const int kvh = h / (n_head / n_head_kv);
           const int first = window > 0 ? std::max(0, pos + 1 - window) : 0;
@@ -499,7 +502,7 @@ struct Checker {
           for (int t = first; t <= pos; ++t) {
             double d = 0;
             for (int i = 0; i < hd; ++i)
-              d += static_cast<double>(f16_to_f32(f32_to_f16(q[h * hd + i]))) *
+              d += q16[static_cast<size_t>(h * hd + i)] *
                    f16_to_f32(k_cache[static_cast<size_t>(t * kv_dim + kvh * hd + i)]);
             w[static_cast<size_t>(t - first)] = d * scale;
             m = std::max(m, d * scale);
