@@ -136,8 +136,11 @@ int main(int argc, char** argv) {
   }
   for (const Command& c : kCommands) {
     if (c.name != first) continue;
-    // Only right after the command, so a prompt that happens to be "-h" stays a prompt.
-    if (argc > 2 && (std::string_view(argv[2]) == "--help" || std::string_view(argv[2]) == "-h")) {
+    // Only right after the command (or its noun: bench llm --help), so a prompt that happens to be "-h"
+    // stays a prompt.
+    const auto is_help = [](std::string_view a) { return a == "--help" || a == "-h"; };
+    if ((argc > 2 && is_help(argv[2])) ||
+        (c.name == "bench" && argc > 3 && std::string_view(argv[2]) == "llm" && is_help(argv[3]))) {
       print_command_help(c);
       return kExitOk;
     }

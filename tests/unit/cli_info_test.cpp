@@ -138,6 +138,13 @@ TEST(CliInfo, UsageErrorsExitTwo) {
   CliRun help = run_cli("--help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("info FILE [--json]"), std::string::npos);
+  // Every command's own help, and bench's after its noun: the usage line and the options, on stdout.
+  for (const char* args : {"generate --help", "chat -h", "bench --help", "bench llm --help", "vad --help"}) {
+    CliRun run = run_cli(args);
+    EXPECT_EQ(run.exit_code, 0) << args;
+    EXPECT_EQ(run.out.rfind("usage: sotto ", 0), 0u) << args << ": " << run.out;
+    EXPECT_NE(run.out.find("options:"), std::string::npos) << args;
+  }
   CliRun version = run_cli("--version");
   EXPECT_EQ(version.exit_code, 0);
   EXPECT_EQ(version.out.rfind("sotto ", 0), 0u);
