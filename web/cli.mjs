@@ -15,6 +15,7 @@
 //   node web/cli.mjs vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]
 //            [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]
 //   node web/cli.mjs gpu-selftest [--n N] [--json]         (the WebGPU device seam from wasm)
+//   node web/cli.mjs --help | COMMAND --help
 // --backend webgpu runs the language model on npm `webgpu` (Dawn; without a GPU it needs a Vulkan driver:
 // LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
 import { Engine } from './engine.js';
@@ -252,8 +253,41 @@ async function runGpuSelftest(args) {
   }
 }
 
+// Each command's usage, for --help (the flags mean what the native CLI's `sotto COMMAND --help` says).
+const USAGE = {
+  selftest: 'selftest [--threads N] [--rows R --cols C] [--wasm PATH]',
+  info: 'info FILE [--json] [--threads N] [--wasm PATH]',
+  tokenize: 'tokenize -m FILE [--special] [--no-bos] [--jsonl]     (text on stdin)',
+  detokenize: 'detokenize -m FILE [--hide-special] [--jsonl]         (JSON ids on stdin)',
+  generate:
+    'generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K --top-p P\n' +
+    '           --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T] [--top-logprobs N]\n' +
+    '           [--json] [--backend cpu|webgpu [--attention f16|f32]] [--wasm PATH]',
+  bench: 'bench llm -m FILE [--threads T] [--repeats R] [--backend cpu|webgpu]',
+  vad:
+    'vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]\n' +
+    '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]',
+  'gpu-selftest': 'gpu-selftest [--n N] [--json]',
+};
+const isHelp = (a) => a === '--help' || a === '-h';
+
+function printUsage(out, command) {
+  const lines = command ? [USAGE[command]] : Object.values(USAGE);
+  out.write(lines.map((u) => `usage: node web/cli.mjs ${u}\n`).join(''));
+  if (!command) out.write('the wasm engine (SIMD128 build) with the native CLI\'s commands; see `sotto COMMAND --help`\n');
+}
+
 async function main() {
   const [command, ...rest] = process.argv.slice(2);
+  if (command === undefined || isHelp(command) || command === 'help') {
+    printUsage(command === undefined ? process.stderr : process.stdout);
+    return command === undefined ? 2 : 0;
+  }
+  // Right after the command (or bench's noun), as the native CLI: a prompt "-h" elsewhere stays a prompt.
+  if (USAGE[command] && (isHelp(rest[0]) || (command === 'bench' && rest[0] === 'llm' && isHelp(rest[1])))) {
+    printUsage(process.stdout, command);
+    return 0;
+  }
   if (command === 'gpu-selftest') return runGpuSelftest(rest);
   if (command === 'tokenize' || command === 'detokenize') return runTokenize(rest, command === 'detokenize');
   if (command === 'generate') return runGenerate(rest);
@@ -262,7 +296,8 @@ async function main() {
   const opts = parseArgs(rest);
   const threads = opts.threads ? Number(opts.threads) : command === 'info' ? 1 : 4;
   if (command !== 'selftest' && command !== 'info') {
-    console.error('usage: node web/cli.mjs selftest [--threads N] | info FILE [--json] | tokenize | detokenize | generate | bench llm | vad');
+    console.error(`sotto: unknown command '${command}'\n`);
+    printUsage(process.stderr);
     return 2;
   }
   const engine = await Engine.create({ threads, variant: 'simd128', wasmUrl: opts.wasm });

@@ -1,5 +1,5 @@
-// The wasm engine under Node (worker_threads, SIMD128 build): the CLI's selftest and info commands, and the
-// libm replacement (src/wasm/math.cpp) against JS Math (and Python's math.erf, which JS lacks) on random inputs.
+// The wasm engine under Node (worker_threads, SIMD128 build): the CLI's help, selftest and info commands, and
+// the libm replacement (src/wasm/math.cpp) against JS Math (and Python's math.erf, which JS lacks) on random inputs.
 // Run: node --test tests/web/node.test.mjs   (needs build/wasm-simd128/sotto.wasm)
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -23,6 +23,25 @@ test('cli selftest passes on 1, 2 and 4 worker threads', () => {
     const out = runCli('selftest', '--threads', threads);
     assert.match(out, new RegExp(`selftest passed: simd128, ${threads} threads`), out);
   }
+});
+
+test('cli --help lists every command; COMMAND --help its usage; an unknown command exits 2', () => {
+  const all = runCli('--help');
+  for (const c of ['selftest', 'info', 'tokenize', 'detokenize', 'generate', 'bench llm', 'vad'])
+    assert.match(all, new RegExp(`usage: node web/cli.mjs ${c} `), all);
+  for (const args of [['generate', '--help'], ['bench', 'llm', '--help'], ['vad', '-h']]) {
+    const out = runCli(...args);
+    assert.match(out, new RegExp(`^usage: node web/cli.mjs ${args[0]} `), out);
+    assert.equal(out.match(/^usage:/gm).length, 1, out);
+  }
+  let failed = null;
+  try {
+    runCli('frobnicate');
+  } catch (e) {
+    failed = e;
+  }
+  assert.equal(failed?.status, 2);
+  assert.match(failed.stderr, /^sotto: unknown command 'frobnicate'/);
 });
 
 test('cli info streams a real GGUF and lists its 48 tensors', () => {
