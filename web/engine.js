@@ -87,6 +87,12 @@ export class Engine {
     return this.#call('kernelCheck', { type, rows, cols, tokens, seed, repeats });
   }
 
+  // This build's attention kernel against the scalar reference, bit for bit (src/wasm/kernel_check.cpp).
+  // -> {differ (outputs not bit-identical: 0 passes), maxAbsDiff, fusedMadd, ...the shape}
+  attentionCheck({ nQuery, pos0, nHead, nHeadKv, headDimK, headDimV, seed } = {}) {
+    return this.#call('attentionCheck', { nQuery, pos0, nHead, nHeadKv, headDimK, headDimV, seed });
+  }
+
   // {ok, name, bytes, loadMs, describeMs, format, metadata:[{key,type,value,text}], tensors:[{name,dtype,shape,
   // offset,bytes}]} or {ok:false, error}. `source` streams into wasm memory; it is never copied whole in JS.
   describe(source, { onProgress } = {}) {

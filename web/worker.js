@@ -515,7 +515,22 @@ function kernelCheck({ type = 'q4_0', rows = 256, cols = 1024, tokens = 1, seed 
   }
 }
 
-const ops = { init, selftest, kernelCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
+// This build's attention kernel against the scalar reference on fresh random q, K and V (src/wasm/
+// kernel_check.cpp): how many outputs differ in any bit (must be 0), the largest difference, and whether the
+// relaxed build's fused multiply-add kernel ran.
+function attentionCheck({ nQuery = 4, pos0 = 60, nHead = 4, nHeadKv = 2, headDimK = 64, headDimV = 64, seed = 0 }) {
+  const out = wasm.sotto_alloc(24);
+  try {
+    const status = wasm.sotto_attention_check(nQuery, pos0, nHead, nHeadKv, headDimK, headDimV, (seed || (Date.now() >>> 0)) >>> 0, out);
+    if (status !== 0) throw new Error(`sotto: attentionCheck: bad shape (${nQuery} queries after ${pos0}, ${nHead}/${nHeadKv} heads, dims ${headDimK}/${headDimV})`);
+    const [differ, maxAbsDiff, fused] = new Float64Array(memory.buffer, out, 3);
+    return { nQuery, pos0, nHead, nHeadKv, headDimK, headDimV, differ, maxAbsDiff, fusedMadd: fused === 1 };
+  } finally {
+    wasm.sotto_free(out);
+  }
+}
+
+const ops = { init, selftest, kernelCheck, attentionCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
   ...vadOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).

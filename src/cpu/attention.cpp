@@ -4,9 +4,13 @@
 #include "cpu/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#if defined(__wasm_relaxed_simd__)
+#include <wasm_simd128.h>
+#endif
 
 #include "core/half.h"
 #include "cpu/cpu_features.h"
@@ -189,9 +193,105 @@ void attend_head_portable(const float* q, const uint16_t* k, size_t k_stride, co
   attend_head_portable_kv(q, k, k_stride, v, v_stride, n_keys, head_dim_k, head_dim_v, scale, out, scratch);
 }
 
+#if defined(__wasm_relaxed_simd__)
+// ---------------------------------------------------------------- relaxed SIMD, where its multiply-add fuses
+// f32x4.relaxed_madd is a fused multiply-add or a multiply then an add, at the engine's choice (V8: fused
+// where the CPU has FMA3), the same for every call on one machine. Fused, it is the single rounding ggml's
+// _mm256_fmadd_ps gives, which the portable kernel builds in double (2 lanes per instruction, and a check per
+// element). The running sum also stays in f32 lanes holding f16 values, rounded by round_to_f16() instead of
+// converted to f16 bits and back. Same bits as the reference for finite values and infinities (a NaN stays a
+// NaN, its payload not narrowed to f16's).
+
+v128_t splat_f32(float x) {
+  return wasm_f32x4_splat(x);
+}
+
+// f16_to_f32(f32_to_f16(x)) in each lane: |x| in [2^e, 2^(e + 1)) plus 2^(e + 13) and minus it again is
+// |x| rounded to nearest even at multiples of 2^(e - 10), f16's spacing there. The added power is at least
+// 2^-1 (spacing 2^-24, f16's subnormals) and at most 2^28 (|x| >= 2^16 overflows f16 anyway); past f16's
+// largest finite value, 65504, the result is infinite, as f32_to_f16 makes it.
+v128_t round_to_f16(v128_t x) {
+  const v128_t magnitude = wasm_v128_and(x, wasm_i32x4_splat(0x7fffffff));
+  const v128_t biased_exponent = wasm_u32x4_shr(magnitude, 23);
+  const v128_t magic = wasm_i32x4_shl(
+      wasm_i32x4_min(
+          wasm_i32x4_max(wasm_i32x4_add(biased_exponent, wasm_i32x4_splat(13)), wasm_i32x4_splat(126)),
+          wasm_i32x4_splat(155)),
+      23);
+  v128_t rounded = wasm_f32x4_sub(wasm_f32x4_add(magnitude, magic), magic);
+  rounded = wasm_v128_bitselect(splat_f32(INFINITY), rounded, wasm_f32x4_gt(rounded, splat_f32(65504.0f)));
+  return wasm_v128_or(rounded, wasm_v128_and(x, wasm_i32x4_splat(static_cast<int32_t>(0x80000000u))));
+}
+
+// Whether this engine fuses relaxed_madd: (1 + 2^-12)^2 - (1 + 2^-11) is 2^-24 exactly with one rounding, 0
+// with two (the product rounds to 1 + 2^-11). Inputs through volatile, so the compiler cannot fold it.
+bool relaxed_madd_fuses() {
+  static std::atomic<int> known{0};  // 0: not probed yet, 1: fused, 2: not
+  int state = known.load(std::memory_order_relaxed);
+  if (state == 0) {
+    volatile float a = 1.0f + 0x1p-12f, c = -(1.0f + 0x1p-11f);
+    const v128_t r = wasm_f32x4_relaxed_madd(splat_f32(a), splat_f32(a), splat_f32(c));
+    state = wasm_f32x4_extract_lane(r, 0) == 0x1p-24f ? 1 : 2;
+    known.store(state, std::memory_order_relaxed);
+  }
+  return state == 1;
+}
+
+// attend_head_portable_kv<float>'s arithmetic with fused madds; only where relaxed_madd_fuses().
+void attend_head_relaxed_fused(const float* q, const float* k, size_t k_stride, const float* v,
+                               size_t v_stride, int n_keys, int head_dim_k, int head_dim_v, float scale,
+                               float* out, AttentionScratch& scratch) {
+  scratch.q.resize(static_cast<size_t>(head_dim_k));
+  scratch.scores.resize(static_cast<size_t>(n_keys) + static_cast<size_t>(head_dim_v));
+  float* q16 = scratch.q.data();
+  float* scores = scratch.scores.data();
+  float* acc = scores + n_keys;  // the running sum of values, f16 values in f32
+  for (int d = 0; d < head_dim_k; ++d) q16[d] = f16_to_f32(f32_to_f16(q[d]));
+  for (int p = 0; p < n_keys; ++p) scores[p] = dot_f16_portable(k + p * k_stride, q16, head_dim_k) * scale;
+  std::fill(acc, acc + head_dim_v, 0.0f);
+  const int n_steps = head_dim_v - head_dim_v % kStep;  // fused on ggml's 32-element steps, as the reference
+  float max_score = -INFINITY, sum = 0.0f;
+  for (int p = 0; p < n_keys; ++p) {
+    const float s = scores[p];
+    const float* vp = v + p * v_stride;
+    float old_scale = 1.0f, weight = 1.0f;
+    if (s > max_score) {
+      old_scale = std::exp(max_score - s);
+      max_score = s;
+      int d = 0;
+      for (; d + 4 <= head_dim_v; d += 4) {
+        const v128_t a = wasm_v128_load(acc + d);
+        wasm_v128_store(acc + d, round_to_f16(wasm_f32x4_mul(a, splat_f32(old_scale))));
+      }
+      for (; d < head_dim_v; ++d) acc[d] = f16_to_f32(f32_to_f16(acc[d] * old_scale));
+    } else {
+      weight = std::exp(s - max_score);
+    }
+    const v128_t w = splat_f32(weight);
+    for (int d = 0; d < n_steps; d += 4) {
+      const v128_t a = wasm_v128_load(acc + d);
+      wasm_v128_store(acc + d, round_to_f16(wasm_f32x4_relaxed_madd(wasm_v128_load(vp + d), w, a)));
+    }
+    for (int d = n_steps; d < head_dim_v; ++d) acc[d] = f16_to_f32(f32_to_f16(acc[d] + vp[d] * weight));
+    const float kept = sum * old_scale;
+    sum = kept + weight;
+  }
+  const float inv_sum = sum == 0.0f ? 0.0f : 1.0f / sum;
+  for (int d = 0; d < head_dim_v; ++d) out[d] = acc[d] * inv_sum;
+}
+#endif
+
 }  // namespace
 
 const AttentionKernels kAttentionPortable = {"portable", attend_head_portable};
+
+bool attention_relaxed_madd_fused() {
+#if defined(__wasm_relaxed_simd__)
+  return relaxed_madd_fuses();
+#else
+  return false;
+#endif
+}
 
 const AttentionKernels& attention_kernels() {
 #if defined(__x86_64__) && !defined(__wasm__)
@@ -236,6 +336,11 @@ void attention_portable_widened(ThreadPool& pool, const AttentionArgs& a, int n_
   const int n_rows = a.pos0 + a.n_query - base;
   const int k_used = a.n_head_kv * a.head_dim_k, v_used = a.n_head_kv * a.head_dim_v;
   std::vector<float> k32(static_cast<size_t>(n_rows) * k_used), v32(static_cast<size_t>(n_rows) * v_used);
+#if defined(__wasm_relaxed_simd__)
+  const auto attend_head = relaxed_madd_fuses() ? attend_head_relaxed_fused : attend_head_portable_kv<float>;
+#else
+  const auto attend_head = attend_head_portable_kv<float>;
+#endif
   pool.run(
       [&](int ith, int nth) {
         for (int r = n_rows * ith / nth; r < n_rows * (ith + 1) / nth; ++r) {
@@ -249,8 +354,7 @@ void attention_portable_widened(ThreadPool& pool, const AttentionArgs& a, int n_
         pool.barrier();
         AttentionScratch scratch;
         for (int i = ith; i < pairs; i += nth)
-          attend_pair(attend_head_portable_kv<float>, a, k32.data(), k_used, v32.data(), v_used, base, i,
-                      scratch);
+          attend_pair(attend_head, a, k32.data(), k_used, v32.data(), v_used, base, i, scratch);
       },
       n_active);
 }

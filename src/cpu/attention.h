@@ -20,7 +20,10 @@
 // Where the time goes: per (query, key, head) one dot of head_dim_k, one exp, one f16 multiply-add of
 // head_dim_v. At head_dim 64 (Qwen2.5-0.5B) on one core: AVX2 ~13 ns (F16C conversions, FMA); portable ~330
 // ns natively, spent on the exact single-rounding multiply-add (done in double, see fma_f16_operands) and the
-// f16 conversions in integer arithmetic; the scalar code this replaced took ~420 ns.
+// f16 conversions in integer arithmetic; the scalar code this replaced took ~420 ns. The relaxed-SIMD wasm
+// build, where the engine fuses f32x4.relaxed_madd (V8 on CPUs with FMA), does the multiply-add in f32 lanes and
+// rounds to f16 in float arithmetic instead: Qwen2.5-0.5B's 256-token prefill in Chromium went from 18.1 to
+// 12.0 s (2 threads, medians of 4, a loaded AVX2 machine; the 64-token one, with little attention, unchanged).
 #pragma once
 
 #include <bit>
@@ -76,6 +79,11 @@ void attention_f16_ref(const AttentionArgs& args);
 
 // The same with the fastest kernel for this CPU, (token, head) pairs split over the pool's threads.
 void attention_f16(ThreadPool& pool, const AttentionArgs& args);
+
+// Relaxed-SIMD wasm builds only: whether this engine's f32x4.relaxed_madd fuses (probed once), and so whether
+// attention_f16 runs the portable kernel with fused multiply-adds (the same bits, see attention.cpp). False in
+// every other build.
+bool attention_relaxed_madd_fused();
 
 // ---- dispatch
 // One table per instruction set; attention_kernels() picks one per call from cpu_use_avx2(), so

@@ -5,7 +5,9 @@
 //     bit for bit: every (row, token) output must have the same float summation order whichever pass shape
 //     (rows per pass, tokens per tile, remainder rows) computed it, or the model's greedy tokens could differ
 //     between a prompt and a decode step.
-// web/worker.js's kernelCheck op drives it: create, run (timed by JS), check, destroy.
+// web/worker.js's kernelCheck op drives it: create, run (timed by JS), check, destroy. Its attentionCheck op
+// runs sotto_attention_check: this build's attention kernel against the scalar reference, bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -13,7 +15,10 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/half.h"
 #include "core/quantize_ref.h"
+#include "core/thread_pool.h"
+#include "cpu/attention.h"
 #include "cpu/linear.h"
 #include "cpu/quant_dot.h"
 #include "models/llm/sampler.h"  // Rng
@@ -132,6 +137,55 @@ __attribute__((export_name("sotto_kernel_check_verify"))) void sotto_kernel_chec
   }
   out[0] = worst;
   out[3] = bound_factor;
+}
+
+// Attention (cpu/attention.h) on fresh random q, K and V: attention_f16 as the model runs it (this build's
+// kernel, on one thread) against attention_f16_ref, bit for bit, for n_query tokens after pos0 cached
+// positions. out (3 f64): [outputs that differ in any bit, largest |difference|, 1 if the relaxed build's
+// fused multiply-add kernel ran]. Returns 0, or -1 for a bad shape (head_dim_v <= 256, at most 2^22 cache
+// values).
+__attribute__((export_name("sotto_attention_check"))) int32_t
+sotto_attention_check(int32_t n_query, int32_t pos0, int32_t n_head, int32_t n_head_kv, int32_t head_dim_k,
+                      int32_t head_dim_v, uint32_t seed, double* out) {
+  using namespace sotto;
+  if (n_query < 1 || pos0 < 0 || n_head < 1 || n_head_kv < 1 || n_head % n_head_kv != 0 || head_dim_k < 1 ||
+      head_dim_v < 1 || head_dim_v > 256 ||
+      static_cast<int64_t>(pos0 + n_query) * n_head_kv * (head_dim_k + head_dim_v) > (int64_t{1} << 22))
+    return -1;
+  Rng rng(seed);
+  const int k_row = n_head_kv * head_dim_k, v_row = n_head_kv * head_dim_v, n_pos = pos0 + n_query;
+  std::vector<float> q(static_cast<size_t>(n_query) * n_head * head_dim_k);
+  std::vector<uint16_t> k(static_cast<size_t>(n_pos) * k_row), v(static_cast<size_t>(n_pos) * v_row);
+  for (float& x : q) x = random_value(rng) * 2.0f;  // scores of a few units: softmax neither flat nor one-hot
+  for (uint16_t& x : k) x = f32_to_f16(random_value(rng) * 2.0f);
+  for (uint16_t& x : v) x = f32_to_f16(random_value(rng) * 2.0f);
+  std::vector<float> got(static_cast<size_t>(n_query) * n_head * head_dim_v), want(got.size());
+  AttentionArgs args{.q = q.data(),
+                     .k = k.data(),
+                     .v = v.data(),
+                     .k_row = k_row,
+                     .v_row = v_row,
+                     .n_query = n_query,
+                     .pos0 = pos0,
+                     .n_head = n_head,
+                     .n_head_kv = n_head_kv,
+                     .head_dim_k = head_dim_k,
+                     .head_dim_v = head_dim_v,
+                     .scale = 1.0f / std::sqrt(static_cast<float>(head_dim_k)),
+                     .out = got.data()};
+  ThreadPool pool(1);
+  attention_f16(pool, args);
+  args.out = want.data();
+  attention_f16_ref(args);
+  double differ = 0, worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0) differ += 1;
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+  }
+  out[0] = differ;
+  out[1] = worst;
+  out[2] = attention_relaxed_madd_fused() ? 1 : 0;
+  return 0;
 }
 
 __attribute__((export_name("sotto_kernel_check_destroy"))) void sotto_kernel_check_destroy(KernelCheck* c) {

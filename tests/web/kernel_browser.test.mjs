@@ -53,3 +53,45 @@ for (const variant of ['relaxed', 'simd128']) {
     }
   });
 }
+
+// Attention (src/cpu/attention.cpp) in each build against the scalar reference on fresh random q, K and V, bit
+// for bit: the model's greedy tokens equal llama.cpp's only if every build keeps ggml's f16 numerics. Shapes:
+// Qwen2.5-0.5B's heads (64, GQA 14/2) deep into a prompt, a head size with a tail past ggml's 32-element steps
+// (40), gemma3's 256, a single query (decode). The relaxed build runs its fused multiply-add kernel where the
+// engine fuses relaxed_madd (V8 on a CPU with FMA); reported, not required, since that is the engine's choice.
+const ATTENTION_CASES = [
+  { nQuery: 8, pos0: 200, nHead: 14, nHeadKv: 2, headDimK: 64, headDimV: 64 },
+  { nQuery: 5, pos0: 33, nHead: 4, nHeadKv: 4, headDimK: 40, headDimV: 40 },
+  { nQuery: 3, pos0: 70, nHead: 4, nHeadKv: 1, headDimK: 256, headDimV: 256 },
+  { nQuery: 1, pos0: 300, nHead: 8, nHeadKv: 2, headDimK: 64, headDimV: 64 },
+];
+
+for (const variant of ['relaxed', 'simd128']) {
+  test(`${variant}: attention equals the scalar reference bit for bit`, async (t) => {
+    const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
+    assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
+    const page = await chrome.browser.newPage();
+    try {
+      await page.goto(`${chrome.url}web/serve.mjs`);
+      const out = await page.evaluate(async ({ variant, wasmUrl, cases }) => {
+        const { Engine } = await import('/web/engine.js');
+        const engine = await Engine.create({ threads: 1, variant, wasmUrl });
+        try {
+          const results = [];
+          for (const c of cases) results.push(await engine.attentionCheck({ ...c, seed: (Math.random() * 2 ** 32) >>> 0 }));
+          return results;
+        } finally {
+          engine.terminate();
+        }
+      }, { variant, wasmUrl: `/${wasmPath}`, cases: ATTENTION_CASES });
+      for (const r of out) {
+        const what = `${variant}: ${r.nQuery} queries after ${r.pos0}, heads ${r.nHead}/${r.nHeadKv}, dims ${r.headDimK}`;
+        t.diagnostic(`${what}: ${r.differ} outputs differ (largest ${r.maxAbsDiff}), fused madd ${r.fusedMadd}`);
+        assert.equal(r.differ, 0, `${what}: ${r.differ} outputs differ from the reference, by up to ${r.maxAbsDiff}`);
+        if (variant === 'simd128') assert.equal(r.fusedMadd, false);
+      }
+    } finally {
+      await page.close();
+    }
+  });
+}
