@@ -424,9 +424,10 @@ int run_chat(std::span<char* const> all_args) {
   return kExitOk;
 }
 
-// bench llm: prefill of 64 and 256 tokens and decode of 64 tokens after a 16-token prompt, median of
-// repeats, after one untimed warm-up pass (it maps the file's pages and starts the threads). --json prints
-//   {"model", "threads", "repeats", "prefill_64_ms", "prefill_256_ms", "decode_ms_per_token",
+// bench llm: prefill of 64 and 256 tokens and decode of 64 tokens after a 16-token prompt (--depth N: after
+// N), median of repeats, after one untimed warm-up pass (it maps the file's pages and starts the threads).
+// --json prints
+//   {"model", "threads", "repeats", "prefill_64_ms", "prefill_256_ms", "decode_after", "decode_ms_per_token",
 //    "decode_tokens_per_s"}
 int run_bench(std::span<char* const> all_args) {
   std::vector<char*> rest;
@@ -438,6 +439,7 @@ int run_bench(std::span<char* const> all_args) {
     return usage_error("bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R] [--json]");
   std::string model_path;
   int threads = default_threads(), repeats = 5;
+  int n_decode_prompt = 16;  // --depth
   bool json = false;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string_view a = args[i];
@@ -452,6 +454,12 @@ int run_bench(std::span<char* const> all_args) {
     } else if (a == "--repeats" && i + 1 < args.size() && (v = parse_number(args[++i])) && *v >= 1 &&
                *v <= 1000) {
       repeats = static_cast<int>(*v);
+    } else if (a == "--depth" && i + 1 < args.size()) {
+      v = parse_number(args[++i]);
+      if (!v || *v < 1 || *v > 16384 || *v != std::floor(*v))
+        return usage_error(
+            cat("bench llm: --depth must be a whole number of tokens from 1 to 16384, not '", args[i], "'"));
+      n_decode_prompt = static_cast<int>(*v);
     } else {
       return usage_error(cat("bench llm: bad or unknown option '", a, "'"));
     }
@@ -461,12 +469,13 @@ int run_bench(std::span<char* const> all_args) {
   if (!model) return fail(model.message());
   const LlamaWeights& w = model->weights;
   ThreadPool pool(threads);
-  const int n_decode = 64, n_decode_prompt = 16;
-  auto ctx = make_llama_context(w, 256 + n_decode + 1);
+  const int n_decode = 64;
+  const int n_prompt = std::max(256, n_decode_prompt);
+  auto ctx = make_llama_context(w, n_prompt + n_decode + 1);
   if (!ctx) return fail(ctx.message());
 
   // Fixed pseudo-random prompt ids (not all the same token, so attention is not degenerate).
-  std::vector<int32_t> prompt(256);
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   Rng rng(42);
   for (int32_t& id : prompt) id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(w.hp.n_vocab));
   auto median = [](std::vector<double> v) {
@@ -507,8 +516,8 @@ int run_bench(std::span<char* const> all_args) {
   if (json) {
     print(cat("{\"model\":", json_quote(model_path), ",\"threads\":", threads, ",\"repeats\":", repeats,
               ",\"prefill_64_ms\":", prefill_ms[0], ",\"prefill_256_ms\":", prefill_ms[1],
-              ",\"decode_ms_per_token\":", ms_per_token, ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token,
-              "}\n"));
+              ",\"decode_after\":", n_decode_prompt, ",\"decode_ms_per_token\":", ms_per_token,
+              ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token, "}\n"));
     return kExitOk;
   }
   std::printf("%s: %s, %d layers, n_embd %d, %d threads, median of %d\n", model_path.c_str(),

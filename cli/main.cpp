@@ -64,7 +64,7 @@ constexpr Command kCommands[] = {
      "  --fused-grid N           webgpu: workgroups per fused dispatch (default: the widest layer op's)\n"
      "  --attention f16|f32      webgpu: attention's sum of values (default f16, the CPU's bits; f32 is "
      "faster)\n"
-     "  --depth N                webgpu: decode after a prompt of N tokens (default 16)\n"
+     "  --depth N                decode after a prompt of N tokens (default 16)\n"
      "  --json                   one JSON object\n"},
     {"gpu-check", "gpu-check [--seed S]",
      "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",

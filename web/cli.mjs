@@ -10,7 +10,7 @@
 //   node web/cli.mjs generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K
 //            --top-p P --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T]
 //            [--top-logprobs N] [--json] [--backend cpu|webgpu [--attention f16|f32]] [--wasm PATH]
-//   node web/cli.mjs bench llm -m FILE [--threads T] [--repeats R] [--backend cpu|webgpu]
+//   node web/cli.mjs bench llm -m FILE [--threads T] [--repeats R] [--depth N] [--backend cpu|webgpu]
 // and voice activity detection, the same stdout as `sotto vad` (cli/vad.cpp):
 //   node web/cli.mjs vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]
 //            [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]
@@ -160,13 +160,14 @@ async function runGenerate(args) {
 // 16-token prompt; median of repeats. Timings come from the engine (time inside the wasm calls).
 async function runBench(args) {
   if (args[0] !== 'llm') throw new UsageError('bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R]');
-  const o = parseFlags(args.slice(1), ['-m', '--model', '--threads', '--repeats', '--backend', '--wasm'], ['--json'], 'bench llm');
+  const o = parseFlags(args.slice(1), ['-m', '--model', '--threads', '--repeats', '--depth', '--backend', '--wasm'], ['--json'], 'bench llm');
   const threads = numberFlag(o, 'threads', 4, (v) => v >= 1 && v <= 256);
   const repeats = numberFlag(o, 'repeats', 5, (v) => v >= 1 && v <= 1000);
+  const depth = numberFlag(o, 'depth', 16, (v) => Number.isInteger(v) && v >= 1 && v <= 16384);
   const path = o.m ?? o.model;
-  const llm = await loadModel(path, threads, 512, false, o);
+  const llm = await loadModel(path, threads, Math.max(512, depth + 65), false, o);
   try {
-    const r = await llm.bench({ repeats });
+    const r = await llm.bench({ repeats, depth });
     if (o.json) {
       await write(`${JSON.stringify({ model: path, threads, repeats, ...r })}\n`);
       return 0;
@@ -174,7 +175,7 @@ async function runBench(args) {
     await write(`${path}: ${llm.info.arch}, ${llm.info.n_layer} layers, n_embd ${llm.info.n_embd}, ${threads} threads, wasm ${llm.info.variant}, median of ${repeats}\n` +
                 `  prefill  64 tokens: ${r.prefill_64_ms.toFixed(2).padStart(9)} ms  (${(64000 / r.prefill_64_ms).toFixed(1)} tokens/s)\n` +
                 `  prefill 256 tokens: ${r.prefill_256_ms.toFixed(2).padStart(9)} ms  (${(256000 / r.prefill_256_ms).toFixed(1)} tokens/s)\n` +
-                `  decode 64 tokens after 16: ${r.decode_tokens_per_s.toFixed(1)} tokens/s\n`);
+                `  decode 64 tokens after ${depth}: ${r.decode_tokens_per_s.toFixed(1)} tokens/s\n`);
     return 0;
   } finally {
     await llm.dispose();
@@ -263,7 +264,7 @@ const USAGE = {
     'generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K --top-p P\n' +
     '           --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T] [--top-logprobs N]\n' +
     '           [--json] [--backend cpu|webgpu [--attention f16|f32]] [--wasm PATH]',
-  bench: 'bench llm -m FILE [--threads T] [--repeats R] [--backend cpu|webgpu]',
+  bench: 'bench llm -m FILE [--threads T] [--repeats R] [--depth N] [--backend cpu|webgpu]',
   vad:
     'vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]\n' +
     '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]',

@@ -124,14 +124,15 @@ export class Llm {
     }
   }
 
-  // Prefill of 64 and 256 pseudo-random tokens and the decode speed of 64 greedy tokens after a 16-token
-  // prompt, median of `repeats`; times are measured inside the engine (no message latency).
-  // -> {prefill_64_ms, prefill_256_ms, decode_tokens_per_s}
-  async bench({ repeats = 5, decodeTokens = 64 } = {}) {
+  // Prefill of 64 and 256 pseudo-random tokens and the decode speed of 64 greedy tokens after a prompt of
+  // `depth` tokens (16 by default), median of `repeats`; times are measured inside the engine (no message
+  // latency). The context must hold depth + decodeTokens + 1 positions.
+  // -> {prefill_64_ms, prefill_256_ms, decode_after, decode_ms_per_token, decode_tokens_per_s}
+  async bench({ repeats = 5, decodeTokens = 64, depth = 16 } = {}) {
     const median = (v) => [...v].sort((a, b) => a - b)[v.length >> 1];
     let state = 42;
     const nextId = () => (state = (Math.imul(state, 1664525) + 1013904223) >>> 0) % this.info.n_vocab;
-    const prompt = Array.from({ length: 256 }, nextId);
+    const prompt = Array.from({ length: Math.max(256, depth) }, nextId);
     const run = (n, maxTokens) => this.generate(prompt.slice(0, n), { maxTokens, greedy: true });
     await run(16, 4);  // warm-up
     const prefill = async (n) => {
@@ -142,8 +143,9 @@ export class Llm {
     const prefill_64_ms = await prefill(64);
     const prefill_256_ms = this.info.n_ctx >= 256 ? await prefill(256) : NaN;
     const rates = [];
-    for (let i = 0; i < repeats; i++) rates.push((await run(16, decodeTokens + 1)).decodeTokensPerS);
-    return { prefill_64_ms, prefill_256_ms, decode_tokens_per_s: median(rates) };
+    for (let i = 0; i < repeats; i++) rates.push((await run(depth, decodeTokens + 1)).decodeTokensPerS);
+    const decode_tokens_per_s = median(rates);
+    return { prefill_64_ms, prefill_256_ms, decode_after: depth, decode_ms_per_token: 1000 / decode_tokens_per_s, decode_tokens_per_s };
   }
 
   // device 'webgpu': GPU time per kernel of one decode step (timestamp queries, when the adapter has them).

@@ -150,5 +150,31 @@ TEST(CliInfo, UsageErrorsExitTwo) {
   EXPECT_EQ(version.out.rfind("sotto ", 0), 0u);
 }
 
+// bench llm on the CPU (a benchmark, so only its output is checked, not its speed): every figure in --json,
+// positive, decoding after the prompt --depth asks for; bad values are usage errors.
+TEST(CliBench, JsonHasEveryFigureAndTheDepthAsked) {
+  const std::string model = quoted_fixture("llm/stories260K.gguf");
+  for (const char* depth : {"", " --depth 300"}) {
+    CliRun run = run_cli("bench llm -m " + model + " --threads 1 --repeats 1 --json" + depth);
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    auto doc = parse_json(run.out);
+    ASSERT_TRUE(doc.ok()) << run.out;
+    for (const char* key :
+         {"prefill_64_ms", "prefill_256_ms", "decode_ms_per_token", "decode_tokens_per_s"}) {
+      const JsonValue* v = doc->find(key);
+      ASSERT_TRUE(v && v->is_number()) << key << " in " << run.out;
+      EXPECT_GT(std::stod(v->text), 0.0) << key;
+    }
+    const JsonValue* after = doc->find("decode_after");
+    ASSERT_TRUE(after && after->is_number()) << run.out;
+    EXPECT_EQ(after->as_u64(), *depth ? 300u : 16u);
+  }
+  for (const char* bad : {"0", "2.5", "99999", "x"}) {
+    CliRun run = run_cli("bench llm -m " + model + " --depth " + bad);
+    EXPECT_EQ(run.exit_code, 2) << bad;
+    EXPECT_NE(run.err.find("--depth must be a whole number"), std::string::npos) << run.err;
+  }
+}
+
 }  // namespace
 }  // namespace sotto
