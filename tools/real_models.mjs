@@ -8,12 +8,19 @@
 // amplified through 18-24 layers (first-step log-probabilities up to ~0.1 apart on these models). Where
 // llama.cpp's two best tokens are closer than that, either engine may rightly pick the other one. So a run
 // must match llama.cpp token for token up to the first step where llama.cpp's top-2 margin is below NEAR_TIE,
-// and there ours must be llama.cpp's second choice.
+// and there ours must be one of llama.cpp's tokens within NEAR_TIE of its best: usually its second choice,
+// but three can tie (seen: Gemma 3 270M, "The capital of France is", step 21 on an AVX2-only machine, where
+// llama.cpp's own kernels differ from an AVX-512 machine's: its best three within 0.03, ours its third).
 
 export const N_GENERATE = 64;
-// nats: the first-step differences (<= 0.1) plus room for the drift over up to 64 steps; the largest margin
-// seen at a divergence was 0.19 (Gemma 3 270M, step 18).
-export const NEAR_TIE = 0.25;
+// nats: the first-step differences plus room for the drift over up to 64 steps. Machines differ: on AVX-512
+// ones the first-step differences stayed <= 0.1 and the largest margin at a divergence was 0.19 (Gemma 3 270M,
+// step 18); on a 2-core AVX2-only one (2026-12-01), where llama.cpp runs other kernels, Gemma 3 270M's
+// first-step differences reached 0.17 and its divergences came at margins of 0.30 (step 29) and 0.32 (step 23).
+// A real mistake (a wrong norm, RoPE base, window or template) moves first-step logprobs by whole nats, which
+// the tests check separately (FIRST_STEP_TOLERANCE).
+export const NEAR_TIE = 0.5;
+export const FIRST_STEP_TOLERANCE = 0.5;
 
 // The chat formats, as the models' templates write one user turn (Qwen2.5's Jinja template with its default
 // system prompt; Gemma 3's turn markers; the Gemma 3 270M file is the base model and has no template).
@@ -33,31 +40,40 @@ export const CHAT = ['What is the capital of France?', 'Write a Python function 
 export const cases = ({ chat }) => [...PLAIN.map((p) => [p, false]), ...CHAT.map((p) => [chat(p), true])];
 
 // llama.cpp's greedy continuation: prompt ids (its tokenizer, BOS as the file says), the ids it picks, and at
-// each step its two best tokens with their logprobs.
+// each step its two best tokens with their logprobs (top2) and every token within NEAR_TIE of its best (near,
+// best first; at most 8).
 export async function reference(model, text, special) {
   const promptIds = [...(model.tokens.shouldPrependBosToken ? [model.tokens.bos] : []), ...model.tokenize(text, special)];
   const ctx = await model.createContext({ contextSize: 256, threads: 1 });
-  const ids = [], top2 = [];
+  const ids = [], top2 = [], near = [];
   try {
     const seq = ctx.getSequence();
     for await (const step of seq.evaluateWithMetadata(promptIds, { probabilities: true }, { temperature: 0 })) {
-      top2.push([...step.probabilities.entries()].slice(0, 2).map(([id, p]) => ({ id, logprob: Math.log(p) })));
+      const best = [...step.probabilities.entries()].slice(0, 8).map(([id, p]) => ({ id, logprob: Math.log(p) }))
+        .sort((a, b) => b.logprob - a.logprob);
+      top2.push(best.slice(0, 2));
+      near.push(best.filter((t) => best[0].logprob - t.logprob < NEAR_TIE));
       ids.push(step.token);
       if (ids.length >= N_GENERATE) break;
     }
   } finally {
     await ctx.dispose();
   }
-  return { text, promptIds, ids, top2 };
+  return { text, promptIds, ids, top2, near };
 }
 
-// Token for token up to the first near tie: {at (-1: all equal), margin} or an error message.
+// Token for token up to the first near tie: {at (-1: all equal), margin (of llama.cpp's best over the token
+// we took), rank (of that token in llama.cpp's order: 2 = its second choice)} or an error message. Recorded
+// references without `near` (tools/real_reference.mjs's older files) allow the second choice only.
 export function nearTieMatch(oursIds, ref) {
   const at = ref.ids.findIndex((id, i) => oursIds[i] !== id);
   if (at === -1) return { at };
   const [best, second] = ref.top2[at];
-  const margin = best.logprob - second.logprob;
-  if (margin < NEAR_TIE && oursIds[at] === second.id) return { at, margin };
-  return { at, margin, error: `token ${at} is ${oursIds[at]}, llama.cpp's is ${best.id} with a margin of ` +
-                              `${margin.toFixed(4)} over its second choice ${second.id}` };
+  const near = ref.near?.[at] ?? [best, second].filter((t) => best.logprob - t.logprob < NEAR_TIE);
+  const rank = near.findIndex((t) => t.id === oursIds[at]);
+  if (rank > 0) return { at, margin: best.logprob - near[rank].logprob, rank: rank + 1 };
+  return { at, margin: best.logprob - second.logprob,
+           error: `token ${at} is ${oursIds[at]}, llama.cpp's is ${best.id} with a margin of ` +
+                  `${(best.logprob - second.logprob).toFixed(4)} over its second choice ${second.id}, and ours is ` +
+                  `not among its tokens within ${NEAR_TIE} of the best (${near.map((t) => t.id).join(', ')})` };
 }

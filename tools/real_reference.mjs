@@ -27,7 +27,8 @@ for (const m of REAL_MODELS) {
     for (const [text, special] of cases(m)) {
       const r = await reference(model, text, special);
       result.models[m.file].push({ text, special, prompt_ids: r.promptIds, ids: r.ids,
-                                   top2: r.top2.map((t) => t.map(({ id, logprob }) => [id, logprob])) });
+                                   top2: r.top2.map((t) => t.map(({ id, logprob }) => [id, logprob])),
+                                   near: r.near.map((t) => t.map(({ id, logprob }) => [id, logprob])) });
       console.error(`${m.file}: ${JSON.stringify(text.slice(-40))}: ${r.ids.length} tokens`);
     }
   } finally {
