@@ -154,7 +154,7 @@ void expect_gpu_follows_cpu(gpu::LlmGpu& llm, const LlamaWeights& w, int n_ctx, 
               n_positions, worst);
 }
 
-// stories260K's weights from `file` in the qwen2 shape (RoPE in halves) with random q/k/v biases in `biases`.
+// stories260K's weights in the qwen2 shape (RoPE in halves) with random q/k/v biases, which `biases` holds.
 LlamaWeights qwen2_shaped(const LlamaWeights& from, std::vector<std::vector<float>>& biases) {
   LlamaWeights w = from;
   w.hp.arch = "qwen2";
@@ -177,18 +177,82 @@ LlamaWeights qwen2_shaped(const LlamaWeights& from, std::vector<std::vector<floa
   return w;
 }
 
+// stories260K's weights made Gemma-3-shaped: random per-head q/k norms and post-norms, GeGLU, the sqrt(n_embd)
+// embedding scale, q scaled after RoPE, local layers with a 4-position window and RoPE base 10000 between global
+// ones with base 1e6. `norms` holds the random norm weights the result points to.
+LlamaWeights gemma3_shaped(const LlamaWeights& stories, std::vector<std::vector<float>>& norms) {
+  LlamaWeights w = stories;
+  LlamaHparams& hp = w.hp;
+  hp.arch = "gemma3";
+  hp.rope_layout = RopeLayout::Halves;
+  hp.ffn_activation = FfnActivation::Gelu;
+  hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+  hp.q_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  hp.n_swa = 4;
+  hp.swa_period = 3;  // layers 2 global, 0, 1, 3, 4 local
+  hp.rope_freq_base = 1e6f;
+  hp.rope_freq_base_swa = 10000.0f;
+  hp.rms_norm_eps = 1e-6f;
+  w.gelu_f16 = make_gelu_f16_table();
+  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
+  std::uniform_real_distribution<float> around_one(0.7f, 1.3f);
+  auto random_norm = [&](int n) {
+    norms.emplace_back(static_cast<size_t>(n));
+    for (float& v : norms.back()) v = around_one(rng);
+    return norms.back().data();
+  };
+  norms.reserve(w.layers.size() * 4);
+  for (LlamaLayer& l : w.layers) {
+    l.q_norm = random_norm(hp.head_dim_k);
+    l.k_norm = random_norm(hp.head_dim_k);
+    l.attn_post_norm = random_norm(hp.n_embd);
+    l.ffn_post_norm = random_norm(hp.n_embd);
+  }
+  return w;
+}
+
+// A stories260K fixture's weights, as the file has them or made qwen2- or Gemma-3-shaped. The file's bytes and
+// the random norms or biases the weights point into live as long as it.
+enum class Shape { AsIs, Qwen2, Gemma3 };
+struct TestModel {
+  std::vector<uint8_t> bytes;
+  GgufFile gguf;
+  std::vector<std::vector<float>> random_params;
+  LlamaWeights weights;
+};
+std::unique_ptr<TestModel> load_test_model(const std::string& file, Shape shape) {
+  auto m = std::make_unique<TestModel>();
+  m->bytes = testing::read_fixture("llm/" + file);
+  auto gguf = parse_gguf(m->bytes);
+  if (!gguf.ok()) {
+    ADD_FAILURE() << file << ": " << gguf.message();
+    return nullptr;
+  }
+  m->gguf = std::move(gguf).value();
+  auto weights = load_llama(m->gguf);
+  if (!weights.ok()) {
+    ADD_FAILURE() << file << ": " << weights.message();
+    return nullptr;
+  }
+  m->weights = shape == Shape::Gemma3  ? gemma3_shaped(*weights, m->random_params)
+               : shape == Shape::Qwen2 ? qwen2_shaped(*weights, m->random_params)
+                                       : std::move(weights).value();
+  return m;
+}
+// By name, as the loops over fixtures list them: a file, or "gemma3" for stories260K-q8_0's made Gemma-3-shaped.
+std::unique_ptr<TestModel> load_test_model(const std::string& name) {
+  return name == "gemma3" ? load_test_model("stories260K-q8_0.gguf", Shape::Gemma3)
+                          : load_test_model(name, Shape::AsIs);
+}
+
 // The qwen2 path (RoPE in halves, biases on q/k/v) on stories260K-q8_0's weights with random biases: the
 // GPU's logits equal the CPU backend's on the same weights.
 TEST(GpuLlm, Qwen2ShapeMatchesTheCpu) {
   gpu::Device* device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
-  const std::vector<uint8_t> bytes = testing::read_fixture("llm/stories260K-q8_0.gguf");
-  auto gguf = parse_gguf(bytes);
-  ASSERT_TRUE(gguf.ok()) << gguf.message();
-  auto weights = load_llama(*gguf);
-  ASSERT_TRUE(weights.ok()) << weights.message();
-  std::vector<std::vector<float>> biases;
-  const LlamaWeights w = qwen2_shaped(*weights, biases);
+  const auto model = load_test_model("stories260K-q8_0.gguf", Shape::Qwen2);
+  ASSERT_TRUE(model);
+  const LlamaWeights& w = model->weights;
   auto llm = gpu::LlmGpu::create(*device, w, 128);
   ASSERT_TRUE(llm.ok()) << llm.message();
   // Teacher-forced with the CPU's greedy tokens, position by position. Tolerances: logits are O(10). At most
@@ -210,13 +274,9 @@ TEST(GpuLlm, Qwen2ShapeMatchesTheCpu) {
 TEST(GpuLlm, F32AttentionSumFollowsTheCpu) {
   gpu::Device* device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
-  const std::vector<uint8_t> bytes = testing::read_fixture("llm/stories260K.gguf");
-  auto gguf = parse_gguf(bytes);
-  ASSERT_TRUE(gguf.ok()) << gguf.message();
-  auto weights = load_llama(*gguf);
-  ASSERT_TRUE(weights.ok()) << weights.message();
-  std::vector<std::vector<float>> biases;
-  const LlamaWeights w = qwen2_shaped(*weights, biases);
+  const auto model = load_test_model("stories260K.gguf", Shape::Qwen2);
+  ASSERT_TRUE(model);
+  const LlamaWeights& w = model->weights;
   auto llm = gpu::LlmGpu::create(*device, w, 128, 0, {}, gpu::AttentionSum::F32);
   ASSERT_TRUE(llm.ok()) << llm.message();
   ASSERT_EQ((*llm)->attention_sum(), gpu::AttentionSum::F32);
@@ -271,67 +331,6 @@ TEST(GpuLlm, SplitMatricesGiveTheSameTokens) {
     const std::vector<int32_t> prompt = {1, 403, 407, 261};
     EXPECT_EQ(gpu_greedy(**split, prompt, 24), gpu_greedy(**whole, prompt, 24)) << file;
   }
-}
-
-// stories260K's weights made Gemma-3-shaped: random per-head q/k norms and post-norms, GeGLU, the sqrt(n_embd)
-// embedding scale, q scaled after RoPE, local layers with a 4-position window and RoPE base 10000 between global
-// ones with base 1e6. `norms` holds the random norm weights the result points to.
-LlamaWeights gemma3_shaped(const LlamaWeights& stories, std::vector<std::vector<float>>& norms) {
-  LlamaWeights w = stories;
-  LlamaHparams& hp = w.hp;
-  hp.arch = "gemma3";
-  hp.rope_layout = RopeLayout::Halves;
-  hp.ffn_activation = FfnActivation::Gelu;
-  hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
-  hp.q_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
-  hp.n_swa = 4;
-  hp.swa_period = 3;  // layers 2 global, 0, 1, 3, 4 local
-  hp.rope_freq_base = 1e6f;
-  hp.rope_freq_base_swa = 10000.0f;
-  hp.rms_norm_eps = 1e-6f;
-  w.gelu_f16 = make_gelu_f16_table();
-  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
-  std::uniform_real_distribution<float> around_one(0.7f, 1.3f);
-  auto random_norm = [&](int n) {
-    norms.emplace_back(static_cast<size_t>(n));
-    for (float& v : norms.back()) v = around_one(rng);
-    return norms.back().data();
-  };
-  norms.reserve(w.layers.size() * 4);
-  for (LlamaLayer& l : w.layers) {
-    l.q_norm = random_norm(hp.head_dim_k);
-    l.k_norm = random_norm(hp.head_dim_k);
-    l.attn_post_norm = random_norm(hp.n_embd);
-    l.ffn_post_norm = random_norm(hp.n_embd);
-  }
-  return w;
-}
-
-// A stories260K fixture's weights by file name, or "gemma3": stories260K-q8_0's made Gemma-3-shaped. The file's
-// bytes and the random norms the weights point into live as long as it.
-struct TestModel {
-  std::vector<uint8_t> bytes;
-  GgufFile gguf;
-  std::vector<std::vector<float>> norms;
-  LlamaWeights weights;
-};
-std::unique_ptr<TestModel> load_test_model(const std::string& name) {
-  auto m = std::make_unique<TestModel>();
-  const bool gemma = name == "gemma3";
-  m->bytes = testing::read_fixture("llm/" + (gemma ? std::string("stories260K-q8_0.gguf") : name));
-  auto gguf = parse_gguf(m->bytes);
-  if (!gguf.ok()) {
-    ADD_FAILURE() << name << ": " << gguf.message();
-    return nullptr;
-  }
-  m->gguf = std::move(gguf).value();
-  auto weights = load_llama(m->gguf);
-  if (!weights.ok()) {
-    ADD_FAILURE() << name << ": " << weights.message();
-    return nullptr;
-  }
-  m->weights = gemma ? gemma3_shaped(*weights, m->norms) : std::move(weights).value();
-  return m;
 }
 
 // The gemma3 path on stories260K-q8_0's weights made Gemma-3-shaped: random per-head q/k norms and post-norms,
