@@ -22,34 +22,40 @@ for (const type of ['q4_0', 'q5_0', 'q8_0', 'q4_K', 'q6_K']) {
 }
 CASES.push({ type: 'q4_0', rows: 37, cols: 4864, tokens: 2 });  // a wide row (Qwen2.5-0.5B's down projection)
 
+// Each case through the engine's `op` (kernelCheck or attentionCheck) in a page with the `variant` build, one
+// thread, a fresh random seed per case -> {variant (the engine's own), out: the results in case order}.
+async function runInEngine(variant, op, cases) {
+  const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
+  assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
+  const page = await chrome.browser.newPage();
+  try {
+    await page.goto(`${chrome.url}web/serve.mjs`);
+    return await page.evaluate(async ({ variant, wasmUrl, op, cases }) => {
+      const { Engine } = await import('/web/engine.js');
+      const engine = await Engine.create({ threads: 1, variant, wasmUrl });
+      try {
+        const out = [];
+        for (const c of cases) out.push(await engine[op]({ ...c, seed: (Math.random() * 2 ** 32) >>> 0 }));
+        return { variant: engine.info.variant, out };
+      } finally {
+        engine.terminate();
+      }
+    }, { variant, wasmUrl: `/${wasmPath}`, op, cases });
+  } finally {
+    await page.close();
+  }
+}
+
 for (const variant of ['relaxed', 'simd128']) {
   test(`${variant}: quantized dot kernels equal the scalar reference, the same in every pass shape`, async (t) => {
-    const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
-    assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
-    const page = await chrome.browser.newPage();
-    try {
-      await page.goto(`${chrome.url}web/serve.mjs`);
-      const results = await page.evaluate(async ({ variant, wasmUrl, cases }) => {
-        const { Engine } = await import('/web/engine.js');
-        const engine = await Engine.create({ threads: 1, variant, wasmUrl });
-        try {
-          const out = [];
-          for (const c of cases) out.push(await engine.kernelCheck({ ...c, seed: (Math.random() * 2 ** 32) >>> 0 }));
-          return { variant: engine.info.variant, out };
-        } finally {
-          engine.terminate();
-        }
-      }, { variant, wasmUrl: `/${wasmPath}`, cases: CASES });
-      assert.equal(results.variant, variant);
-      for (const r of results.out) {
-        const what = `${variant} ${r.type} ${r.rows}x${r.cols}, ${r.tokens} tokens`;
-        t.diagnostic(`${what}: error ${r.errorOverBound.toExponential(2)} of the bound (${r.boundFactor.toExponential(2)} x sum |w x|)`);
-        assert.ok(r.errorOverBound <= 1, `${what}: error ${r.errorOverBound} x the bound`);
-        assert.ok(r.tileMatchesSingle, `${what}: a tile of tokens differs from each token alone`);
-        assert.ok(r.piecesMatchWhole, `${what}: odd row pieces differ from the whole range`);
-      }
-    } finally {
-      await page.close();
+    const results = await runInEngine(variant, 'kernelCheck', CASES);
+    assert.equal(results.variant, variant);
+    for (const r of results.out) {
+      const what = `${variant} ${r.type} ${r.rows}x${r.cols}, ${r.tokens} tokens`;
+      t.diagnostic(`${what}: error ${r.errorOverBound.toExponential(2)} of the bound (${r.boundFactor.toExponential(2)} x sum |w x|)`);
+      assert.ok(r.errorOverBound <= 1, `${what}: error ${r.errorOverBound} x the bound`);
+      assert.ok(r.tileMatchesSingle, `${what}: a tile of tokens differs from each token alone`);
+      assert.ok(r.piecesMatchWhole, `${what}: odd row pieces differ from the whole range`);
     }
   });
 }
@@ -68,30 +74,13 @@ const ATTENTION_CASES = [
 
 for (const variant of ['relaxed', 'simd128']) {
   test(`${variant}: attention equals the scalar reference bit for bit`, async (t) => {
-    const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
-    assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
-    const page = await chrome.browser.newPage();
-    try {
-      await page.goto(`${chrome.url}web/serve.mjs`);
-      const out = await page.evaluate(async ({ variant, wasmUrl, cases }) => {
-        const { Engine } = await import('/web/engine.js');
-        const engine = await Engine.create({ threads: 1, variant, wasmUrl });
-        try {
-          const results = [];
-          for (const c of cases) results.push(await engine.attentionCheck({ ...c, seed: (Math.random() * 2 ** 32) >>> 0 }));
-          return results;
-        } finally {
-          engine.terminate();
-        }
-      }, { variant, wasmUrl: `/${wasmPath}`, cases: ATTENTION_CASES });
-      for (const r of out) {
-        const what = `${variant}: ${r.nQuery} queries after ${r.pos0}, heads ${r.nHead}/${r.nHeadKv}, dims ${r.headDimK}`;
-        t.diagnostic(`${what}: ${r.differ} outputs differ (largest ${r.maxAbsDiff}), fused madd ${r.fusedMadd}`);
-        assert.equal(r.differ, 0, `${what}: ${r.differ} outputs differ from the reference, by up to ${r.maxAbsDiff}`);
-        if (variant === 'simd128') assert.equal(r.fusedMadd, false);
-      }
-    } finally {
-      await page.close();
+    const results = await runInEngine(variant, 'attentionCheck', ATTENTION_CASES);
+    assert.equal(results.variant, variant);
+    for (const r of results.out) {
+      const what = `${variant}: ${r.nQuery} queries after ${r.pos0}, heads ${r.nHead}/${r.nHeadKv}, dims ${r.headDimK}`;
+      t.diagnostic(`${what}: ${r.differ} outputs differ (largest ${r.maxAbsDiff}), fused madd ${r.fusedMadd}`);
+      assert.equal(r.differ, 0, `${what}: ${r.differ} outputs differ from the reference, by up to ${r.maxAbsDiff}`);
+      if (variant === 'simd128') assert.equal(r.fusedMadd, false);
     }
   });
 }
