@@ -165,6 +165,7 @@ async function runBench(args) {
   const repeats = numberFlag(o, 'repeats', 5, (v) => v >= 1 && v <= 1000);
   const depth = numberFlag(o, 'depth', 16, (v) => Number.isInteger(v) && v >= 1 && v <= 16384);
   const path = o.m ?? o.model;
+  // The context holds the prompt, the 64 decoded tokens and one more (llm.bench's decode run).
   const llm = await loadModel(path, threads, Math.max(512, depth + 65), false, o);
   try {
     const r = await llm.bench({ repeats, depth });
