@@ -37,12 +37,17 @@ for type in q4_0 q4_k_m; do
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 1 --timings 2>&1 | tee -a "$out/gpu_bench_$type.txt"
 done
 # Attention's sum of values: f16 key by key (the CPU's bits, the default) against f32 a chunk of keys at a
-# time, decoding after a short and a long prompt (gpu/llm_gpu.h AttentionSum).
+# time, its keys split over many workgroups per head, decoding after a short and long prompts
+# (gpu/llm_gpu.h AttentionSum).
 q4_0="$models/qwen2.5-0.5b-random-q4_0.gguf"
-for depth in 16 1024; do
+for depth in 16 1024 4096; do
   for sum in f16 f32; do
     "$bin/sotto" bench llm --backend webgpu -m "$q4_0" --repeats 3 --fusion on --attention "$sum" --depth "$depth" 2>&1 |
       tee -a "$out/gpu_attention_q4_0.txt"
   done
 done
 "$bin/sotto" bench llm --backend webgpu -m "$q4_0" --repeats 1 --timings --attention f32 2>&1 | tee -a "$out/gpu_attention_q4_0.txt"
+"$bin/sotto" bench llm --backend webgpu -m "$q4_0" --repeats 1 --timings --attention f32 --depth 1024 2>&1 |
+  tee -a "$out/gpu_attention_q4_0.txt"
+# Every kernel against the CPU on this GPU (the split attention's arrival counting among them).
+"$bin/sotto" gpu-check 2>&1 | tee "$out/gpu_check.txt" | grep -Ev '^ok' || true

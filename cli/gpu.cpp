@@ -448,9 +448,13 @@ int run_bench_gpu(std::span<char* const> args) {
   if (fused)
     std::printf(
         "  decode %d tokens after %d, fused: %.1f tokens/s, %zu dispatches per token; %s greedy tokens as "
-        "the separate dispatches\n",
+        "the separate dispatches%s\n",
         n_decode, n_decode_prompt, 1000.0 / decode_ms_per_token[1], decode_dispatches[1],
-        written[0] == written[1] ? "the same" : "DIFFERENT");
+        written[0] == written[1] ? "the same" : "DIFFERENT",
+        // The fused plan's f32 attention walks a head's keys on one workgroup; the separate plan's splits them
+        // past a chunk of keys (gpu/ops.h AttentionGpuArgs::splits): other sums, so texts may part at near-ties.
+        llm.attention_sum() == gpu::AttentionSum::F32 ? " (f32 attention: the fused plan's is not split)"
+                                                      : "");
   std::printf(
       "  decode %d tokens after %d%s, each step submitted before the previous id is read: %.1f tokens/s, %zu "
       "dispatches per token\n",

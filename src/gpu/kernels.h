@@ -76,8 +76,19 @@ std::string wgsl_rope_kv();
 // memory whatever the context. rope_inside (decoding, one token): the kernel first does wgsl_rope_kv's work for
 // its head and KV head at pos itself, with the same code, and writes that cache row (one dispatch fewer).
 // f32_sum: the values summed in f32 a chunk of keys at a time (faster, not the CPU's bits); otherwise in f16,
-// key by key, as ggml's CPU kernel (the CPU's outputs bit for bit).
-std::string wgsl_attention(bool rope_inside, bool f32_sum = false);
+// key by key, as ggml's CPU kernel (the CPU's outputs bit for bit). split (decoding, f32_sum; workgroup y is a
+// share of the keys, not a token): a head's keys spread over up to P.splits workgroups, the last to finish
+// combining their states through a `part` buffer of attention_partial_words() (its first n_head words zero).
+std::string wgsl_attention(bool rope_inside, bool f32_sum = false, bool split = false);
+constexpr uint32_t kMaxAttentionSplits = 32;
+// Keys per chunk of the attention kernel's walk (its CHUNK_WORDS / MAX_CHUNK): a split's shares are whole chunks.
+constexpr uint32_t attention_chunk_keys(uint32_t hd_k, uint32_t hd_v) {
+  const uint32_t words = (hd_k > hd_v ? hd_k : hd_v) / 2;
+  return words == 0 ? 128 : (2048 / words < 128 ? 2048 / words : 128);
+}
+constexpr uint32_t attention_partial_words(uint32_t n_head, uint32_t hd_v, uint32_t splits) {
+  return n_head + n_head * splits * (hd_v + 2);
+}
 // WGSL helpers for an RMSNorm's sum of squares in ~48 bits (two_sum, ff_add, ff_add2, ff_mean), shared by the
 // kernels that normalize.
 const char* wgsl_float_float();

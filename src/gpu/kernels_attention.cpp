@@ -108,11 +108,11 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 // output dim d (and d + 128), the online-softmax state carried from chunk to chunk. Reads 2 * head_dim bytes
 // of K and V per key; the walk, one exp per key and dim in a dependent chain, is where long contexts spend
 // their time. Results bit for bit those of one walk over all the keys: the same sums in the same order.
-std::string wgsl_attention(bool rope_inside, bool f32_sum) {
+std::string wgsl_attention(bool rope_inside, bool f32_sum, bool split) {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
            v_base: u32, scale: f32, window: u32, qkv_stride: u32, out_stride: u32, max_keys: u32,
-           n_rot: u32, halves: u32, mode: u32, eps: f32, q_scale: f32, pad1: u32, pad2: u32 }
+           n_rot: u32, halves: u32, mode: u32, eps: f32, q_scale: f32, splits: u32, zero: u32 }
 struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<uniform> step: Step;
@@ -121,6 +121,7 @@ struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(4) var<storage, CACHE_ACCESS> vc: array<u32>;
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 ROPE_DECLS
+SPLIT_DECLS
 // The keys go by in chunks staged in workgroup memory: a chunk's K (or V) words, CHUNK_WORDS at most, of at most
 // MAX_CHUNK keys (rows of hd/2 words each). Each invocation loads CHUNK_WORDS / 128 of them.
 const CHUNK_WORDS = 2048u;
@@ -134,10 +135,11 @@ var<workgroup> qs: array<f32, 256>;
 WALK_FNS
 @compute @workgroup_size(128)
 fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec3u) {
-  // Query wg.y of the step's n at position pos + wg.y: causal, it sees the keys up to its own position,
-  // which rope_kv wrote for the whole prompt before.
-  if (wg.y >= max(step.n, 1u)) { return; }
-  let pos = step.pos + wg.y;
+  // Query tok of the step's n at position pos + tok: causal, it sees the keys up to its own position,
+  // which rope_kv wrote for the whole prompt before. Workgroup y is the query, or (split) its share of the keys.
+  let tok = TOKEN;
+  if (tok >= max(step.n, 1u)) { return; }
+  let pos = step.pos + tok;
   let h = wg.x;
   let kvh = h / (p.n_head / p.n_head_kv);
   let n_keys = min(pos + 1u, p.max_keys);
@@ -147,16 +149,17 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
   let v_words = p.hd_v / 2u;
   let k_stride = k_words + 1u;
   let chunk = min(MAX_CHUNK, CHUNK_WORDS / max(k_words, v_words));
+KEY_RANGE
   // q, to be rounded to f16 as ggml's flash attention converts it to the cache's type: loaded (or rotated)
   // here, stored with the first chunk's K rows, so its latency overlaps that chunk's loads (one memory latency
   // less per layer).
-  let q_at = wg.y * p.qkv_stride + h * p.hd_k;
+  let q_at = tok * p.qkv_stride + h * p.hd_k;
 Q_SOURCE
   // The running state of output dimensions lid.x and lid.x + 128, carried from chunk to chunk.
   var st0 = vec3f(-3.4028234e38f, 0.0, 0.0);  // (max score, sum of weights, acc)
   var st1 = st0;
-  for (var t0 = first; t0 < n_keys; t0 += chunk) {
-    let n = min(chunk, n_keys - t0);
+  for (var t0 = lo; t0 < hi; t0 += chunk) {
+    let n = min(chunk, hi - t0);
     // The chunk's V and K words all requested before any is used: one memory latency per chunk, not one per
     // key or word. V waits in registers while the scores use the rows.
     var v_held: array<u32, WORDS_PER_INVOCATION>;
@@ -175,7 +178,7 @@ Q_SOURCE
         K_LOAD
       }
     }
-    if (t0 == first) {
+    if (t0 == lo) {
       if (lid.x < p.hd_k) { qs[lid.x] = f16r(q0); }
       if (lid.x + 128u < p.hd_k) { qs[lid.x + 128u] = f16r(q1); }
     }
@@ -199,7 +202,8 @@ Q_SOURCE
 WALK
     workgroupBarrier();  // the next chunk's loads overwrite rows
   }
-  let o = wg.y * p.out_stride + h * p.hd_v;
+JOIN_SHARES
+  let o = tok * p.out_stride + h * p.hd_v;
   if (lid.x < p.hd_v) { out[o + lid.x] = st0.z * select(1.0 / st0.y, 0.0, st0.y == 0.0); }
   if (lid.x + 128u < p.hd_v) { out[o + lid.x + 128u] = st1.z * select(1.0 / st1.y, 0.0, st1.y == 0.0); }
 }
@@ -280,6 +284,69 @@ fn attend_key(st: vec3f, s: f32, v: f32) -> vec3f {
     }
 )");
   }
+  // split (decoding, the f32 sum): workgroup (h, s) walks share s of the keys, whole chunks of them, on as few
+  // workgroups as that takes (at most p.splits, fixed when recorded, the shares' size set by the context at
+  // each step). With more than one share, each share's state (max, sum of weights, acc) goes to `part`, and
+  // the last share of the head to arrive combines them in share order: a long context's keys are read by many
+  // workgroups at once rather than one chunk after another by one. The arrival counters (part's first n_head
+  // words) are zero again when the combining workgroup leaves.
+  if (split) {
+    wgsl_parts::replace_all(src, "TOKEN", "0u");
+    wgsl_parts::replace_all(src, "SPLIT_DECLS\n",
+                            R"(@group(0) @binding(9) var<storage, read_write> part: array<atomic<u32>>;
+var<workgroup> landed: atomic<u32>;
+var<workgroup> last_share: u32;
+)");
+    wgsl_parts::replace_all(src, "KEY_RANGE\n", R"(  let split = wg.y;
+  let per_share = (n_keys - first + p.splits - 1u) / p.splits;
+  let share = max(1u, (per_share + chunk - 1u) / chunk) * chunk;
+  let n_used = (n_keys - first + share - 1u) / share;
+  if (split >= n_used) { return; }
+  let lo = first + split * share;
+  let hi = min(lo + share, n_keys);
+)");
+    wgsl_parts::replace_all(src, "JOIN_SHARES\n", R"(  if (n_used > 1u) {
+    let at = p.n_head + (h * p.splits + split) * (p.hd_v + 2u);
+    // Stored with atomic exchanges whose old values all feed the arrival count, so that no store can land
+    // after it (WGSL has no device-scope fence; gpu/fusion.cpp's grid barrier does the same). p.zero is 0.
+    var sink = 0u;
+    if (lid.x == 0u) {
+      sink = atomicExchange(&part[at], bitcast<u32>(st0.x)) ^ atomicExchange(&part[at + 1u], bitcast<u32>(st0.y));
+    }
+    if (lid.x < p.hd_v) { sink ^= atomicExchange(&part[at + 2u + lid.x], bitcast<u32>(st0.z)); }
+    if (lid.x + 128u < p.hd_v) { sink ^= atomicExchange(&part[at + 130u + lid.x], bitcast<u32>(st1.z)); }
+    atomicOr(&landed, sink);
+    workgroupBarrier();
+    if (lid.x == 0u) {
+      let before = atomicAdd(&part[h], 1u + (atomicLoad(&landed) & p.zero));
+      last_share = select(0u, 1u, before + 1u == n_used);
+    }
+    if (workgroupUniformLoad(&last_share) == 0u) { return; }
+    if (lid.x == 0u) { atomicStore(&part[h], 0u); }
+    // The shares against the largest maximum, summed in share order whichever share arrived last.
+    let first_at = p.n_head + h * p.splits * (p.hd_v + 2u);
+    var m = -3.4028234e38f;
+    for (var s = 0u; s < n_used; s++) { m = max(m, bitcast<f32>(atomicLoad(&part[first_at + s * (p.hd_v + 2u)]))); }
+    var sum = 0.0;
+    var acc0 = 0.0;
+    var acc1 = 0.0;
+    for (var s = 0u; s < n_used; s++) {
+      let b = first_at + s * (p.hd_v + 2u);
+      let f = exp(bitcast<f32>(atomicLoad(&part[b])) - m);
+      sum += bitcast<f32>(atomicLoad(&part[b + 1u])) * f;
+      if (lid.x < p.hd_v) { acc0 += bitcast<f32>(atomicLoad(&part[b + 2u + lid.x])) * f; }
+      if (lid.x + 128u < p.hd_v) { acc1 += bitcast<f32>(atomicLoad(&part[b + 130u + lid.x])) * f; }
+    }
+    st0 = vec3f(m, sum, acc0);
+    st1 = vec3f(m, sum, acc1);
+  }
+)");
+  } else {
+    wgsl_parts::replace_all(src, "TOKEN", "wg.y");
+    wgsl_parts::replace_all(src, "SPLIT_DECLS\n", "");
+    wgsl_parts::replace_all(src, "KEY_RANGE\n", "  let lo = first;\n  let hi = n_keys;\n");
+    wgsl_parts::replace_all(src, "JOIN_SHARES\n", "");
+  }
   // The rope variant (decoding) first does rope_kv's work for this head's q and its KV head's k and v at this
   // position, with the same code: q rotated (and normed, scaled) as rope_kv would store it, k and v as the f16
   // pairs it would write. The other workgroups of the KV head take its row from cur_k / cur_v, not from the
@@ -303,13 +370,15 @@ var<workgroup> cur_v: array<u32, 128>;
   let q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;
   let q1 = buf[min(lid.x + 128u, p.hd_k - 1u)] * p.q_scale;
   workgroupBarrier();
-  let k_at = wg.y * p.qkv_stride + p.n_head * p.hd_k + kvh * p.hd_k;
-  let v_at = wg.y * p.qkv_stride + (p.n_head + p.n_head_kv) * p.hd_k + kvh * p.hd_v;
+  let k_at = tok * p.qkv_stride + p.n_head * p.hd_k + kvh * p.hd_k;
+  let v_at = tok * p.qkv_stride + (p.n_head + p.n_head_kv) * p.hd_k + kvh * p.hd_v;
   rope_head(lid.x, k_at, true, pos);
   for (var i = lid.x; i < k_words; i += 128u) { cur_k[i] = pack_f16(buf[2u * i], buf[2u * i + 1u]); }
   for (var i = lid.x; i < v_words; i += 128u) { cur_v[i] = pack_f16(qkv[v_at + 2u * i], qkv[v_at + 2u * i + 1u]); }
   workgroupBarrier();
-  if (h % (p.n_head / p.n_head_kv) == 0u) {  // the first query head of its KV head writes the cache row
+  // The first query head of its KV head writes the cache row (split: its first share; workgroup y is 0 for
+  // both, decoding).
+  if (h % (p.n_head / p.n_head_kv) == 0u && wg.y == 0u) {
     for (var i = lid.x; i < k_words; i += 128u) { kc[p.k_base + pos * p.k_row_words + kvh * k_words + i] = cur_k[i]; }
     for (var i = lid.x; i < v_words; i += 128u) { vc[p.v_base + pos * p.v_row_words + kvh * v_words + i] = cur_v[i]; }
   }

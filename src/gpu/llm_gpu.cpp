@@ -385,6 +385,13 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
                          local ? static_cast<uint32_t>(hp.n_swa) : 0u};
     att.n_tokens = n_tokens;
     att.f32_sum = attention_sum_ == AttentionSum::F32;
+    // Decoding with the f32 sum, a head's keys spread over as many workgroups as the cache's chunks (up to
+    // kMaxAttentionSplits): a long context is read at once, not chunk after chunk. Not in the plan to be fused
+    // (its phases run on one grid; the shares' arrival counting is a kernel of its own).
+    if (att.f32_sum && !prompt && !recording_fusable_) {
+      const uint32_t chunk = attention_chunk_keys(att.hd_k, att.hd_v);
+      att.splits = std::clamp<uint32_t>((att.max_keys + chunk - 1) / chunk, 1, kMaxAttentionSplits);
+    }
     if (!prompt) att.rope = &rope;
     SOTTO_TRY(ops_.attention(plan, att));
     record(prompt ? "attention" : "rope+kv+attention", mark);

@@ -63,7 +63,8 @@ struct FusionOptions {
 // How attention sums the values (gpu/kernels.h wgsl_attention). F16: key by key with the sum rounded to f16 at
 // each step, as ggml's CPU kernel, so the logits are the CPU backend's bit for bit; the chain of roundings is
 // attention's main cost, and it grows with the context. F32: a chunk of keys at a time in f32, as llama.cpp's
-// GPU backends do; faster, not the CPU's bits (outputs within ~1e-3 of the value scale, the f16 sum's rounding).
+// GPU backends do, and decoding spreads a head's keys over many workgroups (AttentionGpuArgs::splits); faster,
+// above all in long contexts, not the CPU's bits (outputs within ~1e-3 of the value scale, the f16 sum's rounding).
 enum class AttentionSum { F16, F32 };
 
 class LlmGpu {
@@ -171,6 +172,7 @@ class LlmGpu {
   LlamaHparams hp_;
   int n_ctx_ = 0, n_past_ = 0;
   AttentionSum attention_sum_ = AttentionSum::F16;
+  bool recording_fusable_ = false;  // build_fused's recording: attention unsplit (one workgroup per head)
   ModelGpu model_;
   Plan decode_, prompt_;
   uint32_t prompt_tokens_ = 0;

@@ -67,7 +67,9 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   // runs fused). The KV cache, weights and tables are the decode plan's own.
   SOTTO_TRY(ops_.begin_pool(decode_activation_bytes(), "fused decode activations"));
   Plan fusable;
+  recording_fusable_ = true;
   const Status recorded = record_forward(1, tok_, fusable);
+  recording_fusable_ = false;
   ops_.end_pool();
   SOTTO_TRY(recorded);
   // Fused: the embedding as it is, each layer as one dispatch, the output head and argmax as one.

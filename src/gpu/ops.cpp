@@ -517,8 +517,13 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
         r->v_base != a.v_base)
       return error("webgpu: RoPE inside attention takes one token and the attention's own buffers");
   }
-  SOTTO_ASSIGN(PipelineHandle p, pipeline(cat(r ? "attention_rope" : "attention", a.f32_sum ? "_f32" : ""),
-                                          wgsl_attention(r != nullptr, a.f32_sum)));
+  const bool split = a.splits > 1;
+  if (split && (!a.f32_sum || a.n_tokens != 1 || a.splits > kMaxAttentionSplits))
+    return error("webgpu: attention splits the keys of one token with the f32 sum only, up to ",
+                 kMaxAttentionSplits, " ways (asked: ", a.splits, ")");
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(cat(r ? "attention_rope" : "attention", a.f32_sum ? "_f32" : "",
+                                              split ? "_split" : ""),
+                                          wgsl_attention(r != nullptr, a.f32_sum, split)));
   uint32_t P[20] = {a.n_head,
                     a.n_head_kv,
                     a.hd_k,
@@ -537,7 +542,7 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
                     r && r->q_norm ? 1u : 0u,
                     0,
                     0,
-                    0,
+                    a.splits,
                     0};
   std::memcpy(&P[8], &a.scale, 4);
   if (r) {
@@ -557,7 +562,17 @@ Status Ops::attention(std::vector<Dispatch>& plan, const AttentionGpuArgs& a) {
     b.push_back({7, r->q_norm ? r->q_norm : dummy_});
     b.push_back({8, r->k_norm ? r->k_norm : dummy_k_norm_});
   }
-  return add(plan, p, std::move(b), a.n_head, a.n_tokens);
+  if (split) {
+    // One partials buffer per size, shared by every layer's dispatch (they run one after another, and each
+    // leaves its arrival counters at zero).
+    const uint64_t bytes = uint64_t{attention_partial_words(a.n_head, a.hd_v, a.splits)} * 4;
+    BufferHandle& part = attention_partials_[bytes];
+    if (!part) {
+      SOTTO_ASSIGN(part, buffer(bytes, "attention partials"));
+    }
+    b.push_back({9, part});
+  }
+  return add(plan, p, std::move(b), a.n_head, split ? a.splits : a.n_tokens);
 }
 
 Status Ops::argmax(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle partial,

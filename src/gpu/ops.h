@@ -87,6 +87,9 @@ struct AttentionGpuArgs {
   // The running sum of values in f32, a chunk of keys at a time (gpu/kernels.h wgsl_attention): faster, above all
   // over long contexts, but not the CPU's f16 sum bit for bit.
   bool f32_sum = false;
+  // With the f32 sum and one token: a head's keys spread over up to this many workgroups, whole chunks each, as
+  // many as the context at each step fills (gpu/kernels.h wgsl_attention's split); 1: one workgroup per head.
+  uint32_t splits = 1;
 };
 
 // A prompt's tokens in one dispatch: up to `max_tokens` (the plan's size), the step uniform (`step`) saying how
@@ -208,6 +211,7 @@ class Ops {
   BufferHandle param_buffer_ = 0;
   uint64_t param_used_ = 0;
   BufferHandle dummy_ = 0, dummy_q_ = 0, dummy_d_ = 0, dummy_k_norm_ = 0;
+  std::unordered_map<uint64_t, BufferHandle> attention_partials_;  // by size in bytes (Ops::attention, split)
   uint64_t max_binding_override_ = 0;
   std::vector<BufferHandle> owned_;
 
