@@ -365,7 +365,6 @@ TEST(GpuLlm, PromptPlanGivesTheTokenByTokenLogits) {
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
   std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()));
   for (const char* file : {"stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-q4_0.gguf", "gemma3"}) {
-    const bool gemma = std::string(file) == "gemma3";
     const auto model = load_test_model(file);
     ASSERT_TRUE(model);
     const LlamaWeights& w = model->weights;
@@ -373,7 +372,9 @@ TEST(GpuLlm, PromptPlanGivesTheTokenByTokenLogits) {
     std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
     for (int32_t& t : prompt) t = token(rng);
     for (uint64_t max_binding : {uint64_t{0}, uint64_t{16000}}) {
-      if (gemma && max_binding) continue;  // its GELU table alone is 128 KiB
+      // Split matrices in the prompt plan: the F32 file splits the most (its token table into 9 buffers, its
+      // matrices into 3; the quantized files only their tables). Gemma's GELU table alone is 128 KiB.
+      if (max_binding && std::string(file) != "stories260K.gguf") continue;
       auto llm = gpu::LlmGpu::create(*device, w, 64, max_binding);
       ASSERT_TRUE(llm.ok()) << llm.message();
       gpu::LlmGpu& g = **llm;
@@ -437,6 +438,9 @@ TEST(GpuLlm, FusedLayersGiveTheLogitsOfSeparateDispatches) {
     std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
     for (int32_t& t : prompt) t = token(rng);
     for (uint32_t grid : {1u, 4u}) {
+      // Four workgroups per fused dispatch on one file: how a phase's workgroups share its work and meet at the
+      // barrier does not depend on the weight type (each type's rewriting is checked at grid 1).
+      if (grid > 1 && std::string(file) != "stories260K-q4_0.gguf") continue;
       gpu::FusionOptions fusion;
       fusion.mode = gpu::FusionOptions::Mode::On;
       fusion.grid = grid;

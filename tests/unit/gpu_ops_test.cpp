@@ -21,29 +21,26 @@ namespace {
 TEST(GpuOps, EveryKernelMatchesTheCpu) {
   auto device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
-  // Every path the device can take: SwiftShader has subgroups (of 4) but no shader-f16, so there the f16
-  // casts are never tried and both reductions are.
+  // Each kernel path the device can take, with every feature on and off: the device's best (SwiftShader:
+  // subgroups of 4, no shader-f16, so its f16 casts are never tried) and every fallback at once. The features
+  // switch separate code (the integer dot, the reduction trees, the f16 rounding), so the two runs cover each
+  // path; `sotto gpu-check` runs every combination of packed dot and subgroups (four on SwiftShader, ~45 s each).
   const KernelFeatures best = Ops(*device).features();
-  for (bool packed_dot : {true, false}) {
-    for (bool subgroups : {true, false}) {
-      for (bool f16 : {true, false}) {
-        if ((subgroups && !best.subgroups) || (f16 && !best.f16)) continue;
-        OpCheckOptions options;
-        options.seed = sotto::testing::test_seed();
-        options.packed_dot = packed_dot;
-        options.subgroups = subgroups;
-        options.f16 = f16;
-        auto checks = run_op_checks(*device, options);
-        ASSERT_TRUE(checks.ok()) << checks.message();
-        EXPECT_GT(checks->size(), subgroups ? 40u : 30u);
-        if (std::getenv("SOTTO_PRINT_OP_CHECKS")) std::printf("%s", format_op_checks(*checks).c_str());
-        for (const OpCheck& c : *checks)
-          EXPECT_TRUE(c.passed) << c.op << " " << c.shape << ": error " << c.error << " > " << c.tolerance
-                                << (packed_dot ? " (dot4I8Packed" : " (fallback dot")
-                                << (subgroups ? ", subgroups" : ", workgroup trees")
-                                << (f16 ? ", f16 casts)" : ", integer f16)");
-      }
-    }
+  for (bool fallbacks : {false, true}) {
+    OpCheckOptions options;
+    options.seed = sotto::testing::test_seed();
+    options.packed_dot = !fallbacks;
+    options.subgroups = !fallbacks && best.subgroups;
+    options.f16 = !fallbacks && best.f16;
+    auto checks = run_op_checks(*device, options);
+    ASSERT_TRUE(checks.ok()) << checks.message();
+    EXPECT_GT(checks->size(), options.subgroups ? 40u : 30u);
+    if (std::getenv("SOTTO_PRINT_OP_CHECKS")) std::printf("%s", format_op_checks(*checks).c_str());
+    for (const OpCheck& c : *checks)
+      EXPECT_TRUE(c.passed) << c.op << " " << c.shape << ": error " << c.error << " > " << c.tolerance
+                            << (options.packed_dot ? " (dot4I8Packed" : " (fallback dot")
+                            << (options.subgroups ? ", subgroups" : ", workgroup trees")
+                            << (options.f16 ? ", f16 casts)" : ", integer f16)");
   }
   EXPECT_EQ(device->last_error(), "");
 }

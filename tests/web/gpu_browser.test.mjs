@@ -107,19 +107,21 @@ test('WebGPU: a shader that does not compile comes back as a one-line error with
 
 // The op harness (src/gpu/op_check.h; references and tolerances are stated there) from wasm in the page, the
 // same checks tests/unit runs natively on Dawn. The harness reads back synchronously: JSPI suspends wasm.
-test('WebGPU op harness from wasm: every kernel matches the CPU', async (t) => {
+// Here with dot4I8Packed's fallback kernels; the lab page's test below runs it with the packed dot (each run is
+// a minute or two of SwiftShader).
+test('WebGPU op harness from wasm: every kernel matches the CPU (the packed dot\'s fallback)', async (t) => {
   const out = await inPage(async ({ wasmUrl }) => {
     const { Engine } = await import('/web/engine.js');
     const engine = await Engine.create({ threads: 1, wasmUrl });
     try {
       await engine.gpu();
       const seed = (Math.random() * 2 ** 32) >>> 0;
-      return { seed, packed: await engine.gpuOpCheck({ seed }), fallback: await engine.gpuOpCheck({ seed: seed + 1, packedDot: false }) };
+      return { seed, fallback: await engine.gpuOpCheck({ seed, packedDot: false }) };
     } finally {
       engine.terminate();
     }
   });
-  for (const r of [out.packed, out.fallback]) {
+  for (const r of [out.fallback]) {
     assert.equal(r.ok, true, r.error);
     t.diagnostic(`seed ${out.seed}, packed dot ${r.packed_dot}, ${r.ms.toFixed(0)} ms:`);
     for (const line of r.text.trim().split('\n')) t.diagnostic(line);
@@ -128,7 +130,7 @@ test('WebGPU op harness from wasm: every kernel matches the CPU', async (t) => {
   }
 });
 
-test('lab page: the WebGPU section opens the GPU, runs the smoke test and the op harness, shows kernel timings', async () => {
+test('lab page: the WebGPU section opens the GPU, runs the smoke test and the op harness (packed dot), shows kernel timings', async (t) => {
   const page = await browser.newPage();
   const logs = [];
   page.on('console', (m) => logs.push(m.text()));
@@ -146,7 +148,9 @@ test('lab page: the WebGPU section opens the GPU, runs the smoke test and the op
     assert.ok(/selftest_axpb/.test(timings) || /no timestamp queries/.test(timings), timings);
     const r = await page.evaluate(() => window.sottoLab.gpuLab.opCheck());
     assert.equal(r.ok, true, r.error);
-    assert.ok(r.checks.every((c) => c.passed));
+    t.diagnostic(`packed dot ${r.packed_dot}, ${r.ms?.toFixed(0)} ms${r.packed_dot ? '' : ' (the adapter lacks dot4I8Packed: its kernels were not checked)'}`);
+    assert.ok(r.checks.length > 0);
+    for (const c of r.checks) assert.equal(c.passed, true, `${c.op} ${c.shape}: error ${c.error} > ${c.tolerance}`);
     assert.equal(await page.locator('#gpu-out table tr').count(), r.checks.length + 1);
   } catch (e) {
     e.message += `\nconsole: ${logs.join(' | ')}`;
