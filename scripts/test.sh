@@ -97,10 +97,20 @@ if [ "$QUICK" = 0 ]; then
   stage asan sanitizer_tests asan; count_tests $? "$LOGS/asan.log"
   stage tsan sanitizer_tests tsan; count_tests $? "$LOGS/tsan.log"
   if stage fuzz-build fuzz_build; then
-    for bin in build-fuzz/bin/fuzz_*; do
-      t=$(basename "$bin")
-      stage "$t" fuzz_one "$t"; count_stage $?
-      echo "   $(grep -E 'stat::number_of_executed_units' "$LOGS/$t.log" | awk '{print $2}') executions"
+    # Each fuzzer is one process on one core: JOBS of them at a time, each still FUZZ_SECONDS.
+    targets=()
+    for bin in build-fuzz/bin/fuzz_*; do targets+=("$(basename "$bin")"); done
+    for ((i = 0; i < ${#targets[@]}; i += JOBS)); do
+      batch=("${targets[@]:i:JOBS}")
+      for t in "${batch[@]}"; do stage "$t" fuzz_one "$t" >"$LOGS/$t.stage" 2>&1 & done
+      wait
+      for t in "${batch[@]}"; do
+        cat "$LOGS/$t.stage"
+        grep -q '^   ok' "$LOGS/$t.stage"; rc=$?
+        count_stage $rc
+        [ $rc = 0 ] || failed_stages+=("$t")
+        echo "   $(grep -E 'stat::number_of_executed_units' "$LOGS/$t.log" | awk '{print $2}') executions"
+      done
     done
   else
     count_stage 1
