@@ -244,8 +244,11 @@ int run_bench_gpu(std::span<char* const> args) {
       if (sum != "f16" && sum != "f32")
         return usage_error(cat("bench llm: --attention must be f16 or f32, not '", sum, "'"));
       attention_sum = sum == "f32" ? gpu::AttentionSum::F32 : gpu::AttentionSum::F16;
-    } else if (a == "--depth" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 && *v <= 16384 &&
-               *v == std::floor(*v)) {
+    } else if (a == "--depth" && i + 1 < args.size()) {  // the same message as the CPU bench's
+      v = number(args[++i]);
+      if (!v || *v < 1 || *v > 16384 || *v != std::floor(*v))
+        return usage_error(
+            cat("bench llm: --depth must be a whole number of tokens from 1 to 16384, not '", args[i], "'"));
       n_decode_prompt = static_cast<int>(*v);
     } else {
       return usage_error(cat("bench llm --backend webgpu: bad or unknown option '", a, "'"));
