@@ -1,7 +1,8 @@
 // The WGSL of gpu/kernels.h's attention family: RoPE (with the per-head q/k RMSNorm before it and q's scale
 // after it) plus the KV cache write, and attention over the f16 cache (optionally a sliding window), which in
-// decoding does the RoPE and cache write itself (rope_head, one function for both). All run 128 invocations a
-// workgroup, the size every kernel of a layer shares.
+// decoding does the RoPE and cache write itself (rope_head, one function for both), and with the f32 sum can
+// split a head's keys over many workgroups (flash-decoding). All run 128 invocations a workgroup, the size every
+// kernel of a layer shares.
 #include "core/error.h"
 #include "gpu/kernels.h"
 #include "gpu/kernels_wgsl.h"
@@ -108,6 +109,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
 // output dim d (and d + 128), the online-softmax state carried from chunk to chunk. Reads 2 * head_dim bytes
 // of K and V per key; the walk, one exp per key and dim in a dependent chain, is where long contexts spend
 // their time. Results bit for bit those of one walk over all the keys: the same sums in the same order.
+// Decoding with the f32 sum, `split` spreads a head's keys over several such workgroups (see below).
 std::string wgsl_attention(bool rope_inside, bool f32_sum, bool split) {
   std::string src = R"(
 struct P { n_head: u32, n_head_kv: u32, hd_k: u32, hd_v: u32, k_row_words: u32, v_row_words: u32, k_base: u32,
