@@ -16,7 +16,8 @@ if ls .gl/*.deb >/dev/null 2>&1; then  # the Vulkan loader NVIDIA's ICD needs (s
 fi
 nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
-export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$PWD/$bin/libwebgpu_wrapper.so}
+case $bin in /*) bin_abs=$bin ;; *) bin_abs=$PWD/$bin ;; esac  # BIN_DIR relative to here, or absolute
+export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$bin_abs/libwebgpu_wrapper.so}
 models=/tmp/sotto-real-models
 mkdir -p "$models"
 found=()
