@@ -205,10 +205,16 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   const int64_t fits = static_cast<int64_t>(ops_.max_binding() / row_bytes);
   const int64_t batch = std::min({kPromptBatch, fits, static_cast<int64_t>(n_ctx_) + kMatmatTokens - 1}) /
                         kMatmatTokens * kMatmatTokens;
+  // Smaller plans beside it for shorter runs (doubling from one tile): each has activations of its own, less
+  // than the largest plan's in all.
   if (batch >= 2) {
-    prompt_tokens_ = static_cast<uint32_t>(batch);
-    SOTTO_ASSIGN(prompt_tok_, ops_.buffer(uint64_t{prompt_tokens_} * 4, "prompt tokens"));
-    SOTTO_TRY(record_forward(prompt_tokens_, prompt_tok_, prompt_));
+    SOTTO_ASSIGN(prompt_tok_, ops_.buffer(static_cast<uint64_t>(batch) * 4, "prompt tokens"));
+    for (int64_t tokens = kMatmatTokens;; tokens = std::min(2 * tokens, batch)) {
+      PromptPlan& p = prompt_plans_.emplace_back();
+      p.tokens = static_cast<uint32_t>(tokens);
+      SOTTO_TRY(record_forward(p.tokens, prompt_tok_, p.plan));
+      if (tokens == batch) break;
+    }
   }
   return device().wait_idle();
 }
@@ -451,19 +457,28 @@ Status LlmGpu::submit_prompt(std::span<const int32_t> tokens) {
   for (int32_t t : tokens)
     if (t < 0 || t >= hp_.n_vocab)
       return error("llm: token id ", t, " is outside the vocabulary (", hp_.n_vocab, ")");
-  if (prompt_tokens_ == 0) {  // no prompt plan (binding limits): token by token
+  if (prompt_plans_.empty()) {  // no prompt plan (binding limits): token by token
     for (int32_t t : tokens) SOTTO_TRY(submit(t));
     return {};
   }
-  for (size_t at = 0; at < tokens.size(); at += prompt_tokens_) {
-    const size_t n = std::min<size_t>(prompt_tokens_, tokens.size() - at);
+  for (size_t at = 0; at < tokens.size();) {
+    const size_t n = std::min<size_t>(prompt_batch(), tokens.size() - at);
+    const auto fits = std::find_if(prompt_plans_.begin(), prompt_plans_.end(),
+                                   [&](const PromptPlan& p) { return p.tokens >= n; });
     SOTTO_TRY(device().write_buffer(prompt_tok_, 0, tokens.data() + at, n * 4));
     const uint32_t s[4] = {static_cast<uint32_t>(n_past_), static_cast<uint32_t>(n), 0, 0};
     SOTTO_TRY(device().write_buffer(step_, 0, s, 16));
-    SOTTO_TRY(device().run(prompt_.dispatches));
+    SOTTO_TRY(device().run(fits->plan.dispatches));
     n_past_ += static_cast<int>(n);
+    at += n;
   }
   return {};
+}
+
+std::vector<uint32_t> LlmGpu::prompt_plan_sizes() const {
+  std::vector<uint32_t> sizes;
+  for (const PromptPlan& p : prompt_plans_) sizes.push_back(p.tokens);
+  return sizes;
 }
 
 Status LlmGpu::start_finish() {

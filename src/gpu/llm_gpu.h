@@ -25,7 +25,10 @@
 // the matrices as matrix x matrix (each weight word read once per 8 tokens), RoPE + KV write and causal
 // attention for all its tokens, the step uniform saying how many this run has. It only fills the KV cache;
 // the prompt's last token goes through the decode plan for the logits. Each prompt token's sums run in the
-// decode kernels' order, so a prompt gives the logits it gives token by token.
+// decode kernels' order, so a prompt gives the logits it gives token by token. The plan is recorded for 8, 16,
+// 32, 64 and 128 tokens (its grids sized for them), and a run takes the smallest that holds its tokens: a
+// chat turn of 12 tokens launches a tenth of the 128-token plan's workgroups (on a CPU adapter such as
+// SwiftShader, where every workgroup costs, its prompt ran slower than token by token).
 //
 // Decoding can also run a fused plan (gpu/fusion.h): each layer's dispatches as one, ~30 dispatches per token
 // instead of ~170. It is built from the decode plan itself, checked against it once at load (the same logits, bit
@@ -123,9 +126,12 @@ class LlmGpu {
   bool fused() const { return use_fused_; }
   void set_fused(bool on) { use_fused_ = on && !fused_.dispatches.empty(); }
   const std::string& fusion_status() const { return fusion_status_; }
-  // Tokens per run of the prompt plan, and its dispatches.
-  uint32_t prompt_batch() const { return prompt_tokens_; }
-  size_t prompt_dispatches() const { return prompt_.dispatches.size(); }
+  // Tokens per run of the (largest) prompt plan, and its dispatches; the sizes of all the recorded ones.
+  uint32_t prompt_batch() const { return prompt_plans_.empty() ? 0 : prompt_plans_.back().tokens; }
+  size_t prompt_dispatches() const {
+    return prompt_plans_.empty() ? 0 : prompt_plans_.back().plan.dispatches.size();
+  }
+  std::vector<uint32_t> prompt_plan_sizes() const;
   // GPU time per dispatch of one replay (timestamp queries; empty when the device has none). The names say
   // which op each dispatch is.
   Status time_step(std::vector<std::pair<std::string, uint64_t>>* per_dispatch_ns);
@@ -174,8 +180,14 @@ class LlmGpu {
   AttentionSum attention_sum_ = AttentionSum::F16;
   bool recording_fusable_ = false;  // build_fused's recording: attention unsplit (one workgroup per head)
   ModelGpu model_;
-  Plan decode_, prompt_;
-  uint32_t prompt_tokens_ = 0;
+  Plan decode_;
+  // The prompt plans, smallest first, each for `tokens` tokens (a multiple of kMatmatTokens); they share the
+  // token buffer prompt_tok_ (the largest plan's size). Empty: no prompt plan fits the binding limit.
+  struct PromptPlan {
+    uint32_t tokens = 0;
+    Plan plan;
+  };
+  std::vector<PromptPlan> prompt_plans_;
   BufferHandle step_ = 0, tok_ = 0, prompt_tok_ = 0, logits_ = 0;
   ReadHandle pending_read_ = 0;
   // Fusion: the fused plan, the sync words (failure flag, one barrier counter per fused dispatch), whether it is

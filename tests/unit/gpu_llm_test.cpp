@@ -359,7 +359,8 @@ TEST(GpuLlm, Gemma3ShapeMatchesTheCpu) {
 // fused into the decode kernel with a 128-wide sum of squares and a separate 256-wide dispatch for prompts, both
 // ~48-bit sums rounded once, which can differ in the last bit), and so are 16 greedy tokens after it. Prompts of
 // 36 random tokens on the stories260K files and the gemma3 shape (sliding window, GeGLU, post-norms), in one
-// run of the plan and, with a small binding limit (16-token batches), in three.
+// run of the plan and, with a small binding limit (16-token batches), in three (the last through the plan
+// recorded for 8 tokens).
 TEST(GpuLlm, PromptPlanGivesTheTokenByTokenLogits) {
   gpu::Device* device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
@@ -379,6 +380,10 @@ TEST(GpuLlm, PromptPlanGivesTheTokenByTokenLogits) {
       ASSERT_TRUE(llm.ok()) << llm.message();
       gpu::LlmGpu& g = **llm;
       EXPECT_EQ(g.prompt_batch(), max_binding ? 16u : 64u) << file;
+      // Plans for 8, 16, ... tokens: the 35 tokens below run as one 64-token run, or 16 + 16 + 3 (the 8-token plan).
+      EXPECT_EQ(g.prompt_plan_sizes(),
+                max_binding ? std::vector<uint32_t>({8, 16}) : std::vector<uint32_t>({8, 16, 32, 64}))
+          << file;
       // The prompt token by token, then through the prompt plan; 16 greedy tokens after each.
       auto run = [&](bool prompt_plan, std::vector<float>* logits) -> std::vector<int32_t> {
         g.reset();
