@@ -25,10 +25,11 @@
 // the matrices as matrix x matrix (each weight word read once per 8 tokens), RoPE + KV write and causal
 // attention for all its tokens, the step uniform saying how many this run has. It only fills the KV cache;
 // the prompt's last token goes through the decode plan for the logits. Each prompt token's sums run in the
-// decode kernels' order, so a prompt gives the logits it gives token by token. The plan is recorded for 8, 16,
-// 32, 64 and 128 tokens (its grids sized for them), and a run takes the smallest that holds its tokens: a
-// chat turn of 12 tokens launches a tenth of the 128-token plan's workgroups (on a CPU adapter such as
-// SwiftShader, where every workgroup costs, its prompt ran slower than token by token).
+// decode kernels' order, so a prompt gives the logits it gives token by token. The plan is recorded for 8,
+// 16, 32 and 64 tokens and for the whole batch (128, or fewer where the context or binding limit says), and a
+// run takes the smallest that holds its tokens: a chat turn of 12 tokens launches a tenth of the 128-token
+// plan's workgroups (on a CPU adapter such as SwiftShader, where every workgroup costs, its prompt ran slower
+// than token by token).
 //
 // Decoding can also run a fused plan (gpu/fusion.h): each layer's dispatches as one, ~30 dispatches per token
 // instead of ~170. It is built from the decode plan itself, checked against it once at load (the same logits, bit
