@@ -52,6 +52,40 @@ float f16(const uint8_t* p) {
                               (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
 
+// f16x4()'s rare case (an infinity or NaN among the scales), out of the hot loop's way.
+[[gnu::noinline]] v128_t f16x4_scalar(const uint8_t* p, size_t block_bytes) {
+  return wasm_f32x4_make(f16(p), f16(p + block_bytes), f16(p + 2 * block_bytes), f16(p + 3 * block_bytes));
+}
+
+// The f16 scales of 4 consecutive blocks (block_bytes apart, the first at p) as 4 f32 lanes, with f16()'s
+// arithmetic lane-wise: a q4_0 / q8_0 block spends ~10 scalar instructions on its own scale otherwise, as many
+// as on its 32 weights. Inlined: a call per 4 blocks costs more than it saves.
+[[gnu::always_inline]] inline v128_t f16x4(const uint8_t* p, size_t block_bytes) {
+  v128_t h = wasm_i32x4_splat(0);  // each f16 in the low half of an i32 lane
+  h = wasm_v128_load16_lane(p, h, 0);
+  h = wasm_v128_load16_lane(p + block_bytes, h, 2);
+  h = wasm_v128_load16_lane(p + 2 * block_bytes, h, 4);
+  h = wasm_v128_load16_lane(p + 3 * block_bytes, h, 6);
+  const v128_t magnitude_bits = wasm_v128_and(h, wasm_i32x4_splat(0x7fff));
+  if (wasm_v128_any_true(wasm_i32x4_gt(magnitude_bits, wasm_i32x4_splat(0x7bff)))) [[unlikely]]
+    return f16x4_scalar(p, block_bytes);  // an infinity or NaN
+  const v128_t magnitude = wasm_f32x4_mul(wasm_i32x4_shl(magnitude_bits, 13), wasm_f32x4_splat(0x1p112f));
+  return wasm_v128_or(magnitude, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+}
+
+// Lane k of v in all four lanes.
+template <int k>
+v128_t lane_splat(v128_t v) {
+  return wasm_i32x4_shuffle(v, v, k, k, k, k);
+}
+
+// Bytes of v shifted right by n (< 8) as u8 lanes, ANDed with mask, which must clear the n high bits of each
+// byte: the 16-bit shift is one instruction on x86, the 8-bit one several (x86 has no byte shift).
+template <int n>
+v128_t bytes_shr_and(v128_t v, v128_t mask) {
+  return wasm_v128_and(wasm_u16x8_shr(v, n), mask);
+}
+
 float hsum(v128_t v) {
   return (wasm_f32x4_extract_lane(v, 0) + wasm_f32x4_extract_lane(v, 1)) +
          (wasm_f32x4_extract_lane(v, 2) + wasm_f32x4_extract_lane(v, 3));
@@ -86,8 +120,7 @@ v128_t dot16_add(v128_t w, v128_t x, v128_t acc) {
 // the sums of 4 consecutive products in 4 lanes (i32x4.dot_i16x8_s adds adjacent pairs).
 struct XBlock32 {
   v128_t v[4];
-  float d;
-  float unused[3];
+  float d4[4];  // d_x of this block and the next three (0 past the end): one load per step of 4 blocks
 };
 
 #if !defined(__wasm_relaxed_simd__)
@@ -103,7 +136,7 @@ void prepare_q8_0(const uint8_t* xq, int64_t n_blocks, XBlock32* out) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     const v128_t x0 = wasm_v128_load(x[b].qs), x1 = wasm_v128_load(x[b].qs + 16);
     XBlock32& o = out[b];
-    o.d = f16(reinterpret_cast<const uint8_t*>(&x[b].d));
+    o.d4[0] = f16(reinterpret_cast<const uint8_t*>(&x[b].d));
 #if defined(__wasm_relaxed_simd__)
     if constexpr (kQ4) {
       o.v[0] = x0;
@@ -128,14 +161,15 @@ void prepare_q8_0(const uint8_t* xq, int64_t n_blocks, XBlock32* out) {
     o.v[3] = wasm_i16x8_extend_high_i8x16(q1);
 #endif
   }
+  for (int64_t b = 0; b < n_blocks; ++b)
+    for (int k = 1; k < 4; ++k) out[b].d4[k] = b + k < n_blocks ? out[b + k].d4[0] : 0.0f;
 }
 
 // 8 float lanes accumulated in ggml's order; see above.
 struct Lanes8 {
 #if defined(__wasm_relaxed_simd__)
   v128_t lo = wasm_f32x4_splat(0.0f), hi = wasm_f32x4_splat(0.0f);  // f32 lanes 0..3, 4..7
-  void add(v128_t isum_lo, v128_t isum_hi, float scale) {
-    const v128_t s = wasm_f32x4_splat(scale);
+  void add(v128_t isum_lo, v128_t isum_hi, v128_t s) {              // s: the block's scale in all lanes
     lo = wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(isum_lo), s, lo);
     hi = wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(isum_hi), s, hi);
   }
@@ -166,8 +200,8 @@ struct Lanes8 {
     const v128_t exact = wasm_f64x2_add(acc, wasm_f64x2_mul(wasm_f64x2_convert_low_i32x4(isum_pair), scale));
     return wasm_f64x2_promote_low_f32x4(wasm_f32x4_demote_f64x2_zero(exact));
   }
-  void add(v128_t isum_lo, v128_t isum_hi, float scale) {
-    const v128_t s = wasm_f64x2_splat(static_cast<double>(scale));
+  void add(v128_t isum_lo, v128_t isum_hi, v128_t scale) {  // scale: the block's f32 scale in all lanes
+    const v128_t s = wasm_f64x2_promote_low_f32x4(scale);
     pair[0] = fma_f32(pair[0], isum_lo, s);
     pair[1] = fma_f32(pair[1], wasm_i32x4_shuffle(isum_lo, isum_lo, 2, 3, 2, 3), s);
     pair[2] = fma_f32(pair[2], isum_hi, s);
@@ -204,25 +238,26 @@ struct Q4_0Wasm {
   static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) {
     prepare_q8_0<true>(xq, n_blocks, out);
   }
+  // scale[t]: f32(d_w) * f32(d_x) of this block and token t, in all lanes (see block32_rows).
   template <int T>
-  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+  static void step(const uint8_t* w, const v128_t (&scale)[T], const XBlock* const (&x)[T], Acc (&acc)[T]) {
     const v128_t bytes = wasm_v128_load(w + 2);
-    const float d_w = f16(w);
+    const v128_t mask = wasm_i8x16_splat(0x0f);
 #if defined(__wasm_relaxed_simd__)
     // Unsigned nibbles (0..15) are valid i7 operands; the dot adds the prepared -8 * sums, which removes the
     // offset 8 (saves an i32 subtract per half block and token).
-    const v128_t lo = wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), hi = wasm_u8x16_shr(bytes, 4);
+    const v128_t lo = wasm_v128_and(bytes, mask), hi = bytes_shr_and<4>(bytes, mask);
     for (int t = 0; t < T; ++t) {
       const v128_t sum_lo = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[0], lo, x[t]->v[2]);
       const v128_t sum_hi = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[1], hi, x[t]->v[3]);
-      acc[t].add(sum_lo, sum_hi, d_w * x[t]->d);
+      acc[t].add(sum_lo, sum_hi, scale[t]);
     }
 #else
     const v128_t eight = wasm_i8x16_splat(8);
-    const v128_t lo = wasm_i8x16_sub(wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), eight);
-    const v128_t hi = wasm_i8x16_sub(wasm_u8x16_shr(bytes, 4), eight);
+    const v128_t lo = wasm_i8x16_sub(wasm_v128_and(bytes, mask), eight);
+    const v128_t hi = wasm_i8x16_sub(bytes_shr_and<4>(bytes, mask), eight);
     for (int t = 0; t < T; ++t)
-      acc[t].add(quad_sums(lo, x[t]->v[0], x[t]->v[1]), quad_sums(hi, x[t]->v[2], x[t]->v[3]), d_w * x[t]->d);
+      acc[t].add(quad_sums(lo, x[t]->v[0], x[t]->v[1]), quad_sums(hi, x[t]->v[2], x[t]->v[3]), scale[t]);
 #endif
   }
 };
@@ -237,13 +272,14 @@ struct Q8_0Wasm {
     prepare_q8_0<false>(xq, n_blocks, out);
   }
   template <int T>
-  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
-    signed_step<T>(wasm_v128_load(w + 2), wasm_v128_load(w + 18), f16(w), x, acc);
+  static void step(const uint8_t* w, const v128_t (&scale)[T], const XBlock* const (&x)[T], Acc (&acc)[T]) {
+    signed_step<T>(wasm_v128_load(w + 2), wasm_v128_load(w + 18), scale, x, acc);
   }
   // One block of signed 8-bit weights (elements 0..15 in w0, 16..31 in w1; |w| <= 127) against T tokens'
   // prepare_q8_0<false> blocks. Q5_0 comes here too once unpacked.
   template <int T>
-  static void signed_step(v128_t w0, v128_t w1, float d_w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+  static void signed_step(v128_t w0, v128_t w1, const v128_t (&scale)[T], const XBlock* const (&x)[T],
+                          Acc (&acc)[T]) {
     for (int t = 0; t < T; ++t) {
 #if defined(__wasm_relaxed_simd__)
       // (w ^ s) - s negates w where x < 0 (s = -1); |w| <= 127, so never -128.
@@ -251,9 +287,9 @@ struct Q8_0Wasm {
       const v128_t ws0 = wasm_i8x16_sub(wasm_v128_xor(w0, s0), s0),
                    ws1 = wasm_i8x16_sub(wasm_v128_xor(w1, s1), s1);
       acc[t].add(wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws0, x[t]->v[0], wasm_i32x4_splat(0)),
-                 wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws1, x[t]->v[1], wasm_i32x4_splat(0)), d_w * x[t]->d);
+                 wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws1, x[t]->v[1], wasm_i32x4_splat(0)), scale[t]);
 #else
-      acc[t].add(quad_sums(w0, x[t]->v[0], x[t]->v[1]), quad_sums(w1, x[t]->v[2], x[t]->v[3]), d_w * x[t]->d);
+      acc[t].add(quad_sums(w0, x[t]->v[0], x[t]->v[1]), quad_sums(w1, x[t]->v[2], x[t]->v[3]), scale[t]);
 #endif
     }
   }
@@ -280,16 +316,15 @@ struct Q5_0Wasm {
     return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), wasm_i8x16_splat(0x10));
   }
   template <int T>
-  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+  static void step(const uint8_t* w, const v128_t (&scale)[T], const XBlock* const (&x)[T], Acc (&acc)[T]) {
     uint32_t qh_bits;
     std::memcpy(&qh_bits, w + 2, 4);
     const v128_t qh = wasm_i32x4_splat(static_cast<int32_t>(qh_bits));
     const v128_t bytes = wasm_v128_load(w + 6);
-    const v128_t sixteen = wasm_i8x16_splat(16);
-    const v128_t w0 = wasm_i8x16_sub(
-        wasm_v128_or(wasm_v128_and(bytes, wasm_i8x16_splat(0x0f)), fifth_bits(qh, 0)), sixteen);
-    const v128_t w1 = wasm_i8x16_sub(wasm_v128_or(wasm_u8x16_shr(bytes, 4), fifth_bits(qh, 2)), sixteen);
-    Q8_0Wasm::signed_step<T>(w0, w1, f16(w), x, acc);
+    const v128_t sixteen = wasm_i8x16_splat(16), mask = wasm_i8x16_splat(0x0f);
+    const v128_t w0 = wasm_i8x16_sub(wasm_v128_or(wasm_v128_and(bytes, mask), fifth_bits(qh, 0)), sixteen);
+    const v128_t w1 = wasm_i8x16_sub(wasm_v128_or(bytes_shr_and<4>(bytes, mask), fifth_bits(qh, 2)), sixteen);
+    Q8_0Wasm::signed_step<T>(w0, w1, scale, x, acc);
   }
 };
 
@@ -356,7 +391,7 @@ struct Q4_KWasm {
       const v128_t scale_lo = wasm_i16x8_splat(scales[2 * k]), scale_hi = wasm_i16x8_splat(scales[2 * k + 1]);
       for (int h = 0; h < 2; ++h) {
         const v128_t bytes = wasm_v128_load(qs + 32 * k + 16 * h);
-        const v128_t lo = wasm_v128_and(bytes, mask), hi = wasm_u8x16_shr(bytes, 4);
+        const v128_t lo = wasm_v128_and(bytes, mask), hi = bytes_shr_and<4>(bytes, mask);
         group_dot<T>(wasm_i16x8_mul(wasm_u16x8_extend_low_u8x16(lo), scale_lo),
                      wasm_i16x8_mul(wasm_u16x8_extend_high_u8x16(lo), scale_lo), x, 8 * k + 2 * h, isum);
         group_dot<T>(wasm_i16x8_mul(wasm_u16x8_extend_low_u8x16(hi), scale_hi),
@@ -392,13 +427,13 @@ struct Q6_KWasm {
       for (int h = 0; h < 2; ++h) {  // values l = 16h .. 16h + 15 of each of the 4 chunks of 32
         const v128_t low_a = wasm_v128_load(ql + 16 * h), low_b = wasm_v128_load(ql + 32 + 16 * h);
         const v128_t high = wasm_v128_load(qh + 16 * h);
+        // 16-bit shifts (one x86 instruction; see bytes_shr_and): every byte shifted left is <= 3 first, so
+        // nothing crosses into the next byte.
         const v128_t q[4] = {
-            wasm_v128_or(wasm_v128_and(low_a, mask), wasm_i8x16_shl(wasm_v128_and(high, three), 4)),
-            wasm_v128_or(wasm_v128_and(low_b, mask),
-                         wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(high, 2), three), 4)),
-            wasm_v128_or(wasm_u8x16_shr(low_a, 4),
-                         wasm_i8x16_shl(wasm_v128_and(wasm_u8x16_shr(high, 4), three), 4)),
-            wasm_v128_or(wasm_u8x16_shr(low_b, 4), wasm_i8x16_shl(wasm_u8x16_shr(high, 6), 4))};
+            wasm_v128_or(wasm_v128_and(low_a, mask), wasm_i16x8_shl(wasm_v128_and(high, three), 4)),
+            wasm_v128_or(wasm_v128_and(low_b, mask), wasm_i16x8_shl(bytes_shr_and<2>(high, three), 4)),
+            wasm_v128_or(bytes_shr_and<4>(low_a, mask), wasm_i16x8_shl(bytes_shr_and<4>(high, three), 4)),
+            wasm_v128_or(bytes_shr_and<4>(low_b, mask), wasm_i16x8_shl(bytes_shr_and<6>(high, three), 4))};
         for (int k = 0; k < 4; ++k) {  // values 128 half + 32 k + 16 h ..: group 8 half + 2 k + h
           const v128_t scale = wasm_i16x8_splat(block->scales[8 * half + 2 * k + h]);
           const v128_t signed_q = wasm_i8x16_sub(q[k], bias);
@@ -414,18 +449,64 @@ struct Q6_KWasm {
 };
 
 // ============================================================================ driver
+// Rows [row_begin, row_end) of a 32-element block type against T tokens: each block's scale is f32(d_w) *
+// f32(d_x), one rounding, as ggml; four blocks' scales take one f16x4 and one multiply per token. One row at a
+// time, also for a lone token: two rows per pass (sharing the activations' loads) spill registers and
+// decoded Qwen2.5-0.5B q4_0 ~25 % slower in Chromium.
 template <class W, int T>
-void rows_tile(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const typename W::XBlock* prepared,
-               float* y, int64_t y_stride, int64_t t0, int64_t row_begin, int64_t row_end) {
+void block32_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes,
+                  const typename W::XBlock* prepared, float* y, int64_t y_stride, int64_t t0,
+                  int64_t row_begin, int64_t row_end) {
+  constexpr size_t kBytes = W::kBlockBytes;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* w_row = weights + static_cast<size_t>(r) * row_bytes;
     typename W::Acc acc[T];
-    for (int64_t b = 0; b < n_blocks; ++b) {
+    const auto block = [&](int64_t b, const v128_t(&scale)[T]) {
       const typename W::XBlock* x[T];
       for (int t = 0; t < T; ++t) x[t] = prepared + t * n_blocks + b;
-      W::template step<T>(w_row + static_cast<size_t>(b) * W::kBlockBytes, x, acc);
+      W::template step<T>(w_row + static_cast<size_t>(b) * kBytes, scale, x, acc);
+    };
+    int64_t b = 0;
+    for (; b + 4 <= n_blocks; b += 4) {
+      const v128_t d_w = f16x4(w_row + static_cast<size_t>(b) * kBytes, kBytes);
+      v128_t products[T], scale[T];
+      for (int t = 0; t < T; ++t)
+        products[t] = wasm_f32x4_mul(d_w, wasm_v128_load(prepared[t * n_blocks + b].d4));
+      for (int t = 0; t < T; ++t) scale[t] = lane_splat<0>(products[t]);
+      block(b, scale);
+      for (int t = 0; t < T; ++t) scale[t] = lane_splat<1>(products[t]);
+      block(b + 1, scale);
+      for (int t = 0; t < T; ++t) scale[t] = lane_splat<2>(products[t]);
+      block(b + 2, scale);
+      for (int t = 0; t < T; ++t) scale[t] = lane_splat<3>(products[t]);
+      block(b + 3, scale);
+    }
+    for (; b < n_blocks; ++b) {
+      const float d_w = f16(w_row + static_cast<size_t>(b) * kBytes);
+      v128_t scale[T];
+      for (int t = 0; t < T; ++t) scale[t] = wasm_f32x4_splat(d_w * prepared[t * n_blocks + b].d4[0]);
+      block(b, scale);
     }
     for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = acc[t].total();
+  }
+}
+
+template <class W, int T>
+void rows_tile(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const typename W::XBlock* prepared,
+               float* y, int64_t y_stride, int64_t t0, int64_t row_begin, int64_t row_end) {
+  if constexpr (W::kBlockElems == 32) {
+    block32_rows<W, T>(weights, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+  } else {
+    for (int64_t r = row_begin; r < row_end; ++r) {
+      const uint8_t* w_row = weights + static_cast<size_t>(r) * row_bytes;
+      typename W::Acc acc[T];
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const typename W::XBlock* x[T];
+        for (int t = 0; t < T; ++t) x[t] = prepared + t * n_blocks + b;
+        W::template step<T>(w_row + static_cast<size_t>(b) * W::kBlockBytes, x, acc);
+      }
+      for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = acc[t].total();
+    }
   }
 }
 

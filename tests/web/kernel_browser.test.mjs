@@ -3,7 +3,7 @@
 // a float-rounding bound of the f64 dot of the reference-decoded blocks, and bit for bit the same whether a
 // token runs alone (decode: several rows per pass) or in a tile of tokens (prefill), and whether the rows come
 // as one range or odd pieces (remainder rows, thread splits). Shapes: a row count that is no multiple of the
-// rows per pass, token counts around the tile size.
+// rows per pass, token counts around the tile size, block counts that are no multiple of 4.
 // Run: node --test tests/web/kernel_browser.test.mjs   (needs build/wasm-simd128 and build/wasm-relaxed, or
 // SOTTO_WASM_DIR=<dir under the repository root holding wasm-*/sotto.wasm>; /usr/bin/chromium or $CHROMIUM)
 import assert from 'node:assert/strict';
@@ -21,6 +21,10 @@ for (const type of ['q4_0', 'q5_0', 'q8_0', 'q4_K', 'q6_K']) {
   for (const tokens of [1, 3, 4, 5, 9]) CASES.push({ type, rows: 61, cols: 1024, tokens });
 }
 CASES.push({ type: 'q4_0', rows: 37, cols: 4864, tokens: 2 });  // a wide row (Qwen2.5-0.5B's down projection)
+// 35 blocks a row: the 32-value types take their scales 4 blocks at a time, then a tail of 3 blocks one by one.
+for (const type of ['q4_0', 'q5_0', 'q8_0']) {
+  for (const tokens of [1, 5]) CASES.push({ type, rows: 13, cols: 1120, tokens });
+}
 
 // Each case through the engine's `op` (kernelCheck or attentionCheck) in a page with the `variant` build, one
 // thread, a fresh random seed per case -> {variant (the engine's own), out: the results in case order}.
