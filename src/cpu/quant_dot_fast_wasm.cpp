@@ -52,31 +52,22 @@ float f16(const uint8_t* p) {
                               (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
 
-// f16x4()'s rare case (an infinity or NaN among the scales), out of the hot loop's way.
-[[gnu::noinline]] v128_t f16x4_scalar(const uint8_t* p, size_t block_bytes) {
-  return wasm_f32x4_make(f16(p), f16(p + block_bytes), f16(p + 2 * block_bytes), f16(p + 3 * block_bytes));
-}
-
 // The f16 scales of 4 consecutive blocks (block_bytes apart, the first at p) as 4 f32 lanes, with f16()'s
-// arithmetic lane-wise: a q4_0 / q8_0 block spends ~10 scalar instructions on its own scale otherwise, as many
-// as on its 32 weights. Inlined: a call per 4 blocks costs more than it saves.
-[[gnu::always_inline]] inline v128_t f16x4(const uint8_t* p, size_t block_bytes) {
+// arithmetic lane-wise and no branch (infinities and NaNs keep their payload, as f16_to_f32): a q4_0 / q8_0
+// block spends ~10 scalar instructions on its own scale otherwise, as many as on its 32 weights.
+v128_t f16x4(const uint8_t* p, size_t block_bytes) {
   v128_t h = wasm_i32x4_splat(0);  // each f16 in the low half of an i32 lane
   h = wasm_v128_load16_lane(p, h, 0);
   h = wasm_v128_load16_lane(p + block_bytes, h, 2);
   h = wasm_v128_load16_lane(p + 2 * block_bytes, h, 4);
   h = wasm_v128_load16_lane(p + 3 * block_bytes, h, 6);
   const v128_t magnitude_bits = wasm_v128_and(h, wasm_i32x4_splat(0x7fff));
-  if (wasm_v128_any_true(wasm_i32x4_gt(magnitude_bits, wasm_i32x4_splat(0x7bff)))) [[unlikely]]
-    return f16x4_scalar(p, block_bytes);  // an infinity or NaN
-  const v128_t magnitude = wasm_f32x4_mul(wasm_i32x4_shl(magnitude_bits, 13), wasm_f32x4_splat(0x1p112f));
+  const v128_t shifted = wasm_i32x4_shl(magnitude_bits, 13);
+  const v128_t finite = wasm_f32x4_mul(shifted, wasm_f32x4_splat(0x1p112f));
+  const v128_t not_finite = wasm_v128_or(shifted, wasm_i32x4_splat(0x7f800000));
+  const v128_t magnitude =
+      wasm_v128_bitselect(not_finite, finite, wasm_i32x4_gt(magnitude_bits, wasm_i32x4_splat(0x7bff)));
   return wasm_v128_or(magnitude, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
-}
-
-// Lane k of v in all four lanes.
-template <int k>
-v128_t lane_splat(v128_t v) {
-  return wasm_i32x4_shuffle(v, v, k, k, k, k);
 }
 
 // Bytes of v shifted right by n (< 8) as u8 lanes, ANDed with mask, which must clear the n high bits of each
@@ -450,42 +441,37 @@ struct Q6_KWasm {
 
 // ============================================================================ driver
 // Rows [row_begin, row_end) of a 32-element block type against T tokens: each block's scale is f32(d_w) *
-// f32(d_x), one rounding, as ggml; four blocks' scales take one f16x4 and one multiply per token. One row at a
-// time, also for a lone token: two rows per pass (sharing the activations' loads) spill registers and
-// decoded Qwen2.5-0.5B q4_0 ~25 % slower in Chromium.
+// f32(d_x), one rounding, as ggml. A row's scales are worked out first, 4 blocks per f16x4 and multiply per
+// token, into `scales`; then one block per iteration. (Unrolled over 4 blocks with the scales in registers,
+// V8 hoisted the 16 activation loads to the top of the loop and spilled them: slower.) One row at a time, also
+// for a lone token: two rows per pass spilled registers and decoded Qwen2.5-0.5B q4_0 ~25 % slower in Chromium.
 template <class W, int T>
 void block32_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes,
-                  const typename W::XBlock* prepared, float* y, int64_t y_stride, int64_t t0,
+                  const typename W::XBlock* prepared, float* scales, float* y, int64_t y_stride, int64_t t0,
                   int64_t row_begin, int64_t row_end) {
   constexpr size_t kBytes = W::kBlockBytes;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* w_row = weights + static_cast<size_t>(r) * row_bytes;
-    typename W::Acc acc[T];
-    const auto block = [&](int64_t b, const v128_t(&scale)[T]) {
-      const typename W::XBlock* x[T];
-      for (int t = 0; t < T; ++t) x[t] = prepared + t * n_blocks + b;
-      W::template step<T>(w_row + static_cast<size_t>(b) * kBytes, scale, x, acc);
-    };
     int64_t b = 0;
     for (; b + 4 <= n_blocks; b += 4) {
       const v128_t d_w = f16x4(w_row + static_cast<size_t>(b) * kBytes, kBytes);
-      v128_t products[T], scale[T];
       for (int t = 0; t < T; ++t)
-        products[t] = wasm_f32x4_mul(d_w, wasm_v128_load(prepared[t * n_blocks + b].d4));
-      for (int t = 0; t < T; ++t) scale[t] = lane_splat<0>(products[t]);
-      block(b, scale);
-      for (int t = 0; t < T; ++t) scale[t] = lane_splat<1>(products[t]);
-      block(b + 1, scale);
-      for (int t = 0; t < T; ++t) scale[t] = lane_splat<2>(products[t]);
-      block(b + 2, scale);
-      for (int t = 0; t < T; ++t) scale[t] = lane_splat<3>(products[t]);
-      block(b + 3, scale);
+        wasm_v128_store(scales + t * n_blocks + b,
+                        wasm_f32x4_mul(d_w, wasm_v128_load(prepared[t * n_blocks + b].d4)));
     }
     for (; b < n_blocks; ++b) {
       const float d_w = f16(w_row + static_cast<size_t>(b) * kBytes);
+      for (int t = 0; t < T; ++t) scales[t * n_blocks + b] = d_w * prepared[t * n_blocks + b].d4[0];
+    }
+    typename W::Acc acc[T];
+    for (b = 0; b < n_blocks; ++b) {
+      const typename W::XBlock* x[T];
       v128_t scale[T];
-      for (int t = 0; t < T; ++t) scale[t] = wasm_f32x4_splat(d_w * prepared[t * n_blocks + b].d4[0]);
-      block(b, scale);
+      for (int t = 0; t < T; ++t) {
+        x[t] = prepared + t * n_blocks + b;
+        scale[t] = wasm_v128_load32_splat(scales + t * n_blocks + b);
+      }
+      W::template step<T>(w_row + static_cast<size_t>(b) * kBytes, scale, x, acc);
     }
     for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = acc[t].total();
   }
@@ -493,9 +479,9 @@ void block32_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes,
 
 template <class W, int T>
 void rows_tile(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const typename W::XBlock* prepared,
-               float* y, int64_t y_stride, int64_t t0, int64_t row_begin, int64_t row_end) {
+               float* scales, float* y, int64_t y_stride, int64_t t0, int64_t row_begin, int64_t row_end) {
   if constexpr (W::kBlockElems == 32) {
-    block32_rows<W, T>(weights, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+    block32_rows<W, T>(weights, n_blocks, row_bytes, prepared, scales, y, y_stride, t0, row_begin, row_end);
   } else {
     for (int64_t r = row_begin; r < row_end; ++r) {
       const uint8_t* w_row = weights + static_cast<size_t>(r) * row_bytes;
@@ -522,22 +508,23 @@ void rows_fast(const void* weights, int64_t cols, const void* xq, int64_t n, siz
     return quant_dot_portable_generic(W::kType)(weights, cols, xq, n, xq_stride, y, y_stride, row_begin,
                                                 row_end);
   typename W::XBlock prepared[kMaxBlocks];  // one tile of up to 4 tokens
+  float scales[kMaxBlocks];  // a row's block scales for each token of the tile (32-value types)
   for (int64_t t0 = 0; t0 < n; t0 += 4) {
     const int tokens = static_cast<int>(n - t0 < 4 ? n - t0 : 4);
     for (int t = 0; t < tokens; ++t)
       W::prepare(x + static_cast<size_t>(t0 + t) * xq_stride, n_blocks, prepared + t * n_blocks);
     switch (tokens) {
       case 4:
-        rows_tile<W, 4>(w, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+        rows_tile<W, 4>(w, n_blocks, row_bytes, prepared, scales, y, y_stride, t0, row_begin, row_end);
         break;
       case 3:
-        rows_tile<W, 3>(w, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+        rows_tile<W, 3>(w, n_blocks, row_bytes, prepared, scales, y, y_stride, t0, row_begin, row_end);
         break;
       case 2:
-        rows_tile<W, 2>(w, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+        rows_tile<W, 2>(w, n_blocks, row_bytes, prepared, scales, y, y_stride, t0, row_begin, row_end);
         break;
       default:
-        rows_tile<W, 1>(w, n_blocks, row_bytes, prepared, y, y_stride, t0, row_begin, row_end);
+        rows_tile<W, 1>(w, n_blocks, row_bytes, prepared, scales, y, y_stride, t0, row_begin, row_end);
         break;
     }
   }
