@@ -97,6 +97,27 @@ v128_t dot16_add(v128_t w, v128_t x, v128_t acc) {
   return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(w, x));
 }
 
+#if defined(__wasm_relaxed_simd__)
+// i32x4.relaxed_dot_i8x16_i7x16_add_s(a, b, 0) as its two steps, the i16 pair sums added into i32 lanes by
+// i32x4.dot_i16x8_s against `ones` (i16 lanes of 1, kept in a register by the caller): V8 lowers the fused
+// instruction on x86 to pmaddubsw, pmaddwd against a vector of ones it rebuilds at every use (2 more
+// instructions, 4 of a q4_0 block's ~27), then paddd. The same integers: the i16 pair sums cannot saturate
+// here (|a| <= 127, 0 <= b <= 127: at most 2 * 127 * 127 = 32,258 in magnitude).
+v128_t dot_i7(v128_t a, v128_t b, v128_t ones) {
+  return wasm_i32x4_dot_i16x8(wasm_i16x8_relaxed_dot_i8x16_i7x16(a, b), ones);
+}
+v128_t dot_i7_add(v128_t a, v128_t b, v128_t c, v128_t ones) {
+  return wasm_i32x4_add(dot_i7(a, b, ones), c);
+}
+#endif
+
+// i16 lanes of 1, read through a volatile pointer once per call of the kernel so that the compiler cannot
+// turn it back into a constant (which V8 would rebuild at each use; see dot_i7).
+v128_t ones_i16() {
+  alignas(16) static const int16_t kOnes[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  return *static_cast<const volatile v128_t*>(static_cast<const volatile void*>(kOnes));
+}
+
 // ============================================================================ q4_0 / q8_0 (q8_0 activations)
 // These two keep ggml's AVX2 float order exactly, as quant_dot_fast_avx2.cpp does (the model's greedy tokens
 // must be llama.cpp's, and stories260K q4_0 has a step where two logits nearly tie): per block, 8 integer
@@ -231,7 +252,8 @@ struct Q4_0Wasm {
   }
   // scale[t]: f32(d_w) * f32(d_x) of this block and token t, in all lanes (see block32_rows).
   template <int T>
-  static void step(const uint8_t* w, const v128_t (&scale)[T], const XBlock* const (&x)[T], Acc (&acc)[T]) {
+  static void step(const uint8_t* w, const v128_t (&scale)[T], [[maybe_unused]] v128_t ones,
+                   const XBlock* const (&x)[T], Acc (&acc)[T]) {
     const v128_t bytes = wasm_v128_load(w + 2);
     const v128_t mask = wasm_i8x16_splat(0x0f);
 #if defined(__wasm_relaxed_simd__)
@@ -239,8 +261,8 @@ struct Q4_0Wasm {
     // offset 8 (saves an i32 subtract per half block and token).
     const v128_t lo = wasm_v128_and(bytes, mask), hi = bytes_shr_and<4>(bytes, mask);
     for (int t = 0; t < T; ++t) {
-      const v128_t sum_lo = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[0], lo, x[t]->v[2]);
-      const v128_t sum_hi = wasm_i32x4_relaxed_dot_i8x16_i7x16_add(x[t]->v[1], hi, x[t]->v[3]);
+      const v128_t sum_lo = dot_i7_add(x[t]->v[0], lo, x[t]->v[2], ones);
+      const v128_t sum_hi = dot_i7_add(x[t]->v[1], hi, x[t]->v[3], ones);
       acc[t].add(sum_lo, sum_hi, scale[t]);
     }
 #else
@@ -263,22 +285,22 @@ struct Q8_0Wasm {
     prepare_q8_0<false>(xq, n_blocks, out);
   }
   template <int T>
-  static void step(const uint8_t* w, const v128_t (&scale)[T], const XBlock* const (&x)[T], Acc (&acc)[T]) {
-    signed_step<T>(wasm_v128_load(w + 2), wasm_v128_load(w + 18), scale, x, acc);
+  static void step(const uint8_t* w, const v128_t (&scale)[T], [[maybe_unused]] v128_t ones,
+                   const XBlock* const (&x)[T], Acc (&acc)[T]) {
+    signed_step<T>(wasm_v128_load(w + 2), wasm_v128_load(w + 18), scale, ones, x, acc);
   }
   // One block of signed 8-bit weights (elements 0..15 in w0, 16..31 in w1; |w| <= 127) against T tokens'
   // prepare_q8_0<false> blocks. Q5_0 comes here too once unpacked.
   template <int T>
-  static void signed_step(v128_t w0, v128_t w1, const v128_t (&scale)[T], const XBlock* const (&x)[T],
-                          Acc (&acc)[T]) {
+  static void signed_step(v128_t w0, v128_t w1, const v128_t (&scale)[T], [[maybe_unused]] v128_t ones,
+                          const XBlock* const (&x)[T], Acc (&acc)[T]) {
     for (int t = 0; t < T; ++t) {
 #if defined(__wasm_relaxed_simd__)
       // (w ^ s) - s negates w where x < 0 (s = -1); |w| <= 127, so never -128.
       const v128_t s0 = x[t]->v[2], s1 = x[t]->v[3];
       const v128_t ws0 = wasm_i8x16_sub(wasm_v128_xor(w0, s0), s0),
                    ws1 = wasm_i8x16_sub(wasm_v128_xor(w1, s1), s1);
-      acc[t].add(wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws0, x[t]->v[0], wasm_i32x4_splat(0)),
-                 wasm_i32x4_relaxed_dot_i8x16_i7x16_add(ws1, x[t]->v[1], wasm_i32x4_splat(0)), scale[t]);
+      acc[t].add(dot_i7(ws0, x[t]->v[0], ones), dot_i7(ws1, x[t]->v[1], ones), scale[t]);
 #else
       acc[t].add(quad_sums(w0, x[t]->v[0], x[t]->v[1]), quad_sums(w1, x[t]->v[2], x[t]->v[3]), scale[t]);
 #endif
@@ -307,7 +329,8 @@ struct Q5_0Wasm {
     return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), wasm_i8x16_splat(0x10));
   }
   template <int T>
-  static void step(const uint8_t* w, const v128_t (&scale)[T], const XBlock* const (&x)[T], Acc (&acc)[T]) {
+  static void step(const uint8_t* w, const v128_t (&scale)[T], [[maybe_unused]] v128_t ones,
+                   const XBlock* const (&x)[T], Acc (&acc)[T]) {
     uint32_t qh_bits;
     std::memcpy(&qh_bits, w + 2, 4);
     const v128_t qh = wasm_i32x4_splat(static_cast<int32_t>(qh_bits));
@@ -315,7 +338,7 @@ struct Q5_0Wasm {
     const v128_t sixteen = wasm_i8x16_splat(16), mask = wasm_i8x16_splat(0x0f);
     const v128_t w0 = wasm_i8x16_sub(wasm_v128_or(wasm_v128_and(bytes, mask), fifth_bits(qh, 0)), sixteen);
     const v128_t w1 = wasm_i8x16_sub(wasm_v128_or(bytes_shr_and<4>(bytes, mask), fifth_bits(qh, 2)), sixteen);
-    Q8_0Wasm::signed_step<T>(w0, w1, scale, x, acc);
+    Q8_0Wasm::signed_step<T>(w0, w1, scale, ones, x, acc);
   }
 };
 
@@ -464,6 +487,7 @@ void block32_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes,
       for (int t = 0; t < T; ++t) scales[t * n_blocks + b] = d_w * prepared[t * n_blocks + b].d4[0];
     }
     typename W::Acc acc[T];
+    const v128_t ones = ones_i16();
     for (b = 0; b < n_blocks; ++b) {
       const typename W::XBlock* x[T];
       v128_t scale[T];
@@ -471,7 +495,7 @@ void block32_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes,
         x[t] = prepared + t * n_blocks + b;
         scale[t] = wasm_v128_load32_splat(scales + t * n_blocks + b);
       }
-      W::template step<T>(w_row + static_cast<size_t>(b) * kBytes, scale, x, acc);
+      W::template step<T>(w_row + static_cast<size_t>(b) * kBytes, scale, ones, x, acc);
     }
     for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = acc[t].total();
   }
