@@ -2,6 +2,7 @@
 #include "cpu/linear.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/half.h"
@@ -89,6 +90,37 @@ Range split(int64_t count, int ith, int nth, int64_t unit) {
   return {std::min(units * ith / nth * unit, count), std::min(units * (ith + 1) / nth * unit, count)};
 }
 
+// A matrix's rows handed to the threads in chunks from a shared counter, not as fixed shares: on a busy machine
+// (a browser's two cores are shared with its other processes) a thread descheduled for a while no longer
+// holds the others up at the next barrier; the others take its rows. Chunks are whole units of 16 rows (whole
+// 4-row passes; 16 f32 outputs are a cache line, so threads never share one), about 8 per thread. Which
+// thread computes a row does not change its result.
+class RowChunks {
+ public:
+  RowChunks() = default;
+  RowChunks(int64_t rows, int nth) { reset(rows, nth); }
+  // Before the pool runs (not while threads take chunks).
+  void reset(int64_t rows, int nth) {
+    rows_ = rows;
+    chunk_ = std::max<int64_t>(16, (rows / (8 * static_cast<int64_t>(nth)) + 15) / 16 * 16);
+    next_.store(0, std::memory_order_relaxed);
+  }
+  // Calls f(begin, end) for each chunk this thread takes, until none is left.
+  template <class F>
+  void take(F&& f) {
+    for (;;) {
+      const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
+      if (begin >= rows_) return;
+      f(begin, std::min(begin + chunk_, rows_));
+    }
+  }
+
+ private:
+  int64_t rows_ = 0;
+  int64_t chunk_ = 16;
+  std::atomic<int64_t> next_{0};
+};
+
 uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -108,6 +140,7 @@ void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_
   const bool parallel_quantize = n >= 4 && pool.n_threads() > 1;
   if (!parallel_quantize)
     for (int64_t t = 0; t < n; ++t) quantize_activations(w, x + t * cols, cols, xq + t * stride);
+  RowChunks chunks(rows, pool.n_threads());
   pool.run([&](int ith, int nth) {
     if (parallel_quantize) {
       const Range tokens = split(n, ith, nth, 1);
@@ -115,9 +148,7 @@ void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_
         quantize_activations(w, x + t * cols, cols, xq + t * stride);
       pool.barrier();
     }
-    // Units of 16 rows: whole 4-row passes, and 16 f32 outputs are a cache line, so threads never share one.
-    const Range range = split(rows, ith, nth, 16);
-    if (range.begin < range.end) fn(weights, cols, xq, n, stride, y, rows, range.begin, range.end);
+    chunks.take([&](int64_t begin, int64_t end) { fn(weights, cols, xq, n, stride, y, rows, begin, end); });
   });
 }
 
@@ -143,6 +174,8 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
   const bool parallel_quantize = n >= 4 && pool.n_threads() > 1;  // as in linear()
   if (!parallel_quantize)
     for (int64_t t = 0; t < n; ++t) quantize_activations(w0, x + t * cols, cols, xq + t * stride);
+  RowChunks chunks[kMaxJobs];
+  for (int j = 0; j < n_jobs; ++j) chunks[j].reset(jobs[j].rows, pool.n_threads());
   pool.run([&](int ith, int nth) {
     if (parallel_quantize) {
       const Range tokens = split(n, ith, nth, 1);
@@ -150,11 +183,10 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
         quantize_activations(w0, x + t * cols, cols, xq + t * stride);
       pool.barrier();
     }
-    for (int j = 0; j < n_jobs; ++j) {
-      const Range range = split(jobs[j].rows, ith, nth, 16);
-      if (range.begin < range.end)
-        fns[j](jobs[j].weights, cols, xq, n, stride, jobs[j].y, jobs[j].rows, range.begin, range.end);
-    }
+    for (int j = 0; j < n_jobs; ++j)
+      chunks[j].take([&](int64_t begin, int64_t end) {
+        fns[j](jobs[j].weights, cols, xq, n, stride, jobs[j].y, jobs[j].rows, begin, end);
+      });
   });
 }
 
@@ -169,6 +201,7 @@ void linear_filled_x(ThreadPool& pool, DType w, const void* weights, int64_t row
   if (scratch.xq.size() < stride) scratch.xq.resize(stride);
   uint8_t* xq = scratch.xq.data();
   const int64_t unit = dtype_info(activation_type(w)).block_elems;
+  RowChunks chunks(rows, pool.n_threads());
   pool.run([&](int ith, int nth) {
     const Range part = split(cols, ith, nth, unit);
     if (part.begin < part.end) {
@@ -176,8 +209,7 @@ void linear_filled_x(ThreadPool& pool, DType w, const void* weights, int64_t row
       quantize_activations(w, x + part.begin, part.end - part.begin, xq + activation_bytes(w, part.begin));
     }
     pool.barrier();
-    const Range range = split(rows, ith, nth, 16);
-    if (range.begin < range.end) fn(weights, cols, xq, 1, stride, y, rows, range.begin, range.end);
+    chunks.take([&](int64_t begin, int64_t end) { fn(weights, cols, xq, 1, stride, y, rows, begin, end); });
   });
 }
 
