@@ -8,12 +8,14 @@
 //   SIMD128  i32x4.dot_i16x8_s on weights widened to i16 and activations prepared as i16: exact. K-quant
 //            weights are multiplied by their group scale while still i16 (|q * scale| <= 32 * 128 = 4096,
 //            so the i16 product is exact), which leaves one dot + one add per 8 values and token.
-//   relaxed  q4_0 / q8_0 use i32x4.relaxed_dot_i8x16_i7x16_add_s, which is deterministic only when its second
-//            operand is in [0, 127]: q4_0's unsigned nibbles (0..15) are that operand as they are, and the
-//            offset 8 comes back as 8 * sum(x), prepared per block; q8_0 moves x's sign onto w (the sign
-//            trick of matvec.cpp) and uses |x|. The dot's result only ever goes to an i32 add and a float
-//            conversion (Node 20's V8 miscomputed a relaxed dot followed by an i32 multiply), so the K-quants
-//            keep the exact i16 form in the relaxed build too.
+//   relaxed  q4_0 / q5_0 / q8_0 use i16x8.relaxed_dot_i8x16_i7x16_s, then i32x4.dot_i16x8_s against ones
+//            (dot_i7: what i32x4.relaxed_dot_i8x16_i7x16_add_s does, without V8 rebuilding the ones at each
+//            use). It is deterministic only when its second operand is in [0, 127]: q4_0's unsigned nibbles
+//            (0..15) are that operand as they are, and the offset 8 comes back as 8 * sum(x), prepared per
+//            block; q8_0 moves x's sign onto w (the sign trick of matvec.cpp) and uses |x|. The K-quants keep
+//            the exact i16 form in the relaxed build too (Node 20's V8 miscomputed a relaxed dot followed by
+//            an i32 multiply; node web/cli.mjs runs the SIMD128 build, and Chromium's kernel check covers
+//            dot_i7).
 #include <wasm_simd128.h>
 
 #include <bit>
