@@ -113,7 +113,7 @@ v128_t dot_i7_add(v128_t a, v128_t b, v128_t c, v128_t ones) {
 }
 #endif
 
-// i16 lanes of 1, read through a volatile pointer once per call of the kernel so that the compiler cannot
+// i16 lanes of 1, read through a volatile pointer (once per row, by block32_rows) so that the compiler cannot
 // turn it back into a constant (which V8 would rebuild at each use; see dot_i7).
 v128_t ones_i16() {
   alignas(16) static const int16_t kOnes[8] = {1, 1, 1, 1, 1, 1, 1, 1};
@@ -469,7 +469,8 @@ struct Q6_KWasm {
 // f32(d_x), one rounding, as ggml. A row's scales are worked out first, 4 blocks per f16x4 and multiply per
 // token, into `scales`; then one block per iteration. (Unrolled over 4 blocks with the scales in registers,
 // V8 hoisted the 16 activation loads to the top of the loop and spilled them: slower.) One row at a time, also
-// for a lone token: two rows per pass spilled registers and decoded Qwen2.5-0.5B q4_0 ~25 % slower in Chromium.
+// for a lone token: two rows per pass sharing the activation loads measured no faster in Chromium (~25 %
+// slower with the 4-block unrolling, which spilled; the same within the noise without it).
 template <class W, int T>
 void block32_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes,
                   const typename W::XBlock* prepared, float* scales, float* y, int64_t y_stride, int64_t t0,
