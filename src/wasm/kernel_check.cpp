@@ -71,12 +71,17 @@ __attribute__((export_name("sotto_kernel_check_create"))) KernelCheck* sotto_ker
   c->y.resize(static_cast<size_t>(rows) * tokens);
   Rng rng(seed);
   std::vector<float> values(static_cast<size_t>(cols));
+  // Every 5th row and every 3rd token 2^-14 times smaller: their f16 block scales (~1e-6) are subnormal, which
+  // the kernels' own f16 -> f32 conversions (f16, f16x4) must decode exactly as the reference does.
+  constexpr float kSubnormalScales = 0x1p-14f;
   for (int r = 0; r < rows; ++r) {
-    for (float& v : values) v = random_value(rng);
+    const float size = r % 5 == 2 ? kSubnormalScales : 1.0f;
+    for (float& v : values) v = random_value(rng) * size;
     quantize_row_ref(*type, values.data(), c->weights.data() + c->row_bytes * static_cast<size_t>(r), cols);
   }
   for (int t = 0; t < tokens; ++t) {
-    for (float& v : values) v = random_value(rng) * 4.0f;
+    const float size = t % 3 == 1 ? 4.0f * kSubnormalScales : 4.0f;
+    for (float& v : values) v = random_value(rng) * size;
     quantize_activations(*type, values.data(), cols, c->xq.data() + c->xq_stride * static_cast<size_t>(t));
   }
   return c;

@@ -3,7 +3,8 @@
 // a float-rounding bound of the f64 dot of the reference-decoded blocks, and bit for bit the same whether a
 // token runs alone (decode: several rows per pass) or in a tile of tokens (prefill), and whether the rows come
 // as one range or odd pieces (remainder rows, thread splits). Shapes: a row count that is no multiple of the
-// rows per pass, token counts around the tile size, block counts that are no multiple of 4.
+// rows per pass, token counts around the tile size, block counts that are no multiple of 4; every 5th row and
+// 3rd token small enough that their f16 block scales are subnormal (a kernel that flushed them fails here).
 // Run: node --test tests/web/kernel_browser.test.mjs   (needs build/wasm-simd128 and build/wasm-relaxed, or
 // SOTTO_WASM_DIR=<dir under the repository root holding wasm-*/sotto.wasm>; /usr/bin/chromium or $CHROMIUM)
 import assert from 'node:assert/strict';
