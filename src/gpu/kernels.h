@@ -40,7 +40,7 @@ bool gpu_needs_q8_k(DType w);
 bool gpu_embed_supported(DType w);
 
 // Invocations per row of the matrix x vector kernel (128 / lanes rows per workgroup).
-uint32_t matvec_lanes(DType w, int64_t cols);
+uint32_t matvec_lanes(DType w);
 // y[row] (+)= W[row, :] . x (+ bias[row]); 128 / matvec_lanes() rows per workgroup of 128 invocations. `swiglu`: y = silu(W.x) *
 // (W2.x). Quantized types: each workgroup first quantizes x (cols values, RMS-normalised with weight nw when
 // mode bit 4 is set) to q8_0 in workgroup memory, or, `staged`, reads q8_0 blocks a norm_quant dispatch made

@@ -182,7 +182,7 @@ REDUCE
               : gelu  ? "v = gelu_f16(v) * acc2[t];"
                       : "v = v / (1.0 + exp(-v)) * acc2[t];");
   if (!swiglu) replace_all(src, "var acc2: array<f32, TOK>;", "");
-  return cat(wgsl_enables(f, true, true), "const LANES = ", matvec_lanes(w, cols),
+  return cat(wgsl_enables(f, true, true), "const LANES = ", matvec_lanes(w),
              "u;\nconst TOK = ", kMatmatTokens, "u;\n", src);
 }
 

@@ -168,7 +168,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
     if (staged) in = MatvecInput{0, 0, 0, 0.0f, xq, xd};
     return compare(cat("matvec ", dtype_name(w), glu ? " swiglu" : "", norm ? " +rms_norm" : "",
                        staged ? " (staged q8)" : ""),
-                   cat("rows ", rows, " cols ", cols, ", ", matvec_lanes(w, cols), " lanes"), {y},
+                   cat("rows ", rows, " cols ", cols, ", ", matvec_lanes(w), " lanes"), {y},
                    [&](std::vector<Dispatch>& plan) {
                      return ops.matvec(plan, gw, in, y.buffer, 0, bb, 0, true, glu ? &gu : nullptr);
                    });
@@ -193,7 +193,7 @@ fn main(@builtin(local_invocation_id) lid: vec3u, @builtin(workgroup_id) wg: vec
     const MatvecInput in = w == DType::F32 ? MatvecInput{bx, 0, 0, 0.0f} : MatvecInput{0, 0, 0, 0.0f, xq, xd};
     return compare(cat("matmat ", dtype_name(w), glu ? " swiglu" : ""),
                    cat("rows ", rows, " cols ", cols, ", ", run, " of ", plan_tokens, " tokens, ",
-                       matvec_lanes(w, cols), " lanes"),
+                       matvec_lanes(w), " lanes"),
                    {y}, [&](std::vector<Dispatch>& plan) {
                      return ops.matmat(plan, gw, in, y.buffer, 0, 0, 0, false,
                                        TokenBatch{plan_tokens, step, y_stride}, glu ? &gu : nullptr);
@@ -242,8 +242,8 @@ Status check_subgroup_reductions(Ops& ops, uint64_t seed, std::vector<OpCheck>& 
   out.push_back({"subgroup layout (invocations in index order; wrong)", shape + ", workgroups of 128 and 256",
                  static_cast<double>(wrong), 0, wrong == 0});
   SOTTO_TRY(c.matvec(DType::F32, 37, 256, false, false, false));   // 32 lanes
-  SOTTO_TRY(c.matvec(DType::Q4_0, 33, 1024, true, true, false));   // 8 lanes, the norm's tree
-  SOTTO_TRY(c.matvec(DType::Q4_0, 19, 2048, true, false, false));  // 16 lanes
+  SOTTO_TRY(c.matvec(DType::Q4_0, 33, 1024, true, true, false));   // 16 lanes, the norm's tree
+  SOTTO_TRY(c.matvec(DType::Q4_0, 19, 2048, true, false, false));  // 16 lanes, 4 blocks each
   SOTTO_TRY(c.matvec(DType::Q8_0, 21, 512, false, true, true));
   SOTTO_TRY(c.matvec(DType::F16, 11, 172, false, true, false));
   SOTTO_TRY(c.matmat(DType::Q4_0, 21, 2048, true, 11, 16));

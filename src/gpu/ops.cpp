@@ -349,7 +349,7 @@ Status check_matrix_op(std::string_view op, const GpuMatrix& w, const GpuMatrix*
     return error("webgpu: ", op, " for ", dtype_name(w.dtype), " weights is not supported");
   if (up && (up->dtype != w.dtype || up->rows != w.rows || up->cols != w.cols))
     return error("webgpu: SwiGLU needs gate and up matrices of one type and shape");
-  if (w.rows > int64_t{128 / matvec_lanes(w.dtype, w.cols)} * kMaxGroups)
+  if (w.rows > int64_t{128 / matvec_lanes(w.dtype)} * kMaxGroups)
     return error("webgpu: ", w.rows, " rows exceed one dispatch");
   if (w.dtype == DType::F16 && w.cols % 2) return error("webgpu: f16 rows need an even width, not ", w.cols);
   return {};
@@ -375,7 +375,7 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
                               f32      ? ""
                               : staged ? "_staged"
                                        : cat("_", w.cols),
-                              "_lanes", matvec_lanes(w.dtype, w.cols));
+                              "_lanes", matvec_lanes(w.dtype));
   SOTTO_ASSIGN(PipelineHandle p,
                pipeline(key, wgsl_matvec(w.dtype, up != nullptr, features_, static_cast<uint32_t>(w.cols),
                                          staged, gelu_table != 0)));
@@ -409,7 +409,7 @@ Status Ops::matvec(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
   }
   if (up) b.push_back({6, up->buffer});
   if (gelu_table) b.push_back({7, gelu_table});
-  const int64_t rows_per_group = 128 / matvec_lanes(w.dtype, w.cols);
+  const int64_t rows_per_group = 128 / matvec_lanes(w.dtype);
   return add(plan, p, std::move(b), static_cast<uint32_t>((w.rows + rows_per_group - 1) / rows_per_group));
 }
 
@@ -425,7 +425,7 @@ Status Ops::matmat(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
     return error("webgpu: a token batch needs its step uniform and rows of at least ", y_offset + w.rows,
                  " outputs");
   const std::string key = cat("matmat_", dtype_name(w.dtype), up ? (gelu_table ? "_geglu" : "_swiglu") : "",
-                              features_key(features_), "_lanes", matvec_lanes(w.dtype, w.cols));
+                              features_key(features_), "_lanes", matvec_lanes(w.dtype));
   const std::string src =
       wgsl_matmat(w.dtype, up != nullptr, features_, static_cast<uint32_t>(w.cols), gelu_table != 0);
   if (src.empty()) return error("webgpu: no matrix x matrix kernel for ", dtype_name(w.dtype));
@@ -458,7 +458,7 @@ Status Ops::matmat(std::vector<Dispatch>& plan, const GpuMatrix& w, const Matvec
   }
   if (up) b.push_back({6, up->buffer});
   if (gelu_table) b.push_back({7, gelu_table});
-  const int64_t rows_per_group = 128 / matvec_lanes(w.dtype, w.cols);
+  const int64_t rows_per_group = 128 / matvec_lanes(w.dtype);
   return add(plan, p, std::move(b), static_cast<uint32_t>((w.rows + rows_per_group - 1) / rows_per_group),
              (batch.max_tokens + kMatmatTokens - 1) / kMatmatTokens);
 }
