@@ -1,8 +1,8 @@
 // The WGSL of gpu/kernels.h's attention family: RoPE (with the per-head q/k RMSNorm before it and q's scale
 // after it) plus the KV cache write, and attention over the f16 cache (optionally a sliding window), which in
-// decoding does the RoPE and cache write itself (rope_head, one function for both), and with the f32 sum can
-// split a head's keys over many workgroups (flash-decoding). All run 128 invocations a workgroup, the size every
-// kernel of a layer shares.
+// decoding does the RoPE and cache write itself (rope_head, one function for both, or rope_pairs with the same
+// arithmetic for heads without the q/k norm), and with the f32 sum can split a head's keys over many workgroups
+// (flash-decoding). All run 128 invocations a workgroup, the size every kernel of a layer shares.
 #include "core/error.h"
 #include "gpu/kernels.h"
 #include "gpu/kernels_wgsl.h"
@@ -45,6 +45,30 @@ fn rope_head(lid: u32, src: u32, is_k: bool, pos: u32) {
     buf[b] = x0 * s + x1 * c;
   }
   workgroupBarrier();
+}
+)";
+
+// Decoding's q and k heads of up to 128 dims without the q/k norm, rotated at once: q into buf[0 ...], k into
+// buf[128 ...], invocations 0-63 taking q's pairs and 64-127 k's, each pair read from qkv and rotated with
+// rope_head's arithmetic, so the values are its values bit for bit. buf is ready after the caller's barrier.
+const char* kRopePairs = R"(
+fn rope_pairs(lid: u32, q_src: u32, k_src: u32, pos: u32) {
+  let is_k = lid >= 64u;
+  let i = lid & 63u;
+  let src = select(q_src, k_src, is_k);
+  let dst = select(0u, 128u, is_k);
+  let half_rot = p.n_rot / 2u;
+  if (i < half_rot) {
+    let a = select(2u * i, i, p.halves != 0u);
+    let b = select(2u * i + 1u, i + half_rot, p.halves != 0u);
+    let c = rope[(pos * half_rot + i) * 2u];
+    let s = rope[(pos * half_rot + i) * 2u + 1u];
+    let x0 = qkv[src + a];
+    let x1 = qkv[src + b];
+    buf[dst + a] = x0 * c - x1 * s;
+    buf[dst + b] = x0 * s + x1 * c;
+  }
+  for (var j = p.n_rot + i; j < p.hd_k; j += 64u) { buf[dst + j] = qkv[src + j]; }  // dims past n_rot
 }
 )";
 
@@ -368,15 +392,27 @@ var<workgroup> cur_v: array<u32, 128>;
         src, "Q_SOURCE\n",
         R"(  // What rope_kv does for this head's q and its KV head's k and v at this position, with the same code: q
   // rotated (and normed, scaled) as it would store it, k and v as the f16 pairs it would write.
-  rope_head(lid.x, q_at, false, pos);
-  let q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;
-  let q1 = buf[min(lid.x + 128u, p.hd_k - 1u)] * p.q_scale;
-  workgroupBarrier();
   let k_at = tok * p.qkv_stride + p.n_head * p.hd_k + kvh * p.hd_k;
   let v_at = tok * p.qkv_stride + (p.n_head + p.n_head_kv) * p.hd_k + kvh * p.hd_v;
-  rope_head(lid.x, k_at, true, pos);
-  for (var i = lid.x; i < k_words; i += 128u) { cur_k[i] = pack_f16(buf[2u * i], buf[2u * i + 1u]); }
-  for (var i = lid.x; i < v_words; i += 128u) { cur_v[i] = pack_f16(qkv[v_at + 2u * i], qkv[v_at + 2u * i + 1u]); }
+  var q0 = 0.0;
+  var q1 = 0.0;
+  if (p.mode == 0u && p.hd_k <= 128u) {
+    // No q/k norm and at most 64 pairs a head: q and k rotated at once (rope_pairs), each pair straight from
+    // qkv: one memory latency and one barrier where rope_head takes two of each per head.
+    rope_pairs(lid.x, q_at, k_at, pos);
+    for (var i = lid.x; i < v_words; i += 128u) { cur_v[i] = pack_f16(qkv[v_at + 2u * i], qkv[v_at + 2u * i + 1u]); }
+    workgroupBarrier();
+    q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;  // (q1: no dim 128 and up)
+    for (var i = lid.x; i < k_words; i += 128u) { cur_k[i] = pack_f16(buf[128u + 2u * i], buf[128u + 2u * i + 1u]); }
+  } else {
+    rope_head(lid.x, q_at, false, pos);
+    q0 = buf[min(lid.x, p.hd_k - 1u)] * p.q_scale;
+    q1 = buf[min(lid.x + 128u, p.hd_k - 1u)] * p.q_scale;
+    workgroupBarrier();
+    rope_head(lid.x, k_at, true, pos);
+    for (var i = lid.x; i < k_words; i += 128u) { cur_k[i] = pack_f16(buf[2u * i], buf[2u * i + 1u]); }
+    for (var i = lid.x; i < v_words; i += 128u) { cur_v[i] = pack_f16(qkv[v_at + 2u * i], qkv[v_at + 2u * i + 1u]); }
+  }
   workgroupBarrier();
   // The first query head of its KV head writes the cache row (split: its first share; workgroup y is 0 for
   // both, decoding).
@@ -395,7 +431,7 @@ var<workgroup> cur_v: array<u32, 128>;
         } else {
           rows[j * k_stride + w] = kc[p.k_base + (t0 + j) * p.k_row_words + kvh * k_words + w];
         })");
-    return cat(wgsl_float_float(), wgsl_parts::kF16Rne, kRopeHead, src);
+    return cat(wgsl_float_float(), wgsl_parts::kF16Rne, kRopeHead, kRopePairs, src);
   }
   wgsl_parts::replace_all(src, "CACHE_ACCESS", "read");
   wgsl_parts::replace_all(src, "ROPE_DECLS\n", "");
