@@ -121,6 +121,50 @@ class RowChunks {
   std::atomic<int64_t> next_{0};
 };
 
+// Prompts of at least this many tokens take the tile kernels where the CPU has one for the weight type: a
+// tile holds 16 tokens, so below 8 most of its lanes would be padding, and the row kernels' 4-token tiles
+// are as fast.
+constexpr int64_t kTileMinTokens = 8;
+
+int64_t tile_count(int64_t n) {
+  return (n + kTileTokens - 1) / kTileTokens;
+}
+
+// Room for every tile of an n-token prompt of `cols`-wide rows.
+TileVec* reserve_tiles(LinearScratch& scratch, int64_t n, int64_t cols) {
+  const size_t vecs = q8_0_tile_vecs(cols) * static_cast<size_t>(tile_count(n));
+  if (scratch.tiles.size() < vecs) scratch.tiles.resize(vecs);
+  return scratch.tiles.data();
+}
+
+// Thread ith's share of the tiles, from the q8_0 rows xq (stride bytes apart).
+void prepare_tiles(const uint8_t* xq, size_t stride, int64_t n, int64_t cols, TileVec* tiles, int ith,
+                   int nth) {
+  const Range part = split(tile_count(n), ith, nth, 1);
+  for (int64_t k = part.begin; k < part.end; ++k) {
+    const int64_t t0 = k * kTileTokens;
+    q8_0_tile_prepare(xq + static_cast<size_t>(t0) * stride, stride,
+                      static_cast<int>(std::min<int64_t>(kTileTokens, n - t0)), cols,
+                      tiles + static_cast<size_t>(k) * q8_0_tile_vecs(cols));
+  }
+}
+
+// Rows [begin, end) of every token, tile by tile (the rows' weights stay in cache from one tile to the next).
+void tile_rows(QuantDotTileFn fn, const void* weights, int64_t cols, const TileVec* tiles, int64_t n,
+               float* y, int64_t y_stride, int64_t begin, int64_t end) {
+  for (int64_t k = 0; k < tile_count(n); ++k) {
+    const int64_t t0 = k * kTileTokens;
+    fn(weights, cols, tiles + static_cast<size_t>(k) * q8_0_tile_vecs(cols),
+       static_cast<int>(std::min<int64_t>(kTileTokens, n - t0)), y + t0 * y_stride, y_stride, begin, end);
+  }
+}
+
+// The tile kernel for a prompt of n tokens against weights of type w, or nullptr (use the row kernels).
+QuantDotTileFn prompt_tile_kernel(DType w, int64_t n) {
+  if (n < kTileMinTokens || activation_type(w) != DType::Q8_0) return nullptr;
+  return quant_dot_tile(w);
+}
+
 uint16_t load_u16(const uint8_t* p) {
   uint16_t v;
   std::memcpy(&v, p, 2);
@@ -140,6 +184,8 @@ void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_
   const bool parallel_quantize = n >= 4 && pool.n_threads() > 1;
   if (!parallel_quantize)
     for (int64_t t = 0; t < n; ++t) quantize_activations(w, x + t * cols, cols, xq + t * stride);
+  const QuantDotTileFn tile_fn = prompt_tile_kernel(w, n);
+  TileVec* tiles = tile_fn ? reserve_tiles(scratch, n, cols) : nullptr;
   RowChunks chunks(rows, pool.n_threads());
   pool.run([&](int ith, int nth) {
     if (parallel_quantize) {
@@ -147,6 +193,14 @@ void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_
       for (int64_t t = tokens.begin; t < tokens.end; ++t)
         quantize_activations(w, x + t * cols, cols, xq + t * stride);
       pool.barrier();
+    }
+    if (tile_fn) {
+      prepare_tiles(xq, stride, n, cols, tiles, ith, nth);
+      pool.barrier();
+      chunks.take([&](int64_t begin, int64_t end) {
+        tile_rows(tile_fn, weights, cols, tiles, n, y, rows, begin, end);
+      });
+      return;
     }
     chunks.take([&](int64_t begin, int64_t end) { fn(weights, cols, xq, n, stride, y, rows, begin, end); });
   });
@@ -174,6 +228,13 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
   const bool parallel_quantize = n >= 4 && pool.n_threads() > 1;  // as in linear()
   if (!parallel_quantize)
     for (int64_t t = 0; t < n; ++t) quantize_activations(w0, x + t * cols, cols, xq + t * stride);
+  QuantDotTileFn tile_fns[kMaxJobs];
+  bool any_tiles = false;
+  for (int j = 0; j < n_jobs; ++j) {
+    tile_fns[j] = prompt_tile_kernel(jobs[j].w, n);
+    any_tiles = any_tiles || tile_fns[j] != nullptr;
+  }
+  TileVec* tiles = any_tiles ? reserve_tiles(scratch, n, cols) : nullptr;
   RowChunks chunks[kMaxJobs];
   for (int j = 0; j < n_jobs; ++j) chunks[j].reset(jobs[j].rows, pool.n_threads());
   pool.run([&](int ith, int nth) {
@@ -183,9 +244,16 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
         quantize_activations(w0, x + t * cols, cols, xq + t * stride);
       pool.barrier();
     }
+    if (any_tiles) {
+      prepare_tiles(xq, stride, n, cols, tiles, ith, nth);
+      pool.barrier();
+    }
     for (int j = 0; j < n_jobs; ++j)
       chunks[j].take([&](int64_t begin, int64_t end) {
-        fns[j](jobs[j].weights, cols, xq, n, stride, jobs[j].y, jobs[j].rows, begin, end);
+        if (tile_fns[j])
+          tile_rows(tile_fns[j], jobs[j].weights, cols, tiles, n, jobs[j].y, jobs[j].rows, begin, end);
+        else
+          fns[j](jobs[j].weights, cols, xq, n, stride, jobs[j].y, jobs[j].rows, begin, end);
       });
   });
 }

@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "cpu/quant_dot.h"
 
 namespace sotto {
 
@@ -26,11 +27,13 @@ bool linear_supported(DType w);
 // Reused between calls so quantizing x allocates only when a call needs more room than any before.
 struct LinearScratch {
   std::vector<uint8_t> xq;
+  std::vector<TileVec> tiles;  // prompts: x rearranged for the tile kernels (quant_dot.h)
 };
 
 // y[n x rows] = x[n x cols] . W^T for W row-major rows x cols stored as in GGUF (ne0 = cols) in type w; cols
 // a multiple of w's block size. n == 1 is decode (matrix x vector, 4 rows per pass); n > 1 is prefill (tiles
-// of rows x tokens, so each weight block is decoded once per tile). Threads split rows. x is quantized once
+// of rows x tokens, so each weight block is decoded once per tile; from 8 tokens on, where the CPU has one,
+// the tile kernels of quant_dot.h with 16 tokens per vector). Threads split rows. x is quantized once
 // per call into `scratch`, on all threads in parallel when n is large. Unsupported types leave y untouched.
 void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_t cols, const float* x,
             int64_t n, float* y, LinearScratch& scratch);

@@ -510,6 +510,34 @@ QuantDotRowsFn quant_dot_portable_generic(DType w) {
   }
 }
 
+size_t q8_0_tile_vecs(int64_t cols) {
+  return static_cast<size_t>(cols / 32) * kTileVecsPerBlock;
+}
+
+void q8_0_tile_prepare(const void* xq, size_t xq_stride, int tokens, int64_t cols, TileVec* tile) {
+  const int64_t n_blocks = cols / 32;
+  std::memset(tile, 0, q8_0_tile_vecs(cols) * sizeof(TileVec));
+  for (int t = 0; t < tokens; ++t) {
+    const auto* x = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(xq) + t * xq_stride);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      TileVec* v = tile + b * kTileVecsPerBlock;
+      for (int g = 0; g < 8; ++g) std::memcpy(v[g].bytes + 4 * t, x[b].qs + 4 * g, 4);
+      int32_t sum = 0;
+      for (int8_t q : x[b].qs) sum += q;
+      const float d = f16_to_f32(x[b].d);
+      std::memcpy(v[8].bytes + 4 * t, &sum, 4);
+      std::memcpy(v[9].bytes + 4 * t, &d, 4);
+    }
+  }
+}
+
+QuantDotTileFn quant_dot_tile([[maybe_unused]] DType w) {
+#if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
+  if (cpu_use_avx2() && cpu_features().avx512_vnni) return quant_dot_tile_vnni(w);
+#endif
+  return nullptr;
+}
+
 QuantDotRowsFn quant_dot_rows(DType w) {
 #if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
   if (cpu_use_avx2()) {

@@ -135,7 +135,7 @@ TEST(Linear, MatchesReferenceForEveryTypeShapeThreadCountAndInstructionSet) {
       if (raw && !dtype_info(t).quantized) continue;
       for (int64_t rows : {1, 3, 4, 5, 17, 65}) {
         for (int64_t cols : col_options) {
-          const int64_t n_max = 9;
+          const int64_t n_max = 33;  // 9 and up: a 16-token prompt tile, padded; 33: two full and one of 1
           const std::vector<uint8_t> w = random_weights(rng, t, rows, cols, raw);
           std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
           std::vector<float> x(static_cast<size_t>(n_max * cols));
@@ -157,7 +157,7 @@ TEST(Linear, MatchesReferenceForEveryTypeShapeThreadCountAndInstructionSet) {
               }
             }
           }
-          for (int64_t n : {1, 2, 3, 4, 5, 9}) {
+          for (int64_t n : {1, 2, 3, 4, 5, 9, 33}) {
             for (bool portable : portable_modes()) {
               cpu_force_portable(portable);
               for (int threads = 1; threads <= 4; ++threads) {
@@ -194,7 +194,7 @@ TEST(Linear, SharedXMatchesLinearBitForBitAndTheReference) {
                                                   {DType::Q5_0, DType::Q8_0},
                                                   {DType::Q4_K, DType::Q6_K},
                                                   {DType::Q4_K, DType::Q8_0, DType::F16}};
-  const int64_t cols = 512, n_max = 9;
+  const int64_t cols = 512, n_max = 17;
   const int64_t rows_of[4] = {33, 16, 7, 20};
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (const std::vector<DType>& types : groups) {
@@ -203,7 +203,7 @@ TEST(Linear, SharedXMatchesLinearBitForBitAndTheReference) {
     for (int j = 0; j < n_jobs; ++j) w[j] = random_weights(rng, types[j], rows_of[j], cols, false);
     std::vector<float> x(static_cast<size_t>(n_max * cols));
     for (float& v : x) v = uniform(rng);
-    for (int64_t n : {1, 3, 4, 9}) {
+    for (int64_t n : {1, 3, 4, 9, 17}) {
       for (int threads = 1; threads <= 4; ++threads) {
         ThreadPool& pool = *pools.pools[threads - 1];
         std::vector<std::vector<float>> got(types.size());
