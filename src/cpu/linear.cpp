@@ -131,37 +131,37 @@ int64_t tile_count(int64_t n) {
 }
 
 // Room for every tile of an n-token prompt of `cols`-wide rows.
-TileVec* reserve_tiles(LinearScratch& scratch, int64_t n, int64_t cols) {
-  const size_t vecs = q8_0_tile_vecs(cols) * static_cast<size_t>(tile_count(n));
+TileVec* reserve_tiles(LinearScratch& scratch, DType act, int64_t n, int64_t cols) {
+  const size_t vecs = tile_vecs(act, cols) * static_cast<size_t>(tile_count(n));
   if (scratch.tiles.size() < vecs) scratch.tiles.resize(vecs);
   return scratch.tiles.data();
 }
 
-// Thread ith's share of the tiles, from the q8_0 rows xq (stride bytes apart).
-void prepare_tiles(const uint8_t* xq, size_t stride, int64_t n, int64_t cols, TileVec* tiles, int ith,
-                   int nth) {
+// Thread ith's share of the tiles, from the activation rows xq (type act, stride bytes apart).
+void prepare_tiles(DType act, const uint8_t* xq, size_t stride, int64_t n, int64_t cols, TileVec* tiles,
+                   int ith, int nth) {
   const Range part = split(tile_count(n), ith, nth, 1);
   for (int64_t k = part.begin; k < part.end; ++k) {
     const int64_t t0 = k * kTileTokens;
-    q8_0_tile_prepare(xq + static_cast<size_t>(t0) * stride, stride,
-                      static_cast<int>(std::min<int64_t>(kTileTokens, n - t0)), cols,
-                      tiles + static_cast<size_t>(k) * q8_0_tile_vecs(cols));
+    tile_prepare(act, xq + static_cast<size_t>(t0) * stride, stride,
+                 static_cast<int>(std::min<int64_t>(kTileTokens, n - t0)), cols,
+                 tiles + static_cast<size_t>(k) * tile_vecs(act, cols));
   }
 }
 
 // Rows [begin, end) of every token, tile by tile (the rows' weights stay in cache from one tile to the next).
-void tile_rows(QuantDotTileFn fn, const void* weights, int64_t cols, const TileVec* tiles, int64_t n,
-               float* y, int64_t y_stride, int64_t begin, int64_t end) {
+void tile_rows(QuantDotTileFn fn, DType act, const void* weights, int64_t cols, const TileVec* tiles,
+               int64_t n, float* y, int64_t y_stride, int64_t begin, int64_t end) {
   for (int64_t k = 0; k < tile_count(n); ++k) {
     const int64_t t0 = k * kTileTokens;
-    fn(weights, cols, tiles + static_cast<size_t>(k) * q8_0_tile_vecs(cols),
+    fn(weights, cols, tiles + static_cast<size_t>(k) * tile_vecs(act, cols),
        static_cast<int>(std::min<int64_t>(kTileTokens, n - t0)), y + t0 * y_stride, y_stride, begin, end);
   }
 }
 
 // The tile kernel for a prompt of n tokens against weights of type w, or nullptr (use the row kernels).
 QuantDotTileFn prompt_tile_kernel(DType w, int64_t n) {
-  if (n < kTileMinTokens || activation_type(w) != DType::Q8_0) return nullptr;
+  if (n < kTileMinTokens) return nullptr;
   return quant_dot_tile(w);
 }
 
@@ -185,7 +185,8 @@ void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_
   if (!parallel_quantize)
     for (int64_t t = 0; t < n; ++t) quantize_activations(w, x + t * cols, cols, xq + t * stride);
   const QuantDotTileFn tile_fn = prompt_tile_kernel(w, n);
-  TileVec* tiles = tile_fn ? reserve_tiles(scratch, n, cols) : nullptr;
+  const DType act = activation_type(w);
+  TileVec* tiles = tile_fn ? reserve_tiles(scratch, act, n, cols) : nullptr;
   RowChunks chunks(rows, pool.n_threads());
   pool.run([&](int ith, int nth) {
     if (parallel_quantize) {
@@ -195,10 +196,10 @@ void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_
       pool.barrier();
     }
     if (tile_fn) {
-      prepare_tiles(xq, stride, n, cols, tiles, ith, nth);
+      prepare_tiles(act, xq, stride, n, cols, tiles, ith, nth);
       pool.barrier();
       chunks.take([&](int64_t begin, int64_t end) {
-        tile_rows(tile_fn, weights, cols, tiles, n, y, rows, begin, end);
+        tile_rows(tile_fn, act, weights, cols, tiles, n, y, rows, begin, end);
       });
       return;
     }
@@ -234,7 +235,8 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
     tile_fns[j] = prompt_tile_kernel(jobs[j].w, n);
     any_tiles = any_tiles || tile_fns[j] != nullptr;
   }
-  TileVec* tiles = any_tiles ? reserve_tiles(scratch, n, cols) : nullptr;
+  const DType act = activation_type(w0);
+  TileVec* tiles = any_tiles ? reserve_tiles(scratch, act, n, cols) : nullptr;
   RowChunks chunks[kMaxJobs];
   for (int j = 0; j < n_jobs; ++j) chunks[j].reset(jobs[j].rows, pool.n_threads());
   pool.run([&](int ith, int nth) {
@@ -245,13 +247,13 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
       pool.barrier();
     }
     if (any_tiles) {
-      prepare_tiles(xq, stride, n, cols, tiles, ith, nth);
+      prepare_tiles(act, xq, stride, n, cols, tiles, ith, nth);
       pool.barrier();
     }
     for (int j = 0; j < n_jobs; ++j)
       chunks[j].take([&](int64_t begin, int64_t end) {
         if (tile_fns[j])
-          tile_rows(tile_fns[j], jobs[j].weights, cols, tiles, n, jobs[j].y, jobs[j].rows, begin, end);
+          tile_rows(tile_fns[j], act, jobs[j].weights, cols, tiles, n, jobs[j].y, jobs[j].rows, begin, end);
         else
           fns[j](jobs[j].weights, cols, xq, n, stride, jobs[j].y, jobs[j].rows, begin, end);
       });

@@ -510,23 +510,38 @@ QuantDotRowsFn quant_dot_portable_generic(DType w) {
   }
 }
 
-size_t q8_0_tile_vecs(int64_t cols) {
-  return static_cast<size_t>(cols / 32) * kTileVecsPerBlock;
+size_t tile_vecs(DType act, int64_t cols) {
+  return act == DType::Q8_K ? static_cast<size_t>(cols / 256) * kTileVecsPerSuperBlock
+                            : static_cast<size_t>(cols / 32) * kTileVecsPerBlock;
 }
 
-void q8_0_tile_prepare(const void* xq, size_t xq_stride, int tokens, int64_t cols, TileVec* tile) {
-  const int64_t n_blocks = cols / 32;
-  std::memset(tile, 0, q8_0_tile_vecs(cols) * sizeof(TileVec));
+void tile_prepare(DType act, const void* xq, size_t xq_stride, int tokens, int64_t cols, TileVec* tile) {
+  std::memset(tile, 0, tile_vecs(act, cols) * sizeof(TileVec));
+  const auto lane = [](TileVec& v, int t, const void* value) { std::memcpy(v.bytes + 4 * t, value, 4); };
   for (int t = 0; t < tokens; ++t) {
-    const auto* x = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(xq) + t * xq_stride);
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      TileVec* v = tile + b * kTileVecsPerBlock;
-      for (int g = 0; g < 8; ++g) std::memcpy(v[g].bytes + 4 * t, x[b].qs + 4 * g, 4);
-      int32_t sum = 0;
-      for (int8_t q : x[b].qs) sum += q;
-      const float d = f16_to_f32(x[b].d);
-      std::memcpy(v[8].bytes + 4 * t, &sum, 4);
-      std::memcpy(v[9].bytes + 4 * t, &d, 4);
+    const auto* row = static_cast<const uint8_t*>(xq) + t * xq_stride;
+    if (act == DType::Q8_K) {
+      const auto* x = reinterpret_cast<const BlockQ8_K*>(row);
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        TileVec* v = tile + b * kTileVecsPerSuperBlock;
+        for (int g = 0; g < 64; ++g) lane(v[g], t, x[b].qs + 4 * g);
+        for (int j = 0; j < 16; ++j) {
+          const int32_t sum = x[b].bsums[j];
+          lane(v[64 + j], t, &sum);
+        }
+        lane(v[80], t, &x[b].d);
+      }
+    } else {
+      const auto* x = reinterpret_cast<const BlockQ8_0*>(row);
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        TileVec* v = tile + b * kTileVecsPerBlock;
+        for (int g = 0; g < 8; ++g) lane(v[g], t, x[b].qs + 4 * g);
+        int32_t sum = 0;
+        for (int8_t q : x[b].qs) sum += q;
+        const float d = f16_to_f32(x[b].d);
+        lane(v[8], t, &sum);
+        lane(v[9], t, &d);
+      }
     }
   }
 }

@@ -71,31 +71,33 @@ QuantDotRowsFn quant_dot_rows(DType w);
 // ---- prompt tiles: one token per 32-bit lane (AVX-512 VNNI) ---------------------------------------------
 // The row kernels above keep ggml's AVX2 float order: 8 lanes of partial sums per (row, token), one FMA and one
 // conversion per block and token. For prompts, where the weights stay in cache and the core's arithmetic is
-// the limit, the tile kernels put one token in each 32-bit lane of a 512-bit vector instead: the q8_0
-// activations of up to 16 tokens are first rearranged once per call into a tile (q8_0_tile_prepare()), then
-// each weight row's 4 bytes are broadcast to all lanes and one vpdpbusd adds 4 products for 16 tokens; the
-// block's integer sum is then exact in one lane, and one conversion and one FMA finish 16 tokens. Each
-// (row, token) adds its blocks' terms d_w * d_x * sum q_w q_x in block order, in one f32 lane: ggml's scalar
-// order (its generic vec_dot), not its AVX2 one, so results differ from the row kernels' by float rounding
-// only (the integer sums are the same).
+// the limit, the tile kernels put one token in each 32-bit lane of a 512-bit vector instead: the activations
+// of up to 16 tokens are first rearranged once per call into a tile (tile_prepare()), then each weight row's
+// 4 bytes are broadcast to all lanes and one vpdpbusd adds 4 products for 16 tokens; a block's integer sum is
+// then exact in one lane, and one conversion and one FMA finish it for 16 tokens. Each (row, token) adds its
+// blocks' float terms in block order in one f32 lane: ggml's scalar order (its generic vec_dot), not its AVX2
+// one, so results differ from the row kernels' by float rounding only (the integer sums are the same).
 //
-// Tile layout, per q8_0 block of the row, kTileVecsPerBlock vectors of 16 lanes (lane t = token t of the
-// tile; lanes of absent tokens are zero): 0..7: the token's q's 4g .. 4g + 3 as one 32-bit lane (group g);
-// 8: the sum of the block's 32 q's (i32); 9: d_x as f32.
+// Tile layout, lane t = token t of the tile (lanes of absent tokens are zero), per block of the row:
+//   q8_0 (kTileVecsPerBlock):      0..7: the token's q's 4g .. 4g + 3 as one 32-bit lane (group g);
+//                                  8: the sum of the block's 32 q's (i32); 9: d_x (f32).
+//   q8_K (kTileVecsPerSuperBlock): 0..63: groups as above; 64..79: bsums (sums of each 16 q's, i32);
+//                                  80: d_x (f32).
 constexpr int kTileTokens = 16;
 constexpr int kTileVecsPerBlock = 10;
+constexpr int kTileVecsPerSuperBlock = 81;
 struct alignas(64) TileVec {
   uint8_t bytes[64];
 };
-// TileVecs per tile for rows of `cols` elements (a multiple of 32).
-size_t q8_0_tile_vecs(int64_t cols);
-// Writes the tile of `tokens` (1..16) q8_0 activation rows, xq_stride bytes apart, to `tile`.
-void q8_0_tile_prepare(const void* xq, size_t xq_stride, int tokens, int64_t cols, TileVec* tile);
+// TileVecs per tile of activation type `act` (Q8_0 or Q8_K) for rows of `cols` elements.
+size_t tile_vecs(DType act, int64_t cols);
+// Writes the tile of `tokens` (1..16) activation rows of type `act`, xq_stride bytes apart, to `tile`.
+void tile_prepare(DType act, const void* xq, size_t xq_stride, int tokens, int64_t cols, TileVec* tile);
 // y[t * y_stride + r] = W[r, :] . x_t for t < tokens, r in [row_begin, row_end).
 using QuantDotTileFn = void (*)(const void* weights, int64_t cols, const TileVec* tile, int tokens, float* y,
                                 int64_t y_stride, int64_t row_begin, int64_t row_end);
-// The tile kernel for weight type w on this CPU (q4_0, q5_0 and q8_0 with AVX-512 VNNI); nullptr where there is none, and
-// where cpu_use_avx2() is off.
+// The tile kernel for weight type w on this CPU (q4_0, q5_0, q8_0, q4_K and q6_K with AVX-512 VNNI); nullptr
+// where there is none, and where cpu_use_avx2() is off.
 QuantDotTileFn quant_dot_tile(DType w);
 #if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
 QuantDotTileFn quant_dot_tile_vnni(DType w);  // quant_dot_fast_vnni_avx2.cpp

@@ -154,13 +154,122 @@ void q5_0_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, 
     for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
 }
 
+// Rows r .. r + R - 1 of a q4_K matrix against a tile of 16 tokens (q8_K layout). Per super-block and row:
+// the 6-bit scales and mins unpacked as Q4_KFast does; sub-block 2k is the low nibbles of qs[32k .. 32k + 31],
+// 2k + 1 the high ones, used in place (16 q, so that sum is shifted right by 4, exactly). The integer parts
+// are ggml's, exact in i32: sum_j sc_j * sum_i q_i x_i (|.| <= 8 * 63 * 32 * 15 * 127 < 2^31) and
+// sum_j m_j * (the two bsums of sub-block j); then d_w * d_x and dmin_w * d_x scale them.
+template <int R>
+void q4_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
+                    int tokens, float* y, int64_t y_stride, int64_t r) {
+  const uint8_t* w_rows[R];
+  __m512 acc[R];
+  for (int i = 0; i < R; ++i) {
+    w_rows[i] = weights + static_cast<size_t>(r + i) * row_bytes;
+    acc[i] = _mm512_setzero_ps();
+  }
+  const __m512i low_mask = _mm512_set1_epi8(0x0f), high_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const TileVec* x = tile + b * kTileVecsPerSuperBlock;
+    const __m512 d_x = _mm512_load_ps(x[80].bytes);
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* w = w_rows[i] + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+      const uint32_t sa = load_u32(w + 4), sb = load_u32(w + 8), sc = load_u32(w + 12);
+      const uint32_t packed[4] = {sa & 0x3f3f3f3fu, (sc & 0x0f0f0f0fu) | ((sa >> 2) & 0x30303030u),
+                                  sb & 0x3f3f3f3fu, ((sc >> 4) & 0x0f0f0f0fu) | ((sb >> 2) & 0x30303030u)};
+      uint8_t scales_mins[16];  // scales 0..7, then mins 0..7
+      std::memcpy(scales_mins, packed, 16);
+      const uint8_t* qs = w + 16;
+      __m512i sum = _mm512_setzero_si512(), min_sum = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+        for (int g = 0; g < 8; ++g) {
+          const __m512i q = _mm512_set1_epi32(static_cast<int>(load_u32(qs + 32 * k + 4 * g)));
+          lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q, low_mask), load_tile(x[16 * k + g]));
+          hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(q, high_mask), load_tile(x[16 * k + 8 + g]));
+        }
+        sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(lo, _mm512_set1_epi32(scales_mins[2 * k])));
+        sum = _mm512_add_epi32(
+            sum, _mm512_mullo_epi32(_mm512_srai_epi32(hi, 4), _mm512_set1_epi32(scales_mins[2 * k + 1])));
+        const __m512i x_lo = _mm512_add_epi32(load_tile(x[64 + 4 * k]), load_tile(x[65 + 4 * k]));
+        const __m512i x_hi = _mm512_add_epi32(load_tile(x[66 + 4 * k]), load_tile(x[67 + 4 * k]));
+        min_sum =
+            _mm512_add_epi32(min_sum, _mm512_mullo_epi32(x_lo, _mm512_set1_epi32(scales_mins[8 + 2 * k])));
+        min_sum =
+            _mm512_add_epi32(min_sum, _mm512_mullo_epi32(x_hi, _mm512_set1_epi32(scales_mins[9 + 2 * k])));
+      }
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_set1_ps(f16(w)), d_x), acc[i]);
+      acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_mul_ps(_mm512_set1_ps(f16(w + 2)), d_x),
+                                acc[i]);
+    }
+  }
+  alignas(64) float out[R][kTileTokens];
+  for (int i = 0; i < R; ++i) _mm512_store_ps(out[i], acc[i]);
+  for (int t = 0; t < tokens; ++t)
+    for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
+}
+
+// Rows r .. r + R - 1 of a q6_K matrix against a tile of 16 tokens (q8_K layout). Each row's super-block is
+// first decoded to its 256 unsigned values (q + 32, 0..63) in a stack buffer, as Q6_KFast decodes it, whose
+// words are then broadcast; each group of 16 (one signed scale) starts its sum at -32 * bsum, so the offset
+// comes off exactly: sum_j sc_j * sum_i (q_i - 32) x_i (|.| <= 16 * 128 * 16 * 32 * 127 < 2^31).
+template <int R>
+void q6_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
+                    int tokens, float* y, int64_t y_stride, int64_t r) {
+  const uint8_t* w_rows[R];
+  __m512 acc[R];
+  for (int i = 0; i < R; ++i) {
+    w_rows[i] = weights + static_cast<size_t>(r + i) * row_bytes;
+    acc[i] = _mm512_setzero_ps();
+  }
+  const __m256i mask = _mm256_set1_epi8(0x0f), high_mask = _mm256_set1_epi8(0x30);
+  alignas(32) uint8_t values[256];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const TileVec* x = tile + b * kTileVecsPerSuperBlock;
+    const __m512 d_x = _mm512_load_ps(x[80].bytes);
+    for (int i = 0; i < R; ++i) {
+      const auto* block =
+          reinterpret_cast<const BlockQ6_K*>(w_rows[i] + static_cast<size_t>(b) * sizeof(BlockQ6_K));
+      for (int h = 0; h < 2; ++h) {  // elements 128h + 32k + l: see Q6_KFast
+        const __m256i ql0 = load256(block->ql + 64 * h), ql1 = load256(block->ql + 64 * h + 32);
+        const __m256i qh = load256(block->qh + 32 * h);
+        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(ql0, mask),
+                                              _mm256_and_si256(_mm256_slli_epi16(qh, 4), high_mask)),
+                              _mm256_or_si256(_mm256_and_si256(ql1, mask),
+                                              _mm256_and_si256(_mm256_slli_epi16(qh, 2), high_mask)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask),
+                                              _mm256_and_si256(qh, high_mask)),
+                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask),
+                                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), high_mask))};
+        for (int k = 0; k < 4; ++k)
+          _mm256_store_si256(reinterpret_cast<__m256i*>(values + 128 * h + 32 * k), q[k]);
+      }
+      __m512i sum = _mm512_setzero_si512();
+      for (int j = 0; j < 16; ++j) {
+        __m512i group = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(load_tile(x[64 + j]), 5));
+        for (int g = 0; g < 4; ++g)
+          group = _mm512_dpbusd_epi32(group,
+                                      _mm512_set1_epi32(static_cast<int>(load_u32(values + 16 * j + 4 * g))),
+                                      load_tile(x[4 * j + g]));
+        sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(group, _mm512_set1_epi32(block->scales[j])));
+      }
+      const float d = f16(reinterpret_cast<const uint8_t*>(&block->d));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_set1_ps(d), d_x), acc[i]);
+    }
+  }
+  alignas(64) float out[R][kTileTokens];
+  for (int i = 0; i < R; ++i) _mm512_store_ps(out[i], acc[i]);
+  for (int t = 0; t < tokens; ++t)
+    for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
+}
+
 // Every row of [row_begin, row_end), 4 per pass (they share the tile's loads), against one tile.
 using TileRowsFn = void (*)(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
                             int tokens, float* y, int64_t y_stride, int64_t r);
-template <class Block, TileRowsFn Rows4, TileRowsFn Rows1>
+template <class Block, int kBlockElems, TileRowsFn Rows4, TileRowsFn Rows1>
 void tile_kernel(const void* weights, int64_t cols, const TileVec* tile, int tokens, float* y,
                  int64_t y_stride, int64_t row_begin, int64_t row_end) {
-  const int64_t n_blocks = cols / 32;
+  const int64_t n_blocks = cols / kBlockElems;
   const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(Block);
   const auto* w = static_cast<const uint8_t*>(weights);
   int64_t r = row_begin;
@@ -173,11 +282,15 @@ void tile_kernel(const void* weights, int64_t cols, const TileVec* tile, int tok
 QuantDotTileFn quant_dot_tile_vnni(DType w) {
   switch (w) {
     case DType::Q4_0:
-      return tile_kernel<BlockQ4_0, q4_0_tile_rows<4>, q4_0_tile_rows<1>>;
+      return tile_kernel<BlockQ4_0, 32, q4_0_tile_rows<4>, q4_0_tile_rows<1>>;
     case DType::Q5_0:
-      return tile_kernel<BlockQ5_0, q5_0_tile_rows<4>, q5_0_tile_rows<1>>;
+      return tile_kernel<BlockQ5_0, 32, q5_0_tile_rows<4>, q5_0_tile_rows<1>>;
     case DType::Q8_0:
-      return tile_kernel<BlockQ8_0, q8_0_tile_rows<4>, q8_0_tile_rows<1>>;
+      return tile_kernel<BlockQ8_0, 32, q8_0_tile_rows<4>, q8_0_tile_rows<1>>;
+    case DType::Q4_K:
+      return tile_kernel<BlockQ4_K, 256, q4_K_tile_rows<4>, q4_K_tile_rows<1>>;
+    case DType::Q6_K:
+      return tile_kernel<BlockQ6_K, 256, q6_K_tile_rows<4>, q6_K_tile_rows<1>>;
     default:
       return nullptr;
   }
