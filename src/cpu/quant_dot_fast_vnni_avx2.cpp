@@ -33,126 +33,115 @@ __m512i load_tile(const TileVec& v) {
   return _mm512_load_si512(v.bytes);
 }
 
-// Rows r .. r + R - 1 of a q4_0 matrix against a tile of 16 tokens. Per row and block: its 16 bytes of nibbles
-// as 4 broadcast 32-bit words; word g's low nibbles are elements 4g .. 4g + 3 (group g), its high nibbles
-// elements 16 + 4g .. (group g + 4). The high nibbles are used in place (byte & 0xf0 = 16 q), so the
-// low groups' sum is shifted left by 4 to match: 16 * sum (q - 8) x = 16 * lo + hi - 128 * sum x, exact in
-// i32 (|.| <= 16 * 32 * 8 * 127 < 2^20, so its f32 conversion is exact too), and the scale carries the 1/16
-// (d_w / 16 is exact). Where the time goes, per row and block for 16 tokens: 8 vpdpbusd, 8 masks, 4
-// broadcast loads, then 5 ops to scale and add; the 10 tile vectors are loaded once per block for R rows.
+// Rows r .. r + R - 1 of a pass against a tile: where each row starts, and its 16 f32 sums (lane t: token t).
 template <int R>
-void q4_0_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
-                    int tokens, float* y, int64_t y_stride, int64_t r) {
-  const uint8_t* w_rows[R];
+struct TileRows {
+  const uint8_t* w[R];
   __m512 acc[R];
-  for (int i = 0; i < R; ++i) {
-    w_rows[i] = weights + static_cast<size_t>(r + i) * row_bytes;
-    acc[i] = _mm512_setzero_ps();
-  }
-  const __m512i low_mask = _mm512_set1_epi8(0x0f), high_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const TileVec* x = tile + b * kTileVecsPerBlock;
-    __m512i groups[8];
-    for (int g = 0; g < 8; ++g) groups[g] = load_tile(x[g]);
-    const __m512i offset = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(load_tile(x[8]), 7));
-    const __m512 d_x = _mm512_load_ps(x[9].bytes);
+  TileRows(const uint8_t* weights, size_t row_bytes, int64_t r) {
     for (int i = 0; i < R; ++i) {
-      const uint8_t* w = w_rows[i] + static_cast<size_t>(b) * sizeof(BlockQ4_0);
-      __m512i lo = _mm512_setzero_si512(), hi = offset;
-      for (int g = 0; g < 4; ++g) {
-        const __m512i q = _mm512_set1_epi32(static_cast<int>(load_u32(w + 2 + 4 * g)));
-        lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q, low_mask), groups[g]);
-        hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(q, high_mask), groups[g + 4]);
-      }
-      const __m512i sum16 = _mm512_add_epi32(_mm512_slli_epi32(lo, 4), hi);
-      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(f16(w) * 0.0625f), d_x);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum16), scale, acc[i]);
+      w[i] = weights + static_cast<size_t>(r + i) * row_bytes;
+      acc[i] = _mm512_setzero_ps();
     }
   }
-  alignas(64) float out[R][kTileTokens];
-  for (int i = 0; i < R; ++i) _mm512_store_ps(out[i], acc[i]);
-  for (int t = 0; t < tokens; ++t)
-    for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
+  // y[t * y_stride + r + i] = row i's sum for token t, for the tile's tokens only.
+  void store(int tokens, float* y, int64_t y_stride, int64_t r) const {
+    alignas(64) float out[R][kTileTokens];
+    for (int i = 0; i < R; ++i) _mm512_store_ps(out[i], acc[i]);
+    for (int t = 0; t < tokens; ++t)
+      for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
+  }
+};
+
+// One 32-element block of a q8_0 tile, loaded once for the rows of a pass: its 8 groups, -2^offset_shift *
+// sum x (what a weight type's unsigned offset adds to the integer dot, exactly) and d_x, per token.
+struct TileBlock32 {
+  __m512i groups[8];
+  __m512i offset;
+  __m512 d_x;
+  TileBlock32(const TileVec* x, int offset_shift) {
+    for (int g = 0; g < 8; ++g) groups[g] = load_tile(x[g]);
+    offset = _mm512_sub_epi32(_mm512_setzero_si512(),
+                              _mm512_sll_epi32(load_tile(x[8]), _mm_cvtsi32_si128(offset_shift)));
+    d_x = _mm512_load_ps(x[9].bytes);
+  }
+};
+
+// Rows r .. r + R - 1 of a 32-element weight type W against a tile of 16 tokens: W::dot() gives a block's
+// integer dot for every token, exact, times 2^W::kDotShift; the row adds it times f32(d_w) * f32(d_x) (the
+// 2^-kDotShift folded into d_w, exactly) with one FMA per block. Where the time goes, per row and block for 16
+// tokens: W::dot()'s 8 vpdpbusd and the ops that make its 8 broadcast weight words, then 4 to scale and add;
+// the tile's block is loaded once for the R rows.
+template <class W, int R>
+void block32_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
+                       int tokens, float* y, int64_t y_stride, int64_t r) {
+  TileRows<R> rows(weights, row_bytes, r);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const TileBlock32 x(tile + b * kTileVecsPerBlock, W::kOffsetShift);
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* w = rows.w[i] + static_cast<size_t>(b) * sizeof(typename W::Block);
+      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(f16(w) * (1.0f / (1 << W::kDotShift))), x.d_x);
+      rows.acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(W::dot(w, x)), scale, rows.acc[i]);
+    }
+  }
+  rows.store(tokens, y, y_stride, r);
 }
 
-// Rows r .. r + R - 1 of a q8_0 matrix against a tile of 16 tokens: each 32-bit word of the row's block,
-// broadcast, is group g; the weights go unsigned as q + 128 (vpdpbusd's u8 operand), and the 128 * sum x that
-// adds comes off exactly: sum q x = sum (q + 128) x - 128 * sum x. Two sums (even and odd groups) keep the
-// chains of vpdpbusd short.
-template <int R>
-void q8_0_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
-                    int tokens, float* y, int64_t y_stride, int64_t r) {
-  const uint8_t* w_rows[R];
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) {
-    w_rows[i] = weights + static_cast<size_t>(r + i) * row_bytes;
-    acc[i] = _mm512_setzero_ps();
-  }
-  const __m512i sign = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const TileVec* x = tile + b * kTileVecsPerBlock;
-    __m512i groups[8];
-    for (int g = 0; g < 8; ++g) groups[g] = load_tile(x[g]);
-    const __m512i offset = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(load_tile(x[8]), 7));
-    const __m512 d_x = _mm512_load_ps(x[9].bytes);
-    for (int i = 0; i < R; ++i) {
-      const uint8_t* w = w_rows[i] + static_cast<size_t>(b) * sizeof(BlockQ8_0);
-      __m512i even = offset, odd = _mm512_setzero_si512();
-      for (int g = 0; g < 8; g += 2) {
-        const __m512i q0 = _mm512_set1_epi32(static_cast<int>(load_u32(w + 2 + 4 * g)));
-        const __m512i q1 = _mm512_set1_epi32(static_cast<int>(load_u32(w + 6 + 4 * g)));
-        even = _mm512_dpbusd_epi32(even, _mm512_xor_si512(q0, sign), groups[g]);
-        odd = _mm512_dpbusd_epi32(odd, _mm512_xor_si512(q1, sign), groups[g + 1]);
-      }
-      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(f16(w)), d_x);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), scale, acc[i]);
+// q4_0: the block's 16 bytes of nibbles as 4 broadcast 32-bit words; word g's low nibbles are elements
+// 4g .. 4g + 3 (group g), its high nibbles elements 16 + 4g .. (group g + 4). The high nibbles are used in
+// place (byte & 0xf0 = 16 q), so the low groups' sum is shifted left by 4 to match:
+// 16 * sum (q - 8) x = 16 * lo + hi - 128 * sum x, exact in i32 (|.| <= 16 * 32 * 8 * 127 < 2^20, so its f32
+// conversion is exact too).
+struct Q4_0Tile {
+  using Block = BlockQ4_0;
+  static constexpr int kOffsetShift = 7, kDotShift = 4;
+  static __m512i dot(const uint8_t* w, const TileBlock32& x) {
+    const __m512i low_mask = _mm512_set1_epi8(0x0f), high_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
+    __m512i lo = _mm512_setzero_si512(), hi = x.offset;
+    for (int g = 0; g < 4; ++g) {
+      const __m512i q = _mm512_set1_epi32(static_cast<int>(load_u32(w + 2 + 4 * g)));
+      lo = _mm512_dpbusd_epi32(lo, _mm512_and_si512(q, low_mask), x.groups[g]);
+      hi = _mm512_dpbusd_epi32(hi, _mm512_and_si512(q, high_mask), x.groups[g + 4]);
     }
+    return _mm512_add_epi32(_mm512_slli_epi32(lo, 4), hi);
   }
-  alignas(64) float out[R][kTileTokens];
-  for (int i = 0; i < R; ++i) _mm512_store_ps(out[i], acc[i]);
-  for (int t = 0; t < tokens; ++t)
-    for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
+};
+
+// Unsigned weight bytes (one block's 32, in element order) against a tile block: two sums (even and odd
+// groups) keep the chains of vpdpbusd short; the first starts at the offset term.
+__m512i dot_bytes(const uint8_t* values, __m512i flip, const TileBlock32& x) {
+  __m512i even = x.offset, odd = _mm512_setzero_si512();
+  for (int g = 0; g < 8; g += 2) {
+    const __m512i q0 = _mm512_set1_epi32(static_cast<int>(load_u32(values + 4 * g)));
+    const __m512i q1 = _mm512_set1_epi32(static_cast<int>(load_u32(values + 4 * g + 4)));
+    even = _mm512_dpbusd_epi32(even, _mm512_xor_si512(q0, flip), x.groups[g]);
+    odd = _mm512_dpbusd_epi32(odd, _mm512_xor_si512(q1, flip), x.groups[g + 1]);
+  }
+  return _mm512_add_epi32(even, odd);
 }
 
-// Rows r .. r + R - 1 of a q5_0 matrix against a tile of 16 tokens. Each row's block is first decoded to its
-// 32 unsigned values (0..31: the nibbles, 16 where the block's fifth bit is set) in a stack buffer, whose
-// 32-bit words are then broadcast as q8_0's are; the offset comes off as -16 * sum x.
-template <int R>
-void q5_0_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
-                    int tokens, float* y, int64_t y_stride, int64_t r) {
-  const uint8_t* w_rows[R];
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) {
-    w_rows[i] = weights + static_cast<size_t>(r + i) * row_bytes;
-    acc[i] = _mm512_setzero_ps();
+// q8_0: the weights go unsigned as q + 128 (vpdpbusd's u8 operand: the sign bit flipped), and the
+// 128 * sum x that adds comes off exactly: sum q x = sum (q + 128) x - 128 * sum x.
+struct Q8_0Tile {
+  using Block = BlockQ8_0;
+  static constexpr int kOffsetShift = 7, kDotShift = 0;
+  static __m512i dot(const uint8_t* w, const TileBlock32& x) {
+    return dot_bytes(w + 2, _mm512_set1_epi8(static_cast<char>(0x80)), x);
   }
-  alignas(32) uint8_t values[R][32];
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const TileVec* x = tile + b * kTileVecsPerBlock;
-    __m512i groups[8];
-    for (int g = 0; g < 8; ++g) groups[g] = load_tile(x[g]);
-    const __m512i offset = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(load_tile(x[8]), 4));
-    const __m512 d_x = _mm512_load_ps(x[9].bytes);
-    for (int i = 0; i < R; ++i) {
-      const uint8_t* w = w_rows[i] + static_cast<size_t>(b) * sizeof(BlockQ5_0);
-      const __m256i fifth = _mm256_maskz_set1_epi8(load_u32(w + 2), 0x10);  // qh bit i -> 16 in byte i
-      _mm256_store_si256(reinterpret_cast<__m256i*>(values[i]), _mm256_or_si256(nibbles32(w + 6), fifth));
-      __m512i even = offset, odd = _mm512_setzero_si512();
-      for (int g = 0; g < 8; g += 2) {
-        even = _mm512_dpbusd_epi32(even, _mm512_set1_epi32(static_cast<int>(load_u32(values[i] + 4 * g))),
-                                   groups[g]);
-        odd = _mm512_dpbusd_epi32(odd, _mm512_set1_epi32(static_cast<int>(load_u32(values[i] + 4 * g + 4))),
-                                  groups[g + 1]);
-      }
-      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(f16(w)), d_x);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even, odd)), scale, acc[i]);
-    }
+};
+
+// q5_0: the block is first decoded to its 32 unsigned values (0..31: the nibbles, 16 where the block's fifth
+// bit is set) on the stack, then taken as q8_0's bytes are; the offset comes off as -16 * sum x.
+struct Q5_0Tile {
+  using Block = BlockQ5_0;
+  static constexpr int kOffsetShift = 4, kDotShift = 0;
+  static __m512i dot(const uint8_t* w, const TileBlock32& x) {
+    alignas(32) uint8_t values[32];
+    const __m256i fifth = _mm256_maskz_set1_epi8(load_u32(w + 2), 0x10);  // qh bit i -> 16 in byte i
+    _mm256_store_si256(reinterpret_cast<__m256i*>(values), _mm256_or_si256(nibbles32(w + 6), fifth));
+    return dot_bytes(values, _mm512_setzero_si512(), x);
   }
-  alignas(64) float out[R][kTileTokens];
-  for (int i = 0; i < R; ++i) _mm512_store_ps(out[i], acc[i]);
-  for (int t = 0; t < tokens; ++t)
-    for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
-}
+};
 
 // Rows r .. r + R - 1 of a q4_K matrix against a tile of 16 tokens (q8_K layout). Per super-block and row:
 // the 6-bit scales and mins unpacked as Q4_KFast does; sub-block 2k is the low nibbles of qs[32k .. 32k + 31],
@@ -162,18 +151,13 @@ void q5_0_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, 
 template <int R>
 void q4_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
                     int tokens, float* y, int64_t y_stride, int64_t r) {
-  const uint8_t* w_rows[R];
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) {
-    w_rows[i] = weights + static_cast<size_t>(r + i) * row_bytes;
-    acc[i] = _mm512_setzero_ps();
-  }
+  TileRows<R> rows(weights, row_bytes, r);
   const __m512i low_mask = _mm512_set1_epi8(0x0f), high_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
   for (int64_t b = 0; b < n_blocks; ++b) {
     const TileVec* x = tile + b * kTileVecsPerSuperBlock;
     const __m512 d_x = _mm512_load_ps(x[80].bytes);
     for (int i = 0; i < R; ++i) {
-      const uint8_t* w = w_rows[i] + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+      const uint8_t* w = rows.w[i] + static_cast<size_t>(b) * sizeof(BlockQ4_K);
       const uint32_t sa = load_u32(w + 4), sb = load_u32(w + 8), sc = load_u32(w + 12);
       const uint32_t packed[4] = {sa & 0x3f3f3f3fu, (sc & 0x0f0f0f0fu) | ((sa >> 2) & 0x30303030u),
                                   sb & 0x3f3f3f3fu, ((sc >> 4) & 0x0f0f0f0fu) | ((sb >> 2) & 0x30303030u)};
@@ -198,15 +182,13 @@ void q4_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, 
         min_sum =
             _mm512_add_epi32(min_sum, _mm512_mullo_epi32(x_hi, _mm512_set1_epi32(scales_mins[9 + 2 * k])));
       }
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_set1_ps(f16(w)), d_x), acc[i]);
-      acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum), _mm512_mul_ps(_mm512_set1_ps(f16(w + 2)), d_x),
-                                acc[i]);
+      rows.acc[i] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_set1_ps(f16(w)), d_x), rows.acc[i]);
+      rows.acc[i] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum),
+                                     _mm512_mul_ps(_mm512_set1_ps(f16(w + 2)), d_x), rows.acc[i]);
     }
   }
-  alignas(64) float out[R][kTileTokens];
-  for (int i = 0; i < R; ++i) _mm512_store_ps(out[i], acc[i]);
-  for (int t = 0; t < tokens; ++t)
-    for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
+  rows.store(tokens, y, y_stride, r);
 }
 
 // Rows r .. r + R - 1 of a q6_K matrix against a tile of 16 tokens (q8_K layout). Each row's super-block is
@@ -216,12 +198,7 @@ void q4_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, 
 template <int R>
 void q6_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
                     int tokens, float* y, int64_t y_stride, int64_t r) {
-  const uint8_t* w_rows[R];
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) {
-    w_rows[i] = weights + static_cast<size_t>(r + i) * row_bytes;
-    acc[i] = _mm512_setzero_ps();
-  }
+  TileRows<R> rows(weights, row_bytes, r);
   const __m256i mask = _mm256_set1_epi8(0x0f), high_mask = _mm256_set1_epi8(0x30);
   alignas(32) uint8_t values[256];
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -229,7 +206,7 @@ void q6_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, 
     const __m512 d_x = _mm512_load_ps(x[80].bytes);
     for (int i = 0; i < R; ++i) {
       const auto* block =
-          reinterpret_cast<const BlockQ6_K*>(w_rows[i] + static_cast<size_t>(b) * sizeof(BlockQ6_K));
+          reinterpret_cast<const BlockQ6_K*>(rows.w[i] + static_cast<size_t>(b) * sizeof(BlockQ6_K));
       for (int h = 0; h < 2; ++h) {  // elements 128h + 32k + l: see Q6_KFast
         const __m256i ql0 = load256(block->ql + 64 * h), ql1 = load256(block->ql + 64 * h + 32);
         const __m256i qh = load256(block->qh + 32 * h);
@@ -254,13 +231,11 @@ void q6_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, 
         sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(group, _mm512_set1_epi32(block->scales[j])));
       }
       const float d = f16(reinterpret_cast<const uint8_t*>(&block->d));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_set1_ps(d), d_x), acc[i]);
+      rows.acc[i] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(_mm512_set1_ps(d), d_x), rows.acc[i]);
     }
   }
-  alignas(64) float out[R][kTileTokens];
-  for (int i = 0; i < R; ++i) _mm512_store_ps(out[i], acc[i]);
-  for (int t = 0; t < tokens; ++t)
-    for (int i = 0; i < R; ++i) y[t * y_stride + r + i] = out[i][t];
+  rows.store(tokens, y, y_stride, r);
 }
 
 // Every row of [row_begin, row_end), 4 per pass (they share the tile's loads), against one tile.
@@ -282,11 +257,11 @@ void tile_kernel(const void* weights, int64_t cols, const TileVec* tile, int tok
 QuantDotTileFn quant_dot_tile_vnni(DType w) {
   switch (w) {
     case DType::Q4_0:
-      return tile_kernel<BlockQ4_0, 32, q4_0_tile_rows<4>, q4_0_tile_rows<1>>;
+      return tile_kernel<BlockQ4_0, 32, block32_tile_rows<Q4_0Tile, 4>, block32_tile_rows<Q4_0Tile, 1>>;
     case DType::Q5_0:
-      return tile_kernel<BlockQ5_0, 32, q5_0_tile_rows<4>, q5_0_tile_rows<1>>;
+      return tile_kernel<BlockQ5_0, 32, block32_tile_rows<Q5_0Tile, 4>, block32_tile_rows<Q5_0Tile, 1>>;
     case DType::Q8_0:
-      return tile_kernel<BlockQ8_0, 32, q8_0_tile_rows<4>, q8_0_tile_rows<1>>;
+      return tile_kernel<BlockQ8_0, 32, block32_tile_rows<Q8_0Tile, 4>, block32_tile_rows<Q8_0Tile, 1>>;
     case DType::Q4_K:
       return tile_kernel<BlockQ4_K, 256, q4_K_tile_rows<4>, q4_K_tile_rows<1>>;
     case DType::Q6_K:
