@@ -19,7 +19,9 @@
 //     o * sum x prepared per activation block (q4_0 / q5_0) or taken from q8_K's bsums (q6_K);
 //   - K-quants unpack their 6-bit scales once per super-block and broadcast each with one shuffle.
 // Prefill (n > 1) runs weight rows against a tile of 4 tokens: each weight block is decoded once and used
-// 4 times; the tile's prepared activations stay in L1 while the rows stream past. The 32-element types take
+// 4 times; the tile's prepared activations stay in L1 while the rows stream past. (On CPUs with AVX-512 VNNI,
+// prompts of 8 tokens or more take the tile kernels of quant_dot_fast_vnni_avx2.cpp instead, 16 tokens per
+// vector in ggml's scalar float order: see quant_dot.h.) The 32-element types take
 // the per-block scales d_w * d_x of 8 blocks in one vector multiply per row and token, and with AVX-512's 32
 // registers run 4 rows per pass, which share each activation load.
 //
