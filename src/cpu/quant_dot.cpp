@@ -550,6 +550,9 @@ QuantDotTileFn quant_dot_tile([[maybe_unused]] DType w) {
 #if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
   if (cpu_use_avx2() && cpu_features().avx512_vnni) return quant_dot_tile_vnni(w);
 #endif
+#if defined(__wasm_simd128__)
+  return quant_dot_tile_wasm(w);
+#endif
   return nullptr;
 }
 

@@ -557,7 +557,91 @@ void rows_fast(const void* weights, int64_t cols, const void* xq, int64_t n, siz
   }
 }
 
+#if defined(__wasm_relaxed_simd__)
+// ============================================================================ prompt tiles (quant_dot.h)
+// A 32-value weight type against a tile of 16 tokens (one per 32-bit lane), read as 4 vectors of 4 tokens.
+// Per row and block: W::values() gives the block's unsigned values (<= 31: valid i7 operands, so the relaxed
+// dot is deterministic), elements 0..15 and 16..31; each 32-bit word is splat to all lanes (group g: elements
+// 4g .. 4g + 3), shared by the 16 tokens. Per 4 tokens: 8 relaxed dots (x as i8), summed in i16 four groups
+// at a time (|.| <= 4 * 2 * 31 * 128 = 31,744: exact), two i32 dots against ones, the offset -2^kOffsetShift *
+// sum x, and one multiply-add with f32(d_w) * f32(d_x): ggml's scalar float order, as the AVX-512 tile
+// kernels. Where the time goes, per row, block and token: ~7 instructions against ~18 for the row kernels'
+// 4-token tiles (prefill 256 of the Qwen2.5-0.5B-shaped Q4_0 file in Chromium ~1.8x faster).
+template <class W>
+void tile_rows_wasm(const void* weights, int64_t cols, const TileVec* tile, int tokens, float* y,
+                    int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const int64_t n_blocks = cols / 32;
+  const size_t row_bytes = static_cast<size_t>(n_blocks) * W::kBlockBytes;
+  const v128_t ones = ones_i16();
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
+    v128_t acc[4];
+    for (v128_t& a : acc) a = wasm_f32x4_splat(0.0f);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* w = w_row + static_cast<size_t>(b) * W::kBlockBytes;
+      const TileVec* x = tile + b * kTileVecsPerBlock;
+      v128_t lo, hi;
+      W::values(w, lo, hi);
+      const v128_t q[8] = {wasm_i32x4_shuffle(lo, lo, 0, 0, 0, 0), wasm_i32x4_shuffle(lo, lo, 1, 1, 1, 1),
+                           wasm_i32x4_shuffle(lo, lo, 2, 2, 2, 2), wasm_i32x4_shuffle(lo, lo, 3, 3, 3, 3),
+                           wasm_i32x4_shuffle(hi, hi, 0, 0, 0, 0), wasm_i32x4_shuffle(hi, hi, 1, 1, 1, 1),
+                           wasm_i32x4_shuffle(hi, hi, 2, 2, 2, 2), wasm_i32x4_shuffle(hi, hi, 3, 3, 3, 3)};
+      const v128_t d_w = wasm_f32x4_splat(f16(w));
+      for (int s = 0; s < 4; ++s) {
+        v128_t isum = wasm_i32x4_shl(wasm_v128_load(x[8].bytes + 16 * s), W::kOffsetShift);
+        isum = wasm_i32x4_sub(wasm_i32x4_splat(0), isum);
+        for (int half = 0; half < 8; half += 4) {
+          v128_t sum16 = wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load(x[half].bytes + 16 * s), q[half]);
+          for (int g = half + 1; g < half + 4; ++g)
+            sum16 = wasm_i16x8_add(
+                sum16, wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load(x[g].bytes + 16 * s), q[g]));
+          isum = wasm_i32x4_add(isum, wasm_i32x4_dot_i16x8(sum16, ones));
+        }
+        const v128_t scale = wasm_f32x4_mul(d_w, wasm_v128_load(x[9].bytes + 16 * s));
+        acc[s] = wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(isum), scale, acc[s]);
+      }
+    }
+    alignas(16) float out[kTileTokens];
+    for (int s = 0; s < 4; ++s) wasm_v128_store(out + 4 * s, acc[s]);
+    for (int t = 0; t < tokens; ++t) y[t * y_stride + r] = out[t];
+  }
+}
+
+// q4_0: the nibbles (offset 8).
+struct Q4_0Tile {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
+  static constexpr int kOffsetShift = 3;
+  static void values(const uint8_t* w, v128_t& lo, v128_t& hi) {
+    const v128_t bytes = wasm_v128_load(w + 2), mask = wasm_i8x16_splat(0x0f);
+    lo = wasm_v128_and(bytes, mask);
+    hi = bytes_shr_and<4>(bytes, mask);
+  }
+};
+
+// q5_0: the nibbles with 16 added where the fifth bit is set (offset 16).
+struct Q5_0Tile {
+  static constexpr size_t kBlockBytes = sizeof(BlockQ5_0);
+  static constexpr int kOffsetShift = 4;
+  static void values(const uint8_t* w, v128_t& lo, v128_t& hi) {
+    uint32_t qh_bits;
+    std::memcpy(&qh_bits, w + 2, 4);
+    const v128_t qh = wasm_i32x4_splat(static_cast<int32_t>(qh_bits));
+    const v128_t bytes = wasm_v128_load(w + 6), mask = wasm_i8x16_splat(0x0f);
+    lo = wasm_v128_or(wasm_v128_and(bytes, mask), Q5_0Wasm::fifth_bits(qh, 0));
+    hi = wasm_v128_or(bytes_shr_and<4>(bytes, mask), Q5_0Wasm::fifth_bits(qh, 2));
+  }
+};
+#endif
+
 }  // namespace
+
+QuantDotTileFn quant_dot_tile_wasm([[maybe_unused]] DType w) {
+#if defined(__wasm_relaxed_simd__)
+  if (w == DType::Q4_0) return tile_rows_wasm<Q4_0Tile>;
+  if (w == DType::Q5_0) return tile_rows_wasm<Q5_0Tile>;
+#endif
+  return nullptr;
+}
 
 QuantDotRowsFn quant_dot_wasm_fast(DType w) {
   switch (w) {
