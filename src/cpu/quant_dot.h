@@ -96,14 +96,15 @@ void tile_prepare(DType act, const void* xq, size_t xq_stride, int tokens, int64
 // y[t * y_stride + r] = W[r, :] . x_t for t < tokens, r in [row_begin, row_end).
 using QuantDotTileFn = void (*)(const void* weights, int64_t cols, const TileVec* tile, int tokens, float* y,
                                 int64_t y_stride, int64_t row_begin, int64_t row_end);
-// The tile kernel for weight type w on this CPU (q4_0, q5_0, q8_0, q4_K and q6_K with AVX-512 VNNI; q4_0 and
-// q5_0 in the relaxed-SIMD wasm build); nullptr where there is none, and natively where cpu_use_avx2() is off.
+// The tile kernel for weight type w on this CPU: q4_0, q5_0, q8_0, q4_K and q6_K with AVX-512 VNNI; q4_0,
+// q5_0, q4_K and q6_K in the relaxed-SIMD wasm build (4 tokens per 128-bit vector). nullptr where there is
+// none, and natively where cpu_use_avx2() is off.
 QuantDotTileFn quant_dot_tile(DType w);
 #if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
 QuantDotTileFn quant_dot_tile_vnni(DType w);  // quant_dot_fast_vnni_avx2.cpp
 #endif
 #if defined(__wasm_simd128__)
-QuantDotTileFn quant_dot_tile_wasm(DType w);  // quant_dot_fast_wasm.cpp: q4_0 q5_0, relaxed-SIMD build only
+QuantDotTileFn quant_dot_tile_wasm(DType w);  // quant_dot_fast_wasm.cpp: q4_0 q5_0 q4_K q6_K, relaxed build
 #endif
 
 }  // namespace sotto

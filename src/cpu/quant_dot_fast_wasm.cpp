@@ -631,6 +631,132 @@ struct Q5_0Tile {
     hi = wasm_v128_or(bytes_shr_and<4>(bytes, mask), Q5_0Wasm::fifth_bits(qh, 2));
   }
 };
+
+// q4_K against a tile of 16 tokens (q8_K layout). Per row and super-block, each sub-block j (32 nibbles, low
+// or high halves of 32 bytes) as q4_0's blocks are, its 8 relaxed dots summed in i16 (<= 30,720), then
+// multiplied by its scale in the i16 -> i32 dot (exact: <= 2 * 30,720 * 63); the mins term from the tile's
+// bsums. ggml's integers, then d * d_x and -dmin * d_x as the AVX-512 tile kernel.
+void q4_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int tokens, float* y,
+                    int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const int64_t n_blocks = cols / 256;
+  const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ4_K);
+  const v128_t mask = wasm_i8x16_splat(0x0f);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
+    v128_t acc[4];
+    for (v128_t& a : acc) a = wasm_f32x4_splat(0.0f);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* w = w_row + static_cast<size_t>(b) * sizeof(BlockQ4_K);
+      const TileVec* x = tile + b * kTileVecsPerSuperBlock;
+      const uint32_t sa = load_u32(w + 4), sb = load_u32(w + 8), sc = load_u32(w + 12);
+      const uint32_t packed[4] = {sa & 0x3f3f3f3fu, (sc & 0x0f0f0f0fu) | ((sa >> 2) & 0x30303030u),
+                                  sb & 0x3f3f3f3fu, ((sc >> 4) & 0x0f0f0f0fu) | ((sb >> 2) & 0x30303030u)};
+      uint8_t scales_mins[16];  // scales 0..7, then mins 0..7
+      std::memcpy(scales_mins, packed, 16);
+      v128_t sum[4], min_sum[4];
+      for (int s = 0; s < 4; ++s) sum[s] = min_sum[s] = wasm_i32x4_splat(0);
+      for (int k = 0; k < 4; ++k) {
+        const v128_t bytes0 = wasm_v128_load(w + 16 + 32 * k), bytes1 = wasm_v128_load(w + 32 + 32 * k);
+        for (int half = 0; half < 2; ++half) {  // sub-block 2k + half: elements 64k + 32 half .. + 31
+          const v128_t v0 = half == 0 ? wasm_v128_and(bytes0, mask) : bytes_shr_and<4>(bytes0, mask);
+          const v128_t v1 = half == 0 ? wasm_v128_and(bytes1, mask) : bytes_shr_and<4>(bytes1, mask);
+          const v128_t q[8] = {
+              wasm_i32x4_shuffle(v0, v0, 0, 0, 0, 0), wasm_i32x4_shuffle(v0, v0, 1, 1, 1, 1),
+              wasm_i32x4_shuffle(v0, v0, 2, 2, 2, 2), wasm_i32x4_shuffle(v0, v0, 3, 3, 3, 3),
+              wasm_i32x4_shuffle(v1, v1, 0, 0, 0, 0), wasm_i32x4_shuffle(v1, v1, 1, 1, 1, 1),
+              wasm_i32x4_shuffle(v1, v1, 2, 2, 2, 2), wasm_i32x4_shuffle(v1, v1, 3, 3, 3, 3)};
+          const int j = 2 * k + half;
+          const v128_t scale16 = wasm_i16x8_splat(scales_mins[j]);
+          const TileVec* xg = x + 8 * j;
+          for (int s = 0; s < 4; ++s) {
+            v128_t sum16 = wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load(xg[0].bytes + 16 * s), q[0]);
+            for (int g = 1; g < 8; ++g)
+              sum16 = wasm_i16x8_add(
+                  sum16, wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load(xg[g].bytes + 16 * s), q[g]));
+            sum[s] = wasm_i32x4_add(sum[s], wasm_i32x4_dot_i16x8(sum16, scale16));
+            const v128_t x_sum = wasm_i32x4_add(wasm_v128_load(x[64 + 2 * j].bytes + 16 * s),
+                                                wasm_v128_load(x[65 + 2 * j].bytes + 16 * s));
+            min_sum[s] =
+                wasm_i32x4_add(min_sum[s], wasm_i32x4_mul(x_sum, wasm_i32x4_splat(scales_mins[8 + j])));
+          }
+        }
+      }
+      const v128_t d = wasm_f32x4_splat(f16(w)), dmin = wasm_f32x4_splat(-f16(w + 2));
+      for (int s = 0; s < 4; ++s) {
+        const v128_t d_x = wasm_v128_load(x[80].bytes + 16 * s);
+        acc[s] = wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(sum[s]), wasm_f32x4_mul(d, d_x), acc[s]);
+        acc[s] =
+            wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(min_sum[s]), wasm_f32x4_mul(dmin, d_x), acc[s]);
+      }
+    }
+    alignas(16) float out[kTileTokens];
+    for (int s = 0; s < 4; ++s) wasm_v128_store(out + 4 * s, acc[s]);
+    for (int t = 0; t < tokens; ++t) y[t * y_stride + r] = out[t];
+  }
+}
+
+// q6_K against a tile of 16 tokens (q8_K layout). Per row and super-block: the values q + 32 (0..63, valid i7
+// operands) decoded as Q6_KWasm does, 16 at a time: one scale group. Per group and 4 tokens: 4 relaxed dots,
+// summed in i16 two at a time (<= 2 * 2 * 63 * 128 = 32,256: exact), each pair of sums times the group's signed
+// scale in the i16 -> i32 dot; the offset comes off as 32 * sum_j sc_j * bsum_j. ggml's integers, then d * d_x.
+void q6_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int tokens, float* y,
+                    int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const int64_t n_blocks = cols / 256;
+  const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ6_K);
+  const v128_t mask = wasm_i8x16_splat(0x0f), three = wasm_i8x16_splat(3);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
+    v128_t acc[4];
+    for (v128_t& a : acc) a = wasm_f32x4_splat(0.0f);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const auto* block =
+          reinterpret_cast<const BlockQ6_K*>(w_row + static_cast<size_t>(b) * sizeof(BlockQ6_K));
+      const TileVec* x = tile + b * kTileVecsPerSuperBlock;
+      v128_t sum[4], offset[4];
+      for (int s = 0; s < 4; ++s) sum[s] = offset[s] = wasm_i32x4_splat(0);
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t* ql = block->ql + 64 * half;
+        const uint8_t* qh = block->qh + 32 * half;
+        for (int h = 0; h < 2; ++h) {
+          const v128_t low_a = wasm_v128_load(ql + 16 * h), low_b = wasm_v128_load(ql + 32 + 16 * h);
+          const v128_t high = wasm_v128_load(qh + 16 * h);
+          const v128_t values[4] = {
+              wasm_v128_or(wasm_v128_and(low_a, mask), wasm_i16x8_shl(wasm_v128_and(high, three), 4)),
+              wasm_v128_or(wasm_v128_and(low_b, mask), wasm_i16x8_shl(bytes_shr_and<2>(high, three), 4)),
+              wasm_v128_or(bytes_shr_and<4>(low_a, mask), wasm_i16x8_shl(bytes_shr_and<4>(high, three), 4)),
+              wasm_v128_or(bytes_shr_and<4>(low_b, mask), wasm_i16x8_shl(bytes_shr_and<6>(high, three), 4))};
+          for (int k = 0; k < 4; ++k) {  // elements 128 half + 32 k + 16 h ..: scale group j
+            const int j = 8 * half + 2 * k + h;
+            const v128_t v = values[k];
+            const v128_t q[4] = {wasm_i32x4_shuffle(v, v, 0, 0, 0, 0), wasm_i32x4_shuffle(v, v, 1, 1, 1, 1),
+                                 wasm_i32x4_shuffle(v, v, 2, 2, 2, 2), wasm_i32x4_shuffle(v, v, 3, 3, 3, 3)};
+            const v128_t scale16 = wasm_i16x8_splat(block->scales[j]);
+            const TileVec* xg = x + 4 * j;
+            for (int s = 0; s < 4; ++s) {
+              const auto dot = [&](int g) {
+                return wasm_i16x8_relaxed_dot_i8x16_i7x16(wasm_v128_load(xg[g].bytes + 16 * s), q[g]);
+              };
+              sum[s] = wasm_i32x4_add(
+                  sum[s], wasm_i32x4_add(wasm_i32x4_dot_i16x8(wasm_i16x8_add(dot(0), dot(1)), scale16),
+                                         wasm_i32x4_dot_i16x8(wasm_i16x8_add(dot(2), dot(3)), scale16)));
+              offset[s] = wasm_i32x4_add(offset[s], wasm_i32x4_mul(wasm_v128_load(x[64 + j].bytes + 16 * s),
+                                                                   wasm_i32x4_splat(block->scales[j])));
+            }
+          }
+        }
+      }
+      const v128_t d = wasm_f32x4_splat(f16(reinterpret_cast<const uint8_t*>(&block->d)));
+      for (int s = 0; s < 4; ++s) {
+        const v128_t total = wasm_i32x4_sub(sum[s], wasm_i32x4_shl(offset[s], 5));
+        acc[s] = wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(total),
+                                         wasm_f32x4_mul(d, wasm_v128_load(x[80].bytes + 16 * s)), acc[s]);
+      }
+    }
+    alignas(16) float out[kTileTokens];
+    for (int s = 0; s < 4; ++s) wasm_v128_store(out + 4 * s, acc[s]);
+    for (int t = 0; t < tokens; ++t) y[t * y_stride + r] = out[t];
+  }
+}
 #endif
 
 }  // namespace
@@ -639,6 +765,8 @@ QuantDotTileFn quant_dot_tile_wasm([[maybe_unused]] DType w) {
 #if defined(__wasm_relaxed_simd__)
   if (w == DType::Q4_0) return tile_rows_wasm<Q4_0Tile>;
   if (w == DType::Q5_0) return tile_rows_wasm<Q5_0Tile>;
+  if (w == DType::Q4_K) return q4_K_tile_wasm;
+  if (w == DType::Q6_K) return q6_K_tile_wasm;
 #endif
   return nullptr;
 }
