@@ -2,7 +2,8 @@
 // quant_dot_portable() in the wasm builds; the math is quant_dot.h's, the structure that of
 // quant_dot_fast_avx2.cpp: activations prepared once per tile of up to 4 tokens (on the stack: no thread-local
 // storage in the wasm build) into exactly the vectors the inner loop consumes, weights decoded into registers
-// once per step and used for every token of the tile, one f32 FMA-or-mul-add per block and token.
+// once per step and used for every token of the tile, one f32 FMA-or-mul-add per block and token. Prompts of 8
+// tokens or more take the prompt tile kernels at the end of this file instead (relaxed build; quant_dot.h).
 //
 // Integer dots, per build:
 //   SIMD128  i32x4.dot_i16x8_s on weights widened to i16 and activations prepared as i16: exact. K-quant
