@@ -68,15 +68,16 @@ void quantize_activations_q8_K_avx2(const float* x, BlockQ8_K* y, int64_t n);  /
 #endif
 QuantDotRowsFn quant_dot_rows(DType w);
 
-// ---- prompt tiles: one token per 32-bit lane (AVX-512 VNNI) ---------------------------------------------
+// ---- prompt tiles: one token per 32-bit lane (AVX-512 VNNI; relaxed-SIMD wasm) ----------------------------
 // The row kernels above keep ggml's AVX2 float order: 8 lanes of partial sums per (row, token), one FMA and one
-// conversion per block and token. For prompts, where the weights stay in cache and the core's arithmetic is
-// the limit, the tile kernels put one token in each 32-bit lane of a 512-bit vector instead: the activations
-// of up to 16 tokens are first rearranged once per call into a tile (tile_prepare()), then each weight row's
-// 4 bytes are broadcast to all lanes and one vpdpbusd adds 4 products for 16 tokens; a block's integer sum is
-// then exact in one lane, and one conversion and one FMA finish it for 16 tokens. Each (row, token) adds its
-// blocks' float terms in block order in one f32 lane: ggml's scalar order (its generic vec_dot), not its AVX2
-// one, so results differ from the row kernels' by float rounding only (the integer sums are the same).
+// conversion per block and token. For prompts (linear() from 8 tokens on), where the weights stay in cache and
+// the core's arithmetic is the limit, the tile kernels put one token in each 32-bit lane instead: the
+// activations of up to 16 tokens are first rearranged once per call into a tile (tile_prepare()), then each
+// 4 bytes of a weight row are broadcast to all lanes and one vpdpbusd (a 512-bit vector: 16 tokens; in wasm a
+// relaxed dot per 4 tokens) adds 4 products per token; a block's integer sum is then exact in one lane, and one
+// conversion and one FMA finish it. Each (row, token) adds its blocks' float terms in block order in one f32
+// lane: ggml's scalar order (its generic vec_dot), not its AVX2 one, so results differ from the row kernels'
+// by float rounding only (the integer sums are the same), as llama.cpp's own prompt and decode kernels do.
 //
 // Tile layout, lane t = token t of the tile (lanes of absent tokens are zero), per block of the row:
 //   q8_0 (kTileVecsPerBlock):      0..7: the token's q's 4g .. 4g + 3 as one 32-bit lane (group g);
