@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace sotto {
 
@@ -117,6 +118,18 @@ inline ScaleMin unpack_k4_scale_min(const uint8_t* packed, int j) {
   if (j < 4) return {static_cast<uint8_t>(packed[j] & 63), static_cast<uint8_t>(packed[j + 4] & 63)};
   return {static_cast<uint8_t>((packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4)),
           static_cast<uint8_t>((packed[j + 4] >> 4) | ((packed[j] >> 6) << 4))};
+}
+
+// All 8 scales then all 8 mins (out[j] = unpack_k4_scale_min(packed, j).scale, out[8 + j] = .min), four bytes
+// per word operation: the fast kernels unpack them once per super-block.
+inline void unpack_k4_scales_mins(const uint8_t* packed, uint8_t out[16]) {
+  uint32_t a, b, c;
+  std::memcpy(&a, packed, 4);
+  std::memcpy(&b, packed + 4, 4);
+  std::memcpy(&c, packed + 8, 4);
+  const uint32_t words[4] = {a & 0x3f3f3f3fu, (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u), b & 0x3f3f3f3fu,
+                             ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)};
+  std::memcpy(out, words, 16);
 }
 
 // q3_K: scale of sub-block j (0..15), 6 bits stored with an offset of 32, packed into 12 bytes:

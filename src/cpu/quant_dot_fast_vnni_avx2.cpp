@@ -158,11 +158,8 @@ void q4_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, 
     const __m512 d_x = _mm512_load_ps(x[80].bytes);
     for (int i = 0; i < R; ++i) {
       const uint8_t* w = rows.w[i] + static_cast<size_t>(b) * sizeof(BlockQ4_K);
-      const uint32_t sa = load_u32(w + 4), sb = load_u32(w + 8), sc = load_u32(w + 12);
-      const uint32_t packed[4] = {sa & 0x3f3f3f3fu, (sc & 0x0f0f0f0fu) | ((sa >> 2) & 0x30303030u),
-                                  sb & 0x3f3f3f3fu, ((sc >> 4) & 0x0f0f0f0fu) | ((sb >> 2) & 0x30303030u)};
       uint8_t scales_mins[16];  // scales 0..7, then mins 0..7
-      std::memcpy(scales_mins, packed, 16);
+      unpack_k4_scales_mins(w + 4, scales_mins);
       const uint8_t* qs = w + 16;
       __m512i sum = _mm512_setzero_si512(), min_sum = _mm512_setzero_si512();
       for (int k = 0; k < 4; ++k) {
@@ -199,7 +196,6 @@ template <int R>
 void q6_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const TileVec* tile,
                     int tokens, float* y, int64_t y_stride, int64_t r) {
   TileRows<R> rows(weights, row_bytes, r);
-  const __m256i mask = _mm256_set1_epi8(0x0f), high_mask = _mm256_set1_epi8(0x30);
   alignas(32) uint8_t values[256];
   for (int64_t b = 0; b < n_blocks; ++b) {
     const TileVec* x = tile + b * kTileVecsPerSuperBlock;
@@ -207,17 +203,9 @@ void q6_K_tile_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, 
     for (int i = 0; i < R; ++i) {
       const auto* block =
           reinterpret_cast<const BlockQ6_K*>(rows.w[i] + static_cast<size_t>(b) * sizeof(BlockQ6_K));
-      for (int h = 0; h < 2; ++h) {  // elements 128h + 32k + l: see Q6_KFast
-        const __m256i ql0 = load256(block->ql + 64 * h), ql1 = load256(block->ql + 64 * h + 32);
-        const __m256i qh = load256(block->qh + 32 * h);
-        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(ql0, mask),
-                                              _mm256_and_si256(_mm256_slli_epi16(qh, 4), high_mask)),
-                              _mm256_or_si256(_mm256_and_si256(ql1, mask),
-                                              _mm256_and_si256(_mm256_slli_epi16(qh, 2), high_mask)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask),
-                                              _mm256_and_si256(qh, high_mask)),
-                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask),
-                                              _mm256_and_si256(_mm256_srli_epi16(qh, 2), high_mask))};
+      for (int h = 0; h < 2; ++h) {  // elements 128h + 32k + l
+        __m256i q[4];
+        q6_K_values(block, h, q);
         for (int k = 0; k < 4; ++k)
           _mm256_store_si256(reinterpret_cast<__m256i*>(values + 128 * h + 32 * k), q[k]);
       }

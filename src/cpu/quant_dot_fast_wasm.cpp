@@ -38,11 +38,6 @@ uint16_t load_u16(const uint8_t* p) {
   std::memcpy(&v, p, 2);
   return v;
 }
-uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 // f16 -> f32 in a few integer ops (f16_to_f32's branches cost as much as a block's SIMD work): the f16's
 // exponent and mantissa shifted into f32 position read as a float 2^112 times too small, normals and
 // subnormals alike, so one exact multiply fixes it. Infinities and NaNs take f16_to_f32.
@@ -392,14 +387,10 @@ struct Q4_KWasm {
   static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) { prepare_q8_K(xq, n_blocks, out); }
   template <int T>
   static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
-    // The 12 scale bytes as words a, b, c (see quant_dot_fast_avx2.cpp): scales 0..3 = a & 63, mins 0..3 =
-    // b & 63, scales 4..7 = (c & 15) | (a >> 6) << 4, mins 4..7 = (c >> 4) | (b >> 6) << 4, bytewise.
-    const uint32_t a = load_u32(w + 4), b = load_u32(w + 8), c = load_u32(w + 12);
-    const uint32_t scale_words[2] = {a & 0x3f3f3f3fu, (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)};
-    const uint32_t min_words[2] = {b & 0x3f3f3f3fu, ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)};
-    uint8_t scales[8], mins[8];
-    std::memcpy(scales, scale_words, 8);
-    std::memcpy(mins, min_words, 8);
+    uint8_t scales_mins[16];  // scales 0..7, then mins 0..7
+    unpack_k4_scales_mins(w + 4, scales_mins);
+    const uint8_t* scales = scales_mins;
+    const uint8_t* mins = scales_mins + 8;
     v128_t isum[T];
     for (int t = 0; t < T; ++t) isum[t] = wasm_i32x4_splat(0);
     const uint8_t* qs = w + 16;
@@ -425,6 +416,20 @@ struct Q4_KWasm {
   }
 };
 
+// Values l = 16h .. 16h + 15 of each of the 4 chunks of 32 of a q6_K half (ql, qh: that half's 64 and 32
+// bytes), as q + 32 (0..63): chunk k's low 4 bits from ql (chunks 0, 1 low nibbles, 2, 3 high), bits 4..5 from
+// bits 2k, 2k + 1 of qh. 16-bit shifts (one x86 instruction; see bytes_shr_and): every byte shifted left is
+// <= 3 first, so nothing crosses into the next byte.
+void q6_K_values(const uint8_t* ql, const uint8_t* qh, int h, v128_t (&q)[4]) {
+  const v128_t mask = wasm_i8x16_splat(0x0f), three = wasm_i8x16_splat(3);
+  const v128_t low_a = wasm_v128_load(ql + 16 * h), low_b = wasm_v128_load(ql + 32 + 16 * h);
+  const v128_t high = wasm_v128_load(qh + 16 * h);
+  q[0] = wasm_v128_or(wasm_v128_and(low_a, mask), wasm_i16x8_shl(wasm_v128_and(high, three), 4));
+  q[1] = wasm_v128_or(wasm_v128_and(low_b, mask), wasm_i16x8_shl(bytes_shr_and<2>(high, three), 4));
+  q[2] = wasm_v128_or(bytes_shr_and<4>(low_a, mask), wasm_i16x8_shl(bytes_shr_and<4>(high, three), 4));
+  q[3] = wasm_v128_or(bytes_shr_and<4>(low_b, mask), wasm_i16x8_shl(bytes_shr_and<6>(high, three), 4));
+}
+
 struct Q6_KWasm {
   static constexpr DType kType = DType::Q6_K;
   static constexpr int kBlockElems = 256;
@@ -437,20 +442,13 @@ struct Q6_KWasm {
     const auto* block = reinterpret_cast<const BlockQ6_K*>(w);
     v128_t isum[T];
     for (int t = 0; t < T; ++t) isum[t] = wasm_i32x4_splat(0);
-    const v128_t mask = wasm_i8x16_splat(0x0f), three = wasm_i8x16_splat(3), bias = wasm_i8x16_splat(32);
+    const v128_t bias = wasm_i8x16_splat(32);
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = block->ql + 64 * half;
       const uint8_t* qh = block->qh + 32 * half;
       for (int h = 0; h < 2; ++h) {  // values l = 16h .. 16h + 15 of each of the 4 chunks of 32
-        const v128_t low_a = wasm_v128_load(ql + 16 * h), low_b = wasm_v128_load(ql + 32 + 16 * h);
-        const v128_t high = wasm_v128_load(qh + 16 * h);
-        // 16-bit shifts (one x86 instruction; see bytes_shr_and): every byte shifted left is <= 3 first, so
-        // nothing crosses into the next byte.
-        const v128_t q[4] = {
-            wasm_v128_or(wasm_v128_and(low_a, mask), wasm_i16x8_shl(wasm_v128_and(high, three), 4)),
-            wasm_v128_or(wasm_v128_and(low_b, mask), wasm_i16x8_shl(bytes_shr_and<2>(high, three), 4)),
-            wasm_v128_or(bytes_shr_and<4>(low_a, mask), wasm_i16x8_shl(bytes_shr_and<4>(high, three), 4)),
-            wasm_v128_or(bytes_shr_and<4>(low_b, mask), wasm_i16x8_shl(bytes_shr_and<6>(high, three), 4))};
+        v128_t q[4];
+        q6_K_values(ql, qh, h, q);
         for (int k = 0; k < 4; ++k) {  // values 128 half + 32 k + 16 h ..: group 8 half + 2 k + h
           const v128_t scale = wasm_i16x8_splat(block->scales[8 * half + 2 * k + h]);
           const v128_t signed_q = wasm_i8x16_sub(q[k], bias);
@@ -568,6 +566,21 @@ void rows_fast(const void* weights, int64_t cols, const void* xq, int64_t n, siz
 // sum x, and one multiply-add with f32(d_w) * f32(d_x): ggml's scalar float order, as the AVX-512 tile
 // kernels. Where the time goes, per row, block and token: ~7 instructions against ~18 for the row kernels'
 // 4-token tiles (prefill 256 of the Qwen2.5-0.5B-shaped Q4_0 file in Chromium ~1.8x faster).
+// Each 32-bit word of v in all lanes: words[i] = word i of v (a group of 4 weight values for every token).
+void splat_words(v128_t v, v128_t* words) {
+  words[0] = wasm_i32x4_shuffle(v, v, 0, 0, 0, 0);
+  words[1] = wasm_i32x4_shuffle(v, v, 1, 1, 1, 1);
+  words[2] = wasm_i32x4_shuffle(v, v, 2, 2, 2, 2);
+  words[3] = wasm_i32x4_shuffle(v, v, 3, 3, 3, 3);
+}
+
+// y[t * y_stride + r] = row r's sum for token t (lane t % 4 of acc[t / 4]), for the tile's tokens only.
+void store_tile_row(const v128_t (&acc)[4], int tokens, float* y, int64_t y_stride, int64_t r) {
+  alignas(16) float out[kTileTokens];
+  for (int s = 0; s < 4; ++s) wasm_v128_store(out + 4 * s, acc[s]);
+  for (int t = 0; t < tokens; ++t) y[t * y_stride + r] = out[t];
+}
+
 template <class W>
 void tile_rows_wasm(const void* weights, int64_t cols, const TileVec* tile, int tokens, float* y,
                     int64_t y_stride, int64_t row_begin, int64_t row_end) {
@@ -583,10 +596,9 @@ void tile_rows_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
       const TileVec* x = tile + b * kTileVecsPerBlock;
       v128_t lo, hi;
       W::values(w, lo, hi);
-      const v128_t q[8] = {wasm_i32x4_shuffle(lo, lo, 0, 0, 0, 0), wasm_i32x4_shuffle(lo, lo, 1, 1, 1, 1),
-                           wasm_i32x4_shuffle(lo, lo, 2, 2, 2, 2), wasm_i32x4_shuffle(lo, lo, 3, 3, 3, 3),
-                           wasm_i32x4_shuffle(hi, hi, 0, 0, 0, 0), wasm_i32x4_shuffle(hi, hi, 1, 1, 1, 1),
-                           wasm_i32x4_shuffle(hi, hi, 2, 2, 2, 2), wasm_i32x4_shuffle(hi, hi, 3, 3, 3, 3)};
+      v128_t q[8];
+      splat_words(lo, q);
+      splat_words(hi, q + 4);
       const v128_t d_w = wasm_f32x4_splat(f16(w));
       for (int s = 0; s < 4; ++s) {
         v128_t isum = wasm_i32x4_shl(wasm_v128_load(x[8].bytes + 16 * s), W::kOffsetShift);
@@ -602,9 +614,7 @@ void tile_rows_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
         acc[s] = wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(isum), scale, acc[s]);
       }
     }
-    alignas(16) float out[kTileTokens];
-    for (int s = 0; s < 4; ++s) wasm_v128_store(out + 4 * s, acc[s]);
-    for (int t = 0; t < tokens; ++t) y[t * y_stride + r] = out[t];
+    store_tile_row(acc, tokens, y, y_stride, r);
   }
 }
 
@@ -649,11 +659,8 @@ void q4_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
     for (int64_t b = 0; b < n_blocks; ++b) {
       const uint8_t* w = w_row + static_cast<size_t>(b) * sizeof(BlockQ4_K);
       const TileVec* x = tile + b * kTileVecsPerSuperBlock;
-      const uint32_t sa = load_u32(w + 4), sb = load_u32(w + 8), sc = load_u32(w + 12);
-      const uint32_t packed[4] = {sa & 0x3f3f3f3fu, (sc & 0x0f0f0f0fu) | ((sa >> 2) & 0x30303030u),
-                                  sb & 0x3f3f3f3fu, ((sc >> 4) & 0x0f0f0f0fu) | ((sb >> 2) & 0x30303030u)};
       uint8_t scales_mins[16];  // scales 0..7, then mins 0..7
-      std::memcpy(scales_mins, packed, 16);
+      unpack_k4_scales_mins(w + 4, scales_mins);
       v128_t sum[4], min_sum[4];
       for (int s = 0; s < 4; ++s) sum[s] = min_sum[s] = wasm_i32x4_splat(0);
       for (int k = 0; k < 4; ++k) {
@@ -661,11 +668,9 @@ void q4_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
         for (int half = 0; half < 2; ++half) {  // sub-block 2k + half: elements 64k + 32 half .. + 31
           const v128_t v0 = half == 0 ? wasm_v128_and(bytes0, mask) : bytes_shr_and<4>(bytes0, mask);
           const v128_t v1 = half == 0 ? wasm_v128_and(bytes1, mask) : bytes_shr_and<4>(bytes1, mask);
-          const v128_t q[8] = {
-              wasm_i32x4_shuffle(v0, v0, 0, 0, 0, 0), wasm_i32x4_shuffle(v0, v0, 1, 1, 1, 1),
-              wasm_i32x4_shuffle(v0, v0, 2, 2, 2, 2), wasm_i32x4_shuffle(v0, v0, 3, 3, 3, 3),
-              wasm_i32x4_shuffle(v1, v1, 0, 0, 0, 0), wasm_i32x4_shuffle(v1, v1, 1, 1, 1, 1),
-              wasm_i32x4_shuffle(v1, v1, 2, 2, 2, 2), wasm_i32x4_shuffle(v1, v1, 3, 3, 3, 3)};
+          v128_t q[8];
+          splat_words(v0, q);
+          splat_words(v1, q + 4);
           const int j = 2 * k + half;
           const v128_t scale16 = wasm_i16x8_splat(scales_mins[j]);
           const TileVec* xg = x + 8 * j;
@@ -690,9 +695,7 @@ void q4_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
             wasm_f32x4_relaxed_madd(wasm_f32x4_convert_i32x4(min_sum[s]), wasm_f32x4_mul(dmin, d_x), acc[s]);
       }
     }
-    alignas(16) float out[kTileTokens];
-    for (int s = 0; s < 4; ++s) wasm_v128_store(out + 4 * s, acc[s]);
-    for (int t = 0; t < tokens; ++t) y[t * y_stride + r] = out[t];
+    store_tile_row(acc, tokens, y, y_stride, r);
   }
 }
 
@@ -704,7 +707,6 @@ void q6_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
                     int64_t y_stride, int64_t row_begin, int64_t row_end) {
   const int64_t n_blocks = cols / 256;
   const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ6_K);
-  const v128_t mask = wasm_i8x16_splat(0x0f), three = wasm_i8x16_splat(3);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
     v128_t acc[4];
@@ -719,18 +721,12 @@ void q6_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
         const uint8_t* ql = block->ql + 64 * half;
         const uint8_t* qh = block->qh + 32 * half;
         for (int h = 0; h < 2; ++h) {
-          const v128_t low_a = wasm_v128_load(ql + 16 * h), low_b = wasm_v128_load(ql + 32 + 16 * h);
-          const v128_t high = wasm_v128_load(qh + 16 * h);
-          const v128_t values[4] = {
-              wasm_v128_or(wasm_v128_and(low_a, mask), wasm_i16x8_shl(wasm_v128_and(high, three), 4)),
-              wasm_v128_or(wasm_v128_and(low_b, mask), wasm_i16x8_shl(bytes_shr_and<2>(high, three), 4)),
-              wasm_v128_or(bytes_shr_and<4>(low_a, mask), wasm_i16x8_shl(bytes_shr_and<4>(high, three), 4)),
-              wasm_v128_or(bytes_shr_and<4>(low_b, mask), wasm_i16x8_shl(bytes_shr_and<6>(high, three), 4))};
+          v128_t values[4];
+          q6_K_values(ql, qh, h, values);
           for (int k = 0; k < 4; ++k) {  // elements 128 half + 32 k + 16 h ..: scale group j
             const int j = 8 * half + 2 * k + h;
-            const v128_t v = values[k];
-            const v128_t q[4] = {wasm_i32x4_shuffle(v, v, 0, 0, 0, 0), wasm_i32x4_shuffle(v, v, 1, 1, 1, 1),
-                                 wasm_i32x4_shuffle(v, v, 2, 2, 2, 2), wasm_i32x4_shuffle(v, v, 3, 3, 3, 3)};
+            v128_t q[4];
+            splat_words(values[k], q);
             const v128_t scale16 = wasm_i16x8_splat(block->scales[j]);
             const TileVec* xg = x + 4 * j;
             for (int s = 0; s < 4; ++s) {
@@ -753,9 +749,7 @@ void q6_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
                                          wasm_f32x4_mul(d, wasm_v128_load(x[80].bytes + 16 * s)), acc[s]);
       }
     }
-    alignas(16) float out[kTileTokens];
-    for (int s = 0; s < 4; ++s) wasm_v128_store(out + 4 * s, acc[s]);
-    for (int t = 0; t < tokens; ++t) y[t * y_stride + r] = out[t];
+    store_tile_row(acc, tokens, y, y_stride, r);
   }
 }
 #endif

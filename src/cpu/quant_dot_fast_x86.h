@@ -318,6 +318,20 @@ struct Q4_KFast {
   }
 };
 
+// The 128 values q + 32 (0..63) of half h of a q6_K super-block, as 4 chunks of 32 in element order (chunk k:
+// elements 128h + 32k .. + 31). Element l of chunk k: low 4 bits from ql (chunks 0, 1 low nibbles, 2, 3 high),
+// bits 4..5 from bits 2k, 2k + 1 of qh[l].
+void q6_K_values(const BlockQ6_K* block, int h, __m256i (&q)[4]) {
+  const __m256i mask = _mm256_set1_epi8(0x0f), high_mask = _mm256_set1_epi8(0x30);
+  const __m256i ql0 = load256(block->ql + 64 * h), ql1 = load256(block->ql + 64 * h + 32);
+  const __m256i qh = load256(block->qh + 32 * h);
+  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, mask), _mm256_and_si256(_mm256_slli_epi16(qh, 4), high_mask));
+  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, mask), _mm256_and_si256(_mm256_slli_epi16(qh, 2), high_mask));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask), _mm256_and_si256(qh, high_mask));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask),
+                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), high_mask));
+}
+
 struct Q6_KFast {
   static constexpr int kBlockElems = 256, kVecsPerStep = 2;
   static constexpr size_t kBlockBytes = sizeof(BlockQ6_K), kXBlockBytes = sizeof(BlockQ8_K);
@@ -333,20 +347,11 @@ struct Q6_KFast {
     for (int t = 0; t < T; ++t)
       isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(),
                                  _mm256_slli_epi32(_mm256_madd_epi16(scales, load_vec(x[t][1])), 5));
-    const __m256i mask = _mm256_set1_epi8(0x0f), high_mask = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {  // 128 elements: groups 8h .. 8h + 7
       const __m256i half_scales = h == 0 ? _mm256_permute2x128_si256(scales, scales, 0x00)
                                          : _mm256_permute2x128_si256(scales, scales, 0x11);
-      const __m256i ql0 = load256(block->ql + 64 * h), ql1 = load256(block->ql + 64 * h + 32);
-      const __m256i qh = load256(block->qh + 32 * h);
-      // Element l of chunk k (0..3): low 4 bits from ql (chunks 0, 1 low nibbles, 2, 3 high), bits 4..5 from
-      // bits 2k, 2k + 1 of qh[l].
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, mask), _mm256_and_si256(_mm256_slli_epi16(qh, 4), high_mask)),
-          _mm256_or_si256(_mm256_and_si256(ql1, mask), _mm256_and_si256(_mm256_slli_epi16(qh, 2), high_mask)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), mask), _mm256_and_si256(qh, high_mask)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), mask),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), high_mask))};
+      __m256i q[4];
+      q6_K_values(block, h, q);
       for (int k = 0; k < 4; ++k) {  // chunk k holds groups 8h + 2k (first 16) and 8h + 2k + 1
         const __m256i scale = _mm256_shuffle_epi8(half_scales, broadcast_i16_control(2 * k, 2 * k + 1));
         for (int t = 0; t < T; ++t) {

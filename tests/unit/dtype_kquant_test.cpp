@@ -91,6 +91,23 @@ TEST(DequantizeRef, Q4_KScaleUnpacking) {
     EXPECT_EQ(unpack_k4_scale_min(kK4Scales, j).scale, scales[j]) << j;
     EXPECT_EQ(unpack_k4_scale_min(kK4Scales, j).min, mins[j]) << j;
   }
+  // The word-wise form the fast kernels use: the same 8 scales and 8 mins, for the bytes above and for every
+  // value of each byte position (the others fixed), so every bit reaches its place.
+  uint8_t packed[12];
+  std::memcpy(packed, kK4Scales, 12);
+  for (int at = 0; at < 12; ++at)
+    for (int value = 0; value < 256; ++value) {
+      packed[at] = static_cast<uint8_t>(value);
+      uint8_t all[16];
+      unpack_k4_scales_mins(packed, all);
+      for (int j = 0; j < 8; ++j) {
+        ASSERT_EQ(all[j], unpack_k4_scale_min(packed, j).scale)
+            << "byte " << at << " = " << value << ", j " << j;
+        ASSERT_EQ(all[8 + j], unpack_k4_scale_min(packed, j).min)
+            << "byte " << at << " = " << value << ", j " << j;
+      }
+      packed[at] = kK4Scales[at];
+    }
 }
 
 // Values of the default quants (qs = 0x21: low nibble 1 for even sub-blocks, high nibble 2 for odd ones) with
