@@ -3,7 +3,8 @@
 //
 //   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto]
 //                                      [--fused-grid N] [--fusion-check TOKENS] [--attention f16|f32]
-//                                      [--depth N]
+//                                      [--depth N] [--fusion-cut I,J] [--fusion-head apart|fused]
+//                                      [--fusion-copy WORDS]
 //
 // --attention f32: attention sums the values in f32 (gpu/llm_gpu.h AttentionSum; not the CPU's bits).
 // --depth N: decode after a prompt of N tokens (default 16), to see how decoding slows as the context grows.
@@ -234,6 +235,18 @@ int run_bench_gpu(std::span<char* const> args) {
     } else if (a == "--fusion-check" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
                *v <= 256) {
       fusion.check_tokens = static_cast<int>(*v);
+    } else if (a == "--fusion-cut" &&
+               i + 1 < args.size()) {  // e.g. 1,2: layer dispatches 1 and 2 start new ones
+      for (std::string_view rest = args[++i]; !rest.empty();) {
+        const size_t comma = std::min(rest.find(','), rest.size());
+        v = number(rest.substr(0, comma));
+        if (!v || *v < 1 || *v > 64) return usage_error("bench llm: --fusion-cut takes indices 1-64, as 1,2");
+        fusion.cuts.push_back(static_cast<uint32_t>(*v));
+        rest.remove_prefix(std::min(comma + 1, rest.size()));
+      }
+    } else if (a == "--fusion-head" && i + 1 < args.size() &&
+               (std::string_view(args[i + 1]) == "apart" || std::string_view(args[i + 1]) == "fused")) {
+      fusion.head_apart = std::string_view(args[++i]) == "apart";
     } else if (a == "--fusion-copy" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
                *v <= 65536) {
       fusion.max_copy_words = static_cast<uint32_t>(*v);
@@ -299,10 +312,10 @@ int run_bench_gpu(std::span<char* const> args) {
     }
     same_next = same_next && argmax(logits[0]) == argmax(logits[1]);
   }
-  // Decoding as generation runs it (one 4-byte readback per token; the separate dispatches one step ahead of
-  // the reads, the fused plan waiting for each: LlmGpu::decode_greedy), with the fused plan (gpu/fusion.h) when
-  // it is on and with the separate dispatches, and the separate dispatches waiting for each id too (what the
-  // step ahead saves); the greedy tokens of all compared.
+  // Decoding as generation runs it (one 4-byte readback per token, each step submitted before the previous
+  // id is read: LlmGpu::decode_greedy), with the fused plan (gpu/fusion.h) when it is on and with the
+  // separate dispatches, and the separate dispatches waiting for each id too (what the step ahead saves); the
+  // greedy tokens of all compared.
   const bool fused = llm.fused();
   std::vector<int32_t> written[3];
   double decode_ms_per_token[3] = {0, 0, 0};  // separate ahead, fused, separate waiting
@@ -316,7 +329,7 @@ int run_bench_gpu(std::span<char* const> args) {
       if (!next) return fail(next.message());
       written[f] = {*next};
       const double t0 = now_ms();
-      if (auto s = llm.decode_greedy(n_decode, &written[f], f == 0); !s) return fail(s.message());
+      if (auto s = llm.decode_greedy(n_decode, &written[f], f != 2); !s) return fail(s.message());
       decode_ms.push_back((now_ms() - t0) / n_decode);
     }
     decode_ms_per_token[f] = median(decode_ms);

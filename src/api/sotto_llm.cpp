@@ -122,9 +122,10 @@ class GpuTokenModel final : public sotto::TokenModel {
       if (sampled && !sample_submitted_) SOTTO_TRY(llm_->submit_sample(p, draw(), history));
       sample_submitted_ = false;
       SOTTO_TRY(llm_->start_finish());
-      // The next step, ahead (above). The fused plan reruns unread tokens when a barrier gives up, which
-      // needs every input known: it waits for the id.
-      if (!sotto::gpu::gpu_sampler_reads_history(p) && !llm_->fused() && llm_->n_past() < llm_->n_ctx()) {
+      // The next step, ahead (above). The fused plan reruns unread tokens when a barrier gives up; a sampled
+      // step ahead of the read would need its draw again then, so the fused plan goes ahead only greedily.
+      if (!sotto::gpu::gpu_sampler_reads_history(p) && !(sampled && llm_->fused()) &&
+          llm_->n_past() < llm_->n_ctx()) {
         SOTTO_TRY(llm_->submit(-1));
         if (sampled) SOTTO_TRY(llm_->submit_sample(p, draw(), {}));
         ahead_ = true;

@@ -785,7 +785,9 @@ Result<FusedKernel> fuse_phases(std::span<const FusionPhase> phases, uint32_t n_
              uses_subgroups ? ",\n        @builtin(subgroup_size) fused_sg_size: u32, "
                               "@builtin(subgroup_invocation_id) fused_sg_id: u32"
                             : "",
-             ") {\n  let fused_grid = fused_nwg.x;\n", entry, "}\n");
+             ") {\n  let fused_grid = fused_nwg.x;\n",
+             // A fused phase alone has no barrier; its bindings stay those of every fused kernel.
+             phases.size() == 1 ? "  _ = &fused_sync;\n  _ = fused_step.pos;\n" : "", entry, "}\n");
   out.wgsl = std::move(src);
   return out;
 }

@@ -445,7 +445,8 @@ Status LlmGpu::submit(int32_t token) {
   }
   if (use_fused_) {  // what a rerun needs, until a read shows the fused runs went through
     if (unchecked_.empty()) unchecked_from_ = n_past_;
-    unchecked_.push_back(token >= 0 ? token : last_output_);
+    // A step after one not yet read takes that one's choice, known when it is read (finish()).
+    unchecked_.push_back(token >= 0 ? token : unchecked_.empty() ? last_output_ : -1);
   }
   last_sampled_ = false;
   SOTTO_TRY(run_decode());
@@ -487,6 +488,7 @@ std::vector<uint32_t> LlmGpu::prompt_plan_sizes() const {
 Status LlmGpu::start_finish() {
   // After a fused run, the failure flag its copy put next to the token comes back with it.
   SOTTO_ASSIGN(pending_read_, device().start_read(tok_, 0, last_run_fused_ ? 8 : 4));
+  read_covers_ = unchecked_.size();  // a step submitted after this read (ahead) is not covered by it
   return {};
 }
 
@@ -501,7 +503,15 @@ DeviceStatus LlmGpu::finish(int32_t* token) {
   }
   *token = static_cast<int32_t>(t[0]);
   last_output_ = *token;
-  unchecked_.clear();
+  if (!use_fused_) {
+    unchecked_.clear();
+  } else {  // the steps this read covers went through; the one ahead (if any) took this choice
+    const size_t covered = std::min(read_covers_, unchecked_.size());
+    unchecked_.erase(unchecked_.begin(), unchecked_.begin() + static_cast<std::ptrdiff_t>(covered));
+    unchecked_from_ += static_cast<int>(covered);
+    if (!unchecked_.empty() && unchecked_.front() < 0) unchecked_.front() = *token;
+  }
+  read_covers_ = 0;
   return s;
 }
 
@@ -517,7 +527,6 @@ Result<int32_t> LlmGpu::step(int32_t token) {
 }
 
 Status LlmGpu::decode_greedy(int n, std::vector<int32_t>* ids, bool ahead) {
-  ahead = ahead && !use_fused_;
   if (ahead && n > 0) SOTTO_TRY(submit(-1));
   for (int i = 0; i < n; ++i) {
     if (!ahead) SOTTO_TRY(submit(-1));

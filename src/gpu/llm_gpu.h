@@ -56,9 +56,18 @@ namespace sotto::gpu {
 struct FusionOptions {
   enum class Mode { Auto, On, Off };
   Mode mode = Mode::Auto;
-  uint32_t grid = 0;               // workgroups of a fused dispatch; 0: as many as the widest phase has
-  int check_tokens = 6;            // tokens the load-time check runs through both plans
-  uint32_t max_copy_words = 2048;  // gpu/fusion.h fuse_phases(): the best on the H200 (bench/README.md)
+  uint32_t grid = 0;     // workgroups of a fused dispatch; 0: as many as the widest phase has
+  int check_tokens = 6;  // tokens the load-time check runs through both plans
+  // gpu/fusion.h fuse_phases(). On the H200 1,024 (bench/README.md, session 15): with 2,048 the fused layer
+  // needs 18.6 KB of workgroup memory and only 2 workgroups stay resident per SM (grid 248, 636 tokens/s),
+  // with 1,024 14.0 KB and 3 (grid 388, 689 tokens/s), though the q8 rows are then read with atomic loads.
+  uint32_t max_copy_words = 1024;
+  // Where a layer's fused dispatch is cut in two (indices of the layer's dispatches that start a new fused
+  // one; empty: one dispatch per layer). For measuring which phases limit the fused kernel's resident grid.
+  std::vector<uint32_t> cuts;
+  // The output head's dispatches (norm, output matrix, argmax) each fused alone, with no grid barrier: as one
+  // fused dispatch its 151936-row matrix ran on the layers' small grid, at half the speed (bench/README.md).
+  bool head_apart = true;
   // Milliseconds from a monotonic clock (the engine has none of its own): Auto times both plans with it and
   // keeps the faster; without one Auto keeps the separate dispatches.
   double (*clock_ms)() = nullptr;
@@ -101,19 +110,17 @@ class LlmGpu {
   // submit + start_finish + finish, for native callers.
   Result<int32_t> step(int32_t token);
   // n greedy tokens after the last submitted one, natively, as generation runs them (GpuTokenModel in
-  // api/sotto_llm.cpp): each step is submitted before the previous token's id is read (`ahead`), except on the
-  // fused plan, whose reruns need every input known.
+  // api/sotto_llm.cpp): each step is submitted before the previous token's id is read (`ahead`).
   Status decode_greedy(int n, std::vector<int32_t>* ids, bool ahead = true);
   // The logits of the last token (n_vocab floats), for checks.
   Result<std::vector<float>> logits();
 
   int n_past() const { return n_past_; }
   // Forgets the last n positions: a step submitted ahead that turned out not to be needed (its cache rows are
-  // overwritten by whatever runs there next). Not while the fused plan is in use: its rerun bookkeeping
-  // (unchecked_) assumes every submitted token is read.
+  // overwritten by whatever runs there next).
   void drop_last(int n) {
     n_past_ = n_past_ >= n ? n_past_ - n : 0;
-    unchecked_.clear();
+    unchecked_.resize(unchecked_.size() - std::min<size_t>(unchecked_.size(), static_cast<size_t>(n)));
   }
   int n_ctx() const { return n_ctx_; }
   AttentionSum attention_sum() const { return attention_sum_; }
@@ -127,6 +134,12 @@ class LlmGpu {
   bool fused() const { return use_fused_; }
   void set_fused(bool on) { use_fused_ = on && !fused_.dispatches.empty(); }
   const std::string& fusion_status() const { return fusion_status_; }
+  // Raises the fused plan's failure flag, as a grid barrier that gives up does: the next read then reruns its
+  // tokens unfused and turns fusion off (for tests of that path).
+  Status raise_fusion_flag() {
+    const uint32_t one = 1;
+    return sync_ ? device().write_buffer(sync_, 0, &one, 4) : Status{};
+  }
   // Tokens per run of the (largest) prompt plan, and its dispatches; the sizes of all the recorded ones.
   uint32_t prompt_batch() const { return prompt_plans_.empty() ? 0 : prompt_plans_.back().tokens; }
   size_t prompt_dispatches() const {
@@ -137,10 +150,13 @@ class LlmGpu {
   // which op each dispatch is.
   Status time_step(std::vector<std::pair<std::string, uint64_t>>* per_dispatch_ns);
   // The recorded decode step and what each dispatch is, for benchmarks that replay parts of it.
-  const std::vector<Dispatch>& plan() const { return decode_.dispatches; }
-  const std::vector<std::string>& plan_names() const { return decode_.names; }
+  // (The fused plan's while it is in use.)
+  const std::vector<Dispatch>& plan() const { return use_fused_ ? fused_.dispatches : decode_.dispatches; }
+  const std::vector<std::string>& plan_names() const { return use_fused_ ? fused_.names : decode_.names; }
   // Weight bytes each dispatch of the plan reads (0 for ops without weights), for GB/s.
-  const std::vector<uint64_t>& weight_bytes_per_dispatch() const { return decode_.weight_bytes; }
+  const std::vector<uint64_t>& weight_bytes_per_dispatch() const {
+    return use_fused_ ? fused_.weight_bytes : decode_.weight_bytes;
+  }
   Device& device() { return ops_.device(); }
 
  private:
@@ -198,9 +214,11 @@ class LlmGpu {
   uint32_t sync_words_ = 0;
   bool use_fused_ = false, last_run_fused_ = false;
   std::string fusion_status_ = "not built";
-  std::vector<int32_t>
-      unchecked_;  // inputs of the fused tokens since the last read, from position unchecked_from_
+  // Inputs of the fused tokens not yet read back, from position unchecked_from_ (< 0: the previous step's
+  // choice, known once that step is read), and how many of them the read in flight covers.
+  std::vector<int32_t> unchecked_;
   int unchecked_from_ = 0;
+  size_t read_covers_ = 0;
   int32_t last_output_ = -1;
   bool last_sampled_ = false;
   SamplerParams last_sample_params_;

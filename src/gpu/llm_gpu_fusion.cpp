@@ -36,18 +36,21 @@ Status LlmGpu::run_decode() {
 Status LlmGpu::rerun_unfused() {
   use_fused_ = false;
   fusion_status_ = "off: a fused layer's grid barrier gave up while decoding (workgroups not all resident)";
-  // Every fused token since the last one read, again through the decode plan.
+  // Every fused token since the last one read, again through the decode plan: those the failed read covers,
+  // the read again, then a step that was ahead of it (its input: the choice just rerun, in the token buffer).
   const std::vector<int32_t> inputs = unchecked_;
+  const size_t covered = std::min(read_covers_, inputs.size());
+  if (covered == 0 || inputs.front() < 0)
+    return error("webgpu: a fused token failed and its input is unknown");
   n_past_ = unchecked_from_;
-  for (int32_t t : inputs) {
-    if (t < 0) return error("webgpu: a fused token failed and its input is unknown");
-    SOTTO_TRY(submit(t));
-  }
-  if (last_sampled_) {
+  for (size_t i = 0; i < covered; ++i) SOTTO_TRY(submit(inputs[i]));
+  if (last_sampled_ && covered == inputs.size()) {  // (generation runs sampled steps ahead only unfused)
     const std::vector<int32_t> history = last_sample_history_;
     SOTTO_TRY(submit_sample(last_sample_params_, last_sample_u_, history));
   }
-  return start_finish();
+  SOTTO_TRY(start_finish());
+  for (size_t i = covered; i < inputs.size(); ++i) SOTTO_TRY(submit(-1));
+  return {};
 }
 
 Status LlmGpu::build_fused(const FusionOptions& options) {
@@ -72,13 +75,27 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   recording_fusable_ = false;
   ops_.end_pool();
   SOTTO_TRY(recorded);
-  // Fused: the embedding as it is, each layer as one dispatch, the output head and argmax as one.
-  std::vector<size_t> bounds = fusable.layer_begin;
+  // Fused: the embedding as it is, each layer as one dispatch (or a few, at options.cuts), the output head and
+  // argmax as one.
+  std::vector<size_t> bounds;
+  for (size_t k = 0; k + 1 < fusable.layer_begin.size(); ++k) {
+    bounds.push_back(fusable.layer_begin[k]);
+    for (uint32_t c : options.cuts)
+      if (c > 0 && fusable.layer_begin[k] + c < fusable.layer_begin[k + 1])
+        bounds.push_back(fusable.layer_begin[k] + c);
+  }
+  for (size_t i = fusable.layer_begin.back(); i < fusable.dispatches.size(); ++i) {
+    bounds.push_back(i);
+    if (!options.head_apart) break;
+  }
   bounds.push_back(fusable.dispatches.size());
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
   sync_words_ = static_cast<uint32_t>(bounds.size());
   SOTTO_ASSIGN(sync_, ops_.buffer(uint64_t{sync_words_} * 4, "fusion sync"));
   Plan fused;
   std::vector<uint32_t> widest;
+  uint64_t most_workgroup_bytes = 0;  // of the fused dispatches with grid barriers
   for (size_t i = 0; i < bounds.front(); ++i) {
     fused.dispatches.push_back(fusable.dispatches[i]);
     fused.names.push_back(fusable.names[i]);
@@ -87,21 +104,27 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   }
   for (size_t k = 0; k + 1 < bounds.size(); ++k) {
     const std::span<const Dispatch> range(fusable.dispatches.data() + bounds[k], bounds[k + 1] - bounds[k]);
-    const bool head = k + 2 == bounds.size();
+    const bool head = bounds[k] >= fusable.layer_begin.back();
     uint32_t w = 0;
-    Result<Dispatch> d = ops_.fuse(range, step_, sync_, static_cast<uint32_t>(1 + k),
-                                   std::numeric_limits<uint32_t>::max(), &w, options.max_copy_words);
+    uint64_t wg_bytes = 0;
+    Result<Dispatch> d =
+        ops_.fuse(range, step_, sync_, static_cast<uint32_t>(1 + k), std::numeric_limits<uint32_t>::max(), &w,
+                  options.max_copy_words, &wg_bytes);
+    if (range.size() > 1) most_workgroup_bytes = std::max(most_workgroup_bytes, wg_bytes);
     if (!d.ok()) {
-      fusion_status_ = cat("off: ", head ? std::string("the output head") : cat("layer ", k),
+      fusion_status_ = cat("off: ", head ? std::string("the output head") : cat("fused dispatch ", k),
                            " cannot be fused: ", d.message());
       return {};
     }
     uint64_t bytes = 0;
     for (size_t i = bounds[k]; i < bounds[k + 1]; ++i) bytes += fusable.weight_bytes[i];
     fused.dispatches.push_back(*d);
-    fused.names.push_back(head ? std::string("output head (fused)") : cat("layer ", k, " (fused)"));
+    fused.names.push_back(range.size() == 1 ? cat(fusable.names[bounds[k]], " (fused form)")
+                          : head            ? std::string("output head (fused)")
+                                            : cat("layer part ", k, " (fused)"));
+    if (range.size() == 1) d->groups_x = w;  // no grid barrier: every workgroup may run
     fused.weight_bytes.push_back(bytes);
-    widest.push_back(w);
+    widest.push_back(range.size() == 1 ? 0 : w);
   }
   Dispatch flag;  // the failure flag next to the token, for finish()
   flag.copy_src = sync_;
@@ -176,8 +199,15 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   }
   // Auto: the faster of the two, timed over a few greedy tokens each on the caller's clock (without one, the
   // separate dispatches: the path every adapter has run).
-  const std::string checked = cat(fused_.dispatches.size() - 1, " dispatches per token, grids of ", grid,
-                                  " workgroups; checked bit for bit over ", kCheckTokens, " tokens");
+  // What each phase of the first layer had as separate dispatches (the workgroups a fused grid loops over).
+  std::string phases;
+  for (size_t i = fusable.layer_begin[0]; i < fusable.layer_begin[1]; ++i)
+    phases += cat(phases.empty() ? "" : ", ", fusable.names[i], " ",
+                  fusable.dispatches[i].groups_x * fusable.dispatches[i].groups_y);
+  const std::string checked =
+      cat(fused_.dispatches.size() - 1, " dispatches per token, grids of ", grid, " workgroups of ",
+          most_workgroup_bytes, " bytes of workgroup memory (a layer's workgroups: ", phases,
+          "); checked bit for bit over ", kCheckTokens, " tokens");
   if (!options.clock_ms) {
     use_fused_ = options.mode == FusionOptions::Mode::On;
     fusion_status_ = cat(use_fused_ ? "on: " : "off (no clock to compare the plans' speed): ", checked);

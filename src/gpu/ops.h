@@ -189,9 +189,11 @@ class Ops {
   void end_pool() { pool_ = {}; }
   // The dispatches as one (gpu/fusion.h): `sync` holds the failure flag (word 0) and the grid barrier's
   // counters, `slot` this dispatch's; `step` the step uniform. Its grid is `grid` workgroups (clamped to the most
-  // any phase had, returned in *widest). Errors for what cannot be fused (the dispatches then stay apart).
+  // any phase had, returned in *widest; its workgroup memory in *workgroup_bytes). Errors for what cannot be
+  // fused (the dispatches then stay apart).
   Result<Dispatch> fuse(std::span<const Dispatch> dispatches, BufferHandle step, BufferHandle sync,
-                        uint32_t slot, uint32_t grid, uint32_t* widest, uint32_t max_copy_words = 2048);
+                        uint32_t slot, uint32_t grid, uint32_t* widest, uint32_t max_copy_words = 2048,
+                        uint64_t* workgroup_bytes = nullptr);
 
  private:
   Result<PipelineHandle> pipeline(const std::string& key, const std::string& wgsl);

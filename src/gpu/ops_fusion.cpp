@@ -54,7 +54,8 @@ Binding Ops::resolve(Binding b) const {
 }
 
 Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle step, BufferHandle sync,
-                           uint32_t slot, uint32_t grid, uint32_t* widest, uint32_t max_copy_words) {
+                           uint32_t slot, uint32_t grid, uint32_t* widest, uint32_t max_copy_words,
+                           uint64_t* workgroup_bytes) {
   std::vector<FusionPhase> phases;
   std::vector<BufferHandle> roots;
   std::vector<uint32_t> offsets;  // each storage binding's word offset in its root, by offset slot
@@ -103,6 +104,7 @@ Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle st
   std::vector<Binding> b = {{0, step, 0, 16}, ub, {2, sync}};
   for (size_t r = 0; r < roots.size(); ++r) b.push_back({static_cast<uint32_t>(3 + r), roots[r]});
   *widest = k.widest;
+  if (workgroup_bytes) *workgroup_bytes = k.workgroup_bytes;
   std::vector<Dispatch> one;
   SOTTO_TRY(add(one, p, std::move(b), std::clamp<uint32_t>(grid, 1, k.widest)));
   return one[0];

@@ -457,7 +457,16 @@ TEST(GpuLlm, FusedLayersGiveTheLogitsOfSeparateDispatches) {
       std::printf("[ info    ] %s, grid %u: fusion %s\n", file, grid, g.fusion_status().c_str());
       if (grid == 1) {
         ASSERT_TRUE(g.fused()) << file << ": " << g.fusion_status();
-        EXPECT_EQ(g.dispatches_per_token(), 2 + static_cast<size_t>(w.hp.n_layer)) << file;  // + embed, head
+        // + the embedding, and the output head's dispatches each fused alone (FusionOptions::head_apart)
+        g.set_fused(false);
+        const std::vector<std::string>& names = g.plan_names();
+        const size_t head =
+            static_cast<size_t>(std::count_if(names.begin(), names.end(), [](const std::string& n) {
+              return n == "output_norm" || n == "output" || n == "argmax";
+            }));
+        g.set_fused(true);
+        EXPECT_GE(head, 2u) << file;
+        EXPECT_EQ(g.dispatches_per_token(), 1 + static_cast<size_t>(w.hp.n_layer) + head) << file;
       }
       if (!g.fused()) continue;
       // The prompt token by token, then 8 greedy tokens, logits compared at every step.
@@ -490,6 +499,61 @@ TEST(GpuLlm, FusedLayersGiveTheLogitsOfSeparateDispatches) {
         EXPECT_EQ(fused_logits[k], plan_logits[k]) << file << ", grid " << grid << ", token " << k;
     }
   }
+  EXPECT_EQ(device->last_error(), "");
+}
+
+// The fused plan runs a step ahead of the reads as the separate dispatches do (LlmGpu::decode_greedy): the
+// same greedy tokens; and when a fused token fails (its failure flag raised, as a grid barrier that gives up
+// raises it) while the next step is already submitted, the read reruns that token unfused, then the step ahead,
+// and the tokens are still the separate dispatches'.
+TEST(GpuLlm, FusedStepsAheadAndTheirRerunGiveTheSeparateTokens) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  const auto model = load_test_model("stories260K-q4_0.gguf");
+  ASSERT_TRUE(model);
+  const LlamaWeights& w = model->weights;
+  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()) + 11);
+  std::vector<int32_t> prompt(6);
+  std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
+  for (int32_t& t : prompt) t = token(rng);
+  gpu::FusionOptions fusion;
+  fusion.mode = gpu::FusionOptions::Mode::On;
+  fusion.grid = 1;  // every adapter keeps one workgroup resident
+  auto llm = gpu::LlmGpu::create(*device, w, 64, 0, fusion);
+  ASSERT_TRUE(llm.ok()) << llm.message();
+  gpu::LlmGpu& g = **llm;
+  ASSERT_TRUE(g.fused()) << g.fusion_status();
+  auto start = [&](bool fused) -> int32_t {
+    g.set_fused(fused);
+    g.reset();
+    for (size_t i = 0; i + 1 < prompt.size(); ++i) EXPECT_TRUE(g.submit(prompt[i]).ok());
+    auto next = g.step(prompt.back());
+    EXPECT_TRUE(next.ok()) << next.message();
+    return next.ok() ? *next : -1;
+  };
+  std::vector<int32_t> plan_ids = {start(false)};
+  ASSERT_TRUE(g.decode_greedy(6, &plan_ids, false).ok());
+  std::vector<int32_t> ahead_ids = {start(true)};
+  ASSERT_TRUE(g.decode_greedy(6, &ahead_ids, true).ok());
+  EXPECT_TRUE(g.fused()) << g.fusion_status();
+  EXPECT_EQ(ahead_ids, plan_ids);
+
+  // By hand: token A submitted and its read started, token B submitted ahead of that read, A failed.
+  std::vector<int32_t> ids = {start(true)};
+  ASSERT_TRUE(g.raise_fusion_flag().ok());
+  ASSERT_TRUE(g.submit(-1).ok());  // A
+  ASSERT_TRUE(g.start_finish().ok());
+  ASSERT_TRUE(g.submit(-1).ok());  // B, ahead
+  int32_t t = -1;
+  ASSERT_EQ(g.finish(&t), gpu::DeviceStatus::Ok) << device->last_error();
+  ids.push_back(t);  // A, rerun unfused
+  EXPECT_FALSE(g.fused()) << "a failed fused token turns fusion off";
+  EXPECT_EQ(g.n_past(), static_cast<int>(prompt.size()) + 2);
+  ASSERT_TRUE(g.start_finish().ok());
+  ASSERT_EQ(g.finish(&t), gpu::DeviceStatus::Ok) << device->last_error();
+  ids.push_back(t);  // B
+  ASSERT_TRUE(g.decode_greedy(4, &ids, true).ok());
+  EXPECT_EQ(ids, plan_ids);
   EXPECT_EQ(device->last_error(), "");
 }
 
