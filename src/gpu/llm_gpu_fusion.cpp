@@ -167,8 +167,10 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   std::vector<std::vector<float>> expected;
   bool unused = false;
   SOTTO_TRY(run_tokens(false, &expected, &unused));
-  uint32_t grid =
-      options.grid > 0 ? options.grid : *std::max_element(fused_widest_.begin(), fused_widest_.end());
+  // (Every fused dispatch a single phase, with no grid barrier: any grid will do.)
+  uint32_t grid = options.grid > 0
+                      ? options.grid
+                      : std::max<uint32_t>(1, *std::max_element(fused_widest_.begin(), fused_widest_.end()));
   for (; grid > 0; grid = grid * 4 / 5) {  // fewer workgroups while some are not resident
     set_fused_grid(grid);
     std::vector<std::vector<float>> got, again;
