@@ -49,6 +49,9 @@ enum SottoGpuOption {
    * (and llama.cpp's CPU) do: faster, the more so the longer the context, but the logits are no longer the CPU
    * backend's bit for bit, so greedy text can part from it at near-ties (gpu/llm_gpu.h AttentionSum). */
   SOTTO_GPU_ATTENTION_F32 = 1,
+  /* Decode through the fused plan (one dispatch per layer, gpu/fusion.h) whenever its load-time check passes,
+   * rather than only where it measured faster than the separate dispatches (the default). */
+  SOTTO_GPU_FUSED = 2,
 };
 
 /* Why a generation ended (SottoStep.stop); SOTTO_STOP_NONE while it goes on. */

@@ -252,9 +252,9 @@ const char* sotto_llm_last_error(const SottoLlm* llm) {
 int32_t sotto_llm_set_gpu_options(SottoLlm* llm, int32_t options) {
   if (!llm) return SOTTO_ERROR_ARGUMENT;
   llm->last_error.clear();
-  if (options & ~SOTTO_GPU_ATTENTION_F32)
+  if (options & ~(SOTTO_GPU_ATTENTION_F32 | SOTTO_GPU_FUSED))
     return fail(llm, SOTTO_ERROR_ARGUMENT,
-                cat("llm: unknown GPU options ", options, " (1: f32 attention sum)"));
+                cat("llm: unknown GPU options ", options, " (1: f32 attention sum, 2: fused plan)"));
   llm->gpu_options = options;
   return SOTTO_OK;
 }
@@ -284,6 +284,7 @@ int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int3
     if (!device) return fail(llm, SOTTO_ERROR_RUN, device.message());
     sotto::gpu::FusionOptions fusion;
     fusion.clock_ms = &sotto::now_ms;  // Auto keeps the fused plan only where it decodes faster
+    if (llm->gpu_options & SOTTO_GPU_FUSED) fusion.mode = sotto::gpu::FusionOptions::Mode::On;
     const auto attention_sum = (llm->gpu_options & SOTTO_GPU_ATTENTION_F32) ? sotto::gpu::AttentionSum::F32
                                                                             : sotto::gpu::AttentionSum::F16;
     auto gpu = sotto::gpu::LlmGpu::create(**device, llm->weights, n_ctx, 0, fusion, attention_sum);
@@ -365,7 +366,8 @@ const char* sotto_llm_info_json(SottoLlm* llm, size_t* out_bytes) {
     backend += cat(",\"adapter\":", sotto::json_quote(llm->device->info().description),
                    ",\"gpu_backend\":", sotto::json_quote(llm->device->info().backend),
                    ",\"dispatches_per_token\":", llm->gpu->dispatches_per_token(), ",\"attention_sum\":",
-                   llm->gpu->attention_sum() == sotto::gpu::AttentionSum::F32 ? "\"f32\"" : "\"f16\"");
+                   llm->gpu->attention_sum() == sotto::gpu::AttentionSum::F32 ? "\"f32\"" : "\"f16\"",
+                   ",\"fusion\":", sotto::json_quote(llm->gpu->fusion_status()));
   return give(llm,
               cat("{\"arch\":", sotto::json_quote(hp.arch), ",\"n_ctx\":", sotto_llm_n_ctx(llm),
                   ",\"n_ctx_train\":", hp.n_ctx_train, ",\"n_vocab\":", hp.n_vocab,

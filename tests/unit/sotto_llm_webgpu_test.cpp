@@ -71,15 +71,24 @@ Generated generate_on(SottoLlm* h, const int32_t* prompt, int32_t n, const Sotto
              });
 }
 
-class SottoLlmGpuTest : public ::testing::TestWithParam<const char*> {};
+// The file, and the GPU options: none, or the fused plan (SOTTO_GPU_FUSED), whose steps also run ahead of the
+// reads (greedy ones) and whose reruns keep track of them.
+struct GpuCase {
+  const char* file;
+  int32_t options;
+};
+
+class SottoLlmGpuTest : public ::testing::TestWithParam<GpuCase> {};
 
 TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   if (!sotto::testing::open_test_device()) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
-  const std::vector<uint8_t> bytes = sotto::testing::read_fixture(std::string("llm/") + GetParam());
+  const char* file = GetParam().file;
+  const std::vector<uint8_t> bytes = sotto::testing::read_fixture(std::string("llm/") + file);
 
   SottoLlm* cpu = sotto_llm_create(1);
   ASSERT_EQ(sotto_llm_load(cpu, bytes.data(), bytes.size(), 128), SOTTO_OK) << sotto_llm_last_error(cpu);
   SottoLlm* gpu = sotto_llm_create(1);
+  ASSERT_EQ(sotto_llm_set_gpu_options(gpu, GetParam().options), SOTTO_OK);
   ASSERT_EQ(sotto_llm_load_on(gpu, bytes.data(), bytes.size(), 128, SOTTO_BACKEND_WEBGPU), SOTTO_OK)
       << sotto_llm_last_error(gpu);
   EXPECT_EQ(sotto_llm_n_ctx(gpu), 128);
@@ -88,7 +97,9 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   EXPECT_NE(info.find("\"backend\":\"webgpu\""), std::string::npos) << info;
   EXPECT_NE(info.find("\"dispatches_per_token\":"), std::string::npos) << info;
   EXPECT_NE(info.find("\"attention_sum\":\"f16\""), std::string::npos)
-      << info;  // the default: the CPU's bits
+      << info;                               // the default: the CPU's bits
+  if (GetParam().options & SOTTO_GPU_FUSED)  // (one workgroup per fused dispatch passes on any adapter)
+    EXPECT_NE(info.find("\"fusion\":\"on"), std::string::npos) << info;
 
   const std::string prompt = "Once upon a time";
   int32_t ids[64];
@@ -127,7 +138,7 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
   const SottoSampling to_the_end = greedy(1000);
   Generated want_full = generate_on(cpu, more, 1, to_the_end, nullptr, 0, 1);
   Generated got_full = generate_on(gpu, more, 1, to_the_end, nullptr, 0, 1);
-  if (std::string(GetParam()) == "stories260K.gguf") EXPECT_EQ(got_full.ids, want_full.ids);
+  if (std::string(file) == "stories260K.gguf") EXPECT_EQ(got_full.ids, want_full.ids);
   EXPECT_EQ(got_full.ids.size(), want_full.ids.size());
   EXPECT_EQ(got_full.stop, want_full.stop);
   ASSERT_EQ(sotto_llm_timings(cpu, &cpu_t), SOTTO_OK);
@@ -171,7 +182,9 @@ TEST_P(SottoLlmGpuTest, GreedyTokensEqualTheCpuApi) {
 // The F32 file: the API's plumbing does not depend on the weight type, and each type's GPU tokens are checked
 // against the CPU's and llama.cpp's in gpu_llm_test.cpp (GpuStories), its sampling in gpu_sampling_test.cpp.
 // (Q8_0 here too took another two minutes of SwiftShader per CI run.)
-INSTANTIATE_TEST_SUITE_P(Stories, SottoLlmGpuTest, ::testing::Values("stories260K.gguf"));
+INSTANTIATE_TEST_SUITE_P(Stories, SottoLlmGpuTest,
+                         ::testing::Values(GpuCase{"stories260K.gguf", 0},
+                                           GpuCase{"stories260K.gguf", SOTTO_GPU_FUSED}));
 
 TEST(SottoLlmGpuApi, BadInputIsAClearError) {
   SottoLlm* gpu = sotto_llm_create(1);
@@ -187,8 +200,8 @@ TEST(SottoLlmGpuApi, BadInputIsAClearError) {
   EXPECT_EQ(sotto_llm_step(gpu, &step), SOTTO_ERROR_ARGUMENT);
   EXPECT_EQ(sotto_llm_result_json(gpu, nullptr, 0, nullptr), nullptr);
   EXPECT_EQ(sotto_llm_profile_step(gpu), SOTTO_ERROR_ARGUMENT);
-  EXPECT_EQ(sotto_llm_set_gpu_options(gpu, 2), SOTTO_ERROR_ARGUMENT);
-  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("unknown GPU options 2"), std::string::npos);
+  EXPECT_EQ(sotto_llm_set_gpu_options(gpu, 4), SOTTO_ERROR_ARGUMENT);
+  EXPECT_NE(std::string(sotto_llm_last_error(gpu)).find("unknown GPU options 4"), std::string::npos);
   EXPECT_EQ(sotto_llm_set_gpu_options(nullptr, 0), SOTTO_ERROR_ARGUMENT);
   sotto_llm_destroy(gpu);
 }
