@@ -62,7 +62,7 @@ struct FusionOptions {
   // needs 18.6 KB of workgroup memory and only 2 workgroups stay resident per SM (grid 248, 636 tokens/s),
   // with 1,024 14.0 KB and 3 (grid 388, 689 tokens/s), though the q8 rows are then read with atomic loads.
   uint32_t max_copy_words = 1024;
-  // Where a layer's fused dispatch is cut in two (indices of the layer's dispatches that start a new fused
+  // Where a layer's fused dispatch is cut in parts (indices of the layer's dispatches that start a new fused
   // one; empty: one dispatch per layer). For measuring which phases limit the fused kernel's resident grid.
   std::vector<uint32_t> cuts;
   // The output head's dispatches (norm, output matrix, argmax) each fused alone, with no grid barrier: as one

@@ -75,8 +75,9 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   recording_fusable_ = false;
   ops_.end_pool();
   SOTTO_TRY(recorded);
-  // Fused: the embedding as it is, each layer as one dispatch (or a few, at options.cuts), the output head and
-  // argmax as one.
+  // Fused: the embedding as it is, each layer as one dispatch (or a few, at options.cuts), the output head's
+  // dispatches each alone (options.head_apart) or as one. A lone phase has no grid barrier: Ops::fuse gives it
+  // all its workgroups, and its widest is recorded as 0 so that set_fused_grid() leaves it so.
   std::vector<size_t> bounds;
   for (size_t k = 0; k + 1 < fusable.layer_begin.size(); ++k) {
     bounds.push_back(fusable.layer_begin[k]);
@@ -122,7 +123,6 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
     fused.names.push_back(range.size() == 1 ? cat(fusable.names[bounds[k]], " (fused form)")
                           : head            ? std::string("output head (fused)")
                                             : cat("layer part ", k, " (fused)"));
-    if (range.size() == 1) d->groups_x = w;  // no grid barrier: every workgroup may run
     fused.weight_bytes.push_back(bytes);
     widest.push_back(range.size() == 1 ? 0 : w);
   }
