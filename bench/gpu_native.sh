@@ -31,6 +31,8 @@ for type in q4_0 q4_k_m; do
     "$bin/sotto_make_random_gguf" --type "$type" --out "$models" --vocab "$bin/ggml-vocab-qwen2.gguf" --threads "$(nproc)"
 done
 "$bin/sotto" gpu-probe 2>&1 | tee "$out/gpu_probe.txt"  # the grid barrier's cost, plain vs atomic loads
+# A synthetic token as one persistent dispatch: what a hand-written kernel could reach (about 10 s).
+"$bin/sotto" gpu-probe --token 2>&1 | tee -a "$out/gpu_probe.txt"
 for type in q4_0 q4_k_m; do
   file="$models/qwen2.5-0.5b-random-$type.gguf"
   # --fusion on: decode is measured both fused (one dispatch per layer) and through the separate dispatches.

@@ -118,12 +118,15 @@ Status probe(gpu::Device& device) {
 
 }  // namespace
 
+Status probe_token(gpu::Device& device);  // gpu_probe_token.cpp
+
 int run_gpu_probe(std::span<char* const> args) {
-  if (!args.empty()) return usage_error(cat("gpu-probe: unknown option '", args[0], "'"));
+  const bool token = args.size() == 1 && std::string(args[0]) == "--token";
+  if (!args.empty() && !token) return usage_error(cat("gpu-probe: unknown option '", args[0], "'"));
   auto device = gpu::open_device(gpu::DeviceOptions{});
   if (!device) return fail(device.message());
   std::printf("%s\n", (*device)->info().description.c_str());
-  if (Status s = probe(**device); !s.ok()) return fail(s.message());
+  if (Status s = token ? probe_token(**device) : probe(**device); !s.ok()) return fail(s.message());
   return kExitOk;
 }
 

@@ -73,9 +73,11 @@ constexpr Command kCommands[] = {
     {"gpu-check", "gpu-check [--seed S]",
      "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",
      run_gpu_check, "  --seed S                 seed of the random inputs (default 1)\n"},
-    {"gpu-probe", "gpu-probe",
+    {"gpu-probe", "gpu-probe [--token]",
      "what plan fusion costs on this machine's GPU: the grid barrier, plain against atomic loads",
-     run_gpu_probe, ""},
+     run_gpu_probe,
+     "  --token                  a synthetic Qwen2.5-0.5B Q4_0 token as one persistent dispatch (its "
+     "time)\n"},
     {"tokenize", "tokenize -m FILE [--special] [--no-bos]",
      "UTF-8 text on stdin -> JSON array of token ids, with the GGUF file's own tokenizer", run_tokenize,
      "  -m, --model FILE         any GGUF with tokenizer metadata (vocab-only files too)\n"
