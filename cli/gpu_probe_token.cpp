@@ -9,7 +9,7 @@
 //
 // The variants below say where the time goes (bench/README.md, session 16): on the H200 the first cut took
 // ~790 us a token; a subgroup's rows summed one subgroup sum after another cost ~190 us of it (through
-// workgroup memory, one lane a row: 616 us, ~1,600 tokens/s for the layers); weight loads issued before the grid
+// workgroup memory, one lane a row: 616-670 us, ~1,500-1,600 tokens/s for the layers); weight loads issued before the grid
 // barrier (prefetch) and 16-byte weight loads made it slower, not faster.
 #include <algorithm>
 #include <chrono>
