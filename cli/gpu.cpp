@@ -1,7 +1,7 @@
 // sotto bench llm --backend webgpu: the language model on the GPU (gpu/llm_gpu.h) through Dawn. (generate and
 // chat run on the GPU through the C API: cli/generate.cpp.)
 //
-//   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto]
+//   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto|layers]
 //                                      [--fused-grid N] [--fusion-check TOKENS] [--attention f16|f32]
 //                                      [--depth N] [--fusion-cut I,J] [--fusion-head apart|fused]
 //                                      [--fusion-copy WORDS]
@@ -224,11 +224,12 @@ int run_bench_gpu(std::span<char* const> args) {
       timings = true;
     } else if (a == "--fusion" && i + 1 < args.size() &&
                (std::string_view(args[i + 1]) == "on" || std::string_view(args[i + 1]) == "off" ||
-                std::string_view(args[i + 1]) == "auto")) {
+                std::string_view(args[i + 1]) == "auto" || std::string_view(args[i + 1]) == "layers")) {
       const std::string_view m = args[++i];
-      fusion.mode = m == "on"    ? gpu::FusionOptions::Mode::On
-                    : m == "off" ? gpu::FusionOptions::Mode::Off
-                                 : gpu::FusionOptions::Mode::Auto;
+      fusion.mode = m == "on"       ? gpu::FusionOptions::Mode::On
+                    : m == "off"    ? gpu::FusionOptions::Mode::Off
+                    : m == "layers" ? gpu::FusionOptions::Mode::Layers
+                                    : gpu::FusionOptions::Mode::Auto;
     } else if (a == "--fused-grid" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
                *v <= 65535) {
       fusion.grid = static_cast<uint32_t>(*v);

@@ -61,6 +61,8 @@ constexpr Command kCommands[] = {
      "GB/s)\n"
      "  --fusion on|off|auto     webgpu: each layer as one dispatch (default auto: on a GPU, if its check "
      "passes)\n"
+     "  --fusion layers          webgpu: each layer as a hand-written persistent kernel (llama/qwen2, "
+     "q4_0/q5_0/q8_0)\n"
      "  --fused-grid N           webgpu: workgroups per fused dispatch (default: the widest layer op's)\n"
      "  --fusion-cut I,J         webgpu: cut each fused layer before its dispatches I, J (measuring)\n"
      "  --fusion-head apart|fused webgpu: the output head's dispatches fused each alone (default) or as one\n"

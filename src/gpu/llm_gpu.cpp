@@ -244,6 +244,7 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
 
   // Activations: one row per token.
   SOTTO_ASSIGN(BufferHandle x, ops_.buffer(n * d * 4, "x"));
+  out.x = x;
   SOTTO_ASSIGN(BufferHandle h, ops_.buffer(n * widest * 4, "h"));
   SOTTO_ASSIGN(BufferHandle h2, ops_.buffer(n * widest * 4, "h2"));
   SOTTO_ASSIGN(BufferHandle qkv, ops_.buffer(n * shapes.qkv * 4, "qkv"));

@@ -54,7 +54,9 @@ namespace sotto::gpu {
 // Plan fusion: Auto builds and checks it where the adapter is a GPU (on SwiftShader, a CPU, it only costs time) and
 // keeps it if it decodes faster.
 struct FusionOptions {
-  enum class Mode { Auto, On, Off };
+  // Layers: each layer as the hand-written persistent kernel of gpu/layer_kernel.h (checked within a tolerance),
+  // where the model has its shape; otherwise as Off.
+  enum class Mode { Auto, On, Off, Layers };
   Mode mode = Mode::Auto;
   uint32_t grid = 0;     // workgroups of a fused dispatch; 0: as many as the widest phase has
   int check_tokens = 6;  // tokens the load-time check runs through both plans
@@ -166,6 +168,7 @@ class LlmGpu {
     std::vector<std::string> names;
     std::vector<uint64_t> weight_bytes;
     std::vector<size_t> layer_begin;  // the first dispatch of each layer, then the end of the last
+    BufferHandle x = 0;               // the residual stream
   };
   struct LayerGpu {
     BufferHandle attn_norm = 0, ffn_norm = 0, q_norm = 0, k_norm = 0, attn_post_norm = 0, ffn_post_norm = 0;
@@ -184,6 +187,8 @@ class LlmGpu {
   Status record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out);
   // The fused decode plan from decode_ (llm_gpu_fusion.cpp), checked against it; fusion_status_ says why not.
   Status build_fused(const FusionOptions& options);
+  // The same with gpu/layer_kernel.h's kernels (llm_gpu_layer_kernel.cpp), checked within a tolerance.
+  Status build_layer_kernels(const FusionOptions& options);
   uint64_t decode_activation_bytes() const;
   void set_fused_grid(uint32_t grid);
   std::vector<uint32_t> fused_widest_;  // per dispatch of fused_: the most workgroups it can use (0: unfused)

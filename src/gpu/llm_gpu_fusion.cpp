@@ -54,6 +54,7 @@ Status LlmGpu::rerun_unfused() {
 }
 
 Status LlmGpu::build_fused(const FusionOptions& options) {
+  if (options.mode == FusionOptions::Mode::Layers) return build_layer_kernels(options);
   const bool cpu_adapter = device().info().description.find("SwiftShader") != std::string::npos;
   if (options.mode == FusionOptions::Mode::Off ||
       (options.mode == FusionOptions::Mode::Auto && cpu_adapter)) {

@@ -272,6 +272,18 @@ Status Ops::add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Bindi
   return {};
 }
 
+Status Ops::custom(std::vector<Dispatch>& plan, const std::string& key, const std::string& wgsl,
+                   std::vector<Binding> bindings, uint32_t groups_x, uint32_t params_binding,
+                   std::span<const uint32_t> params) {
+  SOTTO_ASSIGN(PipelineHandle p, pipeline(key, wgsl));
+  if (!params.empty()) {
+    SOTTO_ASSIGN(Binding u,
+                 this->params(params_binding, params.data(), static_cast<uint32_t>(params.size() * 4)));
+    bindings.push_back(u);
+  }
+  return add(plan, p, std::move(bindings), groups_x);
+}
+
 Status Ops::embed(std::vector<Dispatch>& plan, std::span<const GpuMatrix> table, BufferHandle tok,
                   BufferHandle x, float scale, uint32_t n_tokens) {
   if (table.empty()) return error("webgpu: an embedding table of no parts");

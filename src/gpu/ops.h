@@ -177,6 +177,15 @@ class Ops {
   static uint64_t sample_candidates_bytes(uint32_t n) { return 8ull * kSampleMaxTopK * ((n + 1023) / 1024); }
   static constexpr uint64_t kSampleStateBytes = 4ull * (8 + kSampleMaxRecent);
 
+  // A kernel of the caller's own (gpu/layer_kernel.h): its pipeline (made once per `key`), its bindings (views
+  // resolved), and `params` as a uniform at binding params_binding when not empty.
+  Status custom(std::vector<Dispatch>& plan, const std::string& key, const std::string& wgsl,
+                std::vector<Binding> bindings, uint32_t groups_x, uint32_t params_binding = 0,
+                std::span<const uint32_t> params = {});
+
+  // A view's root buffer and offset (other buffers as they are).
+  Binding resolve(Binding b) const;
+
   // Blocking read (natively; in wasm Pending comes back as an error asking the caller to go async).
   Status read(BufferHandle buffer, uint64_t offset, void* dst, uint64_t bytes);
 
@@ -200,8 +209,6 @@ class Ops {
   Result<Binding> params(uint32_t binding, const void* data, uint32_t bytes);
   Status add(std::vector<Dispatch>& plan, PipelineHandle p, std::vector<Binding> bindings, uint32_t groups_x,
              uint32_t groups_y = 1);
-  // A view's root buffer and offset (other buffers as they are).
-  Binding resolve(Binding b) const;
   std::optional<BufferHandle> pool_view(uint64_t bytes);
   static uint64_t param_key(BufferHandle buffer, uint64_t offset) {
     return (uint64_t{buffer} << 40) | offset;

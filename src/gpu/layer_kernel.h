@@ -1,0 +1,58 @@
+// A decoder layer written by hand for a persistent grid: one dispatch runs a whole llama/qwen2 layer for one
+// decoded token, its workgroups meeting at four grid barriers (after q·k·v, attention, wo, gate·up).
+//
+// Why another fused form: the fused plan (gpu/fusion.h) rewrites the separate kernels, and each phase then does
+// what its separate kernel did per virtual workgroup, on 128 invocations: on the H200 a layer cost ~57 us that
+// way, its phases as long as the dispatches they replaced (bench/README.md, session 15). `sotto gpu-probe
+// --token` timed a kernel laid out for a resident grid instead, ~26 us a layer (session 16); this is that
+// layout with the real arithmetic:
+//   - few, wide workgroups (256 invocations, about one per compute unit), each staging a phase's input once:
+//     x normed and quantized to q8_0 (or the attention chunks combined, or the SwiGLU product) in workgroup
+//     memory, then rows of the matrix from it;
+//   - a row is summed by 32 invocations, each taking every 32nd q8_0 sub-block; the 32 partial sums go through
+//     workgroup memory and one invocation adds them, several rows at once (a subgroup sum per row, one row after
+//     another, cost the probe ~190 us a token);
+//   - attention in chunks of 32 keys, one per group of 32 invocations (a key each for the score, a dimension
+//     each for the output), the current position's k and v rotated and rounded to f16 by the chunk that holds
+//     them (and written to the cache by one of them); the wo phase combines a head's chunks;
+//   - no subgroup operations (the same code on every adapter, SwiftShader's subgroups of 4 included).
+// Activations written in the dispatch are read and written with atomics (gpu/fusion.h says why); a barrier that
+// waits too long raises the failure flag, and the model runs that token again unfused.
+//
+// Numerics: those of the separate kernels (the q8_0 quantizer, RoPE's arithmetic, q, k and v rounded to f16 as
+// the cache holds them), attention summing in f32 (as AttentionSum::F32), but the sums in another order, so the
+// logits are the separate plan's (recorded with the f32 sum) within a tolerance, not bit for bit; the model
+// checks them at load (gpu/llm_gpu_layer_kernel.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "gpu/kernels.h"
+
+namespace sotto::gpu {
+
+constexpr uint32_t kLayerKernelThreads = 256;
+
+struct LayerKernelShape {
+  uint32_t grid = 1;  // workgroups; every one must be resident at once
+  uint32_t d = 0, n_head = 0, n_kv = 0, hd = 0, n_rot = 0, ff = 0, n_ctx = 0;
+  bool rope_halves = false;  // RoPE pairs (i, i + n_rot / 2) (neox, qwen2) rather than (2i, 2i + 1)
+  bool bias = false;         // q·k·v bias
+  float eps = 1e-6f, scale = 1.0f;
+  DType qkv = DType::Q4_0, wo = DType::Q4_0, gate = DType::Q4_0, down = DType::Q4_0;
+  uint32_t qkv_words = 0, wo_words = 0, gate_words = 0, down_words = 0;  // words per row
+};
+
+// Whether the kernel handles weights of this type (q8_0 activations: Q4_0, Q5_0, Q8_0).
+bool layer_kernel_supports(DType w);
+// The scratch buffer's words: q·k·v, the attention chunks' partial results, the SwiGLU product.
+uint64_t layer_kernel_scratch_words(const LayerKernelShape& s);
+// Bindings: 0 step (uniform: pos), 1 the layer (uniform: its barrier counter's slot, then the word offsets in W
+// of q·k·v, wo, gate, up, down, attn_norm, ffn_norm, the q·k·v bias), 2 sync (atomic words: the failure flag,
+// then the counters), 3 x (the residual stream, f32 as u32), 4 scratch, 5 W (the layer's weights, one buffer),
+// 6 k cache, 7 v cache, 8 the RoPE table ([pos][n_rot / 2] (cos, sin)).
+std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f);
+
+}  // namespace sotto::gpu

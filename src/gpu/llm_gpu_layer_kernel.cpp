@@ -1,0 +1,262 @@
+// LlmGpu's decode plan with each layer as gpu/layer_kernel.h's hand-written persistent kernel: the embedding,
+// one dispatch per layer, the output head and argmax as recorded, then the failure flag next to the token (the
+// fused plan's shape, so run_decode(), finish() and the unfused rerun serve both).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "gpu/layer_kernel.h"
+#include "gpu/llm_gpu.h"
+
+namespace sotto::gpu {
+
+Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
+  const LlamaHparams& hp = hp_;
+  auto refuse = [&](const std::string& why) -> Status {
+    fusion_status_ = cat("off: the layer kernels do not run this model: ", why);
+    return {};
+  };
+  // The check below reads back synchronously, which only a native device can.
+  if (device().info().backend != "vulkan") return refuse("they are checked and used natively only so far");
+  if (hp.n_swa > 0 || hp.q_scale > 0.0f || hp.ffn_activation != FfnActivation::Silu || hp.embd_scale != 1.0f)
+    return refuse(cat(hp.arch, " (only llama and qwen2 shapes)"));
+  if (hp.head_dim_k != hp.head_dim_v || hp.head_dim_k % 4 != 0 || hp.head_dim_k > 128 ||
+      hp.n_head % hp.n_head_kv != 0)
+    return refuse(cat("heads of ", hp.head_dim_k, "/", hp.head_dim_v, " dims"));
+  LayerKernelShape shape;
+  shape.d = static_cast<uint32_t>(hp.n_embd);
+  shape.n_head = static_cast<uint32_t>(hp.n_head);
+  shape.n_kv = static_cast<uint32_t>(hp.n_head_kv);
+  shape.hd = static_cast<uint32_t>(hp.head_dim_k);
+  shape.n_rot = static_cast<uint32_t>(hp.n_rot);
+  shape.ff = static_cast<uint32_t>(hp.n_ff);
+  shape.n_ctx = static_cast<uint32_t>(n_ctx_);
+  shape.rope_halves = hp.rope_layout == RopeLayout::Halves;
+  shape.eps = hp.rms_norm_eps;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+  const LayerGpu& first = model_.layers[0];
+  auto one = [&](const std::vector<GpuMatrixParts>& runs) { return runs.size() == 1 && runs[0].size() == 1; };
+  for (const LayerGpu& l : model_.layers) {
+    if (!one(l.qkv) || l.wo.size() != 1 || l.gate.size() != 1 || l.up.size() != 1 || l.down.size() != 1)
+      return refuse("a matrix in several parts, or q, k and v of several types");
+    if (l.q_norm || l.attn_post_norm) return refuse("per-head q/k norms or post-norms");
+    const DType types[5] = {l.qkv[0][0].dtype, l.wo[0].dtype, l.gate[0].dtype, l.up[0].dtype,
+                            l.down[0].dtype};
+    for (DType t : types)
+      if (!layer_kernel_supports(t)) return refuse(cat("weights of type ", dtype_name(t)));
+    if (l.gate[0].dtype != l.up[0].dtype || l.qkv[0][0].dtype != first.qkv[0][0].dtype ||
+        l.wo[0].dtype != first.wo[0].dtype || l.gate[0].dtype != first.gate[0].dtype ||
+        l.down[0].dtype != first.down[0].dtype || (l.qkv_bias != 0) != (first.qkv_bias != 0))
+      return refuse("layers of different types");
+  }
+  shape.qkv = first.qkv[0][0].dtype;
+  shape.wo = first.wo[0].dtype;
+  shape.gate = first.gate[0].dtype;
+  shape.down = first.down[0].dtype;
+  shape.qkv_words = first.qkv[0][0].row_words;
+  shape.wo_words = first.wo[0].row_words;
+  shape.gate_words = first.gate[0].row_words;
+  shape.down_words = first.down[0].row_words;
+  shape.bias = first.qkv_bias != 0;
+  // A layer's weights are views of one buffer (LlmGpu::build pools them), bound once; the kernel reads each at
+  // its word offset.
+  std::vector<std::vector<uint32_t>> offsets;  // per layer: the Layer uniform's words
+  std::vector<BufferHandle> weight_roots;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
+    const BufferHandle views[8] = {l.qkv[0][0].buffer, l.wo[0].buffer, l.gate[0].buffer, l.up[0].buffer,
+                                   l.down[0].buffer,   l.attn_norm,    l.ffn_norm,       l.qkv_bias};
+    std::vector<uint32_t> words = {static_cast<uint32_t>(1 + il)};
+    BufferHandle root = 0;
+    for (BufferHandle v : views) {
+      if (v == 0) {
+        words.push_back(0);
+        continue;
+      }
+      const Binding b = ops_.resolve({0, v});
+      if (root != 0 && b.buffer != root) return refuse("a layer's weights in several buffers");
+      root = b.buffer;
+      words.push_back(static_cast<uint32_t>(b.offset / 4));
+    }
+    words.resize(12, 0);
+    offsets.push_back(std::move(words));
+    weight_roots.push_back(root);
+  }
+  SOTTO_ASSIGN(BufferHandle scratch,
+               ops_.buffer(layer_kernel_scratch_words(shape) * 4, "layer kernel scratch"));
+  sync_words_ = static_cast<uint32_t>(1 + hp.n_layer);
+  SOTTO_ASSIGN(sync_, ops_.buffer(uint64_t{sync_words_} * 4, "layer kernel sync"));
+  const size_t head_begin = decode_.layer_begin.back();
+
+  // The plan for a grid of `grid` workgroups.
+  auto plan_for = [&](uint32_t grid) -> Result<Plan> {
+    shape.grid = grid;
+    const std::string wgsl = wgsl_layer_kernel(shape, ops_.features());
+    Plan p;
+    for (size_t i = 0; i < decode_.layer_begin[0]; ++i) {
+      p.dispatches.push_back(decode_.dispatches[i]);
+      p.names.push_back(decode_.names[i]);
+      p.weight_bytes.push_back(decode_.weight_bytes[i]);
+    }
+    for (int il = 0; il < hp.n_layer; ++il) {
+      const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
+      std::vector<Binding> b = {{0, step_, 0, 16},     {2, sync_},     {3, decode_.x}, {4, scratch},
+                                {5, weight_roots[il]}, {6, l.k_cache}, {7, l.v_cache}, {8, model_.rope}};
+      SOTTO_TRY(ops_.custom(p.dispatches, cat("layer kernel ", wgsl.size(), " ", grid), wgsl, std::move(b),
+                            grid, 1, offsets[static_cast<size_t>(il)]));
+      p.names.push_back("layer (hand-written kernel)");
+      uint64_t bytes = 0;
+      for (size_t i = decode_.layer_begin[static_cast<size_t>(il)]; i < decode_.layer_begin[il + 1u]; ++i)
+        bytes += decode_.weight_bytes[i];
+      p.weight_bytes.push_back(bytes);
+    }
+    for (size_t i = head_begin; i < decode_.dispatches.size(); ++i) {
+      p.dispatches.push_back(decode_.dispatches[i]);
+      p.names.push_back(decode_.names[i]);
+      p.weight_bytes.push_back(decode_.weight_bytes[i]);
+    }
+    Dispatch flag;  // the failure flag next to the token, for finish()
+    flag.copy_src = sync_;
+    flag.copy_dst = tok_;
+    flag.copy_dst_offset = 4;
+    flag.copy_bytes = 4;
+    p.dispatches.push_back(flag);
+    p.names.push_back("failure flag");
+    p.weight_bytes.push_back(0);
+    return p;
+  };
+
+  // The check: tokens at positions 0.. through the separate dispatches and through the layer kernels, the
+  // logits within a tolerance (the sums run in another order: on stories260K they come out equal, the orders
+  // coinciding at its small widths; 1e-2 of the logits' scale leaves room for wide rows and still catches a
+  // wrong kernel, whose logits part by the scale itself), and the same argmax where the separate plan's two
+  // best are further apart than twice the difference.
+  const int kCheckTokens = std::clamp(options.check_tokens, 1, n_ctx_);
+  const std::vector<uint32_t> zeros(sync_words_, 0);
+  auto run_tokens = [&](bool fused, std::vector<std::vector<float>>* out, bool* gave_up) -> Status {
+    use_fused_ = fused;
+    n_past_ = 0;
+    *gave_up = false;
+    SOTTO_TRY(device().write_buffer(sync_, 0, zeros.data(), zeros.size() * 4));
+    for (int p = 0; p < kCheckTokens; ++p) {
+      const uint32_t t[4] = {static_cast<uint32_t>((p * 7919 + 1) % hp_.n_vocab), 0, 0, 0};
+      SOTTO_TRY(device().write_buffer(tok_, 0, t, 16));
+      SOTTO_TRY(run_decode());
+      ++n_past_;
+      uint32_t token_and_flag[2] = {0, 0};
+      SOTTO_TRY(ops_.read(tok_, 0, token_and_flag, 8));
+      *gave_up = *gave_up || (fused && token_and_flag[1] != 0);
+      SOTTO_ASSIGN(std::vector<float> l, logits());
+      out->push_back(std::move(l));
+    }
+    use_fused_ = false;
+    n_past_ = 0;
+    return {};
+  };
+  // The kernels sum attention in f32: the reference is the separate dispatches recorded with that sum (the
+  // model's own may sum in f16, whose logits part from the f32 sum's by a few 1e-2 of their scale on
+  // stories260K: AttentionSum).
+  std::vector<std::vector<float>> expected;
+  bool unused = false;
+  if (attention_sum_ == AttentionSum::F32) {
+    SOTTO_TRY(run_tokens(false, &expected, &unused));
+  } else {
+    Plan reference;
+    attention_sum_ = AttentionSum::F32;
+    const Status recorded = record_forward(1, tok_, reference);
+    attention_sum_ = AttentionSum::F16;
+    SOTTO_TRY(recorded);
+    std::swap(decode_, reference);
+    const Status ran = run_tokens(false, &expected, &unused);
+    std::swap(decode_, reference);
+    SOTTO_TRY(ran);
+  }
+  auto ms_per_token = [&]() -> Result<double> {
+    use_fused_ = true;
+    reset();
+    SOTTO_TRY(step(0).status());
+    std::vector<int32_t> ids;
+    const double t0 = options.clock_ms();
+    SOTTO_TRY(decode_greedy(16, &ids));
+    const double ms = (options.clock_ms() - t0) / 16;
+    use_fused_ = false;
+    reset();
+    return ms;
+  };
+
+  // Grids: the one asked for; on a CPU adapter one workgroup (no barrier to wait at); else a few sizes around a
+  // large GPU's compute units, the fastest of those whose barriers all held.
+  const bool cpu_adapter = device().info().description.find("SwiftShader") != std::string::npos;
+  std::vector<uint32_t> grids = options.grid > 0 ? std::vector<uint32_t>{options.grid}
+                                : cpu_adapter    ? std::vector<uint32_t>{1}
+                                                 : std::vector<uint32_t>{264, 132, 108, 66, 32};
+  if (!options.clock_ms && grids.size() > 1) grids = {132};
+  double best_ms = 0.0;
+  uint32_t best_grid = 0;
+  float best_diff = 0.0f;
+  std::string why_not = "no grid given";
+  for (uint32_t grid : grids) {
+    SOTTO_ASSIGN(Plan p, plan_for(grid));
+    fused_ = std::move(p);
+    fused_widest_.assign(fused_.dispatches.size(), 0);
+    std::vector<std::vector<float>> got;
+    bool gave_up = false;
+    SOTTO_TRY(run_tokens(true, &got, &gave_up));
+    if (gave_up) {
+      why_not = cat("a grid barrier gave up with ", grid, " workgroups");
+      continue;
+    }
+    float diff = 0.0f;
+    bool argmax_differs = false;
+    std::string per_token;
+    for (int k = 0; k < kCheckTokens; ++k) {
+      const std::vector<float>& e = expected[static_cast<size_t>(k)];
+      const std::vector<float>& g = got[static_cast<size_t>(k)];
+      float scale = 1.0f, d = 0.0f;
+      for (size_t i = 0; i < e.size(); ++i) {
+        scale = std::max(scale, std::abs(e[i]));
+        d = std::max(d, std::abs(g[i] - e[i]));
+      }
+      diff = std::max(diff, d / scale);
+      per_token += cat(k ? ", " : "", d / scale);
+      std::vector<float> sorted = e;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      const auto top = [](const std::vector<float>& v) {
+        return std::max_element(v.begin(), v.end()) - v.begin();
+      };
+      if (sorted[0] - sorted[1] > 2 * d && top(e) != top(g)) argmax_differs = true;
+    }
+    if (!(diff <= 1e-2f) || argmax_differs) {
+      fusion_status_ = cat("off: the layer kernels' logits differ from the separate dispatches' by ", diff,
+                           " of their scale", argmax_differs ? ", another argmax" : "", " (grid ", grid,
+                           "; token by token ", per_token, ")");
+      fused_ = {};
+      return {};
+    }
+    double t = 1.0;
+    if (options.clock_ms) {
+      SOTTO_ASSIGN(t, ms_per_token());
+    }
+    if (best_grid == 0 || t < best_ms) {
+      best_ms = t;
+      best_grid = grid;
+      best_diff = diff;
+    }
+  }
+  if (best_grid == 0) {
+    fused_ = {};
+    return refuse(why_not);
+  }
+  SOTTO_ASSIGN(Plan p, plan_for(best_grid));
+  fused_ = std::move(p);
+  fused_widest_.assign(fused_.dispatches.size(), 0);
+  use_fused_ = true;
+  fusion_status_ =
+      cat("on (hand-written layer kernels): ", fused_.dispatches.size() - 1,
+          " dispatches per token, grids of ", best_grid, " workgroups of ", kLayerKernelThreads,
+          "; logits within ", best_diff, " of their scale of the separate dispatches' over ", kCheckTokens,
+          " tokens", options.clock_ms ? cat("; at load ", 1000.0 / best_ms, " tokens/s") : std::string());
+  return {};
+}
+
+}  // namespace sotto::gpu
