@@ -4,7 +4,7 @@
 //   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto|layers]
 //                                      [--fused-grid N] [--fusion-check TOKENS] [--attention f16|f32]
 //                                      [--depth N] [--fusion-cut I,J] [--fusion-head apart|fused]
-//                                      [--fusion-copy WORDS]
+//                                      [--fusion-copy WORDS] [--layers-leave-out BITS]
 //
 // --attention f32: attention sums the values in f32 (gpu/llm_gpu.h AttentionSum; not the CPU's bits).
 // --depth N: decode after a prompt of N tokens (default 16), to see how decoding slows as the context grows.
@@ -248,6 +248,9 @@ int run_bench_gpu(std::span<char* const> args) {
     } else if (a == "--fusion-head" && i + 1 < args.size() &&
                (std::string_view(args[i + 1]) == "apart" || std::string_view(args[i + 1]) == "fused")) {
       fusion.head_apart = std::string_view(args[++i]) == "apart";
+    } else if (a == "--layers-leave-out" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
+               *v < 64) {
+      fusion.layers_leave_out = static_cast<uint32_t>(*v);
     } else if (a == "--fusion-copy" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
                *v <= 65536) {
       fusion.max_copy_words = static_cast<uint32_t>(*v);

@@ -2,7 +2,7 @@
 #include "gpu/layer_kernel.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <cstring>
 
 #include "core/error.h"
 #include "gpu/kernels_wgsl.h"
@@ -70,6 +70,10 @@ fn st_x(i: u32, v: f32) { landed ^= atomicExchange(&xa[i], bitcast<u32>(v)); }
 fn st_s(i: u32, v: f32) { landed ^= atomicExchange(&sa[i], bitcast<u32>(v)); }
 
 fn grid_sync() {
+  if ((LEAVE_OUT & 32u) != 0u) {
+    workgroupBarrier();
+    return;
+  }
   barriers += 1u;
   if (landed == 0x7FC00001u) { atomicAdd(&sync[0], 0u); }
   workgroupBarrier();
@@ -221,22 +225,19 @@ fn attention(pos: u32, nch: u32) {
         vc[pos * KROW + kvh * (HD / 2u) + w] = pack_f16(vs[rgl * HD + 2u * w], vs[rgl * HD + 2u * w + 1u]);
       }
     }
-    // A key per invocation: its score.
+    // A key per invocation: its score. The key's words are loaded first, all at once (a loop that used each
+    // word as it came waited for 32 memory latencies in turn: attention was half the layer). Keys past pos read
+    // row pos (any finite values: their weight is 0); the key at pos, being written now, comes from ks.
     let j = c * 32u + lane;
-    var s = -3.0e38;
-    if (valid && j <= pos) {
-      var acc = 0.0;
-      if (j == pos) {
-        for (var d = 0u; d < HD; d++) { acc += qs[rgl * HD + d] * ks[rgl * HD + d]; }
-      } else {
-        let base = j * KROW + kvh * (HD / 2u);
-        for (var w = 0u; w < HD / 2u; w++) {
-          let k = unpack2x16float(kc[base + w]);
-          acc += qs[rgl * HD + 2u * w] * k.x + qs[rgl * HD + 2u * w + 1u] * k.y;
-        }
-      }
-      s = acc * SCALE;
+    let kbase = min(j, pos) * KROW + kvh * (HD / 2u);
+    var kw: array<u32, HD / 2u>;
+    for (var w = 0u; w < HD / 2u; w++) { kw[w] = kc[kbase + w]; }
+    var acc = 0.0;
+    for (var w = 0u; w < HD / 2u; w++) {
+      let k = select(unpack2x16float(kw[w]), vec2f(ks[rgl * HD + 2u * w], ks[rgl * HD + 2u * w + 1u]), j == pos);
+      acc += qs[rgl * HD + 2u * w] * k.x + qs[rgl * HD + 2u * w + 1u] * k.y;
     }
+    let s = select(-3.0e38, acc * SCALE, valid && j <= pos);
     pr[lid] = s;
     workgroupBarrier();
     for (var st = 16u; st > 0u; st >>= 1u) {
@@ -254,19 +255,20 @@ fn attention(pos: u32, nch: u32) {
       workgroupBarrier();
     }
     let l = red[rgl * 32u];
-    // A dimension per invocation: the chunk's weighted values.
-    for (var d = lane; d < HD; d += 32u) {
+    // A dimension per invocation: the chunk's weighted values, its 32 value words loaded first (as the keys').
+    for (var r = 0u; r < (HD + 31u) / 32u; r++) {
+      let d = lane + 32u * r;
+      let dc = min(d, HD - 1u);
+      var vw: array<u32, 32>;
+      for (var k = 0u; k < 32u; k++) { vw[k] = vc[min(c * 32u + k, pos) * KROW + kvh * (HD / 2u) + dc / 2u]; }
       var o = 0.0;
       for (var k = 0u; k < 32u; k++) {
         let key = c * 32u + k;
-        if (key < pos) {
-          let v = unpack2x16float(vc[key * KROW + kvh * (HD / 2u) + d / 2u]);
-          o += pr[rgl * 32u + k] * select(v.x, v.y, (d & 1u) == 1u);
-        } else if (key == pos) {
-          o += pr[rgl * 32u + k] * vs[rgl * HD + d];
-        }
+        let pair = unpack2x16float(vw[k]);
+        let v = select(select(pair.x, pair.y, (dc & 1u) == 1u), vs[rgl * HD + dc], key == pos);
+        o += pr[rgl * 32u + k] * select(0.0, v, key <= pos);
       }
-      if (valid) { st_s(S_PART + it * PW + 2u + d, o); }
+      if (valid && d < HD) { st_s(S_PART + it * PW + 2u + d, o); }
     }
     if (valid && lane == 0u) {
       st_s(S_PART + it * PW, m);
@@ -287,26 +289,34 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   let pos = step.pos;
   let nch = pos / 32u + 1u;
   // q, k, v = Wqkv . rms_norm(x) (+ bias)
-  stage_x(0u);
-  quantize(D / 4u);
-  mv_qkv();
+  if ((LEAVE_OUT & 1u) == 0u) {
+    stage_x(0u);
+    quantize(D / 4u);
+    mv_qkv();
+  }
   grid_sync();
-  attention(pos, nch);
+  if ((LEAVE_OUT & 2u) == 0u) { attention(pos, nch); }
   grid_sync();
   // x += Wo . attention
-  stage_attention(nch);
-  quantize(OUT / 4u);
-  mv_wo();
+  if ((LEAVE_OUT & 4u) == 0u) {
+    stage_attention(nch);
+    quantize(OUT / 4u);
+    mv_wo();
+  }
   grid_sync();
   // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
-  stage_x(1u);
-  quantize(D / 4u);
-  mv_gate_up();
+  if ((LEAVE_OUT & 8u) == 0u) {
+    stage_x(1u);
+    quantize(D / 4u);
+    mv_gate_up();
+  }
   grid_sync();
   // x += Wd . h
-  stage_h();
-  quantize(FF / 4u);
-  mv_down();
+  if ((LEAVE_OUT & 16u) == 0u) {
+    stage_h();
+    quantize(FF / 4u);
+    mv_down();
+  }
 }
 )";
 
@@ -359,14 +369,18 @@ uint64_t layer_kernel_scratch_words(const LayerKernelShape& s) {
 
 std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f) {
   using wgsl_parts::replace_all;
-  char eps[32], scale[32];
-  std::snprintf(eps, sizeof eps, "%.9g", static_cast<double>(s.eps));
-  std::snprintf(scale, sizeof scale, "%.9g", static_cast<double>(s.scale));
+  // The floats by their bits: exact, and no printf (the wasm build's libc has none).
+  auto bits = [](float v) {
+    uint32_t u = 0;
+    std::memcpy(&u, &v, 4);
+    return cat("bitcast<f32>(", u, "u)");
+  };
+  const std::string eps = bits(s.eps), scale = bits(s.scale);
   std::string src =
       cat(wgsl_parts::wgsl_enables(f, true, false), "const G = ", s.grid, "u;\nconst D = ", s.d,
           "u;\nconst NH = ", s.n_head, "u;\nconst NKV = ", s.n_kv, "u;\nconst HD = ", s.hd,
           "u;\nconst NROT = ", s.n_rot, "u;\nconst FF = ", s.ff, "u;\nconst MAXCH = ", max_chunks(s),
-          "u;\nconst ROWS = ", kRowsPerRound, "u;\nconst HALVES = ", s.rope_halves ? "true" : "false",
+          "u;\nconst LEAVE_OUT = ", s.leave_out, "u;\nconst ROWS = ", kRowsPerRound, "u;\nconst HALVES = ", s.rope_halves ? "true" : "false",
           ";\nconst EPS = ", eps, ";\nconst SCALE = ", scale, ";\n");
   src += wgsl_parts::f16_helpers(f);
   src += f.packed_dot ? wgsl_parts::kDot4Packed : wgsl_parts::kDot4Fallback;

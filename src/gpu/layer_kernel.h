@@ -43,6 +43,9 @@ struct LayerKernelShape {
   float eps = 1e-6f, scale = 1.0f;
   DType qkv = DType::Q4_0, wo = DType::Q4_0, gate = DType::Q4_0, down = DType::Q4_0;
   uint32_t qkv_words = 0, wo_words = 0, gate_words = 0, down_words = 0;  // words per row
+  // Timing only (wrong results): phases left out, bits 1 q·k·v, 2 attention, 4 wo, 8 gate·up, 16 down; 32 the
+  // grid barriers (a workgroup barrier instead).
+  uint32_t leave_out = 0;
 };
 
 // Whether the kernel handles weights of this type (q8_0 activations: Q4_0, Q5_0, Q8_0).

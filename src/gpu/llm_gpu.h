@@ -70,6 +70,9 @@ struct FusionOptions {
   // The output head's dispatches (norm, output matrix, argmax) each fused alone, with no grid barrier: as one
   // fused dispatch its 151936-row matrix ran on the layers' small grid, at half the speed (bench/README.md).
   bool head_apart = true;
+  // Mode::Layers, for timing only: phases the kernels leave out (LayerKernelShape::leave_out); not 0 skips the
+  // check (the results are wrong) and needs `grid`.
+  uint32_t layers_leave_out = 0;
   // Milliseconds from a monotonic clock (the engine has none of its own): Auto times both plans with it and
   // keeps the faster; without one Auto keeps the separate dispatches.
   double (*clock_ms)() = nullptr;

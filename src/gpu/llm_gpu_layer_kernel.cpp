@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "gpu/layer_kernel.h"
 #include "gpu/llm_gpu.h"
@@ -58,6 +59,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   shape.gate_words = first.gate[0].row_words;
   shape.down_words = first.down[0].row_words;
   shape.bias = first.qkv_bias != 0;
+  shape.leave_out = options.layers_leave_out;
   // A layer's weights are views of one buffer (LlmGpu::build pools them), bound once; the kernel reads each at
   // its word offset.
   std::vector<std::vector<uint32_t>> offsets;  // per layer: the Layer uniform's words
@@ -127,10 +129,12 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   };
 
   // The check: tokens at positions 0.. through the separate dispatches and through the layer kernels, the
-  // logits within a tolerance (the sums run in another order: on stories260K they come out equal, the orders
-  // coinciding at its small widths; 1e-2 of the logits' scale leaves room for wide rows and still catches a
-  // wrong kernel, whose logits part by the scale itself), and the same argmax where the separate plan's two
-  // best are further apart than twice the difference.
+  // logits within a tolerance, and the same argmax where the separate plan's two best are further apart than
+  // twice the difference. The sums run in another order: on stories260K's small widths the orders coincide and
+  // the logits are equal; on a Qwen2.5-0.5B-shaped random-weight file (24 layers, rows of 896 and 4,864) they
+  // were 0.8-1.6e-2 of the logits' scale apart, where the separate plan's own two f32 paths (its prompt plan
+  // against token by token) are 3e-2 apart: reordered sums flip q8_0 codes of the activations downstream. So
+  // 5e-2; a wrong kernel parts by the scale itself.
   const int kCheckTokens = std::clamp(options.check_tokens, 1, n_ctx_);
   const std::vector<uint32_t> zeros(sync_words_, 0);
   auto run_tokens = [&](bool fused, std::vector<std::vector<float>>* out, bool* gave_up) -> Status {
@@ -156,6 +160,16 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   // The kernels sum attention in f32: the reference is the separate dispatches recorded with that sum (the
   // model's own may sum in f16, whose logits part from the f32 sum's by a few 1e-2 of their scale on
   // stories260K: AttentionSum).
+  if (options.layers_leave_out != 0) {  // timing only
+    if (options.grid == 0) return refuse("leaving phases out needs a grid");
+    SOTTO_ASSIGN(Plan p, plan_for(options.grid));
+    fused_ = std::move(p);
+    fused_widest_.assign(fused_.dispatches.size(), 0);
+    use_fused_ = true;
+    fusion_status_ = cat("on (hand-written layer kernels, phases ", options.layers_leave_out,
+                         " left out: timing only, wrong results), grid ", options.grid);
+    return {};
+  }
   std::vector<std::vector<float>> expected;
   bool unused = false;
   if (attention_sum_ == AttentionSum::F32) {
@@ -226,7 +240,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       };
       if (sorted[0] - sorted[1] > 2 * d && top(e) != top(g)) argmax_differs = true;
     }
-    if (!(diff <= 1e-2f) || argmax_differs) {
+    if (!(diff <= 5e-2f) || argmax_differs) {
       fusion_status_ = cat("off: the layer kernels' logits differ from the separate dispatches' by ", diff,
                            " of their scale", argmax_differs ? ", another argmax" : "", " (grid ", grid,
                            "; token by token ", per_token, ")");

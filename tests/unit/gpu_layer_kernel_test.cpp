@@ -137,7 +137,7 @@ TEST(GpuLayerKernel, GivesTheSeparateDispatchesTokens) {
       ASSERT_EQ(kernel_logits.size(), plan_logits.size());
       // The same tokens up to the first near-tie of the separate plan's logits (attention's f32 sum against its
       // f16 one moves logits by ~1e-3 of their scale, and a q8_0 code of an activation downstream with them);
-      // the logits, while the tokens are the same, within the load check's 1e-2 of their scale.
+      // the logits, while the tokens are the same, within the load check's 5e-2 of their scale (equal here).
       for (size_t k = 0; k < plan_ids.size(); ++k) {
         const std::vector<float>& e = plan_logits[k];
         const std::vector<float>& got = kernel_logits[k];
@@ -146,7 +146,7 @@ TEST(GpuLayerKernel, GivesTheSeparateDispatchesTokens) {
           scale = std::max(scale, std::abs(e[i]));
           diff = std::max(diff, std::abs(got[i] - e[i]));
         }
-        EXPECT_LE(diff, 1e-2f * scale) << "token " << k;
+        EXPECT_LE(diff, 5e-2f * scale) << "token " << k;
         if (kernel_ids[k] == plan_ids[k]) continue;
         std::vector<float> sorted = e;
         std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
