@@ -63,6 +63,8 @@ constexpr Command kCommands[] = {
      "passes)\n"
      "  --fusion layers          webgpu: each layer as a hand-written persistent kernel (llama/qwen2, "
      "q4_0/q5_0/q8_0)\n"
+     "  --layers-leave-out BITS  webgpu, with --fusion layers and --fused-grid: phases left out (timing "
+     "only)\n"
      "  --fused-grid N           webgpu: workgroups per fused dispatch (default: the widest layer op's)\n"
      "  --fusion-cut I,J         webgpu: cut each fused layer before its dispatches I, J (measuring)\n"
      "  --fusion-head apart|fused webgpu: the output head's dispatches fused each alone (default) or as one\n"

@@ -380,8 +380,9 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
       cat(wgsl_parts::wgsl_enables(f, true, false), "const G = ", s.grid, "u;\nconst D = ", s.d,
           "u;\nconst NH = ", s.n_head, "u;\nconst NKV = ", s.n_kv, "u;\nconst HD = ", s.hd,
           "u;\nconst NROT = ", s.n_rot, "u;\nconst FF = ", s.ff, "u;\nconst MAXCH = ", max_chunks(s),
-          "u;\nconst LEAVE_OUT = ", s.leave_out, "u;\nconst ROWS = ", kRowsPerRound, "u;\nconst HALVES = ", s.rope_halves ? "true" : "false",
-          ";\nconst EPS = ", eps, ";\nconst SCALE = ", scale, ";\n");
+          "u;\nconst LEAVE_OUT = ", s.leave_out, "u;\nconst ROWS = ", kRowsPerRound,
+          "u;\nconst HALVES = ", s.rope_halves ? "true" : "false", ";\nconst EPS = ", eps,
+          ";\nconst SCALE = ", scale, ";\n");
   src += wgsl_parts::f16_helpers(f);
   src += f.packed_dot ? wgsl_parts::kDot4Packed : wgsl_parts::kDot4Fallback;
   src += wgsl_parts::kDotHelpers;
