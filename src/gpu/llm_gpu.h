@@ -193,6 +193,13 @@ class LlmGpu {
   // The same with gpu/layer_kernel.h's kernels (llm_gpu_layer_kernel.cpp), checked within a tolerance.
   Status build_layer_kernels(const FusionOptions& options);
   uint64_t decode_activation_bytes() const;
+  // What both load-time checks share (llm_gpu_fusion.cpp): `n` tokens at positions 0 .. (fixed ids) through the
+  // fused plan or the separate dispatches, each token's logits into *out, *gave_up when a fused barrier gave up;
+  // the milliseconds per greedy token of one plan on `clock_ms`, as generation runs it; and the copy of the
+  // failure flag next to the token that ends a fused plan, for finish().
+  Status run_check_tokens(bool fused, int n, std::vector<std::vector<float>>* out, bool* gave_up);
+  Result<double> ms_per_greedy_token(bool fused, double (*clock_ms)());
+  Dispatch failure_flag_copy() const;
   void set_fused_grid(uint32_t grid);
   std::vector<uint32_t> fused_widest_;  // per dispatch of fused_: the most workgroups it can use (0: unfused)
   Status run_decode();

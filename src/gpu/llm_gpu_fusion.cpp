@@ -53,6 +53,50 @@ Status LlmGpu::rerun_unfused() {
   return {};
 }
 
+Status LlmGpu::run_check_tokens(bool fused, int n, std::vector<std::vector<float>>* out, bool* gave_up) {
+  use_fused_ = fused;
+  n_past_ = 0;
+  *gave_up = false;
+  const std::vector<uint32_t> zeros(sync_words_, 0);
+  SOTTO_TRY(device().write_buffer(sync_, 0, zeros.data(), zeros.size() * 4));
+  for (int p = 0; p < n; ++p) {
+    const uint32_t t[4] = {static_cast<uint32_t>((p * 7919 + 1) % hp_.n_vocab), 0, 0, 0};
+    SOTTO_TRY(device().write_buffer(tok_, 0, t, 16));
+    SOTTO_TRY(run_decode());
+    ++n_past_;
+    uint32_t token_and_flag[2] = {0, 0};
+    SOTTO_TRY(ops_.read(tok_, 0, token_and_flag, 8));
+    *gave_up = *gave_up || (fused && token_and_flag[1] != 0);
+    SOTTO_ASSIGN(std::vector<float> l, logits());
+    out->push_back(std::move(l));
+  }
+  use_fused_ = false;
+  n_past_ = 0;
+  return {};
+}
+
+Result<double> LlmGpu::ms_per_greedy_token(bool fused, double (*clock_ms)()) {
+  use_fused_ = fused;
+  reset();
+  SOTTO_TRY(step(0).status());
+  std::vector<int32_t> ids;
+  const double t0 = clock_ms();
+  SOTTO_TRY(decode_greedy(16, &ids));  // as generation runs each plan
+  const double ms = (clock_ms() - t0) / 16;
+  use_fused_ = false;
+  reset();
+  return ms;
+}
+
+Dispatch LlmGpu::failure_flag_copy() const {
+  Dispatch flag;
+  flag.copy_src = sync_;
+  flag.copy_dst = tok_;
+  flag.copy_dst_offset = 4;
+  flag.copy_bytes = 4;
+  return flag;
+}
+
 Status LlmGpu::build_fused(const FusionOptions& options) {
   if (options.mode == FusionOptions::Mode::Layers) return build_layer_kernels(options);
   const bool cpu_adapter = device().info().description.find("SwiftShader") != std::string::npos;
@@ -127,12 +171,7 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
     fused.weight_bytes.push_back(bytes);
     widest.push_back(range.size() == 1 ? 0 : w);
   }
-  Dispatch flag;  // the failure flag next to the token, for finish()
-  flag.copy_src = sync_;
-  flag.copy_dst = tok_;
-  flag.copy_dst_offset = 4;
-  flag.copy_bytes = 4;
-  fused.dispatches.push_back(flag);
+  fused.dispatches.push_back(failure_flag_copy());
   fused.names.push_back("failure flag");
   fused.weight_bytes.push_back(0);
   widest.push_back(0);
@@ -144,30 +183,9 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   // workgroups while one does (WebGPU does not say how many fit at once: the registers and workgroup memory of
   // the largest phase decide it).
   const int kCheckTokens = std::clamp(options.check_tokens, 1, n_ctx_);
-  const std::vector<uint32_t> zeros(sync_words_, 0);
-  auto run_tokens = [&](bool fused, std::vector<std::vector<float>>* out, bool* gave_up) -> Status {
-    use_fused_ = fused;
-    n_past_ = 0;
-    *gave_up = false;
-    SOTTO_TRY(device().write_buffer(sync_, 0, zeros.data(), zeros.size() * 4));
-    for (int p = 0; p < kCheckTokens; ++p) {
-      const uint32_t t[4] = {static_cast<uint32_t>((p * 7919 + 1) % hp_.n_vocab), 0, 0, 0};
-      SOTTO_TRY(device().write_buffer(tok_, 0, t, 16));
-      SOTTO_TRY(run_decode());
-      ++n_past_;
-      uint32_t token_and_flag[2] = {0, 0};
-      SOTTO_TRY(ops_.read(tok_, 0, token_and_flag, 8));
-      *gave_up = *gave_up || (fused && token_and_flag[1] != 0);
-      SOTTO_ASSIGN(std::vector<float> l, logits());
-      out->push_back(std::move(l));
-    }
-    use_fused_ = false;
-    n_past_ = 0;
-    return {};
-  };
   std::vector<std::vector<float>> expected;
   bool unused = false;
-  SOTTO_TRY(run_tokens(false, &expected, &unused));
+  SOTTO_TRY(run_check_tokens(false, kCheckTokens, &expected, &unused));
   // (Every fused dispatch a single phase, with no grid barrier: any grid will do.)
   uint32_t grid = options.grid > 0
                       ? options.grid
@@ -176,9 +194,9 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
     set_fused_grid(grid);
     std::vector<std::vector<float>> got, again;
     bool gave_up = false, gave_up_again = false;
-    SOTTO_TRY(run_tokens(true, &got, &gave_up));
+    SOTTO_TRY(run_check_tokens(true, kCheckTokens, &got, &gave_up));
     if (gave_up) continue;  // a barrier gave up: fewer workgroups
-    SOTTO_TRY(run_tokens(true, &again, &gave_up_again));
+    SOTTO_TRY(run_check_tokens(true, kCheckTokens, &again, &gave_up_again));
     for (int p = 0; p < kCheckTokens && !gave_up_again; ++p) {
       const size_t k = static_cast<size_t>(p);
       if (std::memcmp(got[k].data(), expected[k].data(), got[k].size() * 4) == 0 &&
@@ -216,20 +234,8 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
     fusion_status_ = cat(use_fused_ ? "on: " : "off (no clock to compare the plans' speed): ", checked);
     return {};
   }
-  auto ms_per_token = [&](bool fused) -> Result<double> {
-    use_fused_ = fused;
-    reset();
-    SOTTO_TRY(step(0).status());
-    std::vector<int32_t> ids;
-    const double t0 = options.clock_ms();
-    SOTTO_TRY(decode_greedy(16, &ids));  // as generation runs each plan
-    const double ms = (options.clock_ms() - t0) / 16;
-    use_fused_ = false;
-    reset();
-    return ms;
-  };
-  SOTTO_ASSIGN(double fused_ms, ms_per_token(true));
-  SOTTO_ASSIGN(double plan_ms, ms_per_token(false));
+  SOTTO_ASSIGN(double fused_ms, ms_per_greedy_token(true, options.clock_ms));
+  SOTTO_ASSIGN(double plan_ms, ms_per_greedy_token(false, options.clock_ms));
   use_fused_ = options.mode == FusionOptions::Mode::On || fused_ms < plan_ms;
   fusion_status_ = cat(use_fused_ ? "on" : "off (the separate dispatches were faster)", ": ", checked,
                        "; at load ", 1000.0 / fused_ms, " tokens/s fused, ", 1000.0 / plan_ms, " separate");

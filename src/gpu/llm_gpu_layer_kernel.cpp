@@ -90,16 +90,17 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   SOTTO_ASSIGN(sync_, ops_.buffer(uint64_t{sync_words_} * 4, "layer kernel sync"));
   const size_t head_begin = decode_.layer_begin.back();
 
-  // The plan for a grid of `grid` workgroups.
-  auto plan_for = [&](uint32_t grid) -> Result<Plan> {
+  // The plan for a grid of `grid` workgroups, as fused_ (not yet in use).
+  auto install = [&](uint32_t grid) -> Status {
     shape.grid = grid;
     const std::string wgsl = wgsl_layer_kernel(shape, ops_.features());
     Plan p;
-    for (size_t i = 0; i < decode_.layer_begin[0]; ++i) {
+    auto keep = [&](size_t i) {  // a dispatch of the separate plan, as it is
       p.dispatches.push_back(decode_.dispatches[i]);
       p.names.push_back(decode_.names[i]);
       p.weight_bytes.push_back(decode_.weight_bytes[i]);
-    }
+    };
+    for (size_t i = 0; i < decode_.layer_begin[0]; ++i) keep(i);
     for (int il = 0; il < hp.n_layer; ++il) {
       const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
       std::vector<Binding> b = {{0, step_, 0, 16},     {2, sync_},     {3, decode_.x}, {4, scratch},
@@ -112,21 +113,23 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
         bytes += decode_.weight_bytes[i];
       p.weight_bytes.push_back(bytes);
     }
-    for (size_t i = head_begin; i < decode_.dispatches.size(); ++i) {
-      p.dispatches.push_back(decode_.dispatches[i]);
-      p.names.push_back(decode_.names[i]);
-      p.weight_bytes.push_back(decode_.weight_bytes[i]);
-    }
-    Dispatch flag;  // the failure flag next to the token, for finish()
-    flag.copy_src = sync_;
-    flag.copy_dst = tok_;
-    flag.copy_dst_offset = 4;
-    flag.copy_bytes = 4;
-    p.dispatches.push_back(flag);
+    for (size_t i = head_begin; i < decode_.dispatches.size(); ++i) keep(i);
+    p.dispatches.push_back(failure_flag_copy());
     p.names.push_back("failure flag");
     p.weight_bytes.push_back(0);
-    return p;
+    fused_ = std::move(p);
+    fused_widest_.assign(fused_.dispatches.size(), 0);
+    return {};
   };
+
+  if (options.layers_leave_out != 0) {  // timing only
+    if (options.grid == 0) return refuse("leaving phases out needs a grid");
+    SOTTO_TRY(install(options.grid));
+    use_fused_ = true;
+    fusion_status_ = cat("on (hand-written layer kernels, phases ", options.layers_leave_out,
+                         " left out: timing only, wrong results), grid ", options.grid);
+    return {};
+  }
 
   // The check: tokens at positions 0.. through the separate dispatches and through the layer kernels, the
   // logits within a tolerance, and the same argmax where the separate plan's two best are further apart than
@@ -136,44 +139,10 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   // against token by token) are 3e-2 apart: reordered sums flip q8_0 codes of the activations downstream. So
   // 5e-2; a wrong kernel parts by the scale itself.
   const int kCheckTokens = std::clamp(options.check_tokens, 1, n_ctx_);
-  const std::vector<uint32_t> zeros(sync_words_, 0);
-  auto run_tokens = [&](bool fused, std::vector<std::vector<float>>* out, bool* gave_up) -> Status {
-    use_fused_ = fused;
-    n_past_ = 0;
-    *gave_up = false;
-    SOTTO_TRY(device().write_buffer(sync_, 0, zeros.data(), zeros.size() * 4));
-    for (int p = 0; p < kCheckTokens; ++p) {
-      const uint32_t t[4] = {static_cast<uint32_t>((p * 7919 + 1) % hp_.n_vocab), 0, 0, 0};
-      SOTTO_TRY(device().write_buffer(tok_, 0, t, 16));
-      SOTTO_TRY(run_decode());
-      ++n_past_;
-      uint32_t token_and_flag[2] = {0, 0};
-      SOTTO_TRY(ops_.read(tok_, 0, token_and_flag, 8));
-      *gave_up = *gave_up || (fused && token_and_flag[1] != 0);
-      SOTTO_ASSIGN(std::vector<float> l, logits());
-      out->push_back(std::move(l));
-    }
-    use_fused_ = false;
-    n_past_ = 0;
-    return {};
-  };
-  // The kernels sum attention in f32: the reference is the separate dispatches recorded with that sum (the
-  // model's own may sum in f16, whose logits part from the f32 sum's by a few 1e-2 of their scale on
-  // stories260K: AttentionSum).
-  if (options.layers_leave_out != 0) {  // timing only
-    if (options.grid == 0) return refuse("leaving phases out needs a grid");
-    SOTTO_ASSIGN(Plan p, plan_for(options.grid));
-    fused_ = std::move(p);
-    fused_widest_.assign(fused_.dispatches.size(), 0);
-    use_fused_ = true;
-    fusion_status_ = cat("on (hand-written layer kernels, phases ", options.layers_leave_out,
-                         " left out: timing only, wrong results), grid ", options.grid);
-    return {};
-  }
   std::vector<std::vector<float>> expected;
   bool unused = false;
   if (attention_sum_ == AttentionSum::F32) {
-    SOTTO_TRY(run_tokens(false, &expected, &unused));
+    SOTTO_TRY(run_check_tokens(false, kCheckTokens, &expected, &unused));
   } else {
     Plan reference;
     attention_sum_ = AttentionSum::F32;
@@ -181,23 +150,10 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     attention_sum_ = AttentionSum::F16;
     SOTTO_TRY(recorded);
     std::swap(decode_, reference);
-    const Status ran = run_tokens(false, &expected, &unused);
+    const Status ran = run_check_tokens(false, kCheckTokens, &expected, &unused);
     std::swap(decode_, reference);
     SOTTO_TRY(ran);
   }
-  auto ms_per_token = [&]() -> Result<double> {
-    use_fused_ = true;
-    reset();
-    SOTTO_TRY(step(0).status());
-    std::vector<int32_t> ids;
-    const double t0 = options.clock_ms();
-    SOTTO_TRY(decode_greedy(16, &ids));
-    const double ms = (options.clock_ms() - t0) / 16;
-    use_fused_ = false;
-    reset();
-    return ms;
-  };
-
   // Grids: the one asked for; on a CPU adapter one workgroup (no barrier to wait at); else a few sizes around a
   // large GPU's compute units, the fastest of those whose barriers all held.
   const bool cpu_adapter = device().info().description.find("SwiftShader") != std::string::npos;
@@ -210,12 +166,10 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   float best_diff = 0.0f;
   std::string why_not = "no grid given";
   for (uint32_t grid : grids) {
-    SOTTO_ASSIGN(Plan p, plan_for(grid));
-    fused_ = std::move(p);
-    fused_widest_.assign(fused_.dispatches.size(), 0);
+    SOTTO_TRY(install(grid));
     std::vector<std::vector<float>> got;
     bool gave_up = false;
-    SOTTO_TRY(run_tokens(true, &got, &gave_up));
+    SOTTO_TRY(run_check_tokens(true, kCheckTokens, &got, &gave_up));
     if (gave_up) {
       why_not = cat("a grid barrier gave up with ", grid, " workgroups");
       continue;
@@ -249,7 +203,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     }
     double t = 1.0;
     if (options.clock_ms) {
-      SOTTO_ASSIGN(t, ms_per_token());
+      SOTTO_ASSIGN(t, ms_per_greedy_token(true, options.clock_ms));
     }
     if (best_grid == 0 || t < best_ms) {
       best_ms = t;
@@ -261,9 +215,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     fused_ = {};
     return refuse(why_not);
   }
-  SOTTO_ASSIGN(Plan p, plan_for(best_grid));
-  fused_ = std::move(p);
-  fused_widest_.assign(fused_.dispatches.size(), 0);
+  SOTTO_TRY(install(best_grid));
   use_fused_ = true;
   fusion_status_ =
       cat("on (hand-written layer kernels): ", fused_.dispatches.size() - 1,
