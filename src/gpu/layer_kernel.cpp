@@ -22,7 +22,7 @@ const char* kLayerKernel = R"(
 struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 // The layer: its barrier counter's slot in sync, and where each weight starts in W (words).
 struct Layer { slot: u32, qkv: u32, wo: u32, gate: u32, up: u32, down: u32, attn_norm: u32, ffn_norm: u32,
-               bias: u32, pad1: u32, pad2: u32, pad3: u32 }
+               bias: u32, qkv2: u32, pad2: u32, pad3: u32 }
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> layer: Layer;
 @group(0) @binding(2) var<storage, read_write> sync: array<atomic<u32>>;
@@ -49,6 +49,8 @@ const SPIN = 1048576u;
 var<workgroup> red: array<f32, T>;
 var<workgroup> pr: array<f32, T>;
 var<workgroup> bmax: array<atomic<u32>, NW / 8u>;
+var<workgroup> bfirst: array<atomic<u32>, NW / 64u + 1u>;
+var<workgroup> bval: array<f32, NW / 64u + 1u>;
 var<workgroup> xq: array<u32, NW>;
 var<workgroup> xd: array<f32, NW / 8u>;
 var<workgroup> part: array<f32, T * 2u * ROWS>;
@@ -60,6 +62,7 @@ var<private> lid: u32;
 var<private> lane: u32;
 var<private> rgl: u32;   // this invocation's row group in the workgroup
 var<private> rg: u32;    // ... in the grid
+var<private> rga: u32;   // ... in the grid for attention: the chunks spread over the workgroups first
 var<private> barriers: u32;
 var<private> landed: u32;
 
@@ -186,6 +189,62 @@ fn quantize(nw: u32) {
   workgroupBarrier();
 }
 
+// vals (nw words, a multiple of 64) into q8_K blocks for K-quant weights, as kQuantizeQ8_K: per 256 values the
+// first of largest magnitude maps to -127 (d = 1 / iscale in f32, in each of the block's eight xd slots).
+fn quantize_k(nw: u32) {
+  for (var b = lid; b < NW / 64u + 1u; b += T) {
+    atomicStore(&bmax[b], 0u);
+    atomicStore(&bfirst[b], 0u);
+  }
+  workgroupBarrier();
+  for (var i = 0u; i < NWT; i++) {
+    let wi = lid + i * T;
+    if (wi < nw) {
+      let v = vals[i];
+      atomicMax(&bmax[wi / 64u], bitcast<u32>(max(max(abs(v.x), abs(v.y)), max(abs(v.z), abs(v.w)))));
+    }
+  }
+  workgroupBarrier();
+  for (var i = 0u; i < NWT; i++) {
+    let wi = lid + i * T;
+    if (wi < nw) {
+      let amax = bitcast<f32>(atomicLoad(&bmax[wi / 64u]));
+      for (var e = 0u; e < 4u; e++) {
+        if (abs(vals[i][e]) == amax) { atomicMax(&bfirst[wi / 64u], 0xFFFFFFFFu - (4u * wi + e)); }
+      }
+    }
+  }
+  workgroupBarrier();
+  for (var i = 0u; i < NWT; i++) {  // the value itself, from the invocation holding it
+    let wi = lid + i * T;
+    if (wi < nw) {
+      let first = 0xFFFFFFFFu - atomicLoad(&bfirst[wi / 64u]);
+      if (first / 4u == wi) { bval[wi / 64u] = vals[i][first % 4u]; }
+    }
+  }
+  workgroupBarrier();
+  for (var i = 0u; i < NWT; i++) {
+    let wi = lid + i * T;
+    if (wi < nw) {
+      let kb = wi / 64u;
+      var iscale = 0.0;
+      var d = 0.0;
+      if (bitcast<f32>(atomicLoad(&bmax[kb])) != 0.0) {
+        iscale = -127.0 / bval[kb];
+        d = 1.0 / iscale;
+      }
+      var word = 0u;
+      for (var e = 0u; e < 4u; e++) {
+        let q = min(127.0, round(iscale * vals[i][e]));
+        word |= (bitcast<u32>(i32(q)) & 0xFFu) << (8u * e);
+      }
+      xq[wi] = word;
+      if (wi % 8u == 0u) { xd[wi / 8u] = d; }
+    }
+  }
+  workgroupBarrier();
+}
+
 // Rows of one matrix from the staged input: round r, row group rg takes rows (r * ROWS + k) * NRG + rg.
 MATVECS
 
@@ -199,6 +258,17 @@ fn rope_at(base: u32, d: u32, pos: u32) -> f32 {
   let x0 = ld_s(base + a);
   let x1 = ld_s(base + b);
   return select(x0 * s + x1 * c, x0 * c - x1 * s, d == a);
+}
+
+// Word w of a key's score (q and the current key from workgroup memory), and key k's share of dimension dc.
+fn score_word_wg(kw: u32, w: u32, at_pos: bool) -> f32 {
+  let k = select(unpack2x16float(kw), vec2f(ks[rgl * HD + 2u * w], ks[rgl * HD + 2u * w + 1u]), at_pos);
+  return qs[rgl * HD + 2u * w] * k.x + qs[rgl * HD + 2u * w + 1u] * k.y;
+}
+fn weighted_wg(vw: u32, dc: u32, key: u32, pos: u32, k: u32) -> f32 {
+  let pair = unpack2x16float(vw);
+  let v = select(select(pair.x, pair.y, (dc & 1u) == 1u), vs[rgl * HD + dc], key == pos);
+  return pr[rgl * 32u + k] * select(0.0, v, key <= pos);
 }
 
 // Attention over positions 0 ..= pos: chunk c of head h per row group, its max, sum and outputs to the scratch.
@@ -225,18 +295,14 @@ fn attention(pos: u32, nch: u32) {
         vc[pos * KROW + kvh * (HD / 2u) + w] = pack_f16(vs[rgl * HD + 2u * w], vs[rgl * HD + 2u * w + 1u]);
       }
     }
-    // A key per invocation: its score. The key's words are loaded first, all at once (a loop that used each
-    // word as it came waited for 32 memory latencies in turn: attention was half the layer). Keys past pos read
-    // row pos (any finite values: their weight is 0); the key at pos, being written now, comes from ks.
+    // A key per invocation: its score, from the key's words loaded first, each its own variable (KEY_LOADS; see
+    // attention_sg). Keys past pos read row pos (any finite values: their weight is 0); the key at pos, being
+    // written now, comes from ks.
     let j = c * 32u + lane;
     let kbase = min(j, pos) * KROW + kvh * (HD / 2u);
-    var kw: array<u32, HD / 2u>;
-    for (var w = 0u; w < HD / 2u; w++) { kw[w] = kc[kbase + w]; }
+KEY_LOADS
     var acc = 0.0;
-    for (var w = 0u; w < HD / 2u; w++) {
-      let k = select(unpack2x16float(kw[w]), vec2f(ks[rgl * HD + 2u * w], ks[rgl * HD + 2u * w + 1u]), j == pos);
-      acc += qs[rgl * HD + 2u * w] * k.x + qs[rgl * HD + 2u * w + 1u] * k.y;
-    }
+SCORE_TERMS_WG
     let s = select(-3.0e38, acc * SCALE, valid && j <= pos);
     pr[lid] = s;
     workgroupBarrier();
@@ -255,21 +321,8 @@ fn attention(pos: u32, nch: u32) {
       workgroupBarrier();
     }
     let l = red[rgl * 32u];
-    // A dimension per invocation: the chunk's weighted values, its 32 value words loaded first (as the keys').
-    for (var r = 0u; r < (HD + 31u) / 32u; r++) {
-      let d = lane + 32u * r;
-      let dc = min(d, HD - 1u);
-      var vw: array<u32, 32>;
-      for (var k = 0u; k < 32u; k++) { vw[k] = vc[min(c * 32u + k, pos) * KROW + kvh * (HD / 2u) + dc / 2u]; }
-      var o = 0.0;
-      for (var k = 0u; k < 32u; k++) {
-        let key = c * 32u + k;
-        let pair = unpack2x16float(vw[k]);
-        let v = select(select(pair.x, pair.y, (dc & 1u) == 1u), vs[rgl * HD + dc], key == pos);
-        o += pr[rgl * 32u + k] * select(0.0, v, key <= pos);
-      }
-      if (valid && d < HD) { st_s(S_PART + it * PW + 2u + d, o); }
-    }
+    // A dimension per invocation: the chunk's weighted values, its 32 value words loaded first (VALUES_WG).
+VALUES_WG
     if (valid && lane == 0u) {
       st_s(S_PART + it * PW, m);
       st_s(S_PART + it * PW + 1u, l);
@@ -278,12 +331,79 @@ fn attention(pos: u32, nch: u32) {
   }
 }
 
+// Attention as above with a subgroup of 32 invocations per chunk (where the adapter's subgroups hold 32): the
+// rotated q and the current k and v held a word (two dimensions) per invocation and passed between them by
+// shuffles, the maximum and the sum by subgroup reductions: no workgroup barriers (the version above waits at a
+// dozen a chunk). The chunk's key rows and value columns are loaded before any is used.
+const NWL = (HD / 2u + 31u) / 32u;  // words of a head each invocation holds
+// Word w of the score: q's word w (from invocation w % 32) times the key's, the current key's at pos.
+fn score_word(kw: u32, qw: u32, kn: u32, w: u32, at_pos: bool) -> f32 {
+  let q = unpack2x16float(subgroupShuffle(qw, w));
+  let k = unpack2x16float(select(kw, subgroupShuffle(kn, w), at_pos));
+  return q.x * k.x + q.y * k.y;
+}
+// Key k's share of the chunk's output words (the current value at pos, none past it).
+fn weighted(vw: u32, vn: u32, p: f32, key: u32, pos: u32) -> vec2f {
+  let v = unpack2x16float(select(vw, vn, key == pos));
+  return subgroupShuffle(p, key % 32u) * select(vec2f(0.0), v, key <= pos);
+}
+fn attention_sg(pos: u32, nch: u32) {
+  let items = NH * nch;
+  for (var it0 = 0u; it0 < items; it0 += NRG) {
+    let it = it0 + rga;
+    let valid = it < items;
+    let h = min(it, items - 1u) / nch;
+    let c = min(it, items - 1u) % nch;
+    let kvh = h / (NH / NKV);
+    let last = c == nch - 1u;
+    let j = c * 32u + lane;
+    let kbase = min(j, pos) * KROW + kvh * (HD / 2u);
+    // The chunk's key rows and value columns, each word its own variable (KEY_LOADS, VALUE_LOADS): as arrays
+    // indexed in loops they went to local memory on the H200, and each load waited for the one before it (the
+    // loads cost ~20 us a layer, the rest of attention ~4).
+    let w0 = min(lane, HD / 2u - 1u);
+KEY_LOADS
+VALUE_LOADS0
+    // q, k and v of the current position as f16 pairs (the cache's rounding); k and v in the last chunk only.
+    var qw: array<u32, NWL>;
+    var kn: array<u32, NWL>;
+    var vn: array<u32, NWL>;
+    for (var r = 0u; r < NWL; r++) {
+      let w = min(lane + 32u * r, HD / 2u - 1u);
+      qw[r] = pack_f16(rope_at(h * HD, 2u * w, pos), rope_at(h * HD, 2u * w + 1u, pos));
+      if (last) {
+        kn[r] = pack_f16(rope_at((NH + kvh) * HD, 2u * w, pos), rope_at((NH + kvh) * HD, 2u * w + 1u, pos));
+        vn[r] = pack_f16(ld_s((NH + NKV + kvh) * HD + 2u * w), ld_s((NH + NKV + kvh) * HD + 2u * w + 1u));
+        if (valid && h % (NH / NKV) == 0u && lane + 32u * r < HD / 2u) {  // the cache's row, once per KV head
+          kc[pos * KROW + kvh * (HD / 2u) + w] = kn[r];
+          vc[pos * KROW + kvh * (HD / 2u) + w] = vn[r];
+        }
+      }
+    }
+    // A key per invocation: its score (the key at pos, being written now, from the invocation holding it).
+    var acc = 0.0;
+SCORE_TERMS
+    let ok = valid && j <= pos;
+    let s = select(-3.0e38, acc * SCALE, ok);
+    let m = subgroupMax(s);
+    let p = select(0.0, exp(s - m), ok);
+    let l = subgroupAdd(p);
+    // A word (two dimensions) per invocation: the chunk's weighted values.
+WEIGHTED_VALUES
+    if (valid && lane == 0u) {
+      st_s(S_PART + it * PW, m);
+      st_s(S_PART + it * PW + 1u, l);
+    }
+  }
+}
+
 @compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3u) {
+fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec3u SUBGROUP_SIZE) {
   lid = li;
   lane = li % 32u;
   rgl = li / 32u;
   rg = wg.x * RG + rgl;
+  rga = rgl * G + wg.x;
   barriers = 0u;
   landed = 0u;
   let pos = step.pos;
@@ -291,30 +411,37 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   // q, k, v = Wqkv . rms_norm(x) (+ bias)
   if ((LEAVE_OUT & 1u) == 0u) {
     stage_x(0u);
-    quantize(D / 4u);
+    QUANTIZE_QKV(D / 4u);
     mv_qkv();
+    mv_qkv2();
   }
   grid_sync();
-  if ((LEAVE_OUT & 2u) == 0u) { attention(pos, nch); }
+  if ((LEAVE_OUT & 2u) == 0u) {
+    if (SG32) {
+      attention_sg(pos, nch);
+    } else {
+      attention(pos, nch);
+    }
+  }
   grid_sync();
   // x += Wo . attention
   if ((LEAVE_OUT & 4u) == 0u) {
     stage_attention(nch);
-    quantize(OUT / 4u);
+    QUANTIZE_WO(OUT / 4u);
     mv_wo();
   }
   grid_sync();
   // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
   if ((LEAVE_OUT & 8u) == 0u) {
     stage_x(1u);
-    quantize(D / 4u);
+    QUANTIZE_GATE(D / 4u);
     mv_gate_up();
   }
   grid_sync();
   // x += Wd . h
   if ((LEAVE_OUT & 16u) == 0u) {
     stage_h();
-    quantize(FF / 4u);
+    QUANTIZE_DOWN(FF / 4u);
     mv_down();
   }
 }
@@ -360,7 +487,7 @@ fn NAME() {
 }  // namespace
 
 bool layer_kernel_supports(DType w) {
-  return w == DType::Q4_0 || w == DType::Q5_0 || w == DType::Q8_0;
+  return w == DType::Q4_0 || w == DType::Q5_0 || w == DType::Q8_0 || w == DType::Q4_K || w == DType::Q6_K;
 }
 
 uint64_t layer_kernel_scratch_words(const LayerKernelShape& s) {
@@ -376,8 +503,11 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     return cat("bitcast<f32>(", u, "u)");
   };
   const std::string eps = bits(s.eps), scale = bits(s.scale);
+  // The subgroup attention where subgroups hold 32 invocations (a dispatch-wide value, so the branch on it is
+  // uniform); bit 64 of leave_out takes the workgroup-memory one anyway (timing).
+  const bool sg_attention = f.subgroups && (s.leave_out & 64) == 0;
   std::string src =
-      cat(wgsl_parts::wgsl_enables(f, true, false), "const G = ", s.grid, "u;\nconst D = ", s.d,
+      cat(wgsl_parts::wgsl_enables(f, true, sg_attention), "const G = ", s.grid, "u;\nconst D = ", s.d,
           "u;\nconst NH = ", s.n_head, "u;\nconst NKV = ", s.n_kv, "u;\nconst HD = ", s.hd,
           "u;\nconst NROT = ", s.n_rot, "u;\nconst FF = ", s.ff, "u;\nconst MAXCH = ", max_chunks(s),
           "u;\nconst LEAVE_OUT = ", s.leave_out, "u;\nconst ROWS = ", kRowsPerRound,
@@ -392,8 +522,11 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     replace_all(sub, "SFX(", cat(suffix, "("));
     return sub;
   };
+  const uint32_t qkv_rows = (s.n_head + 2 * s.n_kv) * s.hd;
+  const uint32_t run1_rows = s.qkv_run1_rows > 0 ? s.qkv_run1_rows : qkv_rows;  // q·k·v's first run
   src += sub_dot(s.qkv, "qkv", "_qkv") + sub_dot(s.wo, "wo", "_o") + sub_dot(s.gate, "gate", "_g") +
          sub_dot(s.gate, "up", "_u") + sub_dot(s.down, "down", "_d");
+  if (run1_rows < qkv_rows) src += sub_dot(s.qkv2, "qkv2", "_qkv2");
   auto matvec = [&](std::string_view name, std::string_view rows, uint32_t cols, uint32_t row_words,
                     std::string_view suffix, bool up, std::string_view output) {
     std::string m = kMatvec;
@@ -407,15 +540,82 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     replace_all(m, "OUTPUT", output);
     return m;
   };
+  // q·k·v's rows r0 + row (bias added).
+  auto qkv_output = [&](uint32_t r0) {
+    const std::string at = cat("(", r0, "u + row)");
+    return s.bias ? cat("st_s(", at, ", s + bitcast<f32>(W[layer.bias + ", at, "]));")
+                  : cat("st_s(", at, ", s);");
+  };
   std::string matvecs =
-      matvec("mv_qkv", "QKV", s.d, s.qkv_words, "_qkv", false,
-             s.bias ? "st_s(row, s + bitcast<f32>(W[layer.bias + row]));" : "st_s(row, s);") +
+      matvec("mv_qkv", cat(run1_rows, "u"), s.d, s.qkv_words, "_qkv", false, qkv_output(0)) +
+      (run1_rows < qkv_rows ? matvec("mv_qkv2", cat(qkv_rows - run1_rows, "u"), s.d, s.qkv2_words, "_qkv2",
+                                     false, qkv_output(run1_rows))
+                            : std::string("fn mv_qkv2() {}\n")) +
       matvec("mv_wo", "D", s.n_head * s.hd, s.wo_words, "_o", false, "st_x(row, ld_x(row) + s);") +
       matvec("mv_gate_up", "FF", s.d, s.gate_words, "_g", true,
              "st_s(S_H + row, s / (1.0 + exp(-s)) * s2);") +
       matvec("mv_down", "D", s.ff, s.down_words, "_d", false, "st_x(row, ld_x(row) + s);");
   std::string body = kLayerKernel;
   replace_all(body, "MATVECS", matvecs);
+  // The staging's quantizer: q8_K for the K-quants, as the separate kernels (gpu_needs_q8_k).
+  auto quantizer = [](DType w) { return gpu_needs_q8_k(w) ? "quantize_k" : "quantize"; };
+  replace_all(body, "QUANTIZE_QKV", quantizer(s.qkv));
+  replace_all(body, "QUANTIZE_WO", quantizer(s.wo));
+  replace_all(body, "QUANTIZE_GATE", quantizer(s.gate));
+  replace_all(body, "QUANTIZE_DOWN", quantizer(s.down));
+  replace_all(body, "SUBGROUP_SIZE", sg_attention ? ", @builtin(subgroup_size) sg: u32" : "");
+  replace_all(body, "SG32", sg_attention ? "sg == 32u" : "false");
+  // The subgroup attention's loads and sums, word by word (the comment in attention_sg says why).
+  std::string key_loads, value_loads, score_terms, weighted_values;
+  const uint32_t hw = s.hd / 2, nwl = (hw + 31) / 32;  // a head's words; words each invocation holds
+  for (uint32_t w = 0; w < hw; ++w) {
+    key_loads +=
+        cat("    let kw", w, " = ",
+            s.leave_out & 128 ? cat("0x3C003C00u ^ lane ^ ", w, "u") : cat("kc[kbase + ", w, "u]"), ";\n");
+    score_terms += cat("    acc += score_word(kw", w, ", qw[", w / 32, "], kn[", w / 32, "], ", w % 32,
+                       "u, j == pos);\n");
+  }
+  for (uint32_t r = 0; r < nwl; ++r) {
+    std::string& loads = r == 0 ? value_loads : weighted_values;
+    if (r > 0) weighted_values += cat("    let w", r, " = min(lane + ", 32 * r, "u, HD / 2u - 1u);\n");
+    for (uint32_t k = 0; k < 32; ++k)
+      loads +=
+          cat("    let vw", r, "_", k, " = ",
+              s.leave_out & 128 ? cat("0x3C003C00u ^ lane ^ ", k, "u")
+                                : cat("vc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"),
+              ";\n");
+    weighted_values += "    {\n      var o = vec2f(0.0);\n";
+    for (uint32_t k = 0; k < 32; ++k)
+      weighted_values +=
+          cat("      o += weighted(vw", r, "_", k, ", vn[", r, "], p, c * 32u + ", k, "u, pos);\n");
+    weighted_values += cat(
+        "      if (valid && lane + ", 32 * r, "u < HD / 2u) {\n        st_s(S_PART + it * PW + 2u + 2u * w",
+        r, ", o.x);\n        st_s(S_PART + it * PW + 3u + 2u * w", r, ", o.y);\n      }\n    }\n");
+  }
+  std::string score_terms_wg, values_wg;
+  for (uint32_t w = 0; w < hw; ++w)
+    score_terms_wg += cat("    acc += score_word_wg(kw", w, ", ", w, "u, j == pos);\n");
+  for (uint32_t r = 0; r < (s.hd + 31) / 32; ++r) {
+    values_wg += cat("    {\n      let d = lane + ", 32 * r, "u;\n      let dc = min(d, HD - 1u);\n");
+    for (uint32_t k = 0; k < 32; ++k)
+      values_wg +=
+          cat("      let vw", k, " = vc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u];\n");
+    values_wg += "      var o = 0.0;\n";
+    for (uint32_t k = 0; k < 32; ++k)
+      values_wg += cat("      o += weighted_wg(vw", k, ", dc, c * 32u + ", k, "u, pos, ", k, "u);\n");
+    values_wg += "      if (valid && d < HD) { st_s(S_PART + it * PW + 2u + d, o); }\n    }\n";
+  }
+  replace_all(body, "SCORE_TERMS_WG\n", score_terms_wg);
+  replace_all(body, "VALUES_WG\n", values_wg);
+  replace_all(body, "KEY_LOADS\n", key_loads);
+  replace_all(body, "VALUE_LOADS0\n", value_loads);
+  replace_all(body, "SCORE_TERMS\n", score_terms);
+  replace_all(body, "WEIGHTED_VALUES\n", weighted_values);
+  if (!sg_attention) {  // no subgroup functions in the source at all
+    const size_t begin = body.find("// Attention as above with a subgroup");
+    const size_t end = body.find("@compute");
+    body.erase(begin, end - begin);
+  }
   return src + body;
 }
 

@@ -15,7 +15,8 @@
 //   - attention in chunks of 32 keys, one per group of 32 invocations (a key each for the score, a dimension
 //     each for the output), the current position's k and v rotated and rounded to f16 by the chunk that holds
 //     them (and written to the cache by one of them); the wo phase combines a head's chunks;
-//   - no subgroup operations (the same code on every adapter, SwiftShader's subgroups of 4 included).
+//   - attention through subgroup shuffles and reductions where subgroups hold 32 invocations; elsewhere (SwiftShader:
+//     4) through workgroup memory, the same arithmetic.
 // Activations written in the dispatch are read and written with atomics (gpu/fusion.h says why); a barrier that
 // waits too long raises the failure flag, and the model runs that token again unfused.
 //
@@ -43,17 +44,24 @@ struct LayerKernelShape {
   float eps = 1e-6f, scale = 1.0f;
   DType qkv = DType::Q4_0, wo = DType::Q4_0, gate = DType::Q4_0, down = DType::Q4_0;
   uint32_t qkv_words = 0, wo_words = 0, gate_words = 0, down_words = 0;  // words per row
+  // q·k·v in two runs of different types (Q4_K_M's v): the first run's rows (0: one run), the second's type and
+  // words per row (its weights at the Layer uniform's word 9). Both runs stage alike (q8_0, or q8_K for both).
+  uint32_t qkv_run1_rows = 0, qkv2_words = 0;
+  DType qkv2 = DType::Q4_0;
   // Timing only (wrong results): phases left out, bits 1 q·k·v, 2 attention, 4 wo, 8 gate·up, 16 down; 32 the
-  // grid barriers (a workgroup barrier instead).
+  // grid barriers (a workgroup barrier instead); 128 attention's loads of the cached keys and values (constants
+  // instead). Bit 64 (results right): the workgroup-memory attention even where subgroups of 32 would take the
+  // subgroup one.
   uint32_t leave_out = 0;
 };
 
-// Whether the kernel handles weights of this type (q8_0 activations: Q4_0, Q5_0, Q8_0).
+// Whether the kernel handles weights of this type (q8_0 activations: Q4_0, Q5_0, Q8_0; q8_K: Q4_K, Q6_K, whose
+// matrices' inputs must be whole 256-value blocks).
 bool layer_kernel_supports(DType w);
 // The scratch buffer's words: q·k·v, the attention chunks' partial results, the SwiGLU product.
 uint64_t layer_kernel_scratch_words(const LayerKernelShape& s);
 // Bindings: 0 step (uniform: pos), 1 the layer (uniform: its barrier counter's slot, then the word offsets in W
-// of q·k·v, wo, gate, up, down, attn_norm, ffn_norm, the q·k·v bias), 2 sync (atomic words: the failure flag,
+// of q·k·v, wo, gate, up, down, attn_norm, ffn_norm, the q·k·v bias, q·k·v's second run), 2 sync (atomic words: the failure flag,
 // then the counters), 3 x (the residual stream, f32 as u32), 4 scratch, 5 W (the layer's weights, one buffer),
 // 6 k cache, 7 v cache, 8 the RoPE table ([pos][n_rot / 2] (cos, sin)).
 std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f);

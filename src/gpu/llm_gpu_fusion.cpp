@@ -110,6 +110,27 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
     fusion_status_ = "off: fusion is checked and used natively only so far";
     return {};
   }
+  // Auto: the hand-written layer kernels first, where the model has their shape, kept if they decode faster
+  // than the separate dispatches; else the separate kernels' fused form below.
+  std::string layers_status;
+  if (options.mode == FusionOptions::Mode::Auto && options.clock_ms) {
+    SOTTO_TRY(build_layer_kernels(options));
+    if (use_fused_) {
+      SOTTO_ASSIGN(double layers_ms, ms_per_greedy_token(true, options.clock_ms));
+      SOTTO_ASSIGN(double plan_ms, ms_per_greedy_token(false, options.clock_ms));
+      if (layers_ms < plan_ms) {
+        fusion_status_ +=
+            cat("; at load ", 1000.0 / layers_ms, " tokens/s with them, ", 1000.0 / plan_ms, " separate");
+        return {};
+      }
+      layers_status = cat("the layer kernels were slower (", 1000.0 / layers_ms, " tokens/s, separate ",
+                          1000.0 / plan_ms, ")");
+    } else {
+      layers_status = fusion_status_;
+    }
+    use_fused_ = false;
+    fused_ = {};
+  }
   // The decode step recorded once more, its activations all views of one pool: fused, they are one binding
   // (unfused, that plan would bind one buffer both read-only and writable, which WebGPU refuses: it only ever
   // runs fused). The KV cache, weights and tables are the decode plan's own.
@@ -238,7 +259,8 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   SOTTO_ASSIGN(double plan_ms, ms_per_greedy_token(false, options.clock_ms));
   use_fused_ = options.mode == FusionOptions::Mode::On || fused_ms < plan_ms;
   fusion_status_ = cat(use_fused_ ? "on" : "off (the separate dispatches were faster)", ": ", checked,
-                       "; at load ", 1000.0 / fused_ms, " tokens/s fused, ", 1000.0 / plan_ms, " separate");
+                       "; at load ", 1000.0 / fused_ms, " tokens/s fused, ", 1000.0 / plan_ms, " separate",
+                       layers_status.empty() ? "" : "; ", layers_status);
   return {};
 }
 

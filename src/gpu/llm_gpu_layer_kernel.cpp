@@ -35,39 +35,54 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   shape.rope_halves = hp.rope_layout == RopeLayout::Halves;
   shape.eps = hp.rms_norm_eps;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
-  const LayerGpu& first = model_.layers[0];
-  auto one = [&](const std::vector<GpuMatrixParts>& runs) { return runs.size() == 1 && runs[0].size() == 1; };
+  // Each layer's types (Q4_K_M mixes them: v and down of more bits in some layers), so a kernel per layer shape.
+  auto one = [](const GpuMatrixParts& parts) { return parts.size() == 1; };
+  std::vector<LayerKernelShape> shapes;
   for (const LayerGpu& l : model_.layers) {
-    if (!one(l.qkv) || l.wo.size() != 1 || l.gate.size() != 1 || l.up.size() != 1 || l.down.size() != 1)
-      return refuse("a matrix in several parts, or q, k and v of several types");
+    if (l.qkv.empty() || l.qkv.size() > 2 || !one(l.wo) || !one(l.gate) || !one(l.up) || !one(l.down))
+      return refuse("a matrix in several parts, or q, k and v in more than two runs of one type");
+    for (const GpuMatrixParts& run : l.qkv)
+      if (!one(run)) return refuse("a matrix in several parts");
     if (l.q_norm || l.attn_post_norm) return refuse("per-head q/k norms or post-norms");
-    const DType types[5] = {l.qkv[0][0].dtype, l.wo[0].dtype, l.gate[0].dtype, l.up[0].dtype,
-                            l.down[0].dtype};
-    for (DType t : types)
-      if (!layer_kernel_supports(t)) return refuse(cat("weights of type ", dtype_name(t)));
-    if (l.gate[0].dtype != l.up[0].dtype || l.qkv[0][0].dtype != first.qkv[0][0].dtype ||
-        l.wo[0].dtype != first.wo[0].dtype || l.gate[0].dtype != first.gate[0].dtype ||
-        l.down[0].dtype != first.down[0].dtype || (l.qkv_bias != 0) != (first.qkv_bias != 0))
-      return refuse("layers of different types");
+    const GpuMatrix& qkv = l.qkv[0][0];
+    const GpuMatrix* qkv2 = l.qkv.size() > 1 ? &l.qkv[1][0] : nullptr;
+    const GpuMatrix* all[6] = {&qkv, qkv2 ? qkv2 : &qkv, &l.wo[0], &l.gate[0], &l.up[0], &l.down[0]};
+    for (const GpuMatrix* m : all) {
+      if (!layer_kernel_supports(m->dtype)) return refuse(cat("weights of type ", dtype_name(m->dtype)));
+      if (gpu_needs_q8_k(m->dtype) && m->cols % 256 != 0)
+        return refuse(cat(dtype_name(m->dtype), " rows of ", m->cols, " (not whole 256-value blocks)"));
+    }
+    if (l.gate[0].dtype != l.up[0].dtype) return refuse("gate and up of different types");
+    if (qkv2 && gpu_needs_q8_k(qkv.dtype) != gpu_needs_q8_k(qkv2->dtype))
+      return refuse("q·k·v runs staged differently (q8_0 and q8_K)");
+    LayerKernelShape ls = shape;
+    ls.qkv = qkv.dtype;
+    ls.qkv_words = qkv.row_words;
+    if (qkv2) {
+      ls.qkv_run1_rows = static_cast<uint32_t>(qkv.rows);
+      ls.qkv2 = qkv2->dtype;
+      ls.qkv2_words = qkv2->row_words;
+    }
+    ls.wo = l.wo[0].dtype;
+    ls.gate = l.gate[0].dtype;
+    ls.down = l.down[0].dtype;
+    ls.wo_words = l.wo[0].row_words;
+    ls.gate_words = l.gate[0].row_words;
+    ls.down_words = l.down[0].row_words;
+    ls.bias = l.qkv_bias != 0;
+    ls.leave_out = options.layers_leave_out;
+    shapes.push_back(ls);
   }
-  shape.qkv = first.qkv[0][0].dtype;
-  shape.wo = first.wo[0].dtype;
-  shape.gate = first.gate[0].dtype;
-  shape.down = first.down[0].dtype;
-  shape.qkv_words = first.qkv[0][0].row_words;
-  shape.wo_words = first.wo[0].row_words;
-  shape.gate_words = first.gate[0].row_words;
-  shape.down_words = first.down[0].row_words;
-  shape.bias = first.qkv_bias != 0;
-  shape.leave_out = options.layers_leave_out;
   // A layer's weights are views of one buffer (LlmGpu::build pools them), bound once; the kernel reads each at
   // its word offset.
   std::vector<std::vector<uint32_t>> offsets;  // per layer: the Layer uniform's words
   std::vector<BufferHandle> weight_roots;
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
-    const BufferHandle views[8] = {l.qkv[0][0].buffer, l.wo[0].buffer, l.gate[0].buffer, l.up[0].buffer,
-                                   l.down[0].buffer,   l.attn_norm,    l.ffn_norm,       l.qkv_bias};
+    const BufferHandle views[9] = {
+        l.qkv[0][0].buffer, l.wo[0].buffer,   l.gate[0].buffer,
+        l.up[0].buffer,     l.down[0].buffer, l.attn_norm,
+        l.ffn_norm,         l.qkv_bias,       l.qkv.size() > 1 ? l.qkv[1][0].buffer : 0};
     std::vector<uint32_t> words = {static_cast<uint32_t>(1 + il)};
     BufferHandle root = 0;
     for (BufferHandle v : views) {
@@ -85,15 +100,13 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     weight_roots.push_back(root);
   }
   SOTTO_ASSIGN(BufferHandle scratch,
-               ops_.buffer(layer_kernel_scratch_words(shape) * 4, "layer kernel scratch"));
+               ops_.buffer(layer_kernel_scratch_words(shapes[0]) * 4, "layer kernel scratch"));
   sync_words_ = static_cast<uint32_t>(1 + hp.n_layer);
   SOTTO_ASSIGN(sync_, ops_.buffer(uint64_t{sync_words_} * 4, "layer kernel sync"));
   const size_t head_begin = decode_.layer_begin.back();
 
   // The plan for a grid of `grid` workgroups, as fused_ (not yet in use).
   auto install = [&](uint32_t grid) -> Status {
-    shape.grid = grid;
-    const std::string wgsl = wgsl_layer_kernel(shape, ops_.features());
     Plan p;
     auto keep = [&](size_t i) {  // a dispatch of the separate plan, as it is
       p.dispatches.push_back(decode_.dispatches[i]);
@@ -103,10 +116,14 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     for (size_t i = 0; i < decode_.layer_begin[0]; ++i) keep(i);
     for (int il = 0; il < hp.n_layer; ++il) {
       const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
+      LayerKernelShape& ls = shapes[static_cast<size_t>(il)];
+      ls.grid = grid;
+      const std::string wgsl = wgsl_layer_kernel(ls, ops_.features());
       std::vector<Binding> b = {{0, step_, 0, 16},     {2, sync_},     {3, decode_.x}, {4, scratch},
                                 {5, weight_roots[il]}, {6, l.k_cache}, {7, l.v_cache}, {8, model_.rope}};
-      SOTTO_TRY(ops_.custom(p.dispatches, cat("layer kernel ", wgsl.size(), " ", grid), wgsl, std::move(b),
-                            grid, 1, offsets[static_cast<size_t>(il)]));
+      // The pipeline cache's key: layers of one shape share a pipeline.
+      SOTTO_TRY(ops_.custom(p.dispatches, cat("layer kernel ", std::hash<std::string>{}(wgsl)), wgsl,
+                            std::move(b), grid, 1, offsets[static_cast<size_t>(il)]));
       p.names.push_back("layer (hand-written kernel)");
       uint64_t bytes = 0;
       for (size_t i = decode_.layer_begin[static_cast<size_t>(il)]; i < decode_.layer_begin[il + 1u]; ++i)

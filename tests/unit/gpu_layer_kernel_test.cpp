@@ -26,7 +26,9 @@ namespace {
 
 // stories260K-q8_0 with a hidden layer of 160 (its 172 is no multiple of 32, and its ffn_down is f16 for that):
 // the first 160 rows of gate and up as they are, the first 160 columns of down quantized to q8_0; with `qwen2`,
-// RoPE in halves and random q/k/v biases.
+// RoPE in halves and random q/k/v biases. With `k_quants`, the types of a Q4_K_M file of Qwen2.5-0.5B's widths
+// instead: q and k requantized to q5_0 (v stays q8_0: q·k·v in two runs), a hidden layer of 256 (whole q8_K
+// blocks) of fresh random gate and up in q5_0 and down in q6_K and q4_K in turn (kernels of two shapes).
 struct KernelModel {
   std::vector<uint8_t> bytes;
   GgufFile gguf;
@@ -35,7 +37,35 @@ struct KernelModel {
   std::vector<std::vector<float>> biases;
 };
 
-std::unique_ptr<KernelModel> kernel_model(bool qwen2) {
+// `rows` x `cols` of a random matrix (uniform in +-range) as type t, kept in *store.
+Matrix random_matrix(DType t, int64_t rows, int64_t cols, float range, std::mt19937& rng,
+                     std::vector<std::vector<uint8_t>>* store) {
+  std::uniform_real_distribution<float> uniform(-range, range);
+  std::vector<float> row(static_cast<size_t>(cols));
+  const size_t row_bytes = static_cast<size_t>(dtype_bytes(t, cols).value_or(0));
+  std::vector<uint8_t>& q = store->emplace_back(static_cast<size_t>(rows) * row_bytes);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = uniform(rng);
+    quantize_row_ref(t, row.data(), q.data() + static_cast<size_t>(r) * row_bytes, cols);
+  }
+  return Matrix{t, q.data(), rows, cols};
+}
+
+// A matrix requantized to type t, kept in *store.
+Matrix requantized(const Matrix& m, DType t, std::vector<std::vector<uint8_t>>* store) {
+  std::vector<float> row(static_cast<size_t>(m.cols));
+  const size_t src_bytes = static_cast<size_t>(dtype_bytes(m.dtype, m.cols).value_or(0));
+  const size_t row_bytes = static_cast<size_t>(dtype_bytes(t, m.cols).value_or(0));
+  std::vector<uint8_t>& q = store->emplace_back(static_cast<size_t>(m.rows) * row_bytes);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    dequantize_row_ref(m.dtype, static_cast<const uint8_t*>(m.data) + static_cast<size_t>(r) * src_bytes,
+                       row.data(), m.cols);
+    quantize_row_ref(t, row.data(), q.data() + static_cast<size_t>(r) * row_bytes, m.cols);
+  }
+  return Matrix{t, q.data(), m.rows, m.cols};
+}
+
+std::unique_ptr<KernelModel> kernel_model(bool qwen2, bool k_quants = false) {
   auto m = std::make_unique<KernelModel>();
   m->bytes = testing::read_fixture("llm/stories260K-q8_0.gguf");
   auto gguf = parse_gguf(m->bytes);
@@ -50,17 +80,28 @@ std::unique_ptr<KernelModel> kernel_model(bool qwen2) {
   std::uniform_real_distribution<float> uniform(-0.2f, 0.2f);
   for (LlamaLayer& l : w.layers) {
     if (l.ffn_down.dtype != DType::F16 || l.ffn_gate.dtype != DType::Q8_0) return nullptr;
-    l.ffn_gate.rows = kFf;
-    l.ffn_up.rows = kFf;
-    const int64_t rows = l.ffn_down.rows, cols = l.ffn_down.cols;
-    std::vector<uint8_t>& q = m->down.emplace_back(static_cast<size_t>(rows * (kFf / 32) * 34));
-    std::vector<float> row(kFf);
-    for (int64_t r = 0; r < rows; ++r) {
-      const auto* src = static_cast<const uint16_t*>(l.ffn_down.data) + r * cols;
-      for (int64_t c = 0; c < kFf; ++c) row[static_cast<size_t>(c)] = f16_to_f32(src[c]);
-      quantize_row_ref(DType::Q8_0, row.data(), q.data() + r * (kFf / 32) * 34, kFf);
+    if (k_quants) {
+      constexpr int64_t kFfK = 256;
+      const int64_t d = w.hp.n_embd;
+      l.wq = requantized(l.wq, DType::Q5_0, &m->down);
+      l.wk = requantized(l.wk, DType::Q5_0, &m->down);
+      l.ffn_gate = random_matrix(DType::Q5_0, kFfK, d, 0.3f, rng, &m->down);
+      l.ffn_up = random_matrix(DType::Q5_0, kFfK, d, 0.3f, rng, &m->down);
+      const DType down = (&l - w.layers.data()) % 2 == 0 ? DType::Q6_K : DType::Q4_K;
+      l.ffn_down = random_matrix(down, d, kFfK, 0.1f, rng, &m->down);
+    } else {
+      l.ffn_gate.rows = kFf;
+      l.ffn_up.rows = kFf;
+      const int64_t rows = l.ffn_down.rows, cols = l.ffn_down.cols;
+      std::vector<uint8_t>& q = m->down.emplace_back(static_cast<size_t>(rows * (kFf / 32) * 34));
+      std::vector<float> row(kFf);
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto* src = static_cast<const uint16_t*>(l.ffn_down.data) + r * cols;
+        for (int64_t c = 0; c < kFf; ++c) row[static_cast<size_t>(c)] = f16_to_f32(src[c]);
+        quantize_row_ref(DType::Q8_0, row.data(), q.data() + r * (kFf / 32) * 34, kFf);
+      }
+      l.ffn_down = Matrix{DType::Q8_0, q.data(), rows, kFf};
     }
-    l.ffn_down = Matrix{DType::Q8_0, q.data(), rows, kFf};
     if (qwen2) {
       const size_t q_dim = static_cast<size_t>(w.hp.n_head * w.hp.head_dim_k);
       const size_t kv_dim = static_cast<size_t>(w.hp.n_head_kv * w.hp.head_dim_k);
@@ -73,7 +114,7 @@ std::unique_ptr<KernelModel> kernel_model(bool qwen2) {
       l.bv = m->biases[m->biases.size() - 1].data();
     }
   }
-  w.hp.n_ff = static_cast<int>(kFf);
+  w.hp.n_ff = static_cast<int>(k_quants ? 256 : kFf);
   if (qwen2) {
     w.hp.arch = "qwen2";
     w.hp.rope_layout = RopeLayout::Halves;
@@ -84,76 +125,85 @@ std::unique_ptr<KernelModel> kernel_model(bool qwen2) {
 TEST(GpuLayerKernel, GivesTheSeparateDispatchesTokens) {
   gpu::Device* device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
-  for (bool qwen2 : {false, true})
-    for (gpu::AttentionSum sum : {gpu::AttentionSum::F16, gpu::AttentionSum::F32}) {
-      const auto model = kernel_model(qwen2);
-      ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
-      const LlamaWeights& w = model->weights;
-      gpu::FusionOptions fusion;
-      fusion.mode = gpu::FusionOptions::Mode::Layers;
-      fusion.check_tokens = 4;
-      auto llm = gpu::LlmGpu::create(*device, w, 96, 0, fusion, sum);
-      ASSERT_TRUE(llm.ok()) << llm.message();
-      gpu::LlmGpu& g = **llm;
-      std::printf("[ info    ] %s shape, %s sum: fusion %s\n", qwen2 ? "qwen2" : "llama",
-                  sum == gpu::AttentionSum::F16 ? "f16" : "f32", g.fusion_status().c_str());
-      ASSERT_TRUE(g.fused()) << g.fusion_status();
-      g.set_fused(false);
-      const size_t separate = g.dispatches_per_token();
-      g.set_fused(true);
-      // The embedding, a dispatch per layer, the output head's (norm, matrix, argmax).
-      EXPECT_LT(g.dispatches_per_token(), separate);
-      EXPECT_LE(g.dispatches_per_token(), static_cast<size_t>(w.hp.n_layer) + 6);
-      // The kernels sum attention in f32; a model made with the f16 sum checks them at load against its
-      // separate dispatches recorded with the f32 sum (passed: fused() above), and its own separate dispatches
-      // differ from them by a few 1e-2 of the logits' scale: compared below on the f32 model only.
-      if (sum == gpu::AttentionSum::F16) continue;
+  struct Case {
+    bool qwen2, k_quants;
+    gpu::AttentionSum sum;
+  };
+  for (const Case& c :
+       {Case{false, false, gpu::AttentionSum::F16}, Case{false, false, gpu::AttentionSum::F32},
+        Case{true, false, gpu::AttentionSum::F16}, Case{true, false, gpu::AttentionSum::F32},
+        Case{true, true, gpu::AttentionSum::F32}}) {
+    const bool qwen2 = c.qwen2;
+    const gpu::AttentionSum sum = c.sum;
+    const auto model = kernel_model(qwen2, c.k_quants);
+    ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
+    const LlamaWeights& w = model->weights;
+    gpu::FusionOptions fusion;
+    fusion.mode = gpu::FusionOptions::Mode::Layers;
+    fusion.check_tokens = 4;
+    auto llm = gpu::LlmGpu::create(*device, w, 96, 0, fusion, sum);
+    ASSERT_TRUE(llm.ok()) << llm.message();
+    gpu::LlmGpu& g = **llm;
+    std::printf("[ info    ] %s shape%s, %s sum: fusion %s\n", qwen2 ? "qwen2" : "llama",
+                c.k_quants ? " (q5_0, q8_0, q4_K, q6_K)" : "", sum == gpu::AttentionSum::F16 ? "f16" : "f32",
+                g.fusion_status().c_str());
+    ASSERT_TRUE(g.fused()) << g.fusion_status();
+    g.set_fused(false);
+    const size_t separate = g.dispatches_per_token();
+    g.set_fused(true);
+    // The embedding, a dispatch per layer, the output head's (norm, matrix, argmax).
+    EXPECT_LT(g.dispatches_per_token(), separate);
+    EXPECT_LE(g.dispatches_per_token(), static_cast<size_t>(w.hp.n_layer) + 6);
+    // The kernels sum attention in f32; a model made with the f16 sum checks them at load against its
+    // separate dispatches recorded with the f32 sum (passed: fused() above), and its own separate dispatches
+    // differ from them by a few 1e-2 of the logits' scale: compared below on the f32 model only.
+    if (sum == gpu::AttentionSum::F16) continue;
 
-      // A prompt token by token, then greedy tokens past the first chunks of 32 keys (so attention combines
-      // several chunks and reads cache rows the kernels wrote), logits compared at every step.
-      std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()) + (qwen2 ? 5 : 3));
-      std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
-      std::vector<int32_t> prompt(12);
-      for (int32_t& t : prompt) t = token(rng);
-      auto run = [&](bool fused, std::vector<std::vector<float>>* logits) {
-        g.set_fused(fused);
-        g.reset();
-        std::vector<int32_t> ids;
-        for (size_t i = 0; i + 1 < prompt.size(); ++i) EXPECT_TRUE(g.submit(prompt[i]).ok());
-        auto next = g.step(prompt.back());
-        while (next.ok() && ids.size() < 60) {
-          ids.push_back(*next);
-          auto l = g.logits();
-          EXPECT_TRUE(l.ok());
-          if (l.ok()) logits->push_back(*l);
-          next = g.step(-1);
-        }
-        EXPECT_TRUE(next.ok()) << next.message();
-        return ids;
-      };
-      std::vector<std::vector<float>> kernel_logits, plan_logits;
-      const std::vector<int32_t> kernel_ids = run(true, &kernel_logits);
-      const std::vector<int32_t> plan_ids = run(false, &plan_logits);
-      ASSERT_EQ(kernel_logits.size(), plan_logits.size());
-      // The same tokens up to the first near-tie of the separate plan's logits (attention's f32 sum against its
-      // f16 one moves logits by ~1e-3 of their scale, and a q8_0 code of an activation downstream with them);
-      // the logits, while the tokens are the same, within the load check's 5e-2 of their scale (equal here).
-      for (size_t k = 0; k < plan_ids.size(); ++k) {
-        const std::vector<float>& e = plan_logits[k];
-        const std::vector<float>& got = kernel_logits[k];
-        float scale = 1.0f, diff = 0.0f;
-        for (size_t i = 0; i < e.size(); ++i) {
-          scale = std::max(scale, std::abs(e[i]));
-          diff = std::max(diff, std::abs(got[i] - e[i]));
-        }
-        EXPECT_LE(diff, 5e-2f * scale) << "token " << k;
-        if (kernel_ids[k] == plan_ids[k]) continue;
-        std::vector<float> sorted = e;
-        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-        EXPECT_LT(sorted[0] - sorted[1], 0.1f * scale) << "token " << k << " differs without a near-tie";
-        break;
+    // A prompt token by token, then greedy tokens past the first chunks of 32 keys (so attention combines
+    // several chunks and reads cache rows the kernels wrote), logits compared at every step.
+    std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()) + (qwen2 ? 5 : 3));
+    std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
+    std::vector<int32_t> prompt(12);
+    for (int32_t& t : prompt) t = token(rng);
+    auto run = [&](bool fused, std::vector<std::vector<float>>* logits) {
+      g.set_fused(fused);
+      g.reset();
+      std::vector<int32_t> ids;
+      for (size_t i = 0; i + 1 < prompt.size(); ++i) EXPECT_TRUE(g.submit(prompt[i]).ok());
+      auto next = g.step(prompt.back());
+      while (next.ok() && ids.size() < 60) {
+        ids.push_back(*next);
+        auto l = g.logits();
+        EXPECT_TRUE(l.ok());
+        if (l.ok()) logits->push_back(*l);
+        next = g.step(-1);
       }
+      EXPECT_TRUE(next.ok()) << next.message();
+      return ids;
+    };
+    std::vector<std::vector<float>> kernel_logits, plan_logits;
+    const std::vector<int32_t> kernel_ids = run(true, &kernel_logits);
+    const std::vector<int32_t> plan_ids = run(false, &plan_logits);
+    ASSERT_EQ(kernel_logits.size(), plan_logits.size());
+    // The same tokens up to the first near-tie of the separate plan's logits (attention's f32 sum against its
+    // f16 one moves logits by ~1e-3 of their scale, and a q8_0 code of an activation downstream with them);
+    // the logits, while the tokens are the same, within the load check's 5e-2 of their scale (equal here).
+    for (size_t k = 0; k < plan_ids.size(); ++k) {
+      const std::vector<float>& e = plan_logits[k];
+      const std::vector<float>& got = kernel_logits[k];
+      float scale = 1.0f, diff = 0.0f;
+      for (size_t i = 0; i < e.size(); ++i) {
+        scale = std::max(scale, std::abs(e[i]));
+        diff = std::max(diff, std::abs(got[i] - e[i]));
+      }
+      EXPECT_LE(diff, 5e-2f * scale) << "token " << k;
+      if (kernel_ids[k] == plan_ids[k]) continue;
+      std::vector<float> sorted = e;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+      EXPECT_LT(sorted[0] - sorted[1], 0.1f * scale) << "token " << k << " differs without a near-tie";
+      break;
     }
+  }
   EXPECT_EQ(device->last_error(), "");
 }
 
