@@ -22,16 +22,20 @@ const char* kLayerKernel = R"(
 struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 // The layer: its barrier counter's slot in sync, and where each weight starts in W (words).
 struct Layer { slot: u32, qkv: u32, wo: u32, gate: u32, up: u32, down: u32, attn_norm: u32, ffn_norm: u32,
-               bias: u32, qkv2: u32, pad2: u32, pad3: u32 }
+               bias: u32, qkv2: u32, prev: u32, pad3: u32 }
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<uniform> layer: Layer;
 @group(0) @binding(2) var<storage, read_write> sync: array<atomic<u32>>;
 @group(0) @binding(3) var<storage, read_write> xa: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> sa: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> W: array<u32>;
-@group(0) @binding(6) var<storage, read_write> kc: array<u32>;
-@group(0) @binding(7) var<storage, read_write> vc: array<u32>;
-@group(0) @binding(8) var<storage, read> rope: array<f32>;
+// The layer's own caches are only read here: the H200 read a cache bound writable ~3x slower (its key rows cost
+// ~0.35 ms a token). Its new row at pos goes to the scratch (S_ROW), and the next layer's kernel writes it into
+// these caches, bound there as kp / vp (the last layer's: a dispatch of its own, wgsl_layer_kernel_last_row).
+@group(0) @binding(6) var<storage, read> kc: array<u32>;
+@group(0) @binding(7) var<storage, read> vc: array<u32>;
+@group(0) @binding(8) var<storage, read_write> kp: array<u32>;
+@group(0) @binding(9) var<storage, read_write> vp: array<u32>;
 
 const T = 256u;                  // invocations; groups of 32 ("row groups") share a row or an attention chunk
 const RG = T / 32u;
@@ -40,8 +44,10 @@ const QKV = (NH + 2u * NKV) * HD;
 const OUT = NH * HD;             // attention's output, wo's input
 const KROW = NKV * HD / 2u;      // words of one position's k (or v) in the cache
 const PW = HD + 2u;              // an attention chunk's partial result: max, sum, HD outputs
-const S_PART = QKV;              // scratch: q·k·v, then the partials, then the SwiGLU product
+const S_PART = QKV;              // scratch: q·k·v, the partials, the SwiGLU product, the new k and v rows, RoPE
 const S_H = S_PART + NH * MAXCH * PW;
+const S_ROW = S_H + FF;
+const S_ROPE = S_ROW + 2u * KROW;
 const NW = max(max(D, OUT), FF) / 4u;  // words of the widest staged input
 const NWT = (NW + T - 1u) / T;
 const SPIN = 1048576u;
@@ -253,8 +259,8 @@ fn rope_at(base: u32, d: u32, pos: u32) -> f32 {
   let half_rot = NROT / 2u;
   var i: u32; var a: u32; var b: u32;
   if (HALVES) { i = d % half_rot; a = i; b = i + half_rot; } else { i = d / 2u; a = 2u * i; b = 2u * i + 1u; }
-  let c = rope[(pos * half_rot + i) * 2u];
-  let s = rope[(pos * half_rot + i) * 2u + 1u];
+  let c = ld_s(S_ROPE + (pos * half_rot + i) * 2u);
+  let s = ld_s(S_ROPE + (pos * half_rot + i) * 2u + 1u);
   let x0 = ld_s(base + a);
   let x1 = ld_s(base + b);
   return select(x0 * s + x1 * c, x0 * c - x1 * s, d == a);
@@ -291,8 +297,8 @@ fn attention(pos: u32, nch: u32) {
     workgroupBarrier();
     if (valid && last && h % (NH / NKV) == 0u) {  // the current position's row of the cache, once per KV head
       for (var w = lane; w < HD / 2u; w += 32u) {
-        kc[pos * KROW + kvh * (HD / 2u) + w] = pack_f16(ks[rgl * HD + 2u * w], ks[rgl * HD + 2u * w + 1u]);
-        vc[pos * KROW + kvh * (HD / 2u) + w] = pack_f16(vs[rgl * HD + 2u * w], vs[rgl * HD + 2u * w + 1u]);
+        atomicStore(&sa[S_ROW + kvh * (HD / 2u) + w], pack_f16(ks[rgl * HD + 2u * w], ks[rgl * HD + 2u * w + 1u]));
+        atomicStore(&sa[S_ROW + KROW + kvh * (HD / 2u) + w], pack_f16(vs[rgl * HD + 2u * w], vs[rgl * HD + 2u * w + 1u]));
       }
     }
     // A key per invocation: its score, from the key's words loaded first, each its own variable (KEY_LOADS; see
@@ -375,8 +381,8 @@ VALUE_LOADS0
         kn[r] = pack_f16(rope_at((NH + kvh) * HD, 2u * w, pos), rope_at((NH + kvh) * HD, 2u * w + 1u, pos));
         vn[r] = pack_f16(ld_s((NH + NKV + kvh) * HD + 2u * w), ld_s((NH + NKV + kvh) * HD + 2u * w + 1u));
         if (valid && h % (NH / NKV) == 0u && lane + 32u * r < HD / 2u) {  // the cache's row, once per KV head
-          kc[pos * KROW + kvh * (HD / 2u) + w] = kn[r];
-          vc[pos * KROW + kvh * (HD / 2u) + w] = vn[r];
+          atomicStore(&sa[S_ROW + kvh * (HD / 2u) + w], kn[r]);
+          atomicStore(&sa[S_ROW + KROW + kvh * (HD / 2u) + w], vn[r]);
         }
       }
     }
@@ -408,6 +414,14 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   landed = 0u;
   let pos = step.pos;
   let nch = pos / 32u + 1u;
+  // The previous layer's new k and v rows into its caches.
+  if (layer.prev != 0u) {
+    let at = wg.x * T + li;
+    if (at < KROW) {
+      kp[pos * KROW + at] = atomicLoad(&sa[S_ROW + at]);
+      vp[pos * KROW + at] = atomicLoad(&sa[S_ROW + KROW + at]);
+    }
+  }
   // q, k, v = Wqkv . rms_norm(x) (+ bias)
   if ((LEAVE_OUT & 1u) == 0u) {
     stage_x(0u);
@@ -418,7 +432,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   grid_sync();
   if ((LEAVE_OUT & 2u) == 0u) {
     if (SG32) {
-      attention_sg(pos, nch);
+      ATTENTION_SG
     } else {
       attention(pos, nch);
     }
@@ -491,7 +505,30 @@ bool layer_kernel_supports(DType w) {
 }
 
 uint64_t layer_kernel_scratch_words(const LayerKernelShape& s) {
-  return uint64_t{s.n_head + 2 * s.n_kv} * s.hd + uint64_t{s.n_head} * max_chunks(s) * (s.hd + 2) + s.ff;
+  return uint64_t{s.n_head + 2 * s.n_kv} * s.hd + uint64_t{s.n_head} * max_chunks(s) * (s.hd + 2) + s.ff +
+         2 * s.n_kv * s.hd / 2;
+}
+
+uint64_t layer_kernel_rope_word(const LayerKernelShape& s) {
+  return layer_kernel_scratch_words(s);
+}
+
+std::string wgsl_layer_kernel_last_row(const LayerKernelShape& s) {
+  const uint64_t row = uint64_t{s.n_kv} * s.hd / 2;  // words of a position's k (or v) in the cache
+  return cat("const KROW = ", row, "u;\nconst S_ROW = ", layer_kernel_scratch_words(s) - 2 * row, "u;\n", R"(
+struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<storage, read> sa: array<u32>;
+@group(0) @binding(2) var<storage, read_write> kc: array<u32>;
+@group(0) @binding(3) var<storage, read_write> vc: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3u) {
+  if (g.x < KROW) {
+    kc[step.pos * KROW + g.x] = sa[S_ROW + g.x];
+    vc[step.pos * KROW + g.x] = sa[S_ROW + KROW + g.x];
+  }
+}
+)");
 }
 
 std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f) {
@@ -565,9 +602,12 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   replace_all(body, "QUANTIZE_DOWN", quantizer(s.down));
   replace_all(body, "SUBGROUP_SIZE", sg_attention ? ", @builtin(subgroup_size) sg: u32" : "");
   replace_all(body, "SG32", sg_attention ? "sg == 32u" : "false");
+  replace_all(body, "ATTENTION_SG", sg_attention ? "attention_sg(pos, nch);" : "");
   // The subgroup attention's loads and sums, word by word (the comment in attention_sg says why).
   std::string key_loads, value_loads, score_terms, weighted_values;
   const uint32_t hw = s.hd / 2, nwl = (hw + 31) / 32;  // a head's words; words each invocation holds
+  // Bit 128 still names the caches (the pipeline's layout holds only the bindings the shader uses).
+  if (s.leave_out & 128) key_loads = "    _ = kc[kbase];\n    _ = vc[kbase];\n";
   for (uint32_t w = 0; w < hw; ++w) {
     key_loads +=
         cat("    let kw", w, " = ",

@@ -58,12 +58,19 @@ struct LayerKernelShape {
 // Whether the kernel handles weights of this type (q8_0 activations: Q4_0, Q5_0, Q8_0; q8_K: Q4_K, Q6_K, whose
 // matrices' inputs must be whole 256-value blocks).
 bool layer_kernel_supports(DType w);
-// The scratch buffer's words: q·k·v, the attention chunks' partial results, the SwiGLU product.
+// The scratch buffer's words: q·k·v, the attention chunks' partial results, the SwiGLU product, the layer's new k
+// and v rows; then the RoPE table from word layer_kernel_rope_word() on ([pos][n_rot / 2] (cos, sin), f32).
 uint64_t layer_kernel_scratch_words(const LayerKernelShape& s);
+uint64_t layer_kernel_rope_word(const LayerKernelShape& s);
+// The last layer's new k and v rows from the scratch into its caches (the other layers' are written by the next
+// layer's kernel). Bindings: 0 step, 1 scratch, 2 k cache, 3 v cache; ceil(n_kv * hd / 2 / 64) workgroups.
+std::string wgsl_layer_kernel_last_row(const LayerKernelShape& s);
 // Bindings: 0 step (uniform: pos), 1 the layer (uniform: its barrier counter's slot, then the word offsets in W
-// of q·k·v, wo, gate, up, down, attn_norm, ffn_norm, the q·k·v bias, q·k·v's second run), 2 sync (atomic words: the failure flag,
-// then the counters), 3 x (the residual stream, f32 as u32), 4 scratch, 5 W (the layer's weights, one buffer),
-// 6 k cache, 7 v cache, 8 the RoPE table ([pos][n_rot / 2] (cos, sin)).
+// of q·k·v, wo, gate, up, down, attn_norm, ffn_norm, the q·k·v bias, q·k·v's second run; then 1 where the
+// previous layer's new k and v rows are to be written), 2 sync (atomic words: the failure flag, then the
+// counters), 3 x (the residual stream, f32 as u32), 4 scratch (with the RoPE table), 5 W (the layer's weights,
+// one buffer), 6 k cache, 7 v cache (read only), 8 and 9 the previous layer's k and v caches. Eight storage
+// buffers: WebGPU's default limit.
 std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f);
 
 }  // namespace sotto::gpu

@@ -83,7 +83,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
         l.qkv[0][0].buffer, l.wo[0].buffer,   l.gate[0].buffer,
         l.up[0].buffer,     l.down[0].buffer, l.attn_norm,
         l.ffn_norm,         l.qkv_bias,       l.qkv.size() > 1 ? l.qkv[1][0].buffer : 0};
-    std::vector<uint32_t> words = {static_cast<uint32_t>(1 + il)};
+    std::vector<uint32_t> words = {static_cast<uint32_t>(1 + il)};  // then the views' offsets, then `prev`
     BufferHandle root = 0;
     for (BufferHandle v : views) {
       if (v == 0) {
@@ -95,12 +95,21 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       root = b.buffer;
       words.push_back(static_cast<uint32_t>(b.offset / 4));
     }
+    words.push_back(il > 0 ? 1 : 0);
     words.resize(12, 0);
     offsets.push_back(std::move(words));
     weight_roots.push_back(root);
   }
-  SOTTO_ASSIGN(BufferHandle scratch,
-               ops_.buffer(layer_kernel_scratch_words(shapes[0]) * 4, "layer kernel scratch"));
+  // The scratch, the RoPE table at its end (a binding of its own would be a ninth storage buffer).
+  const uint64_t rope_word = layer_kernel_rope_word(shapes[0]);
+  const std::vector<float> rope = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale);
+  SOTTO_ASSIGN(BufferHandle scratch, ops_.buffer((rope_word + rope.size()) * 4, "layer kernel scratch"));
+  const Binding scratch_at = ops_.resolve({0, scratch});
+  SOTTO_TRY(device().write_buffer(scratch_at.buffer, scratch_at.offset + rope_word * 4, rope.data(),
+                                  rope.size() * 4));
+  // Layer 0 writes no previous layer's rows; its kp / vp bindings are these (two: writable bindings may not alias).
+  SOTTO_ASSIGN(BufferHandle no_prev_k, ops_.buffer(256, "layer kernel: no previous layer (k)"));
+  SOTTO_ASSIGN(BufferHandle no_prev_v, ops_.buffer(256, "layer kernel: no previous layer (v)"));
   sync_words_ = static_cast<uint32_t>(1 + hp.n_layer);
   SOTTO_ASSIGN(sync_, ops_.buffer(uint64_t{sync_words_} * 4, "layer kernel sync"));
   const size_t head_begin = decode_.layer_begin.back();
@@ -119,8 +128,16 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       LayerKernelShape& ls = shapes[static_cast<size_t>(il)];
       ls.grid = grid;
       const std::string wgsl = wgsl_layer_kernel(ls, ops_.features());
-      std::vector<Binding> b = {{0, step_, 0, 16},     {2, sync_},     {3, decode_.x}, {4, scratch},
-                                {5, weight_roots[il]}, {6, l.k_cache}, {7, l.v_cache}, {8, model_.rope}};
+      const LayerGpu* prev = il > 0 ? &model_.layers[static_cast<size_t>(il - 1)] : nullptr;
+      std::vector<Binding> b = {{0, step_, 0, 16},
+                                {2, sync_},
+                                {3, decode_.x},
+                                {4, scratch},
+                                {5, weight_roots[il]},
+                                {6, l.k_cache},
+                                {7, l.v_cache},
+                                {8, prev ? prev->k_cache : no_prev_k},
+                                {9, prev ? prev->v_cache : no_prev_v}};
       // The pipeline cache's key: layers of one shape share a pipeline.
       SOTTO_TRY(ops_.custom(p.dispatches, cat("layer kernel ", std::hash<std::string>{}(wgsl)), wgsl,
                             std::move(b), grid, 1, offsets[static_cast<size_t>(il)]));
@@ -130,6 +147,14 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
         bytes += decode_.weight_bytes[i];
       p.weight_bytes.push_back(bytes);
     }
+    // The last layer's new k and v rows into its caches.
+    const LayerGpu& last = model_.layers.back();
+    const uint32_t row_words = shapes.back().n_kv * shapes.back().hd / 2;
+    SOTTO_TRY(ops_.custom(p.dispatches, "layer kernel: last row", wgsl_layer_kernel_last_row(shapes.back()),
+                          {{0, step_, 0, 16}, {1, scratch}, {2, last.k_cache}, {3, last.v_cache}},
+                          (row_words + 63) / 64));
+    p.names.push_back("the last layer's k and v rows");
+    p.weight_bytes.push_back(0);
     for (size_t i = head_begin; i < decode_.dispatches.size(); ++i) keep(i);
     p.dispatches.push_back(failure_flag_copy());
     p.names.push_back("failure flag");
@@ -219,8 +244,11 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       return {};
     }
     double t = 1.0;
-    if (options.clock_ms) {
+    if (options
+            .clock_ms) {  // the better of two rounds (the first may run before the GPU's clocks have risen)
       SOTTO_ASSIGN(t, ms_per_greedy_token(true, options.clock_ms));
+      SOTTO_ASSIGN(double again, ms_per_greedy_token(true, options.clock_ms));
+      t = std::min(t, again);
     }
     if (best_grid == 0 || t < best_ms) {
       best_ms = t;

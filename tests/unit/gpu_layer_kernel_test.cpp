@@ -207,6 +207,27 @@ TEST(GpuLayerKernel, GivesTheSeparateDispatchesTokens) {
   EXPECT_EQ(device->last_error(), "");
 }
 
+// The timing variants (phases left out, `sotto bench llm --layers-leave-out`) compile and run; their results are
+// wrong by design, so only that they run is checked.
+TEST(GpuLayerKernel, TimingVariantsRun) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  const auto model = kernel_model(true, true);
+  ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
+  for (uint32_t bits : {32u, 64u, 128u}) {  // the bits that change more than a branch
+    gpu::FusionOptions fusion;
+    fusion.mode = gpu::FusionOptions::Mode::Layers;
+    fusion.grid = 1;
+    fusion.layers_leave_out = bits;
+    auto llm = gpu::LlmGpu::create(*device, model->weights, 64, 0, fusion, gpu::AttentionSum::F32);
+    ASSERT_TRUE(llm.ok()) << llm.message();
+    EXPECT_TRUE((*llm)->fused()) << "bits " << bits << ": " << (*llm)->fusion_status();
+    auto next = (*llm)->step(1);
+    EXPECT_TRUE(next.ok()) << "bits " << bits << ": " << next.message();
+  }
+  EXPECT_EQ(device->last_error(), "");
+}
+
 // Models the kernels do not handle (an f16 matrix here) keep the separate dispatches and say why.
 TEST(GpuLayerKernel, RefusesWhatItDoesNotHandle) {
   gpu::Device* device = testing::open_test_device();
