@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "gpu/kernels_wgsl.h"
@@ -342,11 +343,11 @@ VALUES_WG
 // shuffles, the maximum and the sum by subgroup reductions: no workgroup barriers (the version above waits at a
 // dozen a chunk). The chunk's key rows and value columns are loaded before any is used.
 const NWL = (HD / 2u + 31u) / 32u;  // words of a head each invocation holds
-// Word w of the score: q's word w (from invocation w % 32) times the key's, the current key's at pos.
-fn score_word(kw: u32, qw: u32, kn: u32, w: u32, at_pos: bool) -> f32 {
-  let q = unpack2x16float(subgroupShuffle(qw, w));
-  let k = unpack2x16float(select(kw, subgroupShuffle(kn, w), at_pos));
-  return q.x * k.x + q.y * k.y;
+// This invocation's word of a key times q's (0 past the head's words); the current key at pos.
+fn score_share(kw: u32, qw: u32, kn: u32, at_pos: bool, word: u32) -> f32 {
+  let q = unpack2x16float(qw);
+  let k = unpack2x16float(select(kw, kn, at_pos));
+  return select(0.0, q.x * k.x + q.y * k.y, word < HD / 2u);
 }
 // Key k's share of the chunk's output words (the current value at pos, none past it).
 fn weighted(vw: u32, vn: u32, p: f32, key: u32, pos: u32) -> vec2f {
@@ -364,11 +365,11 @@ fn attention_sg(pos: u32, nch: u32) {
     let last = c == nch - 1u;
     let j = c * 32u + lane;
     let kbase = min(j, pos) * KROW + kvh * (HD / 2u);
-    // The chunk's key rows and value columns, each word its own variable (KEY_LOADS, VALUE_LOADS): as arrays
-    // indexed in loops they went to local memory on the H200, and each load waited for the one before it (the
-    // loads cost ~20 us a layer, the rest of attention ~4).
+    // The chunk's keys and values a word (two dimensions) per invocation, word w0 of each of the 32 positions
+    // (KEY_COLUMNS, VALUE_LOADS0): each load reads one 128-byte line for the whole subgroup. Keys past pos read
+    // row pos (any finite values: their weight is 0).
     let w0 = min(lane, HD / 2u - 1u);
-KEY_LOADS
+KEY_COLUMNS
 VALUE_LOADS0
     // q, k and v of the current position as f16 pairs (the cache's rounding); k and v in the last chunk only.
     var qw: array<u32, NWL>;
@@ -386,9 +387,11 @@ VALUE_LOADS0
         }
       }
     }
-    // A key per invocation: its score (the key at pos, being written now, from the invocation holding it).
-    var acc = 0.0;
-SCORE_TERMS
+    // Each invocation's share of the 32 scores (its words' products; the key at pos, being written now, from kn),
+    // then summed across the subgroup so that invocation j ends with key j's score: at each of five steps an
+    // invocation keeps the half of its sums its lane bit selects and adds its partner's of the same keys.
+SCORE_SHARES
+    let acc = SCORE_SUM;
     let ok = valid && j <= pos;
     let s = select(-3.0e38, acc * SCALE, ok);
     let m = subgroupMax(s);
@@ -604,16 +607,45 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   replace_all(body, "SG32", sg_attention ? "sg == 32u" : "false");
   replace_all(body, "ATTENTION_SG", sg_attention ? "attention_sg(pos, nch);" : "");
   // The subgroup attention's loads and sums, word by word (the comment in attention_sg says why).
-  std::string key_loads, value_loads, score_terms, weighted_values;
+  std::string key_loads, value_loads, weighted_values;
   const uint32_t hw = s.hd / 2, nwl = (hw + 31) / 32;  // a head's words; words each invocation holds
   // Bit 128 still names the caches (the pipeline's layout holds only the bindings the shader uses).
   if (s.leave_out & 128) key_loads = "    _ = kc[kbase];\n    _ = vc[kbase];\n";
-  for (uint32_t w = 0; w < hw; ++w) {
+  for (uint32_t w = 0; w < hw; ++w)  // the workgroup-memory attention: a key row per invocation
     key_loads +=
         cat("    let kw", w, " = ",
             s.leave_out & 128 ? cat("0x3C003C00u ^ lane ^ ", w, "u") : cat("kc[kbase + ", w, "u]"), ";\n");
-    score_terms += cat("    acc += score_word(kw", w, ", qw[", w / 32, "], kn[", w / 32, "], ", w % 32,
-                       "u, j == pos);\n");
+  // The subgroup attention: word lane + 32 r of each key, its share of each score, then the transposing sum.
+  std::string key_columns = s.leave_out & 128 ? "    _ = kc[kbase];\n    _ = vc[kbase];\n" : "";
+  std::string score_shares;
+  std::vector<std::string> sums;
+  for (uint32_t k = 0; k < 32; ++k) {
+    std::string share;
+    for (uint32_t r = 0; r < nwl; ++r) {
+      const std::string word = cat("min(lane + ", 32 * r, "u, HD / 2u - 1u)");
+      key_columns += cat("    let kt", r, "_", k, " = ",
+                         s.leave_out & 128
+                             ? cat("0x3C003C00u ^ lane ^ ", k, "u")
+                             : cat("kc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"),
+                         ";\n");
+      share += cat(r ? " + " : "", "score_share(kt", r, "_", k, ", qw[", r, "], kn[", r, "], c * 32u + ", k,
+                   "u == pos, lane + ", 32 * r, "u)");
+    }
+    score_shares += cat("    let a", k, " = ", share, ";\n");
+    sums.push_back(cat("a", k));
+  }
+  for (uint32_t step = 16; step >= 1; step /= 2) {
+    std::vector<std::string> next;
+    for (uint32_t i = 0; i < step; ++i) {
+      const std::string& lo = sums[i];
+      const std::string& hi = sums[i + step];
+      const std::string name = cat("t", step, "_", i);
+      score_shares += cat("    let ", name, " = select(", lo, ", ", hi, ", (lane & ", step,
+                          "u) != 0u) + subgroupShuffleXor(select(", hi, ", ", lo, ", (lane & ", step,
+                          "u) != 0u), ", step, "u);\n");
+      next.push_back(name);
+    }
+    sums = std::move(next);
   }
   for (uint32_t r = 0; r < nwl; ++r) {
     std::string& loads = r == 0 ? value_loads : weighted_values;
@@ -649,7 +681,9 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   replace_all(body, "VALUES_WG\n", values_wg);
   replace_all(body, "KEY_LOADS\n", key_loads);
   replace_all(body, "VALUE_LOADS0\n", value_loads);
-  replace_all(body, "SCORE_TERMS\n", score_terms);
+  replace_all(body, "KEY_COLUMNS\n", key_columns);
+  replace_all(body, "SCORE_SHARES\n", score_shares);
+  replace_all(body, "SCORE_SUM", sums[0]);
   replace_all(body, "WEIGHTED_VALUES\n", weighted_values);
   if (!sg_attention) {  // no subgroup functions in the source at all
     const size_t begin = body.find("// Attention as above with a subgroup");

@@ -199,6 +199,9 @@ class LlmGpu {
   // failure flag next to the token that ends a fused plan, for finish().
   Status run_check_tokens(bool fused, int n, std::vector<std::vector<float>>* out, bool* gave_up);
   Result<double> ms_per_greedy_token(bool fused, double (*clock_ms)());
+  // Greedy tokens through the separate dispatches for ~0.3 s, so that timings after it see the GPU's clocks
+  // raised by load.
+  Status warm_up(double (*clock_ms)());
   Dispatch failure_flag_copy() const;
   void set_fused_grid(uint32_t grid);
   std::vector<uint32_t> fused_widest_;  // per dispatch of fused_: the most workgroups it can use (0: unfused)
