@@ -8,6 +8,9 @@
 #
 #   bench/gpu_native.sh [BIN_DIR] [OUT_DIR]
 #
+# Since session 17 `--fusion auto` (the default of the first runs below) may keep the hand-written layer kernels;
+# they are also measured on their own (--fusion layers).
+#
 # BIN_DIR holds sotto, sotto_make_random_gguf, libwebgpu_wrapper.so and ggml-vocab-qwen2.gguf (default
 # .gpubench, which the device runs carry); results go to OUT_DIR (default $OUT, else /tmp). On the device
 # machines the Vulkan loader is carried as .gl/*.deb (see /work/.library/device/README.md) and the NVIDIA ICD
@@ -38,6 +41,14 @@ for type in q4_0 q4_k_m; do
   # --fusion on: decode is measured both fused (one dispatch per layer) and through the separate dispatches.
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 --fusion on 2>&1 | tee "$out/gpu_bench_$type.txt"
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 1 --timings 2>&1 | tee -a "$out/gpu_bench_$type.txt"
+done
+# The hand-written layer kernels (src/gpu/layer_kernel.h; attention sums in f32), both files, after 16 and
+# 1,024 prompt tokens (bench/README.md, session 17).
+for type in q4_0 q4_k_m; do
+  for depth in 16 1024; do
+    "$bin/sotto" bench llm --backend webgpu -m "$models/qwen2.5-0.5b-random-$type.gguf" --repeats 5 --attention f32 \
+      --fusion layers --depth "$depth" 2>&1 | tee -a "$out/gpu_layer_kernels.txt"
+  done
 done
 # Attention's sum of values: f16 key by key (the CPU's bits, the default) against f32 a chunk of keys at a
 # time, its keys split over many workgroups per head, decoding after a short and long prompts

@@ -62,7 +62,7 @@ constexpr Command kCommands[] = {
      "  --fusion on|off|auto     webgpu: each layer as one dispatch (default auto: on a GPU, if its check "
      "passes)\n"
      "  --fusion layers          webgpu: each layer as a hand-written persistent kernel (llama/qwen2, "
-     "q4_0/q5_0/q8_0)\n"
+     "q4_0/q5_0/q8_0/q4_K/q6_K)\n"
      "  --layers-leave-out BITS  webgpu, with --fusion layers and --fused-grid: phases left out (timing "
      "only)\n"
      "  --fused-grid N           webgpu: workgroups per fused dispatch (default: the widest layer op's)\n"
