@@ -30,9 +30,10 @@ struct Layer { slot: u32, qkv: u32, wo: u32, gate: u32, up: u32, down: u32, attn
 @group(0) @binding(3) var<storage, read_write> xa: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> sa: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> W: array<u32>;
-// The layer's own caches are only read here: the H200 read a cache bound writable ~3x slower (its key rows cost
-// ~0.35 ms a token). Its new row at pos goes to the scratch (S_ROW), and the next layer's kernel writes it into
-// these caches, bound there as kp / vp (the last layer's: a dispatch of its own, wgsl_layer_kernel_last_row).
+// The layer's own caches are only read here: bound writable, the H200 took ~20 us a layer for attention's cache
+// loads, ~3 bound read-only (bench/README.md, session 17). Its new row at pos goes to the scratch (S_ROW), and the
+// next layer's kernel writes it into these caches, bound there as kp / vp (the last layer's: a dispatch of its
+// own, wgsl_layer_kernel_last_row).
 @group(0) @binding(6) var<storage, read> kc: array<u32>;
 @group(0) @binding(7) var<storage, read> vc: array<u32>;
 @group(0) @binding(8) var<storage, read_write> kp: array<u32>;

@@ -1,5 +1,6 @@
 // A decoder layer written by hand for a persistent grid: one dispatch runs a whole llama/qwen2 layer for one
-// decoded token, its workgroups meeting at four grid barriers (after q·k·v, attention, wo, gate·up).
+// decoded token, its workgroups meeting at four grid barriers (after q·k·v, attention, wo, gate·up). Q4_0, Q5_0,
+// Q8_0 weights stage their input as q8_0, Q4_K and Q6_K as q8_K, as the separate kernels do.
 //
 // Why another fused form: the fused plan (gpu/fusion.h) rewrites the separate kernels, and each phase then does
 // what its separate kernel did per virtual workgroup, on 128 invocations: on the H200 a layer cost ~57 us that
@@ -12,11 +13,16 @@
 //   - a row is summed by 32 invocations, each taking every 32nd q8_0 sub-block; the 32 partial sums go through
 //     workgroup memory and one invocation adds them, several rows at once (a subgroup sum per row, one row after
 //     another, cost the probe ~190 us a token);
-//   - attention in chunks of 32 keys, one per group of 32 invocations (a key each for the score, a dimension
-//     each for the output), the current position's k and v rotated and rounded to f16 by the chunk that holds
-//     them (and written to the cache by one of them); the wo phase combines a head's chunks;
-//   - attention through subgroup shuffles and reductions where subgroups hold 32 invocations; elsewhere (SwiftShader:
-//     4) through workgroup memory, the same arithmetic.
+//   - attention in chunks of 32 keys, one per group of 32 invocations, the current position's k and v rotated
+//     and rounded to f16 by the chunk that holds them; the wo phase combines a head's chunks. Where subgroups
+//     hold 32 invocations (NVIDIA's), a chunk is one subgroup: invocation w loads word w of each of the 32 keys
+//     and values (a 128-byte line per load), the scores are summed across it by shuffles (five steps leave
+//     invocation j with key j's score), no workgroup barriers. Elsewhere (SwiftShader: 4) each invocation loads
+//     a key's row, and the chunk's maximum and sum go through workgroup memory;
+//   - a layer's own KV caches are bound read-only: bound writable, the H200 took ~20 us a layer for attention's
+//     cache loads (half the token), ~3 read-only (bench/README.md, session 17). Its new k and v rows go to the scratch, and the next layer's
+//     kernel writes them into this layer's caches (bound writable there, only written); the last layer's take a
+//     small dispatch of their own (wgsl_layer_kernel_last_row).
 // Activations written in the dispatch are read and written with atomics (gpu/fusion.h says why); a barrier that
 // waits too long raises the failure flag, and the model runs that token again unfused.
 //
