@@ -165,25 +165,9 @@ TEST(GpuLayerKernel, GivesTheSeparateDispatchesTokens) {
     std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
     std::vector<int32_t> prompt(12);
     for (int32_t& t : prompt) t = token(rng);
-    auto run = [&](bool fused, std::vector<std::vector<float>>* logits) {
-      g.set_fused(fused);
-      g.reset();
-      std::vector<int32_t> ids;
-      for (size_t i = 0; i + 1 < prompt.size(); ++i) EXPECT_TRUE(g.submit(prompt[i]).ok());
-      auto next = g.step(prompt.back());
-      while (next.ok() && ids.size() < 60) {
-        ids.push_back(*next);
-        auto l = g.logits();
-        EXPECT_TRUE(l.ok());
-        if (l.ok()) logits->push_back(*l);
-        next = g.step(-1);
-      }
-      EXPECT_TRUE(next.ok()) << next.message();
-      return ids;
-    };
     std::vector<std::vector<float>> kernel_logits, plan_logits;
-    const std::vector<int32_t> kernel_ids = run(true, &kernel_logits);
-    const std::vector<int32_t> plan_ids = run(false, &plan_logits);
+    const std::vector<int32_t> kernel_ids = testing::prompt_then_greedy(g, true, prompt, 60, &kernel_logits);
+    const std::vector<int32_t> plan_ids = testing::prompt_then_greedy(g, false, prompt, 60, &plan_logits);
     ASSERT_EQ(kernel_logits.size(), plan_logits.size());
     // The same tokens up to the first near-tie of the separate plan's logits (attention's f32 sum against its
     // f16 one moves logits by ~1e-3 of their scale, and a q8_0 code of an activation downstream with them);

@@ -470,29 +470,13 @@ TEST(GpuLlm, FusedLayersGiveTheLogitsOfSeparateDispatches) {
       }
       if (!g.fused()) continue;
       // The prompt token by token, then 8 greedy tokens, logits compared at every step.
-      auto run = [&](bool fused, std::vector<std::vector<float>>* logits) {
-        g.set_fused(fused);
-        g.reset();
-        std::vector<int32_t> ids;
-        for (size_t i = 0; i + 1 < prompt.size(); ++i) EXPECT_TRUE(g.submit(prompt[i]).ok());
-        auto next = g.step(prompt.back());
-        while (next.ok() && ids.size() < 8) {
-          ids.push_back(*next);
-          auto l = g.logits();
-          EXPECT_TRUE(l.ok());
-          if (l.ok()) logits->push_back(*l);
-          next = g.step(-1);
-        }
-        EXPECT_TRUE(next.ok()) << next.message();
-        return ids;
-      };
       std::vector<std::vector<float>> fused_logits, plan_logits;
-      const std::vector<int32_t> fused_ids = run(true, &fused_logits);
+      const std::vector<int32_t> fused_ids = testing::prompt_then_greedy(g, true, prompt, 8, &fused_logits);
       // A barrier that gave up (SwiftShader need not keep 4 workgroups resident) turned fusion off and ran
       // those tokens again unfused: the results must not show it.
       std::printf("[ info    ] %s, grid %u, after decoding: fusion %s\n", file, grid,
                   g.fusion_status().c_str());
-      const std::vector<int32_t> plan_ids = run(false, &plan_logits);
+      const std::vector<int32_t> plan_ids = testing::prompt_then_greedy(g, false, prompt, 8, &plan_logits);
       EXPECT_EQ(fused_ids, plan_ids) << file << ", grid " << grid;
       ASSERT_EQ(fused_logits.size(), plan_logits.size());
       for (size_t k = 0; k < fused_logits.size(); ++k)

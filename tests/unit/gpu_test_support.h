@@ -1,16 +1,20 @@
 // Opening the GPU device in tests. Machines set up by scripts/setup.sh have Dawn (npm bun-webgpu-linux-x64)
 // and SwiftShader's Vulkan driver (Debian's chromium package): there a failure to open is a test failure.
-// Elsewhere, and in the sanitizer builds, the GPU tests skip and say why.
+// Elsewhere, and in the sanitizer builds, the GPU tests skip and say why. Also the decode loop the plan
+// comparisons share (prompt_then_greedy).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gpu/device.h"
+#include "gpu/llm_gpu.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
@@ -76,6 +80,26 @@ inline gpu::Device* open_test_device() {
   ADD_FAILURE() << "the GPU device should open on this machine: " << opened.message();
   gpu_skip_reason() = opened.message();
   return nullptr;
+}
+
+// `prompt` token by token through `g` (fused plan or separate dispatches), then greedy tokens until `n` are
+// chosen, each step's logits appended to *logits; the chosen ids.
+inline std::vector<int32_t> prompt_then_greedy(gpu::LlmGpu& g, bool fused, const std::vector<int32_t>& prompt,
+                                               size_t n, std::vector<std::vector<float>>* logits) {
+  g.set_fused(fused);
+  g.reset();
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) EXPECT_TRUE(g.submit(prompt[i]).ok());
+  auto next = g.step(prompt.back());
+  while (next.ok() && ids.size() < n) {
+    ids.push_back(*next);
+    auto l = g.logits();
+    EXPECT_TRUE(l.ok());
+    if (l.ok()) logits->push_back(*l);
+    next = g.step(-1);
+  }
+  EXPECT_TRUE(next.ok()) << next.message();
+  return ids;
 }
 
 }  // namespace sotto::testing
