@@ -297,15 +297,14 @@ fn attention(pos: u32, nch: u32) {
       }
     }
     workgroupBarrier();
-    if (valid && last && h % (NH / NKV) == 0u) {  // the current position's row of the cache, once per KV head
+    if (valid && last && h % (NH / NKV) == 0u) {  // the new k and v rows to S_ROW, once per KV head
       for (var w = lane; w < HD / 2u; w += 32u) {
         atomicStore(&sa[S_ROW + kvh * (HD / 2u) + w], pack_f16(ks[rgl * HD + 2u * w], ks[rgl * HD + 2u * w + 1u]));
         atomicStore(&sa[S_ROW + KROW + kvh * (HD / 2u) + w], pack_f16(vs[rgl * HD + 2u * w], vs[rgl * HD + 2u * w + 1u]));
       }
     }
-    // A key per invocation: its score, from the key's words loaded first, each its own variable (KEY_LOADS; see
-    // attention_sg). Keys past pos read row pos (any finite values: their weight is 0); the key at pos, being
-    // written now, comes from ks.
+    // A key per invocation: its score, from the key's row loaded first, a variable per word (KEY_LOADS). Keys past
+    // pos read row pos (any finite values: their weight is 0); the key at pos, not in the cache yet, from ks.
     let j = c * 32u + lane;
     let kbase = min(j, pos) * KROW + kvh * (HD / 2u);
 KEY_LOADS
@@ -342,7 +341,7 @@ VALUES_WG
 // Attention as above with a subgroup of 32 invocations per chunk (where the adapter's subgroups hold 32): the
 // rotated q and the current k and v held a word (two dimensions) per invocation and passed between them by
 // shuffles, the maximum and the sum by subgroup reductions: no workgroup barriers (the version above waits at a
-// dozen a chunk). The chunk's key rows and value columns are loaded before any is used.
+// dozen a chunk). The chunk's keys and values are loaded a word per invocation, all before any is used.
 const NWL = (HD / 2u + 31u) / 32u;  // words of a head each invocation holds
 // This invocation's word of a key times q's (0 past the head's words); the current key at pos.
 fn score_share(kw: u32, qw: u32, kn: u32, at_pos: bool, word: u32) -> f32 {
@@ -382,13 +381,13 @@ VALUE_LOADS0
       if (last) {
         kn[r] = pack_f16(rope_at((NH + kvh) * HD, 2u * w, pos), rope_at((NH + kvh) * HD, 2u * w + 1u, pos));
         vn[r] = pack_f16(ld_s((NH + NKV + kvh) * HD + 2u * w), ld_s((NH + NKV + kvh) * HD + 2u * w + 1u));
-        if (valid && h % (NH / NKV) == 0u && lane + 32u * r < HD / 2u) {  // the cache's row, once per KV head
+        if (valid && h % (NH / NKV) == 0u && lane + 32u * r < HD / 2u) {  // to S_ROW, once per KV head
           atomicStore(&sa[S_ROW + kvh * (HD / 2u) + w], kn[r]);
           atomicStore(&sa[S_ROW + KROW + kvh * (HD / 2u) + w], vn[r]);
         }
       }
     }
-    // Each invocation's share of the 32 scores (its words' products; the key at pos, being written now, from kn),
+    // Each invocation's share of the 32 scores (its words' products; the key at pos, not in the cache yet, from kn),
     // then summed across the subgroup so that invocation j ends with key j's score: at each of five steps an
     // invocation keeps the half of its sums its lane bit selects and adds its partner's of the same keys.
 SCORE_SHARES
