@@ -364,7 +364,6 @@ fn attention_sg(pos: u32, nch: u32) {
     let kvh = h / (NH / NKV);
     let last = c == nch - 1u;
     let j = c * 32u + lane;
-    let kbase = min(j, pos) * KROW + kvh * (HD / 2u);
     // The chunk's keys and values a word (two dimensions) per invocation, word w0 of each of the 32 positions
     // (KEY_COLUMNS, VALUE_LOADS0): each load reads one 128-byte line for the whole subgroup. Keys past pos read
     // row pos (any finite values: their weight is 0).
@@ -417,6 +416,11 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   landed = 0u;
   let pos = step.pos;
   let nch = pos / 32u + 1u;
+  // Bit 128 loads no cache word; the caches stay named (a pipeline's layout holds only the bindings it uses).
+  if ((LEAVE_OUT & 128u) != 0u) {
+    _ = kc[0];
+    _ = vc[0];
+  }
   // The previous layer's new k and v rows into its caches.
   if (layer.prev != 0u) {
     let at = wg.x * T + li;
@@ -606,28 +610,26 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   replace_all(body, "SUBGROUP_SIZE", sg_attention ? ", @builtin(subgroup_size) sg: u32" : "");
   replace_all(body, "SG32", sg_attention ? "sg == 32u" : "false");
   replace_all(body, "ATTENTION_SG", sg_attention ? "attention_sg(pos, nch);" : "");
-  // The subgroup attention's loads and sums, word by word (the comment in attention_sg says why).
+  // Both attentions' loads and sums, written out word by word.
   std::string key_loads, value_loads, weighted_values;
   const uint32_t hw = s.hd / 2, nwl = (hw + 31) / 32;  // a head's words; words each invocation holds
-  // Bit 128 still names the caches (the pipeline's layout holds only the bindings the shader uses).
-  if (s.leave_out & 128) key_loads = "    _ = kc[kbase];\n    _ = vc[kbase];\n";
+  // Bit 128 (timing): a constant in place of each cached word.
+  auto cached = [&](const std::string& load, uint32_t i) {
+    return s.leave_out & 128 ? cat("0x3C003C00u ^ lane ^ ", i, "u") : load;
+  };
   for (uint32_t w = 0; w < hw; ++w)  // the workgroup-memory attention: a key row per invocation
-    key_loads +=
-        cat("    let kw", w, " = ",
-            s.leave_out & 128 ? cat("0x3C003C00u ^ lane ^ ", w, "u") : cat("kc[kbase + ", w, "u]"), ";\n");
+    key_loads += cat("    let kw", w, " = ", cached(cat("kc[kbase + ", w, "u]"), w), ";\n");
   // The subgroup attention: word lane + 32 r of each key, its share of each score, then the transposing sum.
-  std::string key_columns = s.leave_out & 128 ? "    _ = kc[kbase];\n    _ = vc[kbase];\n" : "";
+  std::string key_columns;
   std::string score_shares;
   std::vector<std::string> sums;
   for (uint32_t k = 0; k < 32; ++k) {
     std::string share;
     for (uint32_t r = 0; r < nwl; ++r) {
       const std::string word = cat("min(lane + ", 32 * r, "u, HD / 2u - 1u)");
-      key_columns += cat("    let kt", r, "_", k, " = ",
-                         s.leave_out & 128
-                             ? cat("0x3C003C00u ^ lane ^ ", k, "u")
-                             : cat("kc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"),
-                         ";\n");
+      key_columns += cat(
+          "    let kt", r, "_", k, " = ",
+          cached(cat("kc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"), k), ";\n");
       share += cat(r ? " + " : "", "score_share(kt", r, "_", k, ", qw[", r, "], kn[", r, "], c * 32u + ", k,
                    "u == pos, lane + ", 32 * r, "u)");
     }
@@ -653,9 +655,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     for (uint32_t k = 0; k < 32; ++k)
       loads +=
           cat("    let vw", r, "_", k, " = ",
-              s.leave_out & 128 ? cat("0x3C003C00u ^ lane ^ ", k, "u")
-                                : cat("vc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"),
-              ";\n");
+              cached(cat("vc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"), k), ";\n");
     weighted_values += "    {\n      var o = vec2f(0.0);\n";
     for (uint32_t k = 0; k < 32; ++k)
       weighted_values +=
@@ -671,7 +671,8 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     values_wg += cat("    {\n      let d = lane + ", 32 * r, "u;\n      let dc = min(d, HD - 1u);\n");
     for (uint32_t k = 0; k < 32; ++k)
       values_wg +=
-          cat("      let vw", k, " = vc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u];\n");
+          cat("      let vw", k, " = ",
+              cached(cat("vc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u]"), k), ";\n");
     values_wg += "      var o = 0.0;\n";
     for (uint32_t k = 0; k < 32; ++k)
       values_wg += cat("      o += weighted_wg(vw", k, ", dc, c * 32u + ", k, "u, pos, ", k, "u);\n");

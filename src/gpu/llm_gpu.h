@@ -202,6 +202,9 @@ class LlmGpu {
   // Greedy tokens through the separate dispatches for ~0.3 s, so that timings after it see the GPU's clocks
   // raised by load.
   Status warm_up(double (*clock_ms)());
+  // Milliseconds per greedy token of the fused plan and of the separate dispatches, as they compare at load:
+  // after warm_up(), the best of three rounds each, taken in turn. Leaves the separate dispatches in use.
+  Status time_both_plans(double (*clock_ms)(), double* fused_ms, double* plan_ms);
   Dispatch failure_flag_copy() const;
   void set_fused_grid(uint32_t grid);
   std::vector<uint32_t> fused_widest_;  // per dispatch of fused_: the most workgroups it can use (0: unfused)

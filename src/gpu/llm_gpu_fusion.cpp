@@ -95,6 +95,20 @@ Status LlmGpu::warm_up(double (*clock_ms)()) {
   return {};
 }
 
+Status LlmGpu::time_both_plans(double (*clock_ms)(), double* fused_ms, double* plan_ms) {
+  // The best of three rounds each, taken in turn, after the GPU has been kept busy for a while: its clocks rise
+  // under load (on the H200 rounds soon after loading ran both plans at 60-70 % of their speed, and one round
+  // each would favour the plan timed last).
+  SOTTO_TRY(warm_up(clock_ms));
+  for (int round = 0; round < 3; ++round) {
+    SOTTO_ASSIGN(double fused, ms_per_greedy_token(true, clock_ms));
+    SOTTO_ASSIGN(double plan, ms_per_greedy_token(false, clock_ms));
+    *fused_ms = round == 0 ? fused : std::min(*fused_ms, fused);
+    *plan_ms = round == 0 ? plan : std::min(*plan_ms, plan);
+  }
+  return {};
+}
+
 Dispatch LlmGpu::failure_flag_copy() const {
   Dispatch flag;
   flag.copy_src = sync_;
@@ -123,17 +137,8 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
   if (options.mode == FusionOptions::Mode::Auto && options.clock_ms) {
     SOTTO_TRY(build_layer_kernels(options));
     if (use_fused_) {
-      // The best of three rounds each, taken in turn, after the GPU has been kept busy for a while: its clocks
-      // rise under load (on the H200 rounds soon after loading ran both plans at 60-70 % of their speed, and
-      // one round each would favour the plan timed last).
-      SOTTO_TRY(warm_up(options.clock_ms));
       double layers_ms = 0.0, plan_ms = 0.0;
-      for (int round = 0; round < 3; ++round) {
-        SOTTO_ASSIGN(double layers, ms_per_greedy_token(true, options.clock_ms));
-        SOTTO_ASSIGN(double plan, ms_per_greedy_token(false, options.clock_ms));
-        layers_ms = round == 0 ? layers : std::min(layers_ms, layers);
-        plan_ms = round == 0 ? plan : std::min(plan_ms, plan);
-      }
+      SOTTO_TRY(time_both_plans(options.clock_ms, &layers_ms, &plan_ms));
       if (layers_ms < plan_ms) {
         use_fused_ = true;  // ms_per_greedy_token() leaves the separate dispatches in use
         fusion_status_ +=
@@ -272,8 +277,8 @@ Status LlmGpu::build_fused(const FusionOptions& options) {
     fusion_status_ = cat(use_fused_ ? "on: " : "off (no clock to compare the plans' speed): ", checked);
     return {};
   }
-  SOTTO_ASSIGN(double fused_ms, ms_per_greedy_token(true, options.clock_ms));
-  SOTTO_ASSIGN(double plan_ms, ms_per_greedy_token(false, options.clock_ms));
+  double fused_ms = 0.0, plan_ms = 0.0;
+  SOTTO_TRY(time_both_plans(options.clock_ms, &fused_ms, &plan_ms));
   use_fused_ = options.mode == FusionOptions::Mode::On || fused_ms < plan_ms;
   fusion_status_ = cat(use_fused_ ? "on" : "off (the separate dispatches were faster)", ": ", checked,
                        "; at load ", 1000.0 / fused_ms, " tokens/s fused, ", 1000.0 / plan_ms, " separate",

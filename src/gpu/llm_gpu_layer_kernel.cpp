@@ -246,8 +246,8 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       return {};
     }
     double t = 1.0;
-    if (options
-            .clock_ms) {  // the better of two rounds (the first may run before the GPU's clocks have risen)
+    // The better of two rounds (the first may run before the GPU's clocks have risen).
+    if (options.clock_ms) {
       SOTTO_ASSIGN(t, ms_per_greedy_token(true, options.clock_ms));
       SOTTO_ASSIGN(double again, ms_per_greedy_token(true, options.clock_ms));
       t = std::min(t, again);
