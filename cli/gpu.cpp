@@ -249,7 +249,7 @@ int run_bench_gpu(std::span<char* const> args) {
                (std::string_view(args[i + 1]) == "apart" || std::string_view(args[i + 1]) == "fused")) {
       fusion.head_apart = std::string_view(args[++i]) == "apart";
     } else if (a == "--layers-leave-out" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
-               *v < 256) {
+               *v < 512) {
       fusion.layers_leave_out = static_cast<uint32_t>(*v);
     } else if (a == "--fusion-copy" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
                *v <= 65536) {

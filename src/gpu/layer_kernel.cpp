@@ -12,8 +12,9 @@ namespace sotto::gpu {
 
 namespace {
 
-// Rows a group of 32 invocations sums per round (their partial sums share workgroup memory).
-constexpr uint32_t kRowsPerRound = 4;
+// Rows a group of 32 invocations sums per round at most (their partial sums share workgroup memory): 5 lets
+// Qwen2.5-0.5B's gate·up (4,864 rows) take one round on 132 workgroups.
+constexpr uint32_t kRowsPerRound = 5;
 
 uint32_t max_chunks(const LayerKernelShape& s) {
   return (s.n_ctx + 31) / 32;
@@ -61,6 +62,8 @@ var<workgroup> bfirst: array<atomic<u32>, NW / 64u + 1u>;
 var<workgroup> bval: array<f32, NW / 64u + 1u>;
 var<workgroup> xq: array<u32, NW>;
 var<workgroup> xd: array<f32, NW / 8u>;
+var<workgroup> smax: array<f32, NW / 8u>;  // q8_K staging through subgroups: each subgroup's largest magnitude
+var<workgroup> sval: array<f32, NW / 8u>;  // ... and its first value of that magnitude
 var<workgroup> part: array<f32, T * 2u * ROWS>;
 var<workgroup> qs: array<f32, RG * HD>;
 var<workgroup> ks: array<f32, RG * HD>;
@@ -73,6 +76,7 @@ var<private> rg: u32;    // ... in the grid
 var<private> rga: u32;   // ... in the grid for attention: the chunks spread over the workgroups first
 var<private> barriers: u32;
 var<private> landed: u32;
+var<private> sgs: u32;   // the subgroup size (where the adapter has subgroups)
 
 fn ld_x(i: u32) -> f32 { return bitcast<f32>(atomicLoad(&xa[i])); }
 fn ld_s(i: u32) -> f32 { return bitcast<f32>(atomicLoad(&sa[i])); }
@@ -101,8 +105,25 @@ fn grid_sync() {
   workgroupBarrier();
 }
 
+// The sum of one value per invocation over the workgroup: with subgroups (SG_STAGING) their sums, then the
+// T / sg of those (one workgroup barrier); else a tree through workgroup memory (eight).
+fn workgroup_sum(v: f32, sg: u32) -> f32 {
+  if (SG_STAGING) {
+    SUM_SG
+  }
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = T / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] += red[lid + s]; }
+    workgroupBarrier();
+  }
+  let total = red[0];
+  workgroupBarrier();
+  return total;
+}
+
 // n values of x into vals (word lid + i * T), RMS-normed with weight `which` (0 attn_norm, 1 ffn_norm).
-fn stage_x(which: u32) {
+fn stage_x(which: u32, sg: u32) {
   var ss = 0.0;
   for (var i = 0u; i < NWT; i++) {
     let wi = lid + i * T;
@@ -111,14 +132,7 @@ fn stage_x(which: u32) {
     vals[i] = v;
     ss += dot(v, v);
   }
-  red[lid] = ss;
-  workgroupBarrier();
-  for (var s = T / 2u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] += red[lid + s]; }
-    workgroupBarrier();
-  }
-  let scale = 1.0 / sqrt(red[0] / f32(D) + EPS);
-  workgroupBarrier();
+  let scale = 1.0 / sqrt(workgroup_sum(ss, sg) / f32(D) + EPS);
   for (var i = 0u; i < NWT; i++) {
     let wi = lid + i * T;
     if (wi < D / 4u) {
@@ -165,7 +179,16 @@ fn stage_attention(nch: u32) {
   }
 }
 
-// vals (nw words) into q8_0 blocks in xq / xd, as the separate kernels' quantizer (kQuantizeQ8_0).
+// vals (nw words) into q8_0 blocks in xq / xd, as the separate kernels' quantizer (kQuantizeQ8_0): a block's
+// largest magnitude across its 8 invocations by shuffles where subgroups hold 8 to 64 (SG_STAGING), else through
+// workgroup atomics (two more barriers).
+fn stage_q8_0(nw: u32, sg: u32) {
+  if (SG_STAGING) {
+    Q8_0_SG
+  } else {
+    quantize(nw);
+  }
+}
 fn quantize(nw: u32) {
   for (var b = lid; b < NW / 8u; b += T) { atomicStore(&bmax[b], 0u); }
   workgroupBarrier();
@@ -198,7 +221,16 @@ fn quantize(nw: u32) {
 }
 
 // vals (nw words, a multiple of 64) into q8_K blocks for K-quant weights, as kQuantizeQ8_K: per 256 values the
-// first of largest magnitude maps to -127 (d = 1 / iscale in f32, in each of the block's eight xd slots).
+// first of largest magnitude maps to -127 (d = 1 / iscale in f32, in each of the block's eight xd slots). With
+// subgroups of 8 to 64 (SG_STAGING) each subgroup finds its own first, then a block's subgroups are compared (two
+// barriers); else through workgroup atomics (five).
+fn stage_q8_k(nw: u32, sg: u32) {
+  if (SG_STAGING) {
+    Q8_K_SG
+  } else {
+    quantize_k(nw);
+  }
+}
 fn quantize_k(nw: u32) {
   for (var b = lid; b < NW / 64u + 1u; b += T) {
     atomicStore(&bmax[b], 0u);
@@ -255,6 +287,7 @@ fn quantize_k(nw: u32) {
 
 // Rows of one matrix from the staged input: round r, row group rg takes rows (r * ROWS + k) * NRG + rg.
 MATVECS
+
 
 fn rope_at(base: u32, d: u32, pos: u32) -> f32 {
   if (d >= NROT) { return ld_s(base + d); }
@@ -338,6 +371,91 @@ VALUES_WG
   }
 }
 
+// Staging through subgroups (erased where the adapter has none). A subgroup is taken to hold consecutive local
+// invocation indices (lid % sg its lane), as on the adapters seen (attention_sg relies on it too).
+fn workgroup_sum_sg(v: f32) -> f32 {
+  let t = subgroupAdd(v);
+  if (lid % sgs == 0u) { red[lid / sgs] = t; }
+  workgroupBarrier();
+  var total = 0.0;
+  for (var i = 0u; i < T / sgs; i++) { total += red[i]; }
+  return total;  // red is written next after a grid barrier (which starts with a workgroup barrier)
+}
+fn quantize_sg(nw: u32) {
+  for (var i = 0u; i < NWT; i++) {
+    let wi = lid + i * T;
+    let v = vals[i];
+    // A block's 8 words are 8 consecutive invocations (words past nw are 0 and whole blocks).
+    var m = max(max(abs(v.x), abs(v.y)), max(abs(v.z), abs(v.w)));
+    m = max(m, subgroupShuffleXor(m, 1u));
+    m = max(m, subgroupShuffleXor(m, 2u));
+    m = max(m, subgroupShuffleXor(m, 4u));
+    if (wi < nw) {
+      let d = m / 127.0;
+      let id = select(0.0, 1.0 / d, d != 0.0);
+      var word = 0u;
+      for (var e = 0u; e < 4u; e++) {
+        let a = abs(v[e] * id);
+        var r = floor(a);
+        if (a - r >= 0.5) { r += 1.0; }
+        word |= (bitcast<u32>(i32(select(r, -r, v[e] < 0.0))) & 0xFFu) << (8u * e);
+      }
+      xq[wi] = word;
+      if (wi % 8u == 0u) { xd[wi / 8u] = f16r(d); }
+    }
+  }
+  workgroupBarrier();
+}
+fn quantize_k_sg(nw: u32) {
+  for (var i = 0u; i < NWT; i++) {
+    let wi = lid + i * T;
+    let v = vals[i];
+    let a = max(max(abs(v.x), abs(v.y)), max(abs(v.z), abs(v.w)));
+    var e = 3u;  // the word's first value of magnitude a
+    if (abs(v.z) == a) { e = 2u; }
+    if (abs(v.y) == a) { e = 1u; }
+    if (abs(v.x) == a) { e = 0u; }
+    let m = subgroupMax(a);
+    let first = subgroupMin(select(0xFFFFFFFFu, 4u * wi + e, a == m));
+    let val = subgroupAdd(select(0.0, v[e], 4u * wi + e == first));  // one invocation adds a value, the rest 0
+    if (lid % sgs == 0u && wi < nw) {  // a subgroup's words are all below nw or all past it
+      smax[wi / sgs] = m;
+      sval[wi / sgs] = val;
+    }
+  }
+  workgroupBarrier();
+  for (var i = 0u; i < NWT; i++) {
+    let wi = lid + i * T;
+    if (wi < nw) {
+      // The block's subgroups in order: the first holding the largest magnitude gives the value.
+      let n = 64u / sgs;
+      let s0 = (wi / 64u) * n;
+      var amax = smax[s0];
+      var val = sval[s0];
+      for (var j = 1u; j < n; j++) {
+        if (smax[s0 + j] > amax) {
+          amax = smax[s0 + j];
+          val = sval[s0 + j];
+        }
+      }
+      var iscale = 0.0;
+      var d = 0.0;
+      if (amax != 0.0) {
+        iscale = -127.0 / val;
+        d = 1.0 / iscale;
+      }
+      var word = 0u;
+      for (var e = 0u; e < 4u; e++) {
+        let q = min(127.0, round(iscale * vals[i][e]));
+        word |= (bitcast<u32>(i32(q)) & 0xFFu) << (8u * e);
+      }
+      xq[wi] = word;
+      if (wi % 8u == 0u) { xd[wi / 8u] = d; }
+    }
+  }
+  workgroupBarrier();
+}
+
 // Attention as above with a subgroup of 32 invocations per chunk (where the adapter's subgroups hold 32): the
 // rotated q and the current k and v held a word (two dimensions) per invocation and passed between them by
 // shuffles, the maximum and the sum by subgroup reductions: no workgroup barriers (the version above waits at a
@@ -414,6 +532,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   rga = rgl * G + wg.x;
   barriers = 0u;
   landed = 0u;
+  SET_SGS
   let pos = step.pos;
   let nch = pos / 32u + 1u;
   // Bit 128 loads no cache word; the caches stay named (a pipeline's layout holds only the bindings it uses).
@@ -431,10 +550,9 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   }
   // q, k, v = Wqkv . rms_norm(x) (+ bias)
   if ((LEAVE_OUT & 1u) == 0u) {
-    stage_x(0u);
-    QUANTIZE_QKV(D / 4u);
+    stage_x(0u, SG_ARG);
+    QUANTIZE_QKV(D / 4u, SG_ARG);
     mv_qkv();
-    mv_qkv2();
   }
   grid_sync();
   if ((LEAVE_OUT & 2u) == 0u) {
@@ -448,39 +566,44 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   // x += Wo . attention
   if ((LEAVE_OUT & 4u) == 0u) {
     stage_attention(nch);
-    QUANTIZE_WO(OUT / 4u);
+    QUANTIZE_WO(OUT / 4u, SG_ARG);
     mv_wo();
   }
   grid_sync();
   // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
   if ((LEAVE_OUT & 8u) == 0u) {
-    stage_x(1u);
-    QUANTIZE_GATE(D / 4u);
+    stage_x(1u, SG_ARG);
+    QUANTIZE_GATE(D / 4u, SG_ARG);
     mv_gate_up();
   }
   grid_sync();
   // x += Wd . h
   if ((LEAVE_OUT & 16u) == 0u) {
     stage_h();
-    QUANTIZE_DOWN(FF / 4u);
+    QUANTIZE_DOWN(FF / 4u, SG_ARG);
     mv_down();
   }
 }
 )";
 
-// One matrix's rows from the staged input; OUTPUT stores row `row`'s sum `s` (and `s2`, the up matrix's, for
-// gate·up).
+// One matrix's rows from the staged input: DOT is a row's sub-block sb times the input; OUTPUT stores row `row`'s
+// sum `s` (and `s2`, the up matrix's, for gate·up).
 const char* kMatvec = R"(
 fn NAME() {
-  let rounds = (ROWS_TOTAL + NRG * ROWS - 1u) / (NRG * ROWS);
+  let rounds = (ROWS_TOTAL + NRG * MROWS - 1u) / (NRG * MROWS);
   for (var r = 0u; r < rounds; r++) {
-    for (var k = 0u; k < ROWS; k++) {
-      let row = (r * ROWS + k) * NRG + rg;
+    for (var k = 0u; k < MROWS; k++) {
+      let row = (r * MROWS + k) * NRG + rg;
       var acc = 0.0;
       var acc2 = 0.0;
       if (row < ROWS_TOTAL) {
-        for (var sb = lane; sb < NSUB; sb += 32u) {
-          acc += sub_dotSFX(row * ROW_WORDS, sb);
+        // A fixed count of sub-blocks per invocation, those past the row's end reading its last (their products
+        // dropped): the loop unrolls and every load is issued before the first product waits (a loop to NSUB
+        // waited a memory round trip per sub-block, ~5 in a row of 4,864).
+        for (var i = 0u; i < PER_LANE; i++) {
+          let sb = min(lane + 32u * i, NSUB - 1u);
+          let on = lane + 32u * i < NSUB;
+          acc += select(0.0, DOT, on);
           ACC2
         }
       }
@@ -488,8 +611,8 @@ fn NAME() {
       part[(rgl * 2u * ROWS + 2u * k + 1u) * 32u + lane] = acc2;
     }
     workgroupBarrier();
-    if (lane < ROWS) {
-      let row = (r * ROWS + lane) * NRG + rg;
+    if (lane < MROWS) {
+      let row = (r * MROWS + lane) * NRG + rg;
       if (row < ROWS_TOTAL) {
         var s = 0.0;
         var s2 = 0.0;
@@ -550,13 +673,15 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   // The subgroup attention where subgroups hold 32 invocations (a dispatch-wide value, so the branch on it is
   // uniform); bit 64 of leave_out takes the workgroup-memory one anyway (timing).
   const bool sg_attention = f.subgroups && (s.leave_out & 64) == 0;
+  // Likewise the staging's sums and quantizers through subgroups; bit 256 takes the workgroup-memory ones.
+  const bool sg_staging = f.subgroups && (s.leave_out & 256) == 0;
   std::string src =
-      cat(wgsl_parts::wgsl_enables(f, true, sg_attention), "const G = ", s.grid, "u;\nconst D = ", s.d,
-          "u;\nconst NH = ", s.n_head, "u;\nconst NKV = ", s.n_kv, "u;\nconst HD = ", s.hd,
-          "u;\nconst NROT = ", s.n_rot, "u;\nconst FF = ", s.ff, "u;\nconst MAXCH = ", max_chunks(s),
-          "u;\nconst LEAVE_OUT = ", s.leave_out, "u;\nconst ROWS = ", kRowsPerRound,
-          "u;\nconst HALVES = ", s.rope_halves ? "true" : "false", ";\nconst EPS = ", eps,
-          ";\nconst SCALE = ", scale, ";\n");
+      cat(wgsl_parts::wgsl_enables(f, true, sg_attention || sg_staging), "const G = ", s.grid,
+          "u;\nconst D = ", s.d, "u;\nconst NH = ", s.n_head, "u;\nconst NKV = ", s.n_kv,
+          "u;\nconst HD = ", s.hd, "u;\nconst NROT = ", s.n_rot, "u;\nconst FF = ", s.ff,
+          "u;\nconst MAXCH = ", max_chunks(s), "u;\nconst LEAVE_OUT = ", s.leave_out,
+          "u;\nconst ROWS = ", kRowsPerRound, "u;\nconst HALVES = ", s.rope_halves ? "true" : "false",
+          ";\nconst EPS = ", eps, ";\nconst SCALE = ", scale, ";\n");
   src += wgsl_parts::f16_helpers(f);
   src += f.packed_dot ? wgsl_parts::kDot4Packed : wgsl_parts::kDot4Fallback;
   src += wgsl_parts::kDotHelpers;
@@ -571,45 +696,59 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   src += sub_dot(s.qkv, "qkv", "_qkv") + sub_dot(s.wo, "wo", "_o") + sub_dot(s.gate, "gate", "_g") +
          sub_dot(s.gate, "up", "_u") + sub_dot(s.down, "down", "_d");
   if (run1_rows < qkv_rows) src += sub_dot(s.qkv2, "qkv2", "_qkv2");
-  auto matvec = [&](std::string_view name, std::string_view rows, uint32_t cols, uint32_t row_words,
-                    std::string_view suffix, bool up, std::string_view output) {
+  // dot: a row's sub-block sb times the staged input (up: the up matrix's too, for gate·up).
+  auto matvec = [&](std::string_view name, uint32_t rows_total, uint32_t cols, std::string_view dot,
+                    std::string_view up_dot, std::string_view output) {
     std::string m = kMatvec;
     replace_all(m, "NAME", name);
-    replace_all(m, "ROWS_TOTAL", rows);
+    replace_all(m, "ROWS_TOTAL", cat(rows_total, "u"));
     replace_all(m, "NSUB", cat(cols / 32, "u"));
-    replace_all(m, "ROW_WORDS", cat(row_words, "u"));
-    replace_all(m, "SFX", suffix);
-    replace_all(m, "ACC2", up ? "acc2 += sub_dot_u(row * ROW_WORDS_U, sb);" : "");
-    replace_all(m, "ROW_WORDS_U", cat(row_words, "u"));
+    replace_all(m, "PER_LANE", cat((cols / 32 + 31) / 32, "u"));
+    // Rows a row group sums per round: enough for one round where ROWS allows (each round waits on memory).
+    const uint32_t nrg = s.grid * (kLayerKernelThreads / 32);
+    replace_all(m, "MROWS", cat(std::clamp((rows_total + nrg - 1) / nrg, 1u, kRowsPerRound), "u"));
+    replace_all(m, "ACC2", up_dot.empty() ? std::string() : cat("acc2 += select(0.0, ", up_dot, ", on);"));
+    replace_all(m, "DOT", dot);
     replace_all(m, "OUTPUT", output);
     return m;
   };
-  // q·k·v's rows r0 + row (bias added).
-  auto qkv_output = [&](uint32_t r0) {
-    const std::string at = cat("(", r0, "u + row)");
-    return s.bias ? cat("st_s(", at, ", s + bitcast<f32>(W[layer.bias + ", at, "]));")
-                  : cat("st_s(", at, ", s);");
+  auto row_dot = [](std::string_view suffix, uint32_t row_words) {
+    return cat("sub_dot", suffix, "(row * ", row_words, "u, sb)");
   };
+  // q·k·v's two runs (Q4_K_M's v) are one loop: a row group's row is in one run or the other, so the branch is
+  // uniform across its 32 invocations (two loops one after the other cost a second round of memory latency).
+  const std::string qkv_dot =
+      run1_rows < qkv_rows ? std::string("dot_qkv(row, sb)") : row_dot("_qkv", s.qkv_words);
+  if (run1_rows < qkv_rows)
+    src += cat("fn dot_qkv(row: u32, sb: u32) -> f32 {\n  if (row < ", run1_rows,
+               "u) { return sub_dot_qkv(row * ", s.qkv_words, "u, sb); }\n  return sub_dot_qkv2((row - ",
+               run1_rows, "u) * ", s.qkv2_words, "u, sb);\n}\n");
   std::string matvecs =
-      matvec("mv_qkv", cat(run1_rows, "u"), s.d, s.qkv_words, "_qkv", false, qkv_output(0)) +
-      (run1_rows < qkv_rows ? matvec("mv_qkv2", cat(qkv_rows - run1_rows, "u"), s.d, s.qkv2_words, "_qkv2",
-                                     false, qkv_output(run1_rows))
-                            : std::string("fn mv_qkv2() {}\n")) +
-      matvec("mv_wo", "D", s.n_head * s.hd, s.wo_words, "_o", false, "st_x(row, ld_x(row) + s);") +
-      matvec("mv_gate_up", "FF", s.d, s.gate_words, "_g", true,
+      matvec("mv_qkv", qkv_rows, s.d, qkv_dot, "",
+             s.bias ? "st_s(row, s + bitcast<f32>(W[layer.bias + row]));" : "st_s(row, s);") +
+      matvec("mv_wo", s.d, s.n_head * s.hd, row_dot("_o", s.wo_words), "", "st_x(row, ld_x(row) + s);") +
+      matvec("mv_gate_up", s.ff, s.d, row_dot("_g", s.gate_words), row_dot("_u", s.gate_words),
              "st_s(S_H + row, s / (1.0 + exp(-s)) * s2);") +
-      matvec("mv_down", "D", s.ff, s.down_words, "_d", false, "st_x(row, ld_x(row) + s);");
+      matvec("mv_down", s.d, s.ff, row_dot("_d", s.down_words), "", "st_x(row, ld_x(row) + s);");
   std::string body = kLayerKernel;
   replace_all(body, "MATVECS", matvecs);
   // The staging's quantizer: q8_K for the K-quants, as the separate kernels (gpu_needs_q8_k).
-  auto quantizer = [](DType w) { return gpu_needs_q8_k(w) ? "quantize_k" : "quantize"; };
+  auto quantizer = [](DType w) { return gpu_needs_q8_k(w) ? "stage_q8_k" : "stage_q8_0"; };
   replace_all(body, "QUANTIZE_QKV", quantizer(s.qkv));
   replace_all(body, "QUANTIZE_WO", quantizer(s.wo));
   replace_all(body, "QUANTIZE_GATE", quantizer(s.gate));
   replace_all(body, "QUANTIZE_DOWN", quantizer(s.down));
-  replace_all(body, "SUBGROUP_SIZE", sg_attention ? ", @builtin(subgroup_size) sg: u32" : "");
+  replace_all(body, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
+  replace_all(body, "SET_SGS", f.subgroups ? "sgs = sg;" : "");
   replace_all(body, "SG32", sg_attention ? "sg == 32u" : "false");
   replace_all(body, "ATTENTION_SG", sg_attention ? "attention_sg(pos, nch);" : "");
+  // The staging branches on the subgroup size passed down from main's builtin (uniform; a private variable
+  // would not be to WGSL's analysis).
+  replace_all(body, "SG_ARG", f.subgroups ? "sg" : "0u");
+  replace_all(body, "SG_STAGING", sg_staging ? "sg >= 8u && sg <= 64u" : "false");
+  replace_all(body, "SUM_SG", sg_staging ? "return workgroup_sum_sg(v);" : "");
+  replace_all(body, "Q8_0_SG", sg_staging ? "quantize_sg(nw);" : "");
+  replace_all(body, "Q8_K_SG", sg_staging ? "quantize_k_sg(nw);" : "");
   // Both attentions' loads and sums, written out word by word.
   std::string key_loads, value_loads, weighted_values;
   const uint32_t hw = s.hd / 2, nwl = (hw + 31) / 32;  // a head's words; words each invocation holds
@@ -686,11 +825,13 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   replace_all(body, "SCORE_SHARES\n", score_shares);
   replace_all(body, "SCORE_SUM", sums[0]);
   replace_all(body, "WEIGHTED_VALUES\n", weighted_values);
-  if (!sg_attention) {  // no subgroup functions in the source at all
-    const size_t begin = body.find("// Attention as above with a subgroup");
-    const size_t end = body.find("@compute");
-    body.erase(begin, end - begin);
-  }
+  // No subgroup functions in the source where they are not used (nor allowed, without the feature).
+  auto erase = [&](std::string_view from, std::string_view to) {
+    const size_t begin = body.find(from);
+    body.erase(begin, body.find(to) - begin);
+  };
+  if (!sg_attention) erase("// Attention as above with a subgroup", "@compute");
+  if (!sg_staging) erase("// Staging through subgroups", "// Attention as above with a subgroup");
   return src + body;
 }
 

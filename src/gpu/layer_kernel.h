@@ -56,8 +56,9 @@ struct LayerKernelShape {
   DType qkv2 = DType::Q4_0;
   // Timing only (wrong results): phases left out, bits 1 q·k·v, 2 attention, 4 wo, 8 gate·up, 16 down; 32 the
   // grid barriers (a workgroup barrier instead); 128 attention's loads of the cached keys and values (constants
-  // instead). Bit 64 (results right): the workgroup-memory attention even where subgroups of 32 would take the
-  // subgroup one.
+  // instead). Bits that keep the results right: 64 the workgroup-memory attention even where subgroups of 32
+  // would take the subgroup one; 256 the staging's sums and quantizers through workgroup memory even where
+  // subgroups would serve.
   uint32_t leave_out = 0;
 };
 
