@@ -587,11 +587,14 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
 )";
 
 // One matrix's rows from the staged input: DOT is a row's sub-block sb times the input; OUTPUT stores row `row`'s
-// sum `s` (and `s2`, the up matrix's, for gate·up).
+// sum `s` (and `s2`, the up matrix's, for gate·up; `before`, BEFORE's value, for the residual adds).
 const char* kMatvec = R"(
 fn NAME() {
   let rounds = (ROWS_TOTAL + NRG * MROWS - 1u) / (NRG * MROWS);
   for (var r = 0u; r < rounds; r++) {
+    // What OUTPUT adds to (wo's and down's: x's row), loaded before the dots so that its round trip overlaps
+    // theirs; by invocations 0 .. MROWS - 1, row lane of the round.
+    let before = BEFORE;
     for (var k = 0u; k < MROWS; k++) {
       let row = (r * MROWS + k) * NRG + rg;
       var acc = 0.0;
@@ -698,8 +701,11 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   if (run1_rows < qkv_rows) src += sub_dot(s.qkv2, "qkv2", "_qkv2");
   // dot: a row's sub-block sb times the staged input (up: the up matrix's too, for gate·up).
   auto matvec = [&](std::string_view name, uint32_t rows_total, uint32_t cols, std::string_view dot,
-                    std::string_view up_dot, std::string_view output) {
+                    std::string_view up_dot, std::string_view output, bool residual = false) {
     std::string m = kMatvec;
+    replace_all(
+        m, "BEFORE",
+        residual ? "ld_x(min((r * MROWS + min(lane, MROWS - 1u)) * NRG + rg, ROWS_TOTAL - 1u))" : "0.0");
     replace_all(m, "NAME", name);
     replace_all(m, "ROWS_TOTAL", cat(rows_total, "u"));
     replace_all(m, "NSUB", cat(cols / 32, "u"));
@@ -726,10 +732,10 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   std::string matvecs =
       matvec("mv_qkv", qkv_rows, s.d, qkv_dot, "",
              s.bias ? "st_s(row, s + bitcast<f32>(W[layer.bias + row]));" : "st_s(row, s);") +
-      matvec("mv_wo", s.d, s.n_head * s.hd, row_dot("_o", s.wo_words), "", "st_x(row, ld_x(row) + s);") +
+      matvec("mv_wo", s.d, s.n_head * s.hd, row_dot("_o", s.wo_words), "", "st_x(row, before + s);", true) +
       matvec("mv_gate_up", s.ff, s.d, row_dot("_g", s.gate_words), row_dot("_u", s.gate_words),
              "st_s(S_H + row, s / (1.0 + exp(-s)) * s2);") +
-      matvec("mv_down", s.d, s.ff, row_dot("_d", s.down_words), "", "st_x(row, ld_x(row) + s);");
+      matvec("mv_down", s.d, s.ff, row_dot("_d", s.down_words), "", "st_x(row, before + s);", true);
   std::string body = kLayerKernel;
   replace_all(body, "MATVECS", matvecs);
   // The staging's quantizer: q8_K for the K-quants, as the separate kernels (gpu_needs_q8_k).
