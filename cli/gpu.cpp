@@ -5,6 +5,7 @@
 //                                      [--fused-grid N] [--fusion-check TOKENS] [--attention f16|f32]
 //                                      [--depth N] [--fusion-cut I,J] [--fusion-head apart|fused]
 //                                      [--fusion-copy WORDS] [--layers-leave-out BITS]
+//                                      [--layers-per-dispatch N]
 //
 // --attention f32: attention sums the values in f32 (gpu/llm_gpu.h AttentionSum; not the CPU's bits).
 // --depth N: decode after a prompt of N tokens (default 16), to see how decoding slows as the context grows.
@@ -251,6 +252,9 @@ int run_bench_gpu(std::span<char* const> args) {
     } else if (a == "--layers-leave-out" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
                *v < 512) {
       fusion.layers_leave_out = static_cast<uint32_t>(*v);
+    } else if (a == "--layers-per-dispatch" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
+               *v <= 4096) {
+      fusion.layers_per_dispatch = static_cast<uint32_t>(*v);
     } else if (a == "--fusion-copy" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
                *v <= 65536) {
       fusion.max_copy_words = static_cast<uint32_t>(*v);

@@ -22,23 +22,23 @@ uint32_t max_chunks(const LayerKernelShape& s) {
 
 const char* kLayerKernel = R"(
 struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
-// The layer: its barrier counter's slot in sync, and where each weight starts in W (words).
-struct Layer { slot: u32, qkv: u32, wo: u32, gate: u32, up: u32, down: u32, attn_norm: u32, ffn_norm: u32,
-               bias: u32, qkv2: u32, prev: u32, pad3: u32 }
+// A layer: its kind (which of the matrix functions below its types take), where each weight starts in W, where
+// its caches start in kc and vc, where its new k and v rows go in the scratch (words).
+struct Layer { kind: u32, qkv: u32, wo: u32, gate: u32, up: u32, down: u32, attn_norm: u32, ffn_norm: u32,
+               bias: u32, qkv2: u32, kc: u32, vc: u32, row: u32, pad1: u32, pad2: u32, pad3: u32 }
+// The dispatch's layers, run one after another, and its barrier counter's slot in sync.
+struct Layers { slot: u32, pad1: u32, pad2: u32, pad3: u32, l: array<Layer, NL> }
 @group(0) @binding(0) var<uniform> step: Step;
-@group(0) @binding(1) var<uniform> layer: Layer;
+@group(0) @binding(1) var<uniform> layers: Layers;
 @group(0) @binding(2) var<storage, read_write> sync: array<atomic<u32>>;
 @group(0) @binding(3) var<storage, read_write> xa: array<atomic<u32>>;
 @group(0) @binding(4) var<storage, read_write> sa: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> W: array<u32>;
-// The layer's own caches are only read here: bound writable, the H200 took ~20 us a layer for attention's cache
-// loads, ~3 bound read-only (bench/README.md, session 17). Its new row at pos goes to the scratch (S_ROW), and the
-// next layer's kernel writes it into these caches, bound there as kp / vp (the last layer's: a dispatch of its
-// own, wgsl_layer_kernel_last_row).
+// Every layer's caches, only read here: bound writable, the H200 took ~20 us a layer for attention's cache loads,
+// ~3 bound read-only (bench/README.md, session 17). A layer's new rows at pos go to the scratch (layer.row), and a
+// dispatch after the layers writes them into the caches (wgsl_layer_kernel_rows).
 @group(0) @binding(6) var<storage, read> kc: array<u32>;
 @group(0) @binding(7) var<storage, read> vc: array<u32>;
-@group(0) @binding(8) var<storage, read_write> kp: array<u32>;
-@group(0) @binding(9) var<storage, read_write> vp: array<u32>;
 
 const T = 256u;                  // invocations; groups of 32 ("row groups") share a row or an attention chunk
 const RG = T / 32u;
@@ -49,8 +49,6 @@ const KROW = NKV * HD / 2u;      // words of one position's k (or v) in the cach
 const PW = HD + 2u;              // an attention chunk's partial result: max, sum, HD outputs
 const S_PART = QKV;              // scratch: q·k·v, the partials, the SwiGLU product, the new k and v rows, RoPE
 const S_H = S_PART + NH * MAXCH * PW;
-const S_ROW = S_H + FF;
-const S_ROPE = S_ROW + 2u * KROW;
 const NW = max(max(D, OUT), FF) / 4u;  // words of the widest staged input
 const NWT = (NW + T - 1u) / T;
 const SPIN = 1048576u;
@@ -77,6 +75,7 @@ var<private> rga: u32;   // ... in the grid for attention: the chunks spread ove
 var<private> barriers: u32;
 var<private> landed: u32;
 var<private> sgs: u32;   // the subgroup size (where the adapter has subgroups)
+var<private> layer: Layer;  // the one running
 
 fn ld_x(i: u32) -> f32 { return bitcast<f32>(atomicLoad(&xa[i])); }
 fn ld_s(i: u32) -> f32 { return bitcast<f32>(atomicLoad(&sa[i])); }
@@ -94,10 +93,10 @@ fn grid_sync() {
   workgroupBarrier();
   storageBarrier();
   if (lid == 0u) {
-    atomicAdd(&sync[layer.slot], 1u);
+    atomicAdd(&sync[layers.slot], 1u);
     var n = 0u;
     loop {
-      if (atomicLoad(&sync[layer.slot]) >= barriers * G) { break; }
+      if (atomicLoad(&sync[layers.slot]) >= barriers * G) { break; }
       n += 1u;
       if (n > SPIN) { atomicStore(&sync[0], 1u); break; }
     }
@@ -330,16 +329,16 @@ fn attention(pos: u32, nch: u32) {
       }
     }
     workgroupBarrier();
-    if (valid && last && h % (NH / NKV) == 0u) {  // the new k and v rows to S_ROW, once per KV head
+    if (valid && last && h % (NH / NKV) == 0u) {  // the new k and v rows to the scratch, once per KV head
       for (var w = lane; w < HD / 2u; w += 32u) {
-        atomicStore(&sa[S_ROW + kvh * (HD / 2u) + w], pack_f16(ks[rgl * HD + 2u * w], ks[rgl * HD + 2u * w + 1u]));
-        atomicStore(&sa[S_ROW + KROW + kvh * (HD / 2u) + w], pack_f16(vs[rgl * HD + 2u * w], vs[rgl * HD + 2u * w + 1u]));
+        atomicStore(&sa[layer.row + kvh * (HD / 2u) + w], pack_f16(ks[rgl * HD + 2u * w], ks[rgl * HD + 2u * w + 1u]));
+        atomicStore(&sa[layer.row + KROW + kvh * (HD / 2u) + w], pack_f16(vs[rgl * HD + 2u * w], vs[rgl * HD + 2u * w + 1u]));
       }
     }
     // A key per invocation: its score, from the key's row loaded first, a variable per word (KEY_LOADS). Keys past
     // pos read row pos (any finite values: their weight is 0); the key at pos, not in the cache yet, from ks.
     let j = c * 32u + lane;
-    let kbase = min(j, pos) * KROW + kvh * (HD / 2u);
+    let kbase = layer.kc + min(j, pos) * KROW + kvh * (HD / 2u);
 KEY_LOADS
     var acc = 0.0;
 SCORE_TERMS_WG
@@ -498,9 +497,9 @@ VALUE_LOADS0
       if (last) {
         kn[r] = pack_f16(rope_at((NH + kvh) * HD, 2u * w, pos), rope_at((NH + kvh) * HD, 2u * w + 1u, pos));
         vn[r] = pack_f16(ld_s((NH + NKV + kvh) * HD + 2u * w), ld_s((NH + NKV + kvh) * HD + 2u * w + 1u));
-        if (valid && h % (NH / NKV) == 0u && lane + 32u * r < HD / 2u) {  // to S_ROW, once per KV head
-          atomicStore(&sa[S_ROW + kvh * (HD / 2u) + w], kn[r]);
-          atomicStore(&sa[S_ROW + KROW + kvh * (HD / 2u) + w], vn[r]);
+        if (valid && h % (NH / NKV) == 0u && lane + 32u * r < HD / 2u) {  // to the scratch, once per KV head
+          atomicStore(&sa[layer.row + kvh * (HD / 2u) + w], kn[r]);
+          atomicStore(&sa[layer.row + KROW + kvh * (HD / 2u) + w], vn[r]);
         }
       }
     }
@@ -540,48 +539,41 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
     _ = kc[0];
     _ = vc[0];
   }
-  // The previous layer's new k and v rows into its caches.
-  if (layer.prev != 0u) {
-    let at = wg.x * T + li;
-    if (at < KROW) {
-      kp[pos * KROW + at] = atomicLoad(&sa[S_ROW + at]);
-      vp[pos * KROW + at] = atomicLoad(&sa[S_ROW + KROW + at]);
+  for (var li = 0u; li < NL; li++) {
+    layer = layers.l[li];
+    let kind = layers.l[li].kind;  // uniform (the branches on it hold subgroup operations)
+    if (li > 0u) { grid_sync(); }  // the previous layer's x complete
+    // q, k, v = Wqkv . rms_norm(x) (+ bias)
+    if ((LEAVE_OUT & 1u) == 0u) {
+      stage_x(0u, SG_ARG);
+PHASE_QKV
     }
-  }
-  // q, k, v = Wqkv . rms_norm(x) (+ bias)
-  if ((LEAVE_OUT & 1u) == 0u) {
-    stage_x(0u, SG_ARG);
-    QUANTIZE_QKV(D / 4u, SG_ARG);
-    mv_qkv();
-  }
-  grid_sync();
-  if ((LEAVE_OUT & 2u) == 0u) {
-    if (SG32) {
-      ATTENTION_SG
-    } else {
-      attention(pos, nch);
+    grid_sync();
+    if ((LEAVE_OUT & 2u) == 0u) {
+      if (SG32) {
+        ATTENTION_SG
+      } else {
+        attention(pos, nch);
+      }
     }
-  }
-  grid_sync();
-  // x += Wo . attention
-  if ((LEAVE_OUT & 4u) == 0u) {
-    stage_attention(nch);
-    QUANTIZE_WO(OUT / 4u, SG_ARG);
-    mv_wo();
-  }
-  grid_sync();
-  // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
-  if ((LEAVE_OUT & 8u) == 0u) {
-    stage_x(1u, SG_ARG);
-    QUANTIZE_GATE(D / 4u, SG_ARG);
-    mv_gate_up();
-  }
-  grid_sync();
-  // x += Wd . h
-  if ((LEAVE_OUT & 16u) == 0u) {
-    stage_h();
-    QUANTIZE_DOWN(FF / 4u, SG_ARG);
-    mv_down();
+    grid_sync();
+    // x += Wo . attention
+    if ((LEAVE_OUT & 4u) == 0u) {
+      stage_attention(nch);
+PHASE_WO
+    }
+    grid_sync();
+    // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
+    if ((LEAVE_OUT & 8u) == 0u) {
+      stage_x(1u, SG_ARG);
+PHASE_GATE_UP
+    }
+    grid_sync();
+    // x += Wd . h
+    if ((LEAVE_OUT & 16u) == 0u) {
+      stage_h();
+PHASE_DOWN
+    }
   }
 }
 )";
@@ -637,18 +629,25 @@ bool layer_kernel_supports(DType w) {
   return w == DType::Q4_0 || w == DType::Q5_0 || w == DType::Q8_0 || w == DType::Q4_K || w == DType::Q6_K;
 }
 
-uint64_t layer_kernel_scratch_words(const LayerKernelShape& s) {
+uint64_t layer_kernel_row_word(const LayerKernelShape& s, uint32_t layer) {
   return uint64_t{s.n_head + 2 * s.n_kv} * s.hd + uint64_t{s.n_head} * max_chunks(s) * (s.hd + 2) + s.ff +
-         2 * s.n_kv * s.hd / 2;
+         uint64_t{layer} * s.n_kv * s.hd;  // two rows of n_kv * hd / 2 words a layer
+}
+
+uint64_t layer_kernel_scratch_words(const LayerKernelShape& s) {
+  return layer_kernel_row_word(s, s.row_slots);
 }
 
 uint64_t layer_kernel_rope_word(const LayerKernelShape& s) {
   return layer_kernel_scratch_words(s);
 }
 
-std::string wgsl_layer_kernel_last_row(const LayerKernelShape& s) {
+std::string wgsl_layer_kernel_rows(const LayerKernelShape& s, uint64_t k_first, uint64_t k_stride,
+                                   uint64_t v_first, uint64_t v_stride) {
   const uint64_t row = uint64_t{s.n_kv} * s.hd / 2;  // words of a position's k (or v) in the cache
-  return cat("const KROW = ", row, "u;\nconst S_ROW = ", layer_kernel_scratch_words(s) - 2 * row, "u;\n", R"(
+  return cat("const KROW = ", row, "u;\nconst S_ROW = ", layer_kernel_row_word(s, 0),
+             "u;\nconst LAYERS = ", s.row_slots, "u;\nconst K0 = ", k_first, "u;\nconst KS = ", k_stride,
+             "u;\nconst V0 = ", v_first, "u;\nconst VS = ", v_stride, "u;\n", R"(
 struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> step: Step;
 @group(0) @binding(1) var<storage, read> sa: array<u32>;
@@ -656,9 +655,11 @@ struct Step { pos: u32, n: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(3) var<storage, read_write> vc: array<u32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3u) {
-  if (g.x < KROW) {
-    kc[step.pos * KROW + g.x] = sa[S_ROW + g.x];
-    vc[step.pos * KROW + g.x] = sa[S_ROW + KROW + g.x];
+  if (g.x < LAYERS * KROW) {
+    let l = g.x / KROW;
+    let w = g.x % KROW;
+    kc[K0 + l * KS + step.pos * KROW + w] = sa[S_ROW + 2u * KROW * l + w];
+    vc[V0 + l * VS + step.pos * KROW + w] = sa[S_ROW + 2u * KROW * l + KROW + w];
   }
 }
 )");
@@ -682,7 +683,8 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
       cat(wgsl_parts::wgsl_enables(f, true, sg_attention || sg_staging), "const G = ", s.grid,
           "u;\nconst D = ", s.d, "u;\nconst NH = ", s.n_head, "u;\nconst NKV = ", s.n_kv,
           "u;\nconst HD = ", s.hd, "u;\nconst NROT = ", s.n_rot, "u;\nconst FF = ", s.ff,
-          "u;\nconst MAXCH = ", max_chunks(s), "u;\nconst LEAVE_OUT = ", s.leave_out,
+          "u;\nconst MAXCH = ", max_chunks(s), "u;\nconst NL = ", s.n_layers,
+          "u;\nconst S_ROPE = ", layer_kernel_rope_word(s), "u;\nconst LEAVE_OUT = ", s.leave_out,
           "u;\nconst ROWS = ", kRowsPerRound, "u;\nconst HALVES = ", s.rope_halves ? "true" : "false",
           ";\nconst EPS = ", eps, ";\nconst SCALE = ", scale, ";\n");
   src += wgsl_parts::f16_helpers(f);
@@ -694,11 +696,6 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     replace_all(sub, "SFX(", cat(suffix, "("));
     return sub;
   };
-  const uint32_t qkv_rows = (s.n_head + 2 * s.n_kv) * s.hd;
-  const uint32_t run1_rows = s.qkv_run1_rows > 0 ? s.qkv_run1_rows : qkv_rows;  // q·k·v's first run
-  src += sub_dot(s.qkv, "qkv", "_qkv") + sub_dot(s.wo, "wo", "_o") + sub_dot(s.gate, "gate", "_g") +
-         sub_dot(s.gate, "up", "_u") + sub_dot(s.down, "down", "_d");
-  if (run1_rows < qkv_rows) src += sub_dot(s.qkv2, "qkv2", "_qkv2");
   // dot: a row's sub-block sb times the staged input (up: the up matrix's too, for gate·up).
   auto matvec = [&](std::string_view name, uint32_t rows_total, uint32_t cols, std::string_view dot,
                     std::string_view up_dot, std::string_view output, bool residual = false) {
@@ -721,29 +718,78 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   auto row_dot = [](std::string_view suffix, uint32_t row_words) {
     return cat("sub_dot", suffix, "(row * ", row_words, "u, sb)");
   };
-  // q·k·v's two runs (Q4_K_M's v) are one loop: a row group's row is in one run or the other, so the branch is
-  // uniform across its 32 invocations (two loops one after the other cost a second round of memory latency).
-  const std::string qkv_dot =
-      run1_rows < qkv_rows ? std::string("dot_qkv(row, sb)") : row_dot("_qkv", s.qkv_words);
-  if (run1_rows < qkv_rows)
-    src += cat("fn dot_qkv(row: u32, sb: u32) -> f32 {\n  if (row < ", run1_rows,
-               "u) { return sub_dot_qkv(row * ", s.qkv_words, "u, sb); }\n  return sub_dot_qkv2((row - ",
-               run1_rows, "u) * ", s.qkv2_words, "u, sb);\n}\n");
-  std::string matvecs =
-      matvec("mv_qkv", qkv_rows, s.d, qkv_dot, "",
-             s.bias ? "st_s(row, s + bitcast<f32>(W[layer.bias + row]));" : "st_s(row, s);") +
-      matvec("mv_wo", s.d, s.n_head * s.hd, row_dot("_o", s.wo_words), "", "st_x(row, before + s);", true) +
-      matvec("mv_gate_up", s.ff, s.d, row_dot("_g", s.gate_words), row_dot("_u", s.gate_words),
-             "st_s(S_H + row, s / (1.0 + exp(-s)) * s2);") +
-      matvec("mv_down", s.d, s.ff, row_dot("_d", s.down_words), "", "st_x(row, before + s);", true);
-  std::string body = kLayerKernel;
-  replace_all(body, "MATVECS", matvecs);
   // The staging's quantizer: q8_K for the K-quants, as the separate kernels (gpu_needs_q8_k).
   auto quantizer = [](DType w) { return gpu_needs_q8_k(w) ? "stage_q8_k" : "stage_q8_0"; };
-  replace_all(body, "QUANTIZE_QKV", quantizer(s.qkv));
-  replace_all(body, "QUANTIZE_WO", quantizer(s.wo));
-  replace_all(body, "QUANTIZE_GATE", quantizer(s.gate));
-  replace_all(body, "QUANTIZE_DOWN", quantizer(s.down));
+  const uint32_t qkv_rows = (s.n_head + 2 * s.n_kv) * s.hd;
+  // Each phase's code per kind (its quantizer and matrix function, named by the kind); where kinds' code is the
+  // same but for the name, the first kind's serves them all.
+  std::vector<std::string> phases[4];  // q·k·v, wo, gate·up, down: per kind, the call
+  std::vector<std::string> seen[4];    // per phase: the distinct functions' source without the kind's name
+  std::vector<size_t> owner[4];        // ... and the kind whose functions they are
+  std::string matvecs;
+  for (size_t k = 0; k < s.kinds.size(); ++k) {
+    const LayerKernelTypes& t = s.kinds[k];
+    const std::string n = cat("_", k);
+    // q·k·v's two runs (Q4_K_M's v) are one loop: a row group's row is in one run or the other, so the branch
+    // is uniform across its 32 invocations (two loops one after the other cost a second round of memory
+    // latency).
+    const uint32_t run1_rows = t.qkv_run1_rows > 0 ? t.qkv_run1_rows : qkv_rows;
+    std::string qkv_fns = sub_dot(t.qkv, "qkv", "_qkv" + n);
+    std::string qkv_dot = row_dot("_qkv" + n, t.qkv_words);
+    if (run1_rows < qkv_rows) {
+      qkv_fns += sub_dot(t.qkv2, "qkv2", "_qkv2" + n) +
+                 cat("fn dot_qkv", n, "(row: u32, sb: u32) -> f32 {\n  if (row < ", run1_rows,
+                     "u) { return sub_dot_qkv", n, "(row * ", t.qkv_words, "u, sb); }\n  return sub_dot_qkv2",
+                     n, "((row - ", run1_rows, "u) * ", t.qkv2_words, "u, sb);\n}\n");
+      qkv_dot = cat("dot_qkv", n, "(row, sb)");
+    }
+    const std::string fns[4] = {
+        qkv_fns + matvec("mv_qkv" + n, qkv_rows, s.d, qkv_dot, "",
+                         t.bias ? "st_s(row, s + bitcast<f32>(W[layer.bias + row]));" : "st_s(row, s);"),
+        sub_dot(t.wo, "wo", "_o" + n) + matvec("mv_wo" + n, s.d, s.n_head * s.hd,
+                                               row_dot("_o" + n, t.wo_words), "", "st_x(row, before + s);",
+                                               true),
+        sub_dot(t.gate, "gate", "_g" + n) + sub_dot(t.gate, "up", "_u" + n) +
+            matvec("mv_gate_up" + n, s.ff, s.d, row_dot("_g" + n, t.gate_words),
+                   row_dot("_u" + n, t.gate_words), "st_s(S_H + row, s / (1.0 + exp(-s)) * s2);"),
+        sub_dot(t.down, "down", "_d" + n) + matvec("mv_down" + n, s.d, s.ff, row_dot("_d" + n, t.down_words),
+                                                   "", "st_x(row, before + s);", true)};
+    const char* names[4] = {"mv_qkv", "mv_wo", "mv_gate_up", "mv_down"};
+    const std::string inputs[4] = {"D / 4u", "OUT / 4u", "D / 4u", "FF / 4u"};
+    const DType types[4] = {t.qkv, t.wo, t.gate, t.down};
+    for (int ph = 0; ph < 4; ++ph) {
+      std::string unnamed = fns[ph];
+      replace_all(unnamed, n + "(", "(");
+      size_t same = 0;
+      while (same < seen[ph].size() && seen[ph][same] != unnamed) ++same;
+      if (same == seen[ph].size()) {
+        seen[ph].push_back(unnamed);
+        owner[ph].push_back(k);
+        matvecs += fns[ph];
+      }
+      same = owner[ph][same];
+      phases[ph].push_back(
+          cat(quantizer(types[ph]), "(", inputs[ph], ", SG_ARG); ", names[ph], "_", same, "();"));
+    }
+  }
+  std::string body = kLayerKernel;
+  replace_all(body, "MATVECS", matvecs);
+  // A phase's call by the layer's kind: `kind` is uniform, so the branches may hold subgroup operations.
+  const char* slots[4] = {"PHASE_QKV\n", "PHASE_WO\n", "PHASE_GATE_UP\n", "PHASE_DOWN\n"};
+  for (int ph = 0; ph < 4; ++ph) {
+    std::string code;
+    const std::vector<std::string>& calls = phases[ph];
+    bool all_same = true;
+    for (const std::string& c : calls) all_same = all_same && c == calls[0];
+    if (all_same) {
+      code = cat("      ", calls[0], "\n");
+    } else {
+      for (size_t k = 0; k < calls.size(); ++k)
+        code += cat(k == 0 ? "      if" : " else if", " (kind == ", k, "u) { ", calls[k], " }");
+      code += "\n";
+    }
+    replace_all(body, slots[ph], code);
+  }
   replace_all(body, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
   replace_all(body, "SET_SGS", f.subgroups ? "sgs = sg;" : "");
   replace_all(body, "SG32", sg_attention ? "sg == 32u" : "false");
@@ -774,7 +820,8 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
       const std::string word = cat("min(lane + ", 32 * r, "u, HD / 2u - 1u)");
       key_columns += cat(
           "    let kt", r, "_", k, " = ",
-          cached(cat("kc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"), k), ";\n");
+          cached(cat("kc[layer.kc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"), k),
+          ";\n");
       share += cat(r ? " + " : "", "score_share(kt", r, "_", k, ", qw[", r, "], kn[", r, "], c * 32u + ", k,
                    "u == pos, lane + ", 32 * r, "u)");
     }
@@ -798,9 +845,10 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     std::string& loads = r == 0 ? value_loads : weighted_values;
     if (r > 0) weighted_values += cat("    let w", r, " = min(lane + ", 32 * r, "u, HD / 2u - 1u);\n");
     for (uint32_t k = 0; k < 32; ++k)
-      loads +=
-          cat("    let vw", r, "_", k, " = ",
-              cached(cat("vc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"), k), ";\n");
+      loads += cat(
+          "    let vw", r, "_", k, " = ",
+          cached(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"), k),
+          ";\n");
     weighted_values += "    {\n      var o = vec2f(0.0);\n";
     for (uint32_t k = 0; k < 32; ++k)
       weighted_values +=
@@ -815,9 +863,10 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   for (uint32_t r = 0; r < (s.hd + 31) / 32; ++r) {
     values_wg += cat("    {\n      let d = lane + ", 32 * r, "u;\n      let dc = min(d, HD - 1u);\n");
     for (uint32_t k = 0; k < 32; ++k)
-      values_wg +=
-          cat("      let vw", k, " = ",
-              cached(cat("vc[min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u]"), k), ";\n");
+      values_wg += cat(
+          "      let vw", k, " = ",
+          cached(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u]"), k),
+          ";\n");
     values_wg += "      var o = 0.0;\n";
     for (uint32_t k = 0; k < 32; ++k)
       values_wg += cat("      o += weighted_wg(vw", k, ", dc, c * 32u + ", k, "u, pos, ", k, "u);\n");

@@ -54,6 +54,9 @@ Shapes shapes_of(const LlamaHparams& hp) {
 }
 
 // Bytes a pool needs for buffers of these sizes (each view starts 256-byte aligned).
+// Layers' weights share a buffer up to this (Qwen2.5-0.5B's 24 layers: 80-100 MB).
+constexpr uint64_t kLayerPoolBytes = uint64_t{1} << 30;
+
 uint64_t pooled(std::initializer_list<uint64_t> sizes) {
   uint64_t n = 0;
   for (uint64_t b : sizes) n += (b + 255) / 256 * 256;
@@ -128,10 +131,19 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   }
   ops_.end_pool();
   model_.layers.resize(static_cast<size_t>(hp.n_layer));
-  for (int il = 0; il < hp.n_layer; ++il) {
-    LayerGpu& g = model_.layers[static_cast<size_t>(il)];
-    SOTTO_ASSIGN(g.k_cache, ops_.buffer(k_layer_bytes, cat("blk.", il, ".k cache")));
-    SOTTO_ASSIGN(g.v_cache, ops_.buffer(v_layer_bytes, cat("blk.", il, ".v cache")));
+  // Every layer's k cache as a view of one buffer, and the v caches of another, where each fits a binding: the
+  // layer kernels (gpu/layer_kernel.h) read any layer's through one binding. A dispatch that writes a layer's
+  // cache binds no other layer's, so the views never alias a writable binding.
+  const uint64_t layers = static_cast<uint64_t>(hp.n_layer);
+  for (int kv = 0; kv < 2; ++kv) {
+    const uint64_t bytes = kv == 0 ? k_layer_bytes : v_layer_bytes;
+    SOTTO_TRY(ops_.begin_pool(layers * pooled({bytes}), kv == 0 ? "k caches" : "v caches"));
+    for (int il = 0; il < hp.n_layer; ++il) {
+      LayerGpu& g = model_.layers[static_cast<size_t>(il)];
+      BufferHandle& cache = kv == 0 ? g.k_cache : g.v_cache;
+      SOTTO_ASSIGN(cache, ops_.buffer(bytes, cat("blk.", il, kv == 0 ? ".k cache" : ".v cache")));
+    }
+    ops_.end_pool();
   }
 
   // Weights.
@@ -144,16 +156,29 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
     SOTTO_ASSIGN(model_.output, upload(ops_, w.output, "output"));
   }
   SOTTO_ASSIGN(model_.output_norm, ops_.upload(w.output_norm, shapes.d * 4, "output_norm"));
+  // A layer's weights are views of one pool, and consecutive layers share it up to kLayerPoolBytes (or the
+  // binding limit): the layer kernels run the layers of one pool as one dispatch.
+  std::vector<uint64_t> layer_bytes;
+  for (const LlamaLayer& l : w.layers) {
+    const uint64_t norm = uint64_t{shapes.d} * 4, head_norm = static_cast<uint64_t>(hp.head_dim_k) * 4;
+    layer_bytes.push_back(pooled({norm, norm, head_norm, head_norm, norm, norm, uint64_t{shapes.qkv} * 4,
+                                  gpu_bytes(l.wq), gpu_bytes(l.wk), gpu_bytes(l.wv), gpu_bytes(l.wo),
+                                  gpu_bytes(l.ffn_gate), gpu_bytes(l.ffn_up), gpu_bytes(l.ffn_down)}) +
+                          3 * 256);  // q, k, v stacked in one or more matrices
+  }
+  const uint64_t pool_limit =
+      std::min({kLayerPoolBytes, ops_.max_binding(), device().info().limits.max_buffer_size});
+  size_t pool_end = 0;  // the layer after the open pool's last
   for (int il = 0; il < hp.n_layer; ++il) {
     const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
     const std::string b = cat("blk.", il, ".");
-    const uint64_t norm = uint64_t{shapes.d} * 4, head_norm = static_cast<uint64_t>(hp.head_dim_k) * 4;
-    const uint64_t layer_bytes =
-        pooled({norm, norm, head_norm, head_norm, norm, norm, uint64_t{shapes.qkv} * 4, gpu_bytes(l.wq),
-                gpu_bytes(l.wk), gpu_bytes(l.wv), gpu_bytes(l.wo), gpu_bytes(l.ffn_gate), gpu_bytes(l.ffn_up),
-                gpu_bytes(l.ffn_down)}) +
-        3 * 256;  // q, k, v stacked in one or more matrices
-    SOTTO_TRY(ops_.begin_pool(layer_bytes, b + "weights"));
+    if (static_cast<size_t>(il) == pool_end) {
+      uint64_t bytes = layer_bytes[pool_end++];
+      while (pool_end < layer_bytes.size() && bytes + layer_bytes[pool_end] <= pool_limit)
+        bytes += layer_bytes[pool_end++];
+      SOTTO_TRY(
+          ops_.begin_pool(bytes, cat(b, "weights and on, ", pool_end - static_cast<size_t>(il), " layers")));
+    }
     LayerGpu& g = model_.layers[static_cast<size_t>(il)];
     SOTTO_ASSIGN(g.attn_norm, ops_.upload(l.attn_norm, shapes.d * 4, b + "attn_norm"));
     SOTTO_ASSIGN(g.ffn_norm, ops_.upload(l.ffn_norm, shapes.d * 4, b + "ffn_norm"));
@@ -195,7 +220,7 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
     SOTTO_ASSIGN(g.gate, upload(ops_, l.ffn_gate, b + "ffn_gate"));
     SOTTO_ASSIGN(g.up, upload(ops_, l.ffn_up, b + "ffn_up"));
     SOTTO_ASSIGN(g.down, upload(ops_, l.ffn_down, b + "ffn_down"));
-    ops_.end_pool();
+    if (static_cast<size_t>(il) + 1 == pool_end) ops_.end_pool();
   }
 
   // The decode step, then the prompt's: the same forward pass over 1 token or a batch of them.

@@ -54,8 +54,8 @@ namespace sotto::gpu {
 // Plan fusion: Auto builds and checks it where the adapter is a GPU (on SwiftShader, a CPU, it only costs time) and
 // keeps it if it decodes faster.
 struct FusionOptions {
-  // Layers: each layer as the hand-written persistent kernel of gpu/layer_kernel.h (checked within a tolerance),
-  // where the model has its shape; otherwise as Off.
+  // Layers: the layers as the hand-written persistent kernel of gpu/layer_kernel.h, all in one dispatch where
+  // their weights share a buffer (checked within a tolerance), where the model has its shape; otherwise as Off.
   enum class Mode { Auto, On, Off, Layers };
   Mode mode = Mode::Auto;
   uint32_t grid = 0;     // workgroups of a fused dispatch; 0: as many as the widest phase has
@@ -73,6 +73,8 @@ struct FusionOptions {
   // Mode::Layers, for timing only: phases the kernels leave out (LayerKernelShape::leave_out); not 0 skips the
   // check (the results are wrong) and needs `grid`.
   uint32_t layers_leave_out = 0;
+  // Mode::Layers: layers a dispatch runs at most (0: all whose weights share a buffer, Qwen2.5-0.5B's 24).
+  uint32_t layers_per_dispatch = 0;
   // Milliseconds from a monotonic clock (the engine has none of its own): Auto times both plans with it and
   // keeps the faster; without one Auto keeps the separate dispatches.
   double (*clock_ms)() = nullptr;

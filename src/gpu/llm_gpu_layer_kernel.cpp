@@ -1,6 +1,7 @@
-// LlmGpu's decode plan with each layer as gpu/layer_kernel.h's hand-written persistent kernel: the embedding,
-// one dispatch per layer, the output head and argmax as recorded, then the failure flag next to the token (the
-// fused plan's shape, so run_decode(), finish() and the unfused rerun serve both).
+// LlmGpu's decode plan with the layers as gpu/layer_kernel.h's hand-written persistent kernel: the embedding, one
+// dispatch for the layers (one for each run of layers whose weights share a buffer: all of Qwen2.5-0.5B's), one
+// writing their new k and v rows, the output head and argmax as recorded, then the failure flag next to the
+// token (the fused plan's shape, so run_decode(), finish() and the unfused rerun serve both).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -35,9 +36,11 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   shape.rope_halves = hp.rope_layout == RopeLayout::Halves;
   shape.eps = hp.rms_norm_eps;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
-  // Each layer's types (Q4_K_M mixes them: v and down of more bits in some layers), so a kernel per layer shape.
+  shape.row_slots = static_cast<uint32_t>(hp.n_layer);
+  shape.leave_out = options.layers_leave_out;
+  // Each layer's types (Q4_K_M mixes them: v and down of more bits in some layers).
   auto one = [](const GpuMatrixParts& parts) { return parts.size() == 1; };
-  std::vector<LayerKernelShape> shapes;
+  std::vector<LayerKernelTypes> types;
   for (const LayerGpu& l : model_.layers) {
     if (l.qkv.empty() || l.qkv.size() > 2 || !one(l.wo) || !one(l.gate) || !one(l.up) || !one(l.down))
       return refuse("a matrix in several parts, or q, k and v in more than two runs of one type");
@@ -55,62 +58,97 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     if (l.gate[0].dtype != l.up[0].dtype) return refuse("gate and up of different types");
     if (qkv2 && gpu_needs_q8_k(qkv.dtype) != gpu_needs_q8_k(qkv2->dtype))
       return refuse("q·k·v runs staged differently (q8_0 and q8_K)");
-    LayerKernelShape ls = shape;
-    ls.qkv = qkv.dtype;
-    ls.qkv_words = qkv.row_words;
+    LayerKernelTypes t;
+    t.qkv = qkv.dtype;
+    t.qkv_words = qkv.row_words;
     if (qkv2) {
-      ls.qkv_run1_rows = static_cast<uint32_t>(qkv.rows);
-      ls.qkv2 = qkv2->dtype;
-      ls.qkv2_words = qkv2->row_words;
+      t.qkv_run1_rows = static_cast<uint32_t>(qkv.rows);
+      t.qkv2 = qkv2->dtype;
+      t.qkv2_words = qkv2->row_words;
     }
-    ls.wo = l.wo[0].dtype;
-    ls.gate = l.gate[0].dtype;
-    ls.down = l.down[0].dtype;
-    ls.wo_words = l.wo[0].row_words;
-    ls.gate_words = l.gate[0].row_words;
-    ls.down_words = l.down[0].row_words;
-    ls.bias = l.qkv_bias != 0;
-    ls.leave_out = options.layers_leave_out;
-    shapes.push_back(ls);
+    t.wo = l.wo[0].dtype;
+    t.gate = l.gate[0].dtype;
+    t.down = l.down[0].dtype;
+    t.wo_words = l.wo[0].row_words;
+    t.gate_words = l.gate[0].row_words;
+    t.down_words = l.down[0].row_words;
+    t.bias = l.qkv_bias != 0;
+    types.push_back(t);
   }
-  // A layer's weights are views of one buffer (LlmGpu::build pools them), bound once; the kernel reads each at
-  // its word offset.
-  std::vector<std::vector<uint32_t>> offsets;  // per layer: the Layer uniform's words
-  std::vector<BufferHandle> weight_roots;
+  // The caches: every layer's k cache a view of one buffer at a fixed stride, the v caches of another
+  // (LlmGpu::build pools them where they fit a binding).
+  const Binding k0 = ops_.resolve({0, model_.layers[0].k_cache}),
+                v0 = ops_.resolve({0, model_.layers[0].v_cache});
+  const uint64_t k_stride =
+      hp.n_layer > 1 ? ops_.resolve({0, model_.layers[1].k_cache}).offset - k0.offset : 0;
+  const uint64_t v_stride =
+      hp.n_layer > 1 ? ops_.resolve({0, model_.layers[1].v_cache}).offset - v0.offset : 0;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const Binding k = ops_.resolve({0, model_.layers[static_cast<size_t>(il)].k_cache});
+    const Binding v = ops_.resolve({0, model_.layers[static_cast<size_t>(il)].v_cache});
+    if (k.buffer != k0.buffer || v.buffer != v0.buffer || k.offset != k0.offset + il * k_stride ||
+        v.offset != v0.offset + il * v_stride)
+      return refuse("the KV caches are not one buffer each (too large for a binding)");
+  }
+  // The dispatches: runs of consecutive layers whose weights share a buffer (LlmGpu::build pools them), at most
+  // options.layers_per_dispatch. A dispatch's Layers uniform: its barrier counter's slot, then per layer its
+  // kind and word offsets.
+  struct Group {
+    int first = 0, n = 0;
+    BufferHandle weights = 0;
+    LayerKernelShape shape;
+    std::vector<uint32_t> uniform;
+  };
+  std::vector<Group> groups;
   for (int il = 0; il < hp.n_layer; ++il) {
     const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
     const BufferHandle views[9] = {
         l.qkv[0][0].buffer, l.wo[0].buffer,   l.gate[0].buffer,
         l.up[0].buffer,     l.down[0].buffer, l.attn_norm,
         l.ffn_norm,         l.qkv_bias,       l.qkv.size() > 1 ? l.qkv[1][0].buffer : 0};
-    std::vector<uint32_t> words = {static_cast<uint32_t>(1 + il)};  // then the views' offsets, then `prev`
     BufferHandle root = 0;
+    std::vector<uint32_t> offsets;
     for (BufferHandle v : views) {
       if (v == 0) {
-        words.push_back(0);
+        offsets.push_back(0);
         continue;
       }
       const Binding b = ops_.resolve({0, v});
       if (root != 0 && b.buffer != root) return refuse("a layer's weights in several buffers");
       root = b.buffer;
-      words.push_back(static_cast<uint32_t>(b.offset / 4));
+      offsets.push_back(static_cast<uint32_t>(b.offset / 4));
     }
-    words.push_back(il > 0 ? 1 : 0);
-    words.resize(12, 0);
-    offsets.push_back(std::move(words));
-    weight_roots.push_back(root);
+    if (groups.empty() || groups.back().weights != root ||
+        (options.layers_per_dispatch > 0 &&
+         groups.back().n >= static_cast<int>(options.layers_per_dispatch))) {
+      Group g;
+      g.first = il;
+      g.weights = root;
+      g.shape = shape;
+      g.uniform = {static_cast<uint32_t>(1 + groups.size()), 0, 0, 0};
+      groups.push_back(std::move(g));
+    }
+    Group& g = groups.back();
+    ++g.n;
+    const LayerKernelTypes& t = types[static_cast<size_t>(il)];
+    auto kind = std::find(g.shape.kinds.begin(), g.shape.kinds.end(), t);
+    if (kind == g.shape.kinds.end()) kind = g.shape.kinds.insert(kind, t);
+    g.uniform.push_back(static_cast<uint32_t>(kind - g.shape.kinds.begin()));
+    g.uniform.insert(g.uniform.end(), offsets.begin(), offsets.end());
+    g.uniform.push_back(static_cast<uint32_t>((k0.offset + il * k_stride) / 4));
+    g.uniform.push_back(static_cast<uint32_t>((v0.offset + il * v_stride) / 4));
+    g.uniform.push_back(static_cast<uint32_t>(layer_kernel_row_word(shape, static_cast<uint32_t>(il))));
+    g.uniform.resize(4 + kLayerUniformWords * static_cast<size_t>(g.n), 0);
   }
-  // The scratch, the RoPE table at its end (a binding of its own would be a ninth storage buffer).
-  const uint64_t rope_word = layer_kernel_rope_word(shapes[0]);
+  for (Group& g : groups) g.shape.n_layers = static_cast<uint32_t>(g.n);
+  // The scratch, the RoPE table at its end (a binding of its own would be one more storage buffer).
+  const uint64_t rope_word = layer_kernel_rope_word(shape);
   const std::vector<float> rope = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale);
   SOTTO_ASSIGN(BufferHandle scratch, ops_.buffer((rope_word + rope.size()) * 4, "layer kernel scratch"));
   const Binding scratch_at = ops_.resolve({0, scratch});
   SOTTO_TRY(device().write_buffer(scratch_at.buffer, scratch_at.offset + rope_word * 4, rope.data(),
                                   rope.size() * 4));
-  // Layer 0 writes no previous layer's rows; its kp / vp bindings are these (two: writable bindings may not alias).
-  SOTTO_ASSIGN(BufferHandle no_prev_k, ops_.buffer(256, "layer kernel: no previous layer (k)"));
-  SOTTO_ASSIGN(BufferHandle no_prev_v, ops_.buffer(256, "layer kernel: no previous layer (v)"));
-  sync_words_ = static_cast<uint32_t>(1 + hp.n_layer);
+  sync_words_ = static_cast<uint32_t>(1 + groups.size());
   SOTTO_ASSIGN(sync_, ops_.buffer(uint64_t{sync_words_} * 4, "layer kernel sync"));
   const size_t head_begin = decode_.layer_begin.back();
 
@@ -123,37 +161,29 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       p.weight_bytes.push_back(decode_.weight_bytes[i]);
     };
     for (size_t i = 0; i < decode_.layer_begin[0]; ++i) keep(i);
-    for (int il = 0; il < hp.n_layer; ++il) {
-      const LayerGpu& l = model_.layers[static_cast<size_t>(il)];
-      LayerKernelShape& ls = shapes[static_cast<size_t>(il)];
-      ls.grid = grid;
-      const std::string wgsl = wgsl_layer_kernel(ls, ops_.features());
-      const LayerGpu* prev = il > 0 ? &model_.layers[static_cast<size_t>(il - 1)] : nullptr;
-      std::vector<Binding> b = {{0, step_, 0, 16},
-                                {2, sync_},
-                                {3, decode_.x},
-                                {4, scratch},
-                                {5, weight_roots[il]},
-                                {6, l.k_cache},
-                                {7, l.v_cache},
-                                {8, prev ? prev->k_cache : no_prev_k},
-                                {9, prev ? prev->v_cache : no_prev_v}};
-      // The pipeline cache's key: layers of one shape share a pipeline.
+    for (Group& g : groups) {
+      g.shape.grid = grid;
+      const std::string wgsl = wgsl_layer_kernel(g.shape, ops_.features());
+      std::vector<Binding> b = {{0, step_, 0, 16}, {2, sync_},     {3, decode_.x}, {4, scratch},
+                                {5, g.weights},    {6, k0.buffer}, {7, v0.buffer}};
+      // The pipeline cache's key: dispatches of one source share a pipeline.
       SOTTO_TRY(ops_.custom(p.dispatches, cat("layer kernel ", std::hash<std::string>{}(wgsl)), wgsl,
-                            std::move(b), grid, 1, offsets[static_cast<size_t>(il)]));
-      p.names.push_back("layer (hand-written kernel)");
+                            std::move(b), grid, 1, g.uniform));
+      p.names.push_back(cat("layers ", g.first, "-", g.first + g.n - 1, " (hand-written kernel)"));
       uint64_t bytes = 0;
-      for (size_t i = decode_.layer_begin[static_cast<size_t>(il)]; i < decode_.layer_begin[il + 1u]; ++i)
+      for (size_t i = decode_.layer_begin[static_cast<size_t>(g.first)];
+           i < decode_.layer_begin[static_cast<size_t>(g.first + g.n)]; ++i)
         bytes += decode_.weight_bytes[i];
       p.weight_bytes.push_back(bytes);
     }
-    // The last layer's new k and v rows into its caches.
-    const LayerGpu& last = model_.layers.back();
-    const uint32_t row_words = shapes.back().n_kv * shapes.back().hd / 2;
-    SOTTO_TRY(ops_.custom(p.dispatches, "layer kernel: last row", wgsl_layer_kernel_last_row(shapes.back()),
-                          {{0, step_, 0, 16}, {1, scratch}, {2, last.k_cache}, {3, last.v_cache}},
-                          (row_words + 63) / 64));
-    p.names.push_back("the last layer's k and v rows");
+    // Every layer's new k and v rows into the caches.
+    const uint64_t row_words = uint64_t{shape.n_kv} * shape.hd / 2 * shape.row_slots;
+    SOTTO_TRY(
+        ops_.custom(p.dispatches, "layer kernel: new rows",
+                    wgsl_layer_kernel_rows(shape, k0.offset / 4, k_stride / 4, v0.offset / 4, v_stride / 4),
+                    {{0, step_, 0, 16}, {1, scratch}, {2, k0.buffer}, {3, v0.buffer}},
+                    static_cast<uint32_t>((row_words + 63) / 64)));
+    p.names.push_back("the layers' new k and v rows");
     p.weight_bytes.push_back(0);
     for (size_t i = head_begin; i < decode_.dispatches.size(); ++i) keep(i);
     p.dispatches.push_back(failure_flag_copy());
