@@ -219,7 +219,8 @@ TEST(GpuLayerKernel, TimingVariantsRun) {
   EXPECT_EQ(device->last_error(), "");
 }
 
-// Models the kernels do not handle (an f16 matrix here) keep the separate dispatches and say why.
+// Models the kernels do not handle (an f16 matrix here, caches over a binding) keep the separate dispatches and
+// say why.
 TEST(GpuLayerKernel, RefusesWhatItDoesNotHandle) {
   gpu::Device* device = testing::open_test_device();
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
@@ -237,6 +238,17 @@ TEST(GpuLayerKernel, RefusesWhatItDoesNotHandle) {
       << (*llm)->fusion_status();
   auto next = (*llm)->step(1);
   EXPECT_TRUE(next.ok()) << next.message();
+  // KV caches too large for one binding together (the kernels read every layer's through one) stay a buffer per
+  // layer, and the separate dispatches decode: 5 layers' k caches of 4,096 positions are 1.25 MiB.
+  const auto model = kernel_model(false);
+  ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
+  auto long_context = gpu::LlmGpu::create(*device, model->weights, 4096, 512 * 1024, fusion);
+  ASSERT_TRUE(long_context.ok()) << long_context.message();
+  EXPECT_FALSE((*long_context)->fused());
+  EXPECT_NE((*long_context)->fusion_status().find("KV caches"), std::string::npos)
+      << (*long_context)->fusion_status();
+  auto first = (*long_context)->step(1);
+  EXPECT_TRUE(first.ok()) << first.message();
 }
 
 }  // namespace
