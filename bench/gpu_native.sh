@@ -8,8 +8,8 @@
 #
 #   bench/gpu_native.sh [BIN_DIR] [OUT_DIR]
 #
-# Since session 17 `--fusion auto` (the default of the first runs below) may keep the hand-written layer kernels;
-# they are also measured on their own (--fusion layers).
+# Since session 17 `--fusion auto` (the default, the first runs below) may keep the hand-written layer kernels
+# (since session 18 all layers in one dispatch); they are also measured on their own (--fusion layers).
 #
 # BIN_DIR holds sotto, sotto_make_random_gguf, libwebgpu_wrapper.so and ggml-vocab-qwen2.gguf (default
 # .gpubench, which the device runs carry); results go to OUT_DIR (default $OUT, else /tmp). On the device
@@ -38,16 +38,20 @@ done
 "$bin/sotto" gpu-probe --token 2>&1 | tee -a "$out/gpu_probe.txt"
 for type in q4_0 q4_k_m; do
   file="$models/qwen2.5-0.5b-random-$type.gguf"
-  # --fusion on: decode is measured both fused (one dispatch per layer) and through the separate dispatches.
-  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 --fusion on 2>&1 | tee "$out/gpu_bench_$type.txt"
-  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 1 --timings 2>&1 | tee -a "$out/gpu_bench_$type.txt"
+  # The default (--fusion auto: the layer kernels where they are faster at load), then --fusion on: decode
+  # measured both through the rewritten fused plan (one dispatch per layer) and the separate dispatches.
+  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 2>&1 | tee "$out/gpu_bench_$type.txt"
+  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 --fusion on 2>&1 | tee -a "$out/gpu_bench_$type.txt"
+  "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 1 --timings --fusion off 2>&1 |
+    tee -a "$out/gpu_bench_$type.txt"
 done
 # The hand-written layer kernels (src/gpu/layer_kernel.h; attention sums in f32), both files, after 16 and
-# 1,024 prompt tokens (bench/README.md, session 17).
+# 1,024 prompt tokens, all layers in one dispatch and one a dispatch (bench/README.md, sessions 17-18).
 for type in q4_0 q4_k_m; do
-  for depth in 16 1024; do
+  for args in "--depth 16" "--depth 1024" "--depth 16 --layers-per-dispatch 1"; do
+    # shellcheck disable=SC2086
     "$bin/sotto" bench llm --backend webgpu -m "$models/qwen2.5-0.5b-random-$type.gguf" --repeats 5 --attention f32 \
-      --fusion layers --depth "$depth" 2>&1 | tee -a "$out/gpu_layer_kernels.txt"
+      --fusion layers $args 2>&1 | tee -a "$out/gpu_layer_kernels.txt"
   done
 done
 # Attention's sum of values: f16 key by key (the CPU's bits, the default) against f32 a chunk of keys at a
@@ -60,8 +64,8 @@ for depth in 16 1024 4096; do
       tee -a "$out/gpu_attention_q4_0.txt"
   done
 done
-"$bin/sotto" bench llm --backend webgpu -m "$q4_0" --repeats 1 --timings --attention f32 2>&1 | tee -a "$out/gpu_attention_q4_0.txt"
-"$bin/sotto" bench llm --backend webgpu -m "$q4_0" --repeats 1 --timings --attention f32 --depth 1024 2>&1 |
+"$bin/sotto" bench llm --backend webgpu -m "$q4_0" --repeats 1 --timings --fusion off --attention f32 2>&1 | tee -a "$out/gpu_attention_q4_0.txt"
+"$bin/sotto" bench llm --backend webgpu -m "$q4_0" --repeats 1 --timings --fusion off --attention f32 --depth 1024 2>&1 |
   tee -a "$out/gpu_attention_q4_0.txt"
 # Every kernel against the CPU on this GPU (the split attention's arrival counting among them).
 "$bin/sotto" gpu-check 2>&1 | tee "$out/gpu_check.txt" | grep -Ev '^ok' || true
