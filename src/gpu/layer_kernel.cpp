@@ -178,6 +178,41 @@ fn stage_attention(nch: u32) {
   }
 }
 
+// Word wi (vals[i]) as q8_0 codes into xq, its block's largest magnitude amax giving the scale (into xd, as f16,
+// once per block).
+fn store_q8_0(i: u32, wi: u32, amax: f32) {
+  let d = amax / 127.0;
+  let id = select(0.0, 1.0 / d, d != 0.0);
+  var word = 0u;
+  for (var e = 0u; e < 4u; e++) {
+    let v = vals[i][e];
+    let a = abs(v * id);
+    var r = floor(a);
+    if (a - r >= 0.5) { r += 1.0; }
+    word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
+  }
+  xq[wi] = word;
+  if (wi % 8u == 0u) { xd[wi / 8u] = f16r(d); }
+}
+
+// Word wi (vals[i]) as q8_K codes into xq: its block's largest magnitude amax and the first value of that
+// magnitude, `first`, give the scale (-127 / first; its inverse into xd, f32).
+fn store_q8_k(i: u32, wi: u32, amax: f32, first: f32) {
+  var iscale = 0.0;
+  var d = 0.0;
+  if (amax != 0.0) {
+    iscale = -127.0 / first;
+    d = 1.0 / iscale;
+  }
+  var word = 0u;
+  for (var e = 0u; e < 4u; e++) {
+    let q = min(127.0, round(iscale * vals[i][e]));
+    word |= (bitcast<u32>(i32(q)) & 0xFFu) << (8u * e);
+  }
+  xq[wi] = word;
+  if (wi % 8u == 0u) { xd[wi / 8u] = d; }
+}
+
 // vals (nw words) into q8_0 blocks in xq / xd, as the separate kernels' quantizer (kQuantizeQ8_0): a block's
 // largest magnitude across its 8 invocations by shuffles where subgroups hold 8 to 64 (SG_STAGING), else through
 // workgroup atomics (two more barriers).
@@ -202,18 +237,7 @@ fn quantize(nw: u32) {
   for (var i = 0u; i < NWT; i++) {
     let wi = lid + i * T;
     if (wi < nw) {
-      let d = bitcast<f32>(atomicLoad(&bmax[wi / 8u])) / 127.0;
-      let id = select(0.0, 1.0 / d, d != 0.0);
-      var word = 0u;
-      for (var e = 0u; e < 4u; e++) {
-        let v = vals[i][e];
-        let a = abs(v * id);
-        var r = floor(a);
-        if (a - r >= 0.5) { r += 1.0; }
-        word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
-      }
-      xq[wi] = word;
-      if (wi % 8u == 0u) { xd[wi / 8u] = f16r(d); }
+      store_q8_0(i, wi, bitcast<f32>(atomicLoad(&bmax[wi / 8u])));
     }
   }
   workgroupBarrier();
@@ -266,19 +290,7 @@ fn quantize_k(nw: u32) {
     let wi = lid + i * T;
     if (wi < nw) {
       let kb = wi / 64u;
-      var iscale = 0.0;
-      var d = 0.0;
-      if (bitcast<f32>(atomicLoad(&bmax[kb])) != 0.0) {
-        iscale = -127.0 / bval[kb];
-        d = 1.0 / iscale;
-      }
-      var word = 0u;
-      for (var e = 0u; e < 4u; e++) {
-        let q = min(127.0, round(iscale * vals[i][e]));
-        word |= (bitcast<u32>(i32(q)) & 0xFFu) << (8u * e);
-      }
-      xq[wi] = word;
-      if (wi % 8u == 0u) { xd[wi / 8u] = d; }
+      store_q8_k(i, wi, bitcast<f32>(atomicLoad(&bmax[kb])), bval[kb]);
     }
   }
   workgroupBarrier();
@@ -389,19 +401,7 @@ fn quantize_sg(nw: u32) {
     m = max(m, subgroupShuffleXor(m, 1u));
     m = max(m, subgroupShuffleXor(m, 2u));
     m = max(m, subgroupShuffleXor(m, 4u));
-    if (wi < nw) {
-      let d = m / 127.0;
-      let id = select(0.0, 1.0 / d, d != 0.0);
-      var word = 0u;
-      for (var e = 0u; e < 4u; e++) {
-        let a = abs(v[e] * id);
-        var r = floor(a);
-        if (a - r >= 0.5) { r += 1.0; }
-        word |= (bitcast<u32>(i32(select(r, -r, v[e] < 0.0))) & 0xFFu) << (8u * e);
-      }
-      xq[wi] = word;
-      if (wi % 8u == 0u) { xd[wi / 8u] = f16r(d); }
-    }
+    if (wi < nw) { store_q8_0(i, wi, m); }
   }
   workgroupBarrier();
 }
@@ -437,19 +437,7 @@ fn quantize_k_sg(nw: u32) {
           val = sval[s0 + j];
         }
       }
-      var iscale = 0.0;
-      var d = 0.0;
-      if (amax != 0.0) {
-        iscale = -127.0 / val;
-        d = 1.0 / iscale;
-      }
-      var word = 0u;
-      for (var e = 0u; e < 4u; e++) {
-        let q = min(127.0, round(iscale * vals[i][e]));
-        word |= (bitcast<u32>(i32(q)) & 0xFFu) << (8u * e);
-      }
-      xq[wi] = word;
-      if (wi % 8u == 0u) { xd[wi / 8u] = d; }
+      store_q8_k(i, wi, amax, val);
     }
   }
   workgroupBarrier();
