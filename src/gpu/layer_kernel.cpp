@@ -296,7 +296,8 @@ fn quantize_k(nw: u32) {
   workgroupBarrier();
 }
 
-// Rows of one matrix from the staged input: round r, row group rg takes rows (r * ROWS + k) * NRG + rg.
+// Rows of one matrix from the staged input: round r, row group rg takes rows (r * MROWS + k) * NRG + rg (MROWS,
+// the matrix's rows per round, at most ROWS).
 MATVECS
 
 
