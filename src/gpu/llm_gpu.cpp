@@ -157,7 +157,8 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   }
   SOTTO_ASSIGN(model_.output_norm, ops_.upload(w.output_norm, shapes.d * 4, "output_norm"));
   // A layer's weights are views of one pool, and consecutive layers share it up to kLayerPoolBytes (or the
-  // binding limit): the layer kernels run the layers of one pool as one dispatch.
+  // binding limit) where the layer kernels may run (natively, on Vulkan): they run the layers of one pool as one
+  // dispatch. Elsewhere a pool per layer (the fused plan's need), no large allocation.
   std::vector<uint64_t> layer_bytes;
   for (const LlamaLayer& l : w.layers) {
     const uint64_t norm = uint64_t{shapes.d} * 4, head_norm = static_cast<uint64_t>(hp.head_dim_k) * 4;
@@ -167,7 +168,9 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
                           3 * 256);  // q, k, v stacked in one or more matrices
   }
   const uint64_t pool_limit =
-      std::min({kLayerPoolBytes, ops_.max_binding(), device().info().limits.max_buffer_size});
+      device().info().backend == "vulkan"
+          ? std::min({kLayerPoolBytes, ops_.max_binding(), device().info().limits.max_buffer_size})
+          : 0;
   size_t pool_end = 0;  // the layer after the open pool's last
   for (int il = 0; il < hp.n_layer; ++il) {
     const LlamaLayer& l = w.layers[static_cast<size_t>(il)];
