@@ -300,7 +300,6 @@ fn quantize_k(nw: u32) {
 // the matrix's rows per round, at most ROWS).
 MATVECS
 
-
 fn rope_at(base: u32, d: u32, pos: u32) -> f32 {
   if (d >= NROT) { return ld_s(base + d); }
   let half_rot = NROT / 2u;

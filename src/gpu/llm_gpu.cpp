@@ -53,10 +53,10 @@ Shapes shapes_of(const LlamaHparams& hp) {
   return s;
 }
 
-// Bytes a pool needs for buffers of these sizes (each view starts 256-byte aligned).
 // Layers' weights share a buffer up to this (Qwen2.5-0.5B's 24 layers: 80-100 MB).
 constexpr uint64_t kLayerPoolBytes = uint64_t{1} << 30;
 
+// Bytes a pool needs for buffers of these sizes (each view starts 256-byte aligned).
 uint64_t pooled(std::initializer_list<uint64_t> sizes) {
   uint64_t n = 0;
   for (uint64_t b : sizes) n += (b + 255) / 256 * 256;

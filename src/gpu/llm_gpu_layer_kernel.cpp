@@ -94,9 +94,9 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   // options.layers_per_dispatch. A dispatch's Layers uniform: its barrier counter's slot, then per layer its
   // kind and word offsets.
   struct Group {
-    int first = 0, n = 0;
+    int first = 0;
     BufferHandle weights = 0;
-    LayerKernelShape shape;
+    LayerKernelShape shape;  // its n_layers counts the group's layers
     std::vector<uint32_t> uniform;
   };
   std::vector<Group> groups;
@@ -119,17 +119,17 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       offsets.push_back(static_cast<uint32_t>(b.offset / 4));
     }
     if (groups.empty() || groups.back().weights != root ||
-        (options.layers_per_dispatch > 0 &&
-         groups.back().n >= static_cast<int>(options.layers_per_dispatch))) {
+        (options.layers_per_dispatch > 0 && groups.back().shape.n_layers >= options.layers_per_dispatch)) {
       Group g;
       g.first = il;
       g.weights = root;
       g.shape = shape;
+      g.shape.n_layers = 0;
       g.uniform = {static_cast<uint32_t>(1 + groups.size()), 0, 0, 0};
       groups.push_back(std::move(g));
     }
     Group& g = groups.back();
-    ++g.n;
+    const uint32_t n = ++g.shape.n_layers;
     const LayerKernelTypes& t = types[static_cast<size_t>(il)];
     auto kind = std::find(g.shape.kinds.begin(), g.shape.kinds.end(), t);
     if (kind == g.shape.kinds.end()) kind = g.shape.kinds.insert(kind, t);
@@ -138,9 +138,8 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     g.uniform.push_back(static_cast<uint32_t>((k0.offset + il * k_stride) / 4));
     g.uniform.push_back(static_cast<uint32_t>((v0.offset + il * v_stride) / 4));
     g.uniform.push_back(static_cast<uint32_t>(layer_kernel_row_word(shape, static_cast<uint32_t>(il))));
-    g.uniform.resize(4 + kLayerUniformWords * static_cast<size_t>(g.n), 0);
+    g.uniform.resize(4 + kLayerUniformWords * size_t{n}, 0);
   }
-  for (Group& g : groups) g.shape.n_layers = static_cast<uint32_t>(g.n);
   // The scratch, the RoPE table at its end (a binding of its own would be one more storage buffer).
   const uint64_t rope_word = layer_kernel_rope_word(shape);
   const std::vector<float> rope = rope_table(n_ctx_, hp.n_rot, hp.rope_freq_base, hp.rope_freq_scale);
@@ -169,10 +168,11 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       // The pipeline cache's key: dispatches of one source share a pipeline.
       SOTTO_TRY(ops_.custom(p.dispatches, cat("layer kernel ", std::hash<std::string>{}(wgsl)), wgsl,
                             std::move(b), grid, 1, g.uniform));
-      p.names.push_back(cat("layers ", g.first, "-", g.first + g.n - 1, " (hand-written kernel)"));
+      const int end = g.first + static_cast<int>(g.shape.n_layers);  // the layer after the group's last
+      p.names.push_back(cat("layers ", g.first, "-", end - 1, " (hand-written kernel)"));
       uint64_t bytes = 0;
       for (size_t i = decode_.layer_begin[static_cast<size_t>(g.first)];
-           i < decode_.layer_begin[static_cast<size_t>(g.first + g.n)]; ++i)
+           i < decode_.layer_begin[static_cast<size_t>(end)]; ++i)
         bytes += decode_.weight_bytes[i];
       p.weight_bytes.push_back(bytes);
     }
