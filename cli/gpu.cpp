@@ -29,6 +29,7 @@
 #include "gpu/llm_gpu.h"
 #include "gpu/op_check.h"
 #include "gpu/ops.h"
+#include "gpu_bandwidth.h"
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/gguf.h"
@@ -77,62 +78,6 @@ Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_
   fusion.clock_ms = &now_ms;
   SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx, 0, fusion, attention_sum));
   return m;
-}
-
-// Bytes read + written per second by buffer-to-buffer copies of `bytes` (the practical bandwidth the matrix
-// kernels are measured against), timed on the wall clock over `runs` copies after a warm-up.
-Result<double> copy_bandwidth(gpu::Device& device, uint64_t bytes, int runs) {
-  const uint32_t usage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
-  SOTTO_ASSIGN(gpu::BufferHandle a, device.create_buffer(bytes, usage, "copy src"));
-  SOTTO_ASSIGN(gpu::BufferHandle b, device.create_buffer(bytes, usage, "copy dst"));
-  gpu::Dispatch copy;
-  copy.copy_src = a;
-  copy.copy_dst = b;
-  copy.copy_bytes = bytes;
-  for (int i = 0; i < 3; ++i) SOTTO_TRY(device.run(std::span<const gpu::Dispatch>(&copy, 1)));
-  SOTTO_TRY(device.wait_idle());
-  const double t0 = now_ms();
-  for (int i = 0; i < runs; ++i) SOTTO_TRY(device.run(std::span<const gpu::Dispatch>(&copy, 1)));
-  SOTTO_TRY(device.wait_idle());
-  const double ms = now_ms() - t0;
-  device.destroy_buffer(a);
-  device.destroy_buffer(b);
-  return 2.0 * static_cast<double>(bytes) * runs / (ms * 1e6);
-}
-
-// The same, copying with a compute shader (16-byte loads and stores, grid-stride): on the H200 the copy
-// command reached only ~0.8 TB/s, below what the output matrix x vector reads (3.4 TB/s), so the shader copy is
-// the practical limit the matrix kernels are held against.
-Result<double> shader_copy_bandwidth(gpu::Device& device, uint64_t bytes, int runs) {
-  const char* wgsl = R"(
-@group(0) @binding(0) var<storage, read> src: array<vec4u>;
-@group(0) @binding(1) var<storage, read_write> dst: array<vec4u>;
-@compute @workgroup_size(256)
-fn main(@builtin(global_invocation_id) g: vec3u, @builtin(num_workgroups) n: vec3u) {
-  let count = arrayLength(&src);
-  for (var i = g.x; i < count; i += n.x * 256u) { dst[i] = src[i]; }
-}
-)";
-  const uint32_t usage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
-  SOTTO_ASSIGN(gpu::BufferHandle a, device.create_buffer(bytes, usage, "copy src"));
-  SOTTO_ASSIGN(gpu::BufferHandle b, device.create_buffer(bytes, usage, "copy dst"));
-  SOTTO_ASSIGN(gpu::PipelineHandle p, device.create_pipeline(wgsl, "main", "shader copy"));
-  const gpu::Binding bindings[2] = {{0, a}, {1, b}};
-  SOTTO_ASSIGN(gpu::BindGroupHandle g, device.create_bind_group(p, bindings));
-  gpu::Dispatch copy;
-  copy.pipeline = p;
-  copy.bind_group = g;
-  copy.groups_x = 4096;
-  std::vector<gpu::Dispatch> plan(static_cast<size_t>(runs), copy);
-  SOTTO_TRY(device.run(std::span<const gpu::Dispatch>(&copy, 1)));
-  SOTTO_TRY(device.wait_idle());
-  const double t0 = now_ms();
-  SOTTO_TRY(device.run(plan));
-  SOTTO_TRY(device.wait_idle());
-  const double ms = now_ms() - t0;
-  device.destroy_buffer(a);
-  device.destroy_buffer(b);
-  return 2.0 * static_cast<double>(bytes) * runs / (ms * 1e6);
 }
 
 // Runs the prompt (all but the last token only submitted) and returns the first written token.
@@ -369,9 +314,10 @@ int run_bench_gpu(std::span<char* const> args) {
   const double ms_per_token = decode_ms_per_token[fused ? 1 : 0];
   const gpu::AdapterInfo& info = (*model)->device->info();
 
-  // Per op: its dispatches of the first layer replayed back to back (wall clock over many replays, so the
-  // time includes each dispatch's launch and barrier, as in a token), the weight bytes they read per second,
-  // and the copy bandwidth measured the same way. Timestamp queries, where present, give the GPU time of one
+  // Per op: its dispatches in every layer replayed back to back (wall clock over many replays, so the time
+  // includes each dispatch's launch and barrier, as in a token; all layers', so that the weights do not stay
+  // in the last-level cache from one replay to the next, as they do not in a token), the weight bytes they
+  // read per second, and the copy bandwidth measured the same way (cli/gpu_bandwidth.h). Timestamp queries, where present, give the GPU time of one
   // whole token (Dawn quantizes single timestamps too coarsely for per-dispatch numbers).
   std::string timing_text, timing_json;
   if (timings) {
@@ -380,59 +326,53 @@ int run_bench_gpu(std::span<char* const> args) {
     if (auto s = llm.time_step(&per); !s) return fail(s.message());
     uint64_t gpu_ns = 0;
     for (const auto& entry : per) gpu_ns += entry.second;
-    auto copy_command = copy_bandwidth(device, uint64_t{256} << 20, 20);
-    if (!copy_command) return fail(copy_command.message());
-    auto copy = shader_copy_bandwidth(device, uint64_t{256} << 20, 20);
-    if (!copy) return fail(copy.message());
+    auto bandwidth = measure_bandwidth(device, false);
+    if (!bandwidth) return fail(bandwidth.message());
+    const double copy = bandwidth->copy_gbs;
     const auto& plan = llm.plan();
     const auto& names = llm.plan_names();
     const auto& weight_bytes = llm.weight_bytes_per_dispatch();
     timing_text = cat(
-        "  copy bandwidth ", *copy,
-        " GB/s (read + write, 256 MiB buffers, compute shader; the copy command: ", *copy_command, " GB/s)",
+        "  copy bandwidth ", copy,
+        " GB/s (read + write, 256 MiB buffers, the best compute-shader copy: ", bandwidth->copy_how,
+        "; reads alone ", bandwidth->read_gbs, " GB/s; the copy command ", bandwidth->copy_command_gbs,
+        " GB/s)",
         per.empty() ? std::string() : cat("; GPU time of one token (timestamps) ", gpu_ns / 1000.0, " us"),
-        "\n  op (first layer's dispatches, replayed)   dispatches/token   us each   us/token   GB/s   % of "
+        "\n  op (every layer's dispatches, replayed)   dispatches/token   us each   us/token   GB/s   % of "
         "copy\n");
     std::vector<std::string> seen;
     double sum_us = 0;
     for (size_t i = 0; i < plan.size(); ++i) {
       if (std::find(seen.begin(), seen.end(), names[i]) != seen.end()) continue;
       seen.push_back(names[i]);
-      size_t end_group = i, per_token = 0;
-      while (end_group < plan.size() && names[end_group] == names[i]) ++end_group;
-      for (const std::string& n : names) per_token += n == names[i] ? 1 : 0;
+      std::vector<gpu::Dispatch> op;  // all of the token's dispatches of this op, every layer's
       uint64_t bytes = 0;
-      for (size_t k = i; k < end_group; ++k) bytes += weight_bytes[k];
-      const int reps = 200;
-      std::vector<gpu::Dispatch> replay;
-      for (int r = 0; r < reps; ++r) replay.insert(replay.end(), plan.begin() + i, plan.begin() + end_group);
-      if (auto s = device.run(replay); !s) return fail(s.message());
-      if (auto s = device.wait_idle(); !s) return fail(s.message());
-      const double t0 = now_ms();
-      for (int k = 0; k < 3; ++k)
-        if (auto s = device.run(replay); !s) return fail(s.message());
-      if (auto s = device.wait_idle(); !s) return fail(s.message());
-      const double us = (now_ms() - t0) * 1000.0 / (3.0 * reps);  // one group (its dispatches of one layer)
-      const size_t groups = per_token / (end_group - i);
+      for (size_t k = i; k < plan.size(); ++k) {
+        if (names[k] != names[i]) continue;
+        op.push_back(plan[k]);
+        bytes += weight_bytes[k];
+      }
+      auto replay_ms = time_replays(device, op);
+      if (!replay_ms) return fail(replay_ms.message());
+      const double us = *replay_ms * 1000.0;  // per token
       const double gbs = bytes > 0 ? static_cast<double>(bytes) / (us * 1000.0) : 0.0;
-      sum_us += us * static_cast<double>(groups);
+      sum_us += us;
       char line[256];
-      std::snprintf(line, sizeof line, "  %-40s %4zu %10.2f %10.1f", names[i].c_str(), per_token,
-                    us / (end_group - i), us * static_cast<double>(groups));
+      std::snprintf(line, sizeof line, "  %-40s %4zu %10.2f %10.1f", names[i].c_str(), op.size(),
+                    us / static_cast<double>(op.size()), us);
       timing_text += line;
       if (gbs > 0) {
-        std::snprintf(line, sizeof line, " %7.1f %6.0f%%", gbs, 100.0 * gbs / *copy);
+        std::snprintf(line, sizeof line, " %7.1f %6.0f%%", gbs, 100.0 * gbs / copy);
         timing_text += line;
       }
       timing_text += "\n";
-      timing_json +=
-          cat(timing_json.empty() ? "" : ",", "{\"op\":", json_quote(names[i]), ",\"dispatches\":", per_token,
-              ",\"us_per_token\":", us * static_cast<double>(groups), ",\"gb_per_s\":", gbs, "}");
+      timing_json += cat(timing_json.empty() ? "" : ",", "{\"op\":", json_quote(names[i]),
+                         ",\"dispatches\":", op.size(), ",\"us_per_token\":", us, ",\"gb_per_s\":", gbs, "}");
     }
     timing_text += cat("  sum of the ops' replayed times: ", sum_us,
                        " us per token (the measured decode: ", 1000.0 * ms_per_token, " us)\n");
-    timing_json = cat(",\"copy_gb_per_s\":", *copy, ",\"gpu_us_per_token\":", gpu_ns / 1000.0, ",\"ops\":[",
-                      timing_json, "]");
+    timing_json = cat(",\"copy_gb_per_s\":", copy, ",\"read_gb_per_s\":", bandwidth->read_gbs,
+                      ",\"gpu_us_per_token\":", gpu_ns / 1000.0, ",\"ops\":[", timing_json, "]");
   }
   if (json) {
     std::printf(

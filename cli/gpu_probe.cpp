@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "gpu/device.h"
 #include "gpu/fusion.h"
+#include "gpu_bandwidth.h"
 
 namespace sotto::cli {
 
@@ -62,7 +63,7 @@ Status probe(gpu::Device& device) {
     d.pipeline = p;
     d.bind_group = g;
     d.groups_x = 4096;
-    SOTTO_ASSIGN(double ms, time_runs(device, d, cpu ? 2 : 20, 0, 0));
+    SOTTO_ASSIGN(double ms, time_replays(device, std::span<const gpu::Dispatch>(&d, 1)));
     std::printf("read bandwidth, %s loads: %.2f GB/s\n", atomic ? "atomic" : "plain",
                 static_cast<double>(bytes) / (ms * 1e6));
   }
@@ -121,12 +122,17 @@ Status probe(gpu::Device& device) {
 Status probe_token(gpu::Device& device);  // gpu_probe_token.cpp
 
 int run_gpu_probe(std::span<char* const> args) {
-  const bool token = args.size() == 1 && std::string(args[0]) == "--token";
-  if (!args.empty() && !token) return usage_error(cat("gpu-probe: unknown option '", args[0], "'"));
+  const std::string mode = args.size() == 1 ? std::string(args[0]) : std::string();
+  if (args.size() > 1) return usage_error("gpu-probe: one option at most");
+  if (!mode.empty() && mode != "--token" && mode != "--bandwidth")
+    return usage_error(cat("gpu-probe: unknown option '", mode, "'"));
   auto device = gpu::open_device(gpu::DeviceOptions{});
   if (!device) return fail(device.message());
   std::printf("%s\n", (*device)->info().description.c_str());
-  if (Status s = token ? probe_token(**device) : probe(**device); !s.ok()) return fail(s.message());
+  const Status s = mode == "--token"       ? probe_token(**device)
+                   : mode == "--bandwidth" ? probe_bandwidth(**device)
+                                           : probe(**device);
+  if (!s.ok()) return fail(s.message());
   return kExitOk;
 }
 

@@ -79,11 +79,14 @@ constexpr Command kCommands[] = {
     {"gpu-check", "gpu-check [--seed S]",
      "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",
      run_gpu_check, "  --seed S                 seed of the random inputs (default 1)\n"},
-    {"gpu-probe", "gpu-probe [--token]",
+    {"gpu-probe", "gpu-probe [--token | --bandwidth]",
      "what plan fusion costs on this machine's GPU: the grid barrier, plain against atomic loads",
      run_gpu_probe,
      "  --token                  a synthetic Qwen2.5-0.5B Q4_0 token as one persistent dispatch (its "
-     "time)\n"},
+     "time)\n"
+     "  --bandwidth              memory bandwidth (copies, reads), then each weight type's matrix x vector "
+     "alone at\n"
+     "                           Qwen2.5-0.5B's and larger shapes: GB/s and shares of it\n"},
     {"tokenize", "tokenize -m FILE [--special] [--no-bos]",
      "UTF-8 text on stdin -> JSON array of token ids, with the GGUF file's own tokenizer", run_tokenize,
      "  -m, --model FILE         any GGUF with tokenizer metadata (vocab-only files too)\n"
