@@ -200,13 +200,17 @@ class LlmGpu {
   // the milliseconds per greedy token of one plan on `clock_ms`, as generation runs it; and the copy of the
   // failure flag next to the token that ends a fused plan, for finish().
   Status run_check_tokens(bool fused, int n, std::vector<std::vector<float>>* out, bool* gave_up);
-  Result<double> ms_per_greedy_token(bool fused, double (*clock_ms)());
+  // *gave_up (when given): a fused barrier gave up during it, so that its tokens ran separately.
+  Result<double> ms_per_greedy_token(bool fused, double (*clock_ms)(), bool* gave_up = nullptr);
   // Greedy tokens through the separate dispatches for ~0.3 s, so that timings after it see the GPU's clocks
   // raised by load.
   Status warm_up(double (*clock_ms)());
   // Milliseconds per greedy token of the fused plan and of the separate dispatches, as they compare at load:
-  // after warm_up(), the best of three rounds each, taken in turn. Leaves the separate dispatches in use.
-  Status time_both_plans(double (*clock_ms)(), double* fused_ms, double* plan_ms);
+  // after warm_up(), the best of three rounds each, taken in turn; fused rounds whose barrier gave up
+  // (*give_ups of them) taken again. Leaves the separate dispatches in use.
+  Status time_both_plans(double (*clock_ms)(), double* fused_ms, double* plan_ms, int* give_ups);
+  // " (N fused rounds timed again: ...)" for the status, or "".
+  static std::string give_ups_note(int give_ups);
   Dispatch failure_flag_copy() const;
   void set_fused_grid(uint32_t grid);
   std::vector<uint32_t> fused_widest_;  // per dispatch of fused_: the most workgroups it can use (0: unfused)

@@ -538,6 +538,13 @@ TEST(GpuLlm, FusedStepsAheadAndTheirRerunGiveTheSeparateTokens) {
   ids.push_back(t);  // B
   ASSERT_TRUE(g.decode_greedy(4, &ids, true).ok());
   EXPECT_EQ(ids, plan_ids);
+
+  // The flag came down with the rerun: the fused plan turned back on (as the load-time timing does after a
+  // round whose barrier gave up) decodes on, fused, rather than failing every token.
+  std::vector<int32_t> again = {start(true)};
+  ASSERT_TRUE(g.decode_greedy(6, &again, true).ok());
+  EXPECT_TRUE(g.fused()) << g.fusion_status();
+  EXPECT_EQ(again, plan_ids);
   EXPECT_EQ(device->last_error(), "");
 }
 
