@@ -98,7 +98,13 @@ fn grid_sync() {
     loop {
       if (atomicLoad(&sync[layers.slot]) >= barriers * G) { break; }
       n += 1u;
-      if (n > SPIN) { atomicStore(&sync[0], 1u); break; }
+      // Giving up raises the failure flag with what this workgroup saw: which of the dispatch's barriers
+      // (bits 16-30) and how many arrivals the counter held (bits 0-15; a full barrier needs barriers * G).
+      if (n > SPIN) {
+        let seen = min(atomicLoad(&sync[layers.slot]), 0xFFFFu);
+        atomicStore(&sync[0], 0x80000000u | (min(barriers, 0x7FFFu) << 16u) | seen);
+        break;
+      }
     }
   }
   workgroupBarrier();

@@ -526,6 +526,7 @@ DeviceStatus LlmGpu::finish(int32_t* token) {
   const DeviceStatus s = device().finish_read(pending_read_, t);
   if (s != DeviceStatus::Ok) return s;
   if (last_run_fused_ && t[1] != 0) {
+    last_give_up_ = t[1];
     const Status rerun = rerun_unfused();
     if (!rerun.ok()) return DeviceStatus::Error;
     return finish(token);

@@ -141,11 +141,10 @@ class LlmGpu {
   bool fused() const { return use_fused_; }
   void set_fused(bool on) { use_fused_ = on && !fused_.dispatches.empty(); }
   const std::string& fusion_status() const { return fusion_status_; }
-  // Raises the fused plan's failure flag, as a grid barrier that gives up does: the next read then reruns its
-  // tokens unfused and turns fusion off (for tests of that path).
-  Status raise_fusion_flag() {
-    const uint32_t one = 1;
-    return sync_ ? device().write_buffer(sync_, 0, &one, 4) : Status{};
+  // Raises the fused plan's failure flag (to `value`, nonzero), as a grid barrier that gives up does: the next
+  // read then reruns its tokens unfused and turns fusion off (for tests of that path).
+  Status raise_fusion_flag(uint32_t value = 1) {
+    return sync_ ? device().write_buffer(sync_, 0, &value, 4) : Status{};
   }
   // Tokens per run of the (largest) prompt plan, and its dispatches; the sizes of all the recorded ones.
   uint32_t prompt_batch() const { return prompt_plans_.empty() ? 0 : prompt_plans_.back().tokens; }
@@ -202,8 +201,8 @@ class LlmGpu {
   Status run_check_tokens(bool fused, int n, std::vector<std::vector<float>>* out, bool* gave_up);
   // *gave_up (when given): a fused barrier gave up during it, so that its tokens ran separately.
   Result<double> ms_per_greedy_token(bool fused, double (*clock_ms)(), bool* gave_up = nullptr);
-  // Greedy tokens through the separate dispatches for ~0.3 s, so that timings after it see the GPU's clocks
-  // raised by load.
+  // Greedy tokens through the separate dispatches for 0.3 s, then until two rounds agree within 3 % (at most
+  // 3 s), so that timings after it see the GPU's clocks raised by load.
   Status warm_up(double (*clock_ms)());
   // Milliseconds per greedy token of the fused plan and of the separate dispatches, as they compare at load:
   // after warm_up(), the best of three rounds each, taken in turn; fused rounds whose barrier gave up
@@ -240,6 +239,11 @@ class LlmGpu {
   BufferHandle sync_ = 0;
   uint32_t sync_words_ = 0;
   bool use_fused_ = false, last_run_fused_ = false;
+  // The failure flag's value when it was last seen raised: the layer kernels put there which barrier gave up
+  // and the arrivals its counter held (gpu/layer_kernel.cpp grid_sync); give_up_detail() words it.
+  uint32_t last_give_up_ = 0;
+  uint32_t layer_grid_ = 0;  // the layer kernels' workgroups, as last installed
+  std::string give_up_detail() const;
   std::string fusion_status_ = "not built";
   // Inputs of the fused tokens not yet read back, from position unchecked_from_ (< 0: the previous step's
   // choice, known once that step is read), and how many of them the read in flight covers.

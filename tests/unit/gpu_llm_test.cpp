@@ -524,7 +524,8 @@ TEST(GpuLlm, FusedStepsAheadAndTheirRerunGiveTheSeparateTokens) {
 
   // By hand: token A submitted and its read started, token B submitted ahead of that read, A failed.
   std::vector<int32_t> ids = {start(true)};
-  ASSERT_TRUE(g.raise_fusion_flag().ok());
+  // The value a layer kernel's barrier leaves there: its barrier 3 gave up with 5 arrivals counted.
+  ASSERT_TRUE(g.raise_fusion_flag(0x80000000u | (3u << 16) | 5u).ok());
   ASSERT_TRUE(g.submit(-1).ok());  // A
   ASSERT_TRUE(g.start_finish().ok());
   ASSERT_TRUE(g.submit(-1).ok());  // B, ahead
@@ -532,6 +533,9 @@ TEST(GpuLlm, FusedStepsAheadAndTheirRerunGiveTheSeparateTokens) {
   ASSERT_EQ(g.finish(&t), gpu::DeviceStatus::Ok) << device->last_error();
   ids.push_back(t);  // A, rerun unfused
   EXPECT_FALSE(g.fused()) << "a failed fused token turns fusion off";
+  EXPECT_NE(g.fusion_status().find("gave up while decoding (at its barrier 3 in the dispatch: 5 arrivals"),
+            std::string::npos)
+      << g.fusion_status();
   EXPECT_EQ(g.n_past(), static_cast<int>(prompt.size()) + 2);
   ASSERT_TRUE(g.start_finish().ok());
   ASSERT_EQ(g.finish(&t), gpu::DeviceStatus::Ok) << device->last_error();
