@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "gpu_test_support.h"
 #include "io/json.h"
 #include "test_support.h"
 
@@ -177,6 +178,23 @@ TEST(CliBench, JsonHasEveryFigureAndTheDepthAsked) {
       EXPECT_NE(run.err.find("--depth must be a whole number"), std::string::npos) << run.err;
     }
   }
+}
+
+// sotto gpu-probe --bandwidth (a benchmark: its output's shape is checked, not its figures): the copy reference
+// and a row per weight type; and its options' errors, which come before any device opens.
+TEST(CliGpuProbe, BandwidthPrintsTheReferenceAndEveryTypeOptionsAreChecked) {
+  CliRun two = run_cli("gpu-probe --token --bandwidth");
+  EXPECT_EQ(two.exit_code, 2);
+  EXPECT_NE(two.err.find("one option at most"), std::string::npos) << two.err;
+  CliRun bad = run_cli("gpu-probe --bandwith");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown option '--bandwith'"), std::string::npos) << bad.err;
+  if (!testing::open_test_device()) GTEST_SKIP() << testing::gpu_skip_reason();
+  CliRun run = run_cli("gpu-probe --bandwidth");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("best copy "), std::string::npos) << run.out;
+  for (const char* type : {" q4_0 ", " q5_0 ", " q8_0 ", " q4_K ", " q6_K ", " f16 ", " f32 "})
+    EXPECT_NE(run.out.find(type), std::string::npos) << type << " in " << run.out;
 }
 
 }  // namespace
