@@ -142,7 +142,7 @@ class LlmGpu {
   void set_fused(bool on) { use_fused_ = on && !fused_.dispatches.empty(); }
   const std::string& fusion_status() const { return fusion_status_; }
   // Raises the fused plan's failure flag (to `value`, nonzero), as a grid barrier that gives up does: the next
-  // read then reruns its tokens unfused and turns fusion off (for tests of that path).
+  // read then reruns its tokens unfused, and turns fusion off at the third time (for tests of that path).
   Status raise_fusion_flag(uint32_t value = 1) {
     return sync_ ? device().write_buffer(sync_, 0, &value, 4) : Status{};
   }
@@ -214,7 +214,8 @@ class LlmGpu {
   void set_fused_grid(uint32_t grid);
   std::vector<uint32_t> fused_widest_;  // per dispatch of fused_: the most workgroups it can use (0: unfused)
   Status run_decode();
-  // A fused token whose barrier gave up: run it again through decode_ (and its sampling tail).
+  // A fused token whose barrier gave up: run it again through decode_ (and its sampling tail); the fused plan
+  // stays in use until the kFusedGiveUpLimit-th give-up.
   Status rerun_unfused();
 
   Ops ops_;
@@ -242,7 +243,9 @@ class LlmGpu {
   // The failure flag's value when it was last seen raised: the layer kernels put there which barrier gave up
   // and the arrivals its counter held (gpu/layer_kernel.cpp grid_sync); give_up_detail() words it.
   uint32_t last_give_up_ = 0;
-  uint32_t layer_grid_ = 0;  // the layer kernels' workgroups, as last installed
+  int decode_give_ups_ = 0;                    // fused tokens rerun after a give-up, while decoding
+  static constexpr int kFusedGiveUpLimit = 3;  // the give-up that turns the fused plan off
+  uint32_t layer_grid_ = 0;                    // the layer kernels' workgroups, as last installed
   std::string give_up_detail() const;
   std::string fusion_status_ = "not built";
   // Inputs of the fused tokens not yet read back, from position unchecked_from_ (< 0: the previous step's

@@ -34,8 +34,12 @@ Status LlmGpu::run_decode() {
 }
 
 Status LlmGpu::rerun_unfused() {
+  // The plan stays fused through a few give-ups (each costs its tokens a second run) and is turned off at the
+  // kFusedGiveUpLimit-th: a grid whose workgroups cannot all be resident would give up at every token.
+  ++decode_give_ups_;
+  const bool keep = decode_give_ups_ < kFusedGiveUpLimit;
+  const std::string status = fusion_status_;
   use_fused_ = false;
-  fusion_status_ = cat("off: a fused layer's grid barrier gave up while decoding", give_up_detail());
   // Every fused token since the last one read, again through the decode plan: those the failed read covers,
   // the read again, then a step that was ahead of it (its input: the choice just rerun, in the token buffer).
   const std::vector<int32_t> inputs = unchecked_;
@@ -50,10 +54,22 @@ Status LlmGpu::rerun_unfused() {
   }
   SOTTO_TRY(start_finish());
   for (size_t i = covered; i < inputs.size(); ++i) SOTTO_TRY(submit(-1));
-  // The flag down again, after every fused run that could have raised it: a fused plan turned back on (the
-  // load-time timing, set_fused) must not find it raised and fail every token.
+  // The flag down again, after every fused run that could have raised it: a fused plan kept or turned back on
+  // (the load-time timing, set_fused) must not find it raised and fail every token.
   const uint32_t zero = 0;
-  return device().write_buffer(sync_, 0, &zero, 4);
+  SOTTO_TRY(device().write_buffer(sync_, 0, &zero, 4));
+  const std::string times = cat(decode_give_ups_, decode_give_ups_ == 1 ? " time" : " times");
+  if (!keep) {
+    fusion_status_ =
+        cat("off: a fused layer's grid barrier gave up while decoding, ", times, give_up_detail());
+    return {};
+  }
+  use_fused_ = true;
+  unchecked_.clear();  // every step since the failed read has run again, separately: nothing left to rerun
+  const size_t noted = status.find("; a grid barrier gave up while decoding");
+  fusion_status_ = cat(status.substr(0, noted), "; a grid barrier gave up while decoding, ", times,
+                       give_up_detail(), ": its tokens ran again through the separate dispatches");
+  return {};
 }
 
 Status LlmGpu::run_check_tokens(bool fused, int n, std::vector<std::vector<float>>* out, bool* gave_up) {
@@ -81,6 +97,7 @@ Status LlmGpu::run_check_tokens(bool fused, int n, std::vector<std::vector<float
 
 Result<double> LlmGpu::ms_per_greedy_token(bool fused, double (*clock_ms)(), bool* gave_up) {
   const std::string status = fusion_status_;
+  const int give_ups = decode_give_ups_;
   use_fused_ = fused;
   reset();
   SOTTO_TRY(step(0).status());
@@ -88,10 +105,11 @@ Result<double> LlmGpu::ms_per_greedy_token(bool fused, double (*clock_ms)(), boo
   const double t0 = clock_ms();
   SOTTO_TRY(decode_greedy(16, &ids));  // as generation runs each plan
   const double ms = (clock_ms() - t0) / 16;
-  // A barrier that gave up reran its tokens through the separate dispatches and turned the fused plan off:
-  // this round's figure is then theirs, which the caller is told; the status is the caller's to write.
-  if (gave_up) *gave_up = fused && !use_fused_;
+  // A barrier that gave up reran its tokens through the separate dispatches: this round's figure is partly
+  // theirs, which the caller is told; the status is the caller's to write, and the count is decoding's.
+  if (gave_up) *gave_up = decode_give_ups_ != give_ups;
   fusion_status_ = status;
+  decode_give_ups_ = give_ups;
   use_fused_ = false;
   reset();
   return ms;

@@ -532,15 +532,28 @@ TEST(GpuLlm, FusedStepsAheadAndTheirRerunGiveTheSeparateTokens) {
   int32_t t = -1;
   ASSERT_EQ(g.finish(&t), gpu::DeviceStatus::Ok) << device->last_error();
   ids.push_back(t);  // A, rerun unfused
-  EXPECT_FALSE(g.fused()) << "a failed fused token turns fusion off";
-  EXPECT_NE(g.fusion_status().find("gave up while decoding (at its barrier 3 in the dispatch: 5 arrivals"),
-            std::string::npos)
+  EXPECT_TRUE(g.fused()) << "one failed fused token leaves the plan fused";
+  EXPECT_NE(
+      g.fusion_status().find("gave up while decoding, 1 time (at its barrier 3 in the dispatch: 5 arrivals"),
+      std::string::npos)
       << g.fusion_status();
   EXPECT_EQ(g.n_past(), static_cast<int>(prompt.size()) + 2);
   ASSERT_TRUE(g.start_finish().ok());
   ASSERT_EQ(g.finish(&t), gpu::DeviceStatus::Ok) << device->last_error();
   ids.push_back(t);  // B
-  ASSERT_TRUE(g.decode_greedy(4, &ids, true).ok());
+  // Two more failures, a step each: the third turns the fused plan off.
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_TRUE(g.fused()) << g.fusion_status();
+    ASSERT_TRUE(g.raise_fusion_flag().ok());
+    auto next = g.step(-1);
+    ASSERT_TRUE(next.ok()) << next.message();
+    ids.push_back(*next);
+  }
+  EXPECT_FALSE(g.fused()) << "the third failed fused token turns fusion off";
+  EXPECT_EQ(g.fusion_status().rfind("off: a fused layer's grid barrier gave up while decoding, 3 times", 0),
+            0u)
+      << g.fusion_status();
+  ASSERT_TRUE(g.decode_greedy(2, &ids, true).ok());
   EXPECT_EQ(ids, plan_ids);
 
   // The flag came down with the rerun: the fused plan turned back on (as the load-time timing does after a
