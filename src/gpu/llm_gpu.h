@@ -201,8 +201,8 @@ class LlmGpu {
   Status run_check_tokens(bool fused, int n, std::vector<std::vector<float>>* out, bool* gave_up);
   // *gave_up (when given): a fused barrier gave up during it, so that its tokens ran separately.
   Result<double> ms_per_greedy_token(bool fused, double (*clock_ms)(), bool* gave_up = nullptr);
-  // Greedy tokens through the separate dispatches for 0.3 s, then until two rounds agree within 3 % (at most
-  // 3 s), so that timings after it see the GPU's clocks raised by load.
+  // Greedy tokens through the separate dispatches for ~0.3 s, so that timings after it see the GPU's clocks
+  // raised by load.
   Status warm_up(double (*clock_ms)());
   // Milliseconds per greedy token of the fused plan and of the separate dispatches, as they compare at load:
   // after warm_up(), the best of three rounds each, taken in turn; fused rounds whose barrier gave up
