@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <string_view>
 #include <vector>
 
 #include "commands.h"
@@ -25,50 +27,43 @@ double now_ms() {
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
 }
 
-// The copy's WGSL: each invocation walks the buffers a grid apart, `unroll` loads before as many stores (so
-// that several loads are in flight per invocation: a store may alias the next load, which the compiler must
-// otherwise wait for).
-std::string copy_wgsl(int unroll) {
-  std::string loads, stores;
-  for (int k = 0; k < unroll; ++k) {
-    loads += cat("    let v", k, " = src[i + ", k, "u * stride];\n");
-    stores += cat("    dst[i + ", k, "u * stride] = v", k, ";\n");
-  }
+// A walk over src (vec4 words) a grid apart, `unroll` words a step: `step` is a step's code (`k` in it
+// becoming 0 .. unroll - 1, each word src[i + k * stride]), `one` the code for a single word at i (the rest),
+// `before` and `after` around the walk.
+std::string walk_wgsl(int unroll, const std::function<std::string(int)>& step, std::string_view one,
+                      std::string_view before, std::string_view after) {
+  std::string steps;
+  for (int k = 0; k < unroll; ++k) steps += step(k);
   return cat(
       "@group(0) @binding(0) var<storage, read> src: array<vec4u>;\n"
       "@group(0) @binding(1) var<storage, read_write> dst: array<vec4u>;\n"
       "@compute @workgroup_size(256)\n"
       "fn main(@builtin(global_invocation_id) g: vec3u, @builtin(num_workgroups) n: vec3u) {\n"
       "  let count = arrayLength(&src);\n"
-      "  let stride = n.x * 256u;\n"
-      "  var i = g.x;\n"
-      "  for (; i + ",
-      unroll - 1, "u * stride < count; i += ", unroll, "u * stride) {\n", loads, stores,
-      "  }\n"
-      "  for (; i < count; i += stride) { dst[i] = src[i]; }\n"
-      "}\n");
+      "  let stride = n.x * 256u;\n",
+      before, "  var i = g.x;\n  for (; i + ", unroll - 1, "u * stride < count; i += ", unroll,
+      "u * stride) {\n", steps, "  }\n  for (; i < count; i += stride) { ", one, " }\n", after, "}\n");
 }
 
-// Reads alone: the same walk xor-ing what it loads, written only when it equals a value the data never holds
-// (so that the loads cannot be dropped and almost nothing is written).
+// The copy: each step's loads before its stores, so that several loads are in flight per invocation (a store
+// may alias the next load, which the compiler must otherwise wait for).
+std::string copy_wgsl(int unroll) {
+  std::string stores;
+  for (int k = 0; k < unroll; ++k) stores += cat("    dst[i + ", k, "u * stride] = v", k, ";\n");
+  return walk_wgsl(
+      unroll,
+      [&](int k) {
+        return cat("    let v", k, " = src[i + ", k, "u * stride];\n", k == unroll - 1 ? stores : "");
+      },
+      "dst[i] = src[i];", "", "");
+}
+
+// Reads alone: the walk xor-ing what it loads, written only when it equals a value the data never holds (so
+// that the loads cannot be dropped and almost nothing is written).
 std::string read_wgsl(int unroll) {
-  std::string loads;
-  for (int k = 0; k < unroll; ++k) loads += cat("    s ^= src[i + ", k, "u * stride];\n");
-  return cat(
-      "@group(0) @binding(0) var<storage, read> src: array<vec4u>;\n"
-      "@group(0) @binding(1) var<storage, read_write> dst: array<vec4u>;\n"
-      "@compute @workgroup_size(256)\n"
-      "fn main(@builtin(global_invocation_id) g: vec3u, @builtin(num_workgroups) n: vec3u) {\n"
-      "  let count = arrayLength(&src);\n"
-      "  let stride = n.x * 256u;\n"
-      "  var s = vec4u(0u);\n"
-      "  var i = g.x;\n"
-      "  for (; i + ",
-      unroll - 1, "u * stride < count; i += ", unroll, "u * stride) {\n", loads,
-      "  }\n"
-      "  for (; i < count; i += stride) { s ^= src[i]; }\n"
-      "  if (s.x == 0xdeadbeefu && s.y == 0x01234567u) { dst[g.x] = s; }\n"
-      "}\n");
+  return walk_wgsl(
+      unroll, [](int k) { return cat("    s ^= src[i + ", k, "u * stride];\n"); }, "s ^= src[i];",
+      "  var s = vec4u(0u);\n", "  if (s.x == 0xdeadbeefu && s.y == 0x01234567u) { dst[g.x] = s; }\n");
 }
 
 }  // namespace
@@ -106,7 +101,7 @@ Result<Bandwidth> measure_bandwidth(gpu::Device& device, bool verbose) {
   const uint32_t usage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
   SOTTO_ASSIGN(gpu::BufferHandle a, device.create_buffer(bytes, usage, "bandwidth src"));
   SOTTO_ASSIGN(gpu::BufferHandle b, device.create_buffer(bytes, usage, "bandwidth dst"));
-  {  // data that is not all zeros (a pattern, in 16 MiB writes)
+  {  // data that is not all zeros (a pattern, in 16 MiB writes; the copy's result is checked against it)
     std::vector<uint32_t> pattern(size_t{4} << 20);
     for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint32_t>(i * 2654435761u);
     for (uint64_t at = 0; at < bytes; at += pattern.size() * 4)
@@ -140,6 +135,16 @@ Result<Bandwidth> measure_bandwidth(gpu::Device& device, bool verbose) {
           out.copy_how = how;
         }
         if (!copy) out.read_gbs = std::max(out.read_gbs, gbs);
+      }
+      if (copy) {  // the copy's last 4 KiB are the source's (the pattern at word w: w * 2654435761, mod 2^32)
+        std::vector<uint32_t> tail(1024);
+        const uint64_t at = bytes - tail.size() * 4;
+        SOTTO_ASSIGN(gpu::ReadHandle r, device.start_read(b, at, tail.size() * 4));
+        if (device.finish_read(r, tail.data()) != gpu::DeviceStatus::Ok) return error(device.last_error());
+        const size_t first = static_cast<size_t>((at / 4) % (size_t{4} << 20));
+        for (size_t w = 0; w < tail.size(); ++w)
+          if (tail[w] != static_cast<uint32_t>((first + w) * 2654435761u))
+            return error("gpu-probe: the ", unroll, "-step copy did not copy (word ", at / 4 + w, ")");
       }
     }
   }
