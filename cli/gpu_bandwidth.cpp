@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -14,7 +13,6 @@
 
 #include "commands.h"
 #include "core/dtype.h"
-#include "core/half.h"
 #include "core/quantize_ref.h"
 #include "gpu/ops.h"
 
@@ -69,7 +67,8 @@ std::string read_wgsl(int unroll) {
 }  // namespace
 
 Result<double> time_replays(gpu::Device& device, std::span<const gpu::Dispatch> commands) {
-  // Submissions of about 2 ms each, so that encoding the next overlaps the GPU running the last; 20 of them.
+  // Submissions of about 2 ms each (estimated from 8 single runs), so that encoding the next overlaps the GPU
+  // running the last, as many as fill ~40 ms.
   SOTTO_TRY(device.run(commands));
   SOTTO_TRY(device.wait_idle());
   double t0 = now_ms();
