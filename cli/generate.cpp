@@ -17,7 +17,6 @@
 //   {"prompt", "prompt_ids", "ids" (generated only), "text", "stop", "prefill_ms", "decode_tokens_per_s",
 //    "top_logprobs" (first step, with --top-logprobs)}
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/clock.h"
 #include "api/sotto.h"
 #include "commands.h"
 #include "io/describe.h"
@@ -40,11 +40,6 @@
 namespace sotto::cli {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 void print(std::string_view s) {
   std::fwrite(s.data(), 1, s.size(), stdout);

@@ -16,7 +16,6 @@
 // sotto gpu-check runs the op harness (gpu/op_check.h) on this machine's GPU, once for each kernel path it
 // can take (packed dot or not, subgroup reductions or not, f16 casts or not).
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "api/clock.h"
 #include "commands.h"
 #include "gpu/device.h"
 #include "gpu/llm_gpu.h"
@@ -39,11 +39,6 @@
 namespace sotto::cli {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 std::optional<double> number(std::string_view s) {
   std::string copy(s);

@@ -4,26 +4,22 @@
 #include "gpu_bandwidth.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string_view>
 #include <vector>
 
+#include "api/clock.h"
 #include "commands.h"
 #include "core/dtype.h"
 #include "core/quantize_ref.h"
 #include "gpu/ops.h"
+#include "models/llm/sampler.h"
 
 namespace sotto::cli {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 // A walk over src (vec4 words) a grid apart, `unroll` words a step: `step` is a step's code (`k` in it
 // becoming 0 .. unroll - 1, each word src[i + k * stride]), `one` the code for a single word at i (the rest),
@@ -194,14 +190,8 @@ Status probe_bandwidth(gpu::Device& device) {
       "  %-14s %-5s %8s | %-27s | %-27s\n  %-14s %-5s %8s | %8s %8s %9s | %8s %8s %9s\n",
       "", "", "", "x quantized in the kernel", "x staged", "matrix", "type", "MB", "us each", "GB/s",
       "% of copy", "us each", "GB/s", "% of copy");
-  uint64_t seed = 0x5eed;
-  auto uniform = [&seed] {
-    seed += 0x9e3779b97f4a7c15ull;
-    uint64_t z = seed;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return static_cast<float>((z ^ (z >> 31)) >> 40) * 0x1p-23f - 1.0f;
-  };
+  Rng rng(0x5eed);
+  auto uniform = [&rng] { return 2.0f * rng.next_unit() - 1.0f; };  // in [-1, 1)
   bool warmed = false;
   for (const Shape& s : shapes) {
     std::vector<float> x(static_cast<size_t>(s.cols));
@@ -258,7 +248,7 @@ Status probe_bandwidth(gpu::Device& device) {
         release();
         continue;
       }
-      const double mb = static_cast<double>(row_bytes * s.rows) * (s.pair ? 2.0 : 1.0) / 1e6;
+      const double mb = static_cast<double>(matrix_bytes) / 1e6;
       std::string line =
           cat("  ", s.name, std::string(14 - std::min<size_t>(14, std::strlen(s.name)), ' '), " ");
       char cell[96];

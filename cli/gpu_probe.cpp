@@ -2,11 +2,11 @@
 // barrier's time for several grid sizes, and the read bandwidth of plain loads against the atomic loads a fused
 // kernel uses for what its own workgroups wrote.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "api/clock.h"
 #include "commands.h"
 #include "gpu/device.h"
 #include "gpu/fusion.h"
@@ -15,11 +15,6 @@
 namespace sotto::cli {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 // Milliseconds per run of `d` (median of 5 batches of `runs`), zeroing `sync` before each run when given.
 Result<double> time_runs(gpu::Device& device, const gpu::Dispatch& d, int runs, gpu::BufferHandle sync,

@@ -12,12 +12,12 @@
 // workgroup memory, one lane a row: 616-670 us, ~1,500-1,600 tokens/s for the layers); weight loads issued before the grid
 // barrier (prefetch) and 16-byte weight loads made it slower, not faster.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "api/clock.h"
 #include "commands.h"
 #include "gpu/device.h"
 #include "gpu/kernels_wgsl.h"
@@ -25,11 +25,6 @@
 namespace sotto::cli {
 
 namespace {
-
-double now_ms() {
-  using namespace std::chrono;
-  return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
-}
 
 struct TokenShape {
   uint32_t layers, d, n_head, n_kv, ff, ctx;
