@@ -91,7 +91,7 @@ Result<double> time_replays(gpu::Device& device, std::span<const gpu::Dispatch> 
 }
 
 Result<Bandwidth> measure_bandwidth(gpu::Device& device, bool verbose) {
-  const bool cpu = device.info().description.find("SwiftShader") != std::string::npos;
+  const bool cpu = device.info().cpu();
   const uint64_t bytes = (cpu ? uint64_t{4} : uint64_t{256}) << 20;
   const uint32_t usage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
   SOTTO_ASSIGN(gpu::BufferHandle a, device.create_buffer(bytes, usage, "bandwidth src"));
@@ -160,7 +160,7 @@ Result<Bandwidth> measure_bandwidth(gpu::Device& device, bool verbose) {
 // (x, f32, is quantized inside the kernel as the decode plan's do), replayed back to back as in a token, so
 // each figure includes its dispatch's launch and the barrier after it.
 Status probe_bandwidth(gpu::Device& device) {
-  const bool cpu = device.info().description.find("SwiftShader") != std::string::npos;
+  const bool cpu = device.info().cpu();
   std::printf("memory bandwidth (%s buffers; the best copy is the reference below):\n",
               cpu ? "4 MiB" : "256 MiB");
   SOTTO_ASSIGN(Bandwidth bw, measure_bandwidth(device, true));

@@ -37,7 +37,7 @@ Result<double> time_runs(gpu::Device& device, const gpu::Dispatch& d, int runs, 
 Status probe(gpu::Device& device) {
   const uint32_t storage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
   // On a CPU adapter (SwiftShader) the same probe in miniature: a GPU's sizes would take many minutes there.
-  const bool cpu = device.info().description.find("SwiftShader") != std::string::npos;
+  const bool cpu = device.info().cpu();
   // Read bandwidth: every invocation sums a grid-stride walk over 64 MiB and writes its sum.
   const uint64_t bytes = (cpu ? uint64_t{1} : uint64_t{64}) << 20;
   SOTTO_ASSIGN(gpu::BufferHandle data, device.create_buffer(bytes, storage, "probe data"));

@@ -440,7 +440,7 @@ Result<double> time_token(gpu::Device& device, const gpu::Dispatch& d, int runs,
 Status probe_token(gpu::Device& device) {
   if (!device.info().subgroups || !device.info().packed_dot)
     return error("gpu-probe --token: needs subgroups and dot4I8Packed");
-  const bool cpu = device.info().description.find("SwiftShader") != std::string::npos;
+  const bool cpu = device.info().cpu();
   const uint32_t storage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
   std::mt19937 rng(7);
   const std::vector<uint32_t> ctxs = cpu ? std::vector<uint32_t>{40} : std::vector<uint32_t>{80, 1024};

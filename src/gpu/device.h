@@ -63,6 +63,9 @@ struct AdapterInfo {
   bool timestamp_query = false;  // per-dispatch GPU timings
   bool packed_dot = true;        // dot4I8Packed (WGSL language feature packed_4x8_integer_dot_product)
   AdapterLimits limits;
+  // A CPU adapter (SwiftShader): every workgroup costs and there is no cache worth dodging, so benchmarks,
+  // probes and load-time searches take their small forms there.
+  bool cpu() const { return description.find("SwiftShader") != std::string::npos; }
 };
 
 // One buffer range bound to one @binding of a pipeline's group 0.

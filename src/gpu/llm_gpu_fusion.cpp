@@ -170,7 +170,7 @@ Dispatch LlmGpu::failure_flag_copy() const {
 
 Status LlmGpu::build_fused(const FusionOptions& options) {
   if (options.mode == FusionOptions::Mode::Layers) return build_layer_kernels(options);
-  const bool cpu_adapter = device().info().description.find("SwiftShader") != std::string::npos;
+  const bool cpu_adapter = device().info().cpu();
   if (options.mode == FusionOptions::Mode::Off ||
       (options.mode == FusionOptions::Mode::Auto && cpu_adapter)) {
     fusion_status_ = "off";

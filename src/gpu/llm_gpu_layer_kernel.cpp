@@ -231,7 +231,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   // Grids: the one asked for; on a CPU adapter one workgroup (no barrier to wait at); else a few sizes up to a
   // large GPU's compute units (the H200 has 132; two workgroups per unit, 264, timed faster at load at times but
   // decoded at ~840 tokens/s against ~1,040), the fastest of those whose barriers all held.
-  const bool cpu_adapter = device().info().description.find("SwiftShader") != std::string::npos;
+  const bool cpu_adapter = device().info().cpu();
   std::vector<uint32_t> grids = options.grid > 0 ? std::vector<uint32_t>{options.grid}
                                 : cpu_adapter    ? std::vector<uint32_t>{1}
                                                  : std::vector<uint32_t>{132, 108, 66, 32};
