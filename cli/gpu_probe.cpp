@@ -16,7 +16,8 @@ namespace sotto::cli {
 
 namespace {
 
-// Milliseconds per run of `d` (median of 5 batches of `runs`), zeroing `sync` before each run when given.
+// Milliseconds per run of `d` (median of 5 batches of `runs`), zeroing `sync` (the barrier's counters) before
+// each run. (Runs that need no zeroing are timed by time_replays, cli/gpu_bandwidth.h.)
 Result<double> time_runs(gpu::Device& device, const gpu::Dispatch& d, int runs, gpu::BufferHandle sync,
                          uint32_t sync_words) {
   std::vector<double> ms;
@@ -24,7 +25,7 @@ Result<double> time_runs(gpu::Device& device, const gpu::Dispatch& d, int runs, 
   for (int batch = 0; batch < 6; ++batch) {
     const double t0 = now_ms();
     for (int r = 0; r < runs; ++r) {
-      if (sync) SOTTO_TRY(device.write_buffer(sync, 0, zeros.data(), zeros.size() * 4));
+      SOTTO_TRY(device.write_buffer(sync, 0, zeros.data(), zeros.size() * 4));
       SOTTO_TRY(device.run(std::span<const gpu::Dispatch>(&d, 1)));
     }
     SOTTO_TRY(device.wait_idle());

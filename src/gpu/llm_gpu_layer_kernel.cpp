@@ -291,9 +291,11 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       for (int round = 0; round < 2; ++round) {
         bool gave_up_timing = false;
         SOTTO_ASSIGN(double ms, ms_per_greedy_token(true, options.clock_ms, &gave_up_timing));
-        if (!gave_up_timing) t = std::min(t, ms);
-        if (gave_up_timing)
+        if (gave_up_timing) {
           timing_give_ups += cat(timing_give_ups.empty() ? "" : ", ", grid, give_up_detail());
+        } else {
+          t = std::min(t, ms);
+        }
       }
       if (t == std::numeric_limits<double>::infinity()) {
         why_not = cat("a grid barrier gave up with ", grid, " workgroups while timing", give_up_detail());
