@@ -33,26 +33,37 @@ fn f16lo(w: u32) -> f32 { return unpack2x16float(w).x; }
 const char* kDot4Packed = "fn dot4(a: u32, b: u32) -> i32 { return dot4I8Packed(a, b); }\n";
 const char* kDot4Fallback = "fn dot4(a: u32, b: u32) -> i32 { return dot4_fallback(a, b); }\n";
 
-// sub_dot(base, sb): W[row, 32 sb .. 32 sb + 31] . x[same], scaled; `base` is the row's first word.
+// Each weight type's 32-element sub-block dot in two halves, so that a kernel can load a sub-block's words early
+// and use them later (the layer kernel loads a phase's first weights while it waits at the grid barrier before):
+//   ldSFX(at, sb) -> array<u32, N>: the words sub-block sb of the row starting at word `at` of WBUF reads, loads
+//     only (sub_dot_words(w) gives N);
+//   wdotSFX(w, sb, x0, xi) -> f32: those words times the q8_0 activations xq[x0 ..] scaled by xd[xi]; sb is the
+//     sub-block's index in its row (a K-quant's place in its super-block).
 const char* kSubDotQ8_0 = R"(
-fn sub_dotSFX(base: u32, sb: u32) -> f32 {
-  let b = base + sb * 9u; let x0 = sb * 8u;
+fn ldSFX(at: u32, sb: u32) -> array<u32, 9> {
+  let b = at + sb * 9u;
+  return array<u32, 9>(WBUF[b], WBUF[b + 1u], WBUF[b + 2u], WBUF[b + 3u], WBUF[b + 4u], WBUF[b + 5u], WBUF[b + 6u],
+                       WBUF[b + 7u], WBUF[b + 8u]);
+}
+fn wdotSFX(w: array<u32, 9>, sb: u32, x0: u32, xi: u32) -> f32 {
   var s = 0i;
-  for (var k = 0u; k < 8u; k++) { s += dot4(WBUF[b + k], xq[x0 + k]); }
-  return f32(s) * (f16lo(WBUF[b + 8u]) * xd[sb]);
+  for (var k = 0u; k < 8u; k++) { s += dot4(w[k], xq[x0 + k]); }
+  return f32(s) * (f16lo(w[8]) * xd[xi]);
 }
 )";
 
 const char* kSubDotQ4_0 = R"(
-fn sub_dotSFX(base: u32, sb: u32) -> f32 {
-  let b = base + sb * 5u; let x0 = sb * 8u;
+fn ldSFX(at: u32, sb: u32) -> array<u32, 5> {
+  let b = at + sb * 5u;
+  return array<u32, 5>(WBUF[b], WBUF[b + 1u], WBUF[b + 2u], WBUF[b + 3u], WBUF[b + 4u]);
+}
+fn wdotSFX(w: array<u32, 5>, sb: u32, x0: u32, xi: u32) -> f32 {
   var s = 0i;
   for (var k = 0u; k < 4u; k++) {
-    let w = WBUF[b + k];
-    s += dot4(w & 0x0F0F0F0Fu, xq[x0 + k]) + dot4((w >> 4u) & 0x0F0F0F0Fu, xq[x0 + 4u + k]);
+    s += dot4(w[k] & 0x0F0F0F0Fu, xq[x0 + k]) + dot4((w[k] >> 4u) & 0x0F0F0F0Fu, xq[x0 + 4u + k]);
   }
   s -= 8i * xsum(x0, 8u);
-  return f32(s) * (f16lo(WBUF[b + 4u]) * xd[sb]);
+  return f32(s) * (f16lo(w[4]) * xd[xi]);
 }
 )";
 
@@ -60,55 +71,76 @@ const char* kSubDotQ5_0 = R"(
 fn spread4SFX(bits: u32) -> u32 {
   return ((bits & 1u) << 4u) | ((bits & 2u) << 11u) | ((bits & 4u) << 18u) | ((bits & 8u) << 25u);
 }
-fn sub_dotSFX(base: u32, sb: u32) -> f32 {
-  let b = base + sb * 6u; let x0 = sb * 8u;
-  let qh = WBUF[b];
+fn ldSFX(at: u32, sb: u32) -> array<u32, 6> {
+  let b = at + sb * 6u;
+  return array<u32, 6>(WBUF[b], WBUF[b + 1u], WBUF[b + 2u], WBUF[b + 3u], WBUF[b + 4u], WBUF[b + 5u]);
+}
+fn wdotSFX(w: array<u32, 6>, sb: u32, x0: u32, xi: u32) -> f32 {
   var s = 0i;
   for (var k = 0u; k < 4u; k++) {
-    let w = WBUF[b + 1u + k];
-    let lo = (w & 0x0F0F0F0Fu) | spread4SFX(qh >> (4u * k));
-    let hi = ((w >> 4u) & 0x0F0F0F0Fu) | spread4SFX(qh >> (16u + 4u * k));
+    let lo = (w[1u + k] & 0x0F0F0F0Fu) | spread4SFX(w[0] >> (4u * k));
+    let hi = ((w[1u + k] >> 4u) & 0x0F0F0F0Fu) | spread4SFX(w[0] >> (16u + 4u * k));
     s += dot4(lo, xq[x0 + k]) + dot4(hi, xq[x0 + 4u + k]);
   }
   s -= 16i * xsum(x0, 8u);
-  return f32(s) * (f16lo(WBUF[b + 5u]) * xd[sb]);
+  return f32(s) * (f16lo(w[5]) * xd[xi]);
 }
 )";
 
+// Q4_K: the super-block's d | dmin word, its three scale words, then the sub-block's 8 words of nibbles (shared
+// with its neighbour: the low nibbles for even sub-blocks, the high for odd).
 const char* kSubDotQ4_K = R"(
-fn scale_byteSFX(b: u32, i: u32) -> u32 { return (WBUF[b + 1u + i / 4u] >> (8u * (i % 4u))) & 0xFFu; }
-fn sub_dotSFX(base: u32, sb: u32) -> f32 {
-  let b = base + (sb / 8u) * 36u; let j = sb % 8u; let x0 = sb * 8u;
+fn ldSFX(at: u32, sb: u32) -> array<u32, 12> {
+  let b = at + (sb / 8u) * 36u;
+  let q = b + 4u + 8u * ((sb % 8u) / 2u);
+  return array<u32, 12>(WBUF[b], WBUF[b + 1u], WBUF[b + 2u], WBUF[b + 3u], WBUF[q], WBUF[q + 1u], WBUF[q + 2u],
+                        WBUF[q + 3u], WBUF[q + 4u], WBUF[q + 5u], WBUF[q + 6u], WBUF[q + 7u]);
+}
+fn scale_byteSFX(w: array<u32, 12>, i: u32) -> u32 {
+  return (select(select(w[1], w[2], i >= 4u), w[3], i >= 8u) >> (8u * (i % 4u))) & 0xFFu;
+}
+fn wdotSFX(w: array<u32, 12>, sb: u32, x0: u32, xi: u32) -> f32 {
+  let j = sb % 8u;
   var sc: u32; var m: u32;
   if (j < 4u) {
-    sc = scale_byteSFX(b, j) & 63u; m = scale_byteSFX(b, j + 4u) & 63u;
+    sc = scale_byteSFX(w, j) & 63u; m = scale_byteSFX(w, j + 4u) & 63u;
   } else {
-    sc = (scale_byteSFX(b, j + 4u) & 0xFu) | ((scale_byteSFX(b, j - 4u) >> 6u) << 4u);
-    m = (scale_byteSFX(b, j + 4u) >> 4u) | ((scale_byteSFX(b, j) >> 6u) << 4u);
+    sc = (scale_byteSFX(w, j + 4u) & 0xFu) | ((scale_byteSFX(w, j - 4u) >> 6u) << 4u);
+    m = (scale_byteSFX(w, j + 4u) >> 4u) | ((scale_byteSFX(w, j) >> 6u) << 4u);
   }
-  let q0 = b + 4u + 8u * (j / 2u); let shift = 4u * (j % 2u);
+  let shift = 4u * (j % 2u);
   var s = 0i;
-  for (var k = 0u; k < 8u; k++) { s += dot4((WBUF[q0 + k] >> shift) & 0x0F0F0F0Fu, xq[x0 + k]); }
-  let dm = unpack2x16float(WBUF[b]);
-  return xd[sb] * (dm.x * f32(sc) * f32(s) - dm.y * f32(m) * f32(xsum(x0, 8u)));
+  for (var k = 0u; k < 8u; k++) { s += dot4((w[4u + k] >> shift) & 0x0F0F0F0Fu, xq[x0 + k]); }
+  let dm = unpack2x16float(w[0]);
+  return xd[xi] * (dm.x * f32(sc) * f32(s) - dm.y * f32(m) * f32(xsum(x0, 8u)));
 }
 )";
 
+// Q6_K: the sub-block's 8 words of low bits, its 8 words of high bits, the word holding its two int8 scales, d.
 const char* kSubDotQ6_K = R"(
-fn scale_i8SFX(b: u32, i: u32) -> f32 { return f32(bitcast<i32>(WBUF[b + 48u + i / 4u] << (24u - 8u * (i % 4u))) >> 24u); }
-fn sub_dotSFX(base: u32, sb: u32) -> f32 {
-  let b = base + (sb / 8u) * 53u; let j = sb % 8u; let x0 = sb * 8u;
+fn ldSFX(at: u32, sb: u32) -> array<u32, 18> {
+  let b = at + (sb / 8u) * 53u; let j = sb % 8u;
   let n = j / 4u; let t = j % 4u;
-  let ql0 = b + 16u * n + 8u * (t & 1u); let lshift = 4u * (t >> 1u);
-  let qh0 = b + 32u + 8u * n;
+  let l = b + 16u * n + 8u * (t & 1u);
+  let h = b + 32u + 8u * n;
+  return array<u32, 18>(WBUF[l], WBUF[l + 1u], WBUF[l + 2u], WBUF[l + 3u], WBUF[l + 4u], WBUF[l + 5u],
+                        WBUF[l + 6u], WBUF[l + 7u], WBUF[h], WBUF[h + 1u], WBUF[h + 2u], WBUF[h + 3u],
+                        WBUF[h + 4u], WBUF[h + 5u], WBUF[h + 6u], WBUF[h + 7u], WBUF[b + 48u + 2u * n + t / 2u],
+                        WBUF[b + 52u]);
+}
+fn scale_i8SFX(word: u32, i: u32) -> f32 { return f32(bitcast<i32>(word << (24u - 8u * (i % 4u))) >> 24u); }
+fn wdotSFX(w: array<u32, 18>, sb: u32, x0: u32, xi: u32) -> f32 {
+  let j = sb % 8u;
+  let t = j % 4u;
+  let lshift = 4u * (t >> 1u);
   var s0 = 0i; var s1 = 0i;
   for (var k = 0u; k < 8u; k++) {
-    let q = ((WBUF[ql0 + k] >> lshift) & 0x0F0F0F0Fu) | (((WBUF[qh0 + k] >> (2u * t)) & 0x03030303u) << 4u);
+    let q = ((w[k] >> lshift) & 0x0F0F0F0Fu) | (((w[8u + k] >> (2u * t)) & 0x03030303u) << 4u);
     let p = dot4(q, xq[x0 + k]) - 32i * dot4(0x01010101u, xq[x0 + k]);
     if (k < 4u) { s0 += p; } else { s1 += p; }
   }
-  let si = 8u * n + 2u * t;
-  return f16lo(WBUF[b + 52u]) * xd[sb] * (scale_i8SFX(b, si) * f32(s0) + scale_i8SFX(b, si + 1u) * f32(s1));
+  let si = 2u * t;  // the scales' bytes in w[16]: 8 n + 2 t and the next, of the 16
+  return f16lo(w[17]) * xd[xi] * (scale_i8SFX(w[16], si) * f32(s0) + scale_i8SFX(w[16], si + 1u) * f32(s1));
 }
 )";
 
@@ -127,6 +159,39 @@ const char* sub_dot_source(DType w) {
     default:
       return nullptr;
   }
+}
+
+uint32_t sub_dot_words(DType w) {
+  switch (w) {
+    case DType::Q8_0:
+      return 9;
+    case DType::Q4_0:
+      return 5;
+    case DType::Q5_0:
+      return 6;
+    case DType::Q4_K:
+      return 12;
+    case DType::Q6_K:
+      return 18;
+    default:
+      return 0;
+  }
+}
+
+std::string sub_dot_instance(DType w, std::string_view buffer, std::string_view suffix, bool per_token) {
+  const char* halves = sub_dot_source(w);
+  if (!halves) return "";
+  std::string s = cat(halves, per_token ? R"(fn sub_dotSFX(base: u32, sb: u32, xo: u32, xdo: u32) -> f32 {
+  return wdotSFX(ldSFX(base, sb), sb, xo + sb * 8u, xdo + sb);
+}
+)"
+                                        : R"(fn sub_dotSFX(base: u32, sb: u32) -> f32 {
+  return wdotSFX(ldSFX(base, sb), sb, sb * 8u, sb);
+}
+)");
+  replace_all(s, "WBUF[", buffer);
+  replace_all(s, "SFX(", cat(suffix, "("));
+  return s;
 }
 
 // GELU as ggml's CPU computes it (cpu/gelu.h): x rounded to f16 indexes a table of f16 results (two to a word),
@@ -502,14 +567,8 @@ std::string wgsl_matvec(DType w, bool swiglu, const KernelFeatures& f, uint32_t 
     if (swiglu) src += "@group(0) @binding(6) var<storage, read> W2: array<u32>;\n";
     src += f.packed_dot ? kDot4Packed : kDot4Fallback;
     src += kDotHelpers;
-    auto instance = [&](std::string_view buffer, std::string_view suffix) {
-      std::string sub = sub_dot_source(w);
-      replace_all(sub, "WBUF[", cat(buffer, "["));
-      replace_all(sub, "SFX(", cat(suffix, "("));
-      return sub;
-    };
-    src += instance("W", "");
-    if (swiglu) src += instance("W2", "2");  // the same dot reading W2
+    src += sub_dot_instance(w, "W[", "");
+    if (swiglu) src += sub_dot_instance(w, "W2[", "2");  // the same dot reading W2
     // Four sub-blocks a step, written out so that their weight loads can be issued together rather than each
     // waiting for the previous sum: a small gain on the H200 (ffn_down 9.9-10.3 us against 10.5-11.2; Q4_K_M's
     // 13.8-14.1 against 14.5-14.6). The sums are still added one by one in the loop's order.

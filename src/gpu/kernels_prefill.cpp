@@ -101,8 +101,7 @@ struct Step { pos: u32, n: u32, pad0: u32, pad1: u32 }
     replace_all(dots, "ACC2_LOAD", swiglu ? "let wv2 = unpack2x16float(W2[base + i]);" : "");
     replace_all(dots, "ACC2", swiglu ? "acc2[t] += dot(wv2, xv);" : "");
   } else {
-    const char* sub_dot = sub_dot_source(w);
-    if (!sub_dot) return "";
+    if (!sub_dot_source(w)) return "";
     src += R"(
 @group(0) @binding(1) var<storage, read> W: array<u32>;
 @group(0) @binding(2) var<storage, read> xq: array<u32>;
@@ -113,21 +112,8 @@ struct Step { pos: u32, n: u32, pad0: u32, pad1: u32 }
     src += kDotHelpers;
     // The decode kernel's sub-block dot, reading token t's activations: q8_0 rows of cols / 4 words and
     // cols / 32 scales, one after another.
-    auto instance = [&](std::string_view buffer, std::string_view suffix) -> std::string {
-      std::string s = sub_dot;
-      const size_t n_x0 = s.find("let x0 = sb * 8u;"), n_xd = s.find("xd[sb]");
-      if (n_x0 == std::string::npos || n_xd == std::string::npos) return "";
-      replace_all(s, "(base: u32, sb: u32)", "(base: u32, sb: u32, xo: u32, xdo: u32)");
-      replace_all(s, "let x0 = sb * 8u;", "let x0 = xo + sb * 8u;");
-      replace_all(s, "xd[sb]", "xd[xdo + sb]");
-      replace_all(s, "WBUF[", cat(buffer, "["));
-      replace_all(s, "SFX(", cat(suffix, "("));
-      return s;
-    };
-    const std::string one = instance("W", "");
-    if (one.empty()) return "";
-    src += one;
-    if (swiglu) src += instance("W2", "2");
+    src += sub_dot_instance(w, "W[", "", true);
+    if (swiglu) src += sub_dot_instance(w, "W2[", "2", true);
     dots = R"(
       for (var t = 0u; t < TOK; t++) {
         let xo = (t0 + t) * (p.cols / 4u);

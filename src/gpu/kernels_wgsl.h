@@ -15,9 +15,17 @@ extern const char* kDotHelpers;
 // fn dot4(a, b): dot4I8Packed, or the same integer dot with shifts.
 extern const char* kDot4Packed;
 extern const char* kDot4Fallback;
-// sub_dotSFX(base, sb): W[row, 32 sb .. 32 sb + 31] . x[same] for a row starting at word `base` of WBUF,
-// reading q8_0 activations xq (x0 = sb * 8 words) and xd[sb]. WBUF and SFX are replaced per instance.
+// A weight type's sub-block dot in two halves (kernels.cpp says more): ldSFX(at, sb), the words of sub-block sb
+// of the row starting at word `at` of WBUF (loads only, sub_dot_words(w) of them), and wdotSFX(words, sb, x0, xi),
+// their dot with the q8_0 activations xq[x0 ..] and scale xd[xi]. Null / 0 for types without one.
 const char* sub_dot_source(DType w);
+uint32_t sub_dot_words(DType w);
+// sub_dot_source(w) reading `buffer` (e.g. "W[" or "W[layer.gate + ") for WBUF[, its functions' names ending in
+// `suffix`, and sub_dotSFX(base, sb) = W[row, 32 sb .. 32 sb + 31] . x[same] for a row starting at word `base`,
+// reading xq from word 8 sb and xd[sb]; per_token: sub_dotSFX(base, sb, xo, xdo), from words xo + 8 sb and
+// xd[xdo + sb] (a prompt's token). Empty for types without one.
+std::string sub_dot_instance(DType w, std::string_view buffer, std::string_view suffix,
+                             bool per_token = false);
 // gelu_f16(g) through ggml's table at binding 7 (needs kF16Rne).
 extern const char* kGeluTable;
 // f16_bits(x) (round to nearest even), f16r(v), f16r2(a, b), pack_f16(a, b).

@@ -83,17 +83,27 @@ fn ld_s(i: u32) -> f32 { return bitcast<f32>(atomicLoad(&sa[i])); }
 fn st_x(i: u32, v: f32) { landed ^= atomicExchange(&xa[i], bitcast<u32>(v)); }
 fn st_s(i: u32, v: f32) { landed ^= atomicExchange(&sa[i], bitcast<u32>(v)); }
 
+// A grid barrier in two halves: this workgroup's arrival, then the wait for the others'. Between them the
+// workgroup may issue loads that do not depend on the other workgroups' work (the next phase's weights), so that
+// their round trip to memory overlaps the wait.
 fn grid_sync() {
-  if ((LEAVE_OUT & 32u) != 0u) {
-    workgroupBarrier();
-    return;
-  }
+  grid_arrive();
+  grid_wait();
+}
+fn grid_arrive() {
+  if ((LEAVE_OUT & 32u) != 0u) { return; }
   barriers += 1u;
   if (landed == 0x7FC00001u) { atomicAdd(&sync[0], 0u); }
   workgroupBarrier();
   storageBarrier();
+  if (lid == 0u) { atomicAdd(&sync[layers.slot], 1u); }
+}
+fn grid_wait() {
+  if ((LEAVE_OUT & 32u) != 0u) {
+    workgroupBarrier();
+    return;
+  }
   if (lid == 0u) {
-    atomicAdd(&sync[layers.slot], 1u);
     var n = 0u;
     loop {
       if (atomicLoad(&sync[layers.slot]) >= barriers * G) { break; }
@@ -128,23 +138,25 @@ fn workgroup_sum(v: f32, sg: u32) -> f32 {
 }
 
 // n values of x into vals (word lid + i * T), RMS-normed with weight `which` (0 attn_norm, 1 ffn_norm).
+// The norm's weights are loaded with x, before the sum's workgroup barriers: loaded after them, their round
+// trip to memory came on top of x's.
 fn stage_x(which: u32, sg: u32) {
   var ss = 0.0;
+  var nw: array<vec4f, NWT>;
   for (var i = 0u; i < NWT; i++) {
     let wi = lid + i * T;
     var v = vec4f(0.0);
-    if (wi < D / 4u) { v = vec4f(ld_x(4u * wi), ld_x(4u * wi + 1u), ld_x(4u * wi + 2u), ld_x(4u * wi + 3u)); }
+    if (wi < D / 4u) {
+      v = vec4f(ld_x(4u * wi), ld_x(4u * wi + 1u), ld_x(4u * wi + 2u), ld_x(4u * wi + 3u));
+      let at = select(layer.ffn_norm, layer.attn_norm, which == 0u) + 4u * wi;
+      nw[i] = vec4f(bitcast<f32>(W[at]), bitcast<f32>(W[at + 1u]), bitcast<f32>(W[at + 2u]), bitcast<f32>(W[at + 3u]));
+    }
     vals[i] = v;
     ss += dot(v, v);
   }
   let scale = 1.0 / sqrt(workgroup_sum(ss, sg) / f32(D) + EPS);
   for (var i = 0u; i < NWT; i++) {
-    let wi = lid + i * T;
-    if (wi < D / 4u) {
-      let at = select(layer.ffn_norm, layer.attn_norm, which == 0u) + 4u * wi;
-      let w = vec4f(bitcast<f32>(W[at]), bitcast<f32>(W[at + 1u]), bitcast<f32>(W[at + 2u]), bitcast<f32>(W[at + 3u]));
-      vals[i] = vals[i] * scale * w;
-    }
+    if (lid + i * T < D / 4u) { vals[i] = vals[i] * scale * nw[i]; }
   }
 }
 
@@ -536,7 +548,14 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   for (var li = 0u; li < NL; li++) {
     layer = layers.l[li];
     let kind = layers.l[li].kind;  // uniform (the branches on it hold subgroup operations)
-    if (li > 0u) { grid_sync(); }  // the previous layer's x complete
+    if (li > 0u) { grid_arrive(); }  // the previous layer's x complete
+    if ((LEAVE_OUT & 1024u) == 0u) {
+FETCH_QKV
+    }
+    if (li > 0u) { grid_wait(); }
+    if ((LEAVE_OUT & 1024u) != 0u) {
+FETCH_QKV
+    }
     // q, k, v = Wqkv . rms_norm(x) (+ bias)
     if ((LEAVE_OUT & 1u) == 0u) {
       stage_x(0u, SG_ARG);
@@ -550,19 +569,40 @@ PHASE_QKV
         attention(pos, nch);
       }
     }
-    grid_sync();
+    grid_arrive();
+    if ((LEAVE_OUT & 1024u) == 0u) {
+FETCH_WO
+    }
+    grid_wait();
+    if ((LEAVE_OUT & 1024u) != 0u) {
+FETCH_WO
+    }
     // x += Wo . attention
     if ((LEAVE_OUT & 4u) == 0u) {
       stage_attention(nch);
 PHASE_WO
     }
-    grid_sync();
+    grid_arrive();
+    if ((LEAVE_OUT & 1024u) == 0u) {
+FETCH_GATE_UP
+    }
+    grid_wait();
+    if ((LEAVE_OUT & 1024u) != 0u) {
+FETCH_GATE_UP
+    }
     // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
     if ((LEAVE_OUT & 8u) == 0u) {
       stage_x(1u, SG_ARG);
 PHASE_GATE_UP
     }
-    grid_sync();
+    grid_arrive();
+    if ((LEAVE_OUT & 1024u) == 0u) {
+FETCH_DOWN
+    }
+    grid_wait();
+    if ((LEAVE_OUT & 1024u) != 0u) {
+FETCH_DOWN
+    }
     // x += Wd . h
     if ((LEAVE_OUT & 16u) == 0u) {
       stage_h();
@@ -573,13 +613,15 @@ PHASE_DOWN
 )";
 
 // One matrix's rows from the staged input: DOT is a row's sub-block sb times the input; OUTPUT stores row `row`'s
-// sum `s` (and `s2`, the up matrix's, for gate·up; `before`, BEFORE's value, for the residual adds).
+// sum `s` (and `s2`, the up matrix's, for gate·up; `before`, BEFORE's value: x's row for the residual adds, the
+// bias for q·k·v).
 const char* kMatvec = R"(
+FETCH_FNS
 fn NAME() {
   let rounds = (ROWS_TOTAL + NRG * MROWS - 1u) / (NRG * MROWS);
   for (var r = 0u; r < rounds; r++) {
-    // What OUTPUT adds to (wo's and down's: x's row), loaded before the dots so that its round trip overlaps
-    // theirs; by invocations 0 .. MROWS - 1, row lane of the round.
+    // What OUTPUT adds to, loaded before the dots so that its round trip overlaps theirs; by invocations
+    // 0 .. MROWS - 1, row lane of the round.
     let before = BEFORE;
     for (var k = 0u; k < MROWS; k++) {
       let row = (r * MROWS + k) * NRG + rg;
@@ -616,6 +658,40 @@ fn NAME() {
   }
 }
 )";
+
+// The first round's weight words of a matrix (of both, for gate·up), loaded into registers by NAME_fetch() between
+// the grid barrier's arrival and its wait, and read by NAME_words() in round 0 (later rounds load their own).
+// Without it each phase waited a round trip to memory for its weights after the barrier, the staging and the
+// workgroup barriers of the quantizer, one after another.
+const char* kMatvecFetch = R"(
+var<private> pre_NAME: array<array<u32, WORDS>, MROWS * PER_LANE>;
+fn NAME_fetch() {
+  for (var k = 0u; k < MROWS; k++) {
+    let row = min(k * NRG + rg, ROWS_TOTAL - 1u);
+    for (var i = 0u; i < PER_LANE; i++) {
+      let sb = min(lane + 32u * i, NSUB - 1u);
+      pre_NAME[k * PER_LANE + i] = LD;
+      FETCH_UP
+    }
+  }
+}
+fn NAME_words(r: u32, k: u32, i: u32, row: u32, sb: u32) -> array<u32, WORDS> {
+  if (r == 0u) { return pre_NAME[k * PER_LANE + i]; }
+  return LD;
+}
+)";
+// ... and the up matrix's, for gate·up.
+const char* kMatvecFetchUp = R"(
+var<private> pre2_NAME: array<array<u32, WORDS>, MROWS * PER_LANE>;
+fn NAME_words2(r: u32, k: u32, i: u32, row: u32, sb: u32) -> array<u32, WORDS> {
+  if (r == 0u) { return pre2_NAME[k * PER_LANE + i]; }
+  return LD_UP;
+}
+)";
+
+// Words a phase may hold in registers per invocation for its weights' first round (kMatvecFetch): Q4_K gate·up
+// of Qwen2.5-0.5B on 132 workgroups takes 5 rows x 2 matrices x 12 words.
+constexpr uint32_t kFetchWords = 128;
 
 }  // namespace
 
@@ -685,41 +761,64 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   src += f.packed_dot ? wgsl_parts::kDot4Packed : wgsl_parts::kDot4Fallback;
   src += wgsl_parts::kDotHelpers;
   auto sub_dot = [&](DType w, std::string_view offset, std::string_view suffix) {
-    std::string sub = wgsl_parts::sub_dot_source(w);
-    replace_all(sub, "WBUF[", cat("W[layer.", offset, " + "));
-    replace_all(sub, "SFX(", cat(suffix, "("));
-    return sub;
+    return wgsl_parts::sub_dot_instance(w, cat("W[layer.", offset, " + "), suffix);
   };
-  // dot: a row's sub-block sb times the staged input (up: the up matrix's too, for gate·up).
-  auto matvec = [&](std::string_view name, uint32_t rows_total, uint32_t cols, std::string_view dot,
-                    std::string_view up_dot, std::string_view output, bool residual = false) {
+  // A matrix phase's function NAME: rows_total rows of cols from the staged input, a row's sub-block through the
+  // functions of `suffix` (those of up_suffix too for gate·up), words_per_row words a row; `dot`, where given,
+  // in their place (q·k·v in two runs, whose types differ by row). `before`: BEFORE's value (kMatvec). The
+  // first round's weights are fetched during the grid barrier before (kMatvecFetch) where dot is not given and
+  // they fit in kFetchWords, and bit 512 of leave_out is clear; `fetches` says whether.
+  auto matvec = [&](std::string_view name, uint32_t rows_total, uint32_t cols, DType w, uint32_t row_words,
+                    std::string_view suffix, std::string_view up_suffix, std::string_view dot,
+                    std::string_view output, std::string_view before, bool& fetches) {
+    const uint32_t nrg = s.grid * (kLayerKernelThreads / 32);
+    // Rows a row group sums per round: enough for one round where ROWS allows (each round waits on memory).
+    const uint32_t mrows = std::clamp((rows_total + nrg - 1) / nrg, 1u, kRowsPerRound);
+    const uint32_t per_lane = (cols / 32 + 31) / 32;
+    const bool up = !up_suffix.empty();
+    fetches = dot.empty() && (s.leave_out & 512) == 0 &&
+              mrows * per_lane * wgsl_parts::sub_dot_words(w) * (up ? 2 : 1) <= kFetchWords;
     std::string m = kMatvec;
-    replace_all(
-        m, "BEFORE",
-        residual ? "ld_x(min((r * MROWS + min(lane, MROWS - 1u)) * NRG + rg, ROWS_TOTAL - 1u))" : "0.0");
+    const std::string at = cat("row * ", row_words, "u");
+    if (fetches) {
+      std::string fetch = cat(kMatvecFetch, up ? kMatvecFetchUp : "");
+      replace_all(fetch, "FETCH_UP", up ? "pre2_NAME[k * PER_LANE + i] = LD_UP;" : "");
+      replace_all(fetch, "LD_UP", cat("ld", up_suffix, "(", at, ", sb)"));
+      replace_all(fetch, "LD", cat("ld", suffix, "(", at, ", sb)"));
+      replace_all(fetch, "WORDS", cat(wgsl_parts::sub_dot_words(w)));
+      replace_all(m, "FETCH_FNS", fetch);
+      replace_all(m, "DOT", cat("wdot", suffix, "(NAME_words(r, k, i, row, sb), sb, sb * 8u, sb)"));
+      replace_all(m, "ACC2",
+                  up ? cat("acc2 += select(0.0, wdot", up_suffix,
+                           "(NAME_words2(r, k, i, row, sb), sb, sb * 8u, sb), on);")
+                     : "");
+    } else {
+      replace_all(m, "FETCH_FNS", "");
+      replace_all(m, "DOT", dot.empty() ? cat("sub_dot", suffix, "(", at, ", sb)") : std::string(dot));
+      replace_all(m, "ACC2", up ? cat("acc2 += select(0.0, sub_dot", up_suffix, "(", at, ", sb), on);") : "");
+    }
+    replace_all(m, "BEFORE", before);
     replace_all(m, "NAME", name);
     replace_all(m, "ROWS_TOTAL", cat(rows_total, "u"));
     replace_all(m, "NSUB", cat(cols / 32, "u"));
-    replace_all(m, "PER_LANE", cat((cols / 32 + 31) / 32, "u"));
-    // Rows a row group sums per round: enough for one round where ROWS allows (each round waits on memory).
-    const uint32_t nrg = s.grid * (kLayerKernelThreads / 32);
-    replace_all(m, "MROWS", cat(std::clamp((rows_total + nrg - 1) / nrg, 1u, kRowsPerRound), "u"));
-    replace_all(m, "ACC2", up_dot.empty() ? std::string() : cat("acc2 += select(0.0, ", up_dot, ", on);"));
-    replace_all(m, "DOT", dot);
+    replace_all(m, "PER_LANE", cat(per_lane, "u"));
+    replace_all(m, "MROWS", cat(mrows, "u"));
     replace_all(m, "OUTPUT", output);
     return m;
   };
-  auto row_dot = [](std::string_view suffix, uint32_t row_words) {
-    return cat("sub_dot", suffix, "(row * ", row_words, "u, sb)");
-  };
+  // BEFORE: word `base` + the row of invocation `lane` (< MROWS) in the round, read by `load`.
+  const std::string before_row = "min((r * MROWS + min(lane, MROWS - 1u)) * NRG + rg, ROWS_TOTAL - 1u)";
+  const std::string residual = cat("ld_x(", before_row, ")");
   // The staging's quantizer: q8_K for the K-quants, as the separate kernels (gpu_needs_q8_k).
   auto quantizer = [](DType w) { return gpu_needs_q8_k(w) ? "stage_q8_k" : "stage_q8_0"; };
   const uint32_t qkv_rows = (s.n_head + 2 * s.n_kv) * s.hd;
   // Each phase's code per kind (its quantizer and matrix function, named by the kind); where kinds' code is the
   // same but for the name, the first kind's serves them all.
-  std::vector<std::string> phases[4];  // q·k·v, wo, gate·up, down: per kind, the call
-  std::vector<std::string> seen[4];    // per phase: the distinct functions' source without the kind's name
-  std::vector<size_t> owner[4];        // ... and the kind whose functions they are
+  std::vector<std::string> phases[4];   // q·k·v, wo, gate·up, down: per kind, the call
+  std::vector<std::string> fetches[4];  // ... and the call fetching its first weights ("" where none)
+  std::vector<std::string> seen[4];     // per phase: the distinct functions' source without the kind's name
+  std::vector<size_t> owner[4];         // ... and the kind whose functions they are
+  std::vector<bool> owner_fetches[4];   // ... and whether they fetch
   std::string matvecs;
   for (size_t k = 0; k < s.kinds.size(); ++k) {
     const LayerKernelTypes& t = s.kinds[k];
@@ -729,7 +828,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     // latency).
     const uint32_t run1_rows = t.qkv_run1_rows > 0 ? t.qkv_run1_rows : qkv_rows;
     std::string qkv_fns = sub_dot(t.qkv, "qkv", "_qkv" + n);
-    std::string qkv_dot = row_dot("_qkv" + n, t.qkv_words);
+    std::string qkv_dot;
     if (run1_rows < qkv_rows) {
       qkv_fns += sub_dot(t.qkv2, "qkv2", "_qkv2" + n) +
                  cat("fn dot_qkv", n, "(row: u32, sb: u32) -> f32 {\n  if (row < ", run1_rows,
@@ -737,52 +836,59 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
                      n, "((row - ", run1_rows, "u) * ", t.qkv2_words, "u, sb);\n}\n");
       qkv_dot = cat("dot_qkv", n, "(row, sb)");
     }
+    bool fetch[4] = {};
     const std::string fns[4] = {
-        qkv_fns + matvec("mv_qkv" + n, qkv_rows, s.d, qkv_dot, "",
-                         t.bias ? "st_s(row, s + bitcast<f32>(W[layer.bias + row]));" : "st_s(row, s);"),
-        sub_dot(t.wo, "wo", "_o" + n) + matvec("mv_wo" + n, s.d, s.n_head * s.hd,
-                                               row_dot("_o" + n, t.wo_words), "", "st_x(row, before + s);",
-                                               true),
+        qkv_fns + matvec("mv_qkv" + n, qkv_rows, s.d, t.qkv, t.qkv_words, "_qkv" + n, "", qkv_dot,
+                         t.bias ? "st_s(row, s + before);" : "st_s(row, s);",
+                         t.bias ? cat("bitcast<f32>(W[layer.bias + ", before_row, "])") : "0.0", fetch[0]),
+        sub_dot(t.wo, "wo", "_o" + n) + matvec("mv_wo" + n, s.d, s.n_head * s.hd, t.wo, t.wo_words, "_o" + n,
+                                               "", "", "st_x(row, before + s);", residual, fetch[1]),
         sub_dot(t.gate, "gate", "_g" + n) + sub_dot(t.gate, "up", "_u" + n) +
-            matvec("mv_gate_up" + n, s.ff, s.d, row_dot("_g" + n, t.gate_words),
-                   row_dot("_u" + n, t.gate_words), "st_s(S_H + row, s / (1.0 + exp(-s)) * s2);"),
-        sub_dot(t.down, "down", "_d" + n) + matvec("mv_down" + n, s.d, s.ff, row_dot("_d" + n, t.down_words),
-                                                   "", "st_x(row, before + s);", true)};
+            matvec("mv_gate_up" + n, s.ff, s.d, t.gate, t.gate_words, "_g" + n, "_u" + n, "",
+                   "st_s(S_H + row, s / (1.0 + exp(-s)) * s2);", "0.0", fetch[2]),
+        sub_dot(t.down, "down", "_d" + n) + matvec("mv_down" + n, s.d, s.ff, t.down, t.down_words, "_d" + n,
+                                                   "", "", "st_x(row, before + s);", residual, fetch[3])};
     const char* names[4] = {"mv_qkv", "mv_wo", "mv_gate_up", "mv_down"};
     const std::string inputs[4] = {"D / 4u", "OUT / 4u", "D / 4u", "FF / 4u"};
     const DType types[4] = {t.qkv, t.wo, t.gate, t.down};
     for (int ph = 0; ph < 4; ++ph) {
       std::string unnamed = fns[ph];
       replace_all(unnamed, n + "(", "(");
+      replace_all(unnamed, n + "_", "_");
+      replace_all(unnamed, n + ":", ":");
+      replace_all(unnamed, n + "[", "[");
       size_t same = 0;
       while (same < seen[ph].size() && seen[ph][same] != unnamed) ++same;
       if (same == seen[ph].size()) {
         seen[ph].push_back(unnamed);
         owner[ph].push_back(k);
+        owner_fetches[ph].push_back(fetch[ph]);
         matvecs += fns[ph];
       }
+      const bool fetched = owner_fetches[ph][same];
       same = owner[ph][same];
       phases[ph].push_back(
           cat(quantizer(types[ph]), "(", inputs[ph], ", SG_ARG); ", names[ph], "_", same, "();"));
+      fetches[ph].push_back(fetched ? cat(names[ph], "_", same, "_fetch();") : "");
     }
   }
   std::string body = kLayerKernel;
   replace_all(body, "MATVECS", matvecs);
-  // A phase's call by the layer's kind: `kind` is uniform, so the branches may hold subgroup operations.
-  const char* slots[4] = {"PHASE_QKV\n", "PHASE_WO\n", "PHASE_GATE_UP\n", "PHASE_DOWN\n"};
-  for (int ph = 0; ph < 4; ++ph) {
-    std::string code;
-    const std::vector<std::string>& calls = phases[ph];
+  // A phase's calls by the layer's kind: `kind` is uniform, so the branches may hold subgroup operations.
+  auto by_kind = [](const std::vector<std::string>& calls) {
     bool all_same = true;
     for (const std::string& c : calls) all_same = all_same && c == calls[0];
-    if (all_same) {
-      code = cat("      ", calls[0], "\n");
-    } else {
-      for (size_t k = 0; k < calls.size(); ++k)
-        code += cat(k == 0 ? "      if" : " else if", " (kind == ", k, "u) { ", calls[k], " }");
-      code += "\n";
-    }
-    replace_all(body, slots[ph], code);
+    if (all_same) return calls[0].empty() ? std::string() : cat("      ", calls[0], "\n");
+    std::string code;
+    for (size_t k = 0; k < calls.size(); ++k)
+      code += cat(k == 0 ? "      if" : " else if", " (kind == ", k, "u) { ", calls[k], " }");
+    return code + "\n";
+  };
+  const char* slots[4] = {"PHASE_QKV\n", "PHASE_WO\n", "PHASE_GATE_UP\n", "PHASE_DOWN\n"};
+  const char* fetch_slots[4] = {"FETCH_QKV\n", "FETCH_WO\n", "FETCH_GATE_UP\n", "FETCH_DOWN\n"};
+  for (int ph = 0; ph < 4; ++ph) {
+    replace_all(body, slots[ph], by_kind(phases[ph]));
+    replace_all(body, fetch_slots[ph], by_kind(fetches[ph]));  // twice: during the wait, or after it
   }
   replace_all(body, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
   replace_all(body, "SET_SGS", f.subgroups ? "sgs = sg;" : "");

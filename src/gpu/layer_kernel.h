@@ -24,7 +24,11 @@
 //     loads (half the token), ~3 read-only (bench/README.md, session 17). Each layer's new k and v rows go to the
 //     scratch, and a small dispatch after the layers writes them all into the caches (wgsl_layer_kernel_rows);
 //   - layers one after another in one dispatch: a dispatch boundary cost ~3.6 us on the H200, a grid barrier
-//     ~1.5 (session 18).
+//     ~1.5 (session 18);
+//   - each matrix phase's first weights loaded into registers while its workgroup waits at the grid barrier
+//     before the phase (they depend on nothing the other workgroups write), where they fit in kFetchWords words
+//     an invocation: without it the weights' round trip to memory came after the barrier, the staging and the
+//     quantizer's workgroup barriers, one after another (session 20).
 // Activations written in the dispatch are read and written with atomics (gpu/fusion.h says why); a barrier that
 // waits too long raises the failure flag, and the model runs that token again unfused.
 //
@@ -70,7 +74,8 @@ struct LayerKernelShape {
   // grid barriers (a workgroup barrier instead); 128 attention's loads of the cached keys and values (constants
   // instead). Bits that keep the results right: 64 the workgroup-memory attention even where subgroups of 32
   // would take the subgroup one; 256 the staging's sums and quantizers through workgroup memory even where
-  // subgroups would serve.
+  // subgroups would serve; 512 no phase's first weights fetched during the grid barrier before it; 1024 fetched
+  // after the barrier's wait instead (before the staging).
   uint32_t leave_out = 0;
 };
 

@@ -16,6 +16,7 @@
 
 #include "core/half.h"
 #include "core/quantize_ref.h"
+#include "gpu/layer_kernel.h"
 #include "gpu/llm_gpu.h"
 #include "gpu_test_support.h"
 #include "io/gguf.h"
@@ -198,6 +199,59 @@ TEST(GpuLayerKernel, GivesTheSeparateDispatchesTokens) {
   EXPECT_EQ(device->last_error(), "");
 }
 
+// At Qwen2.5-0.5B's shape on the H200's grid (132 workgroups), each matrix phase loads its first weights while
+// its workgroup waits at the grid barrier before it: Q4_0's four, and Q4_K_M's kinds' but q·k·v in two runs
+// (whose types differ by row); bit 512 of leave_out fetches none. (That the fetched words give the unfetched
+// sums is GivesTheSeparateDispatchesTokens' check: its grid of one takes several rounds a phase, the first from
+// the fetched words.)
+TEST(GpuLayerKernel, PhasesFetchTheirWeightsDuringTheBarrier) {
+  gpu::LayerKernelShape s;
+  s.grid = 132;
+  s.d = 896;
+  s.n_head = 14;
+  s.n_kv = 2;
+  s.hd = s.n_rot = 64;
+  s.ff = 4864;
+  s.n_ctx = 1024;
+  s.rope_halves = true;
+  s.n_layers = s.row_slots = 24;
+  gpu::LayerKernelTypes q4_0;  // words a row: 28 (or 152) blocks of 5
+  q4_0.qkv_words = q4_0.wo_words = q4_0.gate_words = 28 * 5;
+  q4_0.down_words = 152 * 5;
+  q4_0.bias = true;
+  gpu::LayerKernelTypes q4_k_m;  // q and k q5_0, v q8_0; wo, gate, up q5_0; down q6_K (or q4_K)
+  q4_k_m.qkv = q4_k_m.wo = q4_k_m.gate = DType::Q5_0;
+  q4_k_m.qkv_words = q4_k_m.wo_words = q4_k_m.gate_words = 28 * 6;
+  q4_k_m.qkv_run1_rows = 1024;
+  q4_k_m.qkv2 = DType::Q8_0;
+  q4_k_m.qkv2_words = 28 * 9;
+  q4_k_m.down = DType::Q6_K;
+  q4_k_m.down_words = 19 * 53;
+  q4_k_m.bias = true;
+  gpu::LayerKernelTypes q4_k_m_q4_k = q4_k_m;
+  q4_k_m_q4_k.down = DType::Q4_K;
+  q4_k_m_q4_k.down_words = 19 * 36;
+  const gpu::KernelFeatures f{.packed_dot = true, .subgroups = true, .f16 = false};
+  auto fetched = [&](const std::string& src, const std::string& phase) {
+    return src.find(phase + "_fetch();") != std::string::npos;
+  };
+
+  s.kinds = {q4_0};
+  std::string src = gpu::wgsl_layer_kernel(s, f);
+  for (const char* phase : {"mv_qkv_0", "mv_wo_0", "mv_gate_up_0", "mv_down_0"})
+    EXPECT_TRUE(fetched(src, phase)) << phase;
+  s.leave_out = 512;
+  src = gpu::wgsl_layer_kernel(s, f);
+  EXPECT_EQ(src.find("_fetch();"), std::string::npos);
+
+  s.leave_out = 0;
+  s.kinds = {q4_k_m, q4_k_m_q4_k};
+  src = gpu::wgsl_layer_kernel(s, f);
+  EXPECT_FALSE(fetched(src, "mv_qkv_0"));
+  for (const char* phase : {"mv_wo_0", "mv_gate_up_0", "mv_down_0", "mv_down_1"})
+    EXPECT_TRUE(fetched(src, phase)) << phase;
+}
+
 // The timing variants (phases left out, `sotto bench llm --layers-leave-out`) compile and run; their results are
 // wrong by design, so only that they run is checked.
 TEST(GpuLayerKernel, TimingVariantsRun) {
@@ -205,7 +259,7 @@ TEST(GpuLayerKernel, TimingVariantsRun) {
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
   const auto model = kernel_model(true, true);
   ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
-  for (uint32_t bits : {32u, 64u, 128u, 256u}) {  // the bits that change more than a branch
+  for (uint32_t bits : {32u, 64u, 128u, 256u, 512u, 1024u}) {  // the bits that change more than a branch
     gpu::FusionOptions fusion;
     fusion.mode = gpu::FusionOptions::Mode::Layers;
     fusion.grid = 1;
