@@ -52,6 +52,9 @@ const S_H = S_PART + NH * MAXCH * PW;
 const NW = max(max(D, OUT), FF) / 4u;  // words of the widest staged input
 const NWT = (NW + T - 1u) / T;
 const SPIN = 1048576u;
+const FETCH_AHEAD = (LEAVE_OUT & 2048u) != 0u;
+const FETCH_AFTER = (LEAVE_OUT & 1024u) != 0u && !FETCH_AHEAD;
+const FETCH_DURING = !FETCH_AHEAD && !FETCH_AFTER;
 
 var<workgroup> red: array<f32, T>;
 var<workgroup> pr: array<f32, T>;
@@ -172,7 +175,12 @@ fn stage_h() {
   }
 }
 
-// Attention's output (OUT values) into vals: each head's chunks combined (their maxima and sums rescaled).
+// Attention's output (OUT values) into vals: each head's chunks combined (their maxima and sums rescaled), CB
+// chunks' loads issued before any is used: a loop loading one chunk a step waited a round trip to the L2 each,
+// twice a chunk, and after 1,024 tokens (32 chunks) the combining cost the H200 ~18 us a layer. The sums are
+// still taken chunk by chunk in order (a chunk index past the last rereads it, the max unchanged by it, its
+// terms not added).
+const CB = 8u;
 fn stage_attention(nch: u32) {
   for (var i = 0u; i < NWT; i++) {
     let wi = lid + i * T;
@@ -180,15 +188,30 @@ fn stage_attention(nch: u32) {
     if (wi < OUT / 4u) {
       let h = (4u * wi) / HD;
       let dd = (4u * wi) % HD;
+      let first = S_PART + h * nch * PW;
       var mx = -3.0e38;
-      for (var c = 0u; c < nch; c++) { mx = max(mx, ld_s(S_PART + (h * nch + c) * PW)); }
+      for (var c0 = 0u; c0 < nch; c0 += CB) {
+        var m: array<f32, CB>;
+        for (var k = 0u; k < CB; k++) { m[k] = ld_s(first + min(c0 + k, nch - 1u) * PW); }
+        for (var k = 0u; k < CB; k++) { mx = max(mx, m[k]); }
+      }
       var num = vec4f(0.0);
       var den = 0.0;
-      for (var c = 0u; c < nch; c++) {
-        let at = S_PART + (h * nch + c) * PW;
-        let f = exp(ld_s(at) - mx);
-        den += f * ld_s(at + 1u);
-        num += f * vec4f(ld_s(at + 2u + dd), ld_s(at + 3u + dd), ld_s(at + 4u + dd), ld_s(at + 5u + dd));
+      for (var c0 = 0u; c0 < nch; c0 += CB) {
+        var ml: array<vec2f, CB>;
+        var o: array<vec4f, CB>;
+        for (var k = 0u; k < CB; k++) {
+          let at = first + min(c0 + k, nch - 1u) * PW;
+          ml[k] = vec2f(ld_s(at), ld_s(at + 1u));
+          o[k] = vec4f(ld_s(at + 2u + dd), ld_s(at + 3u + dd), ld_s(at + 4u + dd), ld_s(at + 5u + dd));
+        }
+        for (var k = 0u; k < CB; k++) {
+          if (c0 + k < nch) {
+            let f = exp(ml[k].x - mx);
+            den += f * ml[k].y;
+            num += f * o[k];
+          }
+        }
       }
       v = num / den;
     }
@@ -548,12 +571,15 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   for (var li = 0u; li < NL; li++) {
     layer = layers.l[li];
     let kind = layers.l[li].kind;  // uniform (the branches on it hold subgroup operations)
+    // Each matrix phase's first weights are fetched between a grid barrier's arrival and its wait: the barrier
+    // before the phase, or (FETCH_AHEAD, timing) wo's, gate·up's and down's the one before that; or after the
+    // wait (FETCH_AFTER, timing).
     if (li > 0u) { grid_arrive(); }  // the previous layer's x complete
-    if ((LEAVE_OUT & 1024u) == 0u) {
+    if (!FETCH_AFTER) {
 FETCH_QKV
     }
     if (li > 0u) { grid_wait(); }
-    if ((LEAVE_OUT & 1024u) != 0u) {
+    if (FETCH_AFTER) {
 FETCH_QKV
     }
     // q, k, v = Wqkv . rms_norm(x) (+ bias)
@@ -561,7 +587,11 @@ FETCH_QKV
       stage_x(0u, SG_ARG);
 PHASE_QKV
     }
-    grid_sync();
+    grid_arrive();
+    if (FETCH_AHEAD) {
+FETCH_WO
+    }
+    grid_wait();
     if ((LEAVE_OUT & 2u) == 0u) {
       if (SG32) {
         ATTENTION_SG
@@ -570,11 +600,14 @@ PHASE_QKV
       }
     }
     grid_arrive();
-    if ((LEAVE_OUT & 1024u) == 0u) {
+    if (FETCH_DURING) {
 FETCH_WO
     }
+    if (FETCH_AHEAD) {
+FETCH_GATE_UP
+    }
     grid_wait();
-    if ((LEAVE_OUT & 1024u) != 0u) {
+    if (FETCH_AFTER) {
 FETCH_WO
     }
     // x += Wo . attention
@@ -583,11 +616,14 @@ FETCH_WO
 PHASE_WO
     }
     grid_arrive();
-    if ((LEAVE_OUT & 1024u) == 0u) {
+    if (FETCH_DURING) {
 FETCH_GATE_UP
     }
+    if (FETCH_AHEAD) {
+FETCH_DOWN
+    }
     grid_wait();
-    if ((LEAVE_OUT & 1024u) != 0u) {
+    if (FETCH_AFTER) {
 FETCH_GATE_UP
     }
     // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
@@ -596,11 +632,11 @@ FETCH_GATE_UP
 PHASE_GATE_UP
     }
     grid_arrive();
-    if ((LEAVE_OUT & 1024u) == 0u) {
+    if (FETCH_DURING) {
 FETCH_DOWN
     }
     grid_wait();
-    if ((LEAVE_OUT & 1024u) != 0u) {
+    if (FETCH_AFTER) {
 FETCH_DOWN
     }
     // x += Wd . h

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -199,6 +200,57 @@ TEST(GpuLayerKernel, GivesTheSeparateDispatchesTokens) {
   EXPECT_EQ(device->last_error(), "");
 }
 
+// Past 256 positions attention has more chunks of 32 keys than the wo phase combines at a time (stage_attention's
+// CB, 8): after a prompt of 270 tokens (through the prompt plan, filling the cache), the kernels' logits are the
+// separate dispatches' for the next tokens, within the load check's 5e-2 of their scale.
+TEST(GpuLayerKernel, CombinesManyAttentionChunks) {
+  gpu::Device* device = testing::open_test_device();
+  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
+  const auto model = kernel_model(true);
+  ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
+  const LlamaWeights& w = model->weights;
+  gpu::FusionOptions fusion;
+  fusion.mode = gpu::FusionOptions::Mode::Layers;
+  fusion.check_tokens = 2;
+  auto llm = gpu::LlmGpu::create(*device, w, 288, 0, fusion, gpu::AttentionSum::F32);
+  ASSERT_TRUE(llm.ok()) << llm.message();
+  gpu::LlmGpu& g = **llm;
+  ASSERT_TRUE(g.fused()) << g.fusion_status();
+  std::mt19937 rng(static_cast<uint32_t>(testing::test_seed()) + 7);
+  std::uniform_int_distribution<int32_t> token(3, w.hp.n_vocab - 1);
+  std::vector<int32_t> prompt(270);
+  for (int32_t& t : prompt) t = token(rng);
+  auto run = [&](bool fused) {
+    g.set_fused(fused);
+    g.reset();
+    std::vector<std::vector<float>> logits;
+    EXPECT_TRUE(g.submit_prompt(std::span(prompt).first(prompt.size() - 1)).ok());
+    auto next = g.step(prompt.back());
+    for (int k = 0; k < 3 && next.ok(); ++k) {
+      auto l = g.logits();
+      EXPECT_TRUE(l.ok());
+      if (l.ok()) logits.push_back(*l);
+      next = g.step(*next);
+    }
+    EXPECT_TRUE(next.ok()) << next.message();
+    return logits;
+  };
+  const std::vector<std::vector<float>> kernel = run(true), plan = run(false);
+  ASSERT_EQ(kernel.size(), 3u);
+  ASSERT_EQ(plan.size(), 3u);
+  for (size_t k = 0; k < plan.size(); ++k) {
+    float scale = 1.0f, diff = 0.0f;
+    for (size_t i = 0; i < plan[k].size(); ++i) {
+      scale = std::max(scale, std::abs(plan[k][i]));
+      diff = std::max(diff, std::abs(kernel[k][i] - plan[k][i]));
+    }
+    std::printf("[ info    ] position %zu: logits within %g of their scale\n", prompt.size() + k,
+                diff / scale);
+    EXPECT_LE(diff, 5e-2f * scale) << "token " << k;
+  }
+  EXPECT_EQ(device->last_error(), "");
+}
+
 // At Qwen2.5-0.5B's shape on the H200's grid (132 workgroups), each matrix phase loads its first weights while
 // its workgroup waits at the grid barrier before it: Q4_0's four, and Q4_K_M's kinds' but q·k·v in two runs
 // (whose types differ by row); bit 512 of leave_out fetches none. (That the fetched words give the unfetched
@@ -259,7 +311,7 @@ TEST(GpuLayerKernel, TimingVariantsRun) {
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
   const auto model = kernel_model(true, true);
   ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
-  for (uint32_t bits : {32u, 64u, 128u, 256u, 512u, 1024u}) {  // the bits that change more than a branch
+  for (uint32_t bits : {32u, 64u, 128u, 256u, 512u, 1024u, 2048u}) {  // the bits that change more than a branch
     gpu::FusionOptions fusion;
     fusion.mode = gpu::FusionOptions::Mode::Layers;
     fusion.grid = 1;
