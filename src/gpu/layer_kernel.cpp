@@ -52,9 +52,7 @@ const S_H = S_PART + NH * MAXCH * PW;
 const NW = max(max(D, OUT), FF) / 4u;  // words of the widest staged input
 const NWT = (NW + T - 1u) / T;
 const SPIN = 1048576u;
-const FETCH_AHEAD = (LEAVE_OUT & 2048u) != 0u;
-const FETCH_AFTER = (LEAVE_OUT & 1024u) != 0u && !FETCH_AHEAD;
-const FETCH_DURING = !FETCH_AHEAD && !FETCH_AFTER;
+const FETCH_AFTER = (LEAVE_OUT & 1024u) != 0u;
 
 var<workgroup> red: array<f32, T>;
 var<workgroup> pr: array<f32, T>;
@@ -571,9 +569,9 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   for (var li = 0u; li < NL; li++) {
     layer = layers.l[li];
     let kind = layers.l[li].kind;  // uniform (the branches on it hold subgroup operations)
-    // Each matrix phase's first weights are fetched between a grid barrier's arrival and its wait: the barrier
-    // before the phase, or (FETCH_AHEAD, timing) wo's, gate·up's and down's the one before that; or after the
-    // wait (FETCH_AFTER, timing).
+    // Each matrix phase's first weights are fetched between the arrival and the wait of the grid barrier before
+    // the phase, or (FETCH_AFTER, timing) after the wait. (Fetching wo's, gate·up's and down's a barrier earlier
+    // still decoded no faster on the H200, Q4_K_M 3 % slower: session 20.)
     if (li > 0u) { grid_arrive(); }  // the previous layer's x complete
     if (!FETCH_AFTER) {
 FETCH_QKV
@@ -587,11 +585,7 @@ FETCH_QKV
       stage_x(0u, SG_ARG);
 PHASE_QKV
     }
-    grid_arrive();
-    if (FETCH_AHEAD) {
-FETCH_WO
-    }
-    grid_wait();
+    grid_sync();
     if ((LEAVE_OUT & 2u) == 0u) {
       if (SG32) {
         ATTENTION_SG
@@ -600,11 +594,8 @@ FETCH_WO
       }
     }
     grid_arrive();
-    if (FETCH_DURING) {
+    if (!FETCH_AFTER) {
 FETCH_WO
-    }
-    if (FETCH_AHEAD) {
-FETCH_GATE_UP
     }
     grid_wait();
     if (FETCH_AFTER) {
@@ -616,11 +607,8 @@ FETCH_WO
 PHASE_WO
     }
     grid_arrive();
-    if (FETCH_DURING) {
+    if (!FETCH_AFTER) {
 FETCH_GATE_UP
-    }
-    if (FETCH_AHEAD) {
-FETCH_DOWN
     }
     grid_wait();
     if (FETCH_AFTER) {
@@ -632,7 +620,7 @@ FETCH_GATE_UP
 PHASE_GATE_UP
     }
     grid_arrive();
-    if (FETCH_DURING) {
+    if (!FETCH_AFTER) {
 FETCH_DOWN
     }
     grid_wait();

@@ -75,8 +75,7 @@ struct LayerKernelShape {
   // instead). Bits that keep the results right: 64 the workgroup-memory attention even where subgroups of 32
   // would take the subgroup one; 256 the staging's sums and quantizers through workgroup memory even where
   // subgroups would serve; 512 no phase's first weights fetched during the grid barrier before it; 1024 fetched
-  // after the barrier's wait instead (before the staging); 2048 wo's, gate·up's and down's fetched during the
-  // barrier before the one before them.
+  // after the barrier's wait instead (before the staging).
   uint32_t leave_out = 0;
 };
 
