@@ -830,7 +830,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     replace_all(m, "OUTPUT", output);
     return m;
   };
-  // BEFORE: word `base` + the row of invocation `lane` (< MROWS) in the round, read by `load`.
+  // The row whose BEFORE value invocation `lane` (< MROWS) loads in round r (kMatvec).
   const std::string before_row = "min((r * MROWS + min(lane, MROWS - 1u)) * NRG + rg, ROWS_TOTAL - 1u)";
   const std::string residual = cat("ld_x(", before_row, ")");
   // The staging's quantizer: q8_K for the K-quants, as the separate kernels (gpu_needs_q8_k).
@@ -846,7 +846,9 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   std::string matvecs;
   for (size_t k = 0; k < s.kinds.size(); ++k) {
     const LayerKernelTypes& t = s.kinds[k];
-    const std::string n = cat("_", k);
+    // The kind's functions are written with names ending in "_KIND": kinds whose functions are the same text
+    // share one copy, its names ending in "_k" of the first kind that has it.
+    const std::string n = "_KIND";
     // q·k·v's two runs (Q4_K_M's v) are one loop: a row group's row is in one run or the other, so the branch
     // is uniform across its 32 invocations (two loops one after the other cost a second round of memory
     // latency).
@@ -876,18 +878,16 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     const std::string inputs[4] = {"D / 4u", "OUT / 4u", "D / 4u", "FF / 4u"};
     const DType types[4] = {t.qkv, t.wo, t.gate, t.down};
     for (int ph = 0; ph < 4; ++ph) {
-      std::string unnamed = fns[ph];
-      replace_all(unnamed, n + "(", "(");
-      replace_all(unnamed, n + "_", "_");
-      replace_all(unnamed, n + ":", ":");
-      replace_all(unnamed, n + "[", "[");
+      const std::string& unnamed = fns[ph];
       size_t same = 0;
       while (same < seen[ph].size() && seen[ph][same] != unnamed) ++same;
       if (same == seen[ph].size()) {
         seen[ph].push_back(unnamed);
         owner[ph].push_back(k);
         owner_fetches[ph].push_back(fetch[ph]);
-        matvecs += fns[ph];
+        std::string named = unnamed;
+        replace_all(named, n, cat("_", k));
+        matvecs += named;
       }
       const bool fetched = owner_fetches[ph][same];
       same = owner[ph][same];
