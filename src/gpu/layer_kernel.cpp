@@ -372,7 +372,7 @@ fn attention(pos: u32, nch: u32) {
     let c = min(it, items - 1u) % nch;
     let kvh = h / (NH / NKV);
     let last = c == nch - 1u;
-    for (var d = lane; d < HD; d += 32u) {
+    for (var d = lane; d < select(0u, HD, valid); d += 32u) {  // a row group with no chunk loads nothing
       qs[rgl * HD + d] = f16r(rope_at(h * HD, d, pos));
       if (last) {
         ks[rgl * HD + d] = f16r(rope_at((NH + kvh) * HD, d, pos));
@@ -518,15 +518,17 @@ VALUE_LOADS0
     var qw: array<u32, NWL>;
     var kn: array<u32, NWL>;
     var vn: array<u32, NWL>;
-    for (var r = 0u; r < NWL; r++) {
-      let w = min(lane + 32u * r, HD / 2u - 1u);
-      qw[r] = pack_f16(rope_at(h * HD, 2u * w, pos), rope_at(h * HD, 2u * w + 1u, pos));
-      if (last) {
-        kn[r] = pack_f16(rope_at((NH + kvh) * HD, 2u * w, pos), rope_at((NH + kvh) * HD, 2u * w + 1u, pos));
-        vn[r] = pack_f16(ld_s((NH + NKV + kvh) * HD + 2u * w), ld_s((NH + NKV + kvh) * HD + 2u * w + 1u));
-        if (valid && h % (NH / NKV) == 0u && lane + 32u * r < HD / 2u) {  // to the scratch, once per KV head
-          atomicStore(&sa[layer.row + kvh * (HD / 2u) + w], kn[r]);
-          atomicStore(&sa[layer.row + KROW + kvh * (HD / 2u) + w], vn[r]);
+    if (valid) {
+      for (var r = 0u; r < NWL; r++) {
+        let w = min(lane + 32u * r, HD / 2u - 1u);
+        qw[r] = pack_f16(rope_at(h * HD, 2u * w, pos), rope_at(h * HD, 2u * w + 1u, pos));
+        if (last) {
+          kn[r] = pack_f16(rope_at((NH + kvh) * HD, 2u * w, pos), rope_at((NH + kvh) * HD, 2u * w + 1u, pos));
+          vn[r] = pack_f16(ld_s((NH + NKV + kvh) * HD + 2u * w), ld_s((NH + NKV + kvh) * HD + 2u * w + 1u));
+          if (h % (NH / NKV) == 0u && lane + 32u * r < HD / 2u) {  // to the scratch, once per KV head
+            atomicStore(&sa[layer.row + kvh * (HD / 2u) + w], kn[r]);
+            atomicStore(&sa[layer.row + KROW + kvh * (HD / 2u) + w], vn[r]);
+          }
         }
       }
     }
@@ -645,8 +647,12 @@ fn NAME() {
   let rounds = (ROWS_TOTAL + NRG * MROWS - 1u) / (NRG * MROWS);
   for (var r = 0u; r < rounds; r++) {
     // What OUTPUT adds to, loaded before the dots so that its round trip overlaps theirs; by invocations
-    // 0 .. MROWS - 1, row lane of the round.
-    let before = BEFORE;
+    // 0 .. MROWS - 1, row lane of the round (the others load the last one's again: the same line, one request).
+    // Row groups past the matrix's last row load nothing, here and in NAME_fetch (where every one loaded the
+    // last row, their requests to its few lines queued at one part of the L2).
+    let before_row = (r * MROWS + min(lane, MROWS - 1u)) * NRG + rg;
+    var before = 0.0;
+    if (before_row < ROWS_TOTAL) { before = BEFORE; }
     for (var k = 0u; k < MROWS; k++) {
       let row = (r * MROWS + k) * NRG + rg;
       var acc = 0.0;
@@ -691,7 +697,8 @@ const char* kMatvecFetch = R"(
 var<private> pre_NAME: array<array<u32, WORDS>, MROWS * PER_LANE>;
 fn NAME_fetch() {
   for (var k = 0u; k < MROWS; k++) {
-    let row = min(k * NRG + rg, ROWS_TOTAL - 1u);
+    let row = k * NRG + rg;
+    if (row >= ROWS_TOTAL) { break; }
     for (var i = 0u; i < PER_LANE; i++) {
       let sb = min(lane + 32u * i, NSUB - 1u);
       pre_NAME[k * PER_LANE + i] = LD;
@@ -830,9 +837,8 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     replace_all(m, "OUTPUT", output);
     return m;
   };
-  // The row whose BEFORE value invocation `lane` (< MROWS) loads in round r (kMatvec).
-  const std::string before_row = "min((r * MROWS + min(lane, MROWS - 1u)) * NRG + rg, ROWS_TOTAL - 1u)";
-  const std::string residual = cat("ld_x(", before_row, ")");
+  // BEFORE's value for row before_row (kMatvec): x's for the residual adds.
+  const std::string residual = "ld_x(before_row)";
   // The staging's quantizer: q8_K for the K-quants, as the separate kernels (gpu_needs_q8_k).
   auto quantizer = [](DType w) { return gpu_needs_q8_k(w) ? "stage_q8_k" : "stage_q8_0"; };
   const uint32_t qkv_rows = (s.n_head + 2 * s.n_kv) * s.hd;
@@ -866,7 +872,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     const std::string fns[4] = {
         qkv_fns + matvec("mv_qkv" + n, qkv_rows, s.d, t.qkv, t.qkv_words, "_qkv" + n, "", qkv_dot,
                          t.bias ? "st_s(row, s + before);" : "st_s(row, s);",
-                         t.bias ? cat("bitcast<f32>(W[layer.bias + ", before_row, "])") : "0.0", fetch[0]),
+                         t.bias ? "bitcast<f32>(W[layer.bias + before_row])" : "0.0", fetch[0]),
         sub_dot(t.wo, "wo", "_o" + n) + matvec("mv_wo" + n, s.d, s.n_head * s.hd, t.wo, t.wo_words, "_o" + n,
                                                "", "", "st_x(row, before + s);", residual, fetch[1]),
         sub_dot(t.gate, "gate", "_g" + n) + sub_dot(t.gate, "up", "_u" + n) +
@@ -932,9 +938,26 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   auto cached = [&](const std::string& load, uint32_t i) {
     return s.leave_out & 128 ? cat("0x3C003C00u ^ lane ^ ", i, "u") : load;
   };
-  for (uint32_t w = 0; w < hw; ++w)  // the workgroup-memory attention: a key row per invocation
-    key_loads += cat("    let kw", w, " = ", cached(cat("kc[kbase + ", w, "u]"), w), ";\n");
+  // A row group with no chunk (most of them: 14 chunks on 1,056 row groups, on the H200 at short contexts) loads
+  // nothing, its words 0. When every row group loaded the last chunk's keys, values, q and RoPE rows, their
+  // requests to the same few lines of the L2 made attention cost the H200 8.5 us a layer; 4.8 without (session
+  // 21, Q4_0, `--layers-leave-out 2`).
+  auto guarded = [](const std::vector<std::string>& names, const std::vector<std::string>& loads,
+                    std::string_view indent) {
+    std::string code;
+    for (const std::string& name : names) code += cat(indent, "var ", name, " = 0u;\n");
+    code += cat(indent, "if (valid) {\n");
+    for (size_t i = 0; i < names.size(); ++i) code += cat(indent, "  ", names[i], " = ", loads[i], ";\n");
+    return code + cat(indent, "}\n");
+  };
+  std::vector<std::string> row_names, row_words;  // the workgroup-memory attention: a key row per invocation
+  for (uint32_t w = 0; w < hw; ++w) {
+    row_names.push_back(cat("kw", w));
+    row_words.push_back(cached(cat("kc[kbase + ", w, "u]"), w));
+  }
+  key_loads = guarded(row_names, row_words, "    ");
   // The subgroup attention: word lane + 32 r of each key, its share of each score, then the transposing sum.
+  std::vector<std::string> key_names, key_words;
   std::string key_columns;
   std::string score_shares;
   std::vector<std::string> sums;
@@ -942,16 +965,16 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     std::string share;
     for (uint32_t r = 0; r < nwl; ++r) {
       const std::string word = cat("min(lane + ", 32 * r, "u, HD / 2u - 1u)");
-      key_columns += cat(
-          "    let kt", r, "_", k, " = ",
-          cached(cat("kc[layer.kc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"), k),
-          ";\n");
+      key_names.push_back(cat("kt", r, "_", k));
+      key_words.push_back(cached(
+          cat("kc[layer.kc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"), k));
       share += cat(r ? " + " : "", "score_share(kt", r, "_", k, ", qw[", r, "], kn[", r, "], c * 32u + ", k,
                    "u == pos, lane + ", 32 * r, "u)");
     }
     score_shares += cat("    let a", k, " = ", share, ";\n");
     sums.push_back(cat("a", k));
   }
+  key_columns = guarded(key_names, key_words, "    ");
   for (uint32_t step = 16; step >= 1; step /= 2) {
     std::vector<std::string> next;
     for (uint32_t i = 0; i < step; ++i) {
@@ -968,11 +991,13 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   for (uint32_t r = 0; r < nwl; ++r) {
     std::string& loads = r == 0 ? value_loads : weighted_values;
     if (r > 0) weighted_values += cat("    let w", r, " = min(lane + ", 32 * r, "u, HD / 2u - 1u);\n");
-    for (uint32_t k = 0; k < 32; ++k)
-      loads += cat(
-          "    let vw", r, "_", k, " = ",
-          cached(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"), k),
-          ";\n");
+    std::vector<std::string> names, words;
+    for (uint32_t k = 0; k < 32; ++k) {
+      names.push_back(cat("vw", r, "_", k));
+      words.push_back(
+          cached(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"), k));
+    }
+    loads += guarded(names, words, "    ");
     weighted_values += "    {\n      var o = vec2f(0.0);\n";
     for (uint32_t k = 0; k < 32; ++k)
       weighted_values +=
@@ -986,11 +1011,13 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     score_terms_wg += cat("    acc += score_word_wg(kw", w, ", ", w, "u, j == pos);\n");
   for (uint32_t r = 0; r < (s.hd + 31) / 32; ++r) {
     values_wg += cat("    {\n      let d = lane + ", 32 * r, "u;\n      let dc = min(d, HD - 1u);\n");
-    for (uint32_t k = 0; k < 32; ++k)
-      values_wg += cat(
-          "      let vw", k, " = ",
-          cached(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u]"), k),
-          ";\n");
+    std::vector<std::string> names, words;
+    for (uint32_t k = 0; k < 32; ++k) {
+      names.push_back(cat("vw", k));
+      words.push_back(
+          cached(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u]"), k));
+    }
+    values_wg += guarded(names, words, "      ");
     values_wg += "      var o = 0.0;\n";
     for (uint32_t k = 0; k < 32; ++k)
       values_wg += cat("      o += weighted_wg(vw", k, ", dc, c * 32u + ", k, "u, pos, ", k, "u);\n");
