@@ -598,7 +598,9 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
     SOTTO_TRY(c.matvec(w, 7, 256, false, false));
     SOTTO_TRY(c.matvec(w, 5, 512, false, true));
   }
-  SOTTO_TRY(c.matvec(DType::Q4_0, 5, 2048, false, true));  // 64 blocks a row: 4 per lane (matvec_lanes)
+  // 144 blocks a row: 9 per lane (matvec_lanes), two steps of four (wgsl_matvec) and one more; gate·up alike.
+  SOTTO_TRY(c.matvec(DType::Q4_0, 5, 4608, false, true));
+  SOTTO_TRY(c.matvec(DType::Q4_0, 3, 4608, true, false));
   SOTTO_TRY(c.matvec(DType::Q4_0, 6, 64, true, false));
   SOTTO_TRY(c.matvec(DType::F32, 6, 32, true, false));
   SOTTO_TRY(c.matvec(DType::F16, 5, 172, false, true));  // stories260K's ffn_down: 172 is no multiple of 32
