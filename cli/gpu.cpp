@@ -190,7 +190,7 @@ int run_bench_gpu(std::span<char* const> args) {
                (std::string_view(args[i + 1]) == "apart" || std::string_view(args[i + 1]) == "fused")) {
       fusion.head_apart = std::string_view(args[++i]) == "apart";
     } else if (a == "--layers-leave-out" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
-               *v < 2048) {
+               *v < 1024) {
       fusion.layers_leave_out = static_cast<uint32_t>(*v);
     } else if (a == "--layers-per-dispatch" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
                *v <= 4096) {

@@ -52,7 +52,6 @@ const S_H = S_PART + NH * MAXCH * PW;
 const NW = max(max(D, OUT), FF) / 4u;  // words of the widest staged input
 const NWT = (NW + T - 1u) / T;
 const SPIN = 1048576u;
-const FETCH_AFTER = (LEAVE_OUT & 1024u) != 0u;
 
 var<workgroup> red: array<f32, T>;
 var<workgroup> pr: array<f32, T>;
@@ -572,16 +571,11 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
     layer = layers.l[li];
     let kind = layers.l[li].kind;  // uniform (the branches on it hold subgroup operations)
     // Each matrix phase's first weights are fetched between the arrival and the wait of the grid barrier before
-    // the phase, or (FETCH_AFTER, timing) after the wait. (Fetching wo's, gate·up's and down's a barrier earlier
-    // still decoded no faster on the H200, Q4_K_M 3 % slower: session 20.)
+    // the phase. (On the H200, session 20: +10 % decode on Q4_0, +9 % on Q4_K_M; fetched after the wait instead,
+    // +6 % / +3 %; a barrier earlier still, no faster on Q4_0 and 3 % slower on Q4_K_M.)
     if (li > 0u) { grid_arrive(); }  // the previous layer's x complete
-    if (!FETCH_AFTER) {
 FETCH_QKV
-    }
     if (li > 0u) { grid_wait(); }
-    if (FETCH_AFTER) {
-FETCH_QKV
-    }
     // q, k, v = Wqkv . rms_norm(x) (+ bias)
     if ((LEAVE_OUT & 1u) == 0u) {
       stage_x(0u, SG_ARG);
@@ -596,39 +590,24 @@ PHASE_QKV
       }
     }
     grid_arrive();
-    if (!FETCH_AFTER) {
 FETCH_WO
-    }
     grid_wait();
-    if (FETCH_AFTER) {
-FETCH_WO
-    }
     // x += Wo . attention
     if ((LEAVE_OUT & 4u) == 0u) {
       stage_attention(nch);
 PHASE_WO
     }
     grid_arrive();
-    if (!FETCH_AFTER) {
 FETCH_GATE_UP
-    }
     grid_wait();
-    if (FETCH_AFTER) {
-FETCH_GATE_UP
-    }
     // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
     if ((LEAVE_OUT & 8u) == 0u) {
       stage_x(1u, SG_ARG);
 PHASE_GATE_UP
     }
     grid_arrive();
-    if (!FETCH_AFTER) {
 FETCH_DOWN
-    }
     grid_wait();
-    if (FETCH_AFTER) {
-FETCH_DOWN
-    }
     // x += Wd . h
     if ((LEAVE_OUT & 16u) == 0u) {
       stage_h();
@@ -905,20 +884,20 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   std::string body = kLayerKernel;
   replace_all(body, "MATVECS", matvecs);
   // A phase's calls by the layer's kind: `kind` is uniform, so the branches may hold subgroup operations.
-  auto by_kind = [](const std::vector<std::string>& calls) {
+  auto by_kind = [](const std::vector<std::string>& calls, std::string_view indent) {
     bool all_same = true;
     for (const std::string& c : calls) all_same = all_same && c == calls[0];
-    if (all_same) return calls[0].empty() ? std::string() : cat("      ", calls[0], "\n");
+    if (all_same) return calls[0].empty() ? std::string() : cat(indent, calls[0], "\n");
     std::string code;
     for (size_t k = 0; k < calls.size(); ++k)
-      code += cat(k == 0 ? "      if" : " else if", " (kind == ", k, "u) { ", calls[k], " }");
+      code += cat(k == 0 ? cat(indent, "if") : " else if", " (kind == ", k, "u) { ", calls[k], " }");
     return code + "\n";
   };
   const char* slots[4] = {"PHASE_QKV\n", "PHASE_WO\n", "PHASE_GATE_UP\n", "PHASE_DOWN\n"};
   const char* fetch_slots[4] = {"FETCH_QKV\n", "FETCH_WO\n", "FETCH_GATE_UP\n", "FETCH_DOWN\n"};
   for (int ph = 0; ph < 4; ++ph) {
-    replace_all(body, slots[ph], by_kind(phases[ph]));
-    replace_all(body, fetch_slots[ph], by_kind(fetches[ph]));  // twice: during the wait, or after it
+    replace_all(body, slots[ph], by_kind(phases[ph], "      "));
+    replace_all(body, fetch_slots[ph], by_kind(fetches[ph], "    "));
   }
   replace_all(body, "SUBGROUP_SIZE", f.subgroups ? ", @builtin(subgroup_size) sg: u32" : "");
   replace_all(body, "SET_SGS", f.subgroups ? "sgs = sg;" : "");

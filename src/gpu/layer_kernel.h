@@ -74,8 +74,7 @@ struct LayerKernelShape {
   // grid barriers (a workgroup barrier instead); 128 attention's loads of the cached keys and values (constants
   // instead). Bits that keep the results right: 64 the workgroup-memory attention even where subgroups of 32
   // would take the subgroup one; 256 the staging's sums and quantizers through workgroup memory even where
-  // subgroups would serve; 512 no phase's first weights fetched during the grid barrier before it; 1024 fetched
-  // after the barrier's wait instead (before the staging).
+  // subgroups would serve; 512 no phase's first weights fetched during the grid barrier before it.
   uint32_t leave_out = 0;
 };
 

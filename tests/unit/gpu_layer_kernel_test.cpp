@@ -311,8 +311,8 @@ TEST(GpuLayerKernel, TimingVariantsRun) {
   if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
   const auto model = kernel_model(true, true);
   ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
-  // The bits that change more than a branch (512, 1024: where the weights are fetched; their results are right).
-  for (uint32_t bits : {32u, 64u, 128u, 256u, 512u, 1024u}) {
+  // The bits that change more than a branch (512: no weights fetched during the barriers; its results are right).
+  for (uint32_t bits : {32u, 64u, 128u, 256u, 512u}) {
     gpu::FusionOptions fusion;
     fusion.mode = gpu::FusionOptions::Mode::Layers;
     fusion.grid = 1;
