@@ -337,16 +337,13 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   std::string timed;  // each held grid's tokens/s, as chosen from
   for (const Candidate& c : held) timed += cat(timed.empty() ? "" : ", ", c.grid, ": ", 1000.0 / c.ms);
   const Candidate best = *fastest();
-  const uint32_t best_grid = best.grid;
-  const double best_ms = best.ms;
-  const float best_diff = best.diff;
-  SOTTO_TRY(install(best_grid));
+  SOTTO_TRY(install(best.grid));
   use_fused_ = true;
   fusion_status_ = cat(
       "on (hand-written layer kernels): ", fused_.dispatches.size() - 1, " dispatches per token, grids of ",
-      best_grid, " workgroups of ", kLayerKernelThreads, "; logits within ", best_diff,
+      best.grid, " workgroups of ", kLayerKernelThreads, "; logits within ", best.diff,
       " of their scale of the separate dispatches' over ", kCheckTokens, " tokens",
-      options.clock_ms ? cat("; at load ", 1000.0 / best_ms, " tokens/s") : std::string(),
+      options.clock_ms ? cat("; at load ", 1000.0 / best.ms, " tokens/s") : std::string(),
       options.clock_ms && held.size() > 1 ? cat(" (grids timed: ", timed, ")") : std::string(),
       passed_over.empty() ? "" : cat("; grids passed over, a barrier having given up (", passed_over, ")"),
       timing_give_ups.empty()
