@@ -1,0 +1,178 @@
+#include "nn/tensor.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "nn/gpu_recorder.h"
+
+namespace sotto::nn {
+
+Shape::Shape(std::initializer_list<int64_t> d) : Shape(std::span<const int64_t>(d.begin(), d.size())) {}
+
+Shape::Shape(std::span<const int64_t> d) {
+  rank = static_cast<int>(std::min<size_t>(d.size(), kMaxRank));
+  for (int i = 0; i < rank; ++i) dims[i] = d[i];
+}
+
+int64_t Shape::elements() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= dims[i];
+  return n;
+}
+
+bool Shape::operator==(const Shape& o) const {
+  if (rank != o.rank) return false;
+  for (int i = 0; i < rank; ++i)
+    if (dims[i] != o.dims[i]) return false;
+  return true;
+}
+
+std::string Shape::str() const {
+  std::string out = "[";
+  for (int i = 0; i < rank; ++i) out += cat(i ? "," : "", dims[i]);
+  return out + "]";
+}
+
+uint32_t element_bytes(DType dtype) {
+  return dtype_info(dtype).block_bytes;
+}
+
+uint64_t Tensor::bytes() const {
+  return static_cast<uint64_t>(elements()) * element_bytes(dtype_);
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::with_quant(QuantParams q) const {
+  Tensor t = *this;
+  t.quant_ = q;
+  return t;
+}
+
+uint8_t* Tensor::host_bytes() const {
+  return storage_ ? storage_->host.data() + offset_ : nullptr;
+}
+
+uint32_t Tensor::gpu_buffer() const {
+  return storage_ ? storage_->gpu_buffer : 0;
+}
+
+std::unique_ptr<Context> Context::cpu(ThreadPool* pool) {
+  std::unique_ptr<Context> ctx(new Context(Backend::Cpu));
+  ctx->pool_ = pool;
+  return ctx;
+}
+
+Context::Context(Backend backend) : backend_(backend) {}
+
+Context::~Context() = default;
+
+int Context::n_threads() const {
+  return pool_ ? pool_->n_threads() : 1;
+}
+
+std::shared_ptr<Storage> Context::allocate(uint64_t bytes) {
+  // Best fit among the pooled storages: the smallest one that holds `bytes`.
+  size_t best = free_.size();
+  for (size_t i = 0; i < free_.size(); ++i)
+    if (free_[i]->bytes >= bytes && (best == free_.size() || free_[i]->bytes < free_[best]->bytes)) best = i;
+  Storage* s;
+  if (best < free_.size()) {
+    s = free_[best].release();
+    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+  } else {
+    s = new Storage;
+    s->ctx = this;
+    s->bytes = bytes;
+    s->host.resize(bytes + 64);
+  }
+  return std::shared_ptr<Storage>(s, [](Storage* p) { p->ctx->release(p); });
+}
+
+void Context::release(Storage* s) {
+  free_.emplace_back(s);
+}
+
+Tensor Context::empty(const Shape& shape, DType dtype) {
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  t.ctx_ = this;
+  t.storage_ = allocate(t.bytes());
+  return t;
+}
+
+Tensor Context::zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  std::memset(t.host_bytes(), 0, t.bytes());
+  return t;
+}
+
+Tensor Context::from_bytes(const Shape& shape, DType dtype, std::span<const uint8_t> bytes) {
+  Tensor t = empty(shape, dtype);
+  std::memcpy(t.host_bytes(), bytes.data(), std::min<uint64_t>(bytes.size(), t.bytes()));
+  return t;
+}
+
+Tensor Context::from_floats(const Shape& shape, std::span<const float> values) {
+  return from_bytes(shape, DType::F32,
+                    {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()});
+}
+
+Result<std::vector<uint8_t>> Context::to_bytes(const Tensor& t) {
+  if (!t.defined()) return error("nn: reading an undefined tensor");
+  const uint8_t* p = t.host_bytes();
+  return std::vector<uint8_t>(p, p + t.bytes());
+}
+
+Result<std::vector<float>> Context::to_floats(const Tensor& t) {
+  SOTTO_ASSIGN(std::vector<uint8_t> raw, to_bytes(t));
+  const int64_t n = t.elements();
+  std::vector<float> out(static_cast<size_t>(n));
+  const QuantParams q = t.quant();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* p = raw.data();
+    float v;
+    switch (t.dtype()) {
+      case DType::F32:
+        std::memcpy(&v, p + i * 4, 4);
+        break;
+      case DType::F16: {
+        uint16_t h;
+        std::memcpy(&h, p + i * 2, 2);
+        v = f16_to_f32(h);
+        break;
+      }
+      case DType::I8:
+        v = (static_cast<int8_t>(p[i]) - q.zero_point) * q.scale;
+        break;
+      case DType::U8:
+        v = (static_cast<int32_t>(p[i]) - q.zero_point) * q.scale;
+        break;
+      case DType::I32: {
+        int32_t x;
+        std::memcpy(&x, p + i * 4, 4);
+        v = static_cast<float>(x);
+        break;
+      }
+      case DType::I64: {
+        int64_t x;
+        std::memcpy(&x, p + i * 8, 8);
+        v = static_cast<float>(x);
+        break;
+      }
+      default:
+        return error("nn: cannot read a ", dtype_name(t.dtype()), " tensor as floats");
+    }
+    out[static_cast<size_t>(i)] = v;
+  }
+  return out;
+}
+
+}  // namespace sotto::nn
