@@ -107,6 +107,15 @@ constexpr Command kCommands[] = {
      "  --redemption-ms MS       silence that ends a segment (default 1400)\n"
      "  --pre-pad-ms MS          audio kept before the start of speech (default 800)\n"
      "  --min-speech-ms MS       segments with less speech are dropped as misfires (default 400)\n"},
+    {"transcribe", "transcribe -m MODEL_DIR AUDIO.wav [--json]",
+     "speech to text with Moonshine (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin)",
+     run_transcribe,
+     "  -m, --model DIR          models/moonshine-base-en (bash scripts/get-models.sh moonshine)\n"
+     "  --json                   {\"text\",\"tokens\",\"audio_s\",\"encode_ms\",\"decode_ms\",\"segments\"}\n"
+     "  --threads T              threads (default: the cores, up to 8)\n"
+     "  --vad FILE               Silero VAD (.onnx) that cuts audio over 20 s at pauses (default\n"
+     "                           DIR/silero_vad.onnx; without one, long audio is cut at its quietest "
+     "points)\n"},
 };
 
 void print_command_help(const Command& c) {
