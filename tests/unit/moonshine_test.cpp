@@ -124,6 +124,9 @@ TEST(Moonshine, TeacherForcedLogitsMatchOnnxRuntime) {
   const nn::Tensor logits = asr::moonshine_decode(w, state, ref.tokens, true);
   ASSERT_EQ(logits.dim(0), static_cast<int64_t>(ref.tokens.size()));
   ASSERT_EQ(logits.dim(1), ref.vocab);
+  // The decoder's matrices and the head are read as int8 (nn::linear_int8_affine), as the file stores them.
+  EXPECT_EQ(w.decoder[0].up.w.dtype(), DType::I8);
+  EXPECT_EQ(w.embedding.w.dtype(), DType::I8);
   auto got = ctx.to_floats(logits);
   ASSERT_TRUE(got.ok());
   double max_diff = 0;

@@ -36,6 +36,21 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
 
 // ---------------------------------------------------------------- the decoder
 
+namespace {
+
+Tensor apply(const MoonshineMatrix& m, const Tensor& x, const Tensor& b = {}) {
+  if (m.w.dtype() == DType::I8) return nn::linear_int8_affine(x, m.w, m.scale, m.offset, b);
+  return nn::linear(x, m.w, b);
+}
+
+// Rows of the embedding table, dequantized as the graph does (q * scale, then + offset, in float).
+Tensor embed(const MoonshineMatrix& table, const Tensor& ids) {
+  if (table.w.dtype() != DType::I8) return nn::embedding(table.w, ids);
+  return nn::scale(nn::embedding(table.w.with_quant({table.scale, 0}), ids), 1.0f, table.offset);
+}
+
+}  // namespace
+
 MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const Tensor& encoded) {
   MoonshineDecoderState s;
   for (const MoonshineDecoderLayer& l : w.decoder) {
@@ -50,18 +65,18 @@ MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const T
 Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& s, std::span<const int32_t> ids,
                         bool all_logits) {
   const MoonshineConfig& c = w.config;
-  nn::Context& ctx = w.embedding.ctx();
+  nn::Context& ctx = w.embedding.w.ctx();
   const auto n = static_cast<int64_t>(ids.size());
   const Tensor id_tensor =
       ctx.from_bytes({n}, DType::I32, {reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 4});
-  Tensor x = nn::embedding(w.embedding, id_tensor);
+  Tensor x = embed(w.embedding, id_tensor);
 
   for (size_t i = 0; i < w.decoder.size(); ++i) {
     const MoonshineDecoderLayer& l = w.decoder[i];
     Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
-    Tensor q = nn::rope(nn::linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
-    Tensor k = nn::rope(nn::linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
-    Tensor v = nn::linear(h, l.v);
+    Tensor q = nn::rope(apply(l.q, h), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
+    Tensor k = nn::rope(apply(l.k, h), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
+    Tensor v = apply(l.v, h);
     if (s.n_past > 0) {
       const Tensor ks[] = {s.self_k[i], k}, vs[] = {s.self_v[i], v};
       k = nn::concat(ks, 0);
@@ -69,23 +84,22 @@ Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& s, std
     }
     s.self_k[i] = k;
     s.self_v[i] = v;
-    x = nn::add(x, nn::linear(nn::attention(q, k, v, {.n_heads = c.n_heads, .causal = true}), l.o));
+    x = nn::add(x, apply(l.o, nn::attention(q, k, v, {.n_heads = c.n_heads, .causal = true})));
 
     h = nn::layer_norm(x, l.cross_norm, {}, c.norm_eps);
-    Tensor cross =
-        nn::attention(nn::linear(h, l.cross_q), s.cross_k[i], s.cross_v[i], {.n_heads = c.n_heads});
-    x = nn::add(x, nn::linear(cross, l.cross_o));
+    Tensor cross = nn::attention(apply(l.cross_q, h), s.cross_k[i], s.cross_v[i], {.n_heads = c.n_heads});
+    x = nn::add(x, apply(l.cross_o, cross));
 
     h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
-    Tensor u = nn::linear(h, l.up, l.up_b);  // [n, 2 ff]: value half, then gate half
+    Tensor u = apply(l.up, h, l.up_b);  // [n, 2 ff]: value half, then gate half
     Tensor gated = nn::mul(nn::slice(u, -1, 0, c.decoder_ff),
                            nn::silu(nn::slice(u, -1, c.decoder_ff, 2 * c.decoder_ff)));
-    x = nn::add(x, nn::linear(gated, l.down, l.down_b));
+    x = nn::add(x, apply(l.down, gated, l.down_b));
   }
   s.n_past += n;
   if (!all_logits && n > 1) x = nn::slice(x, 0, n - 1, n);
   // The output head reads the whole embedding table (13.6 M weights): most of a token's time.
-  return nn::linear(nn::layer_norm(x, w.decoder_norm, {}, c.norm_eps), w.embedding);
+  return apply(w.embedding, nn::layer_norm(x, w.decoder_norm, {}, c.norm_eps));
 }
 
 Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::span<const float> audio_16k) {
@@ -97,7 +111,7 @@ Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::spa
   std::vector<float> samples(audio_16k.begin(), audio_16k.end());
   if (samples.size() < 895) samples.resize(895, 0.0f);
 
-  nn::Context& ctx = w.embedding.ctx();
+  nn::Context& ctx = w.embedding.w.ctx();
   MoonshineResult r;
   const double t0 = now_ms();
   const Tensor audio = ctx.from_floats({static_cast<int64_t>(samples.size())}, samples);
@@ -249,6 +263,32 @@ class GraphConstants {
     return found;
   }
 
+  // The exporter's dequantization chain ending in `name`: Add(Mul(Cast(q int8), scale), offset), both scalars.
+  struct Int8Chain {
+    const OrtTensor* q = nullptr;
+    float scale = 1.0f, offset = 0.0f;
+  };
+  Result<Int8Chain> int8_chain(const std::string& name) const {
+    const OrtNode* add = node_writing(name, "Add");
+    const OrtNode* mul = add ? node_writing(add->inputs[0], "Mul") : nullptr;
+    const OrtNode* cast = mul ? node_writing(mul->inputs[0], "Cast") : nullptr;
+    if (!cast) return Int8Chain{};
+    auto q = initializer_.find(cast->inputs[0]);
+    if (q == initializer_.end() || q->second->dtype != DType::I8) return Int8Chain{};
+    SOTTO_ASSIGN(Constant scale, value(mul->inputs[1]));
+    SOTTO_ASSIGN(Constant offset, value(add->inputs[1]));
+    if (scale.values.size() != 1 || offset.values.size() != 1) return Int8Chain{};
+    return Int8Chain{q->second, scale.values[0], offset.values[0]};
+  }
+
+  const OrtNode* node_writing(const std::string& output, std::string_view op_type) const {
+    auto it = producer_.find(output);
+    if (it == producer_.end() || it->second->op_type != op_type ||
+        it->second->inputs.size() != (op_type == "Cast" ? 1u : 2u))
+      return nullptr;
+    return it->second;
+  }
+
   std::string_view file() const { return file_; }
 
  private:
@@ -286,6 +326,40 @@ struct Loader {
     SOTTO_ASSIGN(Constant c, checked(output, index, shape));
     return ctx.from_floats(nn::Shape(std::span<const int64_t>(shape)), c.values);
   }
+  // A weight read as int8 with its scale and offset when the graph dequantizes it (input `index` of the node
+  // writing `output`), else as F32. `transpose`: stored [in, out] (MatMul), returned [out, in].
+  Result<MoonshineMatrix> int8_matrix(const std::string& output, int index, int64_t in, int64_t out,
+                                      bool transpose) const {
+    const std::vector<int64_t> stored =
+        transpose ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in};
+    SOTTO_ASSIGN(Constant c, checked(output, index, stored));  // checks the shape, whatever the storage
+    auto producer = g.node_writing(output, transpose ? "MatMul" : "Gather");
+    GraphConstants::Int8Chain chain;
+    if (producer) {
+      SOTTO_ASSIGN(chain, g.int8_chain(producer->inputs[static_cast<size_t>(index)]));
+    }
+    MoonshineMatrix m;
+    std::vector<uint8_t> bytes;
+    if (chain.q) {
+      m.scale = chain.scale;
+      m.offset = chain.offset;
+      const uint8_t* q = chain.q->data;
+      bytes.resize(static_cast<size_t>(in * out));
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t i = 0; i < in; ++i)
+          bytes[static_cast<size_t>(o * in + i)] = transpose ? q[i * out + o] : q[o * in + i];
+      m.w = ctx.from_bytes({out, in}, DType::I8, bytes);
+      return m;
+    }
+    std::vector<float> t(c.values.size());
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i)
+        t[static_cast<size_t>(o * in + i)] = transpose ? c.values[static_cast<size_t>(i * out + o)]
+                                                       : c.values[static_cast<size_t>(o * in + i)];
+    m.w = ctx.from_floats({out, in}, t);
+    return m;
+  }
+
   // A MatMul weight stored [in, out], as nn::linear's [out, in].
   Result<Tensor> matrix(const std::string& output, int64_t in, int64_t out) const {
     SOTTO_ASSIGN(Constant c, checked(output, 1, {in, out}));
@@ -335,24 +409,25 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
   {
     const GraphConstants g(decoder, decoder_name);
     const Loader ld{ctx, g};
-    SOTTO_ASSIGN(w.embedding, ld.tensor("/model/decoder/embed_tokens/Gather_output_0", 0, {c.vocab, d}));
+    SOTTO_ASSIGN(w.embedding,
+                 ld.int8_matrix("/model/decoder/embed_tokens/Gather_output_0", 0, d, c.vocab, false));
     for (int i = 0; i < c.decoder_layers; ++i) {
       const std::string p = cat("/model/decoder/layers.", i, "/");
       MoonshineDecoderLayer l;
       SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.q, ld.matrix(p + "self_attn/q_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.k, ld.matrix(p + "self_attn/k_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.v, ld.matrix(p + "self_attn/v_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.o, ld.matrix(p + "self_attn/dense/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.q, ld.int8_matrix(p + "self_attn/q_proj/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.k, ld.int8_matrix(p + "self_attn/k_proj/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.v, ld.int8_matrix(p + "self_attn/v_proj/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.o, ld.int8_matrix(p + "self_attn/dense/MatMul_output_0", 1, d, d, true));
       SOTTO_ASSIGN(l.cross_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.cross_q, ld.matrix(p + "encoder_attn/q_proj/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.cross_q, ld.int8_matrix(p + "encoder_attn/q_proj/MatMul_output_0", 1, d, d, true));
       SOTTO_ASSIGN(l.cross_k, ld.matrix(p + "encoder_attn/k_proj/MatMul_output_0", d, d));
       SOTTO_ASSIGN(l.cross_v, ld.matrix(p + "encoder_attn/v_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.cross_o, ld.matrix(p + "encoder_attn/dense/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.cross_o, ld.int8_matrix(p + "encoder_attn/dense/MatMul_output_0", 1, d, d, true));
       SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "final_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.up, ld.matrix(p + "mlp/up_proj/MatMul_output_0", d, 2 * c.decoder_ff));
+      SOTTO_ASSIGN(l.up, ld.int8_matrix(p + "mlp/up_proj/MatMul_output_0", 1, d, 2 * c.decoder_ff, true));
       SOTTO_ASSIGN(l.up_b, ld.vec(p + "mlp/up_proj/Add_output_0", -1, 2 * c.decoder_ff));
-      SOTTO_ASSIGN(l.down, ld.matrix(p + "mlp/down_proj/MatMul_output_0", c.decoder_ff, d));
+      SOTTO_ASSIGN(l.down, ld.int8_matrix(p + "mlp/down_proj/MatMul_output_0", 1, c.decoder_ff, d, true));
       SOTTO_ASSIGN(l.down_b, ld.vec(p + "mlp/down_proj/Add_output_0", -1, d));
       w.decoder.push_back(std::move(l));
     }

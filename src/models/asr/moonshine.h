@@ -67,10 +67,22 @@ struct MoonshineEncoderLayer {
   nn::Tensor mlp_norm, fc1, fc1_b, fc2, fc2_b;
 };
 
+// A decoder matrix as the file stores it: int8 [out, in] with the tensor's float scale and offset (read as int8
+// by nn::linear_int8_affine: a decoder step is bound by the weight bytes it reads), or F32 [out, in] when the
+// file holds floats.
+struct MoonshineMatrix {
+  nn::Tensor w;
+  float scale = 1.0f, offset = 0.0f;
+};
+
 struct MoonshineDecoderLayer {
-  nn::Tensor attn_norm, q, k, v, o;
-  nn::Tensor cross_norm, cross_q, cross_k, cross_v, cross_o;
-  nn::Tensor mlp_norm, up, up_b, down, down_b;
+  nn::Tensor attn_norm;
+  MoonshineMatrix q, k, v, o;
+  nn::Tensor cross_norm;
+  MoonshineMatrix cross_q, cross_o;
+  nn::Tensor cross_k, cross_v;  // F32 [416, 416]: applied once per utterance to every encoder frame
+  nn::Tensor mlp_norm, up_b, down_b;
+  MoonshineMatrix up, down;
 };
 
 struct MoonshineWeights {
@@ -78,7 +90,7 @@ struct MoonshineWeights {
   nn::Tensor conv1, conv2, conv2_b, conv3, conv3_b, group_norm_gamma, group_norm_beta;
   std::vector<MoonshineEncoderLayer> encoder;
   nn::Tensor encoder_norm;
-  nn::Tensor embedding;  // [vocab, d_model]: the input table and the output head
+  MoonshineMatrix embedding;  // [vocab, d_model]: the input table and the output head
   std::vector<MoonshineDecoderLayer> decoder;
   nn::Tensor decoder_norm;
 };
