@@ -74,6 +74,42 @@ TEST(Ort, ReadsMoonshineDecoderSubgraphs) {
   EXPECT_EQ(emb->shape, (std::vector<int64_t>{32768, 416}));
 }
 
+// Files ONNX Runtime itself wrote (tools/moonshine/make_tiny_ort.py, a session saving its unoptimised graph):
+// the exporters' int8 dequantization chain and an If node whose branches hold initializers.
+TEST(Ort, ReadsFilesOnnxRuntimeWrote) {
+  const auto int8 = read_file(std::string(SOTTO_SOURCE_DIR) + "/tests/fuzz/corpus/ort/int8_matmul.ort");
+  ASSERT_FALSE(int8.empty());
+  auto m = parse_ort(int8);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const OrtTensor* q = m->find("w_quantized");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->dtype, DType::I8);
+  EXPECT_EQ(q->shape, (std::vector<int64_t>{3, 4}));
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(static_cast<int8_t>(q->data[i]), i - 6);
+  const OrtTensor* offset = m->find("w_zero_point");
+  ASSERT_NE(offset, nullptr);
+  float v;
+  std::memcpy(&v, offset->data, 4);
+  EXPECT_EQ(v, 0.25f);
+  ASSERT_EQ(m->nodes.size(), 4u);
+  EXPECT_EQ(m->nodes[3].op_type, "MatMul");
+  EXPECT_EQ(m->nodes[3].inputs, (std::vector<std::string>{"x", "w_add"}));
+  EXPECT_EQ(m->nodes[3].name, "/proj/MatMul");
+
+  const auto branches = read_file(std::string(SOTTO_SOURCE_DIR) + "/tests/fuzz/corpus/ort/if_branches.ort");
+  ASSERT_FALSE(branches.empty());
+  auto b = parse_ort(branches);
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->subgraph_count, 2u);
+  const OrtTensor* then_bias = b->find("then_bias");
+  ASSERT_NE(then_bias, nullptr);
+  EXPECT_EQ(then_bias->scope, "optimum::if.then_branch");
+  std::memcpy(&v, then_bias->data, 4);
+  EXPECT_EQ(v, 1.0f);
+  EXPECT_EQ(b->find("else_bias")->scope, "optimum::if.else_branch");
+  EXPECT_EQ(b->inputs, (std::vector<std::string>{"cond", "x"}));
+}
+
 // A minimal flatbuffer writer: objects are laid out in call order, and a reference to a later object is
 // patched once it exists (flatbuffer offsets point forward).
 struct FbWriter {
