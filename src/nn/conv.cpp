@@ -86,7 +86,13 @@ Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dO
   NN_ASSERT(in_g * o.groups == cin && out_g * o.groups == cout && out_len > 0);
   Context& ctx = x.ctx();
   Tensor out = ctx.empty({cout, out_len});
-  if (in_g == 1) {
+  if (in_g == 1 && o.dilation == 1 && o.padding == 0 && (out_len - 1) * o.stride + kernel <= length) {
+    // One input channel per group, no padding: the unrolled rows are windows of x itself, `stride` apart, so
+    // the product reads them in place (an STFT as a conv: Silero's front end).
+    for (int64_t g = 0; g < o.groups; ++g)
+      cpu::gemm_nt(ctx, out_g, out_len, kernel, w.f32() + g * out_g * kernel, kernel, x.f32() + g * length,
+                   o.stride, out.f32() + g * out_g * out_len, out_len);
+  } else if (in_g == 1 && o.groups > 1) {
     // Depthwise: each output channel reads one input row; K multiply-adds per output, no unrolling.
     cpu::parallel_for(ctx, cout, out_len * kernel, [&](int64_t begin, int64_t end) {
       for (int64_t oc = begin; oc < end; ++oc) {

@@ -185,6 +185,17 @@ TEST(NnConv, Conv1dMatchesReference) {
       expect_close(conv1d(x, w, bias, o), ref::conv1d(x, w, bias, o), product_tol(in_g * k), 1e-5f,
                    "conv1d rep " + std::to_string(rep) + " " + where);
     }
+    // One input channel, no padding (read in place: an STFT as a conv, Silero's front end), and depthwise
+    // without padding (the same path per group).
+    {
+      const Tensor x1 = rand_tensor(ctx, {1, 640}), w1 = rand_tensor(ctx, {258, 1, 256});
+      expect_close(conv1d(x1, w1, {}, {.stride = 128}), ref::conv1d(x1, w1, {}, {.stride = 128}),
+                   product_tol(256), 1e-5f, "stft conv " + where);
+      const Tensor x2 = rand_tensor(ctx, {3, 50}), w2 = rand_tensor(ctx, {6, 1, 4});
+      expect_close(conv1d(x2, w2, {}, {.stride = 3, .groups = 3}),
+                   ref::conv1d(x2, w2, {}, {.stride = 3, .groups = 3}), product_tol(4), 1e-5f,
+                   "depthwise in place " + where);
+    }
     // Depthwise (groups = channels, with a channel multiplier of 2).
     const int64_t c = rand_int(1, 17), t = rand_int(9, 200);
     const Tensor x = rand_tensor(ctx, {c, t}), w = rand_tensor(ctx, {2 * c, 1, 5}),

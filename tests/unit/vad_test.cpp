@@ -114,7 +114,7 @@ TEST(Vad, EightKilohertzBranchLoads) {
   for (const char* model_file : {"silero_vad_v5.1.onnx", "silero_vad_v6.2.onnx"}) {
     const Loaded loaded = load(model_file, 8000);
     EXPECT_EQ(loaded.weights.frame_samples, 256);
-    EXPECT_EQ(loaded.weights.stft_basis.size(), 130u * 128u);
+    EXPECT_EQ(loaded.weights.stft_basis.elements(), 130 * 128);
     SileroVad vad(loaded.weights);
     std::mt19937 rng(std::random_device{}());
     std::normal_distribution<float> noise(0.0f, 0.05f);
