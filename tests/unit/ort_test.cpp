@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "io/ort.h"
+#include "nn/weights.h"
 #include "test_support.h"
 
 namespace sotto {
@@ -108,6 +109,32 @@ TEST(Ort, ReadsFilesOnnxRuntimeWrote) {
   EXPECT_EQ(v, 1.0f);
   EXPECT_EQ(b->find("else_bias")->scope, "optimum::if.else_branch");
   EXPECT_EQ(b->inputs, (std::vector<std::string>{"cond", "x"}));
+}
+
+// nn::open_weights reads .ort files through this reader: tensors by name (a branch's as "<scope>/<name>"),
+// shapes and dtypes checked by load().
+TEST(Ort, WeightSourceLoadsOrtTensors) {
+  const auto bytes = read_file(std::string(SOTTO_SOURCE_DIR) + "/tests/fuzz/corpus/ort/int8_matmul.ort");
+  ASSERT_FALSE(bytes.empty());
+  auto source = nn::open_weights("int8_matmul.ort", bytes);
+  ASSERT_TRUE(source.ok()) << source.message();
+  auto ctx = nn::Context::cpu();
+  auto q = (*source)->load(*ctx, "w_quantized", {3, 4}, {DType::I8});
+  ASSERT_TRUE(q.ok()) << q.message();
+  auto values = ctx->to_floats(*q);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ((*values)[0], -6.0f);
+  auto scale = (*source)->scalar("w_scale");
+  ASSERT_TRUE(scale.ok());
+  EXPECT_EQ(*scale, 0.5f);
+  auto wrong = (*source)->load(*ctx, "w_quantized", {4, 3}, {DType::I8});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("int8_matmul.ort"), std::string::npos) << wrong.message();
+
+  const auto branches = read_file(std::string(SOTTO_SOURCE_DIR) + "/tests/fuzz/corpus/ort/if_branches.ort");
+  auto b = nn::open_weights("if_branches.ort", branches);
+  ASSERT_TRUE(b.ok()) << b.message();
+  EXPECT_NE((*b)->find("optimum::if.then_branch/then_bias"), nullptr);
 }
 
 // A minimal flatbuffer writer: objects are laid out in call order, and a reference to a later object is
