@@ -22,8 +22,8 @@ constexpr std::string_view kSamplingOptions =
 
 constexpr Command kCommands[] = {
     {"info", "info FILE [--json]",
-     "show a model or audio file's format, metadata and tensors (GGUF, safetensors, ONNX, WAV)", run_info,
-     "  --json                   one JSON object instead of tables\n"},
+     "show a model or audio file's format, metadata and tensors (GGUF, safetensors, ONNX, .ort, WAV)",
+     run_info, "  --json                   one JSON object instead of tables\n"},
     {"generate", "generate -m FILE -p TEXT [-n N] [--json]",
      "write text with a llama/qwen2/qwen3/gemma3 GGUF model on the CPU or the GPU", run_generate,
      "  -m, --model FILE         GGUF model (llama, qwen2, qwen3)\n"

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "io/describe.h"
 #include "io/ort.h"
 #include "nn/weights.h"
 #include "test_support.h"
@@ -135,6 +136,26 @@ TEST(Ort, WeightSourceLoadsOrtTensors) {
   auto b = nn::open_weights("if_branches.ort", branches);
   ASSERT_TRUE(b.ok()) << b.message();
   EXPECT_NE((*b)->find("optimum::if.then_branch/then_bias"), nullptr);
+}
+
+// `sotto info` on an .ort file: the format, op counts and the tensor table.
+TEST(Ort, DescribesOrtFiles) {
+  const auto bytes = read_file(std::string(SOTTO_SOURCE_DIR) + "/tests/fuzz/corpus/ort/int8_matmul.ort");
+  ASSERT_EQ(detect_format(bytes), FileFormat::Ort);
+  auto d = describe_file(bytes);
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_EQ(d->format, "ort v6");
+  ASSERT_EQ(d->tensors.size(), 3u);
+  bool found = false;
+  for (const TensorInfo& t : d->tensors)
+    if (t.name == "w_quantized") {
+      found = true;
+      EXPECT_EQ(t.dtype, DType::I8);
+      EXPECT_EQ(t.bytes, 12u);
+    }
+  EXPECT_TRUE(found);
+  const std::string json = describe_json(*d, "int8_matmul.ort");
+  EXPECT_NE(json.find("\"MatMul\":1"), std::string::npos) << json;
 }
 
 // A minimal flatbuffer writer: objects are laid out in call order, and a reference to a later object is
