@@ -118,42 +118,17 @@ int run_transcribe(std::span<char* const> args) {
   }
   const std::vector<asr::AudioWindow> windows = asr::speech_windows(*audio, probs);
 
-  std::string text, segments_json;
-  std::vector<int32_t> tokens;
-  double encode_ms = 0, decode_ms = 0;
-  for (const asr::AudioWindow& w : windows) {
-    auto r = asr::moonshine_transcribe(
-        model->weights, std::span<const float>(*audio).subspan(static_cast<size_t>(w.start),
-                                                               static_cast<size_t>(w.end - w.start)));
-    if (!r) return fail(cat(o.audio_path, ": ", r.message()));
-    const std::string piece = model->tokenizer.decode(r->tokens);
-    if (!piece.empty()) text += (text.empty() ? "" : " ") + piece;
-    tokens.insert(tokens.end(), r->tokens.begin(), r->tokens.end());
-    encode_ms += r->encode_ms;
-    decode_ms += r->decode_ms;
-    std::string ids;
-    for (size_t i = 0; i < r->tokens.size(); ++i) ids += cat(i ? "," : "", r->tokens[i]);
-    segments_json +=
-        cat(segments_json.empty() ? "" : ",", "{\"start_sample\":", w.start, ",\"end_sample\":", w.end,
-            ",\"text\":", json_quote(piece), ",\"tokens\":[", ids, "]}");
-  }
+  auto transcript = asr::transcribe_windows(model->weights, model->tokenizer, *audio, windows);
+  if (!transcript) return fail(cat(o.audio_path, ": ", transcript.message()));
   const double audio_s = static_cast<double>(audio->size()) / 16000;
-
-  std::string out;
-  if (o.json) {
-    std::string ids;
-    for (size_t i = 0; i < tokens.size(); ++i) ids += cat(i ? "," : "", tokens[i]);
-    out = cat("{\"text\":", json_quote(text), ",\"tokens\":[", ids, "],\"audio_s\":", audio_s,
-              ",\"encode_ms\":", encode_ms, ",\"decode_ms\":", decode_ms, ",\"threads\":", o.threads,
-              ",\"vad\":", !probs.empty(), ",\"segments\":[", segments_json, "]}\n");
-  } else {
-    out = text + "\n";
-  }
+  const std::string out = o.json
+                              ? asr::transcript_json(*transcript, audio_s, o.threads, !probs.empty()) + "\n"
+                              : transcript->text + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   if (!o.json)
-    std::fprintf(stderr,
-                 "transcribe: %.2f s of audio, %zu window(s), %zu tokens: encode %.1f ms, decode %.1f ms\n",
-                 audio_s, windows.size(), tokens.size(), encode_ms, decode_ms);
+    std::fprintf(
+        stderr, "transcribe: %.2f s of audio, %zu window(s), %zu tokens: encode %.1f ms, decode %.1f ms\n",
+        audio_s, windows.size(), transcript->tokens.size(), transcript->encode_ms, transcript->decode_ms);
   return kExitOk;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "io/describe.h"
 #include "models/vad/segmenter.h"
 
 namespace sotto::asr {
@@ -69,6 +70,45 @@ std::vector<AudioWindow> speech_windows(std::span<const float> audio, std::span<
     if (end > start) split_long(audio, probs, {start, end}, o, out);
   }
   return out;
+}
+
+Result<Transcript> transcribe_windows(const MoonshineWeights& w, const MoonshineTokenizer& tokenizer,
+                                      std::span<const float> audio, std::span<const AudioWindow> windows) {
+  Transcript t;
+  for (const AudioWindow& win : windows) {
+    if (win.start < 0 || win.end > static_cast<int64_t>(audio.size()) || win.end <= win.start)
+      return error("moonshine: window [", win.start, ", ", win.end, ") outside the audio (", audio.size(),
+                   " samples)");
+    SOTTO_ASSIGN(MoonshineResult r,
+                 moonshine_transcribe(w, audio.subspan(static_cast<size_t>(win.start),
+                                                       static_cast<size_t>(win.end - win.start))));
+    WindowText wt{win, r.tokens, tokenizer.decode(r.tokens)};
+    if (!wt.text.empty()) t.text += (t.text.empty() ? "" : " ") + wt.text;
+    t.tokens.insert(t.tokens.end(), r.tokens.begin(), r.tokens.end());
+    t.encode_ms += r.encode_ms;
+    t.decode_ms += r.decode_ms;
+    t.windows.push_back(std::move(wt));
+  }
+  return t;
+}
+
+namespace {
+std::string ids_json(const std::vector<int32_t>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += cat(i ? "," : "", ids[i]);
+  return out + "]";
+}
+}  // namespace
+
+std::string transcript_json(const Transcript& t, double audio_s, int threads, bool vad) {
+  std::string segments;
+  for (const WindowText& w : t.windows)
+    segments += cat(segments.empty() ? "" : ",", "{\"start_sample\":", w.window.start,
+                    ",\"end_sample\":", w.window.end, ",\"text\":", json_quote(w.text),
+                    ",\"tokens\":", ids_json(w.tokens), "}");
+  return cat("{\"text\":", json_quote(t.text), ",\"tokens\":", ids_json(t.tokens), ",\"audio_s\":", audio_s,
+             ",\"encode_ms\":", t.encode_ms, ",\"decode_ms\":", t.decode_ms, ",\"threads\":", threads,
+             ",\"vad\":", vad, ",\"segments\":[", segments, "]}");
 }
 
 }  // namespace sotto::asr

@@ -10,7 +10,11 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "core/error.h"
+#include "models/asr/moonshine.h"
 
 namespace sotto::asr {
 
@@ -26,5 +30,24 @@ struct WindowOptions {
 // `vad_probs`: one speech probability per frame_samples samples from the start (empty: no VAD, energy only).
 std::vector<AudioWindow> speech_windows(std::span<const float> audio_16k, std::span<const float> vad_probs,
                                         const WindowOptions& options = {});
+
+// One window's and the whole audio's text (windows joined with a space, empty ones skipped).
+struct WindowText {
+  AudioWindow window;
+  std::vector<int32_t> tokens;
+  std::string text;
+};
+struct Transcript {
+  std::string text;
+  std::vector<int32_t> tokens;
+  double encode_ms = 0, decode_ms = 0;
+  std::vector<WindowText> windows;
+};
+Result<Transcript> transcribe_windows(const MoonshineWeights& w, const MoonshineTokenizer& tokenizer,
+                                      std::span<const float> audio_16k, std::span<const AudioWindow> windows);
+
+// `sotto transcribe --json`: {"text", "tokens", "audio_s", "encode_ms", "decode_ms", "threads", "vad",
+// "segments": [{"start_sample", "end_sample", "text", "tokens"}]} on one line (no newline).
+std::string transcript_json(const Transcript& t, double audio_s, int threads, bool vad);
 
 }  // namespace sotto::asr
