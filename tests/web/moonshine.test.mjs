@@ -4,6 +4,7 @@
 // The CLI reports the windows it cut long audio into (sample ranges); ORT transcribes exactly those samples, and
 // every window's tokens must be IDENTICAL (greedy decoding; our logits are within 1e-4 of ORT's, see
 // tests/unit/moonshine_test.cpp). sample.wav (24 kHz) is left out: ORT would need our resampler's samples.
+// The wasm build (web/asr.js, `node web/cli.mjs transcribe`) is checked the same way on beckett.wav.
 // Also bad input: one-line errors and exit code 1, never a crash.
 // Run: node --test tests/web/moonshine.test.mjs   (needs build/bin/sotto and models/moonshine-base-en)
 import assert from 'node:assert/strict';
@@ -14,8 +15,9 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import * as ort from 'onnxruntime-node';
 
+import { Asr } from '../../web/asr.js';
 import { OrtMoonshine, haveMoonshine, modelDir, vadPath, writeWav16 } from './moonshine_support.mjs';
-import { clipPath, haveFixtures, nativeCli, readWav16 } from './vad_support.mjs';
+import { clipPath, haveFixtures, nativeCli, readWav16, repo, wasmPath } from './vad_support.mjs';
 
 const skip = !haveFixtures() ? 'fixtures missing' : !existsSync(nativeCli) ? `no CLI at ${nativeCli}`
   : !haveMoonshine() && `no Moonshine model in ${modelDir} (bash scripts/get-models.sh moonshine)`;
@@ -116,6 +118,36 @@ test('synthesised clips: short, silent, quiet, noisy, fast, slow, 30 s with paus
     if (name === 'window-20s') assert.equal(ours.segments.length, 1, 'exactly 20 s is one window');
     if (name === 'thirty-s') assert.ok(ours.segments.length >= 2, 'over 20 s is cut');
   }
+});
+
+// The wasm build (SIMD128): web/asr.js in this process and `node web/cli.mjs transcribe --json`, on beckett.wav
+// and the first 3 s of it, against ORT.
+const wasmSkip = skip || (!existsSync(wasmPath('simd128')) && `no wasm at ${wasmPath('simd128')}`);
+test('wasm: web/asr.js and web/cli.mjs transcribe give ONNX Runtime\'s tokens', { skip: wasmSkip }, async () => {
+  const asr = await Asr.load(modelDir, { variant: 'simd128', wasmUrl: wasmPath('simd128') });
+  try {
+    const wav = readWav16(clipPath('beckett.wav'));
+    const decoded = await asr.decodeWav(clipPath('beckett.wav'));
+    assert.deepEqual(decoded, wav.samples, 'the engine\'s WAV decoder gives the samples read here');
+    const short = wav.samples.subarray(0, 48000);
+    const ours = await asr.transcribe(short);
+    const theirs = await reference.transcribe(short);
+    assert.deepEqual(ours.tokens, theirs.tokens);
+    assert.equal(ours.text, theirs.text);
+    // The VAD segmenter's onSpeechEnd(audio) straight in.
+    const got = await new Promise((resolve) => asr.onSpeechEnd(resolve)(short));
+    assert.equal(got.text, theirs.text);
+    await assert.rejects(asr.transcribe(new Float32Array(0)), /no audio/);
+  } finally {
+    asr.dispose();
+  }
+  const r = spawnSync(process.execPath, [`${repo}web/cli.mjs`, 'transcribe', '-m', modelDir, clipPath('beckett.wav'), '--json',
+    '--wasm', wasmPath('simd128')], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const cli = JSON.parse(r.stdout);
+  const theirs = await reference.transcribe(readWav16(clipPath('beckett.wav')).samples);
+  assert.deepEqual(cli.tokens, theirs.tokens);
+  assert.equal(cli.text, theirs.text);
 });
 
 test('bad input: one-line errors, exit code 1 or 2, never a crash', { skip }, () => {
