@@ -45,7 +45,15 @@ export class Asr {
     const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
     if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
     const url = wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
-    const moduleBytes = isNode && url.protocol === 'file:' ? await readSource(url.pathname) : await readSource(url);
+    const read = (u) => (isNode && u.protocol === 'file:' ? readSource(u.pathname) : readSource(u));
+    let moduleBytes;
+    try {
+      moduleBytes = await read(url);
+    } catch (e) {
+      // A checkout with only the SIMD128 build: relaxed SIMD is faster, not needed.
+      if (wasmUrl || variant || chosen !== 'relaxed') throw e;
+      moduleBytes = await read(WASM_URLS.simd128);
+    }
     const memory = createSharedMemory();
     const wasm = await instantiate(await WebAssembly.compile(moduleBytes), memory, 'asr');
     wasm.__wasm_call_ctors();
