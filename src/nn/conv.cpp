@@ -3,6 +3,7 @@
 // The input is unrolled ("im2col") into rows of Cin/groups * K values per output position, so each group is
 // one gemm_nt of the weight rows with those rows: that product is where the time goes.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "nn/cpu.h"
@@ -26,21 +27,23 @@ void add_channel_bias(Tensor& out, const Tensor& b) {
   if (!b.defined()) return;
   const Tensor bf = cpu::as_f32(b);
   const int64_t channels = out.dim(0), length = out.elements() / channels;
+  const float* bias = bf.f32();
+  float* y = out.f32();
   for (int64_t c = 0; c < channels; ++c)
-    for (int64_t t = 0; t < length; ++t) out.f32()[c * length + t] += bf.f32()[c];
+    for (int64_t t = 0; t < length; ++t) y[c * length + t] += bias[c];
 }
 
 // Unrolls group g of x [Cin, T] into cols [T', Cin_g * K]: cols[t][i * K + k] = x[g * Cin_g + i][t * stride
 // + k * dilation - pad] (`zero` outside).
 template <class T>
-void im2col_1d(const T* x, int64_t length, int64_t in_g, int64_t g, int64_t kernel, const Conv1dOptions& o,
-               int64_t out_len, T zero, T* cols) {
-  const int64_t row = in_g * kernel;
-  for (int64_t t = 0; t < out_len; ++t)
-    for (int64_t i = 0; i < in_g; ++i) {
+void im2col_1d(const T* x, std::ptrdiff_t length, std::ptrdiff_t in_g, std::ptrdiff_t g,
+               std::ptrdiff_t kernel, const Conv1dOptions& o, std::ptrdiff_t out_len, T zero, T* cols) {
+  const std::ptrdiff_t row = in_g * kernel;
+  for (std::ptrdiff_t t = 0; t < out_len; ++t)
+    for (std::ptrdiff_t i = 0; i < in_g; ++i) {
       const T* xi = x + (g * in_g + i) * length;
-      for (int64_t k = 0; k < kernel; ++k) {
-        const int64_t p = t * o.stride + k * o.dilation - o.padding;
+      for (std::ptrdiff_t k = 0; k < kernel; ++k) {
+        const std::ptrdiff_t p = t * o.stride + k * o.dilation - o.padding;
         cols[t * row + i * kernel + k] = (p >= 0 && p < length) ? xi[p] : zero;
       }
     }

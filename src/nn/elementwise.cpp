@@ -1,6 +1,7 @@
 // Elementwise and broadcast arithmetic, activations, GLU, Snake. Memory-bound: one pass, threaded only when
 // large; same-shape and suffix-broadcast (bias rows) fast paths, the general broadcast walks an index.
 #include <cmath>
+#include <cstring>
 
 #include "nn/cpu.h"
 #include "nn/ops.h"
@@ -244,7 +245,17 @@ Tensor activation(const Tensor& x0, Act act, float alpha) {
         return vec::map4(src, dst, count, [](vec::F4 v) { return v * vec::sigmoid4(v); });
       case Act::Relu:
         return vec::map4(src, dst, count,
-                         [](vec::F4 v) { return __builtin_elementwise_max(v, vec::splat(0.0f)); });
+                         [](vec::F4 v) { return v > vec::splat(0.0f) ? v : vec::splat(0.0f); });
+      case Act::Square:
+        return vec::map4(src, dst, count, [](vec::F4 v) { return v * v; });
+      case Act::Abs:
+        return vec::map4(src, dst, count, [](vec::F4 v) { return v < vec::splat(0.0f) ? -v : v; });
+      case Act::Sqrt:
+        for (int64_t i = 0; i < count; ++i) dst[i] = std::sqrt(src[i]);
+        return;
+      case Act::Identity:
+        std::memcpy(dst, src, static_cast<size_t>(count) * 4);
+        return;
       default:
         for (int64_t i = 0; i < count; ++i) dst[i] = act_one(act, src[i], alpha);
     }

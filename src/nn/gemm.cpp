@@ -29,7 +29,8 @@ void gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const
 #if defined(__x86_64__) && !defined(__wasm__)
   if (cpu_use_avx2()) return gemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc);
 #endif
-  gemm_nt_vec<F4, 4>(M, N, K, A, lda, B, ldb, C, ldc);
+  gemm_nt_vec<F4, 4>(static_cast<Index>(M), static_cast<Index>(N), static_cast<Index>(K), A,
+                     static_cast<Index>(lda), B, static_cast<Index>(ldb), C, static_cast<Index>(ldc));
 }
 
 void igemm_nt(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb,
@@ -37,7 +38,9 @@ void igemm_nt(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, co
 #if defined(__x86_64__) && !defined(__wasm__)
   if (cpu_use_avx2()) return igemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc);
 #endif
-  igemm_nt_vec<I16x4, I32x4, 4>(M, N, K, A, lda, B, ldb, C, ldc);
+  igemm_nt_vec<I16x4, I32x4, 4>(static_cast<Index>(M), static_cast<Index>(N), static_cast<Index>(K), A,
+                                static_cast<Index>(lda), B, static_cast<Index>(ldb), C,
+                                static_cast<Index>(ldc));
 }
 
 // Threads split the larger side in multiples of 4 rows (whole blocks), so a thread's slice tiles like the whole.

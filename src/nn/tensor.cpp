@@ -55,10 +55,6 @@ Tensor Tensor::with_quant(QuantParams q) const {
   return t;
 }
 
-uint8_t* Tensor::host_bytes() const {
-  return storage_ ? storage_->host.data() + offset_ : nullptr;
-}
-
 uint32_t Tensor::gpu_buffer() const {
   return storage_ ? storage_->gpu_buffer : 0;
 }

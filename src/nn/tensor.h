@@ -149,6 +149,11 @@ class Context {
   std::vector<std::unique_ptr<Storage>> free_;  // pooled storages, any size
 };
 
+// Inline: ops index tensors element by element, and a call per element costs more than the work (wasm).
+inline uint8_t* Tensor::host_bytes() const {
+  return storage_ ? storage_->host.data() + offset_ : nullptr;
+}
+
 // Bytes of one element of a plain (non-block) dtype.
 uint32_t element_bytes(DType dtype);
 
