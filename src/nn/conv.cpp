@@ -81,7 +81,7 @@ Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dO
 }  // namespace ref
 
 Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dOptions& o) {
-  const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
+  const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3);
   const int64_t cin = x.dim(0), length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
   const int64_t out_g = cout / o.groups;
@@ -170,15 +170,19 @@ Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b,
   const int64_t out_len = conv_out_length(length, o.padding + pad_end_of(o), kernel, o.stride, o.dilation);
   NN_ASSERT(in_g * o.groups == cin && out_len > 0);
   // x and w as int16 with zero points subtracted (padding is the zero point: 0 after the subtraction).
-  Tensor xs = ctx.empty({cin, length}, DType::I16), ws = ctx.empty(w.shape(), DType::I16);
+  Tensor xs = ctx.empty({cin, length}, DType::I16);
   const int32_t xzp = xq.quant().zero_point, wzp = w.quant().zero_point;
   for (int64_t i = 0; i < cin * length; ++i)
     xs.data<int16_t>()[i] = static_cast<int16_t>(int32_t{xq.data<uint8_t>()[i]} - xzp);
-  for (int64_t i = 0; i < w.elements(); ++i) {
-    const uint8_t raw = w.data<uint8_t>()[i];
-    const int32_t wv = w.dtype() == DType::I8 ? static_cast<int8_t>(raw) : static_cast<int32_t>(raw);
-    ws.data<int16_t>()[i] = static_cast<int16_t>(wv - wzp);
-  }
+  const Tensor ws = w.derived(cpu::kDerivedInt16, [&] {
+    Tensor t16 = w.ctx().empty(w.shape(), DType::I16);
+    for (int64_t i = 0; i < w.elements(); ++i) {
+      const uint8_t raw = w.data<uint8_t>()[i];
+      const int32_t wv = w.dtype() == DType::I8 ? static_cast<int8_t>(raw) : static_cast<int32_t>(raw);
+      t16.data<int16_t>()[i] = static_cast<int16_t>(wv - wzp);
+    }
+    return t16;
+  });
   Tensor cols = ctx.empty({out_len, row}, DType::I16);
   Tensor acc = ctx.empty({cout, out_len}, DType::I32);
   for (int64_t g = 0; g < o.groups; ++g) {
@@ -303,7 +307,7 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dO
 }  // namespace ref
 
 Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dOptions& o) {
-  const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
+  const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   NN_ASSERT(x.rank() == 3 && w.rank() == 4);
   Context& ctx = x.ctx();
   const int64_t cin = x.dim(0), h = x.dim(1), wd = x.dim(2);

@@ -55,6 +55,40 @@ Tensor Tensor::with_quant(QuantParams q) const {
   return t;
 }
 
+namespace {
+struct SpinLock {
+  std::atomic_flag& flag;
+  explicit SpinLock(std::atomic_flag& f) : flag(f) {
+    while (flag.test_and_set(std::memory_order_acquire)) cpu_relax();
+  }
+  ~SpinLock() { flag.clear(std::memory_order_release); }
+};
+}  // namespace
+
+bool Tensor::same_view(const DerivedLayout& d, uint32_t kind) const {
+  return d.kind == kind && d.offset == offset_ && d.shape == shape_ && d.dtype == dtype_ &&
+         d.quant.zero_point == quant_.zero_point && std::memcmp(&d.quant.scale, &quant_.scale, 4) == 0;
+}
+
+bool Tensor::find_derived(uint32_t kind, Tensor& out) const {
+  if (!storage_) return false;
+  SpinLock lock(storage_->derived_lock);
+  for (const DerivedLayout& d : storage_->derived)
+    if (same_view(d, kind)) {
+      out = d.tensor;
+      return true;
+    }
+  return false;
+}
+
+void Tensor::keep_derived(uint32_t kind, const Tensor& t) const {
+  if (!storage_) return;
+  SpinLock lock(storage_->derived_lock);
+  for (const DerivedLayout& d : storage_->derived)
+    if (same_view(d, kind)) return;
+  storage_->derived.push_back({kind, offset_, shape_, dtype_, quant_, t});
+}
+
 uint32_t Tensor::gpu_buffer() const {
   return storage_ ? storage_->gpu_buffer : 0;
 }
@@ -92,6 +126,10 @@ std::shared_ptr<Storage> Context::allocate(uint64_t bytes) {
 }
 
 void Context::release(Storage* s) {
+  // Derived layouts go first (their own storages come back here too), so pooled storages hold none.
+  std::vector<DerivedLayout> derived = std::move(s->derived);
+  s->derived.clear();
+  derived.clear();
   free_.emplace_back(s);
 }
 
