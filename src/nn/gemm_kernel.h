@@ -5,6 +5,7 @@
 // Lane sums are taken in a fixed order, so results are deterministic for a given build.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -74,11 +75,35 @@ void igemm_block(Index K, const int16_t* a, Index lda, const int16_t* b, Index l
     }
 }
 
+// Integer with a pairwise multiply-add (x86 pmaddwd, wasm i32x4.dot_i16x8_s): VI16W holds 2L int16 lanes and
+// madd(a, b) returns L int32 lanes, each the sum of two adjacent products (|sum| <= 2 * 255 * 255: no
+// overflow). Twice the multiply-adds per instruction of widening to int32 first.
+template <class VI16W, class VI32, int L, int R, int C, class Madd>
+void igemm_block_madd(Index K, const int16_t* a, Index lda, const int16_t* b, Index ldb, int32_t* c,
+                      Index ldc, Madd madd) {
+  VI32 acc[R][C] = {};
+  Index k = 0;
+  for (; k + 2 * L <= K; k += 2 * L) {
+    VI16W bv[C];
+    for (int j = 0; j < C; ++j) bv[j] = load_vec<VI16W>(b + j * ldb + k);
+    for (int i = 0; i < R; ++i) {
+      const VI16W av = load_vec<VI16W>(a + i * lda + k);
+      for (int j = 0; j < C; ++j) acc[i][j] += madd(av, bv[j]);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) {
+      int32_t sum = lane_total<VI32, L>(acc[i][j]);
+      for (Index t = k; t < K; ++t) sum += int32_t{a[i * lda + t]} * b[j * ldb + t];
+      c[i * ldc + j] = sum;
+    }
+}
+
 // Tiles M x N with R x C blocks: 4 x 2 in the bulk (a 1-row product uses 1 x 4: a matrix-vector product with
 // B as the weight is the decoder-step case), then the edges.
 template <class T, class Acc, class Block>
-void tile(Index M, Index N, Index K, const T* A, Index lda, const T* B, Index ldb, Acc* C, Index ldc,
-          Block block) {
+void tile_block(Index M, Index N, Index K, const T* A, Index lda, const T* B, Index ldb, Acc* C, Index ldc,
+                Block block) {
   Index m = 0;
   for (; m + 4 <= M; m += 4) {
     Index n = 0;
@@ -103,6 +128,18 @@ void tile(Index M, Index N, Index K, const T* A, Index lda, const T* B, Index ld
   }
 }
 
+// B in column chunks of ~96 KB (they stay in L2 while every row block of A passes over them), so a weight
+// larger than the cache is read from memory once per product rather than once per 4 rows of A.
+template <class T, class Acc, class Block>
+void tile(Index M, Index N, Index K, const T* A, Index lda, const T* B, Index ldb, Acc* C, Index ldc,
+          Block block) {
+  const Index chunk =
+      M <= 4 ? N
+             : std::max<Index>(8, (96 * 1024 / static_cast<Index>(sizeof(T)) / (K > 0 ? K : 1)) & ~Index{1});
+  for (Index n0 = 0; n0 < N; n0 += chunk)
+    tile_block(M, std::min(chunk, N - n0), K, A, lda, B + n0 * ldb, ldb, C + n0, ldc, block);
+}
+
 template <class V, int L>
 void gemm_nt_vec(Index M, Index N, Index K, const float* A, Index lda, const float* B, Index ldb, float* C,
                  Index ldc) {
@@ -118,6 +155,16 @@ void igemm_nt_vec(Index M, Index N, Index K, const int16_t* A, Index lda, const 
   tile(M, N, K, A, lda, B, ldb, C, ldc,
        []<int R, int Cn>(Index k, const int16_t* a, Index la, const int16_t* b, Index lb, int32_t* c,
                          Index lc) { igemm_block<VI16, VI32, L, R, Cn>(k, a, la, b, lb, c, lc); });
+}
+
+template <class VI16W, class VI32, int L, class Madd>
+void igemm_nt_madd(Index M, Index N, Index K, const int16_t* A, Index lda, const int16_t* B, Index ldb,
+                   int32_t* C, Index ldc, Madd madd) {
+  tile(M, N, K, A, lda, B, ldb, C, ldc,
+       [madd]<int R, int Cn>(Index k, const int16_t* a, Index la, const int16_t* b, Index lb, int32_t* c,
+                             Index lc) {
+         igemm_block_madd<VI16W, VI32, L, R, Cn>(k, a, la, b, lb, c, lc, madd);
+       });
 }
 
 }  // namespace
