@@ -8,6 +8,7 @@
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -81,6 +82,7 @@ Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dO
 }  // namespace ref
 
 Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dOptions& o) {
+  NN_CPU_ONLY(x0, "conv1d");
   const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3);
   const int64_t cin = x.dim(0), length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
@@ -162,6 +164,7 @@ Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b,
 
 Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
                               const Tensor& w_scales) {
+  NN_CPU_ONLY(x, "conv1d_integer_dynamic");
   NN_ASSERT(x.rank() == 2 && w.rank() == 3 && (w.dtype() == DType::I8 || w.dtype() == DType::U8));
   Context& ctx = x.ctx();
   const Tensor xq = dynamic_quantize_linear(x);
@@ -238,6 +241,7 @@ Tensor conv_transpose1d(const Tensor& x0, const Tensor& w0, const Tensor& b,
 
 Tensor conv_transpose1d(const Tensor& x0, const Tensor& w0, const Tensor& b,
                         const ConvTranspose1dOptions& o) {
+  NN_CPU_ONLY(x0, "conv_transpose1d");
   const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3 && x.dim(0) == w.dim(0));
   Context& ctx = x.ctx();
@@ -307,6 +311,7 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dO
 }  // namespace ref
 
 Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dOptions& o) {
+  NN_CPU_ONLY(x0, "conv2d");
   const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   NN_ASSERT(x.rank() == 3 && w.rank() == 4);
   Context& ctx = x.ctx();

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "nn/cpu.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 #include "nn/vec_math.h"
@@ -115,19 +116,24 @@ Tensor binary(const Tensor& a0, const Tensor& b0, char op) {
 }  // namespace ref
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (gpu_ops::on_gpu(a)) return gpu_ops::binary(a, b, '+');
   return binary_fast<'+'>(a, b);
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (gpu_ops::on_gpu(a)) return gpu_ops::binary(a, b, '-');
   return binary_fast<'-'>(a, b);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (gpu_ops::on_gpu(a)) return gpu_ops::binary(a, b, '*');
   return binary_fast<'*'>(a, b);
 }
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (gpu_ops::on_gpu(a)) return gpu_ops::binary(a, b, '/');
   return binary_fast<'/'>(a, b);
 }
 
 Tensor scale(const Tensor& x0, float s, float bias) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::scale(x0, s, bias);
   const Tensor x = cpu::as_f32(x0);
   Tensor out = x.ctx().empty(x.shape());
   const float* in = x.f32();
@@ -225,6 +231,7 @@ Tensor activation(const Tensor& x0, Act act, float alpha) {
 }  // namespace ref
 
 Tensor activation(const Tensor& x0, Act act, float alpha) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::activation(x0, act, alpha);
   const Tensor x = cpu::as_f32(x0);
   Tensor out = x.ctx().empty(x.shape());
   const float* in = x.f32();
@@ -301,10 +308,12 @@ Tensor snake(const Tensor& x0, const Tensor& alpha0) {
 }  // namespace ref
 
 Tensor glu(const Tensor& x, int axis) {
+  NN_CPU_ONLY(x, "glu");
   return ref::glu(x, axis);  // one pass of exp per output: the reference is already the whole cost
 }
 
 Tensor snake(const Tensor& x0, const Tensor& alpha0) {
+  NN_CPU_ONLY(x0, "snake");
   const Tensor x = cpu::as_f32(x0), alpha = cpu::as_f32(alpha0);
   NN_ASSERT(x.rank() == 2 && alpha.elements() == x.dim(0));
   const int64_t channels = x.dim(0), length = x.dim(1);

@@ -8,6 +8,7 @@
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -97,6 +98,7 @@ Tensor cpu::int16_transposed(const Tensor& w) {
 
 namespace ref {
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::linear(x0, w0, b);
   const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   NN_ASSERT(w.dim(1) == k);
@@ -108,6 +110,7 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b) {
 }  // namespace ref
 
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::linear(x0, w0, b);
   const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   NN_ASSERT(w.rank() == 2 && w.dim(1) == k);
@@ -141,6 +144,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
 }  // namespace ref
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
+  NN_CPU_ONLY(a0, "matmul");
   const Tensor a = cpu::as_f32(a0), b = b0.rank() == 2 ? b0 : cpu::as_f32(b0);
   NN_ASSERT(a.rank() >= 2 && b.rank() >= 2 && a.dim(-1) == b.dim(-2));
   const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1);
@@ -162,6 +166,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
 // ---------------------------------------------------------------- dynamic int8
 
 Tensor dynamic_quantize_linear(const Tensor& x0) {
+  NN_CPU_ONLY(x0, "dynamic_quantize_linear");
   const Tensor x = cpu::as_f32(x0);
   const int64_t n = x.elements();
   const QuantParams q = cpu::dynamic_quant_params(x.f32(), n);
@@ -191,6 +196,7 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
 
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
                               const Tensor& w_zero_points) {
+  NN_CPU_ONLY(x, "matmul_integer_dynamic");
   NN_ASSERT(w.rank() == 2 && (w.dtype() == DType::I8 || w.dtype() == DType::U8) && x.dim(-1) == w.dim(0));
   const int64_t k = x.dim(-1), n = w.dim(1), m = x.elements() / k;
   Context& ctx = x.ctx();

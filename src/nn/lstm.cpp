@@ -7,6 +7,7 @@
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 #include "nn/vec_math.h"
@@ -123,6 +124,7 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
 
 Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
             Tensor* h_out, Tensor* c_out) {
+  NN_CPU_ONLY(x0, "lstm");
   Context& ctx = x0.ctx();
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.rank() == 2);
@@ -172,6 +174,7 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
 }
 
 Tensor bilstm(const Tensor& x, const LstmWeights& forward, const LstmWeights& backward) {
+  NN_CPU_ONLY(x, "bilstm");
   const Tensor parts[2] = {lstm(x, forward, false), lstm(x, backward, true)};
   return concat(parts, 1);
 }

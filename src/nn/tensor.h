@@ -23,7 +23,10 @@
 
 namespace sotto {
 class ThreadPool;
+namespace gpu {
+class Device;
 }
+}  // namespace sotto
 
 namespace sotto::nn {
 
@@ -146,6 +149,8 @@ class Context {
  public:
   // The CPU backend on `pool` (nullptr: single-threaded, the caller's thread).
   static std::unique_ptr<Context> cpu(ThreadPool* pool = nullptr);
+  // The GPU backend on `device` (nn/gpu_recorder.h), which must outlive the context.
+  static std::unique_ptr<Context> webgpu(::sotto::gpu::Device& device);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
