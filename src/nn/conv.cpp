@@ -82,7 +82,8 @@ Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dO
 }  // namespace ref
 
 Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dOptions& o) {
-  NN_CPU_ONLY(x0, "conv1d");
+  if (gpu_ops::on_gpu(x0))
+    return gpu_ops::conv1d(x0, w0, b, o.stride, o.padding, pad_end_of(o), o.dilation, o.groups);
   const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3);
   const int64_t cin = x.dim(0), length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);

@@ -5,8 +5,9 @@
 // groups per (pipeline, buffers) combination, so a forward pass that repeats the last one's shapes (and so,
 // through the pool, its buffers) creates no GPU object at all.
 //
-// Ops without a GPU kernel yet (everything but add/sub/mul/div, scale, activation and F32 linear) mark the
-// recorder failed and return an empty tensor; the failure comes back from the next read as one line.
+// Ops with a GPU kernel so far: add/sub/mul/div (suffix broadcast), scale, activation, and in f32 linear,
+// conv1d, lstm, pad_reflect, slice (gpu_ops.cpp). The others mark the recorder failed and return an empty
+// tensor; the failure comes back from the next read as one line.
 #pragma once
 
 #include <cstdint>

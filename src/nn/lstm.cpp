@@ -124,7 +124,7 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
 
 Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
             Tensor* h_out, Tensor* c_out) {
-  NN_CPU_ONLY(x0, "lstm");
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::lstm(x0, w, reverse, h0, c0, h_out, c_out);
   Context& ctx = x0.ctx();
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.rank() == 2);

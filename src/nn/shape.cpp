@@ -76,7 +76,7 @@ Tensor concat(std::span<const Tensor> parts, int axis) {
 }
 
 Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end) {
-  NN_CPU_ONLY(x, "slice");
+  if (gpu_ops::on_gpu(x)) return gpu_ops::slice(x, axis, begin, end);
   const int a = cpu::axis_of(x.shape(), axis);
   NN_ASSERT(0 <= begin && begin <= end && end <= x.dim(a));
   Shape shape = x.shape();
@@ -125,7 +125,7 @@ Tensor pad(const Tensor& x, int axis, int64_t before, int64_t after, float value
 
 // Reflect without repeating the edge (numpy "reflect", ONNX Pad mode=reflect): x[-1 - j] = x[1 + j].
 Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after) {
-  NN_CPU_ONLY(x, "pad_reflect");
+  if (gpu_ops::on_gpu(x)) return gpu_ops::pad_reflect(x, axis, before, after);
   return pad_with(x, axis, before, after, [&](const float* in, float* row, int64_t n, int64_t inner) {
     NN_ASSERT(before < n && after < n);
     for (int64_t j = 0; j < before; ++j)

@@ -61,6 +61,50 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
   expect_close(download(*cpu, *gpu, chain), want, 1e-5f, 1e-5f, "gpu chain");
 }
 
+TEST(NnGpu, ConvLstmPadSliceMatchTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 3; ++rep) {
+    const int groups = static_cast<int>(rand_int(1, 2));
+    const int64_t in_g = rand_int(1, 9), out_g = rand_int(1, 7), k = rand_int(1, 5), t = rand_int(k * 3, 90);
+    const Conv1dOptions o{.stride = static_cast<int>(rand_int(1, 3)),
+                          .padding = static_cast<int>(rand_int(0, 2)),
+                          .dilation = static_cast<int>(rand_int(1, 2)),
+                          .groups = groups,
+                          .padding_end = rep == 2 ? 0 : -1};
+    const Tensor x = rand_tensor(*cpu, {groups * in_g, t}), w = rand_tensor(*cpu, {groups * out_g, in_g, k});
+    const Tensor bias = rand_tensor(*cpu, {groups * out_g});
+    expect_close(download(*cpu, *gpu, conv1d(upload(*gpu, x), upload(*gpu, w), upload(*gpu, bias), o)),
+                 ref::conv1d(x, w, bias, o), 1e-5f * static_cast<float>(in_g * k), 1e-5f, "gpu conv1d");
+    const int64_t before = rand_int(0, t - 1), after = rand_int(0, t - 1);
+    expect_close(download(*cpu, *gpu, pad_reflect(upload(*gpu, x), 1, before, after)),
+                 pad_reflect(x, 1, before, after), 0, 0, "gpu pad_reflect");
+    const int64_t b0 = rand_int(0, groups * in_g - 1), b1 = rand_int(b0, groups * in_g);
+    expect_close(download(*cpu, *gpu, slice(upload(*gpu, x), 0, b0, b1)), slice(x, 0, b0, b1), 0, 0,
+                 "gpu slice");
+  }
+  const int64_t in = rand_int(1, 30), h = rand_int(1, 40), steps = rand_int(1, 9);
+  LstmWeights w;
+  w.w_ih = rand_tensor(*cpu, {4 * h, in}, -0.5f, 0.5f);
+  w.w_hh = rand_tensor(*cpu, {4 * h, h}, -0.5f, 0.5f);
+  w.b = rand_tensor(*cpu, {4 * h});
+  LstmWeights gw;
+  gw.w_ih = upload(*gpu, w.w_ih);
+  gw.w_hh = upload(*gpu, w.w_hh);
+  gw.b = upload(*gpu, w.b);
+  const Tensor x = rand_tensor(*cpu, {steps, in}), h0 = rand_tensor(*cpu, {h}), c0 = rand_tensor(*cpu, {h});
+  for (bool reverse : {false, true}) {
+    Tensor hn, cn, hr, cr;
+    const Tensor y = lstm(upload(*gpu, x), gw, reverse, upload(*gpu, h0), upload(*gpu, c0), &hn, &cn);
+    expect_close(download(*cpu, *gpu, y), ref::lstm(x, w, reverse, h0, c0, &hr, &cr), 1e-5f, 1e-5f,
+                 "gpu lstm");
+    expect_close(download(*cpu, *gpu, hn), hr, 1e-5f, 1e-5f, "gpu lstm h");
+    expect_close(download(*cpu, *gpu, cn), cr, 1e-5f, 1e-5f, "gpu lstm c");
+  }
+}
+
 TEST(NnGpu, RepeatedPassesMakeNoNewGpuObjects) {
   gpu::Device* device = sotto::testing::open_test_device();
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
