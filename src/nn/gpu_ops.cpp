@@ -362,7 +362,8 @@ Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h
   const int64_t steps = x.dim(0), hidden = w.w_hh.dim(1);
   const Tensor gx = gpu_ops::linear(x, w.w_ih, {});  // [T, 4H]: the input projection of every frame at once
   Tensor h = h0.defined() ? h0 : ctx.zeros({hidden});
-  Tensor c = c0.defined() ? gpu_ops::scale(c0, 1.0f, 0.0f) : ctx.zeros({hidden});  // a copy: c is updated in place
+  Tensor c =
+      c0.defined() ? gpu_ops::scale(c0, 1.0f, 0.0f) : ctx.zeros({hidden});  // a copy: c is updated in place
   Tensor y = ctx.empty({steps, hidden});
   const Tensor& bias = w.b.defined() ? w.b : w.w_hh;
   for (int64_t s = 0; s < steps; ++s) {
