@@ -24,8 +24,11 @@
 //   Attention scale 1/sqrt(52) (the graph multiplies q and k by 52^-1/4 each).
 //   Weights: every matrix and conv weight is weight-only int8 with ONE float scale and ONE float offset per
 //   tensor, dequantized in the graph as Cast(int8) -> Mul(scale) -> Add(zero_point): w = q * scale + offset
-//   (the "zero point" is added in float, not subtracted in int8). Matrices are stored [in, out] (ONNX MatMul);
-//   we dequantize them once at load to F32 [out, in] for nn::linear.
+//   (the "zero point" is added in float, not subtracted in int8). Matrices are stored [in, out] (ONNX MatMul).
+//   At load the encoder's are dequantized to F32 [out, in] (its products have a row per frame: compute-bound,
+//   nn::linear's f32 gemm), the decoder's and the embedding are kept int8, transposed to [out, in], with their
+//   scale and offset (a decoder step is one row: bound by the weight bytes it reads, nn::linear_int8_affine),
+//   except the cross-attention keys / values, applied once per utterance to every frame (F32).
 //   Initializer names are the exporter's ("onnx::MatMul_1947_quantized"), so the loader finds each weight
 //   through the graph: the MatMul whose output is "/layers.0/self_attn/q_proj/MatMul_output_0" reads it.
 //
