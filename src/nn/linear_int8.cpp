@@ -2,7 +2,8 @@
 // quantization does, w = q * scale + offset (one float scale and one float offset per tensor; Moonshine's
 // files). Computed as y = scale * (x . q) + offset * sum(x) + b, so the weights are read as int8: a decoder
 // step's matrix-vector products are bound by the bytes of weights they read, 4x fewer than F32.
-// Threads split the output columns (rows of W); the AVX2 kernel is linear_int8_avx2.cpp.
+// Threads split the output columns (rows of W); the AVX2 kernel is linear_int8_avx2.cpp, the wasm one
+// linear_int8_wasm.cpp (the portable loop below is the native fallback and the op check's second variant).
 #include <cstring>
 
 #include "cpu/cpu_features.h"
@@ -13,6 +14,8 @@
 namespace sotto::nn {
 
 namespace cpu {
+void linear_int8_rows_wasm(const float* x, int64_t m, int64_t k, const int8_t* q, int64_t n_begin,
+                           int64_t n_end, float* y, int64_t n);  // linear_int8_wasm.cpp
 void linear_int8_rows_avx2(const float* x, int64_t m, int64_t k, const int8_t* q, int64_t n_begin,
                            int64_t n_end, float* y, int64_t n);
 }  // namespace cpu
@@ -20,8 +23,8 @@ void linear_int8_rows_avx2(const float* x, int64_t m, int64_t k, const int8_t* q
 namespace {
 
 // y[i, j] = sum_t x[i, t] * q[j, t] for j in [n_begin, n_end): float accumulation in 4 partial sums.
-void rows_portable(const float* x, int64_t m, int64_t k, const int8_t* q, int64_t n_begin, int64_t n_end,
-                   float* y, int64_t n) {
+[[maybe_unused]] void rows_portable(const float* x, int64_t m, int64_t k, const int8_t* q, int64_t n_begin,
+                                    int64_t n_end, float* y, int64_t n) {
   for (int64_t j = n_begin; j < n_end; ++j) {
     const int8_t* qj = q + j * k;
     for (int64_t i = 0; i < m; ++i) {
@@ -82,7 +85,11 @@ Tensor linear_int8_affine(const Tensor& x0, const Tensor& w, float scale, float 
 #if defined(__x86_64__) && !defined(__wasm__)
     if (cpu_use_avx2()) return cpu::linear_int8_rows_avx2(xp, m, k, qp, begin, end, y, n);
 #endif
+#if defined(__wasm_simd128__)
+    return cpu::linear_int8_rows_wasm(xp, m, k, qp, begin, end, y, n);
+#else
     rows_portable(xp, m, k, qp, begin, end, y, n);
+#endif
   });
   const float* bias = b.defined() ? b.f32() : nullptr;
   for (int64_t i = 0; i < m; ++i) {
