@@ -1,0 +1,782 @@
+// The voice agent page: microphone -> VAD (Silero, web/vad.js) -> speech recognition (web/asr.js when present)
+// -> the language model (web/llm.js, the KV cache kept across turns) -> sentences -> speech synthesis
+// (web/tts.js when present) -> the speaker; typing replaces the first two. All of it runs in this page, on
+// our engine; the only requests are for the page's own files and the model files.
+//
+// URL parameters (tests and the latency bench use them): model=URL, profile=auto|gpu|cpu, cache=0 (do not keep
+// models in Cache Storage), tokens=N (longest reply), mic=1 (start the microphone once loaded), warmup=0,
+// sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size).
+import { inlineAsset } from './assets.js';
+import { Llm } from '../llm.js';
+import { Vad } from '../vad.js';
+import { Microphone, Player } from './audio.js';
+import { CHUNK_BYTES, StorageShortError, fetchModel, mb } from './models.js';
+import { SentenceSplitter, heardPart, speakable } from './sentences.js';
+import { loadSpeechModules } from './speech.js';
+
+const SYSTEM_PROMPT =
+  "You are a friendly voice assistant that runs entirely on the user's own device. Everything you write is " +
+  'read aloud, so answer in one to three short, plain sentences, as you would say them in conversation: no ' +
+  'lists, no markdown, no code, no emoji. If you do not know, say so briefly.';
+
+const html = document.documentElement.dataset;
+const MODELS_BASE = new URL(html.modelsBase ?? 'models/', location.href).href;
+const LLM_FILE = 'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf';
+// sha256 of the files scripts/get-models.sh fetches (checked after a download, once).
+const KNOWN_SHA256 = {
+  'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf': '1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32',
+  'gemma-3-270m-q4_k_m.gguf': 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818',
+};
+const ASR_DIR = 'moonshine-base-en/';
+const TTS_FILE = 'kokoro/kokoro-v1.0.int8.onnx';
+const TTS_VOICES = 'kokoro/voices/';
+// Endpointing: the segment closes after this much non-speech. It is added to every voice turn's latency, so it
+// is shorter than vad-web's 1400 ms; the pre-speech pad keeps the first syllable.
+const VAD_OPTIONS = { redemptionMs: 560, preSpeechPadMs: 320, minSpeechMs: 250 };
+const TRACE_FRAMES = 312;  // 10 s of 32 ms frames
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const now = () => performance.now();
+
+// ---------------------------------------------------------------- settings
+
+function loadSettings() {
+  let saved = {};
+  try {
+    saved = JSON.parse(localStorage.getItem('sotto-agent') ?? '{}');
+  } catch {}
+  const s = { profile: 'auto', model: MODELS_BASE + LLM_FILE, tokens: 160, cache: true, voice: '', ...saved };
+  if (params.has('model')) s.model = new URL(params.get('model'), location.href).href;
+  if (params.has('profile')) s.profile = params.get('profile');
+  if (params.has('tokens')) s.tokens = Number(params.get('tokens'));
+  if (params.has('cache')) s.cache = params.get('cache') !== '0';
+  return s;
+}
+
+const settings = loadSettings();
+
+function showSettings() {
+  $('set-profile').value = settings.profile;
+  $('set-model').value = settings.model;
+  $('set-tokens').value = settings.tokens;
+  $('set-cache').checked = settings.cache;
+}
+
+// ---------------------------------------------------------------- state the tests and the bench read
+
+const agent = {
+  status: 'loading',
+  profile: null,       // {device, reason}
+  models: {},          // name -> {state, detail}
+  segments: [],        // [{start, end (s since the microphone started), ms}]
+  turns: [],           // per turn: {source, user, reply, heard, stages, ...}
+  events: [],          // [{t, type}] for the bench
+  speech: { asr: false, tts: false },
+  errors: [],
+};
+window.sottoAgent = agent;
+
+const s = {
+  llm: null, vad: null, segmenter: null, asr: null, tts: null, player: null, mic: null, micStartedAt: 0,
+  history: [],        // the conversation as the model should remember it (what was heard, after a barge-in)
+  turn: null,         // the turn in progress
+  busy: Promise.resolve(),
+  trace: new Float32Array(TRACE_FRAMES),
+  traceSpeech: new Uint8Array(TRACE_FRAMES),
+  traceAt: 0,
+  speaking: false,     // VAD state
+  samplesIn: 0,
+};
+
+function setStatus(state, text) {
+  agent.status = state;
+  const el = $('status');
+  el.dataset.state = state;
+  el.textContent = text;
+}
+
+function notice(text, { error = false, action = null } = {}) {
+  const el = $('notice');
+  el.hidden = !text;
+  el.className = error ? 'notice error' : 'notice';
+  el.textContent = text ?? '';
+  if (action) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'secondary';
+    b.textContent = action.label;
+    b.onclick = action.run;
+    el.append(b);
+  }
+}
+
+function fail(where, e) {
+  const message = `${where}: ${e?.message ?? e}`;
+  agent.errors.push(message);
+  console.warn(`sotto agent: ${message}`);
+  return message;
+}
+
+// ---------------------------------------------------------------- models panel
+
+function modelRow(key, label) {
+  let li = document.querySelector(`[data-model="${key}"]`);
+  if (!li) {
+    li = document.createElement('li');
+    li.dataset.model = key;
+    li.innerHTML = '<div class="head"><span class="name"></span><span class="state"></span></div><progress max="1" value="0"></progress><div class="detail"></div>';
+    li.querySelector('.name').textContent = label;
+    li.querySelector('progress').setAttribute('aria-label', `${label} download`);
+    $('models').append(li);
+  }
+  return {
+    progress(loaded, total, text) {
+      const p = li.querySelector('progress');
+      p.hidden = false;
+      if (total) {
+        p.max = total;
+        p.value = loaded;
+      } else p.removeAttribute('value');
+      this.state(text);
+    },
+    state(text, kind = '') {
+      const el = li.querySelector('.state');
+      el.textContent = text;
+      el.className = `state ${kind}`;
+      agent.models[key] = { ...agent.models[key], state: text, kind };
+    },
+    done(text, detail = '', kind = 'good') {
+      li.querySelector('progress').hidden = true;
+      this.state(text, kind);
+      li.querySelector('.detail').textContent = detail;
+      agent.models[key] = { ...agent.models[key], detail };
+    },
+    detail(text) {
+      li.querySelector('.detail').textContent = text;
+    },
+  };
+}
+
+function rate(bytesPerS) {
+  return bytesPerS > 0 ? ` · ${mb(bytesPerS)}/s` : '';
+}
+
+// A model file as something the engine can read: from Cache Storage (downloading what is missing), or the URL
+// itself when caching is off or the user chose to skip it after a storage warning.
+async function modelSource(url, row, { cache = settings.cache } = {}) {
+  if (!cache || !globalThis.caches) return { source: url, note: 'not kept' };
+  const name = url.split('/').pop().split('?')[0];
+  try {
+    const r = await fetchModel(url, {
+      sha256: (url === settings.model && params.get('sha256')) || KNOWN_SHA256[name],
+      chunkBytes: Number(params.get('chunk')) || CHUNK_BYTES,
+      onProgress: ({ phase, loaded, total, bytesPerS }) => {
+        if (phase === 'download') row.progress(loaded, total, `${mb(loaded)} / ${mb(total)}${rate(bytesPerS)}`);
+        else if (phase === 'verify') row.progress(loaded, total, 'checking sha256…');
+      },
+    });
+    const how = r.resumed ? 'resumed, ' : '';
+    return { source: r.blob, note: `${how}kept in this browser${r.verified ? ', sha256 ok' : ''}` };
+  } catch (e) {
+    if (!(e instanceof StorageShortError)) throw e;
+    row.state('storage short', 'warn');
+    notice(e.message, { error: true, action: { label: 'Load without saving', run: () => reload({ cache: false }) } });
+    throw e;
+  }
+}
+
+// Progress of the engine reading a source (the URL itself when not cached: then this is the download).
+function engineProgress(row, what) {
+  let t0 = now();
+  let last = 0;
+  return ({ loaded, total }) => {
+    const dt = (now() - t0) / 1000;
+    const speed = dt > 0.2 ? (loaded - last) / dt : 0;
+    if (dt > 1) {
+      t0 = now();
+      last = loaded;
+    }
+    row.progress(loaded, total, `${what} ${mb(loaded)}${total ? ` / ${mb(total)}` : ''}${rate(speed)}`);
+  };
+}
+
+// ---------------------------------------------------------------- profile (GPU or CPU)
+
+async function detectGpu() {
+  if (!navigator.gpu) return { adapter: null, text: 'No WebGPU in this browser: the CPU (WebAssembly) runs everything.' };
+  try {
+    const adapter = await navigator.gpu.requestAdapter();
+    if (!adapter) return { adapter: null, text: 'WebGPU is here but offers no GPU: the CPU runs everything.' };
+    const info = adapter.info ?? {};
+    const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'a GPU';
+    return { adapter, text: `WebGPU: ${name}.` };
+  } catch (e) {
+    return { adapter: null, text: `WebGPU failed to open (${e.message}): the CPU runs everything.` };
+  }
+}
+
+function deviceFor(profile, gpu) {
+  if (profile === 'cpu') return 'cpu';
+  if (profile === 'gpu') return 'webgpu';
+  return gpu.adapter ? 'auto' : 'cpu';
+}
+
+// ---------------------------------------------------------------- loading
+
+async function loadVad() {
+  const row = modelRow('vad', 'Voice activity (Silero VAD v5.1)');
+  const t0 = now();
+  const inlined = inlineAsset('silero_vad_v5.1.onnx');
+  let source = inlined;
+  if (!source) source = (await modelSource(new URL(html.vadUrl, location.href).href, row)).source;
+  // Inline: its own small wasm instance on this thread, so speech is detected even while the language model's
+  // worker is busy generating (barge-in must not wait for a token).
+  s.vad = await Vad.load(source, { inline: true });
+  row.done('ready', `${mb(s.vad.info.bytes ?? 0)}${inlined ? ', inside the page' : ''} · ${Math.round(now() - t0)} ms`);
+}
+
+async function loadLlm(device) {
+  const row = modelRow('llm', 'Language model');
+  const t0 = now();
+  const { source, note } = await modelSource(settings.model, row);
+  const load = (dev) => Llm.load(source, { device: dev, onProgress: engineProgress(row, typeof source === 'string' ? 'downloading' : 'reading') });
+  try {
+    s.llm = await load(device);
+  } catch (e) {
+    if (device === 'cpu') throw e;
+    notice(`The GPU could not run the language model (${e.message}); it runs on the CPU instead.`);
+    s.llm = await load('cpu');
+  }
+  const info = s.llm.info;
+  agent.profile = { device: info.device ?? 'cpu', reason: info.fallback ?? null };
+  row.done(`ready · ${info.device === 'webgpu' ? 'GPU' : `CPU, ${info.threads} threads`}`,
+    `${info.name?.split('/').pop() ?? ''} · ${mb(info.bytes ?? 0)} · ${note} · ${((now() - t0) / 1000).toFixed(1)} s`);
+}
+
+async function loadSpeech(device, modules) {
+  const asrRow = modelRow('asr', 'Speech recognition (Moonshine)');
+  if (!modules.Asr) {
+    asrRow.done('not available yet', 'web/asr.js is not in this build: type your questions (the microphone still shows speech).', 'warn');
+  } else {
+    try {
+      s.asr = await modules.Asr.load(MODELS_BASE + ASR_DIR, { device, engine: s.llm.engine, onProgress: engineProgress(asrRow, 'reading') });
+      agent.speech.asr = true;
+      asrRow.done('ready', MODELS_BASE + ASR_DIR);
+    } catch (e) {
+      asrRow.done('failed', fail('speech recognition', e), 'bad');
+    }
+  }
+  const ttsRow = modelRow('tts', 'Speech synthesis (Kokoro)');
+  if (!modules.Tts) {
+    ttsRow.done('not available yet', 'web/tts.js is not in this build: replies are text only.', 'warn');
+    return;
+  }
+  try {
+    s.tts = await modules.Tts.load(MODELS_BASE + TTS_FILE, { device, voices: MODELS_BASE + TTS_VOICES, onProgress: engineProgress(ttsRow, 'reading') });
+    agent.speech.tts = true;
+    ttsRow.done('ready', MODELS_BASE + TTS_FILE);
+    const voices = s.tts.voices ?? [];
+    const select = $('set-voice');
+    select.replaceChildren(...voices.map((v) => new Option(v, v)));
+    select.disabled = !voices.length;
+    if (voices.includes(settings.voice)) select.value = settings.voice;
+  } catch (e) {
+    ttsRow.done('failed', fail('speech synthesis', e), 'bad');
+  }
+}
+
+async function start() {
+  showSettings();
+  setStatus('loading', 'loading models…');
+  const gpu = await detectGpu();
+  $('gpu-info').textContent = gpu.text;
+  const device = deviceFor(settings.profile, gpu);
+  try {
+    const [modules] = await Promise.all([loadSpeechModules(), loadVad()]);
+    await loadLlm(device);
+    if (params.get('warmup') !== '0') {
+      setStatus('loading', 'warming up…');
+      await s.llm.generate('Hello', { maxTokens: 1, greedy: true });  // first-call costs (pages, kernels) off the first turn
+    }
+    await loadSpeech(device === 'cpu' ? 'cpu' : 'auto', modules);
+  } catch (e) {
+    const message = fail('loading', e);
+    setStatus('error', 'could not load');
+    if (!(e instanceof StorageShortError)) notice(message, { error: true });
+    return;
+  }
+  for (const id of ['mic-button', 'ask-input', 'ask-send']) $(id).disabled = false;
+  const where = agent.profile.device === 'webgpu' ? 'GPU' : 'CPU';
+  setStatus('ready', `ready · ${where}${s.asr ? '' : ' · type to talk'}${s.tts ? '' : ' · text replies'}`);
+  if (!s.asr || !s.tts) {
+    const missing = [!s.asr && 'speech recognition (type instead)', !s.tts && 'speech synthesis (replies are shown as text)'].filter(Boolean);
+    notice(`Not available yet in this build: ${missing.join('; ')}. Voice activity detection and the language model run on this device.`);
+  }
+  agent.ready = true;
+  if (params.get('mic') === '1') toggleMic();
+  else $('ask-input').focus();
+}
+
+function reload(changes) {
+  Object.assign(settings, changes);
+  localStorage.setItem('sotto-agent', JSON.stringify(settings));
+  const url = new URL(location.href);
+  for (const k of ['model', 'profile', 'tokens', 'cache']) url.searchParams.delete(k);
+  location.href = url.href;
+}
+
+// ---------------------------------------------------------------- microphone and VAD
+
+async function toggleMic() {
+  const button = $('mic-button');
+  if (s.mic) {
+    const mic = s.mic;
+    s.mic = null;
+    await mic.stop();
+    await s.segmenter.flush();
+    button.setAttribute('aria-pressed', 'false');
+    $('mic-label').textContent = 'Start talking';
+    setVadState(null);
+    $('mic-level').style.width = '0';
+    if (agent.status === 'listening') setStatus('ready', 'ready');
+    return;
+  }
+  try {
+    s.segmenter ??= await s.vad.segmenter({
+      ...VAD_OPTIONS,
+      onFrameProcessed: ({ isSpeech }) => traceFrame(isSpeech),
+      onSpeechStart: () => {
+        setVadState(true);
+        agent.events.push({ t: now(), type: 'speech-start' });
+        bargeIn('speech');
+      },
+      onVADMisfire: () => setVadState(false),
+      onSpeechEnd: (audio) => onUtterance(audio),
+    });
+    await ensurePlayer();
+    s.mic = await Microphone.start({
+      onChunk: (samples, rms) => {
+        s.samplesIn += samples.length;
+        const level = Math.min(100, Math.round(Math.sqrt(rms) * 180));
+        $('mic-level').style.width = `${level}%`;
+        $('mic-meter').setAttribute('aria-valuenow', String(level));
+        s.segmenter.process(samples);
+      },
+    });
+    s.micStartedAt = now();
+    s.samplesIn = 0;
+    button.setAttribute('aria-pressed', 'true');
+    $('mic-label').textContent = 'Stop listening';
+    setVadState(false);
+    agent.events.push({ t: now(), type: 'mic-on', label: s.mic.label, rateHz: s.mic.contextRateHz });
+    setStatus('listening', `listening · ${s.mic.label}`);
+  } catch (e) {
+    notice(fail('microphone', e), { error: true });
+  }
+}
+
+function setVadState(speech) {
+  s.speaking = !!speech;
+  const el = $('vad-state');
+  el.dataset.speech = String(!!speech);
+  el.textContent = speech === null ? 'off' : speech ? 'speech' : 'silence';
+}
+
+function traceFrame(p) {
+  s.trace[s.traceAt % TRACE_FRAMES] = p;
+  s.traceSpeech[s.traceAt % TRACE_FRAMES] = s.speaking ? 1 : 0;
+  s.traceAt++;
+  if (!s.drawPending) {
+    s.drawPending = true;
+    requestAnimationFrame(drawTrace);
+  }
+}
+
+function drawTrace() {
+  s.drawPending = false;
+  const c = $('vad-trace');
+  const g = c.getContext('2d');
+  const w = c.width, h = c.height;
+  g.clearRect(0, 0, w, h);
+  const style = getComputedStyle(document.documentElement);
+  const dx = w / TRACE_FRAMES;
+  g.fillStyle = style.getPropertyValue('--speech') + '33';
+  for (let i = 0; i < TRACE_FRAMES; i++) {
+    const k = s.traceAt - TRACE_FRAMES + i;
+    if (k >= 0 && s.traceSpeech[k % TRACE_FRAMES]) g.fillRect(i * dx, 0, dx + 0.5, h);
+  }
+  g.strokeStyle = style.getPropertyValue('--accent');
+  g.lineWidth = 1.5;
+  g.beginPath();
+  for (let i = 0; i < TRACE_FRAMES; i++) {
+    const k = s.traceAt - TRACE_FRAMES + i;
+    const p = k >= 0 ? s.trace[k % TRACE_FRAMES] : 0;
+    const y = h - 2 - p * (h - 4);
+    if (i) g.lineTo(i * dx, y);
+    else g.moveTo(0, y);
+  }
+  g.stroke();
+}
+
+function onUtterance(audio) {
+  setVadState(false);
+  const detectedAt = now();
+  const ms = (audio.length / 16000) * 1000;
+  const end = s.samplesIn / 16000 - VAD_OPTIONS.redemptionMs / 1000;
+  const seg = { start: Math.max(0, end - ms / 1000 + VAD_OPTIONS.preSpeechPadMs / 1000), end, ms: Math.round(ms) };
+  agent.segments.push(seg);
+  agent.events.push({ t: detectedAt, type: 'speech-end', ms: seg.ms });
+  const li = document.createElement('li');
+  li.innerHTML = '<span></span><span></span>';
+  li.children[0].textContent = `${seg.start.toFixed(2)} s – ${seg.end.toFixed(2)} s`;
+  li.children[1].textContent = `${(ms / 1000).toFixed(2)} s of speech`;
+  $('segments').prepend(li);
+  // The speech really ended redemptionMs before the segmenter could be sure of it.
+  const timeline = { source: 'voice', endOfSpeech: detectedAt - VAD_OPTIONS.redemptionMs, detected: detectedAt };
+  s.busy = s.busy.then(() => voiceTurn(audio, timeline));
+}
+
+async function voiceTurn(audio, tl) {
+  if (!s.asr) {
+    addMessage('system', `Heard ${(audio.length / 16000).toFixed(1)} s of speech. Speech recognition is not available in this build yet — type your question instead.`);
+    agent.turns.push({ source: 'voice', user: null, reply: null, stages: stagesOf(tl), note: 'no speech recognition' });
+    renderTimeline();
+    return;
+  }
+  setStatus('thinking', 'transcribing…');
+  tl.asrStart = now();
+  let text = '';
+  try {
+    const r = await s.asr.transcribe(audio);
+    text = (r.text ?? '').trim();
+    tl.asr = r;
+  } catch (e) {
+    addMessage('system', fail('speech recognition', e));
+  }
+  tl.transcript = now();
+  if (!text) {
+    addMessage('system', '(nothing recognised)');
+    setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
+    return;
+  }
+  await runTurn(text, tl);
+}
+
+// ---------------------------------------------------------------- conversation
+
+function addMessage(role, text, { streaming = false } = {}) {
+  $('empty-hint')?.remove();
+  const li = document.createElement('li');
+  li.className = `msg ${role}${streaming ? ' streaming' : ''}`;
+  if (role !== 'system') {
+    const who = document.createElement('span');
+    who.className = 'who';
+    who.textContent = role === 'user' ? 'You' : 'sotto';
+    li.append(who);
+  }
+  const body = document.createElement('span');
+  body.className = 'text';
+  body.textContent = text;
+  li.append(body);
+  $('conversation').append(li);
+  li.scrollIntoView({ block: 'end' });
+  return li;
+}
+
+// Sentences for synthesis as they are written, as an async iterable (what tts.stream takes).
+class SentenceQueue {
+  #items = [];
+  #wake = null;
+  #closed = false;
+  push(x) {
+    this.#items.push(x);
+    this.#wake?.();
+  }
+  close() {
+    this.#closed = true;
+    this.#wake?.();
+  }
+  async *[Symbol.asyncIterator]() {
+    for (;;) {
+      if (this.#items.length) yield this.#items.shift();
+      else if (this.#closed) return;
+      else await new Promise((r) => (this.#wake = r));
+    }
+  }
+}
+
+async function ensurePlayer() {
+  if (s.player || !s.tts) return;
+  s.player = await Player.create({
+    onStart: (id, at) => {
+      const t = s.turn;
+      if (t && t.clipIds.has(id) && !t.tl.firstSound) {
+        t.tl.firstSound = at;
+        agent.events.push({ t: at, type: 'first-sound' });
+        setStatus('speaking', 'speaking');
+      }
+    },
+  });
+}
+
+function ask(text) {
+  text = text.trim();
+  if (!text || !s.llm) return Promise.resolve();
+  const tl = { source: 'typed', endOfSpeech: now() };
+  tl.transcript = tl.endOfSpeech;
+  return (s.busy = s.busy.then(() => runTurn(text, tl)));
+}
+
+async function runTurn(text, tl) {
+  await ensurePlayer();
+  const turn = { tl, text, written: '', sentences: [], heard: [], clipIds: new Set(), cancelled: false, stream: null, synthesis: null };
+  s.turn = turn;
+  $('stop-button').disabled = false;
+  addMessage('user', text);
+  const el = addMessage('assistant', '', { streaming: true });
+  const body = el.querySelector('.text');
+  setStatus('thinking', 'thinking…');
+  const split = new SentenceSplitter();
+  const queue = new SentenceQueue();
+  if (s.tts) turn.synthesis = speak(turn, queue);
+  const sentence = (x) => {
+    if (!tl.firstSentence) tl.firstSentence = now();
+    turn.sentences.push(x);
+    queue.push(x);
+  };
+  s.history.push({ role: 'user', content: text });
+  let timings = null;
+  try {
+    turn.stream = s.llm.chat([{ role: 'system', content: SYSTEM_PROMPT }, ...s.history], {
+      stream: true, maxTokens: settings.tokens, temperature: 0.7, topP: 0.9, repeatPenalty: 1.05,
+    });
+    for await (const chunk of turn.stream) {
+      const delta = chunk.choices[0].delta.content ?? '';
+      if (chunk.timings) timings = chunk.timings;
+      if (turn.cancelled) break;
+      if (!delta) continue;
+      tl.firstToken ??= now();
+      turn.written += delta;
+      body.textContent = turn.written;
+      for (const x of split.push(delta)) sentence(x);
+    }
+    const rest = split.flush();
+    if (rest && !turn.cancelled) sentence(rest);
+  } catch (e) {
+    addMessage('system', fail('language model', e));
+  }
+  tl.generated = now();
+  queue.close();
+  el.classList.remove('streaming');
+  await turn.synthesis;
+  // What the model remembers saying: all it wrote when the reply is text; what was heard when it was spoken.
+  let remembered = turn.written;
+  if (s.tts) {
+    remembered = turn.heard.join(' ');
+    if (turn.cancelled && remembered !== turn.written) markUnspoken(body, remembered, turn.written);
+  }
+  s.history.push({ role: 'assistant', content: remembered });
+  const record = {
+    source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
+    bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
+    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl),
+  };
+  agent.turns.push(record);
+  const meta = document.createElement('span');
+  meta.className = 'meta';
+  meta.textContent = [
+    record.stages.first_token_ms !== undefined && `first word ${fmtMs(record.stages.first_token_ms)}`,
+    record.decodeTokensPerS && `${record.decodeTokensPerS.toFixed(1)} tokens/s`,
+    record.reusedCache && 'cache reused',
+    turn.cancelled && (turn.bargeIn ? `interrupted, playback stopped in ${fmtMs(turn.bargeIn.stopMs)}` : 'stopped'),
+  ].filter(Boolean).join(' · ');
+  el.append(meta);
+  renderTimeline();
+  s.turn = null;
+  $('stop-button').disabled = true;
+  setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
+}
+
+// Synthesis sentence by sentence, each clip queued for playback as soon as it exists (the next sentence is
+// synthesised while this one plays); what each clip played is what the user heard.
+async function speak(turn, queue) {
+  const played = [];
+  try {
+    const voice = $('set-voice').value || undefined;
+    let i = 0;
+    for await (const clip of s.tts.stream(queue, { voice })) {
+      if (turn.cancelled) break;
+      const text = clip.text ?? turn.sentences[i];
+      i++;
+      const { id, done } = s.player.play(clip.audio, clip.sampleRate);
+      turn.clipIds.add(id);
+      played.push(done.then((r) => ({ text, r })));
+    }
+  } catch (e) {
+    addMessage('system', fail('speech synthesis', e));
+  }
+  for (const { text, r } of await Promise.all(played)) {
+    const part = heardPart(speakable(text ?? ''), r.played / Math.max(r.total, 1e-9));
+    if (part) turn.heard.push(r.complete ? text : part);
+  }
+}
+
+function markUnspoken(body, heard, written) {
+  const kept = heard.replace(/…$/, '');
+  const at = written.indexOf(kept) === 0 ? kept.length : 0;
+  const span = document.createElement('span');
+  span.className = 'unspoken';
+  span.title = 'not spoken: interrupted';
+  span.textContent = written.slice(at);
+  body.textContent = written.slice(0, at);
+  body.append(span);
+}
+
+// Barge-in: the user speaks (or presses Stop) while the agent writes or talks. Playback stops first (the
+// bound is on that), then generation is cancelled; the history keeps only what was heard (runTurn).
+async function bargeIn(why) {
+  const turn = s.turn;
+  if (!turn || turn.cancelled) return;
+  const t0 = now();
+  turn.cancelled = true;
+  const stopping = s.player?.stop();
+  turn.stream?.return?.();
+  await stopping;
+  turn.bargeIn = { why, stopMs: now() - t0, at: t0 };
+  agent.events.push({ t: now(), type: 'barge-in', why, stopMs: turn.bargeIn.stopMs });
+}
+
+// ---------------------------------------------------------------- latency timeline
+
+function stagesOf(tl) {
+  const t0 = tl.endOfSpeech;
+  const at = (t) => (t === undefined ? undefined : Math.round(t - t0));
+  const out = {};
+  if (tl.source === 'voice') out.endpoint_ms = Math.round(tl.detected - t0);
+  if (tl.asrStart !== undefined) out.asr_ms = Math.round(tl.transcript - tl.asrStart);
+  if (tl.transcript !== undefined) out.transcript_ms = at(tl.transcript);
+  if (tl.firstToken !== undefined) out.first_token_ms = at(tl.firstToken);
+  if (tl.firstSentence !== undefined) out.first_sentence_ms = at(tl.firstSentence);
+  if (tl.firstSound !== undefined) out.first_sound_ms = at(tl.firstSound);
+  if (tl.generated !== undefined) out.reply_done_ms = at(tl.generated);
+  return out;
+}
+
+function fmtMs(ms) {
+  return ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`;
+}
+
+const STAGES = [
+  ['endpoint', 'endpoint_ms', 'end of speech detected'],
+  ['asr', 'transcript_ms', 'transcript'],
+  ['token', 'first_token_ms', 'first token'],
+  ['sentence', 'first_sentence_ms', 'first sentence'],
+  ['sound', 'first_sound_ms', 'first sound'],
+];
+
+function renderTimeline() {
+  const box = $('timeline');
+  box.replaceChildren();
+  const recent = agent.turns.slice(-4).reverse();
+  const scale = Math.max(1000, ...recent.flatMap((t) => Object.values(t.stages).filter((v) => typeof v === 'number')));
+  recent.forEach((t, k) => {
+    const n = agent.turns.length - k;
+    const div = document.createElement('div');
+    div.className = 'turn';
+    const st = t.stages;
+    const total = st.first_sound_ms ?? st.first_sentence_ms ?? st.first_token_ms ?? st.transcript_ms ?? st.endpoint_ms ?? 0;
+    div.innerHTML = '<div class="turn-head"><span></span><span></span></div><div class="bar" role="img"></div><div class="legend"></div>';
+    div.querySelector('.turn-head span').textContent = `Turn ${n} · ${t.source === 'voice' ? 'spoken' : 'typed'}`;
+    div.querySelector('.turn-head span:last-child').textContent =
+      st.first_sound_ms !== undefined ? `voice to voice ${fmtMs(st.first_sound_ms)}` : t.note ?? `to first sentence ${fmtMs(total)}`;
+    const bar = div.querySelector('.bar');
+    const legend = div.querySelector('.legend');
+    let prev = 0;
+    const labels = [];
+    for (const [cls, key, label] of STAGES) {
+      const v = st[key];
+      if (v === undefined || (cls === 'asr' && t.source === 'typed')) continue;
+      const seg = document.createElement('span');
+      seg.className = `s-${cls}`;
+      seg.style.width = `${(Math.max(0, v - prev) / scale) * 100}%`;
+      seg.title = `${label}: ${fmtMs(v)}`;
+      bar.append(seg);
+      const item = document.createElement('span');
+      item.innerHTML = `<i class="s-${cls}"></i>`;
+      item.append(`${label} ${fmtMs(v)}`);
+      legend.append(item);
+      labels.push(`${label} at ${fmtMs(v)}`);
+      prev = Math.max(prev, v);
+    }
+    if (!s.tts && t.source !== 'voice') {
+      const item = document.createElement('span');
+      item.textContent = 'no sound: speech synthesis not in this build';
+      legend.append(item);
+    }
+    bar.setAttribute('aria-label', labels.join(', ') || 'no stages');
+    box.append(div);
+  });
+}
+
+// ---------------------------------------------------------------- cross-origin isolation
+
+// Threads need SharedArrayBuffer, which needs COOP/COEP headers. web/serve.mjs sends them; on a plain static
+// host the page's service worker (sw.js beside it) adds them, which takes one reload after it is installed.
+async function ensureIsolation() {
+  if (globalThis.crossOriginIsolated) return true;
+  if (!('serviceWorker' in navigator) || !window.isSecureContext) return false;
+  const key = 'sotto-agent-sw-reload';
+  try {
+    const reg = await navigator.serviceWorker.register(new URL('sw.js', location.href).href);
+    if (navigator.serviceWorker.controller && sessionStorage.getItem(key)) return false;  // it did not help
+    await navigator.serviceWorker.ready;
+    if (!reg.active) return false;
+    sessionStorage.setItem(key, '1');
+    location.reload();
+    return new Promise(() => {});
+  } catch (e) {
+    fail('service worker', e);
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------- wiring
+
+$('ask-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const input = $('ask-input');
+  const text = input.value;
+  input.value = '';
+  bargeIn('typed');
+  ask(text);
+});
+$('mic-button').addEventListener('click', () => toggleMic());
+$('stop-button').addEventListener('click', () => bargeIn('stop button'));
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape') bargeIn('escape');
+});
+$('settings').addEventListener('submit', (e) => {
+  e.preventDefault();
+  reload({
+    profile: $('set-profile').value, model: $('set-model').value.trim() || MODELS_BASE + LLM_FILE,
+    tokens: Math.max(1, Number($('set-tokens').value) || 160), cache: $('set-cache').checked, voice: $('set-voice').value,
+  });
+});
+$('set-voice').addEventListener('change', () => {
+  settings.voice = $('set-voice').value;
+  localStorage.setItem('sotto-agent', JSON.stringify(settings));
+});
+
+agent.ask = ask;
+agent.toggleMic = toggleMic;
+agent.bargeIn = bargeIn;
+
+if (await ensureIsolation()) {
+  sessionStorage.removeItem('sotto-agent-sw-reload');
+  await start();
+} else {
+  setStatus('error', 'not cross-origin isolated');
+  notice('This page needs cross-origin isolation for its threads: serve it with COOP/COEP headers (node web/serve.mjs does), ' +
+    'or over https / localhost so its service worker can add them.', { error: true });
+}
