@@ -80,6 +80,7 @@ window.sottoAgent = agent;
 const s = {
   llm: null, vad: null, segmenter: null, asr: null, tts: null, player: null, mic: null, micStartedAt: 0,
   history: [],        // the conversation as the model should remember it (what was heard, after a barge-in)
+  carry: '',          // the user's words whose reply nobody heard (joined to the next question)
   turn: null,         // the turn in progress
   busy: Promise.resolve(),
   trace: new Float32Array(TRACE_FRAMES),
@@ -129,6 +130,7 @@ function modelRow(key, label) {
     li.querySelector('.name').textContent = label;
     li.querySelector('progress').setAttribute('aria-label', `${label} download`);
     $('models').append(li);
+    li.querySelector('.state').textContent = 'waiting…';
   }
   return {
     progress(loaded, total, text) {
@@ -439,7 +441,14 @@ function onUtterance(audio) {
 
 async function voiceTurn(audio, tl) {
   if (!s.asr) {
-    addMessage('system', `Heard ${(audio.length / 16000).toFixed(1)} s of speech. Speech recognition is not available in this build yet — type your question instead.`);
+    // One note that counts the utterances, rather than one per utterance.
+    const last = $('conversation').lastElementChild;
+    const n = last?.dataset.heard ? Number(last.dataset.heard) + 1 : 1;
+    const text = `Heard ${n === 1 ? '' : `${n} utterances, the last `}${(audio.length / 16000).toFixed(1)} s of speech. ` +
+      'Speech recognition is not available in this build yet — type your question instead.';
+    if (n > 1) last.querySelector('.text').textContent = text;
+    else addMessage('system', text).dataset.heard = '1';
+    if (n > 1) last.dataset.heard = String(n);
     agent.turns.push({ source: 'voice', user: null, reply: null, stages: stagesOf(tl), note: 'no speech recognition' });
     renderTimeline();
     return;
@@ -545,7 +554,9 @@ async function runTurn(text, tl) {
     turn.sentences.push(x);
     queue.push(x);
   };
-  s.history.push({ role: 'user', content: text });
+  // Words of an earlier utterance whose reply was cut before any of it was heard belong to this question.
+  s.history.push({ role: 'user', content: s.carry ? `${s.carry} ${text}` : text });
+  s.carry = '';
   let timings = null;
   try {
     turn.stream = s.llm.chat([{ role: 'system', content: SYSTEM_PROMPT }, ...s.history], {
@@ -576,7 +587,10 @@ async function runTurn(text, tl) {
     remembered = turn.heard.join(' ');
     if (turn.cancelled && remembered !== turn.written) markUnspoken(body, remembered, turn.written);
   }
-  s.history.push({ role: 'assistant', content: remembered });
+  if (turn.cancelled && !remembered.trim()) {
+    // Nothing of the reply reached the user: the exchange did not happen, but what they said is kept for the next.
+    s.carry = s.history.pop().content;
+  } else s.history.push({ role: 'assistant', content: remembered });
   const record = {
     source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
@@ -589,7 +603,7 @@ async function runTurn(text, tl) {
     record.stages.first_token_ms !== undefined && `first word ${fmtMs(record.stages.first_token_ms)}`,
     record.decodeTokensPerS && `${record.decodeTokensPerS.toFixed(1)} tokens/s`,
     record.reusedCache && 'cache reused',
-    turn.cancelled && (turn.bargeIn ? `interrupted, playback stopped in ${fmtMs(turn.bargeIn.stopMs)}` : 'stopped'),
+    turn.cancelled && (turn.bargeIn?.wasPlaying ? `interrupted: the voice stopped in ${fmtMs(turn.bargeIn.stopMs)}` : `stopped (${turn.bargeIn?.why ?? 'cancelled'})`),
   ].filter(Boolean).join(' · ');
   el.append(meta);
   renderTimeline();
@@ -638,12 +652,15 @@ function markUnspoken(body, heard, written) {
 async function bargeIn(why) {
   const turn = s.turn;
   if (!turn || turn.cancelled) return;
+  // Speech that cannot become a question (no speech recognition) only interrupts a voice that is talking.
+  if (why === 'speech' && !s.asr && !s.player?.playing) return;
   const t0 = now();
   turn.cancelled = true;
+  const wasPlaying = !!s.player?.playing;
   const stopping = s.player?.stop();
   turn.stream?.return?.();
   await stopping;
-  turn.bargeIn = { why, stopMs: now() - t0, at: t0 };
+  turn.bargeIn = { why, stopMs: now() - t0, at: t0, wasPlaying };
   agent.events.push({ t: now(), type: 'barge-in', why, stopMs: turn.bargeIn.stopMs });
 }
 

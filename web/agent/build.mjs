@@ -11,7 +11,7 @@
 // The language model is not inlined (hundreds of MB): the page loads it from models/ beside it.
 //   node web/agent/build.mjs [OUT_DIR]    (npm run build:agent) -> prints the file and its size
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -70,13 +70,15 @@ function sha256Source(text) {
   return `'sha256-${createHash('sha256').update(text, 'utf8').digest('base64')}'`;
 }
 
-export async function buildAgent(outDir = join(repo, 'build', 'agent')) {
+// speech: {asr, tts} module paths standing in for web/asr.js and web/tts.js (tests use a synthetic voice).
+export async function buildAgent(outDir = join(repo, 'build', 'agent'), { speech: stand = {} } = {}) {
   const wasm = {
     simd128: readRequired(join(wasmDir, 'wasm-simd128', 'sotto.wasm'), 'build the wasm first: cmake --preset wasm-simd128 && cmake --build --preset wasm-simd128'),
     relaxed: readRequired(join(wasmDir, 'wasm-relaxed', 'sotto.wasm'), 'build the wasm first: cmake --preset wasm-relaxed && cmake --build --preset wasm-relaxed'),
   };
   const vadModel = readRequired(join(fixtures, 'vad', VAD_FILE), `the Silero VAD model, from ../shared/fixtures/vad (or $SOTTO_FIXTURES)`);
-  const speech = { asr: existsSync(join(web, 'asr.js')), tts: existsSync(join(web, 'tts.js')) };
+  const modulePath = (name) => stand[name] ?? (existsSync(join(web, `${name}.js`)) ? join(web, `${name}.js`) : null);
+  const speech = { asr: modulePath('asr'), tts: modulePath('tts') };
 
   const helper = await bundle(join(web, 'helper-worker.js'));
   const worker = await bundle(join(web, 'worker.js'), [plugin('worker-assets', {
@@ -105,8 +107,8 @@ export function inlineAsset(name) {
   return name === ${JSON.stringify(VAD_FILE)} ? new File([bytes(VAD)], ${JSON.stringify(VAD_FILE)}) : null;
 }`;
   const speechModule = `
-${speech.asr ? `import { Asr } from ${JSON.stringify(join(web, 'asr.js'))};` : 'const Asr = null;'}
-${speech.tts ? `import { Tts } from ${JSON.stringify(join(web, 'tts.js'))};` : 'const Tts = null;'}
+${speech.asr ? `import { Asr } from ${JSON.stringify(speech.asr)};` : 'const Asr = null;'}
+${speech.tts ? `import { Tts } from ${JSON.stringify(speech.tts)};` : 'const Tts = null;'}
 export async function loadSpeechModules() { return { Asr, Tts }; }`;
 
   let js = await bundle(join(web, 'agent', 'agent.js'), [plugin('page-assets', {
@@ -136,8 +138,14 @@ export async function loadSpeechModules() { return { Asr, Tts }; }`;
     [/<script type="module" src="agent\.js"><\/script>/, () => `<script type="module">${js}</script>`],
   ]);
   mkdirSync(outDir, { recursive: true });
-  writeFileSync(join(outDir, 'index.html'), html);
-  writeFileSync(join(outDir, 'sw.js'), readFileSync(join(here, 'sw.js')));
+  // Written beside and renamed into place: a server (or a test in another process) never reads half a page.
+  const put = (name, data) => {
+    const tmp = join(outDir, `.${name}.${process.pid}.tmp`);
+    writeFileSync(tmp, data);
+    renameSync(tmp, join(outDir, name));
+  };
+  put('index.html', html);
+  put('sw.js', readFileSync(join(here, 'sw.js')));
   return { file: join(outDir, 'index.html'), bytes: Buffer.byteLength(html), speech };
 }
 
