@@ -40,20 +40,43 @@ test('the one-file page loads with no console errors, says what is missing, and 
     const turn = await page.evaluate(() => window.sottoAgent.turns[0]);
     assert.ok(turn.reply.length > 0, 'an empty reply');
     assert.ok(turn.stages.first_token_ms >= 0 && turn.stages.reply_done_ms >= turn.stages.first_token_ms, JSON.stringify(turn.stages));
-    const shown = await page.locator('.msg.assistant .text').first().textContent();
+    const shown = await page.locator('.msg.assistant .text').last().textContent();
     assert.equal(shown, turn.reply);
     assert.equal(await page.locator('.timeline .turn').count(), 1);
     assert.deepEqual(logs, []);
     assertOnlyAllowed(requests, chrome.url);
+    // The Content-Security-Policy itself refuses other origins, whatever the page's code tries.
+    const tried = await page.evaluate(() => Promise.all(['https://example.com/x', 'http://127.0.0.2:9/x'].map((u) =>
+      fetch(u).then(() => 'fetched', (e) => `refused: ${e.message}`))));
+    for (const r of tried) assert.match(r, /^refused/);
   } finally {
     await context.close();
   }
 });
 
-test('the default model answers a typed question, streamed, and the second turn reuses the KV cache', { skip: skip || (!existsSync(REAL_MODEL) && `no ${REAL_MODEL} (scripts/get-models.sh)`) }, async () => {
+test('when the browser cannot store the model, the page says how much is needed and offers to load it unsaved', { skip }, async () => {
+  await buildOnce();
+  const context = await chrome.browser.newContext();
+  try {
+    await context.addInitScript(() => {
+      navigator.storage.estimate = async () => ({ quota: 1_000_000, usage: 900_000 });
+    });
+    const page = await context.newPage();
+    await page.goto(new URL(`/agent/?model=${SMALL_MODEL}&warmup=0`, chrome.url).href);
+    await page.waitForFunction(() => window.sottoAgent?.status === 'error', null, { timeout: 30000 });
+    assert.match(await page.locator('#notice').textContent(), /not enough storage to keep stories260K\.gguf: it needs 1\.2 MB and the browser allows 0\.1 MB more/);
+    await page.getByRole('button', { name: 'Load without saving' }).click();
+    await page.waitForFunction(() => window.sottoAgent?.ready, null, { timeout: 30000 });
+    assert.match(await page.evaluate(() => window.sottoAgent.models.llm.detail), /not kept/);
+  } finally {
+    await context.close();
+  }
+});
+
+test('the default model greets, answers typed questions streamed, and every turn reuses the KV cache', { skip: skip || (!existsSync(REAL_MODEL) && `no ${REAL_MODEL} (scripts/get-models.sh)`) }, async () => {
   await buildOnce();
   // cache=0: 491 MB through Cache Storage and a sha256 would add ~20 s here; the download path is tested below.
-  const { page, logs, requests, context } = await openAgent(chrome.browser, chrome.url, '/agent/?cache=0&tokens=4&warmup=0');
+  const { page, logs, requests, context } = await openAgent(chrome.browser, chrome.url, '/agent/?cache=0&tokens=4');
   try {
     await waitReady(page, 90000);
     const pieces = [];
@@ -69,7 +92,10 @@ test('the default model answers a typed question, streamed, and the second turn 
     for (const t of turns) assert.ok(t.reply.trim().length > 0, `empty reply: ${JSON.stringify(t)}`);
     assert.match(turns[0].reply, /Paris|capital/i);
     assert.ok(new Set(pieces).size >= 3, `the reply was not streamed (${pieces.length} updates)`);
-    assert.equal(turns[0].reusedCache, false);
+    // The warm-up's greeting (system prompt + "Hello.") is in the cache: the first question prefills only itself.
+    const greeting = await page.locator('.msg.assistant .text').first().textContent();
+    assert.ok(greeting.length > 0 && greeting !== turns[0].reply, `no greeting: ${greeting}`);
+    assert.equal(turns[0].reusedCache, true, 'the first turn prefilled the system prompt again');
     assert.equal(turns[1].reusedCache, true, 'the second turn prefilled the whole conversation again');
     assert.deepEqual(logs, []);
     assertOnlyAllowed(requests, chrome.url);

@@ -297,10 +297,7 @@ async function start() {
   try {
     const [modules] = await Promise.all([loadSpeechModules(), loadVad()]);
     await loadLlm(device);
-    if (params.get('warmup') !== '0') {
-      setStatus('loading', 'warming up…');
-      await s.llm.generate('Hello', { maxTokens: 1, greedy: true });  // first-call costs (pages, kernels) off the first turn
-    }
+    if (params.get('warmup') !== '0') await warmUp();
     await loadSpeech(device === 'cpu' ? 'cpu' : 'auto', modules);
   } catch (e) {
     const message = fail('loading', e);
@@ -318,6 +315,21 @@ async function start() {
   agent.ready = true;
   if (params.get('mic') === '1') toggleMic();
   else $('ask-input').focus();
+}
+
+// The first turn should not be the slow one: a greeting exchange puts the system prompt in the KV cache (and
+// touches every weight page and kernel once), and stays in the history, so the first question prefills only
+// itself. The greeting is shown as the agent's first message.
+async function warmUp() {
+  setStatus('loading', 'warming up…');
+  const t0 = now();
+  const r = await s.llm.chat([{ role: 'system', content: SYSTEM_PROMPT }, { role: 'user', content: 'Hello.' }], { maxTokens: 24, greedy: true });
+  const greeting = r.choices[0].message.content;
+  if (r.choices[0].finish_reason === 'stop' && greeting.trim()) {
+    s.history.push({ role: 'user', content: 'Hello.' }, { role: 'assistant', content: greeting });
+    addMessage('assistant', greeting.trim());
+  }
+  agent.warmUpMs = Math.round(now() - t0);
 }
 
 function reload(changes) {
@@ -440,6 +452,7 @@ function onUtterance(audio) {
 }
 
 async function voiceTurn(audio, tl) {
+  tl.started = now();  // after the turn before this one has finished (a cancelled prefill runs to its end)
   if (!s.asr) {
     // One note that counts the utterances, rather than one per utterance.
     const last = $('conversation').lastElementChild;
@@ -533,8 +546,10 @@ function ask(text) {
   text = text.trim();
   if (!text || !s.llm) return Promise.resolve();
   const tl = { source: 'typed', endOfSpeech: now() };
-  tl.transcript = tl.endOfSpeech;
-  return (s.busy = s.busy.then(() => runTurn(text, tl)));
+  return (s.busy = s.busy.then(() => {
+    tl.transcript = now();  // typed: the question is there once the turn before has finished
+    return runTurn(text, tl);
+  }));
 }
 
 async function runTurn(text, tl) {
@@ -671,6 +686,8 @@ function stagesOf(tl) {
   const at = (t) => (t === undefined ? undefined : Math.round(t - t0));
   const out = {};
   if (tl.source === 'voice') out.endpoint_ms = Math.round(tl.detected - t0);
+  if (tl.started !== undefined && tl.started - tl.detected >= 20) out.queued_ms = Math.round(tl.started - t0);
+  if (tl.source === 'typed' && tl.transcript - t0 >= 20) out.queued_ms = Math.round(tl.transcript - t0);
   if (tl.asrStart !== undefined) out.asr_ms = Math.round(tl.transcript - tl.asrStart);
   if (tl.transcript !== undefined) out.transcript_ms = at(tl.transcript);
   if (tl.firstToken !== undefined) out.first_token_ms = at(tl.firstToken);
@@ -686,6 +703,7 @@ function fmtMs(ms) {
 
 const STAGES = [
   ['endpoint', 'endpoint_ms', 'end of speech detected'],
+  ['queued', 'queued_ms', 'previous turn finished'],
   ['asr', 'transcript_ms', 'transcript'],
   ['token', 'first_token_ms', 'first token'],
   ['sentence', 'first_sentence_ms', 'first sentence'],
@@ -695,10 +713,16 @@ const STAGES = [
 function renderTimeline() {
   const box = $('timeline');
   box.replaceChildren();
-  const recent = agent.turns.slice(-4).reverse();
+  // Utterances without a transcript (no speech recognition) are in the segment list, not here.
+  const shown = agent.turns.map((t, i) => ({ ...t, n: i + 1 })).filter((t) => t.user !== null);
+  const recent = shown.slice(-4).reverse();
+  if (!recent.length) {
+    box.innerHTML = '<p class="muted">After the first turn: end of speech → transcript → first token → first sentence → first sound.</p>';
+    return;
+  }
   const scale = Math.max(1000, ...recent.flatMap((t) => Object.values(t.stages).filter((v) => typeof v === 'number')));
-  recent.forEach((t, k) => {
-    const n = agent.turns.length - k;
+  recent.forEach((t) => {
+    const n = t.n;
     const div = document.createElement('div');
     div.className = 'turn';
     const st = t.stages;
