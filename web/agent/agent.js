@@ -11,8 +11,10 @@ import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
 import { Microphone, Player } from './audio.js';
 import { CHUNK_BYTES, StorageShortError, fetchModel, mb } from './models.js';
+import { VadTrace, modelRow as panelRow, rate } from './panels.js';
 import { SentenceSplitter, heardPart, speakable } from './sentences.js';
 import { loadSpeechModules } from './speech.js';
+import { fmtMs, renderTimeline as drawTimeline, stagesOf } from './timeline.js';
 
 const SYSTEM_PROMPT =
   "You are a friendly voice assistant that runs entirely on the user's own device. Everything you write is " +
@@ -33,7 +35,6 @@ const TTS_VOICES = 'kokoro/voices/';
 // Endpointing: the segment closes after this much non-speech. It is added to every voice turn's latency, so it
 // is shorter than vad-web's 1400 ms; the pre-speech pad keeps the first syllable.
 const VAD_OPTIONS = { redemptionMs: 560, preSpeechPadMs: 320, minSpeechMs: 250 };
-const TRACE_FRAMES = 312;  // 10 s of 32 ms frames
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -83,9 +84,7 @@ const s = {
   carry: '',          // the user's words whose reply nobody heard (joined to the next question)
   turn: null,         // the turn in progress
   busy: Promise.resolve(),
-  trace: new Float32Array(TRACE_FRAMES),
-  traceSpeech: new Uint8Array(TRACE_FRAMES),
-  traceAt: 0,
+  trace: null,        // VadTrace
   speaking: false,     // VAD state
   samplesIn: 0,
 };
@@ -121,48 +120,8 @@ function fail(where, e) {
 
 // ---------------------------------------------------------------- models panel
 
-function modelRow(key, label) {
-  let li = document.querySelector(`[data-model="${key}"]`);
-  if (!li) {
-    li = document.createElement('li');
-    li.dataset.model = key;
-    li.innerHTML = '<div class="head"><span class="name"></span><span class="state"></span></div><progress max="1" value="0"></progress><div class="detail"></div>';
-    li.querySelector('.name').textContent = label;
-    li.querySelector('progress').setAttribute('aria-label', `${label} download`);
-    $('models').append(li);
-    li.querySelector('.state').textContent = 'waiting…';
-  }
-  return {
-    progress(loaded, total, text) {
-      const p = li.querySelector('progress');
-      p.hidden = false;
-      if (total) {
-        p.max = total;
-        p.value = loaded;
-      } else p.removeAttribute('value');
-      this.state(text);
-    },
-    state(text, kind = '') {
-      const el = li.querySelector('.state');
-      el.textContent = text;
-      el.className = `state ${kind}`;
-      agent.models[key] = { ...agent.models[key], state: text, kind };
-    },
-    done(text, detail = '', kind = 'good') {
-      li.querySelector('progress').hidden = true;
-      this.state(text, kind);
-      li.querySelector('.detail').textContent = detail;
-      agent.models[key] = { ...agent.models[key], detail };
-    },
-    detail(text) {
-      li.querySelector('.detail').textContent = text;
-    },
-  };
-}
-
-function rate(bytesPerS) {
-  return bytesPerS > 0 ? ` · ${mb(bytesPerS)}/s` : '';
-}
+const modelRow = (key, label) => panelRow($('models'), key, label, agent.models);
+const renderTimeline = () => drawTimeline($('timeline'), agent.turns, { tts: !!s.tts });
 
 // A model file as something the engine can read: from Cache Storage (downloading what is missing), or the URL
 // itself when caching is off or the user chose to skip it after a storage warning.
@@ -359,7 +318,7 @@ async function toggleMic() {
   try {
     s.segmenter ??= await s.vad.segmenter({
       ...VAD_OPTIONS,
-      onFrameProcessed: ({ isSpeech }) => traceFrame(isSpeech),
+      onFrameProcessed: ({ isSpeech }) => (s.trace ??= new VadTrace($('vad-trace'))).push(isSpeech, s.speaking),
       onSpeechStart: () => {
         setVadState(true);
         agent.events.push({ t: now(), type: 'speech-start' });
@@ -395,42 +354,6 @@ function setVadState(speech) {
   const el = $('vad-state');
   el.dataset.speech = String(!!speech);
   el.textContent = speech === null ? 'off' : speech ? 'speech' : 'silence';
-}
-
-function traceFrame(p) {
-  s.trace[s.traceAt % TRACE_FRAMES] = p;
-  s.traceSpeech[s.traceAt % TRACE_FRAMES] = s.speaking ? 1 : 0;
-  s.traceAt++;
-  if (!s.drawPending) {
-    s.drawPending = true;
-    requestAnimationFrame(drawTrace);
-  }
-}
-
-function drawTrace() {
-  s.drawPending = false;
-  const c = $('vad-trace');
-  const g = c.getContext('2d');
-  const w = c.width, h = c.height;
-  g.clearRect(0, 0, w, h);
-  const style = getComputedStyle(document.documentElement);
-  const dx = w / TRACE_FRAMES;
-  g.fillStyle = style.getPropertyValue('--speech') + '33';
-  for (let i = 0; i < TRACE_FRAMES; i++) {
-    const k = s.traceAt - TRACE_FRAMES + i;
-    if (k >= 0 && s.traceSpeech[k % TRACE_FRAMES]) g.fillRect(i * dx, 0, dx + 0.5, h);
-  }
-  g.strokeStyle = style.getPropertyValue('--accent');
-  g.lineWidth = 1.5;
-  g.beginPath();
-  for (let i = 0; i < TRACE_FRAMES; i++) {
-    const k = s.traceAt - TRACE_FRAMES + i;
-    const p = k >= 0 ? s.trace[k % TRACE_FRAMES] : 0;
-    const y = h - 2 - p * (h - 4);
-    if (i) g.lineTo(i * dx, y);
-    else g.moveTo(0, y);
-  }
-  g.stroke();
 }
 
 function onUtterance(audio) {
@@ -634,7 +557,11 @@ async function speak(turn, queue) {
   try {
     const voice = $('set-voice').value || undefined;
     let i = 0;
-    for await (const clip of s.tts.stream(queue, { voice })) {
+    // tts.stream voices an async iterable sentence by sentence; a module with only speak() gets one call each.
+    const clips = s.tts.stream ? s.tts.stream(queue, { voice }) : (async function* () {
+      for await (const text of queue) yield { ...(await s.tts.speak(text, { voice })), text };
+    })();
+    for await (const clip of clips) {
       if (turn.cancelled) break;
       const text = clip.text ?? turn.sentences[i];
       i++;
@@ -677,87 +604,6 @@ async function bargeIn(why) {
   await stopping;
   turn.bargeIn = { why, stopMs: now() - t0, at: t0, wasPlaying };
   agent.events.push({ t: now(), type: 'barge-in', why, stopMs: turn.bargeIn.stopMs });
-}
-
-// ---------------------------------------------------------------- latency timeline
-
-function stagesOf(tl) {
-  const t0 = tl.endOfSpeech;
-  const at = (t) => (t === undefined ? undefined : Math.round(t - t0));
-  const out = {};
-  if (tl.source === 'voice') out.endpoint_ms = Math.round(tl.detected - t0);
-  if (tl.started !== undefined && tl.started - tl.detected >= 20) out.queued_ms = Math.round(tl.started - t0);
-  if (tl.source === 'typed' && tl.transcript - t0 >= 20) out.queued_ms = Math.round(tl.transcript - t0);
-  if (tl.asrStart !== undefined) out.asr_ms = Math.round(tl.transcript - tl.asrStart);
-  if (tl.transcript !== undefined) out.transcript_ms = at(tl.transcript);
-  if (tl.firstToken !== undefined) out.first_token_ms = at(tl.firstToken);
-  if (tl.firstSentence !== undefined) out.first_sentence_ms = at(tl.firstSentence);
-  if (tl.firstSound !== undefined) out.first_sound_ms = at(tl.firstSound);
-  if (tl.generated !== undefined) out.reply_done_ms = at(tl.generated);
-  return out;
-}
-
-function fmtMs(ms) {
-  return ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${Math.round(ms)} ms`;
-}
-
-const STAGES = [
-  ['endpoint', 'endpoint_ms', 'end of speech detected'],
-  ['queued', 'queued_ms', 'previous turn finished'],
-  ['asr', 'transcript_ms', 'transcript'],
-  ['token', 'first_token_ms', 'first token'],
-  ['sentence', 'first_sentence_ms', 'first sentence'],
-  ['sound', 'first_sound_ms', 'first sound'],
-];
-
-function renderTimeline() {
-  const box = $('timeline');
-  box.replaceChildren();
-  // Utterances without a transcript (no speech recognition) are in the segment list, not here.
-  const shown = agent.turns.map((t, i) => ({ ...t, n: i + 1 })).filter((t) => t.user !== null);
-  const recent = shown.slice(-4).reverse();
-  if (!recent.length) {
-    box.innerHTML = '<p class="muted">After the first turn: end of speech → transcript → first token → first sentence → first sound.</p>';
-    return;
-  }
-  const scale = Math.max(1000, ...recent.flatMap((t) => Object.values(t.stages).filter((v) => typeof v === 'number')));
-  recent.forEach((t) => {
-    const n = t.n;
-    const div = document.createElement('div');
-    div.className = 'turn';
-    const st = t.stages;
-    const total = st.first_sound_ms ?? st.first_sentence_ms ?? st.first_token_ms ?? st.transcript_ms ?? st.endpoint_ms ?? 0;
-    div.innerHTML = '<div class="turn-head"><span></span><span></span></div><div class="bar" role="img"></div><div class="legend"></div>';
-    div.querySelector('.turn-head span').textContent = `Turn ${n} · ${t.source === 'voice' ? 'spoken' : 'typed'}`;
-    div.querySelector('.turn-head span:last-child').textContent =
-      st.first_sound_ms !== undefined ? `voice to voice ${fmtMs(st.first_sound_ms)}` : t.note ?? `to first sentence ${fmtMs(total)}`;
-    const bar = div.querySelector('.bar');
-    const legend = div.querySelector('.legend');
-    let prev = 0;
-    const labels = [];
-    for (const [cls, key, label] of STAGES) {
-      const v = st[key];
-      if (v === undefined || (cls === 'asr' && t.source === 'typed')) continue;
-      const seg = document.createElement('span');
-      seg.className = `s-${cls}`;
-      seg.style.width = `${(Math.max(0, v - prev) / scale) * 100}%`;
-      seg.title = `${label}: ${fmtMs(v)}`;
-      bar.append(seg);
-      const item = document.createElement('span');
-      item.innerHTML = `<i class="s-${cls}"></i>`;
-      item.append(`${label} ${fmtMs(v)}`);
-      legend.append(item);
-      labels.push(`${label} at ${fmtMs(v)}`);
-      prev = Math.max(prev, v);
-    }
-    if (!s.tts && t.source !== 'voice') {
-      const item = document.createElement('span');
-      item.textContent = 'no sound: speech synthesis not in this build';
-      legend.append(item);
-    }
-    bar.setAttribute('aria-label', labels.join(', ') || 'no stages');
-    box.append(div);
-  });
 }
 
 // ---------------------------------------------------------------- cross-origin isolation
