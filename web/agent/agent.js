@@ -128,6 +128,8 @@ const renderTimeline = () => drawTimeline($('timeline'), agent.turns, { tts: !!s
 async function modelSource(url, row, { cache = settings.cache } = {}) {
   if (!cache || !globalThis.caches) return { source: url, note: 'not kept' };
   const name = url.split('/').pop().split('?')[0];
+  // Ask once that the cached models survive storage pressure (the browser may say no; the cache still works).
+  await navigator.storage?.persist?.().catch(() => false);
   try {
     const r = await fetchModel(url, {
       sha256: (url === settings.model && params.get('sha256')) || KNOWN_SHA256[name],
@@ -334,7 +336,7 @@ async function toggleMic() {
         const level = Math.min(100, Math.round(Math.sqrt(rms) * 180));
         $('mic-level').style.width = `${level}%`;
         $('mic-meter').setAttribute('aria-valuenow', String(level));
-        s.segmenter.process(samples);
+        s.segmenter.process(samples).catch((e) => notice(fail('voice activity detection', e), { error: true }));
       },
     });
     s.micStartedAt = now();

@@ -34,7 +34,7 @@ const STAGES = [
 export function renderTimeline(box, turns, { tts }) {
   box.replaceChildren();
   // Utterances without a transcript (no speech recognition) are in the segment list, not here.
-  const shown = turns.map((t, i) => ({ ...t, n: i + 1 })).filter((t) => t.user !== null);
+  const shown = turns.filter((t) => t.user !== null).map((t, i) => ({ ...t, n: i + 1 }));
   const recent = shown.slice(-4).reverse();
   if (!recent.length) {
     box.innerHTML = '<p class="muted">After the first turn: end of speech → transcript → first token → first sentence → first sound.</p>';
