@@ -323,16 +323,21 @@ async function toggleMic() {
       onFrameProcessed: ({ isSpeech }) => (s.trace ??= new VadTrace($('vad-trace'))).push(isSpeech, s.speaking),
       onSpeechStart: () => {
         setVadState(true);
-        agent.events.push({ t: now(), type: 'speech-start' });
-        bargeIn('speech');
+        // Where in the microphone's stream speech was detected (ms of audio since it started, up to the chunk
+        // being processed) and how long after the worklet sent that chunk: the VAD's share of a barge-in's delay.
+        const detected = { streamMs: (s.samplesIn * 1000) / 16000, lagMs: s.lastChunkQueuedMs + now() - s.lastChunkAt };
+        agent.events.push({ t: now(), type: 'speech-start', ...detected });
+        bargeIn('speech', detected);
       },
       onVADMisfire: () => setVadState(false),
       onSpeechEnd: (audio) => onUtterance(audio),
     });
     await ensurePlayer();
     s.mic = await Microphone.start({
-      onChunk: (samples, rms) => {
+      onChunk: (samples, rms, queuedMs) => {
         s.samplesIn += samples.length;
+        s.lastChunkAt = now();
+        s.lastChunkQueuedMs = queuedMs;
         const level = Math.min(100, Math.round(Math.sqrt(rms) * 180));
         $('mic-level').style.width = `${level}%`;
         $('mic-meter').setAttribute('aria-valuenow', String(level));
@@ -593,7 +598,7 @@ function markUnspoken(body, heard, written) {
 
 // Barge-in: the user speaks (or presses Stop) while the agent writes or talks. Playback stops first (the
 // bound is on that), then generation is cancelled; the history keeps only what was heard (runTurn).
-async function bargeIn(why) {
+async function bargeIn(why, detected = null) {
   const turn = s.turn;
   if (!turn || turn.cancelled) return;
   // Speech that cannot become a question (no speech recognition) only interrupts a voice that is talking.
@@ -603,8 +608,9 @@ async function bargeIn(why) {
   const wasPlaying = !!s.player?.playing;
   const stopping = s.player?.stop();
   turn.stream?.return?.();
-  await stopping;
-  turn.bargeIn = { why, stopMs: now() - t0, at: t0, wasPlaying };
+  const stopped = await stopping;
+  // stopMs: until the page heard back; audioStopMs: until the voice stopped, on the audio clock.
+  turn.bargeIn = { why, stopMs: now() - t0, audioStopMs: stopped?.audioMs ?? 0, at: t0, wasPlaying, ...(detected ?? {}) };
   agent.events.push({ t: now(), type: 'barge-in', why, stopMs: turn.bargeIn.stopMs });
 }
 

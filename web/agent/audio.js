@@ -69,7 +69,8 @@ registerProcessor('sotto-capture', SottoCapture);
 
 // A queue of clips at the context's rate. Messages in: {type:'clip', id, samples} | {type:'stop'}. Out:
 // {type:'start', id, time} when a clip's first sample is rendered, {type:'end', id, played} when it has all
-// been rendered, {type:'stopped', id, played} for the clip cut short (played: its samples rendered).
+// been rendered, {type:'stopped', id, played, time} for the clip cut short (played: its samples rendered; time:
+// the audio clock when the stop took effect: nothing of it is rendered after that quantum).
 class SottoPlayer extends AudioWorkletProcessor {
   constructor() {
     super();
@@ -80,8 +81,8 @@ class SottoPlayer extends AudioWorkletProcessor {
       if (m.type === 'clip') this.queue.push(m);
       else if (m.type === 'stop') {
         const cur = this.queue[0];
-        if (cur) this.port.postMessage({ type: 'stopped', id: cur.id, played: this.offset });
-        for (const c of this.queue.slice(1)) this.port.postMessage({ type: 'stopped', id: c.id, played: 0 });
+        if (cur) this.port.postMessage({ type: 'stopped', id: cur.id, played: this.offset, time: currentTime });
+        for (const c of this.queue.slice(1)) this.port.postMessage({ type: 'stopped', id: c.id, played: 0, time: currentTime });
         this.queue = [];
         this.offset = 0;
       }
@@ -117,7 +118,7 @@ function workletModuleUrl() {
   return workletUrl;
 }
 
-// The microphone at 16 kHz, chunk by chunk: onChunk(Float32Array of 512 samples, rms). The context asks for
+// The microphone at 16 kHz, chunk by chunk: onChunk(Float32Array of 512 samples, rms, queuedMs). The context asks for
 // 16 kHz (Chromium then resamples in the browser); where that is refused it runs at the device rate and the
 // worklet resamples. Echo cancellation is on so the agent's own voice is mostly removed before the VAD.
 export class Microphone {
@@ -137,7 +138,8 @@ export class Microphone {
       const node = new AudioWorkletNode(context, 'sotto-capture', {
         numberOfInputs: 1, numberOfOutputs: 0, processorOptions: { outRate: CAPTURE_RATE_HZ, chunk: CHUNK_SAMPLES },
       });
-      node.port.onmessage = (e) => onChunk?.(e.data.samples, e.data.rms);
+      // queuedMs: how long the chunk waited for this thread after the worklet sent it (a busy page delays the VAD).
+      node.port.onmessage = (e) => onChunk?.(e.data.samples, e.data.rms, Math.max(0, (context.currentTime - e.data.time) * 1000));
       source.connect(node);
       if (context.state !== 'running') await context.resume();
       return new Microphone(stream, context, node);
@@ -194,6 +196,7 @@ export class Player {
   #nextId = 1;
   #pending = new Map();  // id -> {resolve, total}
   #stopWaiters = [];
+  #stoppedAt = 0;
 
   constructor(context, node, onStart) {
     this.context = context;
@@ -214,6 +217,7 @@ export class Player {
       return;
     }
     if (!p) return;
+    if (m.type === 'stopped') this.#stoppedAt = m.time;
     this.#pending.delete(m.id);
     const rate = this.context.sampleRate;
     p.resolve({ id: m.id, played: m.played / rate, total: p.total / rate, complete: m.type === 'end' });
@@ -231,9 +235,14 @@ export class Player {
     return { id, done };
   }
 
+  // -> {audioMs}: from this call until the speaker goes quiet, on the audio clock: to the render quantum that
+  // applied the stop, that quantum itself, and the output latency (the promise resolves when the page's thread
+  // hears back, which a busy page can delay further, but the sound has stopped by then).
   stop() {
-    if (!this.#pending.size) return Promise.resolve();
-    const done = new Promise((resolve) => this.#stopWaiters.push(resolve));
+    if (!this.#pending.size) return Promise.resolve({ audioMs: 0 });
+    const requested = this.context.currentTime;
+    const tail = 128 / this.context.sampleRate + (this.context.outputLatency || 0);
+    const done = new Promise((resolve) => this.#stopWaiters.push(() => resolve({ audioMs: (Math.max(0, this.#stoppedAt - requested) + tail) * 1000 })));
     this.node.port.postMessage({ type: 'stop' });
     return done;
   }
