@@ -134,6 +134,10 @@ test('a model download resumes after an interruption (Range requests) and is che
     assert.deepEqual(ranges, [`bytes=${3 * chunk}-${4 * chunk - 1}`, `bytes=${4 * chunk}-${bytes.length - 1}`]);
     const llm = await page.evaluate(() => window.sottoAgent.models.llm);
     assert.match(llm.detail, /resumed, kept in this browser, sha256 ok/);
+    await page.waitForFunction(() => /Saved in this browser: 1\.2 MB/.test(document.getElementById('storage-info').textContent), null, { timeout: 5000 });
+    await page.getByRole('button', { name: 'Remove saved models' }).click();
+    await page.waitForFunction(() => /Removed the saved models/.test(document.getElementById('storage-info').textContent), null, { timeout: 5000 });
+    assert.equal(await page.evaluate(() => caches.has('sotto-models-v1')), false);
     // A wrong sum: the cached copy is not trusted again after the check fails, and the page says why.
     const wrong = sha.replace(/^./, (c) => (c === '0' ? '1' : '0'));
     await page.goto(url(wrong));

@@ -10,7 +10,7 @@ import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
 import { Microphone, Player } from './audio.js';
-import { CHUNK_BYTES, StorageShortError, fetchModel, mb } from './models.js';
+import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, savedBytes } from './models.js';
 import { VadTrace, modelRow as panelRow, rate } from './panels.js';
 import { SentenceSplitter, heardPart, speakable } from './sentences.js';
 import { loadSpeechModules } from './speech.js';
@@ -274,6 +274,7 @@ async function start() {
     notice(`Not available yet in this build: ${missing.join('; ')}. Voice activity detection and the language model run on this device.`);
   }
   agent.ready = true;
+  showStorage();
   if (params.get('mic') === '1') toggleMic();
   else $('ask-input').focus();
 }
@@ -421,6 +422,7 @@ function addMessage(role, text, { streaming = false } = {}) {
   $('empty-hint')?.remove();
   const li = document.createElement('li');
   li.className = `msg ${role}${streaming ? ' streaming' : ''}`;
+  if (streaming) li.setAttribute('aria-busy', 'true');  // read out once written, not token by token
   if (role !== 'system') {
     const who = document.createElement('span');
     who.className = 'who';
@@ -525,6 +527,7 @@ async function runTurn(text, tl) {
   tl.generated = now();
   queue.close();
   el.classList.remove('streaming');
+  el.removeAttribute('aria-busy');
   await turn.synthesis;
   // What the model remembers saying: all it wrote when the reply is text; what was heard when it was spoken.
   let remembered = turn.written;
@@ -658,6 +661,16 @@ $('settings').addEventListener('submit', (e) => {
     tokens: Math.max(1, Number($('set-tokens').value) || 160), cache: $('set-cache').checked, voice: $('set-voice').value,
   });
 });
+$('set-forget').addEventListener('click', async () => {
+  const freed = await forgetAllModels();
+  $('storage-info').textContent = `Removed the saved models (${mb(freed)} freed); they download again on the next load.`;
+});
+async function showStorage() {
+  const saved = await savedBytes().catch(() => 0);
+  const estimate = await navigator.storage?.estimate?.().catch(() => null);
+  const free = estimate?.quota ? ` · ${mb(estimate.quota - (estimate.usage ?? 0))} more allowed` : '';
+  $('storage-info').textContent = saved ? `Saved in this browser: ${mb(saved)}${free}.` : `No models saved in this browser yet${free}.`;
+}
 $('set-voice').addEventListener('change', () => {
   settings.voice = $('set-voice').value;
   localStorage.setItem('sotto-agent', JSON.stringify(settings));

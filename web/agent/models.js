@@ -51,6 +51,27 @@ function writeManifest(cache, url, manifest) {
   return cache.put(manifestKey(url), new Response(JSON.stringify(manifest), { headers: { 'Content-Type': 'application/json' } }));
 }
 
+// Every model this page saved: -> bytes freed (the browser's estimate of its usage before and after).
+export async function forgetAllModels() {
+  const before = (await navigator.storage?.estimate?.())?.usage ?? 0;
+  await caches.delete(CACHE_NAME);
+  const after = (await navigator.storage?.estimate?.())?.usage ?? 0;
+  return Math.max(0, before - after);
+}
+
+// -> bytes the saved models take (what the cache's manifests say).
+export async function savedBytes() {
+  if (!globalThis.caches || !(await caches.has(CACHE_NAME))) return 0;
+  const cache = await caches.open(CACHE_NAME);
+  let total = 0;
+  for (const request of await cache.keys()) {
+    if (!request.url.endsWith('sotto-manifest')) continue;
+    const m = await (await cache.match(request)).json();
+    total += m.done.filter(Boolean).length === m.parts ? m.size : m.done.filter(Boolean).length * m.chunkBytes;
+  }
+  return total;
+}
+
 export async function forgetModel(url) {
   const cache = await caches.open(CACHE_NAME);
   const manifest = await readManifest(cache, url);
