@@ -4,7 +4,8 @@
 // our engine; the only requests are for the page's own files and the model files.
 //
 // URL parameters (tests and the latency bench use them): model=URL, profile=auto|gpu|cpu, cache=0 (do not keep
-// models in Cache Storage), tokens=N (longest reply), mic=1 (start the microphone once loaded), warmup=0,
+// models in Cache Storage), tokens=N (longest reply), endpoint=MS (the pause that ends a spoken turn), mic=1
+// (start the microphone once loaded), warmup=0,
 // sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
@@ -32,9 +33,11 @@ const KNOWN_SHA256 = {
 const ASR_DIR = 'moonshine-base-en/';
 const TTS_FILE = 'kokoro/kokoro-v1.0.int8.onnx';
 const TTS_VOICES = 'kokoro/voices/';
-// Endpointing: the segment closes after this much non-speech. It is added to every voice turn's latency, so it
-// is shorter than vad-web's 1400 ms; the pre-speech pad keeps the first syllable.
-const VAD_OPTIONS = { redemptionMs: 560, preSpeechPadMs: 320, minSpeechMs: 250 };
+// Endpointing: a spoken turn ends after ENDPOINT_MS of non-speech (the segmenter's redemptionMs; a setting).
+// It is added to every voice turn's latency, so it is shorter than vad-web's 1400 ms; a shorter pause answers
+// sooner but may cut off a speaker who hesitates. The pre-speech pad keeps the first syllable.
+const VAD_OPTIONS = { preSpeechPadMs: 320, minSpeechMs: 250 };
+const ENDPOINT_MS = 560;
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -47,10 +50,11 @@ function loadSettings() {
   try {
     saved = JSON.parse(localStorage.getItem('sotto-agent') ?? '{}');
   } catch {}
-  const s = { profile: 'auto', model: MODELS_BASE + LLM_FILE, tokens: 160, cache: true, voice: '', ...saved };
+  const s = { profile: 'auto', model: MODELS_BASE + LLM_FILE, tokens: 160, endpointMs: ENDPOINT_MS, cache: true, voice: '', ...saved };
   if (params.has('model')) s.model = new URL(params.get('model'), location.href).href;
   if (params.has('profile')) s.profile = params.get('profile');
   if (params.has('tokens')) s.tokens = Number(params.get('tokens'));
+  if (params.has('endpoint')) s.endpointMs = Number(params.get('endpoint'));
   if (params.has('cache')) s.cache = params.get('cache') !== '0';
   return s;
 }
@@ -61,6 +65,7 @@ function showSettings() {
   $('set-profile').value = settings.profile;
   $('set-model').value = settings.model;
   $('set-tokens').value = settings.tokens;
+  $('set-endpoint').value = settings.endpointMs;
   $('set-cache').checked = settings.cache;
 }
 
@@ -298,7 +303,7 @@ function reload(changes) {
   Object.assign(settings, changes);
   localStorage.setItem('sotto-agent', JSON.stringify(settings));
   const url = new URL(location.href);
-  for (const k of ['model', 'profile', 'tokens', 'cache']) url.searchParams.delete(k);
+  for (const k of ['model', 'profile', 'tokens', 'cache', 'endpoint']) url.searchParams.delete(k);
   location.href = url.href;
 }
 
@@ -321,6 +326,7 @@ async function toggleMic() {
   try {
     s.segmenter ??= await s.vad.segmenter({
       ...VAD_OPTIONS,
+      redemptionMs: settings.endpointMs,
       onFrameProcessed: ({ isSpeech }) => (s.trace ??= new VadTrace($('vad-trace'))).push(isSpeech, s.speaking),
       onSpeechStart: () => {
         setVadState(true);
@@ -368,7 +374,7 @@ function onUtterance(audio) {
   setVadState(false);
   const detectedAt = now();
   const ms = (audio.length / 16000) * 1000;
-  const end = s.samplesIn / 16000 - VAD_OPTIONS.redemptionMs / 1000;
+  const end = s.samplesIn / 16000 - settings.endpointMs / 1000;
   const seg = { start: Math.max(0, end - ms / 1000 + VAD_OPTIONS.preSpeechPadMs / 1000), end, ms: Math.round(ms) };
   agent.segments.push(seg);
   agent.events.push({ t: detectedAt, type: 'speech-end', ms: seg.ms });
@@ -378,7 +384,7 @@ function onUtterance(audio) {
   li.children[1].textContent = `${(ms / 1000).toFixed(2)} s of speech`;
   $('segments').prepend(li);
   // The speech really ended redemptionMs before the segmenter could be sure of it.
-  const timeline = { source: 'voice', endOfSpeech: detectedAt - VAD_OPTIONS.redemptionMs, detected: detectedAt };
+  const timeline = { source: 'voice', endOfSpeech: detectedAt - settings.endpointMs, detected: detectedAt };
   s.busy = s.busy.then(() => voiceTurn(audio, timeline));
 }
 
@@ -659,6 +665,7 @@ $('settings').addEventListener('submit', (e) => {
   reload({
     profile: $('set-profile').value, model: $('set-model').value.trim() || MODELS_BASE + LLM_FILE,
     tokens: Math.max(1, Number($('set-tokens').value) || 160), cache: $('set-cache').checked, voice: $('set-voice').value,
+    endpointMs: Math.min(3000, Math.max(200, Number($('set-endpoint').value) || ENDPOINT_MS)),
   });
 });
 $('set-forget').addEventListener('click', async () => {
