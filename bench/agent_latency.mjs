@@ -6,11 +6,16 @@
 // exists: the VAD's endpoint delay per utterance and, with --ask, the language model's stages for a typed
 // question asked after the clip (so the numbers are not empty while ASR is missing; they are marked typed).
 //
-//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] CLIP.wav...
+// --standins swaps in tests/web/agent_standins.mjs for recognition and synthesis (a fixed transcript, a tone):
+// then voice to voice is the page's own share (endpoint wait, plumbing, playback) plus the language model's
+// time to a first sentence, with the models' shares missing. Its numbers are labelled as such.
+//
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] CLIP.wav...
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 
@@ -21,11 +26,12 @@ const { values: opts, positionals: clips } = parseArgs({
   allowPositionals: true,
   options: {
     profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
-    tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h' },
   },
 });
 if (opts.help || !clips.length) {
-  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] CLIP.wav...');
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] CLIP.wav...');
   process.exit(opts.help ? 0 : 2);
 }
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -56,9 +62,11 @@ async function runClip(clip, base, profileDir) {
   try {
     const page = context.pages()[0] ?? (await context.newPage());
     const q = new URLSearchParams({ profile: opts.profile, tokens: opts.tokens });
-    if (opts.model) q.set('model', opts.model);
+    // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.
+    const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);
+    if (model) q.set('model', model);
     // The microphone starts after loading, so the clip's audio (which starts when capture opens) is heard whole.
-    await page.goto(`${base}agent/?${q}`);
+    await page.goto(`${base}${pagePath}?${q}`);
     await page.waitForFunction(() => window.sottoAgent?.ready || window.sottoAgent?.status === 'error', null, { timeout: 600000 });
     const errors = await page.evaluate(() => window.sottoAgent.errors);
     if (errors.length) throw new Error(errors.join('; '));
@@ -68,7 +76,10 @@ async function runClip(clip, base, profileDir) {
     await page.waitForFunction(() => window.sottoAgent.segments.length <= window.sottoAgent.turns.length, null, { timeout: 120000 });
     if (opts.ask) await page.evaluate((t) => window.sottoAgent.ask(t), opts.ask);
     const agent = await page.evaluate(() => ({ turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, profile: window.sottoAgent.profile }));
-    const voice = agent.turns.find((t) => t.source === 'voice' && t.user) ?? agent.turns.find((t) => t.source === 'voice') ?? null;
+    // The clip's turn: the first spoken one that ran to its end (a clip of several utterances interrupts its own
+    // earlier turns), else the first spoken one.
+    const spoken = agent.turns.filter((t) => t.source === 'voice');
+    const voice = spoken.find((t) => t.user && !t.cancelled) ?? spoken.find((t) => t.user) ?? spoken[0] ?? null;
     const typed = agent.turns.find((t) => t.source === 'typed') ?? null;
     return {
       clip, seconds, device: agent.profile?.device, speech: agent.speech, segments: agent.segments.length,
@@ -82,7 +93,11 @@ async function runClip(clip, base, profileDir) {
   }
 }
 
-await buildAgent();
+const pagePath = opts.standins ? 'build/agent-standins/' : 'agent/';
+if (opts.standins) {
+  const standins = fileURLToPath(new URL('../tests/web/agent_standins.mjs', import.meta.url));
+  await buildAgent(fileURLToPath(new URL('../build/agent-standins', import.meta.url)), { speech: { asr: standins, tts: standins } });
+} else await buildAgent();
 const { server, url: base } = await startServer(0);
 const profileDir = mkdtempSync(join(tmpdir(), 'sotto-agent-bench-'));
 const turns = [];
@@ -108,10 +123,12 @@ const stageNames = [...new Set(turns.flatMap((t) => Object.keys(t.stages)))];
 const stages = Object.fromEntries(stageNames.map((k) => [k, { median: quantile(turns.map((t) => t.stages[k]), 0.5), p90: quantile(turns.map((t) => t.stages[k]), 0.9) }]));
 const typedNames = [...new Set(turns.flatMap((t) => Object.keys(t.typed?.stages ?? {})))];
 const typed = Object.fromEntries(typedNames.map((k) => [k, { median: quantile(turns.map((t) => t.typed?.stages[k]), 0.5), p90: quantile(turns.map((t) => t.typed?.stages[k]), 0.9) }]));
+const note = opts.standins ? 'stand-ins for recognition and synthesis (fixed transcript, tone): the page and the language model only' : null;
 if (opts.json) {
-  console.log(JSON.stringify({ turns, ...summary, stages, typed_stages: typed }));
+  console.log(JSON.stringify({ turns, ...summary, stages, typed_stages: typed, ...(note ? { note } : {}) }));
 } else {
-  console.log(`voice to voice: median ${summary.median_ms ?? '-'} ms, p90 ${summary.p90_ms ?? '-'} ms${summary.median_ms === null ? ' (not measurable until web/asr.js and web/tts.js exist)' : ''}`);
+  if (note) console.log(`(${note})`);
+  console.log(`voice to voice: median ${summary.median_ms ?? '-'} ms, p90 ${summary.p90_ms ?? '-'} ms${summary.median_ms !== null ? '' : opts.standins ? ' (no turn reached a first sound)' : ' (not measurable until web/asr.js and web/tts.js exist)'}`);
   for (const [k, v] of Object.entries(stages)) console.log(`  ${k}: median ${v.median} ms, p90 ${v.p90} ms`);
   for (const [k, v] of Object.entries(typed)) console.log(`  typed ${k}: median ${v.median} ms, p90 ${v.p90} ms`);
 }
