@@ -53,7 +53,8 @@ test('voice turns in order, barge-in within the bound keeps only what was heard,
     assert.deepEqual(speech, { asr: true, tts: true });
     for (const t of turns) {
       assert.equal(t.source, 'voice');
-      assert.equal(t.user, STANDIN_QUESTION);
+      // An utterance whose reply nobody heard opens the next question: the transcript once or joined several times.
+      assert.match(t.user, new RegExp(`^${STANDIN_QUESTION.replace('?', '\\?')}( ${STANDIN_QUESTION.replace('?', '\\?')})*$`));
       const st = t.stages;
       assert.ok(st.endpoint_ms > 0 && st.transcript_ms >= 0, JSON.stringify(t));
       // A turn interrupted before its first token has no later stages.

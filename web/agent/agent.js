@@ -414,6 +414,13 @@ async function voiceTurn(audio, tl) {
     addMessage('system', fail('speech recognition', e));
   }
   tl.transcript = now();
+  if (text && s.speaking) {
+    // The user is talking again: that was a pause, not the end of the question. Its words open the next one.
+    s.carry = s.carry ? `${s.carry} ${text}` : text;
+    agent.turns.push({ source: 'voice', user: text, reply: '', heard: '', cancelled: true, stages: stagesOf(tl), note: 'joined to the next utterance' });
+    renderTimeline();
+    return;
+  }
   if (!text) {
     addMessage('system', '(nothing recognised)');
     setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
@@ -492,6 +499,10 @@ function ask(text) {
 
 async function runTurn(text, tl) {
   await ensurePlayer();
+  // Words of an earlier utterance that got no heard reply (a pause mid-question, or a reply cut before its first
+  // word) belong to this question: shown and sent with it.
+  text = s.carry ? `${s.carry} ${text}` : text;
+  s.carry = '';
   const turn = { tl, text, written: '', sentences: [], heard: [], clipIds: new Set(), cancelled: false, stream: null, synthesis: null };
   s.turn = turn;
   $('stop-button').disabled = false;
@@ -507,9 +518,7 @@ async function runTurn(text, tl) {
     turn.sentences.push(x);
     queue.push(x);
   };
-  // Words of an earlier utterance whose reply was cut before any of it was heard belong to this question.
-  s.history.push({ role: 'user', content: s.carry ? `${s.carry} ${text}` : text });
-  s.carry = '';
+  s.history.push({ role: 'user', content: text });
   let timings = null;
   try {
     turn.stream = s.llm.chat([{ role: 'system', content: SYSTEM_PROMPT }, ...s.history], {
