@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 
+import { modelUrl } from '../../web/agent/models.js';
 import { SentenceSplitter, heardPart, speakable } from '../../web/agent/sentences.js';
 import { Sha256 } from '../../web/agent/sha256.js';
 
@@ -70,4 +71,16 @@ test('sha256: matches node:crypto on random data of odd sizes, fed in random pie
     }
     assert.equal(h.digest(), createHash('sha256').update(data).digest('hex'), `${n} bytes`);
   }
+});
+
+test('model locations: Hugging Face shorthand and page URLs become download URLs; other hosts are refused by name', () => {
+  const base = 'http://127.0.0.1:8080/agent/';
+  assert.deepEqual(modelUrl('Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf', base),
+    { url: 'https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/resolve/main/qwen2.5-0.5b-instruct-q4_0.gguf' });
+  assert.deepEqual(modelUrl('https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/blob/main/q.gguf', base),
+    { url: 'https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/resolve/main/q.gguf' });
+  assert.deepEqual(modelUrl('models/x.gguf', base), { url: 'http://127.0.0.1:8080/agent/models/x.gguf' });
+  assert.deepEqual(modelUrl('/fixtures/llm/stories260K.gguf', base), { url: 'http://127.0.0.1:8080/fixtures/llm/stories260K.gguf' });
+  assert.match(modelUrl('https://example.com/m.gguf', base).error, /only from its own site or Hugging Face.*https:\/\/example\.com/);
+  assert.match(modelUrl('http://huggingface.co/a/b/resolve/main/m.gguf', base).error, /Content-Security-Policy/);
 });

@@ -11,7 +11,7 @@ import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
 import { Microphone, Player } from './audio.js';
-import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, savedBytes } from './models.js';
+import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, modelUrl, savedBytes } from './models.js';
 import { VadTrace, modelRow as panelRow, rate } from './panels.js';
 import { SentenceSplitter, heardPart, speakable } from './sentences.js';
 import { loadSpeechModules } from './speech.js';
@@ -51,7 +51,7 @@ function loadSettings() {
     saved = JSON.parse(localStorage.getItem('sotto-agent') ?? '{}');
   } catch {}
   const s = { profile: 'auto', model: MODELS_BASE + LLM_FILE, tokens: 160, endpointMs: ENDPOINT_MS, cache: true, voice: '', ...saved };
-  if (params.has('model')) s.model = new URL(params.get('model'), location.href).href;
+  if (params.has('model')) s.model = params.get('model');
   if (params.has('profile')) s.profile = params.get('profile');
   if (params.has('tokens')) s.tokens = Number(params.get('tokens'));
   if (params.has('endpoint')) s.endpointMs = Number(params.get('endpoint'));
@@ -207,6 +207,9 @@ async function loadVad() {
 async function loadLlm(device) {
   const row = modelRow('llm', 'Language model');
   const t0 = now();
+  const where = modelUrl(settings.model, location.href);
+  if (where.error) throw new Error(where.error);
+  settings.model = where.url;
   const { source, note } = await modelSource(settings.model, row);
   const load = (dev) => Llm.load(source, { device: dev, onProgress: engineProgress(row, typeof source === 'string' ? 'downloading' : 'reading') });
   try {
@@ -671,8 +674,14 @@ document.addEventListener('keydown', (e) => {
 });
 $('settings').addEventListener('submit', (e) => {
   e.preventDefault();
+  const model = modelUrl($('set-model').value.trim() || MODELS_BASE + LLM_FILE, location.href);
+  $('set-model').setCustomValidity(model.error ?? '');
+  if (model.error) {
+    $('set-model').reportValidity();
+    return;
+  }
   reload({
-    profile: $('set-profile').value, model: $('set-model').value.trim() || MODELS_BASE + LLM_FILE,
+    profile: $('set-profile').value, model: model.url,
     tokens: Math.max(1, Number($('set-tokens').value) || 160), cache: $('set-cache').checked, voice: $('set-voice').value,
     endpointMs: Math.min(3000, Math.max(200, Number($('set-endpoint').value) || ENDPOINT_MS)),
   });

@@ -23,6 +23,30 @@ export class StorageShortError extends Error {
   }
 }
 
+// Hosts the page's Content-Security-Policy lets it fetch models from, besides its own origin.
+const MODEL_HOSTS = [/^huggingface\.co$/, /\.huggingface\.co$/, /\.hf\.co$/];
+
+// A model location as the user may give it -> the URL to fetch, or an error naming what is wrong:
+//   'owner/repo/file.gguf' (a Hugging Face repository, main branch), a Hugging Face page URL (.../blob/REV/file),
+//   or any URL on this page's origin or Hugging Face. Relative URLs are resolved against `base`.
+export function modelUrl(input, base) {
+  const text = String(input).trim();
+  const short = /^([\w.-]+)\/([\w.-]+)\/(.+\.(gguf|onnx|safetensors|bin))$/i.exec(text);
+  if (short && !/^(https?:|\.|\/)/.test(text)) return { url: `https://huggingface.co/${short[1]}/${short[2]}/resolve/main/${short[3]}` };
+  let url;
+  try {
+    url = new URL(text, base);
+  } catch {
+    return { error: `'${text}' is not a URL` };
+  }
+  if (url.origin !== new URL(base).origin) {
+    if (url.protocol !== 'https:' || !MODEL_HOSTS.some((h) => h.test(url.hostname)))
+      return { error: `this page loads models only from its own site or Hugging Face (its Content-Security-Policy keeps everything else out): ${url.origin}` };
+    url.pathname = url.pathname.replace(/^(\/[^/]+\/[^/]+)\/blob\//, '$1/resolve/');
+  }
+  return { url: url.href };
+}
+
 export function mb(bytes) {
   return bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`;
 }
