@@ -96,15 +96,22 @@ test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the 
     await page.evaluate(() => window.sottoAgent.toggleMic());
     await page.waitForFunction(() => window.sottoAgent.turns.some((t) => t.bargeIn), null, { timeout: 15000, polling: 50 });
     const turn = await page.evaluate(() => window.sottoAgent.turns.find((t) => t.bargeIn));
+    const events = await page.evaluate(() => window.sottoAgent.events);
     const b = turn.bargeIn;
     assert.equal(b.why, 'speech');
     assert.equal(b.wasPlaying, true, 'the voice was not playing when the speech began');
-    assert.ok(b.streamMs >= onsetMs, `the VAD fired at ${b.streamMs} ms of the stream, before the speech's onset (${onsetMs} ms)`);
-    const delay = b.streamMs - onsetMs + b.lagMs + b.audioStopMs;
-    console.log(`barge-in: speech detected ${(b.streamMs - onsetMs).toFixed(0)} ms of audio after its onset (32 ms chunks), ` +
+    // Not a false start in the digital silence. (The stream's clock starts when the worklet is connected, some
+    // ms after the device: the stream position runs behind the clip's by that gap.)
+    assert.ok(b.streamMs >= SILENCE_MS, `the VAD fired at ${b.streamMs} ms of the stream, in the silence before the speech`);
+    const byStream = Math.max(0, b.streamMs - onsetMs) + b.lagMs + b.audioStopMs;
+    // The same on the wall clock from the device's opening (the fake device plays the clip from then): it
+    // includes the gap above, so it is the larger, and the one held to the bound.
+    const openedAt = events.find((e) => e.type === 'mic-on').openedAt;
+    const byWall = b.at - openedAt - onsetMs + b.audioStopMs;
+    console.log(`barge-in: speech detected ${(b.streamMs - onsetMs).toFixed(0)} ms of stream audio after its onset (32 ms chunks), ` +
       `callback ${b.lagMs.toFixed(1)} ms after the worklet sent the chunk, voice stopped ${b.audioStopMs.toFixed(1)} ms later on the audio clock ` +
-      `(the page heard back after ${b.stopMs.toFixed(1)} ms): ${delay.toFixed(0)} ms in all`);
-    assert.ok(delay < BOUND_MS, `${delay.toFixed(0)} ms from the speech's onset to the stopped voice`);
+      `(the page heard back after ${b.stopMs.toFixed(1)} ms): ${byStream.toFixed(0)} ms by the stream, ${byWall.toFixed(0)} ms by the wall clock from the device's opening`);
+    assert.ok(Math.max(byStream, byWall) < BOUND_MS, `${Math.max(byStream, byWall).toFixed(0)} ms from the speech's onset to the stopped voice`);
     assert.ok(turn.heard.length < turn.reply.length, 'the history kept more than was heard');
     assert.deepEqual(logs, []);
     assertOnlyAllowed(requests, base);

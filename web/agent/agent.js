@@ -12,8 +12,10 @@ import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
 import { Microphone, Player } from './audio.js';
 import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, modelUrl, savedBytes } from './models.js';
+import { ensureIsolation } from './isolation.js';
 import { VadTrace, modelRow as panelRow, rate } from './panels.js';
-import { SentenceSplitter, heardPart, speakable } from './sentences.js';
+import { detectGpu, deviceFor } from './profile.js';
+import { SentenceQueue, SentenceSplitter, heardPart, speakable } from './sentences.js';
 import { loadSpeechModules } from './speech.js';
 import { fmtMs, renderTimeline as drawTimeline, stagesOf } from './timeline.js';
 
@@ -167,27 +169,6 @@ function engineProgress(row, what) {
     }
     row.progress(loaded, total, `${what} ${mb(loaded)}${total ? ` / ${mb(total)}` : ''}${rate(speed)}`);
   };
-}
-
-// ---------------------------------------------------------------- profile (GPU or CPU)
-
-async function detectGpu() {
-  if (!navigator.gpu) return { adapter: null, text: 'No WebGPU in this browser: the CPU (WebAssembly) runs everything.' };
-  try {
-    const adapter = await navigator.gpu.requestAdapter();
-    if (!adapter) return { adapter: null, text: 'WebGPU is here but offers no GPU: the CPU runs everything.' };
-    const info = adapter.info ?? {};
-    const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ') || 'a GPU';
-    return { adapter, text: `WebGPU: ${name}.` };
-  } catch (e) {
-    return { adapter: null, text: `WebGPU failed to open (${e.message}): the CPU runs everything.` };
-  }
-}
-
-function deviceFor(profile, gpu) {
-  if (profile === 'cpu') return 'cpu';
-  if (profile === 'gpu') return 'webgpu';
-  return gpu.adapter ? 'auto' : 'cpu';
 }
 
 // ---------------------------------------------------------------- loading
@@ -359,7 +340,7 @@ async function toggleMic() {
     button.setAttribute('aria-pressed', 'true');
     $('mic-label').textContent = 'Stop listening';
     setVadState(false);
-    agent.events.push({ t: now(), type: 'mic-on', label: s.mic.label, rateHz: s.mic.contextRateHz });
+    agent.events.push({ t: now(), type: 'mic-on', label: s.mic.label, rateHz: s.mic.contextRateHz, openedAt: s.mic.openedAt });
     setStatus('listening', `listening · ${s.mic.label}`);
   } catch (e) {
     notice(fail('microphone', e), { error: true });
@@ -452,28 +433,6 @@ function addMessage(role, text, { streaming = false } = {}) {
   $('conversation').append(li);
   li.scrollIntoView({ block: 'end' });
   return li;
-}
-
-// Sentences for synthesis as they are written, as an async iterable (what tts.stream takes).
-class SentenceQueue {
-  #items = [];
-  #wake = null;
-  #closed = false;
-  push(x) {
-    this.#items.push(x);
-    this.#wake?.();
-  }
-  close() {
-    this.#closed = true;
-    this.#wake?.();
-  }
-  async *[Symbol.asyncIterator]() {
-    for (;;) {
-      if (this.#items.length) yield this.#items.shift();
-      else if (this.#closed) return;
-      else await new Promise((r) => (this.#wake = r));
-    }
-  }
 }
 
 async function ensurePlayer() {
@@ -635,28 +594,6 @@ async function bargeIn(why, detected = null) {
   agent.events.push({ t: now(), type: 'barge-in', why, stopMs: turn.bargeIn.stopMs });
 }
 
-// ---------------------------------------------------------------- cross-origin isolation
-
-// Threads need SharedArrayBuffer, which needs COOP/COEP headers. web/serve.mjs sends them; on a plain static
-// host the page's service worker (sw.js beside it) adds them, which takes one reload after it is installed.
-async function ensureIsolation() {
-  if (globalThis.crossOriginIsolated) return true;
-  if (!('serviceWorker' in navigator) || !window.isSecureContext) return false;
-  const key = 'sotto-agent-sw-reload';
-  try {
-    const reg = await navigator.serviceWorker.register(new URL('sw.js', location.href).href);
-    if (navigator.serviceWorker.controller && sessionStorage.getItem(key)) return false;  // it did not help
-    await navigator.serviceWorker.ready;
-    if (!reg.active) return false;
-    sessionStorage.setItem(key, '1');
-    location.reload();
-    return new Promise(() => {});
-  } catch (e) {
-    fail('service worker', e);
-    return false;
-  }
-}
-
 // ---------------------------------------------------------------- wiring
 
 $('ask-form').addEventListener('submit', (e) => {
@@ -705,7 +642,7 @@ agent.ask = ask;
 agent.toggleMic = toggleMic;
 agent.bargeIn = bargeIn;
 
-if (await ensureIsolation()) {
+if (await ensureIsolation({ onError: (e) => fail('service worker', e) })) {
   sessionStorage.removeItem('sotto-agent-sw-reload');
   await start();
 } else {

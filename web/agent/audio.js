@@ -126,6 +126,8 @@ export class Microphone {
     const stream = await navigator.mediaDevices.getUserMedia({
       audio: { channelCount: 1, echoCancellation: true, noiseSuppression: true, autoGainControl: true, ...(deviceId ? { deviceId } : {}) },
     });
+    // The device runs from here; what it captures before the worklet is connected never reaches the page.
+    const openedAt = performance.now();
     let context;
     try {
       context = new AudioContext({ sampleRate: CAPTURE_RATE_HZ, latencyHint: 'interactive' });
@@ -142,7 +144,7 @@ export class Microphone {
       node.port.onmessage = (e) => onChunk?.(e.data.samples, e.data.rms, Math.max(0, (context.currentTime - e.data.time) * 1000));
       source.connect(node);
       if (context.state !== 'running') await context.resume();
-      return new Microphone(stream, context, node);
+      return new Microphone(stream, context, node, openedAt);
     } catch (e) {
       stream.getTracks().forEach((t) => t.stop());
       await context.close();
@@ -150,8 +152,9 @@ export class Microphone {
     }
   }
 
-  constructor(stream, context, node) {
+  constructor(stream, context, node, openedAt) {
     this.stream = stream;
+    this.openedAt = openedAt;  // performance.now() when the device was open
     this.context = context;
     this.node = node;
     this.label = stream.getAudioTracks()[0]?.label ?? 'microphone';

@@ -4,6 +4,7 @@
 //   const split = new SentenceSplitter();
 //   for (const piece of stream) for (const s of split.push(piece)) speak(s);
 //   const last = split.flush();            // what is left when the reply ends ('' if nothing)
+//   const queue = new SentenceQueue();     // sentences as an async iterable, for tts.stream()
 
 // Words whose final period does not end a sentence.
 const ABBREVIATIONS = new Set(['mr', 'mrs', 'ms', 'dr', 'prof', 'sr', 'jr', 'st', 'vs', 'etc', 'e.g', 'i.e', 'approx', 'no', 'fig', 'inc', 'ltd']);
@@ -81,4 +82,26 @@ export function heardPart(sentence, fraction) {
   const cut = Math.floor(sentence.length * fraction);
   const space = sentence.lastIndexOf(' ', cut);
   return space > 0 ? `${sentence.slice(0, space)}…` : '';
+}
+
+// Sentences for synthesis as they are written, as an async iterable (what tts.stream takes).
+export class SentenceQueue {
+  #items = [];
+  #wake = null;
+  #closed = false;
+  push(x) {
+    this.#items.push(x);
+    this.#wake?.();
+  }
+  close() {
+    this.#closed = true;
+    this.#wake?.();
+  }
+  async *[Symbol.asyncIterator]() {
+    for (;;) {
+      if (this.#items.length) yield this.#items.shift();
+      else if (this.#closed) return;
+      else await new Promise((r) => (this.#wake = r));
+    }
+  }
 }
