@@ -86,9 +86,11 @@ after(async () => {
 });
 
 test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the speech's onset`, { skip }, async () => {
-  const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=60`);
+  const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&tokens=60`);
   try {
     await waitReady(page);
+    // Loaded with the warm-ups (the language model's greeting, a second of silence transcribed, "Hello." voiced).
+    assert.match(await page.evaluate(() => window.sottoAgent.models.tts.detail), /warm-up \d+ ms/);
     await page.evaluate(() => {
       window.sottoAgent.ask('Tell me a story.');
     });

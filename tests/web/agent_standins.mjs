@@ -21,8 +21,9 @@ export class Tts {
     return new Tts();
   }
   voices = ['tone_a', 'tone_b'];
-  async *stream(sentences) {
+  async *stream(textOrSentences) {
     const rate = 24000;
+    const sentences = typeof textOrSentences === 'string' ? [textOrSentences] : textOrSentences;
     for await (const text of sentences) {
       const audio = new Float32Array(Math.round(rate * 0.06 * text.length));
       for (let i = 0; i < audio.length; i++) audio[i] = 0.2 * Math.sin((2 * Math.PI * 440 * i) / rate);

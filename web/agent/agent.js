@@ -214,7 +214,10 @@ async function loadSpeech(device, modules) {
     try {
       s.asr = await modules.Asr.load(MODELS_BASE + ASR_DIR, { device, engine: s.llm.engine, onProgress: engineProgress(asrRow, 'reading') });
       agent.speech.asr = true;
-      asrRow.done('ready', MODELS_BASE + ASR_DIR);
+      // Warm-up on a second of silence: the first utterance should not pay for first-call costs.
+      const t0 = now();
+      if (params.get('warmup') !== '0') await s.asr.transcribe(new Float32Array(16000));
+      asrRow.done('ready', `${MODELS_BASE + ASR_DIR}${params.get('warmup') !== '0' ? ` · warm-up ${Math.round(now() - t0)} ms` : ''}`);
     } catch (e) {
       asrRow.done('failed', fail('speech recognition', e), 'bad');
     }
@@ -227,7 +230,9 @@ async function loadSpeech(device, modules) {
   try {
     s.tts = await modules.Tts.load(MODELS_BASE + TTS_FILE, { device, voices: MODELS_BASE + TTS_VOICES, onProgress: engineProgress(ttsRow, 'reading') });
     agent.speech.tts = true;
-    ttsRow.done('ready', MODELS_BASE + TTS_FILE);
+    const t0 = now();
+    if (params.get('warmup') !== '0') for await (const clip of s.tts.stream('Hello.')) void clip;  // warm-up, not played
+    ttsRow.done('ready', `${MODELS_BASE + TTS_FILE}${params.get('warmup') !== '0' ? ` · warm-up ${Math.round(now() - t0)} ms` : ''}`);
     const voices = s.tts.voices ?? [];
     const select = $('set-voice');
     select.replaceChildren(...voices.map((v) => new Option(v, v)));
