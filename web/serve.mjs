@@ -26,7 +26,6 @@ const TYPES = {
 // Maps a URL path to a file under one of the two roots, refusing anything that escapes them.
 function resolvePath(urlPath) {
   let path = normalize(decodeURIComponent(urlPath));
-  if (path === '/agent') path = '/agent/';
   if (path.startsWith('/agent/')) path = path.startsWith('/agent/models/') ? path.slice('/agent'.length) : `/build${path}`;
   const [root, rest] = path.startsWith('/fixtures/') ? [fixturesRoot, path.slice('/fixtures/'.length)] : [repoRoot, path];
   const file = resolve(root, `.${sep}${rest}`);
@@ -41,7 +40,14 @@ export function startServer(port = 0, host = '127.0.0.1') {
       'Cross-Origin-Resource-Policy': 'same-origin',
       'Cache-Control': 'no-store',
     };
-    let file = resolvePath(new URL(req.url, 'http://x').pathname);
+    const url = new URL(req.url, 'http://x');
+    if (url.pathname === '/agent') {
+      // The page's relative URLs (sw.js, models/) need the trailing slash.
+      res.writeHead(301, { ...headers, Location: `/agent/${url.search}` });
+      res.end();
+      return;
+    }
+    let file = resolvePath(url.pathname);
     let stat;
     try {
       stat = file && statSync(file);
