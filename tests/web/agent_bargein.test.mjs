@@ -1,11 +1,10 @@
 // Barge-in against its bound (issue #32: playback stops within 150 ms of the user's speech), in headless
 // Chromium with the stand-in voice (tests/web/agent_standins.mjs): the agent is talking (a typed question's
 // reply, voiced as a tone) when the microphone starts; the fake microphone's clip is 3.000 s of digital silence
-// and then beckett.wav, whose onset (first 10 ms over -34 dBFS RMS) is found in the file. The delay from that onset to the stopped
-// playback is the audio the VAD needed past the onset (where in the stream it fired, minus the onset), plus the
-// time from the capture worklet sending that chunk to the VAD's callback, plus the time until the voice stopped
-// on the audio clock (the quantum that applied the stop, and the output latency). The microphone's own capture
-// latency (a few ms on the fake device) is outside what the page can see.
+// and then beckett.wav, whose onset (first 10 ms over -34 dBFS RMS) is found in the file. The delay runs from
+// that onset (the device's opening on the page's clock plus the onset's place in the clip) to the voice's
+// silence (the barge-in's start plus the stop's time on the audio clock, output latency included); the
+// microphone's own capture latency (a few ms on the fake device) is outside what the page can see.
 // Run: node --test tests/web/agent_bargein.test.mjs
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -102,18 +101,18 @@ test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the 
     const b = turn.bargeIn;
     assert.equal(b.why, 'speech');
     assert.equal(b.wasPlaying, true, 'the voice was not playing when the speech began');
-    // Not a false start in the digital silence. (The stream's clock starts when the worklet is connected, some
-    // ms after the device: the stream position runs behind the clip's by that gap.)
-    assert.ok(b.streamMs >= SILENCE_MS, `the VAD fired at ${b.streamMs} ms of the stream, in the silence before the speech`);
-    const byStream = Math.max(0, b.streamMs - onsetMs) + b.lagMs + b.audioStopMs;
-    // The same on the wall clock from the device's opening (the fake device plays the clip from then): it
-    // includes the gap above, so it is the larger, and the one held to the bound.
+    // Not a false start in the digital silence (the stream position runs behind the clip's: see below).
+    assert.ok(b.streamMs >= SILENCE_MS - 500, `the VAD fired at ${b.streamMs} ms of the stream, in the silence before the speech`);
+    // The fake device plays the clip from its opening, so the onset is at openedAt + onsetMs on the page's clock;
+    // the voice is silent audioStopMs (audio clock: the quantum that applied the stop, the output latency) after
+    // the barge-in began. The stream's own clock starts when the worklet is connected, some ms after the device.
     const openedAt = events.find((e) => e.type === 'mic-on').openedAt;
-    const byWall = b.at - openedAt - onsetMs + b.audioStopMs;
-    console.log(`barge-in: speech detected ${(b.streamMs - onsetMs).toFixed(0)} ms of stream audio after its onset (32 ms chunks), ` +
-      `callback ${b.lagMs.toFixed(1)} ms after the worklet sent the chunk, voice stopped ${b.audioStopMs.toFixed(1)} ms later on the audio clock ` +
-      `(the page heard back after ${b.stopMs.toFixed(1)} ms): ${byStream.toFixed(0)} ms by the stream, ${byWall.toFixed(0)} ms by the wall clock from the device's opening`);
-    assert.ok(Math.max(byStream, byWall) < BOUND_MS, `${Math.max(byStream, byWall).toFixed(0)} ms from the speech's onset to the stopped voice`);
+    const delay = b.at - openedAt - onsetMs + b.audioStopMs;
+    const streamGap = b.at - openedAt - b.lagMs - b.streamMs;
+    console.log(`barge-in: the voice stopped ${delay.toFixed(0)} ms after the speech's onset: the VAD's callback ${b.lagMs.toFixed(1)} ms ` +
+      `after the worklet sent the chunk, the stop ${b.audioStopMs.toFixed(1)} ms on the audio clock (the page heard back after ` +
+      `${b.stopMs.toFixed(1)} ms); the stream started ~${streamGap.toFixed(0)} ms after the device`);
+    assert.ok(delay < BOUND_MS, `${delay.toFixed(0)} ms from the speech's onset to the stopped voice`);
     assert.ok(turn.heard.length < turn.reply.length, 'the history kept more than was heard');
     assert.deepEqual(logs, []);
     assertOnlyAllowed(requests, base);
