@@ -107,6 +107,14 @@ constexpr Command kCommands[] = {
      "  --redemption-ms MS       silence that ends a segment (default 1400)\n"
      "  --pre-pad-ms MS          audio kept before the start of speech (default 800)\n"
      "  --min-speech-ms MS       segments with less speech are dropped as misfires (default 400)\n"},
+    {"phonemize", "phonemize [--lang en-us|en-gb] [--json] [--sentences]",
+     "English text on stdin -> Kokoro phonemes (our own G2P on misaki's lexicon)", run_phonemize,
+     "  --lang en-us|en-gb       American (default) or British English\n"
+     "  --lexicon FILE           g2p-en-*.bin (default models/g2p-en-us.bin or models/g2p-en-gb.bin)\n"
+     "  --sentences              one line per sentence (each at most 510 phonemes, a Kokoro call)\n"
+     "  --json                   {\"phonemes\", \"sentences\": [{text, phonemes}], \"words\": [{text, "
+     "phonemes, "
+     "source}]}\n"},
 };
 
 void print_command_help(const Command& c) {
