@@ -25,24 +25,6 @@ void print(std::string_view s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
 }
 
-const char* source_name(g2p::Source s) {
-  switch (s) {
-    case g2p::Source::Lexicon:
-      return "lexicon";
-    case g2p::Source::Rule:
-      return "rule";
-    case g2p::Source::Number:
-      return "number";
-    case g2p::Source::LetterToSound:
-      return "letter-to-sound";
-    case g2p::Source::Punctuation:
-      return "punctuation";
-    case g2p::Source::Spelled:
-      return "spelled";
-  }
-  return "?";
-}
-
 }  // namespace
 
 int run_phonemize(std::span<char* const> args) {
@@ -81,8 +63,8 @@ int run_phonemize(std::span<char* const> args) {
     const auto ws = g2p->words(text);
     for (size_t i = 0; i < ws.size(); ++i)
       out += cat(i ? "," : "", "{\"text\":", json_quote(ws[i].text),
-                 ",\"phonemes\":", json_quote(ws[i].phonemes), ",\"source\":\"", source_name(ws[i].source),
-                 "\"}");
+                 ",\"phonemes\":", json_quote(ws[i].phonemes), ",\"source\":\"",
+                 g2p::source_name(ws[i].source), "\"}");
     print(out + "]}\n");
   } else if (sentences) {
     for (const auto& s : g2p->phonemize_sentences(text)) print(s.phonemes + "\n");

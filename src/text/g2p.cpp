@@ -527,6 +527,24 @@ std::vector<std::string_view> split_sentences(std::string_view text) {
   return out;
 }
 
+const char* source_name(Source s) {
+  switch (s) {
+    case Source::Lexicon:
+      return "lexicon";
+    case Source::Rule:
+      return "rule";
+    case Source::Number:
+      return "number";
+    case Source::LetterToSound:
+      return "letter-to-sound";
+    case Source::Punctuation:
+      return "punctuation";
+    case Source::Spelled:
+      return "spelled";
+  }
+  return "?";
+}
+
 Result<G2p> G2p::load(std::span<const uint8_t> lexicon, std::string_view name) {
   G2p g;
   SOTTO_ASSIGN(g.lex_, Lexicon::load(lexicon, name));
@@ -554,6 +572,13 @@ std::vector<WordPhonemes> G2p::words(std::string_view text) const {
   std::vector<WordPhonemes> out;
   for (Token& t : Phonemizer(lex_).run(text)) out.push_back({std::move(t.text), to_utf8(t.ps), t.source});
   return out;
+}
+
+std::string G2p::read_as_unknown(std::string_view word, bool (*hidden)(std::string_view)) const {
+  std::string ps;
+  if (!WordRules(lex_, hidden).word(word, Pos::X, NextSound{}, ps))
+    ps = letters_to_sounds(word, lex_.british());
+  return to_utf8(ps);
 }
 
 std::string G2p::lookup_word(std::string_view word) const {

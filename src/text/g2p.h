@@ -30,6 +30,9 @@ inline constexpr size_t kMaxPhonemesPerCall = 510;
 // Where a word's phonemes came from.
 enum class Source : uint8_t { Lexicon, Rule, Number, LetterToSound, Punctuation, Spelled };
 
+// "lexicon", "rule", "number", "letter-to-sound", "punctuation", "spelled".
+const char* source_name(Source s);
+
 struct WordPhonemes {
   std::string text;      // the word as it was read (after normalisation: "twenty" for part of "20")
   std::string phonemes;  // UTF-8
@@ -56,6 +59,10 @@ class G2p {
                                             size_t max_phonemes = kMaxPhonemesPerCall) const;
   // Every token with its phonemes, in order (what tests compare with misaki word by word).
   std::vector<WordPhonemes> words(std::string_view text) const;
+
+  // A word read as if the lexicon held neither it nor any word `hidden` names: misaki's rules on the stems
+  // left (-s, -ed, -ing, possessives), else the letter-to-sound model. UTF-8. For the held-out evaluation.
+  std::string read_as_unknown(std::string_view word, bool (*hidden)(std::string_view)) const;
 
   // One word looked up alone (no context), as phoneme bytes; empty when neither the lexicon nor its rules
   // know it. For tests and the letter-to-sound evaluation.

@@ -11,27 +11,23 @@ namespace sotto::g2p {
 
 // Us: 242 outputs, level 0: 26, level 1: 234, level 2: 2536, level 3: 12402, level 4: 24504, level 5: 21722, level 6: 16379, level 7: 10897, level 8: 9219
 const char* const kUsOutputs[] = {
-    "", "A", "I", "O", "W", "Y", "b", "d", "f", "h", "i", "j",
-    "k", "l", "m", "n", "p", "s", "t", "u", "v", "w", "z", "æ",
-    "ð", "ŋ", "ɑ", "ɔ", "ə", "ɛ", "ɜ", "ɡ", "ɪ", "ɹ", "ɾ", "ʃ",
-    "ʊ", "ʌ", "ʒ", "ʔ", "ʤ", "ʧ", "ˈA", "ˈI", "ˈO", "ˈW", "ˈY", "ˈi",
-    "ˈu", "ˈæ", "ˈɑ", "ˈɔ", "ˈɛ", "ˈɜ", "ˈɪ", "ˈʊ", "ˈʌ", "ˌA", "ˌI", "ˌO",
-    "ˌW", "ˌY", "ˌi", "ˌu", "ˌæ", "ˌɑ", "ˌɔ", "ˌɛ", "ˌɜ", "ˌɪ", "ˌʊ", "ˌʌ",
-    "θ", "ᵊ", "ᵻ", "Ow", "bə", "bˌi", "dz", "dˌi", "fj", "fə", "hm", "hw",
-    "if", "ju", "jɑ", "jə", "jʊ", "jˈA", "jˈO", "jˈu", "jˈɑ", "jˈɔ", "jˈɛ", "jˈɜ",
-    "jˈɪ", "jˈʊ", "jˌu", "jˌæ", "jˌɪ", "jˌʊ", "jˌʌ", "ki", "ks", "kw", "kə", "kʃ",
-    "kˈA", "kˌA", "kˌæ", "lə", "lˈO", "lˈi", "lˈɛ", "mˌæ", "nt", "ps", "pˈi", "pˌi",
-    "sd", "si", "sm", "sɹ", "sˈi", "sˈɪ", "sˌi", "sˌæ", "sᵊ", "ts", "tz", "tˈæ",
-    "tˌi", "vˈi", "vˌi", "vᵊ", "wɑ", "wɔ", "wə", "wɪ", "wˈA", "wˈI", "wˈæ", "wˈɑ",
-    "wˈɛ", "wˈɜ", "wˈʌ", "wˌA", "wˌI", "wˌɑ", "wˌɔ", "wˌɛ", "wˌʌ", "zˌi", "zˌɔ", "æk",
-    "ðu", "ðv", "ɑɑ", "əl", "əm", "ən", "əs", "əw", "əŋ", "əɹ", "ɛn", "ɡz",
-    "ɪz", "ɹi", "ʃu", "ʃʊ", "ʃˌʊ", "ʊɹ", "ʌv", "ʌʌ", "ʒi", "ʒˈɑ", "ʒˈʊ", "ʒˌɑ",
-    "ʤˈi", "ʤˌi", "ʧu", "ʧə", "ʧʊ", "ˈAk", "ˈAm", "ˈAp", "ˈAs", "ˈAʤ", "ˈAʧ", "ˈIj",
-    "ˈIə", "ˈWɑ", "ˈYj", "ˈif", "ˈih", "ˈik", "ˈim", "ˈin", "ˈis", "ˈit", "ˈiɡ", "ˈiʤ",
-    "ˈui", "ˈæz", "ˈæŋ", "ˈæɾ", "ˈɑɹ", "ˈɔn", "ˈɔɹ", "ˈɛf", "ˈɛk", "ˈɛl", "ˈɛm", "ˈɛn",
-    "ˈɛs", "ˈɜɹ", "ˈɪs", "ˈɪʧ", "ˈʊm", "ˈʌb", "ˈʌd", "ˈʌʃ", "ˌAt", "ˌAʧ", "ˌAθ", "ˌOw",
-    "ˌOʒ", "ˌiˌɛ", "ˌuw", "ˌæk", "ˌɑd", "ˌɑɹ", "ˌɛf", "ˌɛl", "ˌɛs", "ˌɪʃ", "ˌʌw", "ᵊl",
-    "ᵊn", "ᵻz",
+    "",    "A",   "I",   "O",   "W",    "Y",   "b",   "d",   "f",   "h",   "i",   "j",   "k",   "l",   "m",
+    "n",   "p",   "s",   "t",   "u",    "v",   "w",   "z",   "æ",   "ð",   "ŋ",   "ɑ",   "ɔ",   "ə",   "ɛ",
+    "ɜ",   "ɡ",   "ɪ",   "ɹ",   "ɾ",    "ʃ",   "ʊ",   "ʌ",   "ʒ",   "ʔ",   "ʤ",   "ʧ",   "ˈA",  "ˈI",  "ˈO",
+    "ˈW",  "ˈY",  "ˈi",  "ˈu",  "ˈæ",   "ˈɑ",  "ˈɔ",  "ˈɛ",  "ˈɜ",  "ˈɪ",  "ˈʊ",  "ˈʌ",  "ˌA",  "ˌI",  "ˌO",
+    "ˌW",  "ˌY",  "ˌi",  "ˌu",  "ˌæ",   "ˌɑ",  "ˌɔ",  "ˌɛ",  "ˌɜ",  "ˌɪ",  "ˌʊ",  "ˌʌ",  "θ",   "ᵊ",   "ᵻ",
+    "Ow",  "bə",  "bˌi", "dz",  "dˌi",  "fj",  "fə",  "hm",  "hw",  "if",  "ju",  "jɑ",  "jə",  "jʊ",  "jˈA",
+    "jˈO", "jˈu", "jˈɑ", "jˈɔ", "jˈɛ",  "jˈɜ", "jˈɪ", "jˈʊ", "jˌu", "jˌæ", "jˌɪ", "jˌʊ", "jˌʌ", "ki",  "ks",
+    "kw",  "kə",  "kʃ",  "kˈA", "kˌA",  "kˌæ", "lə",  "lˈO", "lˈi", "lˈɛ", "mˌæ", "nt",  "ps",  "pˈi", "pˌi",
+    "sd",  "si",  "sm",  "sɹ",  "sˈi",  "sˈɪ", "sˌi", "sˌæ", "sᵊ",  "ts",  "tz",  "tˈæ", "tˌi", "vˈi", "vˌi",
+    "vᵊ",  "wɑ",  "wɔ",  "wə",  "wɪ",   "wˈA", "wˈI", "wˈæ", "wˈɑ", "wˈɛ", "wˈɜ", "wˈʌ", "wˌA", "wˌI", "wˌɑ",
+    "wˌɔ", "wˌɛ", "wˌʌ", "zˌi", "zˌɔ",  "æk",  "ðu",  "ðv",  "ɑɑ",  "əl",  "əm",  "ən",  "əs",  "əw",  "əŋ",
+    "əɹ",  "ɛn",  "ɡz",  "ɪz",  "ɹi",   "ʃu",  "ʃʊ",  "ʃˌʊ", "ʊɹ",  "ʌv",  "ʌʌ",  "ʒi",  "ʒˈɑ", "ʒˈʊ", "ʒˌɑ",
+    "ʤˈi", "ʤˌi", "ʧu",  "ʧə",  "ʧʊ",   "ˈAk", "ˈAm", "ˈAp", "ˈAs", "ˈAʤ", "ˈAʧ", "ˈIj", "ˈIə", "ˈWɑ", "ˈYj",
+    "ˈif", "ˈih", "ˈik", "ˈim", "ˈin",  "ˈis", "ˈit", "ˈiɡ", "ˈiʤ", "ˈui", "ˈæz", "ˈæŋ", "ˈæɾ", "ˈɑɹ", "ˈɔn",
+    "ˈɔɹ", "ˈɛf", "ˈɛk", "ˈɛl", "ˈɛm",  "ˈɛn", "ˈɛs", "ˈɜɹ", "ˈɪs", "ˈɪʧ", "ˈʊm", "ˈʌb", "ˈʌd", "ˈʌʃ", "ˌAt",
+    "ˌAʧ", "ˌAθ", "ˌOw", "ˌOʒ", "ˌiˌɛ", "ˌuw", "ˌæk", "ˌɑd", "ˌɑɹ", "ˌɛf", "ˌɛl", "ˌɛs", "ˌɪʃ", "ˌʌw", "ᵊl",
+    "ᵊn",  "ᵻz",
 };
 constexpr std::string_view kUsLevel0 =
     "aAcbAGcAMdAHeAcfAIgAZhAJiAAjAokAMlANmAOnAPoAcpAQqAMrAhsARtASuA4vAUwAVxBoyAKzAW";
@@ -8289,34 +8285,32 @@ constexpr std::string_view kUsLevel8 =
     "s##BDzeball###Abzereon###Aczerland##Aczession##AKzeway####A5zewood###Akzincite##A6zionists#Agzio"
     "nite##ACzippily##Aczkill####AAzlement##BJzoolite##ACzoquinoneAczoris####AWzrael####ANzulus####AW"
     "zvous####AAzzazz####AWzziness##Ag";
-const LtsTables kUsTables = {kUsOutputs, std::size(kUsOutputs), {kUsLevel0, kUsLevel1, kUsLevel2, kUsLevel3, kUsLevel4, kUsLevel5, kUsLevel6, kUsLevel7, kUsLevel8}};
+const LtsTables kUsTables = {
+    kUsOutputs,
+    std::size(kUsOutputs),
+    {kUsLevel0, kUsLevel1, kUsLevel2, kUsLevel3, kUsLevel4, kUsLevel5, kUsLevel6, kUsLevel7, kUsLevel8}};
 // Gb: 303 outputs, level 0: 26, level 1: 248, level 2: 2561, level 3: 12834, level 4: 25891, level 5: 22552, level 6: 16276, level 7: 10488, level 8: 8037
 const char* const kGbOutputs[] = {
-    "", "A", "I", "Q", "W", "Y", "a", "b", "d", "f", "h", "i",
-    "j", "k", "l", "m", "n", "p", "s", "t", "u", "v", "w", "z",
-    "ð", "ŋ", "ɑ", "ɒ", "ɔ", "ə", "ɛ", "ɜ", "ɡ", "ɪ", "ɹ", "ʃ",
-    "ʊ", "ʌ", "ʒ", "ʤ", "ʧ", "ˈA", "ˈI", "ˈQ", "ˈW", "ˈY", "ˈa", "ˈu",
-    "ˈɑ", "ˈɒ", "ˈɔ", "ˈɛ", "ˈɜ", "ˈɪ", "ˈʊ", "ˈʌ", "ˌA", "ˌI", "ˌQ", "ˌW",
-    "ˌY", "ˌa", "ˌi", "ˌu", "ˌɑ", "ˌɒ", "ˌɔ", "ˌɛ", "ˌɜ", "ˌɪ", "ˌʊ", "ˌʌ",
-    "ː", "θ", "ᵊ", "Aθ", "IQ", "Qɪ", "Yt", "at", "bj", "bɹ", "bˈi", "bᵊ",
-    "dj", "dz", "dˈi", "dˈʌ", "dˌi", "fʧ", "fˈI", "hi", "hm", "hˈu", "iɪ", "iː",
-    "jA", "ju", "jə", "jʊ", "jˈQ", "jˈu", "jˈɪ", "jˈʊ", "jˌu", "jˌʊ", "ka", "kj",
-    "ks", "kʃ", "kˈA", "li", "lj", "lˈA", "lˈQ", "lˈɛ", "lᵊ", "md", "mj", "mə",
-    "mˈʌ", "na", "nj", "nt", "nˈA", "pj", "ps", "pˈi", "sa", "sd", "si", "sj",
-    "sm", "sɹ", "sˈI", "sˈi", "sˈɛ", "sᵊ", "tQ", "tj", "ts", "tə", "tɛ", "tˈa",
-    "tˈi", "tˌi", "uː", "vj", "vˈi", "vᵊ", "wA", "wI", "wɑ", "wə", "wʌ", "wˈA",
-    "wˈI", "wˈa", "wˈɑ", "wˈɒ", "wˈʌ", "wˌɑ", "wˌɒ", "wˌʌ", "zI", "zj", "zˈi", "zˌɪ",
-    "ðv", "ðˈA", "ðˈʌ", "ɑɑ", "ɑː", "ɒn", "ɔː", "əA", "ək", "əl", "əm", "ən",
-    "əs", "əŋ", "əɹ", "əː", "ɛn", "ɛː", "ɜː", "ɡi", "ɡj", "ɡz", "ɪQ", "ɪd",
-    "ɪf", "ɪj", "ɪk", "ɪz", "ɹA", "ɹI", "ɹQ", "ɹa", "ɹi", "ɹɒ", "ɹɔ", "ɹə",
-    "ɹɛ", "ɹɪ", "ɹʌ", "ɹˈɛ", "ɹˈʌ", "ɹˌQ", "ɹˌɪ", "ʃʊ", "ʃˈɔ", "ʃˈʊ", "ʊə", "ʌz",
-    "ʌʌ", "ʒɒ", "ʒˈɒ", "ʒˈʊ", "ʒˌɒ", "ʤˈi", "ʧA", "ʧi", "ʧv", "ʧʊ", "ʧˈW", "ˈAk",
-    "ˈAm", "ˈAn", "ˈAp", "ˈAs", "ˈAʤ", "ˈAʧ", "ˈIk", "ˈYk", "ˈaŋ", "ˈiː", "ˈuː", "ˈɑː",
-    "ˈɒt", "ˈɛf", "ˈɛk", "ˈɛl", "ˈɛm", "ˈɛn", "ˈɛs", "ˈɛː", "ˈɜː", "ˈɪs", "ˈɪə", "ˈɪʧ",
-    "ˈʊm", "ˈʊə", "ˈʊʧ", "ˌAʒ", "ˌAʧ", "ˌAˈA", "ˌYd", "ˌhW", "ˌiː", "ˌuː", "ˌɑː", "ˌɔː",
-    "ˌɛd", "ˌɛf", "ˌɛl", "ˌɛs", "ˌɛː", "ˌɜː", "ˌɪz", "ˌɪə", "ˌʊə", "ːA", "ːb", "ːd",
-    "ːf", "ːh", "ːj", "ːk", "ːl", "ːm", "ːn", "ːp", "ːs", "ːt", "ːv", "ːz",
-    "ːə", "ːɡ", "ːɪ", "ːɹ", "ːʃ", "ːʊ", "ːʒ", "ːʤ", "ːʧ", "ːˈɛ", "ːˈɪ", "ːˌA",
+    "",    "A",   "I",    "Q",   "W",   "Y",   "a",   "b",   "d",   "f",   "h",   "i",   "j",   "k",   "l",
+    "m",   "n",   "p",    "s",   "t",   "u",   "v",   "w",   "z",   "ð",   "ŋ",   "ɑ",   "ɒ",   "ɔ",   "ə",
+    "ɛ",   "ɜ",   "ɡ",    "ɪ",   "ɹ",   "ʃ",   "ʊ",   "ʌ",   "ʒ",   "ʤ",   "ʧ",   "ˈA",  "ˈI",  "ˈQ",  "ˈW",
+    "ˈY",  "ˈa",  "ˈu",   "ˈɑ",  "ˈɒ",  "ˈɔ",  "ˈɛ",  "ˈɜ",  "ˈɪ",  "ˈʊ",  "ˈʌ",  "ˌA",  "ˌI",  "ˌQ",  "ˌW",
+    "ˌY",  "ˌa",  "ˌi",   "ˌu",  "ˌɑ",  "ˌɒ",  "ˌɔ",  "ˌɛ",  "ˌɜ",  "ˌɪ",  "ˌʊ",  "ˌʌ",  "ː",   "θ",   "ᵊ",
+    "Aθ",  "IQ",  "Qɪ",   "Yt",  "at",  "bj",  "bɹ",  "bˈi", "bᵊ",  "dj",  "dz",  "dˈi", "dˈʌ", "dˌi", "fʧ",
+    "fˈI", "hi",  "hm",   "hˈu", "iɪ",  "iː",  "jA",  "ju",  "jə",  "jʊ",  "jˈQ", "jˈu", "jˈɪ", "jˈʊ", "jˌu",
+    "jˌʊ", "ka",  "kj",   "ks",  "kʃ",  "kˈA", "li",  "lj",  "lˈA", "lˈQ", "lˈɛ", "lᵊ",  "md",  "mj",  "mə",
+    "mˈʌ", "na",  "nj",   "nt",  "nˈA", "pj",  "ps",  "pˈi", "sa",  "sd",  "si",  "sj",  "sm",  "sɹ",  "sˈI",
+    "sˈi", "sˈɛ", "sᵊ",   "tQ",  "tj",  "ts",  "tə",  "tɛ",  "tˈa", "tˈi", "tˌi", "uː",  "vj",  "vˈi", "vᵊ",
+    "wA",  "wI",  "wɑ",   "wə",  "wʌ",  "wˈA", "wˈI", "wˈa", "wˈɑ", "wˈɒ", "wˈʌ", "wˌɑ", "wˌɒ", "wˌʌ", "zI",
+    "zj",  "zˈi", "zˌɪ",  "ðv",  "ðˈA", "ðˈʌ", "ɑɑ",  "ɑː",  "ɒn",  "ɔː",  "əA",  "ək",  "əl",  "əm",  "ən",
+    "əs",  "əŋ",  "əɹ",   "əː",  "ɛn",  "ɛː",  "ɜː",  "ɡi",  "ɡj",  "ɡz",  "ɪQ",  "ɪd",  "ɪf",  "ɪj",  "ɪk",
+    "ɪz",  "ɹA",  "ɹI",   "ɹQ",  "ɹa",  "ɹi",  "ɹɒ",  "ɹɔ",  "ɹə",  "ɹɛ",  "ɹɪ",  "ɹʌ",  "ɹˈɛ", "ɹˈʌ", "ɹˌQ",
+    "ɹˌɪ", "ʃʊ",  "ʃˈɔ",  "ʃˈʊ", "ʊə",  "ʌz",  "ʌʌ",  "ʒɒ",  "ʒˈɒ", "ʒˈʊ", "ʒˌɒ", "ʤˈi", "ʧA",  "ʧi",  "ʧv",
+    "ʧʊ",  "ʧˈW", "ˈAk",  "ˈAm", "ˈAn", "ˈAp", "ˈAs", "ˈAʤ", "ˈAʧ", "ˈIk", "ˈYk", "ˈaŋ", "ˈiː", "ˈuː", "ˈɑː",
+    "ˈɒt", "ˈɛf", "ˈɛk",  "ˈɛl", "ˈɛm", "ˈɛn", "ˈɛs", "ˈɛː", "ˈɜː", "ˈɪs", "ˈɪə", "ˈɪʧ", "ˈʊm", "ˈʊə", "ˈʊʧ",
+    "ˌAʒ", "ˌAʧ", "ˌAˈA", "ˌYd", "ˌhW", "ˌiː", "ˌuː", "ˌɑː", "ˌɔː", "ˌɛd", "ˌɛf", "ˌɛl", "ˌɛs", "ˌɛː", "ˌɜː",
+    "ˌɪz", "ˌɪə", "ˌʊə",  "ːA",  "ːb",  "ːd",  "ːf",  "ːh",  "ːj",  "ːk",  "ːl",  "ːm",  "ːn",  "ːp",  "ːs",
+    "ːt",  "ːv",  "ːz",   "ːə",  "ːɡ",  "ːɪ",  "ːɹ",  "ːʃ",  "ːʊ",  "ːʒ",  "ːʤ",  "ːʧ",  "ːˈɛ", "ːˈɪ", "ːˌA",
     "ːˌI", "ːˌɛ", "ᵊl",
 };
 constexpr std::string_view kGbLevel0 =
@@ -16585,6 +16579,9 @@ constexpr std::string_view kGbLevel8 =
     "##AXystron###Abyteral###Adyterate##A4ythias###AGytobiologA5ytomorphoAcyxides###Bfzacian###Adzand"
     "e####ALzante####ALzarda####Cszardess##BDzardize##A5zdoor####Adzereon###Adzerland##Adzincite##ACz"
     "ione####ABzithern##AAzlement##BKzoelectriBDzoidism##BFzonette##ATzulus####AXzvous####AA";
-const LtsTables kGbTables = {kGbOutputs, std::size(kGbOutputs), {kGbLevel0, kGbLevel1, kGbLevel2, kGbLevel3, kGbLevel4, kGbLevel5, kGbLevel6, kGbLevel7, kGbLevel8}};
+const LtsTables kGbTables = {
+    kGbOutputs,
+    std::size(kGbOutputs),
+    {kGbLevel0, kGbLevel1, kGbLevel2, kGbLevel3, kGbLevel4, kGbLevel5, kGbLevel6, kGbLevel7, kGbLevel8}};
 
 }  // namespace sotto::g2p

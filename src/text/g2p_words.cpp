@@ -162,6 +162,7 @@ std::string apply_stress(std::string ps, int s) {
 // misaki grows each dictionary with case variants: a lowercase key also answers its Capitalised form, a
 // Capitalised key its lowercase form (keys of two letters or more).
 bool WordRules::gold_or_silver(std::string_view word, bool gold_only, Lexicon::Entry& e) const {
+  if (hidden_ && hidden_(lowercase(word))) return false;
   for (int t = 0; t < (gold_only ? 1 : 2); ++t) {
     const auto tier = static_cast<Lexicon::Tier>(t);
     if ((e = lex_.find(word, tier))) return true;

@@ -31,7 +31,10 @@ bool is_consonant(char phoneme_byte);
 
 class WordRules {
  public:
-  explicit WordRules(const Lexicon& lex) : lex_(lex) {}
+  // `hidden` (when given) hides lexicon words from every lookup: the held-out evaluation reads a held-out word
+  // as if the lexicon had never held it (nor the other held-out words).
+  explicit WordRules(const Lexicon& lex, bool (*hidden)(std::string_view) = nullptr)
+      : lex_(lex), hidden_(hidden) {}
 
   // The word's phonemes (appended to out) or false. `word` is ASCII: letters, ' - and . inside.
   bool word(std::string_view word, Pos pos, NextSound next, std::string& out) const;
@@ -56,6 +59,7 @@ class WordRules {
   bool stem_ing(std::string_view word, Pos pos, int stress2, NextSound next, std::string& out) const;
 
   const Lexicon& lex_;
+  bool (*hidden_)(std::string_view);
 };
 
 }  // namespace sotto::g2p
