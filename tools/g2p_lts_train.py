@@ -266,6 +266,11 @@ def main():
     ]
     text = '\n'.join(head + parts + ['', '}  // namespace sotto::g2p', ''])
     (out_dir / 'g2p_lts_data.cpp').write_text(text, encoding='utf-8')
+    # The file is checked for format with every other C++ file.
+    import shutil
+    import subprocess
+    if shutil.which('clang-format-19'):
+        subprocess.run(['clang-format-19', '-i', str(out_dir / 'g2p_lts_data.cpp')], check=True)
     print(f'g2p_lts_train: wrote {out_dir / "g2p_lts_data.cpp"} ({len(text.encode())} bytes)')
 
 
