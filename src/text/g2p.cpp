@@ -470,7 +470,11 @@ bool is_abbreviation_before(std::string_view text, size_t dot) {
 
 }  // namespace
 
-std::vector<std::string_view> split_sentences(std::string_view text) {
+namespace {
+
+// `final`: the text is all there is (its end ends a sentence); otherwise a boundary counts only once the next
+// word has begun, and the unfinished rest is left for later.
+SentenceSplit split(std::string_view text, bool final) {
   std::vector<std::string_view> out;
   auto push = [&](size_t b, size_t e) {
     while (b < e && (text[b] == ' ' || text[b] == '\n' || text[b] == '\r' || text[b] == '\t')) ++b;
@@ -514,6 +518,7 @@ std::vector<std::string_view> split_sentences(std::string_view text) {
     }
     size_t next = end;
     while (next < text.size() && (text[next] == ' ' || text[next] == '\t')) ++next;
+    if (!final && next >= text.size()) break;  // the next word (lowercase or not) is still to come
     const bool lower_next = next < text.size() && is_lower(text[next]);
     if (c == '.' && end == i + 1 && (is_abbreviation_before(text, i) || lower_next) && !at_end) {
       i = end;
@@ -523,8 +528,19 @@ std::vector<std::string_view> split_sentences(std::string_view text) {
     begin = end;
     i = end;
   }
+  if (!final) return {std::move(out), begin};
   push(begin, text.size());
-  return out;
+  return {std::move(out), text.size()};
+}
+
+}  // namespace
+
+std::vector<std::string_view> split_sentences(std::string_view text) {
+  return split(text, true).sentences;
+}
+
+SentenceSplit split_complete_sentences(std::string_view text) {
+  return split(text, false);
 }
 
 const char* source_name(Source s) {

@@ -76,4 +76,13 @@ class G2p {
 // followed by a space and not ending an abbreviation such as "Dr." or an initial, and at blank lines.
 std::vector<std::string_view> split_sentences(std::string_view text);
 
+// The same for text still arriving (an LLM's reply, token by token): the sentences complete so far (a boundary
+// counts once the next word has begun, or at a newline) and the byte offset where the unfinished rest starts;
+// speak those, keep text.substr(rest) and append to it.
+struct SentenceSplit {
+  std::vector<std::string_view> sentences;
+  size_t rest = 0;
+};
+SentenceSplit split_complete_sentences(std::string_view text);
+
 }  // namespace sotto::g2p

@@ -240,6 +240,30 @@ TEST(G2p, SplitsSentencesAsTheTtsStreamsThem) {
   EXPECT_EQ(s[6], "A last one...");
 }
 
+// Text arriving piece by piece: each sentence is given once, when the next word has begun, and all the
+// sentences given plus the final rest are what split_sentences gives for the whole text.
+TEST(G2p, SplitsStreamingTextIntoCompleteSentences) {
+  const std::string text =
+      "Dr. Smith went to Washington. He paid $3.50 at 5 p.m. on Monday! Did he?  \"Yes.\" Then\nsome more "
+      "text";
+  const std::vector<std::string_view> whole = split_sentences(text);
+  for (size_t step : {1u, 3u, 7u}) {
+    std::vector<std::string> got;
+    std::string buffer;
+    for (size_t i = 0; i < text.size(); i += step) {
+      buffer += text.substr(i, step);
+      const SentenceSplit s = split_complete_sentences(buffer);
+      for (std::string_view v : s.sentences) got.emplace_back(v);
+      buffer.erase(0, s.rest);
+    }
+    for (std::string_view v : split_sentences(buffer)) got.emplace_back(v);
+    ASSERT_EQ(got.size(), whole.size()) << "step " << step;
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], whole[k]) << "step " << step;
+  }
+  EXPECT_TRUE(split_complete_sentences("It costs 3.").sentences.empty());  // "3.5" may follow
+  EXPECT_EQ(split_complete_sentences("Done. N").sentences.size(), 1u);
+}
+
 TEST(G2p, SentencesFitKokorosLimit) {
   NEED_MODEL(Lang::EnUs);
   // One 3,000-word sentence with commas now and then, then a short one.
