@@ -520,6 +520,15 @@ SentenceSplit split(std::string_view text, bool final) {
     while (next < text.size() && (text[next] == ' ' || text[next] == '\t')) ++next;
     if (!final && next >= text.size()) break;  // the next word (lowercase or not) is still to come
     const bool lower_next = next < text.size() && is_lower(text[next]);
+    // A list number ("1." opening a line) is not a sentence.
+    bool list_number = c == '.' && end == i + 1 && i > begin;
+    for (size_t k = begin; k < i && list_number; ++k)
+      list_number =
+          is_digit(text[k]) || text[k] == ' ' || text[k] == '\n' || text[k] == '\t' || text[k] == '\r';
+    if (list_number && !at_end) {
+      i = end;
+      continue;
+    }
     if (c == '.' && end == i + 1 && (is_abbreviation_before(text, i) || lower_next) && !at_end) {
       i = end;
       continue;

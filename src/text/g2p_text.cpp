@@ -366,14 +366,22 @@ class Tokenizer {
         return;
       }
     }
-    if (c == "-") return punct("\x9b");
+    if (c == "-" || c == "*") {
+      if (out_.empty()) return;  // a list bullet starting the text
+      return c == "-" ? punct("\x9b") : void();
+    }
+    if (c.size() > 1 && c.front() == '~') {  // "~$5", "~20 ms": about
+      word("about");
+      out_.back().space_after = true;
+      return core(c.substr(1));
+    }
     if (c == "&") return word("and");
     if (c == "+") return word("plus");
     if (c == "=") return word("equals");
     if (c == "@") return word("at");
     if (c == "%") return word("percent");
-    if (c == "/" || c == "*" || c == "#" || c == "~" || c == "^" || c == "|" || c == "\\" || c == "<" ||
-        c == ">" || c == "_" || c == "`")
+    if (c == "/" || c == "#" || c == "~" || c == "^" || c == "|" || c == "\\" || c == "<" || c == ">" ||
+        c == "_" || c == "`")
       return;
     if (is_url(c)) return url(c);
     if (c.back() == '.') {  // an abbreviation or initials whose period stayed

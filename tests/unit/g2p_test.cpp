@@ -261,6 +261,10 @@ TEST(G2p, SplitsStreamingTextIntoCompleteSentences) {
     for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], whole[k]) << "step " << step;
   }
   EXPECT_TRUE(split_complete_sentences("It costs 3.").sentences.empty());  // "3.5" may follow
+  // A numbered list: "1." opens its item, it is no sentence of its own.
+  const auto list = split_sentences("Steps:\n1. Open it.\n2. Close it.");
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[1], "1. Open it.");
   EXPECT_EQ(split_complete_sentences("Done. N").sentences.size(), 1u);
 }
 
