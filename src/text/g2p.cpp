@@ -106,24 +106,40 @@ void guess_tags(std::vector<Token>& toks) {
       // Determiner ("that book", "like that.") or pronoun, versus conjunction or relative ("said that he",
       // "the book that changed").
       const bool complementizer =
-          in(prev,
-             {"say",      "said",   "says",    "think", "thought", "know",  "knew",   "believe",  "believed",
-              "hope",     "feel",   "felt",    "so",    "such",    "now",   "given",  "except",   "realize",
-              "realized", "mean",   "means",   "meant", "show",    "shows", "showed", "ensure",   "suggest",
-              "suggests", "claim",  "claimed", "note",  "noted",   "found", "find",   "told",     "tell",
-              "agree",    "agreed", "sure",    "clear", "fact",    "idea",  "news",   "reported", "way",
-              "than",     "us",     "me",      "him",   "them"});
+          in(prev, {"say",      "said",       "says",       "think",     "thought", "know",      "knew",
+                    "believe",  "believed",   "hope",       "hoped",     "feel",    "felt",      "so",
+                    "such",     "now",        "given",      "except",    "realize", "realized",  "mean",
+                    "means",    "meant",      "show",       "shows",     "showed",  "ensure",    "suggest",
+                    "suggests", "suggested",  "claim",      "claimed",   "note",    "noted",     "found",
+                    "find",     "told",       "tell",       "agree",     "agreed",  "sure",      "clear",
+                    "fact",     "idea",       "news",       "reported",  "way",     "than",      "us",
+                    "him",      "them",       "expected",   "decided",   "learned", "heard",     "wished",
+                    "argued",   "insisted",   "announced",  "explained", "added",   "warned",    "admitted",
+                    "promised", "understood", "remembered", "assumed",   "stated",  "confirmed", "revealed"});
+      const bool next_is_subject =
+          is_subject(next) || in(next, {"someone", "somebody", "everyone", "everybody", "nobody", "people",
+                                        "something", "nothing", "everything"});
+      // "the team that won", "any name that identifies": after a determiner and its noun, a relative.
+      const std::string prev2 = i >= 2 ? word_at(i - 2) : std::string{};
+      const bool after_noun =
+          !prev.empty() && !ends_phrase(i) && !is_preposition(prev) &&
+          (is_determiner(prev2) || in(prev2, {"all", "any", "many", "few", "several", "same", "other", "only",
+                                              "best", "first", "last"}));
       const bool next_is_content =
-          !next.empty() && !is_subject(next) && !is_determiner(next) && !is_be(next) && !is_modal(next) &&
+          !next.empty() && !next_is_subject && !is_determiner(next) && !is_be(next) && !is_modal(next) &&
           !is_have(next) && !is_preposition(next) &&
           !in(next, {"there", "and", "or", "but", "if", "not", "me", "him", "us", "them"}) &&
           !(next.size() > 3 && next.substr(next.size() - 2) == "ed");
+      const bool question =
+          in(prev, {"is", "was", "are", "does", "did"}) && i >= 1 && toks[i - 1].sentence_start;
       const bool dt =
-          ends_phrase(i) || t.sentence_start || in(next, {"is", "was", "will", "would", "'s", "'ll"}) ||
-          (!complementizer &&
-           (is_preposition(prev) || in(prev, {"like", "all", "do", "did", "does", "about", "is", "was"})) &&
-           !is_subject(next) && !is_determiner(next) && next != "there") ||
-          (!complementizer && next_is_content && !is_determiner(prev) && prev != "and");
+          !after_noun && prev != "all" &&
+          (ends_phrase(i) || t.sentence_start || question ||
+           in(next, {"is", "was", "will", "would", "'s", "'ll"}) ||
+           (!complementizer &&
+            (is_preposition(prev) || in(prev, {"like", "do", "did", "does", "about", "is", "was"})) &&
+            !next_is_subject && !is_determiner(next) && next != "there") ||
+           (!complementizer && next_is_content && !is_determiner(prev) && prev != "and"));
       t.pos = dt ? Pos::DT : Pos::IN;
     } else if (is_determiner(w)) {
       t.pos = Pos::DT;

@@ -108,11 +108,14 @@ struct Agreement {
 
 // Words misaki read from its lexicon (and rules) in each text, found in our tokens by their text in order;
 // a word we tokenised differently counts as a mismatch.
-void compare(const G2p& g2p, const std::vector<RefText>& ref, bool all_held_out, Agreement& tuned,
+enum class Split { EveryFifthHeldOut, AllHeldOut, AllTuned };
+
+void compare(const G2p& g2p, const std::vector<RefText>& ref, Split split, Agreement& tuned,
              Agreement& held_out, bool print_misses) {
   for (const RefText& r : ref) {
     const std::vector<WordPhonemes> ours = g2p.words(r.text);
-    Agreement& a = all_held_out || r.index % 5 == 4 ? held_out : tuned;
+    const bool out = split == Split::AllHeldOut || (split == Split::EveryFifthHeldOut && r.index % 5 == 4);
+    Agreement& a = out ? held_out : tuned;
     size_t pos = 0;
     for (size_t ti = 0; ti < r.tokens.size(); ++ti) {
       const RefToken& t = r.tokens[ti];
@@ -131,31 +134,33 @@ void compare(const G2p& g2p, const std::vector<RefText>& ref, bool all_held_out,
         }
       if (found == ours.size()) {
         if (print_misses)
-          std::printf("  [%d] '%s': misaki %s, ours not a token\n", r.index, t.text.c_str(),
-                      t.phonemes.c_str());
+          std::printf("  %s[%d] '%s': misaki %s, ours not a token\n", out ? "held-out" : "tuned", r.index,
+                      t.text.c_str(), t.phonemes.c_str());
         continue;
       }
       pos = found + 1;
       if (ours[found].phonemes == t.phonemes)
         ++a.same;
       else if (print_misses)
-        std::printf("  [%d] '%s' (%s): misaki %s, ours %s\n", r.index, t.text.c_str(), t.tag.c_str(),
-                    t.phonemes.c_str(), ours[found].phonemes.c_str());
+        std::printf("  %s[%d] '%s' (%s): misaki %s, ours %s\n", out ? "held-out" : "tuned", r.index,
+                    t.text.c_str(), t.tag.c_str(), t.phonemes.c_str(), ours[found].phonemes.c_str());
     }
   }
 }
 
-// texts.txt: every fifth text held out; texts_license.txt: all held out.
+// texts.txt: every fifth text held out; texts_license.txt: all held out; texts_that.txt: all tuned.
 void agreement_test(Lang lang, const std::string& reference) {
   NEED_MODEL(lang);
   const auto ref = read_reference(reference + ".tsv");
   const auto license = read_reference(reference + "_license.tsv");
+  const auto that = read_reference(reference + "_that.tsv");
   ASSERT_GT(ref.size(), 90u) << reference;
   ASSERT_GT(license.size(), 20u) << reference;
   Agreement tuned, held_out;
   const bool print = std::getenv("SOTTO_G2P_MISSES") != nullptr;
-  compare(*g2p, ref, false, tuned, held_out, print);
-  compare(*g2p, license, true, tuned, held_out, print);
+  compare(*g2p, ref, Split::EveryFifthHeldOut, tuned, held_out, print);
+  compare(*g2p, license, Split::AllHeldOut, tuned, held_out, print);
+  compare(*g2p, that, Split::AllTuned, tuned, held_out, print);
   std::printf(
       "[ g2p     ] %s: lexicon words identical to misaki: tuned %d/%d (%.1f%%), held out %d/%d (%.1f%%)\n",
       reference.c_str(), tuned.same, tuned.total, 100 * tuned.share(), held_out.same, held_out.total,
