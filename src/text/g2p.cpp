@@ -628,10 +628,4 @@ std::string G2p::letters_to_sounds(std::string_view word) const {
   return to_utf8(lts_.read(word));
 }
 
-std::string G2p::lookup_word(std::string_view word) const {
-  std::string ps;
-  WordRules(lex_).word(word, Pos::X, NextSound{}, ps);
-  return ps;
-}
-
 }  // namespace sotto::g2p
