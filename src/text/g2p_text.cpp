@@ -329,6 +329,7 @@ class Tokenizer {
       c.remove_suffix(1);
     }
     if (!c.empty()) core(c);
+    if (!tail.empty() && !out_.empty()) out_.back().space_after = false;  // "word," was written together
     for (size_t i = tail.size(); i-- > 0;)
       if (!tail[i].empty()) punct(tail[i]);
   }
@@ -422,6 +423,8 @@ class Tokenizer {
           s == '^' || s == '`' || s == '{' || s == '}' || s == '$' || s == kPoundChar || s == kEuroChar ||
           s == kYenChar) {
         if (i > 0) core(c.substr(0, i));
+        if (!out_.empty()) out_.back().space_after = true;
+        if (s == '#' && i == 1 && i + 1 == c.size() && (c[0] == 'C' || c[0] == 'F')) word("sharp");  // C#, F#
         if (s == '&') word("and");
         if (s == '+') word("plus");
         if (s == '=') word("equals");
@@ -605,7 +608,35 @@ class Tokenizer {
         }
         if (m == 0 && (!rest.empty() || is_am_pm(next_chunk()))) w.resize(w.size() - 8);  // "ten pm"
         ready(w);
-        if (!rest.empty()) core(rest);
+        if (!rest.empty()) after_number(rest);
+        return;
+      }
+    }
+    // ISO dates: 2024-01-15 -> January fifteenth, twenty twenty four.
+    if (c.size() == 10 && c[4] == '-' && c[7] == '-' && all_digits(c.substr(0, 4)) &&
+        all_digits(c.substr(5, 2)) && all_digits(c.substr(8, 2))) {
+      const uint64_t month = parse_u64(c.substr(5, 2)), day = parse_u64(c.substr(8, 2));
+      if (month >= 1 && month <= 12 && day >= 1 && day <= 31) {
+        static constexpr const char* kMonths[] = {"January",   "February", "March",    "April",
+                                                  "May",       "June",     "July",     "August",
+                                                  "September", "October",  "November", "December"};
+        word(kMonths[month - 1]);
+        out_.back().space_after = true;
+        ready(ordinal_words(day));
+        punct(",");
+        out_.back().space_after = true;
+        ready(year_words(parse_u64(c.substr(0, 4))));
+        return;
+      }
+    }
+    // Common fractions: 1/2, 3/4.
+    if (c.size() == 3 && is_digit(c[0]) && c[1] == '/' && is_digit(c[2]) && c[0] < c[2] && c[0] != '0') {
+      static constexpr const char* kDenominators[] = {nullptr, nullptr, "half", "third", "quarter"};
+      if (c[2] - '0' <= 4) {
+        const bool one = c[0] == '1';
+        std::string w = cardinal_words(static_cast<uint64_t>(c[0] - '0')) + " " + kDenominators[c[2] - '0'];
+        if (!one) w += 's';  // three quarters
+        words(w);
         return;
       }
     }
@@ -653,12 +684,27 @@ class Tokenizer {
     }
     // Suffixes: ordinals, plurals (1990s), percent, units.
     std::string_view suffix = rest;
+    std::string_view after_ordinal;  // "3rd-party": the ordinal, then the rest
+    if (suffix.size() > 3 && suffix[2] == '-') {
+      after_ordinal = suffix.substr(3);
+      suffix = suffix.substr(0, 2);
+    }
     if (suffix == "st" || suffix == "nd" || suffix == "rd" || suffix == "th" || suffix == "ST" ||
         suffix == "ND" || suffix == "RD" || suffix == "TH") {
       if (dots == 0) {
         ready(ordinal_words(parse_u64(digits)));
+        if (!after_ordinal.empty()) {
+          out_.back().space_after = true;
+          core(after_ordinal);
+        }
         return;
       }
+    }
+    suffix = rest;
+    if (suffix == "am" || suffix == "pm" || suffix == "AM" || suffix == "PM" || suffix == "a.m." ||
+        suffix == "p.m.") {
+      plain_number(num, digits, dots, commas, "");
+      return after_number(rest);
     }
     if ((suffix == "s" || suffix == "'s") && dots == 0) {
       plain_number(num, digits, dots, commas, "s");
@@ -697,6 +743,15 @@ class Tokenizer {
             punct(std::string_view(&ch, 1));
       }
     }
+  }
+
+  // What follows a number or a time inside one chunk: "am"/"pm" as the letters (a tagger-free "ten AM"), else
+  // read as usual.
+  void after_number(std::string_view rest) {
+    if (!out_.empty()) out_.back().space_after = true;
+    const std::string l = lowercase(rest);
+    if (l == "am" || l == "a.m." || l == "pm" || l == "p.m.") return spelled(l[0] == 'a' ? "AM" : "PM");
+    core(rest);
   }
 
   static std::string_view strip_punct(std::string_view s) {
