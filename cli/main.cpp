@@ -112,7 +112,8 @@ constexpr Command kCommands[] = {
      "  --lang en-us|en-gb       American (default) or British English\n"
      "  --lexicon FILE           g2p-en-*.bin (default models/g2p-en-us.bin or models/g2p-en-gb.bin)\n"
      "  --sentences              one line per sentence (each at most 510 phonemes, a Kokoro call)\n"
-     "  --json                   {\"phonemes\", \"sentences\": [{text, phonemes}], \"words\": [{text, "
+     "  --json                   {\"lang\", \"phonemes\", \"sentences\": [{text, phonemes}], \"words\": "
+     "[{text, "
      "phonemes, "
      "source}]}\n"},
 };
