@@ -116,6 +116,15 @@ constexpr Command kCommands[] = {
      "  --vad FILE               Silero VAD (.onnx) that cuts audio over 20 s at pauses (default\n"
      "                           DIR/silero_vad.onnx; without one, long audio is cut at its quietest "
      "points)\n"},
+    {"phonemize", "phonemize [--lang en-us|en-gb] [--json] [--sentences]",
+     "English text on stdin -> Kokoro phonemes (our own G2P on misaki's lexicon)", run_phonemize,
+     "  --lang en-us|en-gb       American (default) or British English\n"
+     "  --lexicon FILE           g2p-en-*.bin (default models/g2p-en-us.bin or models/g2p-en-gb.bin)\n"
+     "  --sentences              one line per sentence (each at most 510 phonemes, a Kokoro call)\n"
+     "  --json                   {\"lang\", \"phonemes\", \"sentences\": [{text, phonemes}], \"words\": "
+     "[{text, "
+     "phonemes, "
+     "source}]}\n"},
 };
 
 void print_command_help(const Command& c) {

