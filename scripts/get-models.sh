@@ -160,6 +160,8 @@ EOF
     mv "$target.part" "$target"
     echo "get-models: $target ready (sha256 ok)"
   done
+}
+
 MISAKI_WHEEL_SHA=90e2eeb169786c014c429e5058d2ea6bcd02d651f2a24450ba6c9ffc0f8da15a
 G2P_US_SHA=04395fc152da9335639df31f53741d17320d6f0e6685e207cc14c2eee08cc943
 G2P_GB_SHA=287ce52c93e1e8085406b013f9e4e1aa91e37c8abee324eec6264cf0115f2a22
