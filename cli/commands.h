@@ -35,5 +35,6 @@ int run_gpu_probe(std::span<char* const> args);  // gpu_probe.cpp: the costs of 
 int run_tokenize(std::span<char* const> args);
 int run_detokenize(std::span<char* const> args);
 int run_vad(std::span<char* const> args);  // vad.cpp
+int run_speak(std::span<char* const> args);  // speak.cpp
 
 }  // namespace sotto::cli

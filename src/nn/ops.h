@@ -183,4 +183,17 @@ Tensor stft(const Tensor& signal, const Tensor& window, int n_fft, int hop, bool
 // The inverse: spectrum [2, n_fft / 2 + 1, frames] with overlap-add and window-square normalisation -> [N].
 Tensor istft(const Tensor& spectrum, const Tensor& window, int n_fft, int hop, bool center);
 
+// ---------------------------------------------------------------- vocoder sources (nn/sine_source.cpp, nn/atan2.cpp)
+// atan2(y, x) elementwise, same shapes, as PyTorch's ONNX export writes it (ONNX has no Atan2): a = atan(y / x);
+// where x < 0: a + pi if y > 0 else a - pi. (x = 0: atan(+-inf) = +-pi/2; x = y = 0: NaN, as the graph gives.)
+Tensor atan2(const Tensor& y, const Tensor& x);
+// The neural-source-filter harmonic source (NSF / HiFTNet SineGen, no noise) with ONNX Runtime's float
+// arithmetic of the exported graph: f0 [N] per frame (Hz) -> [N * upsample, harmonics], sample s of harmonic h
+// (1-based) = amplitude * sin(phase_h(s)) where f0(s / upsample) > voiced_threshold_hz, else 0.
+//   rad[j][h]   = v - floor(v), v = (f0[j] * h) / sample_rate_hz
+//   phase[j][h] = ((cumsum_{i <= j} rad[i][h]) * 2) * pi * upsample
+//   phase_h(s)  = linear resize of phase[.][h] by `upsample`, half-pixel centres, clamped at the ends.
+Tensor sine_source(const Tensor& f0, int harmonics, int upsample, float sample_rate_hz, float amplitude,
+                   float voiced_threshold_hz);
+
 }  // namespace sotto::nn
