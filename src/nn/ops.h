@@ -113,6 +113,9 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // `w_zero_points`), integer accumulation, then * x_scale * w_scale (per tensor, or per column `w_scales` [N]).
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales = {},
                               const Tensor& w_zero_points = {});
+// DynamicQuantizeLinear alone: x (F32, any shape) -> U8 with its QuantParams attached (scale = 1 when x is all
+// zeros, as ONNX Runtime does).
+Tensor dynamic_quantize_linear(const Tensor& x);
 
 // ---------------------------------------------------------------- convolutions ([C, T] and [C, H, W])
 struct Conv1dOptions {
@@ -142,9 +145,13 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOpt
 // [T, H]; `reverse` runs from the last frame. h_out / c_out (when given) receive the final state.
 struct LstmWeights {
   Tensor w_ih, w_hh, b;
-  // int8 weights with ONNX Runtime's DynamicQuantizeLSTM semantics: x and h are dynamically quantized per
-  // step (matmul_integer_dynamic) against w_ih / w_hh (I8/U8 with scales below); F32 when undefined.
+  // int8 weights (w_ih / w_hh I8 or U8) follow ONNX Runtime's DynamicQuantizeLSTM: they keep its [K, N]
+  // layout, w_ih [In, 4H] and w_hh [H, 4H] (columns in gate order i, f, g, o after the load-time reorder), with
+  // per-tensor or per-column ([4H]) scales and zero points below. The whole input sequence x is dynamically
+  // quantized at once (one range over every frame, as ONNX Runtime projects the input in one product), h at
+  // every step; products accumulate in int32 (matmul_integer_dynamic).
   Tensor w_ih_scales, w_hh_scales, w_ih_zero_points, w_hh_zero_points;
+  bool int8() const { return w_ih.dtype() == DType::I8 || w_ih.dtype() == DType::U8; }
 };
 Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse = false, const Tensor& h0 = {},
             const Tensor& c0 = {}, Tensor* h_out = nullptr, Tensor* c_out = nullptr);

@@ -1,0 +1,70 @@
+// Helpers shared by the op files' CPU paths (not part of the op layer's interface): splitting work over the
+// context's thread pool, reading weights of any dtype as floats, broadcasting strides.
+#pragma once
+
+#include <algorithm>
+#include <cassert>
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "nn/tensor.h"
+
+// Contract checks on op inputs (programming errors in a model, see nn/ops.h): assert in debug builds; in
+// release only evaluated for type (so the sizes they name count as used).
+#ifdef NDEBUG
+#define NN_ASSERT(c) static_cast<void>(sizeof(c))
+#else
+#define NN_ASSERT(c) assert(c)
+#endif
+
+namespace sotto::nn::cpu {
+
+// Runs f(begin, end) over contiguous chunks of [0, n) on the context's pool, or inline when the whole job is
+// under ~64K multiply-adds (a pool hand-off costs a few microseconds: more than small ops take).
+template <class F>
+void parallel_for(const Context& ctx, int64_t n, int64_t work_per_item, F&& f) {
+  ThreadPool* pool = ctx.pool();
+  int nth = pool ? pool->n_threads() : 1;
+  if (nth <= 1 || n < 2 || n * work_per_item < 65536) {
+    if (n > 0) f(int64_t{0}, n);
+    return;
+  }
+  nth = static_cast<int>(std::min<int64_t>(nth, n));
+  pool->run(
+      [&](int ith, int nt) {
+        const int64_t begin = n * ith / nt, end = n * (ith + 1) / nt;
+        if (begin < end) f(begin, end);
+      },
+      nth);
+}
+
+// Elements [begin, begin + count) of `t` (F32, F16, BF16, I8/U8 dequantized with its QuantParams, I32, I64)
+// as floats.
+void read_floats(const Tensor& t, int64_t begin, int64_t count, float* out);
+// `t` as an F32 tensor on its context (the same tensor when it already is).
+Tensor as_f32(const Tensor& t);
+// Integer elements (I32, I64, I8, U8) as int64.
+std::vector<int64_t> read_ints(const Tensor& t);
+
+// Row-major strides of a shape, in elements.
+void strides_of(const Shape& s, int64_t* strides);
+
+// Normalises a possibly negative axis.
+inline int axis_of(const Shape& s, int axis) {
+  const int a = axis < 0 ? s.rank + axis : axis;
+  NN_ASSERT(a >= 0 && a < s.rank);
+  return a;
+}
+
+// [outer, n, inner] view of a shape around `axis`.
+struct AxisSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+AxisSplit split_at(const Shape& s, int axis);
+
+// ONNX Runtime's dynamic uint8 quantization of n floats (linear.cpp): the parameters, then one value.
+QuantParams dynamic_quant_params(const float* x, int64_t n);
+uint8_t quantize_u8(float x, const QuantParams& q);
+
+}  // namespace sotto::nn::cpu

@@ -1,0 +1,298 @@
+// Elementwise and broadcast arithmetic, activations, GLU, Snake. Memory-bound: one pass, threaded only when
+// large; same-shape and suffix-broadcast (bias rows) fast paths, the general broadcast walks an index.
+#include <cmath>
+
+#include "nn/cpu.h"
+#include "nn/ops.h"
+#include "nn/ref.h"
+
+namespace sotto::nn {
+
+namespace {
+
+Shape broadcast_shape(const Shape& a, const Shape& b) {
+  Shape out;
+  out.rank = std::max(a.rank, b.rank);
+  for (int i = 0; i < out.rank; ++i) {
+    const int ia = i - (out.rank - a.rank), ib = i - (out.rank - b.rank);
+    const int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
+    NN_ASSERT(da == db || da == 1 || db == 1);
+    out.dims[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// Strides of `s` seen as `out`'s rank, zero along broadcast dimensions.
+void broadcast_strides(const Shape& s, const Shape& out, int64_t* strides) {
+  int64_t own[Shape::kMaxRank];
+  cpu::strides_of(s, own);
+  for (int i = 0; i < out.rank; ++i) {
+    const int is = i - (out.rank - s.rank);
+    strides[i] = (is < 0 || s.dims[is] == 1) ? 0 : own[is];
+  }
+}
+
+inline float apply(char op, float x, float y) {
+  switch (op) {
+    case '+':
+      return x + y;
+    case '-':
+      return x - y;
+    case '*':
+      return x * y;
+    default:
+      return x / y;
+  }
+}
+
+template <char Op>
+void run_same(const float* a, const float* b, float* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = apply(Op, a[i], b[i]);
+}
+
+// b repeats every `period` elements of a (b's shape is a suffix of a's, e.g. a bias row).
+template <char Op>
+void run_suffix(const float* a, const float* b, float* o, int64_t n, int64_t period) {
+  for (int64_t i = 0; i < n; i += period)
+    for (int64_t j = 0; j < period; ++j) o[i + j] = apply(Op, a[i + j], b[j]);
+}
+
+bool is_suffix(const Shape& small, const Shape& big) {
+  if (small.rank > big.rank) return false;
+  for (int i = 1; i <= small.rank; ++i)
+    if (small[-i] != big[-i]) return false;
+  return true;
+}
+
+template <char Op>
+Tensor binary_fast(const Tensor& a0, const Tensor& b0) {
+  const Tensor a = cpu::as_f32(a0), b = cpu::as_f32(b0);
+  if (a.shape() == b.shape()) {
+    Tensor out = a.ctx().empty(a.shape());
+    run_same<Op>(a.f32(), b.f32(), out.f32(), a.elements());
+    return out;
+  }
+  if (is_suffix(b.shape(), a.shape())) {
+    Tensor out = a.ctx().empty(a.shape());
+    run_suffix<Op>(a.f32(), b.f32(), out.f32(), a.elements(), b.elements());
+    return out;
+  }
+  return ref::binary(a, b, Op);
+}
+
+}  // namespace
+
+namespace ref {
+
+Tensor binary(const Tensor& a0, const Tensor& b0, char op) {
+  const Tensor a = cpu::as_f32(a0), b = cpu::as_f32(b0);
+  const Shape shape = broadcast_shape(a.shape(), b.shape());
+  Tensor out = a.ctx().empty(shape);
+  int64_t sa[Shape::kMaxRank], sb[Shape::kMaxRank];
+  broadcast_strides(a.shape(), shape, sa);
+  broadcast_strides(b.shape(), shape, sb);
+  int64_t index[Shape::kMaxRank] = {};
+  const int64_t n = shape.elements();
+  const float *pa = a.f32(), *pb = b.f32();
+  float* po = out.f32();
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t oa = 0, ob = 0;
+    for (int d = 0; d < shape.rank; ++d) {
+      oa += index[d] * sa[d];
+      ob += index[d] * sb[d];
+    }
+    po[i] = apply(op, pa[oa], pb[ob]);
+    for (int d = shape.rank - 1; d >= 0; --d) {
+      if (++index[d] < shape.dims[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace ref
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary_fast<'+'>(a, b);
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary_fast<'-'>(a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary_fast<'*'>(a, b);
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary_fast<'/'>(a, b);
+}
+
+Tensor scale(const Tensor& x0, float s, float bias) {
+  const Tensor x = cpu::as_f32(x0);
+  Tensor out = x.ctx().empty(x.shape());
+  const float* in = x.f32();
+  float* o = out.f32();
+  for (int64_t i = 0; i < x.elements(); ++i) o[i] = in[i] * s + bias;
+  return out;
+}
+
+// ---------------------------------------------------------------- activations
+
+namespace {
+
+float act_one(Act act, float x, float alpha) {
+  switch (act) {
+    case Act::Identity:
+      return x;
+    case Act::Relu:
+      return x > 0.0f ? x : 0.0f;
+    case Act::LeakyRelu:
+      return x >= 0.0f ? x : alpha * x;
+    case Act::Sigmoid:
+      return 1.0f / (1.0f + std::exp(-x));
+    case Act::Tanh:
+      return std::tanh(x);
+    case Act::Silu:
+      return x / (1.0f + std::exp(-x));
+    case Act::GeluErf:
+      return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Act::GeluTanh:
+      return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case Act::Exp:
+      return std::exp(x);
+    case Act::Sin:
+      return std::sin(x);
+    case Act::Cos:
+      return std::cos(x);
+    case Act::Atan:
+      return std::atan(x);
+    case Act::Abs:
+      return std::fabs(x);
+    case Act::Sqrt:
+      return std::sqrt(x);
+    case Act::Square:
+      return x * x;
+  }
+  return x;
+}
+
+double act_ref(Act act, double x, double alpha) {
+  switch (act) {
+    case Act::Identity:
+      return x;
+    case Act::Relu:
+      return x > 0 ? x : 0;
+    case Act::LeakyRelu:
+      return x >= 0 ? x : alpha * x;
+    case Act::Sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case Act::Tanh:
+      return std::tanh(x);
+    case Act::Silu:
+      return x / (1 + std::exp(-x));
+    case Act::GeluErf:
+      return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Act::GeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+    case Act::Exp:
+      return std::exp(x);
+    case Act::Sin:
+      return std::sin(x);
+    case Act::Cos:
+      return std::cos(x);
+    case Act::Atan:
+      return std::atan(x);
+    case Act::Abs:
+      return std::fabs(x);
+    case Act::Sqrt:
+      return std::sqrt(x);
+    case Act::Square:
+      return x * x;
+  }
+  return x;
+}
+
+}  // namespace
+
+namespace ref {
+Tensor activation(const Tensor& x0, Act act, float alpha) {
+  const Tensor x = cpu::as_f32(x0);
+  Tensor out = x.ctx().empty(x.shape());
+  for (int64_t i = 0; i < x.elements(); ++i)
+    out.f32()[i] = static_cast<float>(act_ref(act, x.f32()[i], alpha));
+  return out;
+}
+}  // namespace ref
+
+Tensor activation(const Tensor& x0, Act act, float alpha) {
+  const Tensor x = cpu::as_f32(x0);
+  Tensor out = x.ctx().empty(x.shape());
+  const float* in = x.f32();
+  float* o = out.f32();
+  const int64_t n = x.elements();
+  // Transcendental activations cost ~20-50 cycles an element: worth threads on long sequences.
+  cpu::parallel_for(x.ctx(), n, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) o[i] = act_one(act, in[i], alpha);
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- GLU, Snake
+
+namespace ref {
+Tensor glu(const Tensor& x0, int axis) {
+  const Tensor x = cpu::as_f32(x0);
+  const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
+  NN_ASSERT(s.n % 2 == 0);
+  Shape shape = x.shape();
+  shape[cpu::axis_of(shape, axis)] = s.n / 2;
+  Tensor out = x.ctx().empty(shape);
+  const int64_t half = s.n / 2;
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t i = 0; i < half; ++i)
+      for (int64_t j = 0; j < s.inner; ++j) {
+        const double a = x.f32()[(o * s.n + i) * s.inner + j];
+        const double g = x.f32()[(o * s.n + half + i) * s.inner + j];
+        out.f32()[(o * half + i) * s.inner + j] = static_cast<float>(a / (1 + std::exp(-g)));
+      }
+  return out;
+}
+
+Tensor snake(const Tensor& x0, const Tensor& alpha0) {
+  const Tensor x = cpu::as_f32(x0), alpha = cpu::as_f32(alpha0);
+  const int64_t channels = x.dim(0), length = x.dim(1);
+  Tensor out = x.ctx().empty(x.shape());
+  for (int64_t c = 0; c < channels; ++c) {
+    const double a = alpha.f32()[c];
+    for (int64_t t = 0; t < length; ++t) {
+      const double v = x.f32()[c * length + t];
+      const double s = std::sin(a * v);
+      out.f32()[c * length + t] = static_cast<float>(v + s * s / a);
+    }
+  }
+  return out;
+}
+}  // namespace ref
+
+Tensor glu(const Tensor& x, int axis) {
+  return ref::glu(x, axis);  // one pass of exp per output: the reference is already the whole cost
+}
+
+Tensor snake(const Tensor& x0, const Tensor& alpha0) {
+  const Tensor x = cpu::as_f32(x0), alpha = cpu::as_f32(alpha0);
+  NN_ASSERT(x.rank() == 2 && alpha.elements() == x.dim(0));
+  const int64_t channels = x.dim(0), length = x.dim(1);
+  Tensor out = x.ctx().empty(x.shape());
+  cpu::parallel_for(x.ctx(), channels, length * 20, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      const float a = alpha.f32()[c], inv = 1.0f / a;
+      const float* in = x.f32() + c * length;
+      float* o = out.f32() + c * length;
+      for (int64_t t = 0; t < length; ++t) {
+        const float s = std::sin(a * in[t]);
+        o[t] = in[t] + s * s * inv;
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace sotto::nn

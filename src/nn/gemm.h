@@ -1,0 +1,38 @@
+// The CPU's matrix-product kernels under linear / matmul / conv / lstm / attention. Both operands are
+// K-contiguous ("NT": C = A . B^T), which is how a Linear's input and weight, and a conv's weight rows and its
+// unrolled input columns, lie in memory. The hot loop of every network on the op layer is here.
+#pragma once
+
+#include <cstdint>
+
+namespace sotto::nn {
+class Context;
+}
+
+namespace sotto::nn::cpu {
+
+// C[m * ldc + n] = sum_k A[m * lda + k] * B[n * ldb + k], m < M, n < N. Single-threaded; AVX2+FMA when the CPU
+// has it, else 4-lane vectors (SSE natively, SIMD128 in wasm).
+void gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+             float* C, int64_t ldc);
+// The same split over ctx's thread pool along the larger of M and N.
+void gemm_nt(const Context& ctx, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+             int64_t ldb, float* C, int64_t ldc);
+// The scalar reference (double accumulation).
+void gemm_nt_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                 float* C, int64_t ldc);
+
+// Integer: C[m * ldc + n] = sum_k A[m * lda + k] * B[n * ldb + k] in int32, A and B int16 (uint8/int8 values
+// with their zero points already subtracted, so |value| <= 255 and K < 2^15 cannot overflow).
+void igemm_nt(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb,
+              int32_t* C, int64_t ldc);
+void igemm_nt(const Context& ctx, int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda,
+              const int16_t* B, int64_t ldb, int32_t* C, int64_t ldc);
+
+// The AVX2 builds of the same kernels (gemm_avx2.cpp); call only when cpu_use_avx2().
+void gemm_nt_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                  float* C, int64_t ldc);
+void igemm_nt_avx2(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B,
+                   int64_t ldb, int32_t* C, int64_t ldc);
+
+}  // namespace sotto::nn::cpu

@@ -1,0 +1,172 @@
+// LSTM (PyTorch gate order i, f, g, o) and the bidirectional pair. The input projection for every frame is one
+// product up front (linear / matmul_integer_dynamic); the time goes in the per-step h . W_hh^T, a matrix-vector
+// product that cannot be batched across steps (each h depends on the last), threaded over the gate rows when
+// the hidden size is large.
+#include <cmath>
+#include <cstring>
+
+#include "nn/cpu.h"
+#include "nn/gemm.h"
+#include "nn/ops.h"
+#include "nn/ref.h"
+
+namespace sotto::nn {
+
+namespace {
+
+float sigmoid_one(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
+// One cell update from the summed gate pre-activations g [4H] (i, f, g, o).
+void cell(const float* g, int64_t hidden, float* h, float* c) {
+  for (int64_t j = 0; j < hidden; ++j) {
+    const float i = sigmoid_one(g[j]), f = sigmoid_one(g[hidden + j]);
+    const float cand = std::tanh(g[2 * hidden + j]), o = sigmoid_one(g[3 * hidden + j]);
+    c[j] = f * c[j] + i * cand;
+    h[j] = o * std::tanh(c[j]);
+  }
+}
+
+void init_state(const Tensor& s, int64_t hidden, std::vector<float>& out) {
+  out.assign(static_cast<size_t>(hidden), 0.0f);
+  if (s.defined()) cpu::read_floats(s, 0, hidden, out.data());
+}
+
+void write_state(Context& ctx, Tensor* out, const std::vector<float>& v) {
+  if (out) *out = ctx.from_floats({static_cast<int64_t>(v.size())}, v);
+}
+
+int64_t hidden_of(const LstmWeights& w) {
+  return w.int8() ? w.w_hh.dim(0) : w.w_hh.dim(1);
+}
+
+// The int8 recurrent weight, transposed once per call to [4H, H] int16 with zero points subtracted, so each
+// step's product is one igemm_nt row.
+struct RecurrentInt8 {
+  Tensor w;  // [4H, H] I16
+  std::vector<float> scales;
+};
+
+RecurrentInt8 prepare_recurrent(Context& ctx, const LstmWeights& lw, int64_t hidden) {
+  const int64_t n = 4 * hidden;
+  std::vector<int64_t> zps(static_cast<size_t>(n), lw.w_hh.quant().zero_point);
+  if (lw.w_hh_zero_points.defined()) {
+    const std::vector<int64_t> z = cpu::read_ints(lw.w_hh_zero_points);
+    for (int64_t j = 0; j < n; ++j) zps[j] = z.size() == 1 ? z[0] : z[j];
+  }
+  RecurrentInt8 r;
+  r.scales.assign(static_cast<size_t>(n), lw.w_hh.quant().scale);
+  if (lw.w_hh_scales.defined()) {
+    const Tensor s = cpu::as_f32(lw.w_hh_scales);
+    for (int64_t j = 0; j < n; ++j) r.scales[j] = s.elements() == 1 ? s.f32()[0] : s.f32()[j];
+  }
+  r.w = ctx.empty({n, hidden}, DType::I16);
+  const uint8_t* raw = lw.w_hh.data<uint8_t>();
+  const bool is_signed = lw.w_hh.dtype() == DType::I8;
+  for (int64_t k = 0; k < hidden; ++k)
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t v =
+          is_signed ? static_cast<int8_t>(raw[k * n + j]) : static_cast<int32_t>(raw[k * n + j]);
+      r.w.data<int16_t>()[j * hidden + k] = static_cast<int16_t>(v - zps[j]);
+    }
+  return r;
+}
+
+}  // namespace
+
+namespace ref {
+Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
+            Tensor* h_out, Tensor* c_out) {
+  Context& ctx = x0.ctx();
+  const Tensor x = cpu::as_f32(x0);
+  const int64_t steps = x.dim(0), hidden = hidden_of(w), n = 4 * hidden;
+  std::vector<float> h, c;
+  init_state(h0, hidden, h);
+  init_state(c0, hidden, c);
+  const Tensor bias = w.b.defined() ? cpu::as_f32(w.b) : ctx.zeros({n});
+  const Tensor gx = w.int8() ? ref::matmul_integer_dynamic(x, w.w_ih, w.w_ih_scales, w.w_ih_zero_points)
+                             : ref::linear(x, w.w_ih);
+  const Tensor whh = w.int8() ? Tensor{} : cpu::as_f32(w.w_hh);
+  Tensor out = ctx.empty({steps, hidden});
+  std::vector<float> g(static_cast<size_t>(n));
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = reverse ? steps - 1 - s : s;
+    if (w.int8()) {
+      const Tensor gh = ref::matmul_integer_dynamic(ctx.from_floats({1, hidden}, h), w.w_hh, w.w_hh_scales,
+                                                    w.w_hh_zero_points);
+      for (int64_t j = 0; j < n; ++j) g[j] = gx.f32()[t * n + j] + gh.f32()[j] + bias.f32()[j];
+    } else {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (int64_t k = 0; k < hidden; ++k) sum += static_cast<double>(whh.f32()[j * hidden + k]) * h[k];
+        g[j] = static_cast<float>(gx.f32()[t * n + j] + sum + bias.f32()[j]);
+      }
+    }
+    for (int64_t j = 0; j < hidden; ++j) {
+      const double i = 1 / (1 + std::exp(-static_cast<double>(g[j])));
+      const double f = 1 / (1 + std::exp(-static_cast<double>(g[hidden + j])));
+      const double cand = std::tanh(static_cast<double>(g[2 * hidden + j]));
+      const double o = 1 / (1 + std::exp(-static_cast<double>(g[3 * hidden + j])));
+      const double cn = f * c[j] + i * cand;
+      c[j] = static_cast<float>(cn);
+      h[j] = static_cast<float>(o * std::tanh(cn));
+    }
+    std::memcpy(out.f32() + t * hidden, h.data(), static_cast<size_t>(hidden) * 4);
+  }
+  write_state(ctx, h_out, h);
+  write_state(ctx, c_out, c);
+  return out;
+}
+}  // namespace ref
+
+Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
+            Tensor* h_out, Tensor* c_out) {
+  Context& ctx = x0.ctx();
+  const Tensor x = cpu::as_f32(x0);
+  NN_ASSERT(x.rank() == 2);
+  const int64_t steps = x.dim(0), hidden = hidden_of(w), n = 4 * hidden;
+  std::vector<float> h, c;
+  init_state(h0, hidden, h);
+  init_state(c0, hidden, c);
+  const Tensor gx =
+      w.int8() ? matmul_integer_dynamic(x, w.w_ih, w.w_ih_scales, w.w_ih_zero_points) : linear(x, w.w_ih);
+  const Tensor bias = w.b.defined() ? cpu::as_f32(w.b) : ctx.zeros({n});
+  Tensor out = ctx.empty({steps, hidden});
+  std::vector<float> g(static_cast<size_t>(n));
+  if (w.int8()) {
+    const RecurrentInt8 r = prepare_recurrent(ctx, w, hidden);
+    std::vector<int16_t> hq(static_cast<size_t>(hidden));
+    std::vector<int32_t> acc(static_cast<size_t>(n));
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t t = reverse ? steps - 1 - s : s;
+      const QuantParams q = cpu::dynamic_quant_params(h.data(), hidden);
+      for (int64_t k = 0; k < hidden; ++k)
+        hq[k] = static_cast<int16_t>(int32_t{cpu::quantize_u8(h[k], q)} - q.zero_point);
+      cpu::igemm_nt(ctx, 1, n, hidden, hq.data(), hidden, r.w.data<int16_t>(), hidden, acc.data(), n);
+      for (int64_t j = 0; j < n; ++j)
+        g[j] = gx.f32()[t * n + j] + static_cast<float>(acc[j]) * (q.scale * r.scales[j]) + bias.f32()[j];
+      cell(g.data(), hidden, h.data(), c.data());
+      std::memcpy(out.f32() + t * hidden, h.data(), static_cast<size_t>(hidden) * 4);
+    }
+  } else {
+    const Tensor whh = cpu::as_f32(w.w_hh);
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t t = reverse ? steps - 1 - s : s;
+      cpu::gemm_nt(ctx, 1, n, hidden, h.data(), hidden, whh.f32(), hidden, g.data(), n);
+      for (int64_t j = 0; j < n; ++j) g[j] += gx.f32()[t * n + j] + bias.f32()[j];
+      cell(g.data(), hidden, h.data(), c.data());
+      std::memcpy(out.f32() + t * hidden, h.data(), static_cast<size_t>(hidden) * 4);
+    }
+  }
+  write_state(ctx, h_out, h);
+  write_state(ctx, c_out, c);
+  return out;
+}
+
+Tensor bilstm(const Tensor& x, const LstmWeights& forward, const LstmWeights& backward) {
+  const Tensor parts[2] = {lstm(x, forward, false), lstm(x, backward, true)};
+  return concat(parts, 1);
+}
+
+}  // namespace sotto::nn

@@ -1,0 +1,268 @@
+// Reductions along an axis (softmax, argmax, cumsum, mean) and the normalisations (layer, RMS, group,
+// instance, AdaIN). Each row is independent: threads take rows. Sums run in double in the references and in
+// float with a separate mean pass (two-pass variance) on the CPU path.
+#include <cmath>
+
+#include "nn/cpu.h"
+#include "nn/ops.h"
+#include "nn/ref.h"
+
+namespace sotto::nn {
+
+// ---------------------------------------------------------------- softmax, argmax, cumsum, mean
+
+namespace ref {
+Tensor softmax(const Tensor& x0, int axis) {
+  const Tensor x = cpu::as_f32(x0);
+  const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
+  Tensor out = x.ctx().empty(x.shape());
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t j = 0; j < s.inner; ++j) {
+      const float* in = x.f32() + o * s.n * s.inner + j;
+      float* y = out.f32() + o * s.n * s.inner + j;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t i = 0; i < s.n; ++i) mx = std::max<double>(mx, in[i * s.inner]);
+      for (int64_t i = 0; i < s.n; ++i) sum += std::exp(in[i * s.inner] - mx);
+      for (int64_t i = 0; i < s.n; ++i)
+        y[i * s.inner] = static_cast<float>(std::exp(in[i * s.inner] - mx) / sum);
+    }
+  return out;
+}
+}  // namespace ref
+
+Tensor softmax(const Tensor& x0, int axis) {
+  const Tensor x = cpu::as_f32(x0);
+  const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
+  if (s.inner != 1) return ref::softmax(x, axis);
+  Tensor out = x.ctx().empty(x.shape());
+  cpu::parallel_for(x.ctx(), s.outer, s.n * 20, [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      const float* in = x.f32() + o * s.n;
+      float* y = out.f32() + o * s.n;
+      float mx = -INFINITY;
+      for (int64_t i = 0; i < s.n; ++i) mx = std::max(mx, in[i]);
+      float sum = 0.0f;
+      for (int64_t i = 0; i < s.n; ++i) sum += (y[i] = std::exp(in[i] - mx));
+      const float inv = 1.0f / sum;
+      for (int64_t i = 0; i < s.n; ++i) y[i] *= inv;
+    }
+  });
+  return out;
+}
+
+// The first index of the largest value (ONNX ArgMax, select_last_index = 0).
+Tensor argmax(const Tensor& x0, int axis) {
+  const Tensor x = cpu::as_f32(x0);
+  const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
+  Shape shape;
+  for (int i = 0; i < x.rank(); ++i)
+    if (i != cpu::axis_of(x.shape(), axis)) shape.dims[shape.rank++] = x.dim(i);
+  Tensor out = x.ctx().empty(shape, DType::I32);
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t j = 0; j < s.inner; ++j) {
+      const float* in = x.f32() + o * s.n * s.inner + j;
+      int64_t best = 0;
+      for (int64_t i = 1; i < s.n; ++i)
+        if (in[i * s.inner] > in[best * s.inner]) best = i;
+      out.data<int32_t>()[o * s.inner + j] = static_cast<int32_t>(best);
+    }
+  return out;
+}
+
+Tensor cumsum(const Tensor& x, int axis) {
+  const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
+  if (x.dtype() == DType::I32 || x.dtype() == DType::I64) {
+    const std::vector<int64_t> v = cpu::read_ints(x);
+    Tensor out = x.ctx().empty(x.shape(), DType::I64);
+    int64_t* y = out.data<int64_t>();
+    for (int64_t o = 0; o < s.outer; ++o)
+      for (int64_t j = 0; j < s.inner; ++j) {
+        int64_t sum = 0;
+        for (int64_t i = 0; i < s.n; ++i) {
+          const int64_t at = (o * s.n + i) * s.inner + j;
+          y[at] = (sum += v[static_cast<size_t>(at)]);
+        }
+      }
+    return out;
+  }
+  const Tensor xf = cpu::as_f32(x);
+  Tensor out = x.ctx().empty(x.shape());
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t j = 0; j < s.inner; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const int64_t at = (o * s.n + i) * s.inner + j;
+        out.f32()[at] = static_cast<float>(sum += xf.f32()[at]);
+      }
+    }
+  return out;
+}
+
+Tensor reduce_mean(const Tensor& x0, int axis) {
+  const Tensor x = cpu::as_f32(x0);
+  const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
+  Shape shape;
+  for (int i = 0; i < x.rank(); ++i)
+    if (i != cpu::axis_of(x.shape(), axis)) shape.dims[shape.rank++] = x.dim(i);
+  Tensor out = x.ctx().empty(shape);
+  for (int64_t o = 0; o < s.outer; ++o)
+    for (int64_t j = 0; j < s.inner; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < s.n; ++i) sum += x.f32()[(o * s.n + i) * s.inner + j];
+      out.f32()[o * s.inner + j] = static_cast<float>(sum / static_cast<double>(s.n));
+    }
+  return out;
+}
+
+// ---------------------------------------------------------------- normalisations
+
+namespace {
+
+// Normalises `n` elements (stride 1) to zero mean, unit variance; returns nothing, writes y.
+void normalise(const float* x, float* y, int64_t n, float eps) {
+  float mean = 0.0f;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<float>(n);
+  float var = 0.0f;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv;
+}
+
+void normalise_ref(const float* x, float* y, int64_t n, float eps) {
+  double mean = 0, var = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>((x[i] - mean) / std::sqrt(var + eps));
+}
+
+const float* opt(const Tensor& t, Tensor& keep) {
+  if (!t.defined()) return nullptr;
+  keep = cpu::as_f32(t);
+  return keep.f32();
+}
+
+}  // namespace
+
+namespace ref {
+Tensor layer_norm(const Tensor& x0, const Tensor& gamma0, const Tensor& beta0, float eps) {
+  const Tensor x = cpu::as_f32(x0);
+  Tensor gk, bk;
+  const float *gamma = opt(gamma0, gk), *beta = opt(beta0, bk);
+  const int64_t c = x.dim(-1), rows = x.elements() / c;
+  Tensor out = x.ctx().empty(x.shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    float* y = out.f32() + r * c;
+    normalise_ref(x.f32() + r * c, y, c, eps);
+    for (int64_t i = 0; i < c; ++i) y[i] = y[i] * (gamma ? gamma[i] : 1.0f) + (beta ? beta[i] : 0.0f);
+  }
+  return out;
+}
+
+Tensor rms_norm(const Tensor& x0, const Tensor& gamma0, float eps) {
+  const Tensor x = cpu::as_f32(x0);
+  Tensor gk;
+  const float* gamma = opt(gamma0, gk);
+  const int64_t c = x.dim(-1), rows = x.elements() / c;
+  Tensor out = x.ctx().empty(x.shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x.f32() + r * c;
+    double ss = 0;
+    for (int64_t i = 0; i < c; ++i) ss += static_cast<double>(in[i]) * in[i];
+    const double inv = 1 / std::sqrt(ss / static_cast<double>(c) + eps);
+    for (int64_t i = 0; i < c; ++i)
+      out.f32()[r * c + i] = static_cast<float>(in[i] * inv * (gamma ? gamma[i] : 1.0f));
+  }
+  return out;
+}
+
+Tensor group_norm(const Tensor& x0, int groups, const Tensor& gamma0, const Tensor& beta0, float eps) {
+  const Tensor x = cpu::as_f32(x0);
+  Tensor gk, bk;
+  const float *gamma = opt(gamma0, gk), *beta = opt(beta0, bk);
+  const int64_t channels = x.dim(0), length = x.elements() / channels, per = channels / groups;
+  Tensor out = x.ctx().empty(x.shape());
+  for (int g = 0; g < groups; ++g)
+    normalise_ref(x.f32() + g * per * length, out.f32() + g * per * length, per * length, eps);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t t = 0; t < length; ++t) {
+      float& y = out.f32()[c * length + t];
+      y = y * (gamma ? gamma[c] : 1.0f) + (beta ? beta[c] : 0.0f);
+    }
+  return out;
+}
+}  // namespace ref
+
+Tensor layer_norm(const Tensor& x0, const Tensor& gamma0, const Tensor& beta0, float eps) {
+  const Tensor x = cpu::as_f32(x0);
+  Tensor gk, bk;
+  const float *gamma = opt(gamma0, gk), *beta = opt(beta0, bk);
+  const int64_t c = x.dim(-1), rows = x.elements() / c;
+  Tensor out = x.ctx().empty(x.shape());
+  cpu::parallel_for(x.ctx(), rows, c * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* y = out.f32() + r * c;
+      normalise(x.f32() + r * c, y, c, eps);
+      if (gamma)
+        for (int64_t i = 0; i < c; ++i) y[i] *= gamma[i];
+      if (beta)
+        for (int64_t i = 0; i < c; ++i) y[i] += beta[i];
+    }
+  });
+  return out;
+}
+
+Tensor rms_norm(const Tensor& x0, const Tensor& gamma0, float eps) {
+  const Tensor x = cpu::as_f32(x0);
+  Tensor gk;
+  const float* gamma = opt(gamma0, gk);
+  const int64_t c = x.dim(-1), rows = x.elements() / c;
+  Tensor out = x.ctx().empty(x.shape());
+  cpu::parallel_for(x.ctx(), rows, c * 3, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = x.f32() + r * c;
+      float ss = 0.0f;
+      for (int64_t i = 0; i < c; ++i) ss += in[i] * in[i];
+      const float inv = 1.0f / std::sqrt(ss / static_cast<float>(c) + eps);
+      float* y = out.f32() + r * c;
+      for (int64_t i = 0; i < c; ++i) y[i] = in[i] * inv * (gamma ? gamma[i] : 1.0f);
+    }
+  });
+  return out;
+}
+
+Tensor group_norm(const Tensor& x0, int groups, const Tensor& gamma0, const Tensor& beta0, float eps) {
+  const Tensor x = cpu::as_f32(x0);
+  NN_ASSERT(x.dim(0) % groups == 0);
+  Tensor gk, bk;
+  const float *gamma = opt(gamma0, gk), *beta = opt(beta0, bk);
+  const int64_t channels = x.dim(0), length = x.elements() / channels, per = channels / groups;
+  Tensor out = x.ctx().empty(x.shape());
+  cpu::parallel_for(x.ctx(), groups, per * length * 4, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      normalise(x.f32() + g * per * length, out.f32() + g * per * length, per * length, eps);
+      for (int64_t c = g * per; c < (g + 1) * per; ++c) {
+        const float gm = gamma ? gamma[c] : 1.0f, bt = beta ? beta[c] : 0.0f;
+        float* y = out.f32() + c * length;
+        for (int64_t t = 0; t < length; ++t) y[t] = y[t] * gm + bt;
+      }
+    }
+  });
+  return out;
+}
+
+Tensor instance_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  return group_norm(x, static_cast<int>(x.dim(0)), gamma, beta, eps);
+}
+
+// AdaIN: the style's gamma enters as (1 + gamma), as StyleTTS2's AdaIN1d writes it.
+Tensor adain(const Tensor& x, const Tensor& gamma0, const Tensor& beta0, float eps) {
+  const Tensor gamma = cpu::as_f32(gamma0), beta = cpu::as_f32(beta0);
+  Tensor one_plus = scale(gamma, 1.0f, 1.0f);
+  return instance_norm(x, one_plus, beta, eps);
+}
+
+}  // namespace sotto::nn

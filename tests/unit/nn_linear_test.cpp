@@ -1,0 +1,303 @@
+// Op checks, matrix products / convolutions / LSTM: the CPU path (AVX2 and portable vectors, 1 and 3 threads)
+// against nn::ref on fresh random inputs of odd sizes, and hand-computed cases where the reference itself
+// could be wrong (ONNX's own examples for DynamicQuantizeLinear and MatMulInteger, conv output sizes).
+#include <cmath>
+
+#include "nn/gemm.h"
+#include "nn_test_support.h"
+
+namespace sotto::nn {
+namespace {
+
+using testing::Backends;
+using testing::expect_close;
+using testing::floats;
+using testing::rand_int;
+using testing::rand_int8;
+using testing::rand_tensor;
+
+// Float products of K unit-range terms against a double reference: rounding grows like sqrt(K) ulp.
+float product_tol(int64_t k) {
+  return 2e-6f * static_cast<float>(std::sqrt(static_cast<double>(k)) + 1.0);
+}
+
+TEST(NnLinear, LinearMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    for (int rep = 0; rep < 3; ++rep) {
+      const int64_t m = rand_int(1, 37), k = rand_int(1, 300), n = rand_int(1, 70);
+      const Tensor x = rand_tensor(ctx, {m, k}), w = rand_tensor(ctx, {n, k}), bias = rand_tensor(ctx, {n});
+      expect_close(linear(x, w, bias), ref::linear(x, w, bias), product_tol(k), 1e-5f, "linear " + where);
+      const Tensor x3 = rand_tensor(ctx, {2, m, k});
+      expect_close(linear(x3, w), ref::linear(x3, w), product_tol(k), 1e-5f, "linear 3-D " + where);
+    }
+  });
+}
+
+TEST(NnLinear, WeightOnlyInt8AndF16Linear) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int64_t m = rand_int(1, 9), k = rand_int(1, 200), n = rand_int(1, 40);
+    const Tensor x = rand_tensor(ctx, {m, k});
+    const Tensor w8 = testing::rand_int8(ctx, {n, k}, DType::I8).with_quant({0.01f, 3});
+    expect_close(linear(x, w8), ref::linear(x, w8), product_tol(k), 1e-5f, "linear int8 " + where);
+    // Against dequantizing by hand: (q - 3) * 0.01.
+    const std::vector<float> wf = floats(w8);
+    expect_close(linear(x, w8), ref::linear(x, ctx.from_floats({n, k}, wf)), product_tol(k), 1e-5f,
+                 "linear int8 vs float " + where);
+  });
+}
+
+TEST(NnLinear, MatmulMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int64_t m = rand_int(1, 21), k = rand_int(1, 130), n = rand_int(1, 45);
+    const Tensor a = rand_tensor(ctx, {3, m, k}), w = rand_tensor(ctx, {k, n}),
+                 bb = rand_tensor(ctx, {3, k, n});
+    expect_close(matmul(a, w), ref::matmul(a, w), product_tol(k), 1e-5f, "matmul shared " + where);
+    expect_close(matmul(a, bb), ref::matmul(a, bb), product_tol(k), 1e-5f, "matmul batched " + where);
+    // matmul(a, W) = linear(a, W^T): two kernels' paths agree.
+    expect_close(matmul(a, w), linear(a, transpose(w)), product_tol(k), 1e-5f, "matmul vs linear " + where);
+  });
+}
+
+TEST(NnLinear, DynamicQuantizeLinearOnOnnxExamples) {
+  // The ONNX operator documentation's examples (DynamicQuantizeLinear, opset 11).
+  auto ctx = Context::cpu();
+  {
+    const float x[] = {0, 2, -3, -2.5f, 1.34f, 0.5f};
+    const Tensor q = dynamic_quantize_linear(ctx->from_floats({6}, x));
+    EXPECT_FLOAT_EQ(q.quant().scale, 0.019607844f);
+    EXPECT_EQ(q.quant().zero_point, 153);
+    const uint8_t* p = q.data<uint8_t>();
+    EXPECT_EQ(std::vector<int>(p, p + 6), (std::vector<int>{153, 255, 0, 26, 221, 179}));
+  }
+  {
+    const float x[] = {-1, -2.1f, -1.3f, -2.5f, -3.34f, -4.0f};
+    const Tensor q = dynamic_quantize_linear(ctx->from_floats({6}, x));
+    EXPECT_FLOAT_EQ(q.quant().scale, 0.015686275f);
+    EXPECT_EQ(q.quant().zero_point, 255);
+    const uint8_t* p = q.data<uint8_t>();
+    EXPECT_EQ(std::vector<int>(p, p + 6), (std::vector<int>{191, 121, 172, 96, 42, 0}));
+  }
+  {
+    const float x[] = {1, 2.1f, 1.3f, 2.5f, 3.34f, 4.0f, 1.5f, 2.6f, 3.9f, 4.0f, 3.0f, 2.345f};
+    const Tensor q = dynamic_quantize_linear(ctx->from_floats({3, 4}, x));
+    EXPECT_FLOAT_EQ(q.quant().scale, 0.015686275f);
+    EXPECT_EQ(q.quant().zero_point, 0);
+    const uint8_t* p = q.data<uint8_t>();
+    EXPECT_EQ(std::vector<int>(p, p + 12),
+              (std::vector<int>{64, 134, 83, 159, 213, 255, 96, 166, 249, 255, 191, 149}));
+  }
+  {
+    // All zeros: ONNX Runtime uses scale 1, zero point 0 (the spec's formula would divide by zero).
+    const float x[] = {0, 0, 0};
+    const Tensor q = dynamic_quantize_linear(ctx->from_floats({3}, x));
+    EXPECT_EQ(q.quant().scale, 1.0f);
+    EXPECT_EQ(q.quant().zero_point, 0);
+  }
+  {
+    // Halves round to even: x / scale = 0.5 and 1.5 and 2.5 with scale 1 / 255 * 255 = 1 (range [0, 255]).
+    const float x[] = {255, 0.5f, 1.5f, 2.5f};
+    const uint8_t* p = dynamic_quantize_linear(ctx->from_floats({4}, x)).data<uint8_t>();
+    EXPECT_EQ(std::vector<int>(p + 1, p + 4), (std::vector<int>{0, 2, 2}));
+  }
+}
+
+TEST(NnLinear, IntegerKernelOnMatMulIntegerExample) {
+  // ONNX MatMulInteger's documented example: A (uint8, zero point 12) [4, 3] . B (uint8, zero point 0) [3, 2].
+  const int16_t a[] = {11 - 12, 7 - 12, 3 - 12, 10 - 12, 6 - 12, 2 - 12,
+                       9 - 12,  5 - 12, 1 - 12, 8 - 12,  4 - 12, 0 - 12};
+  const int16_t bt[] = {1, 2, 3, 4, 5, 6};  // B transposed: [2, 3]
+  for (bool portable : {false, true}) {
+    cpu_force_portable(portable);
+    int32_t c[8];
+    cpu::igemm_nt(4, 2, 3, a, 3, bt, 3, c, 2);
+    EXPECT_EQ(std::vector<int32_t>(c, c + 8),
+              (std::vector<int32_t>{-38, -83, -44, -98, -50, -113, -56, -128}));
+  }
+  cpu_force_portable(false);
+}
+
+TEST(NnLinear, MatmulIntegerDynamicMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    for (DType dt : {DType::I8, DType::U8}) {
+      const int64_t m = rand_int(1, 19), k = rand_int(1, 260), n = rand_int(1, 50);
+      const Tensor x = rand_tensor(ctx, {m, k}, -2.0f, 3.0f);
+      const Tensor w = rand_int8(ctx, {k, n}, dt).with_quant({0.02f, dt == DType::U8 ? 128 : 0});
+      // Integer accumulation is exact: the only rounding is the final scale, identical in both.
+      expect_close(matmul_integer_dynamic(x, w), ref::matmul_integer_dynamic(x, w), 0, 1e-6f,
+                   "int8 per-tensor " + where);
+      const Tensor scales = rand_tensor(ctx, {n}, 0.001f, 0.05f);
+      const Tensor zps = rand_int8(ctx, {n}, dt);
+      expect_close(matmul_integer_dynamic(x, w, scales, zps), ref::matmul_integer_dynamic(x, w, scales, zps),
+                   0, 1e-6f, "int8 per-column " + where);
+      // Against the float product: the error of quantizing x is at most scale / 2 per element.
+      const Tensor wf = ctx.from_floats({k, n}, floats(w));
+      const float x_scale = dynamic_quantize_linear(x).quant().scale;
+      const float bound = 0.5f * x_scale * 0.02f * 255.0f * static_cast<float>(k);
+      expect_close(matmul_integer_dynamic(x, w), matmul(x, wf), bound, 0, "int8 vs float " + where);
+    }
+  });
+}
+
+TEST(NnConv, OutputSizesByHand) {
+  auto ctx = Context::cpu();
+  const Tensor x10 = rand_tensor(*ctx, {2, 10});
+  // ONNX Conv: out = floor((T + pads - dilation (K - 1) - 1) / stride) + 1.
+  EXPECT_EQ(conv1d(x10, rand_tensor(*ctx, {4, 2, 3}), {}, {.stride = 2, .padding = 1}).shape(),
+            (Shape{4, 5}));
+  EXPECT_EQ(conv1d(x10, rand_tensor(*ctx, {4, 2, 3}), {}, {.stride = 2, .padding = 1, .dilation = 2}).shape(),
+            (Shape{4, 4}));
+  EXPECT_EQ(conv1d(x10, rand_tensor(*ctx, {4, 2, 4}), {}, {.padding = 3, .padding_end = 0}).shape(),
+            (Shape{4, 10}));
+  // ConvTranspose: (T - 1) stride - 2 pad + dilation (K - 1) + output_padding + 1.
+  EXPECT_EQ(conv_transpose1d(x10, rand_tensor(*ctx, {2, 3, 4}), {},
+                             {.stride = 2, .padding = 1, .output_padding = 1})
+                .shape(),
+            (Shape{3, 21}));
+  EXPECT_EQ(conv2d(rand_tensor(*ctx, {1, 7, 9}), rand_tensor(*ctx, {2, 1, 3, 3}), {},
+                   {.stride_h = 2, .stride_w = 1, .pad_h = 1, .pad_w = 0})
+                .shape(),
+            (Shape{2, 4, 7}));
+  // A difference filter by hand: y[t] = x[t - 1] - x[t + 1] with zero padding.
+  const float xv[] = {1, 2, 3, 4}, wv[] = {1, 0, -1}, bv[] = {0.5f};
+  EXPECT_EQ(floats(conv1d(ctx->from_floats({1, 4}, xv), ctx->from_floats({1, 1, 3}, wv),
+                          ctx->from_floats({1}, bv), {.padding = 1})),
+            (std::vector<float>{-1.5f, -1.5f, -1.5f, 3.5f}));
+}
+
+TEST(NnConv, Conv1dMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    for (int rep = 0; rep < 4; ++rep) {
+      const int groups = static_cast<int>(rand_int(1, 3));
+      const int64_t in_g = rand_int(1, 9), out_g = rand_int(1, 7), k = rand_int(1, 7),
+                    t = rand_int(k * 3, 150);
+      Conv1dOptions o{.stride = static_cast<int>(rand_int(1, 3)),
+                      .padding = static_cast<int>(rand_int(0, 3)),
+                      .dilation = static_cast<int>(rand_int(1, 2)),
+                      .groups = groups};
+      if (rep == 3) o.padding_end = static_cast<int>(rand_int(0, 4));
+      const Tensor x = rand_tensor(ctx, {groups * in_g, t}), w = rand_tensor(ctx, {groups * out_g, in_g, k});
+      const Tensor bias = rand_tensor(ctx, {groups * out_g});
+      expect_close(conv1d(x, w, bias, o), ref::conv1d(x, w, bias, o), product_tol(in_g * k), 1e-5f,
+                   "conv1d rep " + std::to_string(rep) + " " + where);
+    }
+    // Depthwise (groups = channels, with a channel multiplier of 2).
+    const int64_t c = rand_int(1, 17), t = rand_int(9, 200);
+    const Tensor x = rand_tensor(ctx, {c, t}), w = rand_tensor(ctx, {2 * c, 1, 5}),
+                 bias = rand_tensor(ctx, {2 * c});
+    const Conv1dOptions o{.padding = 2, .groups = static_cast<int>(c)};
+    expect_close(conv1d(x, w, bias, o), ref::conv1d(x, w, bias, o), product_tol(5), 1e-5f,
+                 "depthwise " + where);
+  });
+}
+
+TEST(NnConv, Conv1dIntegerDynamicMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int groups = static_cast<int>(rand_int(1, 2));
+    const int64_t in_g = rand_int(1, 11), out_g = rand_int(1, 9), k = rand_int(1, 5), t = rand_int(5, 120);
+    const Conv1dOptions o{.stride = static_cast<int>(rand_int(1, 2)),
+                          .padding = static_cast<int>(rand_int(0, 2)),
+                          .groups = groups};
+    const Tensor x = rand_tensor(ctx, {groups * in_g, t}, -1.0f, 4.0f);
+    const Tensor w = rand_int8(ctx, {groups * out_g, in_g, k}, DType::I8).with_quant({0.03f, 0});
+    const Tensor bias = rand_tensor(ctx, {groups * out_g}),
+                 scales = rand_tensor(ctx, {groups * out_g}, 0.01f, 0.04f);
+    expect_close(conv1d_integer_dynamic(x, w, bias, o), ref::conv1d_integer_dynamic(x, w, bias, o), 1e-6f,
+                 1e-6f, "conv int8 " + where);
+    expect_close(conv1d_integer_dynamic(x, w, bias, o, scales),
+                 ref::conv1d_integer_dynamic(x, w, bias, o, scales), 1e-6f, 1e-6f,
+                 "conv int8 per-channel " + where);
+  });
+}
+
+TEST(NnConv, TransposedAndConv2dMatchReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int groups = static_cast<int>(rand_int(1, 2));
+    const int64_t in_g = rand_int(1, 7), out_g = rand_int(1, 6), k = rand_int(1, 8), t = rand_int(1, 60);
+    const ConvTranspose1dOptions o{.stride = static_cast<int>(rand_int(1, 4)),
+                                   .padding = static_cast<int>(rand_int(0, k / 2)),
+                                   .output_padding = 0,
+                                   .dilation = static_cast<int>(rand_int(1, 2)),
+                                   .groups = groups};
+    const Tensor x = rand_tensor(ctx, {groups * in_g, t}), w = rand_tensor(ctx, {groups * in_g, out_g, k});
+    const Tensor bias = rand_tensor(ctx, {groups * out_g});
+    expect_close(conv_transpose1d(x, w, bias, o), ref::conv_transpose1d(x, w, bias, o), product_tol(in_g * k),
+                 1e-5f, "conv_transpose1d " + where);
+    const int64_t kh = rand_int(1, 4), kw = rand_int(1, 4);
+    const Tensor x2 = rand_tensor(ctx, {groups * in_g, rand_int(kh, 19), rand_int(kw, 23)});
+    const Tensor w2 = rand_tensor(ctx, {groups * out_g, in_g, kh, kw});
+    const Conv2dOptions o2{.stride_h = static_cast<int>(rand_int(1, 2)),
+                           .stride_w = static_cast<int>(rand_int(1, 3)),
+                           .pad_h = static_cast<int>(rand_int(0, 1)),
+                           .pad_w = static_cast<int>(rand_int(0, 2)),
+                           .dilation_h = 1,
+                           .dilation_w = static_cast<int>(rand_int(1, 2)),
+                           .groups = groups};
+    if (x2.dim(2) + 2 * o2.pad_w >= o2.dilation_w * (kw - 1) + 1)
+      expect_close(conv2d(x2, w2, bias, o2), ref::conv2d(x2, w2, bias, o2), product_tol(in_g * kh * kw),
+                   1e-5f, "conv2d " + where);
+  });
+}
+
+TEST(NnLstm, LstmMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int64_t in = rand_int(1, 40), h = rand_int(1, 33), t = rand_int(1, 25);
+    LstmWeights w;
+    w.w_ih = rand_tensor(ctx, {4 * h, in}, -0.5f, 0.5f);
+    w.w_hh = rand_tensor(ctx, {4 * h, h}, -0.5f, 0.5f);
+    w.b = rand_tensor(ctx, {4 * h});
+    const Tensor x = rand_tensor(ctx, {t, in}), h0 = rand_tensor(ctx, {h}), c0 = rand_tensor(ctx, {h});
+    Tensor hn, cn, hr, cr;
+    expect_close(lstm(x, w, false, h0, c0, &hn, &cn), ref::lstm(x, w, false, h0, c0, &hr, &cr), 2e-5f, 1e-5f,
+                 "lstm " + where);
+    expect_close(hn, hr, 2e-5f, 1e-5f, "lstm h " + where);
+    expect_close(cn, cr, 2e-5f, 1e-5f, "lstm c " + where);
+    expect_close(lstm(x, w, true), ref::lstm(x, w, true), 2e-5f, 1e-5f, "lstm reverse " + where);
+    const Tensor both = bilstm(x, w, w);
+    EXPECT_EQ(both.shape(), (Shape{t, 2 * h}));
+    expect_close(slice(both, 1, h, 2 * h), ref::lstm(x, w, true), 2e-5f, 1e-5f,
+                 "bilstm backward half " + where);
+  });
+}
+
+TEST(NnLstm, DynamicQuantizeLstmMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int64_t in = rand_int(1, 40), h = rand_int(1, 33), t = rand_int(1, 20);
+    LstmWeights w;
+    w.w_ih = rand_int8(ctx, {in, 4 * h}, DType::I8);
+    w.w_hh = rand_int8(ctx, {h, 4 * h}, DType::I8);
+    w.w_ih_scales = rand_tensor(ctx, {4 * h}, 0.001f, 0.01f);
+    w.w_hh_scales = rand_tensor(ctx, {1}, 0.001f, 0.01f);
+    w.b = rand_tensor(ctx, {4 * h});
+    const Tensor x = rand_tensor(ctx, {t, in});
+    // The same integer products; only float rounding in the cell (float vs double) differs.
+    expect_close(lstm(x, w), ref::lstm(x, w), 1e-5f, 1e-5f, "int8 lstm " + where);
+  });
+}
+
+TEST(NnLstm, SingleStepByHand) {
+  // One unit, zero weights: gates are the biases. i = sigmoid(0) = 0.5, f = sigmoid(0), g = tanh(1), o =
+  // sigmoid(2); c = 0.5 * c0 + 0.5 tanh(1), h = sigmoid(2) tanh(c).
+  auto ctx = Context::cpu();
+  LstmWeights w;
+  w.w_ih = ctx->zeros({4, 1});
+  w.w_hh = ctx->zeros({4, 1});
+  const float bias[] = {0, 0, 1, 2}, c0v[] = {0.3f}, xv[] = {7};
+  w.b = ctx->from_floats({4}, bias);
+  Tensor hn, cn;
+  lstm(ctx->from_floats({1, 1}, xv), w, false, {}, ctx->from_floats({1}, c0v), &hn, &cn);
+  const double c = 0.5 * 0.3 + 0.5 * std::tanh(1.0);
+  EXPECT_NEAR(floats(cn)[0], c, 1e-6);
+  EXPECT_NEAR(floats(hn)[0], std::tanh(c) / (1 + std::exp(-2.0)), 1e-6);
+}
+
+}  // namespace
+}  // namespace sotto::nn
