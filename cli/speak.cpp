@@ -138,10 +138,11 @@ int run_speak(std::span<char* const> args) {
   Options o;
   if (std::string problem = parse_options(args, o); !problem.empty()) return usage_error(problem);
   if (o.has_text)
-    return fail("speak: --text needs the text-to-phoneme step (G2P), which is not available yet; pass --phonemes");
+    return fail(
+        "speak: --text needs the text-to-phoneme step (G2P), which is not available yet; pass --phonemes");
   if (o.phonemes.size() > kMaxPhonemeBytes)
-    return fail(cat("speak: ", o.phonemes.size(), " bytes of phonemes is more than one call speaks (", kMaxPhonemeBytes,
-                    "); split the text"));
+    return fail(cat("speak: ", o.phonemes.size(), " bytes of phonemes is more than one call speaks (",
+                    kMaxPhonemeBytes, "); split the text"));
   auto ids_check = tts::kokoro_phoneme_ids(o.phonemes);  // every symbol checked before any work
   if (!ids_check) return fail(ids_check.message());
 
@@ -170,7 +171,8 @@ int run_speak(std::span<char* const> args) {
   for (const std::string& piece : pieces) {
     auto ids = tts::kokoro_phoneme_ids(piece);
     if (!ids) return fail(ids.message());
-    auto audio = tts::kokoro_speak(*ctx, *weights, *ids, voice->style(ids->size()), static_cast<float>(o.speed));
+    auto audio =
+        tts::kokoro_speak(*ctx, *weights, *ids, voice->style(ids->size()), static_cast<float>(o.speed));
     if (!audio) return fail(audio.message());
     if (Status s = wav.append(*audio); !s) return fail(s.message());
     if (first_audio_ms == 0) first_audio_ms = now_ms() - start_ms;
@@ -178,13 +180,14 @@ int run_speak(std::span<char* const> args) {
   const double compute_ms = now_ms() - start_ms;
   const double audio_s = static_cast<double>(wav.samples()) / tts::kKokoroSampleRateHz;
   if (o.json) {
-    const std::string out =
-        cat("{\"samples\":", wav.samples(), ",\"sample_rate\":", tts::kKokoroSampleRateHz, ",\"audio_s\":", audio_s,
-            ",\"compute_ms\":", compute_ms, ",\"first_audio_ms\":", first_audio_ms, ",\"phonemes\":", ids_check->size(),
-            ",\"sentences\":", pieces.size(), ",\"threads\":", o.threads, "}\n");
+    const std::string out = cat("{\"samples\":", wav.samples(), ",\"sample_rate\":", tts::kKokoroSampleRateHz,
+                                ",\"audio_s\":", audio_s, ",\"compute_ms\":", compute_ms,
+                                ",\"first_audio_ms\":", first_audio_ms, ",\"phonemes\":", ids_check->size(),
+                                ",\"sentences\":", pieces.size(), ",\"threads\":", o.threads, "}\n");
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
-    std::fprintf(stdout, "%s: %.3f s of audio (%llu samples at 24 kHz) in %.0f ms, %.2fx real time, %zu piece(s)\n",
+    std::fprintf(stdout,
+                 "%s: %.3f s of audio (%llu samples at 24 kHz) in %.0f ms, %.2fx real time, %zu piece(s)\n",
                  o.out_path.c_str(), audio_s, static_cast<unsigned long long>(wav.samples()), compute_ms,
                  compute_ms > 0 ? audio_s * 1000.0 / compute_ms : 0.0, pieces.size());
   }

@@ -23,7 +23,8 @@ nn::Tensor linear(const nn::Tensor& x, const QuantLinear& l) {
 }
 
 nn::Tensor conv(const nn::Tensor& x, const QuantConv& c) {
-  return nn::conv1d_integer_dynamic(x, c.w, c.bias, {.stride = c.stride, .padding = c.padding, .dilation = c.dilation});
+  return nn::conv1d_integer_dynamic(x, c.w, c.bias,
+                                    {.stride = c.stride, .padding = c.padding, .dilation = c.dilation});
 }
 
 nn::Tensor bilstm(const nn::Tensor& x, const QuantBiLstm& l) {
@@ -54,11 +55,13 @@ nn::Tensor ada_layer_norm(const nn::Tensor& x, const AdaIn& a, const nn::Tensor&
 }
 
 // StyleTTS 2's AdainResBlk1d on x [C_in, T] -> [C_out, T] (2T when upsampling).
-nn::Tensor res_block(const nn::Tensor& x, const AdainResBlock1d& b, const nn::Tensor& style, const nn::Tensor& sqrt2) {
+nn::Tensor res_block(const nn::Tensor& x, const AdainResBlock1d& b, const nn::Tensor& style,
+                     const nn::Tensor& sqrt2) {
   nn::Tensor r = nn::leaky_relu(adain(x, b.norm1, style), 0.2f);
   if (b.upsample)
-    r = nn::conv_transpose1d(r, b.pool_w, b.pool_b,
-                             {.stride = 2, .padding = 1, .output_padding = 1, .groups = static_cast<int>(x.dim(0))});
+    r = nn::conv_transpose1d(
+        r, b.pool_w, b.pool_b,
+        {.stride = 2, .padding = 1, .output_padding = 1, .groups = static_cast<int>(x.dim(0))});
   r = conv(r, b.conv1);
   r = nn::leaky_relu(adain(r, b.norm2, style), 0.2f);
   r = conv(r, b.conv2);
@@ -100,19 +103,23 @@ nn::Tensor kokoro_albert(const KokoroWeights& w, const nn::Tensor& tokens) {
   const int64_t t = tokens.dim(0);
   std::vector<int64_t> positions(static_cast<size_t>(t));
   std::iota(positions.begin(), positions.end(), int64_t{0});
-  const nn::Tensor position_ids =
-      ctx.from_bytes({t}, DType::I64, {reinterpret_cast<const uint8_t*>(positions.data()), positions.size() * 8});
+  const nn::Tensor position_ids = ctx.from_bytes(
+      {t}, DType::I64, {reinterpret_cast<const uint8_t*>(positions.data()), positions.size() * 8});
   const nn::Tensor type_ids = ctx.zeros({t}, DType::I64);
 
-  nn::Tensor x = nn::add(nn::embedding(w.word_embeddings, tokens), nn::embedding(w.token_type_embeddings, type_ids));
+  nn::Tensor x =
+      nn::add(nn::embedding(w.word_embeddings, tokens), nn::embedding(w.token_type_embeddings, type_ids));
   x = nn::add(x, nn::embedding(w.position_embeddings, position_ids));
   x = nn::layer_norm(x, w.embeddings_norm_w, w.embeddings_norm_b, kBertEps);
   x = linear(x, w.embedding_mapping);
   for (int pass = 0; pass < 12; ++pass) {  // ALBERT: one layer's weights, twelve passes
-    const nn::Tensor context = nn::attention(linear(x, w.query), linear(x, w.key), linear(x, w.value), {.n_heads = 12});
-    x = nn::layer_norm(nn::add(x, linear(context, w.attention_dense)), w.attention_norm_w, w.attention_norm_b, kBertEps);
+    const nn::Tensor context =
+        nn::attention(linear(x, w.query), linear(x, w.key), linear(x, w.value), {.n_heads = 12});
+    x = nn::layer_norm(nn::add(x, linear(context, w.attention_dense)), w.attention_norm_w, w.attention_norm_b,
+                       kBertEps);
     const nn::Tensor hidden = nn::activation(linear(x, w.ffn), nn::Act::GeluTanh);
-    x = nn::layer_norm(nn::add(linear(hidden, w.ffn_output), x), w.full_layer_norm_w, w.full_layer_norm_b, kBertEps);
+    x = nn::layer_norm(nn::add(linear(hidden, w.ffn_output), x), w.full_layer_norm_w, w.full_layer_norm_b,
+                       kBertEps);
   }
   return x;
 }
@@ -144,7 +151,8 @@ std::vector<float> kokoro_duration_sums(std::span<const float> probs, size_t tok
 std::vector<int64_t> kokoro_durations(std::span<const float> duration_sums, float speed) {
   std::vector<int64_t> frames(duration_sums.size());
   for (size_t i = 0; i < frames.size(); ++i) {
-    const float v = std::nearbyint(duration_sums[i] / speed);  // ONNX Round: half to even (default rounding mode)
+    const float v =
+        std::nearbyint(duration_sums[i] / speed);  // ONNX Round: half to even (default rounding mode)
     frames[i] = v < 1.0f ? 1 : static_cast<int64_t>(v);
   }
   return frames;
@@ -176,8 +184,8 @@ nn::Tensor kokoro_text_encoder(const KokoroWeights& w, const nn::Tensor& tokens)
 }
 
 // ---------------------------------------------------------------- decoder
-nn::Tensor kokoro_decoder(const KokoroWeights& w, const nn::Tensor& asr, const nn::Tensor& f0, const nn::Tensor& noise,
-                          const nn::Tensor& style) {
+nn::Tensor kokoro_decoder(const KokoroWeights& w, const nn::Tensor& asr, const nn::Tensor& f0,
+                          const nn::Tensor& noise, const nn::Tensor& style) {
   const nn::Tensor s = style_part(style, 0);
   const nn::Tensor f0_frames = conv(f0.reshape({1, f0.dim(0)}), w.f0_conv);  // [1, F]
   const nn::Tensor n_frames = conv(noise.reshape({1, noise.dim(0)}), w.n_conv);
@@ -229,15 +237,17 @@ nn::Tensor kokoro_generator(const KokoroWeights& w, const nn::Tensor& decoded, c
   // the window sum, x 4 (n_fft / hop), n_fft / 2 trimmed at both ends.
   nn::Tensor audio = nn::conv_transpose1d(parts, w.inverse_basis, {}, {.stride = 5});  // [1, L]
   const int64_t length = audio.dim(1);
-  audio = nn::concat(std::array{nn::div(nn::slice(audio, 1, 0, 20), w.window_sum_divisor), nn::slice(audio, 1, 20, length)},
-                     1);
+  audio = nn::concat(
+      std::array{nn::div(nn::slice(audio, 1, 0, 20), w.window_sum_divisor), nn::slice(audio, 1, 20, length)},
+      1);
   audio = nn::scale(nn::slice(audio, 1, 10, length - 10), 4.0f);
   return audio.reshape({length - 20});
 }
 
 // ---------------------------------------------------------------- the whole pass
-Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w, std::span<const int64_t> ids,
-                                        std::span<const float> style, float speed, KokoroTrace* trace) {
+Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w,
+                                        std::span<const int64_t> ids, std::span<const float> style,
+                                        float speed, KokoroTrace* trace) {
   if (ids.empty()) return error("kokoro: no phonemes to speak");
   if (ids.size() > static_cast<size_t>(kKokoroMaxPhonemes))
     return error("kokoro: ", ids.size(), " phoneme ids in one piece; at most ", kKokoroMaxPhonemes,
@@ -258,8 +268,8 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
   SOTTO_ASSIGN(std::vector<float> probs, ctx.to_floats(kokoro_duration_probs(w, d)));
   const std::vector<float> sums = kokoro_duration_sums(probs, static_cast<size_t>(t));
   const std::vector<int64_t> durations = kokoro_durations(sums, speed);
-  const nn::Tensor frames_per_token =
-      ctx.from_bytes({t}, DType::I64, {reinterpret_cast<const uint8_t*>(durations.data()), durations.size() * 8});
+  const nn::Tensor frames_per_token = ctx.from_bytes(
+      {t}, DType::I64, {reinterpret_cast<const uint8_t*>(durations.data()), durations.size() * 8});
 
   const nn::Tensor en = nn::repeat_by_durations(d, frames_per_token);  // [F, 640]
   nn::Tensor f0, noise;
@@ -284,7 +294,8 @@ std::vector<std::string> kokoro_split_phonemes(std::string_view phonemes, size_t
     if ((static_cast<unsigned char>(phonemes[i]) & 0xC0) != 0x80) starts.push_back(i);
   starts.push_back(phonemes.size());
   auto is = [&](size_t k, std::string_view set) {
-    return k + 1 < starts.size() && starts[k + 1] - starts[k] == 1 && set.find(phonemes[starts[k]]) != std::string_view::npos;
+    return k + 1 < starts.size() && starts[k + 1] - starts[k] == 1 &&
+           set.find(phonemes[starts[k]]) != std::string_view::npos;
   };
   std::vector<std::string> pieces;
   size_t begin = 0;  // in symbols

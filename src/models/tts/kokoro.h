@@ -58,6 +58,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "nn/ops.h"
 #include "nn/tensor.h"
 #include "nn/weights.h"
 
@@ -104,7 +105,8 @@ struct AdainResBlock1d {  // StyleTTS 2's AdainResBlk1d
   nn::Tensor pool_w, pool_b;         // depthwise ConvTranspose k3 s2 when upsampling
   bool upsample = false;
 };
-struct AdaInResBlock1 {  // the generator's (iSTFTNet) resblock: 3 x (AdaIN, Snake, dilated conv, AdaIN, Snake, conv)
+struct
+    AdaInResBlock1 {  // the generator's (iSTFTNet) resblock: 3 x (AdaIN, Snake, dilated conv, AdaIN, Snake, conv)
   AdaIn adain1[3], adain2[3];
   nn::Tensor alpha1[3], alpha2[3];  // Snake's alpha [C]
   QuantConv convs1[3], convs2[3];
@@ -140,9 +142,9 @@ struct KokoroWeights {
   AdaInResBlock1 noise_res[2], resblocks[6];
   nn::Tensor ups_w[2], ups_b[2];
   nn::Tensor conv_post_w, conv_post_b;
-  nn::Tensor inverse_basis;        // [22, 1, 20]
-  nn::Tensor window_sum_divisor;   // [20]: window_sum where > FLT_MIN, else 1
-  nn::Tensor sqrt2, three;         // [1]: the graph divides by these (not multiplies by the inverse)
+  nn::Tensor inverse_basis;       // [22, 1, 20]
+  nn::Tensor window_sum_divisor;  // [20]: window_sum where > FLT_MIN, else 1
+  nn::Tensor sqrt2, three;        // [1]: the graph divides by these (not multiplies by the inverse)
 };
 
 // Reads and checks every tensor (names, shapes, dtypes): a file that is not this Kokoro export fails with one
@@ -182,12 +184,14 @@ struct KokoroTrace {
 };
 
 // The whole pass: ids (without the pads; 1..510 of them) in the voice's style -> 24 kHz audio.
-Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w, std::span<const int64_t> ids,
-                                        std::span<const float> style, float speed, KokoroTrace* trace = nullptr);
+Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w,
+                                        std::span<const int64_t> ids, std::span<const float> style,
+                                        float speed, KokoroTrace* trace = nullptr);
 
 // ---------------------------------------------------------------- sentences
 // Splits phonemes into pieces of at most max_ids symbols, at sentence ends (. ! ? followed by a space or the
 // end) where possible, else at the last , ; : or space, else hard. Pieces keep their punctuation.
-std::vector<std::string> kokoro_split_phonemes(std::string_view phonemes, size_t max_ids = kKokoroMaxPhonemes);
+std::vector<std::string> kokoro_split_phonemes(std::string_view phonemes,
+                                               size_t max_ids = kKokoroMaxPhonemes);
 
 }  // namespace sotto::tts

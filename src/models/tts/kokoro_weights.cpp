@@ -31,7 +31,8 @@ class Loader {
   Loader(nn::Context& ctx, const nn::WeightSource& source) : ctx_(ctx), source_(source) {}
   const Status& status() const { return status_; }
 
-  nn::Tensor tensor(std::string_view name, const nn::Shape& shape, std::initializer_list<DType> dtypes = {DType::F32}) {
+  nn::Tensor tensor(std::string_view name, const nn::Shape& shape,
+                    std::initializer_list<DType> dtypes = {DType::F32}) {
     if (!status_.ok()) return {};
     auto t = source_.load(ctx_, name, shape, dtypes);
     if (!t.ok()) {
@@ -48,7 +49,8 @@ class Loader {
     int64_t n = 1;
     for (int64_t d : s->shape) n *= d;
     if (n != c || s->dtype != DType::F32)
-      return fail(error(source_.file_name(), ": tensor '", name, "' has ", n, " elements, expected ", c, " float32"));
+      return fail(
+          error(source_.file_name(), ": tensor '", name, "' has ", n, " elements, expected ", c, " float32"));
     return ctx_.from_bytes({c}, DType::F32, s->bytes);
   }
   float scalar(std::string_view name) {
@@ -65,7 +67,8 @@ class Loader {
     for (const ModuleNames& m : kModules)
       if (module == m.module) return &m;
     if (status_.ok())
-      status_ = error(source_.file_name(), ": no int8 weights known for module '", module, "' (not Kokoro v1.0 int8)");
+      status_ = error(source_.file_name(), ": no int8 weights known for module '", module,
+                      "' (not Kokoro v1.0 int8)");
     return nullptr;
   }
 
@@ -82,8 +85,8 @@ class Loader {
   }
 
   // uint8 [out, in, k] with a per-tensor scale and zero point, float bias [out] or none.
-  QuantConv conv(std::string_view module, int64_t out, int64_t in, int kernel, int stride = 1, int padding = -1,
-                 int dilation = 1) {
+  QuantConv conv(std::string_view module, int64_t out, int64_t in, int kernel, int stride = 1,
+                 int padding = -1, int dilation = 1) {
     QuantConv c;
     c.kernel = kernel;
     c.stride = stride;
@@ -100,8 +103,8 @@ class Loader {
   }
 
   // DynamicQuantizeLSTM's W [2, in, 4H], R [2, H, 4H] int8 (gates i, o, f, c), per-direction scale and zero
-  // point, B [2, 8H] (input then recurrent biases) -> one LstmWeights per direction in nn's layout: [4H, in],
-  // gates i, f, g, o, bias_ih + bias_hh.
+  // point, B [2, 8H] (input then recurrent biases) -> one LstmWeights per direction in nn's int8 layout: W
+  // [in, 4H], R [H, 4H], gate columns reordered to i, f, g, o, b = bias_ih + bias_hh.
   QuantBiLstm bilstm(std::string_view module, int64_t in, int64_t hidden) {
     QuantBiLstm out;
     const ModuleNames* wn = names(module);
@@ -119,15 +122,15 @@ class Loader {
     constexpr int kFromOnnxGate[4] = {0, 2, 3, 1};  // nn gate (i, f, g, o) <- ONNX gate (i, o, f, c)
     for (int dir = 0; dir < 2; ++dir) {
       nn::LstmWeights& lw = dir == 0 ? out.forward : out.backward;
-      auto regate = [&](const nn::Tensor& src, int64_t rows_in) {
-        // src [2, rows_in, 4H] -> [4H, rows_in] for this direction, gates reordered.
-        std::vector<int8_t> dst(static_cast<size_t>(h4 * rows_in));
-        const int8_t* s = src.data<int8_t>() + dir * rows_in * h4;
-        for (int g = 0; g < 4; ++g)
-          for (int64_t j = 0; j < hidden; ++j)
-            for (int64_t k = 0; k < rows_in; ++k)
-              dst[static_cast<size_t>((g * hidden + j) * rows_in + k)] = s[k * h4 + kFromOnnxGate[g] * hidden + j];
-        return ctx_.from_bytes({h4, rows_in}, DType::I8,
+      // src [2, rows, 4H] -> this direction's [rows, 4H] with the gate column blocks reordered.
+      auto regate = [&](const nn::Tensor& src, int64_t rows) {
+        std::vector<int8_t> dst(static_cast<size_t>(rows * h4));
+        const int8_t* s = src.data<int8_t>() + dir * rows * h4;
+        for (int64_t k = 0; k < rows; ++k)
+          for (int g = 0; g < 4; ++g)
+            std::memcpy(&dst[static_cast<size_t>(k * h4 + g * hidden)],
+                        s + k * h4 + kFromOnnxGate[g] * hidden, static_cast<size_t>(hidden));
+        return ctx_.from_bytes({rows, h4}, DType::I8,
                                {reinterpret_cast<const uint8_t*>(dst.data()), dst.size()});
       };
       lw.w_ih = regate(w, in).with_quant({w_scale.f32()[dir], w_zero.data<int8_t>()[dir]});
@@ -143,10 +146,12 @@ class Loader {
     return out;
   }
 
-  AdaIn adain(std::string_view module, int64_t channels) { return {linear(std::string(module) + "/fc", 128, 2 * channels)}; }
+  AdaIn adain(std::string_view module, int64_t channels) {
+    return {linear(std::string(module) + "/fc", 128, 2 * channels)};
+  }
 
-  AdainResBlock1d res_block(const std::string& path, const std::string& torch_path, int64_t dim_in, int64_t dim_out,
-                            bool upsample) {
+  AdainResBlock1d res_block(const std::string& path, const std::string& torch_path, int64_t dim_in,
+                            int64_t dim_out, bool upsample) {
     AdainResBlock1d b;
     b.upsample = upsample;
     b.norm1 = adain(path + "/norm1", dim_in);
@@ -192,7 +197,8 @@ class Loader {
 };
 
 // An int8 table with its per-tensor scale and zero point attached.
-nn::Tensor quant_table(Loader& l, const std::string& name, int64_t rows, int64_t cols, const std::string& zero_point) {
+nn::Tensor quant_table(Loader& l, const std::string& name, int64_t rows, int64_t cols,
+                       const std::string& zero_point) {
   nn::Tensor t = l.tensor(name + "_quantized", {rows, cols}, {DType::I8});
   const float scale = l.scalar(name + "_scale");
   const float zp = l.scalar(zero_point);
@@ -210,8 +216,10 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
   const std::string bert = "encoder/bert/encoder/albert_layer_groups.0/albert_layers.0";
   const std::string bert_t = "encoder.bert.encoder.albert_layer_groups.0.albert_layers.0";
   w.word_embeddings = quant_table(l, "encoder.bert.embeddings.word_embeddings.weight", 178, 128, emb_zp);
-  w.position_embeddings = quant_table(l, "encoder.bert.embeddings.position_embeddings.weight", 512, 128, emb_zp);
-  w.token_type_embeddings = quant_table(l, "encoder.bert.embeddings.token_type_embeddings.weight", 2, 128, emb_zp);
+  w.position_embeddings =
+      quant_table(l, "encoder.bert.embeddings.position_embeddings.weight", 512, 128, emb_zp);
+  w.token_type_embeddings =
+      quant_table(l, "encoder.bert.embeddings.token_type_embeddings.weight", 2, 128, emb_zp);
   w.embeddings_norm_w = l.tensor("encoder.bert.embeddings.LayerNorm.weight", {128});
   w.embeddings_norm_b = l.tensor("encoder.bert.embeddings.LayerNorm.bias", {128});
   w.embedding_mapping = l.linear("encoder/bert/encoder/embedding_hidden_mapping_in", 128, 768);
@@ -263,8 +271,9 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
   w.asr_res = l.conv("decoder/decoder/asr_res/asr_res.0", 64, 512, 1);
   w.encode = l.res_block("decoder/decoder/encode", "decoder.decoder.encode", 514, 1024, false);
   for (int i = 0; i < 4; ++i)
-    w.decode[i] = l.res_block("decoder/decoder/decode." + std::to_string(i), "decoder.decoder.decode." + std::to_string(i),
-                              1090, i == 3 ? 512 : 1024, i == 3);
+    w.decode[i] =
+        l.res_block("decoder/decoder/decode." + std::to_string(i),
+                    "decoder.decoder.decode." + std::to_string(i), 1090, i == 3 ? 512 : 1024, i == 3);
 
   // generator
   const std::string g = "decoder/decoder/generator";
@@ -278,8 +287,9 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
   w.noise_res[1] = l.generator_block(g + "/noise_res.1", gt + ".noise_res.1", 128, 11);
   constexpr int kKernels[3] = {3, 7, 11};
   for (int i = 0; i < 6; ++i)
-    w.resblocks[i] = l.generator_block(g + "/resblocks." + std::to_string(i), gt + ".resblocks." + std::to_string(i),
-                                       i < 3 ? 256 : 128, kKernels[i % 3]);
+    w.resblocks[i] =
+        l.generator_block(g + "/resblocks." + std::to_string(i), gt + ".resblocks." + std::to_string(i),
+                          i < 3 ? 256 : 128, kKernels[i % 3]);
   w.ups_w[0] = l.tensor("/" + g + "/Mul_output_0", {512, 256, 20});
   w.ups_b[0] = l.tensor(gt + ".ups.0.bias", {256});
   w.ups_w[1] = l.tensor("/" + g + "/Mul_1_output_0", {256, 128, 12});

@@ -1,0 +1,283 @@
+// Kokoro (src/models/tts/kokoro.h) against ONNX Runtime on the same int8 file.
+//
+// Stage tests are teacher-forced: each stage runs on ONNX Runtime's own input for it (tests/data/kokoro/
+// reference.safetensors, made by tools/kokoro_reference.py with ONNX Runtime 1.32's CPU build on "ðə kˈæt
+// sˈæt." with af_heart) and its output is compared with ONNX Runtime's. Why the tolerances are not ~1e-6: the
+// graph re-quantizes every activation to uint8 before each int8 product, so a float difference of one ulp that
+// moves a value across a rounding boundary changes it by a whole quantization step (range / 255, ~0.4 % of the
+// tensor's range); a stage of N such products accumulates a few of those. Each bound below is stated per stage
+// as a relative RMS error (|ours - ort| / |ort|, over the tensor) and was set at ~2-3x what this build
+// measures, well under what a wrong layer gives (a wrong gate order, bias or norm: >= 30 %).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "io/file.h"
+#include "io/safetensors.h"
+#include "models/tts/kokoro.h"
+#include "nn/ops.h"
+#include "nn/weights.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define KOKORO_UNDER_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define KOKORO_UNDER_SANITIZER 1
+#endif
+
+namespace sotto::tts {
+namespace {
+
+const std::string kModel = std::string(SOTTO_SOURCE_DIR) + "/models/kokoro/kokoro-v1.0.int8.onnx";
+const std::string kReference = std::string(SOTTO_SOURCE_DIR) + "/tests/data/kokoro/reference.safetensors";
+
+// ---------------------------------------------------------------- phonemes, voices, sentences (no model)
+TEST(KokoroPhonemes, IdsFollowTheModelsVocab) {
+  // "həlˈoʊ" -> h 50, ə 83, l 54, ˈ 156, o 57, ʊ 135 (config.json's vocab)
+  auto ids = kokoro_phoneme_ids("h\xC9\x99l\xCB\x88o\xCA\x8A");
+  ASSERT_TRUE(ids.ok()) << ids.message();
+  EXPECT_EQ(*ids, (std::vector<int64_t>{50, 83, 54, 156, 57, 135}));
+  auto punct = kokoro_phoneme_ids(" .,!?\xE2\x80\x94\xE2\x80\xA6\xE1\xB5\xBB");  // space . , ! ? — … ᵻ
+  ASSERT_TRUE(punct.ok()) << punct.message();
+  EXPECT_EQ(*punct, (std::vector<int64_t>{16, 4, 3, 5, 6, 9, 10, 177}));
+}
+
+TEST(KokoroPhonemes, UnknownEmptyAndBrokenInputAreOneLineErrors) {
+  auto unknown = kokoro_phoneme_ids("h\xC9\x99l#o");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("unknown phoneme '#' (U+0023) at byte 4"), std::string::npos)
+      << unknown.message();
+  auto empty = kokoro_phoneme_ids("");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.message().find("empty"), std::string::npos);
+  auto broken = kokoro_phoneme_ids("ab\xC9");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.message().find("not valid UTF-8 at byte 2"), std::string::npos) << broken.message();
+  for (const auto* r : {&unknown, &empty, &broken}) EXPECT_EQ(r->message().find('\n'), std::string::npos);
+}
+
+TEST(KokoroVoice, WrongSizeIsRefusedAndStyleIsRowN) {
+  std::vector<uint8_t> small(1000);
+  auto bad = kokoro_voice_from_bytes("tiny.bin", small);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("has 1000 bytes, expected 522240"), std::string::npos) << bad.message();
+  std::vector<float> rows(510 * 256);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<float>(i / 256);  // row index
+  auto voice = kokoro_voice_from_bytes("v", {reinterpret_cast<const uint8_t*>(rows.data()), rows.size() * 4});
+  ASSERT_TRUE(voice.ok()) << voice.message();
+  EXPECT_EQ(voice->style(13)[0], 13.0f);
+  EXPECT_EQ(voice->style(5000)[255], 509.0f);  // clamped to the last row
+}
+
+TEST(KokoroSentences, SplitsAtSentenceEndsAndNeverExceedsTheLimit) {
+  const auto pieces = kokoro_split_phonemes("a\xC9\x99 b. c d! e f?  g");
+  ASSERT_EQ(pieces.size(), 4u);
+  EXPECT_EQ(pieces[0], "a\xC9\x99 b.");
+  EXPECT_EQ(pieces[1], "c d!");
+  EXPECT_EQ(pieces[2], "e f?");
+  EXPECT_EQ(pieces[3], "g");
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "\xC9\x99\xC9\x99 ";  // 900 symbols, no sentence end
+  const auto cut = kokoro_split_phonemes(long_text, 100);
+  size_t symbols = 0;
+  for (const std::string& p : cut) {
+    auto ids = kokoro_phoneme_ids(p);
+    ASSERT_TRUE(ids.ok());
+    EXPECT_LE(ids->size(), 100u);
+    symbols += ids->size();
+  }
+  EXPECT_GE(symbols, 600u);  // every ə kept (spaces at the cuts dropped)
+  EXPECT_GE(cut.size(), 9u);
+}
+
+// ---------------------------------------------------------------- against ONNX Runtime (real model)
+struct Error {
+  double max_abs = 0, rel_rms = 0;
+};
+Error compare(std::span<const float> ours, std::span<const float> ref) {
+  Error e;
+  double num = 0, den = 0;
+  const size_t n = std::min(ours.size(), ref.size());
+  for (size_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(ours[i]) - ref[i];
+    e.max_abs = std::max(e.max_abs, std::fabs(d));
+    num += d * d;
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  e.rel_rms = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return e;
+}
+
+class KokoroReference : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+#ifdef KOKORO_UNDER_SANITIZER
+    skip_ = "the real-model stages take minutes under sanitizers";
+    return;
+#endif
+    if (!std::filesystem::exists(kModel)) {
+      skip_ = kModel + " is absent (bash scripts/get-models.sh kokoro)";
+      return;
+    }
+    auto model = MappedFile::open(kModel);
+    auto refs = MappedFile::open(kReference);
+    ASSERT_TRUE(model.ok() && refs.ok());
+    model_ = new MappedFile(std::move(model).value());
+    refs_file_ = new MappedFile(std::move(refs).value());
+    auto parsed = parse_safetensors(refs_file_->bytes());
+    ASSERT_TRUE(parsed.ok()) << parsed.message();
+    refs_ = new SafetensorsFile(std::move(parsed).value());
+    pool_ = new ThreadPool(2);
+    ctx_ = nn::Context::cpu(pool_).release();
+    auto source = nn::open_weights("kokoro-v1.0.int8.onnx", model_->bytes());
+    ASSERT_TRUE(source.ok()) << source.message();
+    auto weights = load_kokoro_weights(*ctx_, **source);
+    ASSERT_TRUE(weights.ok()) << weights.message();
+    weights_ = new KokoroWeights(std::move(weights).value());
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+  }
+
+  static std::vector<float> ref(const std::string& name) {
+    const TensorInfo* t = refs_->find_tensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    if (t == nullptr) return {};
+    std::vector<float> v(t->elements());
+    if (t->dtype == DType::I64) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        int64_t x;
+        std::memcpy(&x, t->data + i * 8, 8);
+        v[i] = static_cast<float>(x);
+      }
+    } else {
+      std::memcpy(v.data(), t->data, v.size() * 4);
+    }
+    return v;
+  }
+  static nn::Tensor ref_tensor(const std::string& name, const nn::Shape& shape) {
+    return ctx_->from_floats(shape, ref(name));
+  }
+  static nn::Tensor tokens() {
+    const std::vector<float> t = ref("tokens");
+    std::vector<int64_t> ids(t.begin(), t.end());
+    return ctx_->from_bytes({static_cast<int64_t>(ids.size())}, DType::I64,
+                            {reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 8});
+  }
+  static std::vector<float> floats(const nn::Tensor& t) { return *ctx_->to_floats(t); }
+  static int64_t frames() {
+    const std::vector<float> d = ref("durations");
+    double sum = 0;
+    for (float v : d) sum += v;
+    return static_cast<int64_t>(sum);
+  }
+  static Error check(const char* stage, std::span<const float> ours, std::span<const float> ort,
+                     double bound) {
+    const Error e = compare(ours, ort);
+    std::printf("[ kokoro ] %-16s rel RMS %.5f  max |diff| %.5f  (bound %.3f)\n", stage, e.rel_rms, e.max_abs,
+                bound);
+    EXPECT_LE(e.rel_rms, bound) << stage;
+    return e;
+  }
+
+  static inline std::string skip_;
+  static inline MappedFile *model_ = nullptr, *refs_file_ = nullptr;
+  static inline SafetensorsFile* refs_ = nullptr;
+  static inline ThreadPool* pool_ = nullptr;
+  static inline nn::Context* ctx_ = nullptr;
+  static inline KokoroWeights* weights_ = nullptr;
+};
+
+TEST_F(KokoroReference, AlbertMatchesOnnxRuntime) {
+  check("albert", floats(kokoro_albert(*weights_, tokens())), ref("bert"), 0.02);
+}
+
+TEST_F(KokoroReference, DurationEncoderAndDurationsMatchOnnxRuntime) {
+  const int64_t t = tokens().dim(0);
+  const nn::Tensor style = ref_tensor("style", {1, 256});
+  check("duration encoder", floats(kokoro_duration_encoder(*weights_, ref_tensor("bert", {t, 768}), style)),
+        ref("d"), 0.03);
+  const std::vector<float> probs = floats(kokoro_duration_probs(*weights_, ref_tensor("d", {t, 640})));
+  const std::vector<float> sums = kokoro_duration_sums(probs, static_cast<size_t>(t));
+  check("duration sums", sums, ref("dur_sum"), 0.01);
+  const std::vector<int64_t> durations = kokoro_durations(sums, 1.0f);
+  const std::vector<float> want = ref("durations");
+  int64_t off_by_more = 0, total = 0;
+  for (size_t i = 0; i < durations.size(); ++i) {
+    off_by_more += std::llabs(durations[i] - static_cast<int64_t>(want[i])) > 1;
+    total += durations[i];
+  }
+  EXPECT_EQ(off_by_more, 0);
+  EXPECT_LE(std::llabs(total - frames()), 2) << "frames";
+}
+
+TEST_F(KokoroReference, ProsodyMatchesOnnxRuntime) {
+  const int64_t f = frames();
+  const nn::Tensor en = nn::transpose(ref_tensor("en", {640, f}));
+  nn::Tensor f0, noise;
+  kokoro_prosody(*weights_, en, ref_tensor("style", {1, 256}), f0, noise);
+  check("F0", floats(f0), ref("f0"), 0.03);
+  check("N", floats(noise), ref("noise"), 0.06);
+}
+
+TEST_F(KokoroReference, TextEncoderMatchesOnnxRuntime) {
+  const nn::Tensor t_en = kokoro_text_encoder(*weights_, tokens());
+  check("text encoder", floats(nn::transpose(t_en)), ref("t_en"), 0.03);
+}
+
+TEST_F(KokoroReference, DecoderMatchesOnnxRuntime) {
+  const int64_t f = frames();
+  const nn::Tensor decoded = kokoro_decoder(*weights_, ref_tensor("asr", {512, f}), ref_tensor("f0", {2 * f}),
+                                            ref_tensor("noise", {2 * f}), ref_tensor("style", {1, 256}));
+  check("decoder", floats(decoded), ref("dec_decode3"), 0.05);
+}
+
+TEST_F(KokoroReference, HarmonicSourceAndItsSpectrumMatchOnnxRuntime) {
+  const int64_t f = frames();
+  const std::vector<float> source = floats(kokoro_harmonic_source(*weights_, ref_tensor("f0", {2 * f})));
+  ASSERT_EQ(source.size(), static_cast<size_t>(600 * f));
+  check("source", std::span(source).first(12000), ref("har_source"), 0.02);
+  // The spectrum of ONNX Runtime's own source prefix: its first 400 STFT frames need 2010 samples.
+  const std::vector<float> src = ref("har_source");
+  const nn::Tensor har = kokoro_source_spectrum(*weights_, ctx_->from_floats({12000}, src));
+  const std::vector<float> ours = floats(nn::slice(har, 1, 0, 400));
+  const std::vector<float> want = ref("har");
+  check("source spectrum", std::span(ours).first(11 * 400), std::span(want).first(11 * 400), 1e-4);
+}
+
+TEST_F(KokoroReference, GeneratorMatchesOnnxRuntime) {
+  const int64_t f = frames();
+  const nn::Tensor style = ref_tensor("style", {1, 256});
+  const nn::Tensor har =
+      kokoro_source_spectrum(*weights_, kokoro_harmonic_source(*weights_, ref_tensor("f0", {2 * f})));
+  const std::vector<float> audio =
+      floats(kokoro_generator(*weights_, ref_tensor("dec_decode3", {512, 2 * f}), har, style));
+  const std::vector<float> want = ref("audio");
+  ASSERT_EQ(audio.size(), want.size());
+  check("generator audio", audio, want, 0.5);
+}
+
+TEST_F(KokoroReference, EndToEndLengthIsWithinTwoFramesOfOnnxRuntime) {
+  const std::vector<float> t = ref("tokens");
+  const std::vector<int64_t> ids(t.begin() + 1, t.end() - 1);
+  const std::vector<float> style = ref("style");
+  KokoroTrace trace;
+  auto audio = kokoro_speak(*ctx_, *weights_, ids, style, 1.0f, &trace);
+  ASSERT_TRUE(audio.ok()) << audio.message();
+  const std::vector<float> want = ref("audio");
+  const long diff = std::labs(static_cast<long>(audio->size()) - static_cast<long>(want.size()));
+  std::printf("[ kokoro ] end to end: %zu samples, ONNX Runtime %zu\n", audio->size(), want.size());
+  EXPECT_EQ(audio->size() % 600, 0u);
+  EXPECT_LE(diff, 2 * 600);
+  for (float v : *audio) ASSERT_TRUE(std::isfinite(v));
+}
+
+}  // namespace
+}  // namespace sotto::tts
