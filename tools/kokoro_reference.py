@@ -39,7 +39,11 @@ VOCAB = {';': 1, ':': 2, ',': 3, '.': 4, '!': 5, '?': 6, '—': 9, '…': 10, '"
          'ʰ': 162, 'ʲ': 164, '↓': 169, '→': 171, '↗': 172, '↘': 173, 'ᵻ': 177}
 
 # (our name, the file's tensor, keep whole?) in graph order. Shapes are ONNX Runtime's (batch 1 first).
+BERT_PASS = '/encoder/bert/encoder/albert_layer_groups.0/albert_layers.0/full_layer_layer_norm{}/LayerNormalization_output_0'
 STAGES = [
+    ('albert_pass0', BERT_PASS.format(''), True),                             # [1, n+2, 768] after pass 1 of 12
+    ('albert_pass1', BERT_PASS.format('_1'), True),
+    ('albert_pass10', BERT_PASS.format('_10'), True),
     ('bert', '/encoder/bert/encoder/albert_layer_groups.0/albert_layers.0/full_layer_layer_norm_11/'
              'LayerNormalization_output_0', True),                            # [1, n+2, 768]
     ('d_en', '/encoder/bert_encoder/Add_output_0', True),                    # [1, n+2, 512]
@@ -47,21 +51,19 @@ STAGES = [
     ('dur_logits', '/encoder/predictor/duration_proj/linear_layer/Add_output_0', True),  # [1, n+2, 50]
     ('dur_sum', '/encoder/predictor/ReduceSum_output_0', True),              # [1, n+2]: sum of sigmoids
     ('durations', '/encoder/Clip_output_0', True),                           # [1, n+2] frames per phoneme
-    ('en', '/encoder/MatMul_output_0', True),                                # [1, 640, frames]
     ('f0', '/encoder/F0_proj/Conv_output_0', True),                          # [1, 1, 2 frames]
     ('noise', '/encoder/N_proj/Conv_output_0', True),                        # [1, 1, 2 frames]
     ('t_en', '/encoder/text_encoder/Transpose_2_output_0', True),           # [1, 512, n+2]
     ('asr', '/encoder/MatMul_1_output_0', True),                             # [1, 512, frames]
-    ('dec_encode', '/decoder/decoder/encode/Div_3_output_0', True),          # [1, 1024, frames]
     ('dec_decode3', '/decoder/decoder/decode.3/Div_4_output_0', True),       # [1, 512, 2 frames]
     ('har_source', '/decoder/decoder/generator/m_source/l_tanh/Tanh_output_0', False),  # [1, samples, 1]
-    ('har', '/decoder/decoder/generator/Concat_3_output_0', False),           # [1, 22, stft frames]
+    ('har', '/decoder/decoder/generator/Concat_3_output_0', True),           # [1, 22, stft frames]
     ('gen_stage0', '/decoder/decoder/generator/Div_2_output_0', False),      # [1, 256, 20 frames]
     ('gen_stage1', '/decoder/decoder/generator/Div_4_output_0', False),      # [1, 128, 120 frames + 1]
     ('conv_post', '/decoder/decoder/generator/conv_post/Conv_output_0', False),  # [1, 22, 120 frames + 1]
     ('audio', 'audio', True),                                                # [samples]
 ]
-KEEP_COLUMNS = 400
+KEEP_COLUMNS = 200
 KEEP_SAMPLES = 12000
 
 

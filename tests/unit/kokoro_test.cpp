@@ -115,6 +115,70 @@ Error compare(std::span<const float> ours, std::span<const float> ref) {
   return e;
 }
 
+// Log-mel spectrogram for the end-to-end distance: 1024-point Hann STFT (direct DFT over the bins' band), hop
+// 256, 80 HTK-mel triangles over 0..12 kHz, 10 log10(power + 1e-8) per band: [frames][80] in dB.
+std::vector<std::vector<double>> log_mel(std::span<const float> audio) {
+  constexpr int kFft = 1024, kHop = 256, kMels = 80, kBins = kFft / 2 + 1;
+  constexpr double kPi = 3.14159265358979323846;
+  auto mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
+  auto hz = [](double m) { return 700.0 * (std::pow(10.0, m / 2595.0) - 1.0); };
+  std::vector<double> edges(kMels + 2);
+  for (int i = 0; i < kMels + 2; ++i) edges[i] = hz(mel(12000.0) * i / (kMels + 1));
+  std::vector<std::vector<double>> out;
+  for (size_t start = 0; start + kFft <= audio.size(); start += kHop) {
+    std::vector<double> power(kBins);
+    for (int k = 0; k < kBins; ++k) {
+      double re = 0, im = 0;
+      for (int n = 0; n < kFft; ++n) {
+        const double v = audio[start + n] * (0.5 - 0.5 * std::cos(2 * kPi * n / kFft));
+        re += v * std::cos(2 * kPi * k * n / kFft);
+        im -= v * std::sin(2 * kPi * k * n / kFft);
+      }
+      power[k] = re * re + im * im;
+    }
+    std::vector<double> bands(kMels);
+    for (int m = 0; m < kMels; ++m) {
+      double sum = 0;
+      for (int k = 0; k < kBins; ++k) {
+        const double f = k * 24000.0 / kFft;
+        const double w = f < edges[m] || f > edges[m + 2] ? 0.0
+                         : f <= edges[m + 1]              ? (f - edges[m]) / (edges[m + 1] - edges[m])
+                                             : (edges[m + 2] - f) / (edges[m + 2] - edges[m + 1]);
+        sum += w * power[k];
+      }
+      bands[m] = 10.0 * std::log10(sum + 1e-8);
+    }
+    out.push_back(std::move(bands));
+  }
+  return out;
+}
+
+// Mean per-frame RMS log-mel difference (dB) along the best monotonic alignment (dynamic time warping), so a
+// duration frame more or less in one of the two does not count as a difference in sound.
+double log_mel_distance_db(std::span<const float> a, std::span<const float> b) {
+  const auto ma = log_mel(a), mb = log_mel(b);
+  const size_t n = ma.size(), m = mb.size();
+  auto dist = [&](size_t i, size_t j) {
+    double s = 0;
+    for (size_t k = 0; k < ma[i].size(); ++k) s += (ma[i][k] - mb[j][k]) * (ma[i][k] - mb[j][k]);
+    return std::sqrt(s / ma[i].size());
+  };
+  const double inf = 1e300;
+  std::vector<std::vector<double>> cost(n + 1, std::vector<double>(m + 1, inf));
+  std::vector<std::vector<int>> steps(n + 1, std::vector<int>(m + 1, 0));
+  cost[0][0] = 0;
+  for (size_t i = 1; i <= n; ++i)
+    for (size_t j = 1; j <= m; ++j) {
+      double best = cost[i - 1][j - 1];
+      int len = steps[i - 1][j - 1];
+      if (cost[i - 1][j] < best) best = cost[i - 1][j], len = steps[i - 1][j];
+      if (cost[i][j - 1] < best) best = cost[i][j - 1], len = steps[i][j - 1];
+      cost[i][j] = best + dist(i - 1, j - 1);
+      steps[i][j] = len + 1;
+    }
+  return cost[n][m] / steps[n][m];
+}
+
 class KokoroReference : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -181,7 +245,7 @@ class KokoroReference : public ::testing::Test {
   static Error check(const char* stage, std::span<const float> ours, std::span<const float> ort,
                      double bound) {
     const Error e = compare(ours, ort);
-    std::printf("[ kokoro ] %-16s rel RMS %.5f  max |diff| %.5f  (bound %.3f)\n", stage, e.rel_rms, e.max_abs,
+    std::printf("[ kokoro ] %-16s rel RMS %.5f  max |diff| %.5f  (bound %g)\n", stage, e.rel_rms, e.max_abs,
                 bound);
     EXPECT_LE(e.rel_rms, bound) << stage;
     return e;
@@ -195,18 +259,28 @@ class KokoroReference : public ::testing::Test {
   static inline KokoroWeights* weights_ = nullptr;
 };
 
-TEST_F(KokoroReference, AlbertMatchesOnnxRuntime) {
-  check("albert", floats(kokoro_albert(*weights_, tokens())), ref("bert"), 0.02);
+// ALBERT is twelve passes of one int8 layer: each pass on ONNX Runtime's input matches to ~1e-5, but where a
+// pass's float ulps flip one activation's quantization (pass 4 of this input), the flip grows through the
+// later passes (~12 % relative RMS at the end), as between two ONNX Runtime builds. So passes are checked
+// teacher-forced, and the free-running stack only against gross error (a wrong layer gives ~100 %).
+TEST_F(KokoroReference, AlbertPassesMatchOnnxRuntime) {
+  const int64_t t = tokens().dim(0);
+  check("albert pass 2", floats(kokoro_albert_pass(*weights_, ref_tensor("albert_pass0", {t, 768}))),
+        ref("albert_pass1"), 1e-4);
+  check("albert pass 12", floats(kokoro_albert_pass(*weights_, ref_tensor("albert_pass10", {t, 768}))),
+        ref("bert"), 1e-4);
+  check("albert (12 passes)", floats(nn::slice(kokoro_albert(*weights_, tokens()), 0, 0, t)), ref("bert"),
+        0.3);
 }
 
 TEST_F(KokoroReference, DurationEncoderAndDurationsMatchOnnxRuntime) {
   const int64_t t = tokens().dim(0);
   const nn::Tensor style = ref_tensor("style", {1, 256});
   check("duration encoder", floats(kokoro_duration_encoder(*weights_, ref_tensor("bert", {t, 768}), style)),
-        ref("d"), 0.03);
+        ref("d"), 1e-3);
   const std::vector<float> probs = floats(kokoro_duration_probs(*weights_, ref_tensor("d", {t, 640})));
   const std::vector<float> sums = kokoro_duration_sums(probs, static_cast<size_t>(t));
-  check("duration sums", sums, ref("dur_sum"), 0.01);
+  check("duration sums", sums, ref("dur_sum"), 1e-3);
   const std::vector<int64_t> durations = kokoro_durations(sums, 1.0f);
   const std::vector<float> want = ref("durations");
   int64_t off_by_more = 0, total = 0;
@@ -219,17 +293,22 @@ TEST_F(KokoroReference, DurationEncoderAndDurationsMatchOnnxRuntime) {
 }
 
 TEST_F(KokoroReference, ProsodyMatchesOnnxRuntime) {
-  const int64_t f = frames();
-  const nn::Tensor en = nn::transpose(ref_tensor("en", {640, f}));
+  const int64_t t = tokens().dim(0);
+  const std::vector<float> d = ref("durations");
+  std::vector<int64_t> durations(d.begin(), d.end());
+  const nn::Tensor en = nn::repeat_by_durations(  // exactly ONNX Runtime's d^T . alignment
+      ref_tensor("d", {t, 640}),
+      ctx_->from_bytes({t}, DType::I64,
+                       {reinterpret_cast<const uint8_t*>(durations.data()), durations.size() * 8}));
   nn::Tensor f0, noise;
   kokoro_prosody(*weights_, en, ref_tensor("style", {1, 256}), f0, noise);
-  check("F0", floats(f0), ref("f0"), 0.03);
-  check("N", floats(noise), ref("noise"), 0.06);
+  check("F0", floats(f0), ref("f0"), 1e-3);
+  check("N", floats(noise), ref("noise"), 1e-3);
 }
 
 TEST_F(KokoroReference, TextEncoderMatchesOnnxRuntime) {
   const nn::Tensor t_en = kokoro_text_encoder(*weights_, tokens());
-  check("text encoder", floats(nn::transpose(t_en)), ref("t_en"), 0.03);
+  check("text encoder", floats(nn::transpose(t_en)), ref("t_en"), 5e-3);
 }
 
 TEST_F(KokoroReference, DecoderMatchesOnnxRuntime) {
@@ -243,25 +322,46 @@ TEST_F(KokoroReference, HarmonicSourceAndItsSpectrumMatchOnnxRuntime) {
   const int64_t f = frames();
   const std::vector<float> source = floats(kokoro_harmonic_source(*weights_, ref_tensor("f0", {2 * f})));
   ASSERT_EQ(source.size(), static_cast<size_t>(600 * f));
-  check("source", std::span(source).first(12000), ref("har_source"), 0.02);
+  check("source", std::span(source).first(12000), ref("har_source"), 1e-3);
   // The spectrum of ONNX Runtime's own source prefix: its first 400 STFT frames need 2010 samples.
   const std::vector<float> src = ref("har_source");
   const nn::Tensor har = kokoro_source_spectrum(*weights_, ctx_->from_floats({12000}, src));
   const std::vector<float> ours = floats(nn::slice(har, 1, 0, 400));
-  const std::vector<float> want = ref("har");
-  check("source spectrum", std::span(ours).first(11 * 400), std::span(want).first(11 * 400), 1e-4);
+  std::vector<float> want = ref("har");  // [22, 120 F + 1]: the first 400 columns of each row
+  std::vector<float> want_cut;
+  for (int row = 0; row < 22; ++row)
+    want_cut.insert(want_cut.end(), want.begin() + row * (120 * f + 1),
+                    want.begin() + row * (120 * f + 1) + 400);
+  check("source magnitude", std::span(ours).first(11 * 400), std::span(want_cut).first(11 * 400), 1e-4);
+  // Phase only where the bin has energy (see GeneratorMatchesOnnxRuntime for the others).
+  std::vector<float> phase_ours, phase_ort;
+  for (size_t i = 0; i < 11 * 400; ++i)
+    if (want_cut[i] > 1e-3f) {
+      phase_ours.push_back(ours[11 * 400 + i]);
+      phase_ort.push_back(want_cut[11 * 400 + i]);
+    }
+  for (size_t i = 0; i < phase_ours.size(); ++i)  // +pi and -pi are one phase
+    phase_ours[i] = phase_ort[i] + std::remainder(phase_ours[i] - phase_ort[i], 6.283185307179586f);
+  check("source phase", phase_ours, phase_ort, 1e-4);
 }
 
 TEST_F(KokoroReference, GeneratorMatchesOnnxRuntime) {
   const int64_t f = frames();
   const nn::Tensor style = ref_tensor("style", {1, 256});
-  const nn::Tensor har =
-      kokoro_source_spectrum(*weights_, kokoro_harmonic_source(*weights_, ref_tensor("f0", {2 * f})));
+  // ONNX Runtime's own har: its STFT (Bluestein's FFT for n_fft 20) leaves rounding noise in the imaginary part
+  // of bins that are exactly 0 in ours (DC, and every bin of the silent frames), so the phase of those bins is an
+  // arbitrary +-pi or noise in both: the same source, two valid phases. Teacher-forcing takes ONNX Runtime's.
+  const nn::Tensor har = ref_tensor("har", {22, 120 * f + 1});
+  std::vector<nn::Tensor> stages;
   const std::vector<float> audio =
-      floats(kokoro_generator(*weights_, ref_tensor("dec_decode3", {512, 2 * f}), har, style));
+      floats(kokoro_generator(*weights_, ref_tensor("dec_decode3", {512, 2 * f}), har, style, &stages));
+  ASSERT_EQ(stages.size(), 3u);
+  check("generator x10", floats(nn::slice(stages[0], 1, 0, 200)), ref("gen_stage0"), 0.05);
+  check("generator x60", floats(nn::slice(stages[1], 1, 0, 200)), ref("gen_stage1"), 0.05);
+  check("conv_post", floats(nn::slice(stages[2], 1, 0, 200)), ref("conv_post"), 0.02);
   const std::vector<float> want = ref("audio");
   ASSERT_EQ(audio.size(), want.size());
-  check("generator audio", audio, want, 0.5);
+  check("generator audio", audio, want, 0.2);
 }
 
 TEST_F(KokoroReference, EndToEndLengthIsWithinTwoFramesOfOnnxRuntime) {
@@ -276,6 +376,15 @@ TEST_F(KokoroReference, EndToEndLengthIsWithinTwoFramesOfOnnxRuntime) {
   std::printf("[ kokoro ] end to end: %zu samples, ONNX Runtime %zu\n", audio->size(), want.size());
   EXPECT_EQ(audio->size() % 600, 0u);
   EXPECT_LE(diff, 2 * 600);
+  // Free-running, our audio differs from ONNX Runtime's mostly through the harmonic source's STFT phase: the DC
+  // and Nyquist bins of a real signal have an imaginary part of exactly 0 in our DFT and of rounding noise in ONNX
+  // Runtime's, which makes their phase 0 / -pi here and a noise-decided +-pi there; the generator reads those
+  // phases. With ONNX Runtime's phases put in (teacher-forced), the generator's audio is 0.48 dB from ONNX
+  // Runtime's; free-running it is 2.98 dB (onnxruntime-web vs ONNX Runtime CPU on this input: 0.99 dB, measured
+  // with tools/kokoro_logmel.py, the same measure). The bound keeps this gap from growing.
+  const double db = log_mel_distance_db(*audio, want);
+  std::printf("[ kokoro ] end to end: log-mel distance %.2f dB after alignment\n", db);
+  EXPECT_LE(db, 3.5);
   for (float v : *audio) ASSERT_TRUE(std::isfinite(v));
 }
 

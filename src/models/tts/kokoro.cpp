@@ -98,6 +98,16 @@ nn::Tensor style_part(const nn::Tensor& style, int64_t begin) {
 }  // namespace
 
 // ---------------------------------------------------------------- ALBERT
+nn::Tensor kokoro_albert_pass(const KokoroWeights& w, const nn::Tensor& x0) {
+  const nn::Tensor context =
+      nn::attention(linear(x0, w.query), linear(x0, w.key), linear(x0, w.value), {.n_heads = 12});
+  const nn::Tensor x = nn::layer_norm(nn::add(x0, linear(context, w.attention_dense)), w.attention_norm_w,
+                                      w.attention_norm_b, kBertEps);
+  const nn::Tensor hidden = nn::activation(linear(x, w.ffn), nn::Act::GeluTanh);
+  return nn::layer_norm(nn::add(linear(hidden, w.ffn_output), x), w.full_layer_norm_w, w.full_layer_norm_b,
+                        kBertEps);
+}
+
 nn::Tensor kokoro_albert(const KokoroWeights& w, const nn::Tensor& tokens) {
   nn::Context& ctx = tokens.ctx();
   const int64_t t = tokens.dim(0);
@@ -112,15 +122,8 @@ nn::Tensor kokoro_albert(const KokoroWeights& w, const nn::Tensor& tokens) {
   x = nn::add(x, nn::embedding(w.position_embeddings, position_ids));
   x = nn::layer_norm(x, w.embeddings_norm_w, w.embeddings_norm_b, kBertEps);
   x = linear(x, w.embedding_mapping);
-  for (int pass = 0; pass < 12; ++pass) {  // ALBERT: one layer's weights, twelve passes
-    const nn::Tensor context =
-        nn::attention(linear(x, w.query), linear(x, w.key), linear(x, w.value), {.n_heads = 12});
-    x = nn::layer_norm(nn::add(x, linear(context, w.attention_dense)), w.attention_norm_w, w.attention_norm_b,
-                       kBertEps);
-    const nn::Tensor hidden = nn::activation(linear(x, w.ffn), nn::Act::GeluTanh);
-    x = nn::layer_norm(nn::add(linear(hidden, w.ffn_output), x), w.full_layer_norm_w, w.full_layer_norm_b,
-                       kBertEps);
-  }
+  for (int pass = 0; pass < 12; ++pass)
+    x = kokoro_albert_pass(w, x);  // ALBERT: one layer's weights, 12 passes
   return x;
 }
 
@@ -213,20 +216,23 @@ nn::Tensor kokoro_source_spectrum(const KokoroWeights& w, const nn::Tensor& sour
 }
 
 nn::Tensor kokoro_generator(const KokoroWeights& w, const nn::Tensor& decoded, const nn::Tensor& har,
-                            const nn::Tensor& style) {
+                            const nn::Tensor& style, std::vector<nn::Tensor>* stages) {
   const nn::Tensor s = style_part(style, 0);
   nn::Tensor x = nn::leaky_relu(decoded, 0.1f);
   x = nn::conv_transpose1d(x, w.ups_w[0], w.ups_b[0], {.stride = 10, .padding = 5});
   x = nn::add(x, generator_block(conv(har, w.noise_convs[0]), w.noise_res[0], s));
   x = resblock_mean(x, &w.resblocks[0], s, w.three);
+  if (stages) stages->push_back(x);
 
   x = nn::leaky_relu(x, 0.1f);
   x = nn::conv_transpose1d(x, w.ups_w[1], w.ups_b[1], {.stride = 6, .padding = 3});
   x = nn::pad_reflect(x, -1, 1, 0);
   x = nn::add(x, generator_block(conv(har, w.noise_convs[1]), w.noise_res[1], s));
   x = resblock_mean(x, &w.resblocks[3], s, w.three);
+  if (stages) stages->push_back(x);
 
   x = nn::conv1d(nn::leaky_relu(x, 0.01f), w.conv_post_w, w.conv_post_b, {.padding = 3});  // [22, frames]
+  if (stages) stages->push_back(x);
   const int64_t bins = x.dim(0) / 2;
   const nn::Tensor magnitude = nn::activation(nn::slice(x, 0, 0, bins), nn::Act::Exp);
   const nn::Tensor phase = nn::activation(nn::slice(x, 0, bins, 2 * bins), nn::Act::Sin);

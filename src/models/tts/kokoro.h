@@ -155,6 +155,8 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
 // Each stage takes what ONNX Runtime's graph feeds it, so tests can run one stage on ONNX Runtime's own inputs
 // (teacher-forced) and compare its output. Layouts: sequences [T, C], conv stacks [C, T].
 nn::Tensor kokoro_albert(const KokoroWeights& w, const nn::Tensor& tokens);  // tokens I64 [T] -> [T, 768]
+// One of ALBERT's twelve passes of its shared layer, x [T, 768] -> [T, 768].
+nn::Tensor kokoro_albert_pass(const KokoroWeights& w, const nn::Tensor& x);
 // -> d [T, 640]
 nn::Tensor kokoro_duration_encoder(const KokoroWeights& w, const nn::Tensor& bert, const nn::Tensor& style);
 // d -> the 50 duration sigmoids per token [T, 50]
@@ -173,9 +175,10 @@ nn::Tensor kokoro_decoder(const KokoroWeights& w, const nn::Tensor& asr, const n
 // The harmonic source [600 F] from F0 [2F], and its STFT magnitude and phase har [22, 120 F + 1].
 nn::Tensor kokoro_harmonic_source(const KokoroWeights& w, const nn::Tensor& f0);
 nn::Tensor kokoro_source_spectrum(const KokoroWeights& w, const nn::Tensor& source);
-// x [512, 2F], har -> audio [600 F]
+// x [512, 2F], har -> audio [600 F]. `stages` (when given) receives the outputs after the first and second
+// upsampling's resblocks ([256, 20 F], [128, 120 F + 1]) and conv_post's [22, 120 F + 1].
 nn::Tensor kokoro_generator(const KokoroWeights& w, const nn::Tensor& x, const nn::Tensor& har,
-                            const nn::Tensor& style);
+                            const nn::Tensor& style, std::vector<nn::Tensor>* stages = nullptr);
 
 // The stage outputs of one run (for tests and tools).
 struct KokoroTrace {
