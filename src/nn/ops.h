@@ -191,6 +191,11 @@ Tensor stft(const Tensor& signal, const Tensor& window, int n_fft, int hop, bool
 Tensor istft(const Tensor& spectrum, const Tensor& window, int n_fft, int hop, bool center);
 
 // ---------------------------------------------------------------- vocoder sources (nn/sine_source.cpp, nn/atan2.cpp)
+// ONNX Runtime CPU's STFT arithmetic, operation for operation (nn/stft_onnxruntime.cpp): signal [N] (already
+// padded: no centring here), window [n_fft] -> [2, n_fft / 2 + 1, frames] (real, imaginary). Use it where a
+// model reads the phase of bins that are exactly 0 in exact arithmetic (DC and Nyquist of a real signal): their
+// sign comes from the algorithm's rounding. nn::stft is the exact-DFT reference it is tested against.
+Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop);
 // atan2(y, x) elementwise, same shapes, as PyTorch's ONNX export writes it (ONNX has no Atan2): a = atan(y / x);
 // where x < 0: a + pi if y > 0 else a - pi. (x = 0: atan(+-inf) = +-pi/2; x = y = 0: NaN, as the graph gives.)
 Tensor atan2(const Tensor& y, const Tensor& x);

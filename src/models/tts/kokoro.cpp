@@ -207,7 +207,10 @@ nn::Tensor kokoro_harmonic_source(const KokoroWeights& w, const nn::Tensor& f0) 
 }
 
 nn::Tensor kokoro_source_spectrum(const KokoroWeights& w, const nn::Tensor& source) {
-  const nn::Tensor spectrum = nn::stft(source, w.stft_window, 20, 5, true);  // [2, 11, frames]
+  // ONNX Runtime's STFT arithmetic: the generator reads the phase of the DC and Nyquist bins, whose sign is
+  // decided by rounding (see nn::stft_onnxruntime).
+  const nn::Tensor padded = nn::pad_reflect(source, 0, 10, 10);
+  const nn::Tensor spectrum = nn::stft_onnxruntime(padded, w.stft_window, 20, 5);  // [2, 11, frames]
   const int64_t bins = spectrum.dim(1), frames = spectrum.dim(2);
   const nn::Tensor re = nn::slice(spectrum, 0, 0, 1).reshape({bins, frames});
   const nn::Tensor im = nn::slice(spectrum, 0, 1, 2).reshape({bins, frames});
