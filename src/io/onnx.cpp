@@ -25,7 +25,8 @@ std::string join_scope(const std::string& scope, std::string_view step) {
 
 class Parser {
  public:
-  Parser(std::span<const uint8_t> file, OnnxModel& model) : file_(file), model_(model) {}
+  Parser(std::span<const uint8_t> file, OnnxModel& model, const OnnxReadExternal* read_external)
+      : file_(file), model_(model), read_external_(read_external) {}
 
   Status model(Reader r) {
     while (!r.at_end()) {
@@ -368,7 +369,7 @@ class Parser {
                                         onnx_data_type_name(view.data_type), ") has no sotto dtype")});
       return {};
     }
-    SOTTO_TRY(build_tensor(view, file_, t));
+    SOTTO_TRY(build_tensor(view, file_, t, read_external_));
     if (source == OnnxTensorSource::Constant && t.tensor_name.empty()) t.tensor_name = name;
     model_.tensors.push_back(std::move(t));
     return {};
@@ -439,6 +440,7 @@ class Parser {
 
   std::span<const uint8_t> file_;
   OnnxModel& model_;
+  const OnnxReadExternal* read_external_ = nullptr;
   bool saw_graph_ = false;
   std::map<std::string, uint64_t> op_counts_;
 };
@@ -502,8 +504,12 @@ const OnnxTensor* OnnxModel::find_in_scope(std::string_view scope, std::string_v
 }
 
 Result<OnnxModel> parse_onnx(std::span<const uint8_t> file) {
+  return parse_onnx(file, nullptr);
+}
+
+Result<OnnxModel> parse_onnx(std::span<const uint8_t> file, const OnnxReadExternal& read_external) {
   OnnxModel model;
-  Parser parser(file, model);
+  Parser parser(file, model, read_external ? &read_external : nullptr);
   SOTTO_TRY(parser.model(Reader(file, 0, "onnx", "ModelProto")));
   SOTTO_TRY(index_unique_names(model));
   return model;

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -85,6 +86,9 @@ struct OnnxTensor {
   uint64_t file_offset = 0;  // raw_data's offset in the file; for decoded tensors, the TensorProto's offset
   uint64_t n_bytes = 0;      // n_elements * element size, exactly
   std::vector<uint8_t> decoded;
+  // Data kept in another file (data_location EXTERNAL): that file's name as the model gives it; file_data then
+  // points into that file's bytes and file_offset is the offset there.
+  std::string external_location;
 
   std::span<const uint8_t> bytes() const {
     return from_file ? std::span<const uint8_t>(file_data, static_cast<size_t>(n_bytes))
@@ -153,5 +157,13 @@ struct OnnxModel {
 // Parses a whole .onnx file. Fails with one line naming the message, field and byte offset on malformed
 // input; tensors with external data fail with a message naming the tensor.
 Result<OnnxModel> parse_onnx(std::span<const uint8_t> file);
+
+// The bytes of a file next to the model, by the relative name an external_data "location" gives (e.g.
+// "model.onnx_data"). Called once per tensor: cache if reading is costly. The bytes must outlive the model.
+using OnnxReadExternal = std::function<Result<std::span<const uint8_t>>(std::string_view location)>;
+// The same, with external data (ONNX's large-model form: model.onnx + model.onnx_data) read through
+// `read_external`: each tensor's location must be a plain relative name (no "..", no absolute path), and its
+// offset + length must lie inside that file and match the tensor's dims and type.
+Result<OnnxModel> parse_onnx(std::span<const uint8_t> file, const OnnxReadExternal& read_external);
 
 }  // namespace sotto

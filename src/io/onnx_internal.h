@@ -23,13 +23,17 @@ struct TensorProtoView {
   bool has_string_data = false, has_segment = false;
   bool external = false;              // data_location = EXTERNAL
   bool has_external_entries = false;  // external_data key/value entries present
+  // external_data's "location", "offset" and "length" values as stored (empty when absent).
+  std::string external_location, external_offset, external_length;
 };
 
 Result<TensorProtoView> read_tensor_proto(pb::Reader r, int depth);
 
 // Checks the view against its dims and type and fills `out` (whose unique_name is already set, for messages).
-// Fails for external or segmented data, a data type without a sotto DType, or a size mismatch.
-Status build_tensor(const TensorProtoView& t, std::span<const uint8_t> file, OnnxTensor& out);
+// Fails for segmented data, a data type without a sotto DType, or a size mismatch; for external data unless
+// `read_external` is given (then the bytes are found through it and bounds-checked).
+Status build_tensor(const TensorProtoView& t, std::span<const uint8_t> file, OnnxTensor& out,
+                    const OnnxReadExternal* read_external = nullptr);
 
 // Bytes per element of the plain DTypes an ONNX tensor can have.
 uint32_t onnx_elem_bytes(DType t);

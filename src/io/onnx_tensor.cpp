@@ -156,6 +156,57 @@ Status copy_varints(const Spans& s, uint32_t width, bool is_unsigned, int64_t lo
   return {};
 }
 
+// A decimal external_data value ("offset", "length"); nullopt when it is not one.
+std::optional<uint64_t> parse_decimal(std::string_view s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return v;
+}
+
+// Points `out` at its bytes in the external file named by the tensor's "location", after checking the name
+// stays beside the model and the range lies inside that file and matches the tensor's size.
+Status attach_external(const TensorProtoView& t, const std::string& who, uint64_t n_bytes,
+                       const OnnxReadExternal& read_external, OnnxTensor& out) {
+  const std::string& location = t.external_location;
+  if (location.empty()) return error("onnx: tensor '", who, "' has external data without a 'location' entry");
+  if (location[0] == '/' || location[0] == '\\' || location.find("..") != std::string::npos ||
+      location.find(':') != std::string::npos)
+    return error("onnx: tensor '", who, "' has external data at '", location,
+                 "', outside the model's directory");
+  uint64_t offset = 0;
+  if (!t.external_offset.empty()) {
+    const std::optional<uint64_t> v = parse_decimal(t.external_offset);
+    if (!v)
+      return error("onnx: tensor '", who, "' has external data offset '", t.external_offset,
+                   "', not a number");
+    offset = *v;
+  }
+  if (!t.external_length.empty()) {
+    const std::optional<uint64_t> v = parse_decimal(t.external_length);
+    if (!v)
+      return error("onnx: tensor '", who, "' has external data length '", t.external_length,
+                   "', not a number");
+    if (*v != n_bytes)
+      return error("onnx: tensor '", who, "' has ", *v, " bytes of external data in '", location,
+                   "' but its dims and type (", onnx_data_type_name(t.data_type), ") need ", n_bytes);
+  }
+  auto read = read_external(location);
+  if (!read.ok()) return error("onnx: tensor '", who, "': ", read.message());
+  const std::span<const uint8_t> bytes = *read;
+  if (offset > bytes.size() || n_bytes > bytes.size() - offset)
+    return error("onnx: tensor '", who, "' ends at byte ", offset + n_bytes, " of '", location,
+                 "', past its end (", bytes.size(), " bytes)");
+  out.from_file = true;
+  out.file_data = bytes.data() + offset;
+  out.file_offset = offset;
+  out.external_location = location;
+  return {};
+}
+
 }  // namespace
 
 Result<TensorProtoView> read_tensor_proto(Reader r, int depth) {
@@ -227,10 +278,25 @@ Result<TensorProtoView> read_tensor_proto(Reader r, int depth) {
         t.has_segment = true;
         SOTTO_TRY(r.skip(f, depth));
         break;
-      case kExternalData:
+      case kExternalData: {  // StringStringEntryProto { key 1, value 2 }
         t.has_external_entries = true;
-        SOTTO_TRY(r.skip(f, depth));
+        SOTTO_TRY(r.expect(f, "external_data", WireType::Len));
+        SOTTO_ASSIGN(Reader entry, r.message(f, "StringStringEntryProto"));
+        std::string key, value;
+        while (!entry.at_end()) {
+          SOTTO_ASSIGN(Field ef, entry.next_field());
+          if (ef.number == 1 || ef.number == 2) {
+            SOTTO_ASSIGN(std::string_view sv, entry.string(ef));
+            (ef.number == 1 ? key : value) = std::string(sv);
+          } else {
+            SOTTO_TRY(entry.skip(ef, depth + 1));
+          }
+        }
+        if (key == "location") t.external_location = value;
+        if (key == "offset") t.external_offset = value;
+        if (key == "length") t.external_length = value;
         break;
+      }
       case kDataLocation: {
         SOTTO_ASSIGN(uint64_t v, r.varint(f));
         if (v == 1) t.external = true;
@@ -249,12 +315,14 @@ Result<TensorProtoView> read_tensor_proto(Reader r, int depth) {
   return t;
 }
 
-Status build_tensor(const TensorProtoView& t, std::span<const uint8_t> file, OnnxTensor& out) {
+Status build_tensor(const TensorProtoView& t, std::span<const uint8_t> file, OnnxTensor& out,
+                    const OnnxReadExternal* read_external) {
   const std::string& who = out.unique_name;
   const bool has_any_data = t.has_raw || !t.float_data.empty() || !t.int32_data.empty() ||
                             !t.int64_data.empty() || !t.double_data.empty() || !t.uint64_data.empty();
   // data_location EXTERNAL, or external_data entries standing in for the data a writer forgot to mark.
-  if (t.external || (t.has_external_entries && !has_any_data))
+  const bool external = t.external || (t.has_external_entries && !has_any_data);
+  if (external && !(read_external && *read_external))
     return error("onnx: tensor '", who, "' keeps its data in an external file, which is not supported");
   if (t.has_segment) return error("onnx: tensor '", who, "' is segmented, which is not supported");
   SOTTO_ASSIGN(DType dtype, dtype_from_onnx(t.data_type));
@@ -282,6 +350,8 @@ Status build_tensor(const TensorProtoView& t, std::span<const uint8_t> file, Onn
              has_i64 = !t.int64_data.empty(), has_f64 = !t.double_data.empty(),
              has_u64 = !t.uint64_data.empty();
   const int typed_fields = has_float + has_i32 + has_i64 + has_f64 + has_u64;
+
+  if (external) return attach_external(t, who, n_bytes, *read_external, out);
 
   if (t.has_raw) {
     if (typed_fields > 0) return error("onnx: tensor '", who, "' has both raw_data and typed data fields");

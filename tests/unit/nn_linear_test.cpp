@@ -2,6 +2,9 @@
 // against nn::ref on fresh random inputs of odd sizes, and hand-computed cases where the reference itself
 // could be wrong (ONNX's own examples for DynamicQuantizeLinear and MatMulInteger, conv output sizes).
 #include <cmath>
+#include <cstring>
+
+#include "core/half.h"
 
 #include "nn/gemm.h"
 #include "nn_test_support.h"
@@ -17,6 +20,15 @@ using testing::rand_int8;
 using testing::rand_tensor;
 
 // Float products of K unit-range terms against a double reference: rounding grows like sqrt(K) ulp.
+std::vector<uint8_t> floats_to_f16(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = f32_to_f16(v[i]);
+    std::memcpy(out.data() + i * 2, &h, 2);
+  }
+  return out;
+}
+
 float product_tol(int64_t k) {
   return 2e-6f * static_cast<float>(std::sqrt(static_cast<double>(k)) + 1.0);
 }
@@ -142,6 +154,24 @@ TEST(NnLinear, MatmulIntegerDynamicMatchesReference) {
   });
 }
 
+TEST(NnLinear, DerivedWeightLayoutsFollowTheirStorage) {
+  // Weights' derived layouts (transposed / widened copies) are kept with the weight's storage: a second call
+  // reuses them, and a storage the pool hands to a new weight must not bring the old weight's layout along.
+  auto ctx = Context::cpu();
+  const Tensor x = rand_tensor(*ctx, {3, 40});
+  for (int round = 0; round < 3; ++round) {
+    const Tensor w8 = rand_int8(*ctx, {40, 24}, DType::I8).with_quant({0.02f, 0});
+    const Tensor wf = rand_tensor(*ctx, {40, 24});
+    const Tensor wh =
+        ctx->from_bytes({24, 40}, DType::F16, floats_to_f16(floats(rand_tensor(*ctx, {24, 40}))));
+    for (int call = 0; call < 2; ++call) {
+      expect_close(matmul_integer_dynamic(x, w8), ref::matmul_integer_dynamic(x, w8), 0, 1e-6f, "int8 reuse");
+      expect_close(matmul(x, wf), ref::matmul(x, wf), product_tol(40), 1e-5f, "matmul reuse");
+      expect_close(linear(x, wh), ref::linear(x, wh), product_tol(40), 1e-5f, "f16 linear reuse");
+    }
+  }
+}
+
 TEST(NnConv, OutputSizesByHand) {
   auto ctx = Context::cpu();
   const Tensor x10 = rand_tensor(*ctx, {2, 10});
@@ -184,6 +214,17 @@ TEST(NnConv, Conv1dMatchesReference) {
       const Tensor bias = rand_tensor(ctx, {groups * out_g});
       expect_close(conv1d(x, w, bias, o), ref::conv1d(x, w, bias, o), product_tol(in_g * k), 1e-5f,
                    "conv1d rep " + std::to_string(rep) + " " + where);
+    }
+    // One input channel, no padding (read in place: an STFT as a conv, Silero's front end), and depthwise
+    // without padding (the same path per group).
+    {
+      const Tensor x1 = rand_tensor(ctx, {1, 640}), w1 = rand_tensor(ctx, {258, 1, 256});
+      expect_close(conv1d(x1, w1, {}, {.stride = 128}), ref::conv1d(x1, w1, {}, {.stride = 128}),
+                   product_tol(256), 1e-5f, "stft conv " + where);
+      const Tensor x2 = rand_tensor(ctx, {3, 50}), w2 = rand_tensor(ctx, {6, 1, 4});
+      expect_close(conv1d(x2, w2, {}, {.stride = 3, .groups = 3}),
+                   ref::conv1d(x2, w2, {}, {.stride = 3, .groups = 3}), product_tol(4), 1e-5f,
+                   "depthwise in place " + where);
     }
     // Depthwise (groups = channels, with a channel multiplier of 2).
     const int64_t c = rand_int(1, 17), t = rand_int(9, 200);

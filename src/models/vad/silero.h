@@ -1,7 +1,7 @@
-// Silero VAD v5 / v6 (silero_vad.onnx) on sotto's own code: the weights are read from the ONNX file's
-// initializers/Constants and the network is written out below (it is ~300K parameters and ~0.7M
-// multiply-adds per 32 ms frame, so per-call overhead matters more than threads: one thread, every layer one
-// register-blocked matrix product on 4-lane vectors (SSE natively, SIMD128 in wasm), vector exp / tanh).
+// Silero VAD v5 / v6 (silero_vad.onnx) on sotto's op layer (nn/ops.h): the weights are read from the ONNX
+// file's initializers/Constants into nn tensors and forward() is the graph below written with ops. It is ~300K
+// parameters and ~0.7M multiply-adds per 32 ms frame, so per-call overhead matters more than threads: one
+// thread (a context without a pool), every conv one register-blocked product (nn/gemm.h), vector exp / tanh.
 //
 // The graph, as read from the file's If node (then_branch = 16 kHz, else_branch = 8 kHz; numbers for 16 kHz,
 // 8 kHz in brackets):
@@ -17,20 +17,24 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/error.h"
 #include "io/onnx.h"
+#include "nn/ops.h"
+
+namespace sotto::gpu {
+class Device;
+}
 
 namespace sotto::vad {
 
-// A conv1d layer: weight [out_channels][in_channels][kernel] row-major, bias [out_channels].
-struct Conv1d {
-  int out_channels = 0, in_channels = 0, kernel = 0, stride = 1, padding = 0;
-  std::vector<float> weight, bias;
-
-  int output_length(int input_length) const { return (input_length + 2 * padding - kernel) / stride + 1; }
+// An encoder layer: conv1d k=3 pad=1 (weight [out][in][3], bias [out]) + ReLU.
+struct EncoderConv {
+  nn::Tensor weight, bias;
+  int stride = 1;
 };
 
 struct SileroWeights {
@@ -43,12 +47,13 @@ struct SileroWeights {
   int frequency_bins = 129;    // window / 2 + 1
   int hidden = 128;            // LSTM size
 
-  std::vector<float> stft_basis;  // [2 * frequency_bins][window_samples]: real rows, then imaginary rows
-  std::array<Conv1d, 4> encoder;
-  std::vector<float> lstm_weight_ih, lstm_weight_hh;  // [4 * hidden][hidden], gates i, f, g, o
-  std::vector<float> lstm_bias;                       // [4 * hidden]: bias_ih + bias_hh
-  std::vector<float> head_weight;                     // [hidden]  (decoder.decoder.2.weight [1,128,1])
-  float head_bias = 0;
+  // Declared first so it is destroyed last: the tensors below live in it.
+  std::unique_ptr<nn::Context> ctx = nn::Context::cpu();
+  nn::Tensor stft_basis;  // [2 * frequency_bins, 1, window_samples]: real rows, then imaginary rows
+  std::array<EncoderConv, 4> encoder;
+  nn::LstmWeights lstm;    // w_ih, w_hh [4 * hidden, hidden] (gates i, f, g, o), b = bias_ih + bias_hh
+  nn::Tensor head_weight;  // [1, hidden]  (decoder.decoder.2.weight [1,128,1])
+  nn::Tensor head_bias;    // [1]
 };
 
 // Reads the weights for `sample_rate_hz` (16000, or 8000 from the else branch) out of a parsed Silero VAD
@@ -60,7 +65,9 @@ Result<SileroWeights> load_silero_weights(const OnnxModel& model, uint32_t sampl
 // One stream: carries the LSTM state and the sample context from call to call.
 class SileroVad {
  public:
-  explicit SileroVad(const SileroWeights& weights);  // keeps a reference: the weights must outlive it
+  // Keeps a reference: the weights must outlive it. With `device` the stream runs on the GPU (its own copy of
+  // the weights there, the forward pass recorded as WebGPU dispatches and read back once per frame).
+  explicit SileroVad(const SileroWeights& weights, gpu::Device* device = nullptr);
 
   // Speech probability of the next frame_samples() samples (exactly that many; shorter spans are zero-padded,
   // extra samples ignored). NaN/Inf samples are read as 0 so one bad sample cannot poison the carried state.
@@ -68,16 +75,21 @@ class SileroVad {
   // Back to the start of a stream: zero state, zero context.
   void reset();
 
+  // The first GPU failure (a lost device, a kernel that failed to compile), or ok; forward() returns NaN then.
+  Status status() const { return status_; }
+
   int frame_samples() const { return weights_->frame_samples; }
   uint32_t sample_rate_hz() const { return weights_->sample_rate_hz; }
 
  private:
   const SileroWeights* weights_;
-  std::vector<float> window_;    // context + frame + reflect padding
-  std::vector<float> stft_;      // [2 * frequency_bins][time]: real rows, then imaginary rows
-  std::vector<float> spectrum_;  // [frequency_bins][time]
-  std::vector<float> act_a_, act_b_, columns_;
-  std::vector<float> h_, c_, gates_, gates_hh_;
+  // This stream's activations (pooled: no allocation after the first frame), on the CPU or the GPU; declared
+  // before gpu_weights_, whose tensors live in it on the GPU.
+  std::unique_ptr<nn::Context> ctx_;
+  std::unique_ptr<SileroWeights> gpu_weights_;
+  Status status_;
+  std::vector<float> input_;  // context + frame
+  nn::Tensor h_, c_;          // LSTM state [hidden]
 };
 
 // Probabilities for a whole signal: frames of frame_samples() from the start, the last partial frame
