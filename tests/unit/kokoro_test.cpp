@@ -124,15 +124,21 @@ std::vector<std::vector<double>> log_mel(std::span<const float> audio) {
   auto hz = [](double m) { return 700.0 * (std::pow(10.0, m / 2595.0) - 1.0); };
   std::vector<double> edges(kMels + 2);
   for (int i = 0; i < kMels + 2; ++i) edges[i] = hz(mel(12000.0) * i / (kMels + 1));
+  std::vector<double> cosines(kFft), sines(kFft), windowed(kFft);  // exp(-2 pi i m / kFft), m = k n mod kFft
+  for (int m = 0; m < kFft; ++m) {
+    cosines[m] = std::cos(2 * kPi * m / kFft);
+    sines[m] = std::sin(2 * kPi * m / kFft);
+  }
   std::vector<std::vector<double>> out;
   for (size_t start = 0; start + kFft <= audio.size(); start += kHop) {
+    for (int n = 0; n < kFft; ++n) windowed[n] = audio[start + n] * (0.5 - 0.5 * cosines[n]);
     std::vector<double> power(kBins);
     for (int k = 0; k < kBins; ++k) {
       double re = 0, im = 0;
       for (int n = 0; n < kFft; ++n) {
-        const double v = audio[start + n] * (0.5 - 0.5 * std::cos(2 * kPi * n / kFft));
-        re += v * std::cos(2 * kPi * k * n / kFft);
-        im -= v * std::sin(2 * kPi * k * n / kFft);
+        const int m = (k * n) & (kFft - 1);
+        re += windowed[n] * cosines[m];
+        im -= windowed[n] * sines[m];
       }
       power[k] = re * re + im * im;
     }
