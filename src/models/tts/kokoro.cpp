@@ -4,6 +4,7 @@
 // tokens but the LSTMs are sequential.
 #include "models/tts/kokoro.h"
 
+#include <array>
 #include <cmath>
 #include <numeric>
 
