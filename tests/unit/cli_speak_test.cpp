@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -65,7 +66,9 @@ std::string temp_file(const std::string& name, size_t bytes) {
 void expect_one_line_error(const SpeakRun& r, int exit_code, const std::string& needle) {
   EXPECT_EQ(r.exit_code, exit_code) << r.err;
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
-  if (exit_code == 1) EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  if (exit_code == 1) {
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 

@@ -14,8 +14,10 @@
 // errors (|ours - ort| / |ort| over the tensor).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
