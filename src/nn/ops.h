@@ -3,10 +3,13 @@
 //   x = conv1d(x, w.conv1, w.conv1_bias, {.stride = 2});
 //   x = gelu(x);
 //   x = add(x, attention(layer_norm(x, w.norm, w.norm_bias), ...));
-// Each op runs on the backend of its inputs' context (nn/tensor.h): eagerly on the CPU, recorded on the GPU.
-// Each op lives in one file of src/nn/ with its plain scalar reference (namespace ref, beside it, obviously
-// right, single-threaded) and its backends' kernels; tests/unit/nn_ops_test.cpp checks every backend against the
-// reference on fresh random inputs of odd sizes.
+// Each op runs on the backend of its inputs' context (nn/tensor.h): eagerly on the CPU, recorded on the GPU
+// (so far add/sub/mul/div, scale, activation, and in f32 linear, conv1d, lstm, pad_reflect, slice: see
+// nn/gpu_recorder.h; the others fail the next read with one line). Each op lives in one file of src/nn/ with its
+// plain scalar reference (namespace ref, declared in nn/ref.h, beside it: obviously right, single-threaded) and
+// its backends' kernels; tests/unit/nn_*_test.cpp check the CPU (AVX2 and portable, 1 and 3 threads) and the GPU
+// (SwiftShader) against the references on fresh random inputs of odd sizes, src/wasm/nn_check.cpp the wasm
+// builds. Inputs are never written; weights' derived layouts are kept with them (Tensor::derived).
 //
 // Conventions: tensors are row-major, outermost first. Sequence models use [T, C] (time-major: a row per frame)
 // unless an op says otherwise; conv ops use [C, T] (channels-major, PyTorch/ONNX Conv without the batch
@@ -132,6 +135,11 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOpt
 // The same with ONNX Runtime's ConvInteger dynamic quantization of x (see matmul_integer_dynamic), w int8.
 Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o = {},
                               const Tensor& w_scales = {});
+// The same with ONNX Runtime's quantized bias (quantize_dynamic's ConvInteger + bias): b enters the int32
+// accumulator as floor(b / (x_scale * w_scale)), i.e. rounded down to a multiple of the output scale. w per-tensor
+// quantized (nn/conv_integer_bias.cpp).
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o = {});
 struct ConvTranspose1dOptions {
   int stride = 1, padding = 0, output_padding = 0, dilation = 1, groups = 1;
 };
@@ -194,5 +202,23 @@ Tensor repeat_by_durations(const Tensor& x, const Tensor& durations);
 Tensor stft(const Tensor& signal, const Tensor& window, int n_fft, int hop, bool center);
 // The inverse: spectrum [2, n_fft / 2 + 1, frames] with overlap-add and window-square normalisation -> [N].
 Tensor istft(const Tensor& spectrum, const Tensor& window, int n_fft, int hop, bool center);
+
+// ---------------------------------------------------------------- vocoder sources (nn/sine_source.cpp, nn/atan2.cpp)
+// ONNX Runtime CPU's STFT arithmetic, operation for operation (nn/stft_onnxruntime.cpp): signal [N] (already
+// padded: no centring here), window [n_fft] -> [2, n_fft / 2 + 1, frames] (real, imaginary). Use it where a
+// model reads the phase of bins that are exactly 0 in exact arithmetic (DC and Nyquist of a real signal): their
+// sign comes from the algorithm's rounding. nn::stft is the exact-DFT reference it is tested against.
+Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop);
+// atan2(y, x) elementwise, same shapes, as PyTorch's ONNX export writes it (ONNX has no Atan2): a = atan(y / x);
+// where x < 0: a + pi if y > 0 else a - pi. (x = 0: atan(+-inf) = +-pi/2; x = y = 0: NaN, as the graph gives.)
+Tensor atan2(const Tensor& y, const Tensor& x);
+// The neural-source-filter harmonic source (NSF / HiFTNet SineGen, no noise) with ONNX Runtime's float
+// arithmetic of the exported graph: f0 [N] per frame (Hz) -> [N * upsample, harmonics], sample s of harmonic h
+// (1-based) = amplitude * sin(phase_h(s)) where f0(s / upsample) > voiced_threshold_hz, else 0.
+//   rad[j][h]   = v - floor(v), v = (f0[j] * h) / sample_rate_hz
+//   phase[j][h] = ((cumsum_{i <= j} rad[i][h]) * 2) * pi * upsample
+//   phase_h(s)  = linear resize of phase[.][h] by `upsample`, half-pixel centres, clamped at the ends.
+Tensor sine_source(const Tensor& f0, int harmonics, int upsample, float sample_rate_hz, float amplitude,
+                   float voiced_threshold_hz);
 
 }  // namespace sotto::nn

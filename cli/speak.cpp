@@ -1,0 +1,197 @@
+// sotto speak -m MODEL --voice NAME|FILE --phonemes P [--speed S] -o OUT.wav [--json] [--threads T]: Kokoro
+// text-to-speech (src/models/tts/kokoro.h) into a 24 kHz float32 WAV. Long input is split into pieces of at
+// most 510 phonemes at sentence ends; each piece's audio is appended to OUT.wav (header rewritten, so the file
+// is valid) before the next piece is computed, so a player can start on the first sentence.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/clock.h"
+#include "commands.h"
+#include "core/thread_pool.h"
+#include "io/file.h"
+#include "models/tts/kokoro.h"
+#include "nn/weights.h"
+
+namespace sotto::cli {
+
+namespace {
+
+// More than this many phoneme symbols in one call is refused: ~10 minutes of speech, computed for minutes.
+constexpr size_t kMaxPhonemeBytes = 16384;
+
+struct Options {
+  std::string model_path, voice, phonemes, text, out_path;
+  bool has_text = false, json = false;
+  double speed = 1.0;
+  int threads = 2;
+};
+
+std::string parse_options(std::span<char* const> args, Options& o) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    const bool has_value = i + 1 < args.size();
+    if ((a == "-m" || a == "--model") && has_value) {
+      o.model_path = args[++i];
+    } else if (a == "--voice" && has_value) {
+      o.voice = args[++i];
+    } else if (a == "--phonemes" && has_value) {
+      o.phonemes = args[++i];
+    } else if (a == "--text" && has_value) {
+      o.text = args[++i];
+      o.has_text = true;
+    } else if ((a == "-o" || a == "--output") && has_value) {
+      o.out_path = args[++i];
+    } else if (a == "--speed" && has_value) {
+      char* end = nullptr;
+      o.speed = std::strtod(args[++i], &end);
+      if (*end != '\0' || !(o.speed >= 0.25 && o.speed <= 4.0)) return "--speed takes a number in 0.25 .. 4";
+    } else if (a == "--threads" && has_value) {
+      char* end = nullptr;
+      const long t = std::strtol(args[++i], &end, 10);
+      if (*end != '\0' || t < 1 || t > 256) return "--threads takes a count in 1 .. 256";
+      o.threads = static_cast<int>(t);
+    } else if (a == "--json") {
+      o.json = true;
+    } else {
+      return cat("unknown argument '", a, "'");
+    }
+  }
+  if (o.model_path.empty()) return "missing -m MODEL (kokoro-v1.0.int8.onnx)";
+  if (o.voice.empty()) return "missing --voice NAME|FILE";
+  if (o.out_path.empty()) return "missing -o OUT.wav";
+  if (!o.has_text && o.phonemes.empty()) return "missing --phonemes P (or --text T)";
+  return {};
+}
+
+// NAME -> voices/NAME.bin beside the model; anything with a '/' or ending in .bin is a path.
+std::string voice_path(const std::string& model_path, const std::string& voice) {
+  if (voice.find('/') != std::string::npos || voice.ends_with(".bin")) return voice;
+  const size_t slash = model_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : model_path.substr(0, slash);
+  return dir + "/voices/" + voice + ".bin";
+}
+
+// A float32 mono WAV written as it grows: the sizes in the header are rewritten after every append.
+class WavStream {
+ public:
+  ~WavStream() {
+    if (file_) std::fclose(file_);
+  }
+  Status open(const std::string& path, uint32_t rate_hz) {
+    file_ = std::fopen(path.c_str(), "wb");
+    if (!file_) return error(path, ": cannot open for writing");
+    path_ = path;
+    rate_hz_ = rate_hz;
+    return write_header();
+  }
+  Status append(std::span<const float> samples) {
+    if (std::fseek(file_, 0, SEEK_END) != 0 ||
+        std::fwrite(samples.data(), sizeof(float), samples.size(), file_) != samples.size())
+      return error(path_, ": write failed");
+    samples_ += samples.size();
+    return write_header();
+  }
+  uint64_t samples() const { return samples_; }
+
+ private:
+  Status write_header() {
+    const uint32_t data_bytes = static_cast<uint32_t>(samples_ * 4);
+    uint8_t h[44];
+    auto put32 = [&](int at, uint32_t v) {
+      for (int k = 0; k < 4; ++k) h[at + k] = static_cast<uint8_t>(v >> (8 * k));
+    };
+    auto put16 = [&](int at, uint16_t v) {
+      h[at] = static_cast<uint8_t>(v);
+      h[at + 1] = static_cast<uint8_t>(v >> 8);
+    };
+    std::memcpy(h, "RIFF", 4);
+    put32(4, 36 + data_bytes);
+    std::memcpy(h + 8, "WAVEfmt ", 8);
+    put32(16, 16);
+    put16(20, 3);  // IEEE float
+    put16(22, 1);
+    put32(24, rate_hz_);
+    put32(28, rate_hz_ * 4);
+    put16(32, 4);
+    put16(34, 32);
+    std::memcpy(h + 36, "data", 4);
+    put32(40, data_bytes);
+    if (std::fseek(file_, 0, SEEK_SET) != 0 || std::fwrite(h, 1, sizeof h, file_) != sizeof h ||
+        std::fflush(file_) != 0)
+      return error(path_, ": write failed");
+    return {};
+  }
+
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  uint32_t rate_hz_ = 0;
+  uint64_t samples_ = 0;
+};
+
+}  // namespace
+
+int run_speak(std::span<char* const> args) {
+  Options o;
+  if (std::string problem = parse_options(args, o); !problem.empty()) return usage_error(problem);
+  if (o.has_text)
+    return fail(
+        "speak: --text needs the text-to-phoneme step (G2P), which is not available yet; pass --phonemes");
+  if (o.phonemes.size() > kMaxPhonemeBytes)
+    return fail(cat("speak: ", o.phonemes.size(), " bytes of phonemes is more than one call speaks (",
+                    kMaxPhonemeBytes, "); split the text"));
+  auto ids_check = tts::kokoro_phoneme_ids(o.phonemes);  // every symbol checked before any work
+  if (!ids_check) return fail(ids_check.message());
+
+  const std::string vpath = voice_path(o.model_path, o.voice);
+  auto voice_file = MappedFile::open(vpath);
+  if (!voice_file) return fail(cat("speak: voice '", o.voice, "': ", voice_file.message()));
+  auto voice = tts::kokoro_voice_from_bytes(vpath, voice_file->bytes());
+  if (!voice) return fail(voice.message());
+
+  auto model_file = MappedFile::open(o.model_path);
+  if (!model_file) return fail(model_file.message());
+  const size_t slash = o.model_path.rfind('/');
+  auto source = nn::open_weights(slash == std::string::npos ? o.model_path : o.model_path.substr(slash + 1),
+                                 model_file->bytes());
+  if (!source) return fail(cat(o.model_path, ": ", source.message()));
+  ThreadPool pool(o.threads);
+  std::unique_ptr<nn::Context> ctx = nn::Context::cpu(&pool);
+  auto weights = tts::load_kokoro_weights(*ctx, **source);
+  if (!weights) return fail(cat("not a Kokoro v1.0 int8 model: ", weights.message()));
+
+  WavStream wav;
+  if (Status s = wav.open(o.out_path, tts::kKokoroSampleRateHz); !s) return fail(s.message());
+  const std::vector<std::string> pieces = tts::kokoro_split_phonemes(o.phonemes);
+  const double start_ms = now_ms();
+  double first_audio_ms = 0;
+  for (const std::string& piece : pieces) {
+    auto ids = tts::kokoro_phoneme_ids(piece);
+    if (!ids) return fail(ids.message());
+    auto audio =
+        tts::kokoro_speak(*ctx, *weights, *ids, voice->style(ids->size()), static_cast<float>(o.speed));
+    if (!audio) return fail(audio.message());
+    if (Status s = wav.append(*audio); !s) return fail(s.message());
+    if (first_audio_ms == 0) first_audio_ms = now_ms() - start_ms;
+  }
+  const double compute_ms = now_ms() - start_ms;
+  const double audio_s = static_cast<double>(wav.samples()) / tts::kKokoroSampleRateHz;
+  if (o.json) {
+    const std::string out = cat("{\"samples\":", wav.samples(), ",\"sample_rate\":", tts::kKokoroSampleRateHz,
+                                ",\"audio_s\":", audio_s, ",\"compute_ms\":", compute_ms,
+                                ",\"first_audio_ms\":", first_audio_ms, ",\"phonemes\":", ids_check->size(),
+                                ",\"sentences\":", pieces.size(), ",\"threads\":", o.threads, "}\n");
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  } else {
+    std::fprintf(stdout,
+                 "%s: %.3f s of audio (%llu samples at 24 kHz) in %.0f ms, %.2fx real time, %zu piece(s)\n",
+                 o.out_path.c_str(), audio_s, static_cast<unsigned long long>(wav.samples()), compute_ms,
+                 compute_ms > 0 ? audio_s * 1000.0 / compute_ms : 0.0, pieces.size());
+  }
+  return kExitOk;
+}
+
+}  // namespace sotto::cli

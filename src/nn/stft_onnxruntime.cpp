@@ -1,0 +1,145 @@
+// nn::stft_onnxruntime (see nn/ops.h): ONNX Runtime's CPU STFT, operation for operation in float: a radix-2
+// FFT with its bit-reversed twiddle table (angles from pi = 3.14159265f), and for other lengths Bluestein's
+// chirp-z transform through radix-2 FFTs of the next power of two >= 2 n - 1, the inverse one reusing the
+// forward twiddles and reading its output reversed. Why not a plain DFT: in exact arithmetic the DC and Nyquist
+// bins of a real signal have an imaginary part of 0; these algorithms leave rounding noise there, whose sign
+// decides whether the phase is +pi or -pi, and a vocoder that reads the phase (Kokoro's iSTFTNet) hears it.
+// Time: ~3 FFTs of 64 points per frame for n_fft 20 (Kokoro: 120 frames per 25 ms of audio), under 1 % of a
+// forward pass.
+#include <cassert>
+#include <cmath>
+#include <complex>
+#include <cstring>
+#include <vector>
+
+#include "nn/ops.h"
+
+namespace sotto::nn {
+
+namespace {
+
+using Complex = std::complex<float>;
+
+uint32_t bit_reverse(uint32_t v, unsigned bits) {
+  uint32_t r = 0;
+  for (unsigned b = 0; b < bits; ++b) r |= ((v >> b) & 1u) << (bits - 1 - b);
+  return r;
+}
+
+unsigned log2_exact(size_t n) {
+  unsigned bits = 0;
+  while ((size_t{1} << bits) < n) ++bits;
+  return bits;
+}
+
+// ONNX Runtime's radix-2 FFT twiddles: entry bit_reverse(i) = exp(i * (-2 pi / n)) with its float pi.
+std::vector<Complex> twiddles(size_t n) {
+  const float pi = 3.14159265f;
+  const float tau = 2 * pi;
+  const float angular_velocity = -1.0f * tau / static_cast<float>(n);
+  std::vector<Complex> v(n);
+  const unsigned bits = log2_exact(n);
+  for (size_t i = 0; i < n; ++i) {
+    const float angle = static_cast<float>(i) * angular_velocity;
+    v[bit_reverse(static_cast<uint32_t>(i), bits)] = Complex(std::cos(angle), std::sin(angle));
+  }
+  return v;
+}
+
+// In-place radix-2 decimation in time on x[n] (n a power of two) loaded in bit-reversed order from `in`.
+void fft_radix2(const Complex* in, size_t n_in, const float* window, size_t n, const std::vector<Complex>& v,
+                Complex* out) {
+  const unsigned bits = log2_exact(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t j = bit_reverse(static_cast<uint32_t>(i), bits);
+    const Complex x = j < n_in ? in[j] : Complex(0, 0);
+    const float w = window ? window[j] : 1.0f;
+    out[i] = Complex(1, 0) * x * Complex(w, 0);
+  }
+  unsigned current_bits = 0;
+  for (size_t size = 2; size <= n; size <<= 1) {
+    const size_t mid = size >> 1;
+    ++current_bits;
+    for (size_t k = 0; k < mid; ++k) {
+      const Complex& first_w = v[bit_reverse(static_cast<uint32_t>(k), current_bits)];
+      const Complex& second_w = v[bit_reverse(static_cast<uint32_t>(mid + k), current_bits)];
+      for (size_t j = 0; j < n; j += size) {
+        Complex& even = out[k + j];
+        Complex& odd = out[k + j + mid];
+        const Complex first = even + first_w * odd;
+        const Complex second = even + second_w * odd;
+        even = first;
+        odd = second;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop) {
+  assert(signal.rank() == 1 && signal.dtype() == DType::F32 && window.elements() == n_fft);
+  assert(signal.ctx().backend() == Backend::Cpu);
+  const size_t n = static_cast<size_t>(n_fft);
+  const int64_t length = signal.dim(0);
+  const int64_t frames = (length - n_fft) / hop + 1;
+  const int64_t bins = n_fft / 2 + 1;
+  Tensor out = signal.ctx().empty({2, bins, frames});
+  const float* x = signal.f32();
+  const float* win = window.f32();
+  float* re = out.f32();
+  float* im = out.f32() + bins * frames;
+  std::vector<Complex> frame(n), spectrum;
+
+  if ((n & (n - 1)) == 0) {  // power of two: the FFT directly, window applied as the frame is loaded
+    const std::vector<Complex> v = twiddles(n);
+    spectrum.resize(n);
+    for (int64_t t = 0; t < frames; ++t) {
+      for (size_t i = 0; i < n; ++i) frame[i] = Complex(x[t * hop + static_cast<int64_t>(i)], 0);
+      fft_radix2(frame.data(), n, win, n, v, spectrum.data());
+      for (int64_t k = 0; k < bins; ++k) {
+        re[k * frames + t] = spectrum[k].real();
+        im[k * frames + t] = spectrum[k].imag();
+      }
+    }
+    return out;
+  }
+
+  // Bluestein: chirp c[k] = exp(-i pi k^2 / n); b = conj(c) mirrored to the end of m points; X = c . (a * b).
+  size_t m = 1;
+  while (m <= 2 * n - 2) m <<= 1;                               // next power of two >= 2 n - 1
+  const float pi = static_cast<float>(3.14159265358979323846);  // M_PI as float
+  std::vector<Complex> chirp(n), b(m, Complex(0, 0)), b_fft(m);
+  for (size_t k = 0; k < n; ++k) {
+    const float exponent = -1.0f * pi * static_cast<float>(k) * static_cast<float>(k) / static_cast<float>(n);
+    chirp[k] = Complex(std::cos(exponent), std::sin(exponent));
+    b[k] = std::conj(chirp[k]);
+  }
+  for (size_t k = m - n + 1; k < m; ++k) b[k] = b[m - k];
+  const std::vector<Complex> v = twiddles(m);  // the inverse transform reuses these (ONNX Runtime's cache)
+  fft_radix2(b.data(), m, nullptr, m, v, b_fft.data());
+
+  std::vector<Complex> a(m), a_fft(m);
+  for (int64_t t = 0; t < frames; ++t) {
+    std::fill(a.begin(), a.end(), Complex(0, 0));
+    for (size_t k = 0; k < n; ++k) {
+      Complex ak = x[t * hop + static_cast<int64_t>(k)];
+      ak *= win[k];
+      ak *= chirp[k];
+      a[k] = ak;
+    }
+    fft_radix2(a.data(), m, nullptr, m, v, a_fft.data());
+    for (size_t k = 0; k < m; ++k) a_fft[k] *= b_fft[k];
+    fft_radix2(a_fft.data(), m, nullptr, m, v, a.data());  // forward twiddles: the output comes out reversed
+    for (size_t k = 0; k < m; ++k) a[k] /= static_cast<float>(m);
+    for (int64_t k = 0; k < bins; ++k) {
+      const Complex c = k == 0 ? a[0] : a[m - static_cast<size_t>(k)];
+      const Complex y = c * chirp[static_cast<size_t>(k)] * 1.0f;
+      re[k * frames + t] = y.real();
+      im[k * frames + t] = y.imag();
+    }
+  }
+  return out;
+}
+
+}  // namespace sotto::nn
