@@ -96,7 +96,7 @@ constexpr Command kCommands[] = {
      run_detokenize,
      "  -m, --model FILE         any GGUF with tokenizer metadata\n"
      "  --hide-special           leave control tokens out of the text\n"},
-    {"vad", "vad -m MODEL.onnx AUDIO.wav [--json]",
+    {"vad", "vad -m MODEL.onnx AUDIO.wav [--json] [--backend cpu|webgpu]",
      "speech probability per 32 ms frame and speech segments, with a Silero VAD v5/v6 ONNX file", run_vad,
      "  -m, --model FILE         silero_vad.onnx (v5 or v6)\n"
      "  --json                   "

@@ -1,5 +1,5 @@
-// sotto vad -m MODEL.onnx AUDIO.wav [--json]: Silero VAD speech probabilities per 32 ms frame and the speech
-// segments found in them. Any WAV rate and channel count: channels are averaged, then resampled to the
+// sotto vad -m MODEL.onnx AUDIO.wav [--json] [--backend cpu|webgpu]: Silero VAD speech probabilities per 32 ms
+// frame and the speech segments found in them (on the CPU, or recorded as WebGPU dispatches by the op layer). Any WAV rate and channel count: channels are averaged, then resampled to the
 // model's rate (16 kHz, or 8 kHz with --rate 8000) with sotto's resampler.
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +8,7 @@
 #include "api/clock.h"
 #include "audio/resample.h"
 #include "commands.h"
+#include "gpu/device.h"
 #include "io/file.h"
 #include "io/onnx.h"
 #include "io/wav.h"
@@ -22,6 +23,7 @@ struct Options {
   std::string model_path, audio_path;
   bool json = false;
   uint32_t rate_hz = 16000;
+  bool webgpu = false;
   vad::SegmenterOptions segmenter;
 };
 
@@ -46,6 +48,10 @@ std::string parse_options(std::span<char* const> args, Options& o) {
     double as_double = 0;
     if ((a == "-m" || a == "--model") && has_value) {
       o.model_path = args[++i];
+    } else if (a == "--backend" && has_value) {
+      const std::string_view backend = args[++i];
+      if (backend != "cpu" && backend != "webgpu") return "--backend takes cpu or webgpu";
+      o.webgpu = backend == "webgpu";
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--rate") {
@@ -101,11 +107,18 @@ int run_vad(std::span<char* const> args) {
   auto samples = load_audio(o.audio_path, o.rate_hz);
   if (!samples) return fail(samples.message());
 
-  vad::SileroVad vad(*weights);
+  std::unique_ptr<gpu::Device> device;
+  if (o.webgpu) {
+    auto opened = gpu::open_device({});
+    if (!opened) return fail(opened.message());
+    device = std::move(opened).value();
+  }
+  vad::SileroVad vad(*weights, device.get());
   o.segmenter.frame_ms = 1000.0 * vad.frame_samples() / o.rate_hz;
   const double start_ms = now_ms();
   const std::vector<float> probs = vad::speech_probabilities(vad, *samples);
   const double elapsed_ms = now_ms() - start_ms;
+  if (Status s = vad.status(); !s.ok()) return fail(s.message());
   const std::vector<vad::Segment> segments = vad::find_segments(probs, o.segmenter);
   const double frame_s = o.segmenter.frame_ms / 1000.0;
   const double audio_s = static_cast<double>(samples->size()) / o.rate_hz;

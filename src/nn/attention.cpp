@@ -7,6 +7,7 @@
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -119,6 +120,7 @@ Tensor attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Att
 }  // namespace ref
 
 Tensor attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const AttentionOptions& o) {
+  NN_CPU_ONLY(q0, "attention");
   const Tensor q = cpu::as_f32(q0), k = cpu::as_f32(k0), v = cpu::as_f32(v0);
   const Dims d = dims_of(q, k, o);
   const int64_t group = d.heads / d.kv_heads;
@@ -157,6 +159,7 @@ Tensor attention_rel_pos(const Tensor& q0, const Tensor& k0, const Tensor& v0, c
 
 Tensor attention_rel_pos(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& p0,
                          const Tensor& u0, const Tensor& bv0, const AttentionOptions& o) {
+  NN_CPU_ONLY(q0, "attention_rel_pos");
   const Tensor q = cpu::as_f32(q0), k = cpu::as_f32(k0), v = cpu::as_f32(v0), p = cpu::as_f32(p0);
   const Tensor u = cpu::as_f32(u0), bv = cpu::as_f32(bv0);
   const Dims d = dims_of(q, k, o);
@@ -204,6 +207,7 @@ Tensor rope(const Tensor& x0, int n_heads, int rotary_dim, float base, int64_t p
 }  // namespace ref
 
 Tensor rope(const Tensor& x0, int n_heads, int rotary_dim, float base, int64_t position0, bool interleaved) {
+  NN_CPU_ONLY(x0, "rope");
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.rank() == 2 && x.dim(1) % n_heads == 0 && rotary_dim % 2 == 0 &&
             rotary_dim <= x.dim(1) / n_heads);

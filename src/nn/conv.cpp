@@ -3,10 +3,12 @@
 // The input is unrolled ("im2col") into rows of Cin/groups * K values per output position, so each group is
 // one gemm_nt of the weight rows with those rows: that product is where the time goes.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -26,21 +28,23 @@ void add_channel_bias(Tensor& out, const Tensor& b) {
   if (!b.defined()) return;
   const Tensor bf = cpu::as_f32(b);
   const int64_t channels = out.dim(0), length = out.elements() / channels;
+  const float* bias = bf.f32();
+  float* y = out.f32();
   for (int64_t c = 0; c < channels; ++c)
-    for (int64_t t = 0; t < length; ++t) out.f32()[c * length + t] += bf.f32()[c];
+    for (int64_t t = 0; t < length; ++t) y[c * length + t] += bias[c];
 }
 
 // Unrolls group g of x [Cin, T] into cols [T', Cin_g * K]: cols[t][i * K + k] = x[g * Cin_g + i][t * stride
 // + k * dilation - pad] (`zero` outside).
 template <class T>
-void im2col_1d(const T* x, int64_t length, int64_t in_g, int64_t g, int64_t kernel, const Conv1dOptions& o,
-               int64_t out_len, T zero, T* cols) {
-  const int64_t row = in_g * kernel;
-  for (int64_t t = 0; t < out_len; ++t)
-    for (int64_t i = 0; i < in_g; ++i) {
+void im2col_1d(const T* x, std::ptrdiff_t length, std::ptrdiff_t in_g, std::ptrdiff_t g,
+               std::ptrdiff_t kernel, const Conv1dOptions& o, std::ptrdiff_t out_len, T zero, T* cols) {
+  const std::ptrdiff_t row = in_g * kernel;
+  for (std::ptrdiff_t t = 0; t < out_len; ++t)
+    for (std::ptrdiff_t i = 0; i < in_g; ++i) {
       const T* xi = x + (g * in_g + i) * length;
-      for (int64_t k = 0; k < kernel; ++k) {
-        const int64_t p = t * o.stride + k * o.dilation - o.padding;
+      for (std::ptrdiff_t k = 0; k < kernel; ++k) {
+        const std::ptrdiff_t p = t * o.stride + k * o.dilation - o.padding;
         cols[t * row + i * kernel + k] = (p >= 0 && p < length) ? xi[p] : zero;
       }
     }
@@ -78,7 +82,9 @@ Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dO
 }  // namespace ref
 
 Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dOptions& o) {
-  const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
+  if (gpu_ops::on_gpu(x0))
+    return gpu_ops::conv1d(x0, w0, b, o.stride, o.padding, pad_end_of(o), o.dilation, o.groups);
+  const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3);
   const int64_t cin = x.dim(0), length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
   const int64_t out_g = cout / o.groups;
@@ -159,6 +165,7 @@ Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b,
 
 Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
                               const Tensor& w_scales) {
+  NN_CPU_ONLY(x, "conv1d_integer_dynamic");
   NN_ASSERT(x.rank() == 2 && w.rank() == 3 && (w.dtype() == DType::I8 || w.dtype() == DType::U8));
   Context& ctx = x.ctx();
   const Tensor xq = dynamic_quantize_linear(x);
@@ -167,15 +174,19 @@ Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b,
   const int64_t out_len = conv_out_length(length, o.padding + pad_end_of(o), kernel, o.stride, o.dilation);
   NN_ASSERT(in_g * o.groups == cin && out_len > 0);
   // x and w as int16 with zero points subtracted (padding is the zero point: 0 after the subtraction).
-  Tensor xs = ctx.empty({cin, length}, DType::I16), ws = ctx.empty(w.shape(), DType::I16);
+  Tensor xs = ctx.empty({cin, length}, DType::I16);
   const int32_t xzp = xq.quant().zero_point, wzp = w.quant().zero_point;
   for (int64_t i = 0; i < cin * length; ++i)
     xs.data<int16_t>()[i] = static_cast<int16_t>(int32_t{xq.data<uint8_t>()[i]} - xzp);
-  for (int64_t i = 0; i < w.elements(); ++i) {
-    const uint8_t raw = w.data<uint8_t>()[i];
-    const int32_t wv = w.dtype() == DType::I8 ? static_cast<int8_t>(raw) : static_cast<int32_t>(raw);
-    ws.data<int16_t>()[i] = static_cast<int16_t>(wv - wzp);
-  }
+  const Tensor ws = w.derived(cpu::kDerivedInt16, [&] {
+    Tensor t16 = w.ctx().empty(w.shape(), DType::I16);
+    for (int64_t i = 0; i < w.elements(); ++i) {
+      const uint8_t raw = w.data<uint8_t>()[i];
+      const int32_t wv = w.dtype() == DType::I8 ? static_cast<int8_t>(raw) : static_cast<int32_t>(raw);
+      t16.data<int16_t>()[i] = static_cast<int16_t>(wv - wzp);
+    }
+    return t16;
+  });
   Tensor cols = ctx.empty({out_len, row}, DType::I16);
   Tensor acc = ctx.empty({cout, out_len}, DType::I32);
   for (int64_t g = 0; g < o.groups; ++g) {
@@ -231,6 +242,7 @@ Tensor conv_transpose1d(const Tensor& x0, const Tensor& w0, const Tensor& b,
 
 Tensor conv_transpose1d(const Tensor& x0, const Tensor& w0, const Tensor& b,
                         const ConvTranspose1dOptions& o) {
+  NN_CPU_ONLY(x0, "conv_transpose1d");
   const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3 && x.dim(0) == w.dim(0));
   Context& ctx = x.ctx();
@@ -300,7 +312,8 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dO
 }  // namespace ref
 
 Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dOptions& o) {
-  const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
+  NN_CPU_ONLY(x0, "conv2d");
+  const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   NN_ASSERT(x.rank() == 3 && w.rank() == 4);
   Context& ctx = x.ctx();
   const int64_t cin = x.dim(0), h = x.dim(1), wd = x.dim(2);

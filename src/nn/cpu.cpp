@@ -62,6 +62,11 @@ Tensor as_f32(const Tensor& t) {
   return out;
 }
 
+Tensor weight_f32(const Tensor& w) {
+  if (w.dtype() == DType::F32) return w;
+  return w.derived(kDerivedF32, [&] { return as_f32(w); });
+}
+
 std::vector<int64_t> read_ints(const Tensor& t) {
   std::vector<int64_t> out(static_cast<size_t>(t.elements()));
   const uint8_t* p = t.data<uint8_t>();

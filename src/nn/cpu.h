@@ -39,6 +39,19 @@ void parallel_for(const Context& ctx, int64_t n, int64_t work_per_item, F&& f) {
       nth);
 }
 
+// Tensor::derived() kinds of the CPU ops.
+enum DerivedKind : uint32_t {
+  kDerivedF32 = 1,              // a non-F32 weight dequantized (linear, conv)
+  kDerivedTransposedF32 = 2,    // matmul's [K, N] weight as [N, K]
+  kDerivedInt16Transposed = 3,  // an int8 [K, N] weight widened to int16 [N, K] (zero points not applied)
+  kDerivedInt16 = 4,            // an int8 weight as int16 in its own layout, zero point subtracted
+};
+// A weight as F32, dequantized once and kept with it (as_f32 for activations: they are used once).
+Tensor weight_f32(const Tensor& w);
+
+// An int8 [K, N] weight widened to int16 and transposed to [N, K], kept with it (linear.cpp).
+Tensor int16_transposed(const Tensor& w);
+
 // Elements [begin, begin + count) of `t` (F32, F16, BF16, I8/U8 dequantized with its QuantParams, I32, I64)
 // as floats.
 void read_floats(const Tensor& t, int64_t begin, int64_t count, float* out);

@@ -1,8 +1,10 @@
 // Elementwise and broadcast arithmetic, activations, GLU, Snake. Memory-bound: one pass, threaded only when
 // large; same-shape and suffix-broadcast (bias rows) fast paths, the general broadcast walks an index.
 #include <cmath>
+#include <cstring>
 
 #include "nn/cpu.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 #include "nn/vec_math.h"
@@ -114,19 +116,24 @@ Tensor binary(const Tensor& a0, const Tensor& b0, char op) {
 }  // namespace ref
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (gpu_ops::on_gpu(a)) return gpu_ops::binary(a, b, '+');
   return binary_fast<'+'>(a, b);
 }
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (gpu_ops::on_gpu(a)) return gpu_ops::binary(a, b, '-');
   return binary_fast<'-'>(a, b);
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (gpu_ops::on_gpu(a)) return gpu_ops::binary(a, b, '*');
   return binary_fast<'*'>(a, b);
 }
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (gpu_ops::on_gpu(a)) return gpu_ops::binary(a, b, '/');
   return binary_fast<'/'>(a, b);
 }
 
 Tensor scale(const Tensor& x0, float s, float bias) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::scale(x0, s, bias);
   const Tensor x = cpu::as_f32(x0);
   Tensor out = x.ctx().empty(x.shape());
   const float* in = x.f32();
@@ -224,6 +231,7 @@ Tensor activation(const Tensor& x0, Act act, float alpha) {
 }  // namespace ref
 
 Tensor activation(const Tensor& x0, Act act, float alpha) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::activation(x0, act, alpha);
   const Tensor x = cpu::as_f32(x0);
   Tensor out = x.ctx().empty(x.shape());
   const float* in = x.f32();
@@ -244,7 +252,17 @@ Tensor activation(const Tensor& x0, Act act, float alpha) {
         return vec::map4(src, dst, count, [](vec::F4 v) { return v * vec::sigmoid4(v); });
       case Act::Relu:
         return vec::map4(src, dst, count,
-                         [](vec::F4 v) { return __builtin_elementwise_max(v, vec::splat(0.0f)); });
+                         [](vec::F4 v) { return v > vec::splat(0.0f) ? v : vec::splat(0.0f); });
+      case Act::Square:
+        return vec::map4(src, dst, count, [](vec::F4 v) { return v * v; });
+      case Act::Abs:
+        return vec::map4(src, dst, count, [](vec::F4 v) { return v < vec::splat(0.0f) ? -v : v; });
+      case Act::Sqrt:
+        for (int64_t i = 0; i < count; ++i) dst[i] = std::sqrt(src[i]);
+        return;
+      case Act::Identity:
+        std::memcpy(dst, src, static_cast<size_t>(count) * 4);
+        return;
       default:
         for (int64_t i = 0; i < count; ++i) dst[i] = act_one(act, src[i], alpha);
     }
@@ -290,10 +308,12 @@ Tensor snake(const Tensor& x0, const Tensor& alpha0) {
 }  // namespace ref
 
 Tensor glu(const Tensor& x, int axis) {
+  NN_CPU_ONLY(x, "glu");
   return ref::glu(x, axis);  // one pass of exp per output: the reference is already the whole cost
 }
 
 Tensor snake(const Tensor& x0, const Tensor& alpha0) {
+  NN_CPU_ONLY(x0, "snake");
   const Tensor x = cpu::as_f32(x0), alpha = cpu::as_f32(alpha0);
   NN_ASSERT(x.rank() == 2 && alpha.elements() == x.dim(0));
   const int64_t channels = x.dim(0), length = x.dim(1);

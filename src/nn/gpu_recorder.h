@@ -1,13 +1,60 @@
-// The op layer's GPU backend: a context on a gpu::Device whose ops record dispatches into a plan instead of
-// running them; reading a tensor back submits the plan and waits for the read. Buffers are pooled by size, and
-// a forward pass that records the same ops on the same shapes as the last one replays the last plan.
+// The op layer's GPU backend: a context on a gpu::Device (nn::Context::gpu) whose ops record dispatches
+// instead of running them; reading a tensor back (Context::to_floats) submits what was recorded as one command
+// buffer and waits for the read. Buffers are pooled by the context like CPU storage. Recording is cheap when
+// shapes repeat: pipelines are compiled once per kernel, uniform blocks are kept per distinct content, and bind
+// groups per (pipeline, buffers) combination, so a forward pass that repeats the last one's shapes (and so,
+// through the pool, its buffers) creates no GPU object at all.
+//
+// Ops with a GPU kernel so far: add/sub/mul/div (suffix broadcast), scale, activation, and in f32 linear,
+// conv1d, lstm, pad_reflect, slice (gpu_ops.cpp). The others mark the recorder failed and return an empty
+// tensor; the failure comes back from the next read as one line.
 #pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "gpu/device.h"
 
 namespace sotto::nn {
 
+class Tensor;
+
 class GpuRecorder {
  public:
-  virtual ~GpuRecorder() = default;
+  explicit GpuRecorder(gpu::Device& device) : device_(device) {}
+  ~GpuRecorder();
+
+  gpu::Device& device() { return device_; }
+
+  // Records `wgsl` (entry point main, workgroup size 64, compiled once per `name`) over `threads` invocations:
+  // binding 0 the uniform block `params` (4-byte words, padded to 16 bytes), bindings 1.. the tensors in order.
+  void dispatch(std::string_view name, std::string_view wgsl, std::span<const uint32_t> params,
+                std::initializer_list<const Tensor*> tensors, uint64_t threads);
+  // Submits what was recorded and forgets it.
+  Status flush();
+  // The first failure since the context was made ("" when none): an op without a GPU kernel, a compile error.
+  void fail(std::string message);
+  bool failed() const { return !error_.empty(); }
+  Status status() const;
+  // Dispatches submitted so far, and GPU objects (pipelines, uniform buffers, bind groups) made so far: tests
+  // check that a repeated forward pass makes no new objects.
+  uint64_t dispatches_run() const { return dispatches_run_; }
+  uint64_t objects_made() const { return pipelines_.size() + uniforms_.size() + bind_groups_.size(); }
+
+ private:
+  gpu::Device& device_;
+  std::string error_;
+  std::vector<gpu::Dispatch> plan_;
+  uint64_t dispatches_run_ = 0;
+  std::map<std::string, gpu::PipelineHandle, std::less<>> pipelines_;
+  std::map<std::vector<uint32_t>, gpu::BufferHandle> uniforms_;
+  std::map<std::vector<uint64_t>, gpu::BindGroupHandle> bind_groups_;
 };
 
 }  // namespace sotto::nn

@@ -8,6 +8,7 @@
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -82,11 +83,23 @@ inline int32_t int_at(const Tensor& w, int64_t i) {
 
 }  // namespace
 
+Tensor cpu::int16_transposed(const Tensor& w) {
+  return w.derived(kDerivedInt16Transposed, [&] {
+    const int64_t k = w.dim(0), n = w.dim(1);
+    Tensor t16 = w.ctx().empty({n, k}, DType::I16);
+    int16_t* p = t16.data<int16_t>();
+    for (int64_t t = 0; t < k; ++t)
+      for (int64_t j = 0; j < n; ++j) p[j * k + t] = static_cast<int16_t>(int_at(w, t * n + j));
+    return t16;
+  });
+}
+
 // ---------------------------------------------------------------- linear
 
 namespace ref {
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b) {
-  const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::linear(x0, w0, b);
+  const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   NN_ASSERT(w.dim(1) == k);
   Tensor out = x.ctx().empty(with_last(x.shape(), n));
@@ -97,7 +110,8 @@ Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b) {
 }  // namespace ref
 
 Tensor linear(const Tensor& x0, const Tensor& w0, const Tensor& b) {
-  const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::linear(x0, w0, b);
+  const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   NN_ASSERT(w.rank() == 2 && w.dim(1) == k);
   Tensor out = x.ctx().empty(with_last(x.shape(), n));
@@ -130,14 +144,17 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
 }  // namespace ref
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
-  const Tensor a = cpu::as_f32(a0), b = cpu::as_f32(b0);
+  NN_CPU_ONLY(a0, "matmul");
+  const Tensor a = cpu::as_f32(a0), b = b0.rank() == 2 ? b0 : cpu::as_f32(b0);
   NN_ASSERT(a.rank() >= 2 && b.rank() >= 2 && a.dim(-1) == b.dim(-2));
   const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1);
   const int64_t batches = a.elements() / (m * k);
   const bool shared = b.rank() == 2;
   NN_ASSERT(shared || b.elements() == batches * k * n);
   Tensor out = a.ctx().empty(with_last(a.shape(), n));
-  const Tensor bt = shared ? transpose(b) : Tensor{};
+  // A 2-D b is a weight: transposed (and dequantized) once, kept with it.
+  const Tensor bt =
+      shared ? b.derived(cpu::kDerivedTransposedF32, [&] { return transpose(cpu::as_f32(b)); }) : Tensor{};
   for (int64_t bi = 0; bi < batches; ++bi) {
     Tensor b_nk = bt;
     if (!shared) b_nk = transpose(slice(b.reshape({batches, k, n}), 0, bi, bi + 1).reshape({k, n}));
@@ -149,6 +166,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
 // ---------------------------------------------------------------- dynamic int8
 
 Tensor dynamic_quantize_linear(const Tensor& x0) {
+  NN_CPU_ONLY(x0, "dynamic_quantize_linear");
   const Tensor x = cpu::as_f32(x0);
   const int64_t n = x.elements();
   const QuantParams q = cpu::dynamic_quant_params(x.f32(), n);
@@ -178,26 +196,33 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
 
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
                               const Tensor& w_zero_points) {
+  NN_CPU_ONLY(x, "matmul_integer_dynamic");
   NN_ASSERT(w.rank() == 2 && (w.dtype() == DType::I8 || w.dtype() == DType::U8) && x.dim(-1) == w.dim(0));
   const int64_t k = x.dim(-1), n = w.dim(1), m = x.elements() / k;
   Context& ctx = x.ctx();
   const Tensor xq = dynamic_quantize_linear(x);
   const ColumnQuant cq = column_quant(w, n, w_scales, w_zero_points);
-  // Both operands as int16 with zero points subtracted, K-contiguous: x [M, K], w transposed to [N, K].
-  Tensor a = ctx.empty({m, k}, DType::I16), bt = ctx.empty({n, k}, DType::I16);
+  // x as int16 with its zero point subtracted [M, K]; w widened to int16 and transposed to [N, K] once and kept
+  // with it. w's zero points are applied after the product, as sum_k a_k (w_kj - z_j) = sum_k a_k w_kj - z_j
+  // sum_k a_k, so the kept layout does not depend on them (exact in integers).
+  Tensor a = ctx.empty({m, k}, DType::I16);
   const int32_t xzp = xq.quant().zero_point;
-  for (int64_t i = 0; i < m * k; ++i)
-    a.data<int16_t>()[i] = static_cast<int16_t>(int32_t{xq.data<uint8_t>()[i]} - xzp);
-  for (int64_t t = 0; t < k; ++t)
-    for (int64_t j = 0; j < n; ++j)
-      bt.data<int16_t>()[j * k + t] = static_cast<int16_t>(int_at(w, t * n + j) - cq.zero_points[j]);
+  std::vector<int32_t> row_sums(static_cast<size_t>(m), 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t t = 0; t < k; ++t) {
+      const int32_t v = int32_t{xq.data<uint8_t>()[i * k + t]} - xzp;
+      a.data<int16_t>()[i * k + t] = static_cast<int16_t>(v);
+      row_sums[i] += v;
+    }
+  const Tensor bt = cpu::int16_transposed(w);
   Tensor acc = ctx.empty({m, n}, DType::I32);
   cpu::igemm_nt(ctx, m, n, k, a.data<int16_t>(), k, bt.data<int16_t>(), k, acc.data<int32_t>(), n);
   Tensor out = ctx.empty(with_last(x.shape(), n));
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j)
-      out.f32()[i * n + j] =
-          static_cast<float>(acc.data<int32_t>()[i * n + j]) * (xq.quant().scale * cq.scales[j]);
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t dot = acc.data<int32_t>()[i * n + j] - cq.zero_points[j] * row_sums[i];
+      out.f32()[i * n + j] = static_cast<float>(dot) * (xq.quant().scale * cq.scales[j]);
+    }
   return out;
 }
 

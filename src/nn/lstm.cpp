@@ -7,6 +7,7 @@
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 #include "nn/vec_math.h"
@@ -51,11 +52,12 @@ int64_t hidden_of(const LstmWeights& w) {
 // The int8 recurrent weight, transposed once per call to [4H, H] int16 with zero points subtracted, so each
 // step's product is one igemm_nt row.
 struct RecurrentInt8 {
-  Tensor w;  // [4H, H] I16
+  Tensor w;  // [4H, H] I16, zero points not subtracted
   std::vector<float> scales;
+  std::vector<int64_t> zero_points;
 };
 
-RecurrentInt8 prepare_recurrent(Context& ctx, const LstmWeights& lw, int64_t hidden) {
+RecurrentInt8 prepare_recurrent(const LstmWeights& lw, int64_t hidden) {
   const int64_t n = 4 * hidden;
   std::vector<int64_t> zps(static_cast<size_t>(n), lw.w_hh.quant().zero_point);
   if (lw.w_hh_zero_points.defined()) {
@@ -68,15 +70,8 @@ RecurrentInt8 prepare_recurrent(Context& ctx, const LstmWeights& lw, int64_t hid
     const Tensor s = cpu::as_f32(lw.w_hh_scales);
     for (int64_t j = 0; j < n; ++j) r.scales[j] = s.elements() == 1 ? s.f32()[0] : s.f32()[j];
   }
-  r.w = ctx.empty({n, hidden}, DType::I16);
-  const uint8_t* raw = lw.w_hh.data<uint8_t>();
-  const bool is_signed = lw.w_hh.dtype() == DType::I8;
-  for (int64_t k = 0; k < hidden; ++k)
-    for (int64_t j = 0; j < n; ++j) {
-      const int32_t v =
-          is_signed ? static_cast<int8_t>(raw[k * n + j]) : static_cast<int32_t>(raw[k * n + j]);
-      r.w.data<int16_t>()[j * hidden + k] = static_cast<int16_t>(v - zps[j]);
-    }
+  r.w = cpu::int16_transposed(lw.w_hh);  // zero points applied after each step's product
+  r.zero_points = zps;
   return r;
 }
 
@@ -129,6 +124,7 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
 
 Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
             Tensor* h_out, Tensor* c_out) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::lstm(x0, w, reverse, h0, c0, h_out, c_out);
   Context& ctx = x0.ctx();
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.rank() == 2);
@@ -142,22 +138,28 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
   Tensor out = ctx.empty({steps, hidden});
   std::vector<float> g(static_cast<size_t>(n));
   if (w.int8()) {
-    const RecurrentInt8 r = prepare_recurrent(ctx, w, hidden);
+    const RecurrentInt8 r = prepare_recurrent(w, hidden);
     std::vector<int16_t> hq(static_cast<size_t>(hidden));
     std::vector<int32_t> acc(static_cast<size_t>(n));
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = reverse ? steps - 1 - s : s;
       const QuantParams q = cpu::dynamic_quant_params(h.data(), hidden);
-      for (int64_t k = 0; k < hidden; ++k)
+      int32_t h_sum = 0;
+      for (int64_t k = 0; k < hidden; ++k) {
         hq[k] = static_cast<int16_t>(int32_t{cpu::quantize_u8(h[k], q)} - q.zero_point);
+        h_sum += hq[k];
+      }
       cpu::igemm_nt(ctx, 1, n, hidden, hq.data(), hidden, r.w.data<int16_t>(), hidden, acc.data(), n);
       for (int64_t j = 0; j < n; ++j)
-        g[j] = gx.f32()[t * n + j] + static_cast<float>(acc[j]) * (q.scale * r.scales[j]) + bias.f32()[j];
+        g[j] = gx.f32()[t * n + j] +
+               static_cast<float>(acc[j] - static_cast<int32_t>(r.zero_points[j]) * h_sum) *
+                   (q.scale * r.scales[j]) +
+               bias.f32()[j];
       cell(g.data(), hidden, h.data(), c.data());
       std::memcpy(out.f32() + t * hidden, h.data(), static_cast<size_t>(hidden) * 4);
     }
   } else {
-    const Tensor whh = cpu::as_f32(w.w_hh);
+    const Tensor whh = cpu::weight_f32(w.w_hh);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = reverse ? steps - 1 - s : s;
       cpu::gemm_nt(ctx, 1, n, hidden, h.data(), hidden, whh.f32(), hidden, g.data(), n);
@@ -172,6 +174,7 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
 }
 
 Tensor bilstm(const Tensor& x, const LstmWeights& forward, const LstmWeights& backward) {
+  NN_CPU_ONLY(x, "bilstm");
   const Tensor parts[2] = {lstm(x, forward, false), lstm(x, backward, true)};
   return concat(parts, 1);
 }

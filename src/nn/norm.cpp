@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "nn/cpu.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -31,6 +32,7 @@ Tensor softmax(const Tensor& x0, int axis) {
 }  // namespace ref
 
 Tensor softmax(const Tensor& x0, int axis) {
+  NN_CPU_ONLY(x0, "softmax");
   const Tensor x = cpu::as_f32(x0);
   const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
   if (s.inner != 1) return ref::softmax(x, axis);
@@ -52,6 +54,7 @@ Tensor softmax(const Tensor& x0, int axis) {
 
 // The first index of the largest value (ONNX ArgMax, select_last_index = 0).
 Tensor argmax(const Tensor& x0, int axis) {
+  NN_CPU_ONLY(x0, "argmax");
   const Tensor x = cpu::as_f32(x0);
   const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
   Shape shape;
@@ -70,6 +73,7 @@ Tensor argmax(const Tensor& x0, int axis) {
 }
 
 Tensor cumsum(const Tensor& x, int axis) {
+  NN_CPU_ONLY(x, "cumsum");
   const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
   if (x.dtype() == DType::I32 || x.dtype() == DType::I64) {
     const std::vector<int64_t> v = cpu::read_ints(x);
@@ -99,6 +103,7 @@ Tensor cumsum(const Tensor& x, int axis) {
 }
 
 Tensor reduce_mean(const Tensor& x0, int axis) {
+  NN_CPU_ONLY(x0, "reduce_mean");
   const Tensor x = cpu::as_f32(x0);
   const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
   Shape shape;
@@ -197,6 +202,7 @@ Tensor group_norm(const Tensor& x0, int groups, const Tensor& gamma0, const Tens
 }  // namespace ref
 
 Tensor layer_norm(const Tensor& x0, const Tensor& gamma0, const Tensor& beta0, float eps) {
+  NN_CPU_ONLY(x0, "layer_norm");
   const Tensor x = cpu::as_f32(x0);
   Tensor gk, bk;
   const float *gamma = opt(gamma0, gk), *beta = opt(beta0, bk);
@@ -216,6 +222,7 @@ Tensor layer_norm(const Tensor& x0, const Tensor& gamma0, const Tensor& beta0, f
 }
 
 Tensor rms_norm(const Tensor& x0, const Tensor& gamma0, float eps) {
+  NN_CPU_ONLY(x0, "rms_norm");
   const Tensor x = cpu::as_f32(x0);
   Tensor gk;
   const float* gamma = opt(gamma0, gk);
@@ -235,6 +242,7 @@ Tensor rms_norm(const Tensor& x0, const Tensor& gamma0, float eps) {
 }
 
 Tensor group_norm(const Tensor& x0, int groups, const Tensor& gamma0, const Tensor& beta0, float eps) {
+  NN_CPU_ONLY(x0, "group_norm");
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.dim(0) % groups == 0);
   Tensor gk, bk;
@@ -255,11 +263,13 @@ Tensor group_norm(const Tensor& x0, int groups, const Tensor& gamma0, const Tens
 }
 
 Tensor instance_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  NN_CPU_ONLY(x, "instance_norm");
   return group_norm(x, static_cast<int>(x.dim(0)), gamma, beta, eps);
 }
 
 // AdaIN: the style's gamma enters as (1 + gamma), as StyleTTS2's AdaIN1d writes it.
 Tensor adain(const Tensor& x, const Tensor& gamma0, const Tensor& beta0, float eps) {
+  NN_CPU_ONLY(x, "adain");
   const Tensor gamma = cpu::as_f32(gamma0), beta = cpu::as_f32(beta0);
   Tensor one_plus = scale(gamma, 1.0f, 1.0f);
   return instance_norm(x, one_plus, beta, eps);

@@ -4,17 +4,20 @@
 #include <cstring>
 
 #include "nn/cpu.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 
 namespace sotto::nn {
 
 Tensor transpose(const Tensor& x) {
+  NN_CPU_ONLY(x, "transpose");
   NN_ASSERT(x.rank() == 2);
   const int order[2] = {1, 0};
   return permute(x, order);
 }
 
 Tensor permute(const Tensor& x, std::span<const int> order) {
+  NN_CPU_ONLY(x, "permute");
   NN_ASSERT(static_cast<int>(order.size()) == x.rank());
   const int rank = x.rank();
   const uint32_t eb = element_bytes(x.dtype());
@@ -48,6 +51,7 @@ Tensor permute(const Tensor& x, std::span<const int> order) {
 }
 
 Tensor concat(std::span<const Tensor> parts, int axis) {
+  NN_CPU_ONLY(parts[0], "concat");
   NN_ASSERT(!parts.empty());
   const Tensor& first = parts[0];
   const int a = cpu::axis_of(first.shape(), axis);
@@ -72,6 +76,7 @@ Tensor concat(std::span<const Tensor> parts, int axis) {
 }
 
 Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end) {
+  if (gpu_ops::on_gpu(x)) return gpu_ops::slice(x, axis, begin, end);
   const int a = cpu::axis_of(x.shape(), axis);
   NN_ASSERT(0 <= begin && begin <= end && end <= x.dim(a));
   Shape shape = x.shape();
@@ -111,6 +116,7 @@ Tensor pad_with(const Tensor& x0, int axis, int64_t before, int64_t after, Fill 
 }  // namespace
 
 Tensor pad(const Tensor& x, int axis, int64_t before, int64_t after, float value) {
+  NN_CPU_ONLY(x, "pad");
   return pad_with(x, axis, before, after, [&](const float*, float* row, int64_t n, int64_t inner) {
     for (int64_t i = 0; i < before * inner; ++i) row[i] = value;
     for (int64_t i = (before + n) * inner; i < (before + n + after) * inner; ++i) row[i] = value;
@@ -119,6 +125,7 @@ Tensor pad(const Tensor& x, int axis, int64_t before, int64_t after, float value
 
 // Reflect without repeating the edge (numpy "reflect", ONNX Pad mode=reflect): x[-1 - j] = x[1 + j].
 Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after) {
+  if (gpu_ops::on_gpu(x)) return gpu_ops::pad_reflect(x, axis, before, after);
   return pad_with(x, axis, before, after, [&](const float* in, float* row, int64_t n, int64_t inner) {
     NN_ASSERT(before < n && after < n);
     for (int64_t j = 0; j < before; ++j)
@@ -132,6 +139,7 @@ Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after) {
 // LinearHalfPixel: src = (dst + 0.5) * in / out - 0.5 clamped at 0 (PyTorch align_corners=False).
 // LinearAlignCorners: src = dst * (in - 1) / (out - 1).
 Tensor resize(const Tensor& x0, int64_t length, ResizeMode mode) {
+  NN_CPU_ONLY(x0, "resize");
   const Tensor x = cpu::as_f32(x0);
   const int64_t in_len = x.dim(-1);
   const int64_t rows = x.elements() / in_len;

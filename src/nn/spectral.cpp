@@ -7,6 +7,7 @@
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -85,6 +86,7 @@ Tensor istft(const Tensor& spectrum, const Tensor& window, int n_fft, int hop, b
 }  // namespace ref
 
 Tensor stft(const Tensor& signal, const Tensor& window, int n_fft, int hop, bool center) {
+  NN_CPU_ONLY(signal, "stft");
   const Tensor x = padded_signal(signal, n_fft, center);
   const std::vector<double> win = padded_window(window, n_fft);
   const int64_t bins = n_fft / 2 + 1, frames = 1 + (x.elements() - n_fft) / hop;
@@ -105,6 +107,7 @@ Tensor stft(const Tensor& signal, const Tensor& window, int n_fft, int hop, bool
 }
 
 Tensor istft(const Tensor& spectrum, const Tensor& window, int n_fft, int hop, bool center) {
+  NN_CPU_ONLY(spectrum, "istft");
   const Tensor spec = cpu::as_f32(spectrum);
   const std::vector<double> win = padded_window(window, n_fft);
   const int64_t bins = n_fft / 2 + 1, frames = spec.dim(2);
@@ -145,6 +148,7 @@ Tensor istft(const Tensor& spectrum, const Tensor& window, int n_fft, int hop, b
 // ---------------------------------------------------------------- lookup and durations
 
 Tensor embedding(const Tensor& table, const Tensor& ids) {
+  NN_CPU_ONLY(table, "embedding");
   NN_ASSERT(table.rank() == 2);
   const std::vector<int64_t> idx = cpu::read_ints(ids);
   const int64_t vocab = table.dim(0), d = table.dim(1);
@@ -158,6 +162,7 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
 }
 
 Tensor repeat_by_durations(const Tensor& x0, const Tensor& durations) {
+  NN_CPU_ONLY(x0, "repeat_by_durations");
   const Tensor x = cpu::as_f32(x0);
   const std::vector<int64_t> reps = cpu::read_ints(durations);
   NN_ASSERT(x.rank() == 2 && static_cast<int64_t>(reps.size()) == x.dim(0));

@@ -5,6 +5,7 @@
 
 #include "core/half.h"
 #include "core/thread_pool.h"
+#include "gpu/device.h"
 #include "nn/gpu_recorder.h"
 
 namespace sotto::nn {
@@ -55,8 +56,38 @@ Tensor Tensor::with_quant(QuantParams q) const {
   return t;
 }
 
-uint8_t* Tensor::host_bytes() const {
-  return storage_ ? storage_->host.data() + offset_ : nullptr;
+namespace {
+struct SpinLock {
+  std::atomic_flag& flag;
+  explicit SpinLock(std::atomic_flag& f) : flag(f) {
+    while (flag.test_and_set(std::memory_order_acquire)) cpu_relax();
+  }
+  ~SpinLock() { flag.clear(std::memory_order_release); }
+};
+}  // namespace
+
+bool Tensor::same_view(const DerivedLayout& d, uint32_t kind) const {
+  return d.kind == kind && d.offset == offset_ && d.shape == shape_ && d.dtype == dtype_ &&
+         d.quant.zero_point == quant_.zero_point && std::memcmp(&d.quant.scale, &quant_.scale, 4) == 0;
+}
+
+bool Tensor::find_derived(uint32_t kind, Tensor& out) const {
+  if (!storage_) return false;
+  SpinLock lock(storage_->derived_lock);
+  for (const DerivedLayout& d : storage_->derived)
+    if (same_view(d, kind)) {
+      out = d.tensor;
+      return true;
+    }
+  return false;
+}
+
+void Tensor::keep_derived(uint32_t kind, const Tensor& t) const {
+  if (!storage_) return;
+  SpinLock lock(storage_->derived_lock);
+  for (const DerivedLayout& d : storage_->derived)
+    if (same_view(d, kind)) return;
+  storage_->derived.push_back({kind, offset_, shape_, dtype_, quant_, t});
 }
 
 uint32_t Tensor::gpu_buffer() const {
@@ -69,9 +100,19 @@ std::unique_ptr<Context> Context::cpu(ThreadPool* pool) {
   return ctx;
 }
 
+std::unique_ptr<Context> Context::webgpu(::sotto::gpu::Device& device) {
+  std::unique_ptr<Context> ctx(new Context(Backend::Gpu));
+  ctx->gpu_ = std::make_unique<GpuRecorder>(device);
+  return ctx;
+}
+
 Context::Context(Backend backend) : backend_(backend) {}
 
-Context::~Context() = default;
+Context::~Context() {
+  if (gpu_)
+    for (const std::unique_ptr<Storage>& s : free_)
+      if (s->gpu_buffer) gpu_->device().destroy_buffer(s->gpu_buffer);
+}
 
 int Context::n_threads() const {
   return pool_ ? pool_->n_threads() : 1;
@@ -90,12 +131,26 @@ std::shared_ptr<Storage> Context::allocate(uint64_t bytes) {
     s = new Storage;
     s->ctx = this;
     s->bytes = bytes;
-    s->host.resize(bytes + 64);
+    if (gpu_) {
+      auto buffer = gpu_->device().create_buffer(std::max<uint64_t>(4, (bytes + 3) / 4 * 4),
+                                                 gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst,
+                                                 "nn tensor");
+      if (buffer.ok())
+        s->gpu_buffer = *buffer;
+      else
+        gpu_->fail(buffer.message());
+    } else {
+      s->host.resize(bytes + 64);
+    }
   }
   return std::shared_ptr<Storage>(s, [](Storage* p) { p->ctx->release(p); });
 }
 
 void Context::release(Storage* s) {
+  // Derived layouts go first (their own storages come back here too), so pooled storages hold none.
+  std::vector<DerivedLayout> derived = std::move(s->derived);
+  s->derived.clear();
+  derived.clear();
   free_.emplace_back(s);
 }
 
@@ -109,6 +164,7 @@ Tensor Context::empty(const Shape& shape, DType dtype) {
 }
 
 Tensor Context::zeros(const Shape& shape, DType dtype) {
+  if (gpu_) return from_bytes(shape, dtype, std::vector<uint8_t>(element_bytes(dtype) * shape.elements()));
   Tensor t = empty(shape, dtype);
   std::memset(t.host_bytes(), 0, t.bytes());
   return t;
@@ -116,7 +172,19 @@ Tensor Context::zeros(const Shape& shape, DType dtype) {
 
 Tensor Context::from_bytes(const Shape& shape, DType dtype, std::span<const uint8_t> bytes) {
   Tensor t = empty(shape, dtype);
-  std::memcpy(t.host_bytes(), bytes.data(), std::min<uint64_t>(bytes.size(), t.bytes()));
+  const uint64_t n = std::min<uint64_t>(bytes.size(), t.bytes());
+  if (gpu_) {
+    // Queued writes land before the next submission: run what was recorded first, or a pooled buffer that a
+    // recorded dispatch still reads could be overwritten before it runs.
+    if (Status s = gpu_->flush(); !s.ok()) gpu_->fail(s.message());
+    std::vector<uint8_t> padded((n + 3) / 4 * 4, 0);
+    std::memcpy(padded.data(), bytes.data(), n);
+    if (!padded.empty() && t.gpu_buffer())
+      if (Status s = gpu_->device().write_buffer(t.gpu_buffer(), 0, padded.data(), padded.size()); !s.ok())
+        gpu_->fail(s.message());
+    return t;
+  }
+  std::memcpy(t.host_bytes(), bytes.data(), n);
   return t;
 }
 
@@ -127,6 +195,20 @@ Tensor Context::from_floats(const Shape& shape, std::span<const float> values) {
 
 Result<std::vector<uint8_t>> Context::to_bytes(const Tensor& t) {
   if (!t.defined()) return error("nn: reading an undefined tensor");
+  if (gpu_) {
+    SOTTO_TRY(gpu_->flush());
+    const uint64_t bytes = (t.bytes() + 3) / 4 * 4;
+    std::vector<uint8_t> out(bytes);
+    if (bytes == 0) return out;
+    SOTTO_ASSIGN(gpu::ReadHandle read, gpu_->device().start_read(t.gpu_buffer(), t.gpu_offset(), bytes));
+    const gpu::DeviceStatus st = gpu_->device().finish_read(read, out.data());
+    if (st == gpu::DeviceStatus::Pending)
+      return error("nn/webgpu: reading a tensor back needs an asynchronous wait here (not supported yet)");
+    if (st != gpu::DeviceStatus::Ok)
+      return error("nn/webgpu: reading a tensor failed: ", gpu_->device().last_error());
+    out.resize(static_cast<size_t>(t.bytes()));
+    return out;
+  }
   const uint8_t* p = t.host_bytes();
   return std::vector<uint8_t>(p, p + t.bytes());
 }

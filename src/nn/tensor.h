@@ -10,6 +10,7 @@
 // inputs (except the ones named *_inplace), so sharing is safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -22,7 +23,10 @@
 
 namespace sotto {
 class ThreadPool;
+namespace gpu {
+class Device;
 }
+}  // namespace sotto
 
 namespace sotto::nn {
 
@@ -49,6 +53,7 @@ struct Shape {
 
 class Context;
 struct Storage;
+struct DerivedLayout;
 
 // Per-tensor affine quantization of an I8/U8 tensor: real = (q - zero_point) * scale (ONNX QuantizeLinear's
 // convention). Per-channel scales, where a file has them, are a separate F32 tensor passed to the op.
@@ -87,9 +92,26 @@ class Tensor {
   uint32_t gpu_buffer() const;
   uint64_t gpu_offset() const { return offset_; }
 
+  // A layout of this tensor's elements that an op derives once and reuses (a weight transposed to [N, K],
+  // zero points subtracted, or dequantized): make() runs the first time `kind` is asked of this view; later
+  // calls return the same tensor until the storage is freed. Sound because ops never write into their inputs:
+  // a caller that writes into a tensor through data<>() after giving it to an op must not give it again.
+  // Safe to call from several threads at once (make() may then run twice; one result is kept).
+  template <class Make>
+  Tensor derived(uint32_t kind, Make make) const {
+    Tensor found;
+    if (find_derived(kind, found)) return found;
+    Tensor made = make();
+    keep_derived(kind, made);
+    return made;
+  }
+
  private:
   friend class Context;
   uint8_t* host_bytes() const;
+  bool find_derived(uint32_t kind, Tensor& out) const;
+  void keep_derived(uint32_t kind, const Tensor& t) const;
+  bool same_view(const DerivedLayout& d, uint32_t kind) const;
 
   std::shared_ptr<Storage> storage_;
   uint64_t offset_ = 0;  // bytes from the start of the storage
@@ -99,6 +121,16 @@ class Tensor {
   Context* ctx_ = nullptr;
 };
 
+// One Tensor::derived() layout and the view (kind, offset, shape, dtype, quantization) it was derived from.
+struct DerivedLayout {
+  uint32_t kind;
+  uint64_t offset;
+  Shape shape;
+  DType dtype;
+  QuantParams quant;
+  Tensor tensor;
+};
+
 // Storage of one buffer: host bytes (CPU) or a GPU buffer handle. Pooled by the context: a storage whose last
 // tensor goes away returns to the pool, so a forward pass that repeats allocates nothing after the first.
 struct Storage {
@@ -106,6 +138,9 @@ struct Storage {
   uint64_t bytes = 0;
   std::vector<uint8_t> host;  // CPU (over-allocated by 64 bytes so SIMD tails may read past the end)
   uint32_t gpu_buffer = 0;    // GPU
+  // Tensor::derived()'s layouts of views of this storage; dropped when the storage returns to the pool.
+  std::vector<DerivedLayout> derived;
+  std::atomic_flag derived_lock;  // a spin lock: no pthread mutex in sotto's wasm libc
 };
 
 class GpuRecorder;  // nn/gpu_recorder.h: the GPU backend's plan, pipelines and buffer pool
@@ -114,6 +149,8 @@ class Context {
  public:
   // The CPU backend on `pool` (nullptr: single-threaded, the caller's thread).
   static std::unique_ptr<Context> cpu(ThreadPool* pool = nullptr);
+  // The GPU backend on `device` (nn/gpu_recorder.h), which must outlive the context.
+  static std::unique_ptr<Context> webgpu(::sotto::gpu::Device& device);
   ~Context();
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -148,6 +185,11 @@ class Context {
   std::unique_ptr<GpuRecorder> gpu_;
   std::vector<std::unique_ptr<Storage>> free_;  // pooled storages, any size
 };
+
+// Inline: ops index tensors element by element, and a call per element costs more than the work (wasm).
+inline uint8_t* Tensor::host_bytes() const {
+  return storage_ ? storage_->host.data() + offset_ : nullptr;
+}
 
 // Bytes of one element of a plain (non-block) dtype.
 uint32_t element_bytes(DType dtype);

@@ -29,7 +29,9 @@ inline void store(float* p, F4 v) {
 // x - n ln 2 (|r| <= 0.35, ln 2 split in two for exactness), e^r by its Taylor series to r^7 (truncation error
 // < 6e-9 relative), times 2^n built in the exponent bits. ~1 ulp.
 inline F4 exp4(F4 x) {
-  x = __builtin_elementwise_min(__builtin_elementwise_max(x, splat(-87.0f)), splat(88.0f));
+  // Clamped by compare and select: __builtin_elementwise_min/max lower to scalar fminf/fmaxf calls in wasm.
+  x = x < splat(-87.0f) ? splat(-87.0f) : x;
+  x = x > splat(88.0f) ? splat(88.0f) : x;
   const F4 shifter = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
   const F4 n = (x * splat(1.44269504088896341f) + shifter) - shifter;
   const F4 r = (x - n * splat(0.693359375f)) - n * splat(-2.12194440e-4f);

@@ -2,6 +2,9 @@
 // against nn::ref on fresh random inputs of odd sizes, and hand-computed cases where the reference itself
 // could be wrong (ONNX's own examples for DynamicQuantizeLinear and MatMulInteger, conv output sizes).
 #include <cmath>
+#include <cstring>
+
+#include "core/half.h"
 
 #include "nn/gemm.h"
 #include "nn_test_support.h"
@@ -17,6 +20,15 @@ using testing::rand_int8;
 using testing::rand_tensor;
 
 // Float products of K unit-range terms against a double reference: rounding grows like sqrt(K) ulp.
+std::vector<uint8_t> floats_to_f16(const std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = f32_to_f16(v[i]);
+    std::memcpy(out.data() + i * 2, &h, 2);
+  }
+  return out;
+}
+
 float product_tol(int64_t k) {
   return 2e-6f * static_cast<float>(std::sqrt(static_cast<double>(k)) + 1.0);
 }
@@ -140,6 +152,24 @@ TEST(NnLinear, MatmulIntegerDynamicMatchesReference) {
       expect_close(matmul_integer_dynamic(x, w), matmul(x, wf), bound, 0, "int8 vs float " + where);
     }
   });
+}
+
+TEST(NnLinear, DerivedWeightLayoutsFollowTheirStorage) {
+  // Weights' derived layouts (transposed / widened copies) are kept with the weight's storage: a second call
+  // reuses them, and a storage the pool hands to a new weight must not bring the old weight's layout along.
+  auto ctx = Context::cpu();
+  const Tensor x = rand_tensor(*ctx, {3, 40});
+  for (int round = 0; round < 3; ++round) {
+    const Tensor w8 = rand_int8(*ctx, {40, 24}, DType::I8).with_quant({0.02f, 0});
+    const Tensor wf = rand_tensor(*ctx, {40, 24});
+    const Tensor wh =
+        ctx->from_bytes({24, 40}, DType::F16, floats_to_f16(floats(rand_tensor(*ctx, {24, 40}))));
+    for (int call = 0; call < 2; ++call) {
+      expect_close(matmul_integer_dynamic(x, w8), ref::matmul_integer_dynamic(x, w8), 0, 1e-6f, "int8 reuse");
+      expect_close(matmul(x, wf), ref::matmul(x, wf), product_tol(40), 1e-5f, "matmul reuse");
+      expect_close(linear(x, wh), ref::linear(x, wh), product_tol(40), 1e-5f, "f16 linear reuse");
+    }
+  }
 }
 
 TEST(NnConv, OutputSizesByHand) {

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "gpu/device.h"
+#include "gpu_test_support.h"
 #include "io/json.h"
 #include "io/onnx.h"
 #include "io/wav.h"
@@ -105,6 +107,28 @@ TEST_P(VadReference, MatchesOnnxRuntimeOnEveryFrame) {
     for (size_t i = 0; i < 8; ++i)
       EXPECT_EQ(vad.forward(std::span<const float>(samples).subspan(i * 512, 512)), probs[i]);
   }
+}
+
+// The same network on WebGPU (the op layer's GPU backend; SwiftShader in CI): the first frames of each clip
+// against ONNX Runtime's probabilities, within the same 1e-4.
+TEST_P(VadReference, WebGpuMatchesOnnxRuntime) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  const std::string model_file = GetParam();
+  const Loaded loaded = load(model_file);
+  const std::vector<float> expected = reference_probs(model_file, "beckett.wav");
+  const std::vector<float> samples = read_mono("beckett.wav");
+  SileroVad vad(loaded.weights, device);
+  const size_t frames = std::min<size_t>(60, expected.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < frames; ++i) {
+    const float p = vad.forward(std::span<const float>(samples).subspan(i * 512, 512));
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(p) - expected[i]));
+    ASSERT_LE(std::fabs(static_cast<double>(p) - expected[i]), 1e-4) << model_file << " frame " << i;
+  }
+  EXPECT_TRUE(vad.status().ok()) << vad.status().message();
+  std::printf("[ vad ] %s beckett.wav on WebGPU (%s): %zu frames, max |ours - ORT| = %.3g\n",
+              model_file.c_str(), device->info().description.c_str(), frames, max_diff);
 }
 
 INSTANTIATE_TEST_SUITE_P(Silero, VadReference,

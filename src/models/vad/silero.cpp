@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -105,7 +106,43 @@ Result<SileroWeights> load_silero_weights(const OnnxModel& model, uint32_t sampl
   return w;
 }
 
-SileroVad::SileroVad(const SileroWeights& weights) : weights_(&weights) {
+namespace {
+
+// A copy of `t` on `ctx` (the GPU upload).
+nn::Tensor copy_to(nn::Context& ctx, const nn::Tensor& t) {
+  return ctx.from_bytes(t.shape(), t.dtype(), {t.data<uint8_t>(), static_cast<size_t>(t.bytes())});
+}
+
+}  // namespace
+
+SileroVad::SileroVad(const SileroWeights& weights, gpu::Device* device) : weights_(&weights) {
+  if (device) {
+    ctx_ = nn::Context::webgpu(*device);
+    auto g = std::make_unique<SileroWeights>();
+    g->sample_rate_hz = weights.sample_rate_hz;
+    g->frame_samples = weights.frame_samples;
+    g->context_samples = weights.context_samples;
+    g->window_samples = weights.window_samples;
+    g->hop_samples = weights.hop_samples;
+    g->pad_right_samples = weights.pad_right_samples;
+    g->frequency_bins = weights.frequency_bins;
+    g->hidden = weights.hidden;
+    g->stft_basis = copy_to(*ctx_, weights.stft_basis);
+    for (size_t i = 0; i < weights.encoder.size(); ++i) {
+      g->encoder[i].weight = copy_to(*ctx_, weights.encoder[i].weight);
+      g->encoder[i].bias = copy_to(*ctx_, weights.encoder[i].bias);
+      g->encoder[i].stride = weights.encoder[i].stride;
+    }
+    g->lstm.w_ih = copy_to(*ctx_, weights.lstm.w_ih);
+    g->lstm.w_hh = copy_to(*ctx_, weights.lstm.w_hh);
+    g->lstm.b = copy_to(*ctx_, weights.lstm.b);
+    g->head_weight = copy_to(*ctx_, weights.head_weight);
+    g->head_bias = copy_to(*ctx_, weights.head_bias);
+    gpu_weights_ = std::move(g);
+    weights_ = gpu_weights_.get();
+  } else {
+    ctx_ = nn::Context::cpu();
+  }
   reset();
 }
 
@@ -143,7 +180,14 @@ float SileroVad::forward(std::span<const float> frame) {
   // Decoder: one LSTM step (state carried between frames), ReLU, 1x1 conv, sigmoid.
   const Tensor h = lstm(x.reshape({1, w.hidden}), w.lstm, false, h_, c_, &h_, &c_);
   const Tensor p = sigmoid(linear(relu(h), w.head_weight, w.head_bias));
-  return p.f32()[0];
+  if (ctx_->backend() == Backend::Cpu) return p.f32()[0];
+  auto read = ctx_->to_floats(p);  // runs the frame's recorded dispatches
+  if (!read.ok() || read->empty()) {
+    if (status_.ok())
+      status_ = error("vad: ", read.ok() ? std::string("the GPU returned no probability") : read.message());
+    return std::numeric_limits<float>::quiet_NaN();
+  }
+  return (*read)[0];
 }
 
 std::vector<float> speech_probabilities(SileroVad& vad, std::span<const float> samples) {

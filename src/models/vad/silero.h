@@ -25,6 +25,10 @@
 #include "io/onnx.h"
 #include "nn/ops.h"
 
+namespace sotto::gpu {
+class Device;
+}
+
 namespace sotto::vad {
 
 // An encoder layer: conv1d k=3 pad=1 (weight [out][in][3], bias [out]) + ReLU.
@@ -61,7 +65,9 @@ Result<SileroWeights> load_silero_weights(const OnnxModel& model, uint32_t sampl
 // One stream: carries the LSTM state and the sample context from call to call.
 class SileroVad {
  public:
-  explicit SileroVad(const SileroWeights& weights);  // keeps a reference: the weights must outlive it
+  // Keeps a reference: the weights must outlive it. With `device` the stream runs on the GPU (its own copy of
+  // the weights there, the forward pass recorded as WebGPU dispatches and read back once per frame).
+  explicit SileroVad(const SileroWeights& weights, gpu::Device* device = nullptr);
 
   // Speech probability of the next frame_samples() samples (exactly that many; shorter spans are zero-padded,
   // extra samples ignored). NaN/Inf samples are read as 0 so one bad sample cannot poison the carried state.
@@ -69,15 +75,21 @@ class SileroVad {
   // Back to the start of a stream: zero state, zero context.
   void reset();
 
+  // The first GPU failure (a lost device, a kernel that failed to compile), or ok; forward() returns NaN then.
+  Status status() const { return status_; }
+
   int frame_samples() const { return weights_->frame_samples; }
   uint32_t sample_rate_hz() const { return weights_->sample_rate_hz; }
 
  private:
   const SileroWeights* weights_;
-  std::unique_ptr<nn::Context> ctx_ = nn::Context::cpu();  // this stream's activations (pooled: no allocation
-                                                           // after the first frame)
-  std::vector<float> input_;                               // context + frame
-  nn::Tensor h_, c_;                                       // LSTM state [hidden]
+  // This stream's activations (pooled: no allocation after the first frame), on the CPU or the GPU; declared
+  // before gpu_weights_, whose tensors live in it on the GPU.
+  std::unique_ptr<nn::Context> ctx_;
+  std::unique_ptr<SileroWeights> gpu_weights_;
+  Status status_;
+  std::vector<float> input_;  // context + frame
+  nn::Tensor h_, c_;          // LSTM state [hidden]
 };
 
 // Probabilities for a whole signal: frames of frame_samples() from the start, the last partial frame

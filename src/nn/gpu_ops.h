@@ -1,0 +1,29 @@
+// The ops' GPU paths (gpu_ops.cpp): each records one WGSL dispatch on the inputs' context (nn/gpu_recorder.h).
+#pragma once
+
+#include "nn/ops.h"
+
+namespace sotto::nn::gpu_ops {
+
+inline bool on_gpu(const Tensor& t) {
+  return t.defined() && t.ctx().backend() == Backend::Gpu;
+}
+
+Tensor binary(const Tensor& a, const Tensor& b, char op);
+Tensor scale(const Tensor& x, float s, float bias);
+Tensor activation(const Tensor& x, Act act, float alpha);
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after);
+Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end);
+Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding, int padding_end,
+              int dilation, int groups);
+Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
+            Tensor* h_out, Tensor* c_out);
+// An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.
+Tensor unsupported(const Tensor& x, const char* op);
+
+}  // namespace sotto::nn::gpu_ops
+
+// At the top of every op without a GPU kernel.
+#define NN_CPU_ONLY(x, name) \
+  if (::sotto::nn::gpu_ops::on_gpu(x)) return ::sotto::nn::gpu_ops::unsupported((x), name)

@@ -1,0 +1,75 @@
+#include "nn/gpu_recorder.h"
+
+#include "nn/tensor.h"
+
+namespace sotto::nn {
+
+GpuRecorder::~GpuRecorder() {
+  for (const auto& [words, buffer] : uniforms_) device_.destroy_buffer(buffer);
+}
+
+void GpuRecorder::fail(std::string message) {
+  if (error_.empty()) error_ = std::move(message);
+}
+
+Status GpuRecorder::status() const {
+  if (!error_.empty()) return error("nn/webgpu: ", error_);
+  return {};
+}
+
+void GpuRecorder::dispatch(std::string_view name, std::string_view wgsl, std::span<const uint32_t> params,
+                           std::initializer_list<const Tensor*> tensors, uint64_t threads) {
+  if (failed() || threads == 0) return;
+  auto pipeline = pipelines_.find(name);
+  if (pipeline == pipelines_.end()) {
+    auto made = device_.create_pipeline(wgsl, "main", name);
+    if (!made.ok()) return fail(cat("kernel ", name, ": ", made.message()));
+    pipeline = pipelines_.emplace(std::string(name), *made).first;
+  }
+  std::vector<uint32_t> words(params.begin(), params.end());
+  words.resize((words.size() + 3) / 4 * 4 + (words.empty() ? 4 : 0), 0);
+  auto uniform = uniforms_.find(words);
+  if (uniform == uniforms_.end()) {
+    auto made = device_.create_buffer(words.size() * 4, gpu::kUsageUniform | gpu::kUsageCopyDst, "nn params");
+    if (!made.ok()) return fail(made.message());
+    if (Status s = device_.write_buffer(*made, 0, words.data(), words.size() * 4); !s.ok())
+      return fail(s.message());
+    uniform = uniforms_.emplace(words, *made).first;
+  }
+  std::vector<gpu::Binding> bindings = {{0, uniform->second, 0, words.size() * 4}};
+  std::vector<uint64_t> key = {pipeline->second, uniform->second};
+  uint32_t slot = 1;
+  for (const Tensor* t : tensors) {
+    if (!t->defined() || t->gpu_buffer() == 0)
+      return fail(cat("kernel ", name, ": an input has no GPU buffer"));
+    const uint64_t bytes = (t->bytes() + 3) / 4 * 4;
+    bindings.push_back({slot++, t->gpu_buffer(), t->gpu_offset(), bytes ? bytes : 4});
+    key.push_back(t->gpu_buffer());
+    key.push_back(t->gpu_offset());
+    key.push_back(bytes);
+  }
+  auto group = bind_groups_.find(key);
+  if (group == bind_groups_.end()) {
+    auto made = device_.create_bind_group(pipeline->second, bindings);
+    if (!made.ok()) return fail(cat("kernel ", name, ": ", made.message()));
+    group = bind_groups_.emplace(key, *made).first;
+  }
+  const uint64_t groups = (threads + 63) / 64;
+  gpu::Dispatch d;
+  d.pipeline = pipeline->second;
+  d.bind_group = group->second;
+  d.groups_x = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
+  d.groups_y = static_cast<uint32_t>((groups + 65534) / 65535);
+  plan_.push_back(d);
+}
+
+Status GpuRecorder::flush() {
+  SOTTO_TRY(status());
+  if (plan_.empty()) return {};
+  Status s = device_.run(plan_);
+  dispatches_run_ += plan_.size();
+  plan_.clear();
+  return s;
+}
+
+}  // namespace sotto::nn

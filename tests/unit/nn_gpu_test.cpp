@@ -1,0 +1,144 @@
+// The op layer's GPU backend against the CPU references on fresh random inputs of odd sizes (SwiftShader in CI,
+// skipped with the reason where this machine has no WebGPU): element-wise arithmetic, activations, linear; a
+// repeated forward pass makes no new GPU objects; ops without a GPU kernel fail the read in one line.
+#include "gpu/device.h"
+#include "gpu_test_support.h"
+#include "nn/gpu_recorder.h"
+#include "nn_test_support.h"
+
+namespace sotto::nn {
+namespace {
+
+using testing::expect_close;
+using testing::floats;
+using testing::rand_int;
+using testing::rand_tensor;
+
+// The same tensor on the GPU context.
+Tensor upload(Context& gpu, const Tensor& cpu) {
+  return gpu.from_floats(cpu.shape(), floats(cpu));
+}
+
+// The GPU tensor's values as a CPU tensor (reading runs what was recorded).
+Tensor download(Context& cpu, Context& gpu, const Tensor& t) {
+  auto v = gpu.to_floats(t);
+  EXPECT_TRUE(v.ok()) << v.message();
+  return cpu.from_floats(t.shape(), v.ok() ? *v : std::vector<float>(static_cast<size_t>(t.elements())));
+}
+
+TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const int64_t rows = rand_int(1, 9), cols = rand_int(1, 300), k = rand_int(1, 200), n = rand_int(1, 70);
+  const Tensor a = rand_tensor(*cpu, {rows, cols}, -3.0f, 3.0f),
+               b = rand_tensor(*cpu, {rows, cols}, 0.5f, 2.0f);
+  const Tensor row = rand_tensor(*cpu, {cols}, 0.5f, 2.0f);
+  const Tensor ga = upload(*gpu, a), gb = upload(*gpu, b), grow = upload(*gpu, row);
+  expect_close(download(*cpu, *gpu, add(ga, gb)), ref::binary(a, b, '+'), 0, 0, "gpu add");
+  expect_close(download(*cpu, *gpu, sub(ga, grow)), ref::binary(a, row, '-'), 0, 0, "gpu sub row");
+  expect_close(download(*cpu, *gpu, mul(ga, gb)), ref::binary(a, b, '*'), 0, 0, "gpu mul");
+  expect_close(download(*cpu, *gpu, div(ga, grow)), ref::binary(a, row, '/'), 0, 2e-7f, "gpu div row");
+  expect_close(download(*cpu, *gpu, scale(ga, 0.5f, -1.0f)), scale(a, 0.5f, -1.0f), 0, 0, "gpu scale");
+  for (Act act : {Act::Identity, Act::Relu, Act::LeakyRelu, Act::Sigmoid, Act::Tanh, Act::Silu, Act::GeluErf,
+                  Act::GeluTanh, Act::Exp, Act::Sin, Act::Cos, Act::Atan, Act::Abs, Act::Square})
+    // WGSL promises sin and cos to 2^-11 absolute on [-pi, pi] (SwiftShader is near that); the rest hold 2e-6.
+    expect_close(download(*cpu, *gpu, activation(ga, act, 0.1f)), ref::activation(a, act, 0.1f),
+                 act == Act::Sin || act == Act::Cos ? 4.9e-4f : 2e-6f, 1e-5f,
+                 "gpu activation " + std::to_string(static_cast<int>(act)));
+  const Tensor x = rand_tensor(*cpu, {rows, k}), w = rand_tensor(*cpu, {n, k}), bias = rand_tensor(*cpu, {n});
+  expect_close(download(*cpu, *gpu, linear(upload(*gpu, x), upload(*gpu, w), upload(*gpu, bias))),
+               ref::linear(x, w, bias), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear");
+  expect_close(download(*cpu, *gpu, linear(upload(*gpu, x), upload(*gpu, w))), ref::linear(x, w), 1e-5f * k,
+               1e-5f, "gpu linear without bias");
+  // A small network, chained without reading in between: sigmoid(linear(relu(x), w) + bias) * 2.
+  const Tensor chain =
+      scale(sigmoid(add(linear(relu(upload(*gpu, x)), upload(*gpu, w)), upload(*gpu, bias))), 2.0f);
+  const Tensor want = scale(
+      ref::activation(ref::binary(ref::linear(ref::activation(x, Act::Relu), w), bias, '+'), Act::Sigmoid),
+      2.0f);
+  expect_close(download(*cpu, *gpu, chain), want, 1e-5f, 1e-5f, "gpu chain");
+}
+
+TEST(NnGpu, ConvLstmPadSliceMatchTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 3; ++rep) {
+    const int groups = static_cast<int>(rand_int(1, 2));
+    const int64_t in_g = rand_int(1, 9), out_g = rand_int(1, 7), k = rand_int(1, 5), t = rand_int(k * 3, 90);
+    const Conv1dOptions o{.stride = static_cast<int>(rand_int(1, 3)),
+                          .padding = static_cast<int>(rand_int(0, 2)),
+                          .dilation = static_cast<int>(rand_int(1, 2)),
+                          .groups = groups,
+                          .padding_end = rep == 2 ? 0 : -1};
+    const Tensor x = rand_tensor(*cpu, {groups * in_g, t}), w = rand_tensor(*cpu, {groups * out_g, in_g, k});
+    const Tensor bias = rand_tensor(*cpu, {groups * out_g});
+    expect_close(download(*cpu, *gpu, conv1d(upload(*gpu, x), upload(*gpu, w), upload(*gpu, bias), o)),
+                 ref::conv1d(x, w, bias, o), 1e-5f * static_cast<float>(in_g * k), 1e-5f, "gpu conv1d");
+    const int64_t before = rand_int(0, t - 1), after = rand_int(0, t - 1);
+    expect_close(download(*cpu, *gpu, pad_reflect(upload(*gpu, x), 1, before, after)),
+                 pad_reflect(x, 1, before, after), 0, 0, "gpu pad_reflect");
+    const int64_t b0 = rand_int(0, groups * in_g - 1), b1 = rand_int(b0, groups * in_g);
+    expect_close(download(*cpu, *gpu, slice(upload(*gpu, x), 0, b0, b1)), slice(x, 0, b0, b1), 0, 0,
+                 "gpu slice");
+  }
+  const int64_t in = rand_int(1, 30), h = rand_int(1, 40), steps = rand_int(1, 9);
+  LstmWeights w;
+  w.w_ih = rand_tensor(*cpu, {4 * h, in}, -0.5f, 0.5f);
+  w.w_hh = rand_tensor(*cpu, {4 * h, h}, -0.5f, 0.5f);
+  w.b = rand_tensor(*cpu, {4 * h});
+  LstmWeights gw;
+  gw.w_ih = upload(*gpu, w.w_ih);
+  gw.w_hh = upload(*gpu, w.w_hh);
+  gw.b = upload(*gpu, w.b);
+  const Tensor x = rand_tensor(*cpu, {steps, in}), h0 = rand_tensor(*cpu, {h}), c0 = rand_tensor(*cpu, {h});
+  for (bool reverse : {false, true}) {
+    Tensor hn, cn, hr, cr;
+    const Tensor y = lstm(upload(*gpu, x), gw, reverse, upload(*gpu, h0), upload(*gpu, c0), &hn, &cn);
+    expect_close(download(*cpu, *gpu, y), ref::lstm(x, w, reverse, h0, c0, &hr, &cr), 1e-5f, 1e-5f,
+                 "gpu lstm");
+    expect_close(download(*cpu, *gpu, hn), hr, 1e-5f, 1e-5f, "gpu lstm h");
+    expect_close(download(*cpu, *gpu, cn), cr, 1e-5f, 1e-5f, "gpu lstm c");
+  }
+}
+
+TEST(NnGpu, RepeatedPassesMakeNoNewGpuObjects) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const Tensor w = upload(*gpu, rand_tensor(*cpu, {17, 33})), bias = upload(*gpu, rand_tensor(*cpu, {17}));
+  const std::vector<float> input = floats(rand_tensor(*cpu, {5, 33}));
+  auto pass = [&] {
+    const Tensor x = gpu->from_floats({5, 33}, input);
+    auto y = gpu->to_floats(tanh(linear(x, w, bias)));
+    EXPECT_TRUE(y.ok()) << y.message();
+    return y.ok() ? *y : std::vector<float>{};
+  };
+  // The first pass makes the pipelines and buffers; the second may bind differently pooled buffers once; from
+  // then on every pass binds the same buffers and replays what exists.
+  const std::vector<float> first = pass();
+  EXPECT_EQ(pass(), first);
+  const uint64_t objects = gpu->gpu()->objects_made();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(pass(), first);
+  EXPECT_EQ(gpu->gpu()->objects_made(), objects);
+  EXPECT_GE(gpu->gpu()->dispatches_run(), 8u);
+}
+
+TEST(NnGpu, OpsWithoutAKernelFailTheReadInOneLine) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const Tensor x = upload(*gpu, rand_tensor(*cpu, {4, 6}));
+  const Tensor y = relu(softmax(add(x, x)));  // softmax has no GPU kernel yet; relu after it returns at once
+  auto read = gpu->to_floats(y);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.message(), "nn/webgpu: softmax has no GPU kernel yet");
+}
+
+}  // namespace
+}  // namespace sotto::nn
