@@ -14,6 +14,7 @@
 #include "audio/mel.h"
 #include "io/file.h"
 #include "models/asr/parakeet.h"
+#include "models/asr/parakeet_vocab.h"
 #include "nn/weights.h"
 
 namespace sotto {
@@ -257,6 +258,36 @@ TEST(Parakeet, LongAudioIsDecodedInChunksWithClipFrames) {
     EXPECT_EQ(r->tokens[one->tokens.size() + i], one->tokens[i]);
     EXPECT_EQ(r->frames[one->tokens.size() + i], one->frames[i] + offset);
   }
+}
+
+// v3's SentencePiece model (../shared/fixtures/asr/tokenizer.model): 8192 pieces, so a v2-sized model (1024
+// tokens + blank) is refused with one line; pieces join into text with U+2581 as the space.
+TEST(Parakeet, SentencePieceVocabularyAndItsSizeCheck) {
+  const std::string path = std::string(SOTTO_FIXTURES_DIR) + "/asr/tokenizer.model";
+  auto file = MappedFile::open(path);
+  if (!file.ok()) GTEST_SKIP() << "fixture absent: " << path;
+  auto vocab = asr::parse_sentencepiece_vocab(file->bytes());
+  ASSERT_TRUE(vocab.ok()) << vocab.message();
+  EXPECT_EQ(vocab->pieces.size(), 8192u);
+  EXPECT_EQ(vocab->pieces[0], "<unk>");
+  EXPECT_TRUE(asr::check_vocab_size(*vocab, 8193, "tokenizer.model").ok());
+  const Status wrong = asr::check_vocab_size(*vocab, 1025, "tokenizer.model");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("8192 pieces"), std::string::npos) << wrong.message();
+
+  int32_t hello = -1, world = -1;
+  for (size_t i = 0; i < vocab->pieces.size(); ++i) {
+    if (vocab->pieces[i] == "\xE2\x96\x81the") hello = static_cast<int32_t>(i);
+    if (vocab->pieces[i] == "s") world = static_cast<int32_t>(i);
+  }
+  ASSERT_GE(hello, 0);
+  ASSERT_GE(world, 0);
+  const int32_t ids[] = {hello, world, hello, 99999};
+  EXPECT_EQ(asr::detokenize(*vocab, ids), "thes the");
+
+  const uint8_t garbage[] = {0x0a, 0xff, 0xff, 0xff};
+  EXPECT_FALSE(asr::parse_sentencepiece_vocab(garbage).ok());
+  EXPECT_FALSE(asr::parse_sentencepiece_vocab({}).ok());
 }
 
 }  // namespace

@@ -137,11 +137,12 @@ class ParakeetModel {
  public:
   // A directory with config.json + model.safetensors (native).
   static Result<std::unique_ptr<ParakeetModel>> open(const std::string& dir, int n_threads = 2);
-  // The same from bytes the caller keeps alive (wasm, tests).
+  // The same from bytes (copied onto the model's context: the caller may free them after). n_threads > 1
+  // starts a pool whose helper threads run natively only (on the web they would come from JS), so wasm passes 1.
   static Result<std::unique_ptr<ParakeetModel>> load(std::string_view config_json,
                                                      std::span<const uint8_t> safetensors_bytes,
                                                      std::string file_name = "model.safetensors",
-                                                     int n_threads = 2);
+                                                     int n_threads = 1);
   ~ParakeetModel();
 
   const ParakeetConfig& config() const { return weights_.config; }
