@@ -216,6 +216,12 @@ TEST(Parakeet, ConfigThatDoesNotMatchTheTensorsIsAOneLineError) {
     EXPECT_EQ(r->message().find('\n'), std::string::npos);
 }
 
+TEST(Parakeet, DirectoryIsRecognisedByItsConfig) {
+  EXPECT_TRUE(asr::is_parakeet_dir(kModelDir));
+  EXPECT_FALSE(asr::is_parakeet_dir(std::string(SOTTO_SOURCE_DIR) + "/tests/data"));
+  EXPECT_FALSE(asr::is_parakeet_dir(kModelDir + "/missing"));
+}
+
 TEST(Parakeet, SilentShortAndNonFiniteAudio) {
   auto model = asr::ParakeetModel::open(kModelDir, 1);
   ASSERT_TRUE(model.ok()) << model.message();

@@ -133,6 +133,10 @@ TdtResult tdt_greedy(int64_t n_frames, int32_t blank_id, int max_symbols_per_ste
   return out;
 }
 
+// Whether `dir` holds a Parakeet model: config.json whose model_type starts with "parakeet" (native; open()
+// then refuses any but parakeet_tdt with one line).
+bool is_parakeet_dir(const std::string& dir);
+
 class ParakeetModel {
  public:
   // A directory with config.json + model.safetensors (native).
