@@ -234,6 +234,12 @@ TEST(Parakeet, SilentShortAndNonFiniteAudio) {
   EXPECT_TRUE(empty->tokens.empty());
   auto tiny = (*model)->transcribe(std::vector<float>(100, 0.1f));
   ASSERT_TRUE(tiny.ok());
+  EXPECT_TRUE(tiny->tokens.empty());
+  for (size_t n : {160, 161, 1279, 1281}) {  // one mel frame .. just past one encoder frame
+    auto short_clip = (*model)->transcribe(std::vector<float>(n, 0.05f));
+    ASSERT_TRUE(short_clip.ok()) << n;
+    EXPECT_LE(short_clip->tokens.size(), 2u * 10u) << n;
+  }
 
   std::vector<float> bad(16000, 0.1f);
   bad[1234] = NAN;
