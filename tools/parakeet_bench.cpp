@@ -1,6 +1,8 @@
 // sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R]: times Parakeet TDT on the CPU over a
 // synthetic clip (tones and noise; the weights are random in our benchmark files, so the content is moot):
-// the mel front end, the encoder and the greedy TDT decoder, best of R runs after one warm-up.
+// the mel front end, the encoder and the greedy TDT decoder, best of R runs after one warm-up. With --check
+// FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from transformers) it also reports the
+// encoder's largest difference from that reference.
 //   python3 tools/parakeet_make_test_model.py --size v2 --out /tmp/parakeet_v2 --no-reference
 //   build/bin/sotto_parakeet_bench /tmp/parakeet_v2 --threads 2 --seconds 6
 #include <chrono>
@@ -11,7 +13,9 @@
 #include <vector>
 
 #include "audio/mel.h"
+#include "io/file.h"
 #include "models/asr/parakeet.h"
+#include "nn/weights.h"
 
 namespace {
 
@@ -28,11 +32,13 @@ int main(int argc, char** argv) {
   }
   int threads = 2, runs = 3;
   double seconds = 6.0;
+  std::string check;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--threads") threads = std::atoi(argv[i + 1]);
     if (a == "--seconds") seconds = std::atof(argv[i + 1]);
     if (a == "--runs") runs = std::atoi(argv[i + 1]);
+    if (a == "--check") check = argv[i + 1];
   }
   const auto t_load = std::chrono::steady_clock::now();
   auto model = sotto::asr::ParakeetModel::open(argv[1], threads);
@@ -42,6 +48,25 @@ int main(int argc, char** argv) {
   }
   std::printf("load %.0f ms (%d layers, d_model %d, vocab %d)\n", ms_since(t_load),
               (*model)->config().n_layers, (*model)->config().d_model, (*model)->config().vocab_size);
+  if (!check.empty()) {
+    auto file = sotto::MappedFile::open(check);
+    if (!file) return std::fprintf(stderr, "%s\n", file.message().c_str()), 1;
+    auto src = sotto::nn::open_weights(check, file->bytes());
+    if (!src) return std::fprintf(stderr, "%s\n", src.message().c_str()), 1;
+    auto ctx = sotto::nn::Context::cpu();
+    auto mel = (*src)->load_any(*ctx, "mel");
+    auto want = (*src)->load_any(*ctx, "encoder");
+    if (!mel || !want)
+      return std::fprintf(stderr, "%s: needs tensors 'mel' and 'encoder'\n", check.c_str()), 1;
+    const sotto::nn::Tensor got = (*model)->encode(
+        std::span<const float>(mel->f32(), static_cast<size_t>(mel->elements())), mel->dim(1));
+    if (got.elements() != want->elements()) return std::fprintf(stderr, "encoder shape differs\n"), 1;
+    double worst = 0;
+    for (int64_t i = 0; i < got.elements(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(got.f32()[i] - want->f32()[i])));
+    std::printf("encoder vs %s: max |diff| %.2e over %lld values\n", check.c_str(), worst,
+                static_cast<long long>(got.elements()));
+  }
   const size_t n = static_cast<size_t>(seconds * 16000);
   std::vector<float> audio(n);
   uint32_t seed = 1;

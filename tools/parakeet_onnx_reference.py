@@ -6,7 +6,7 @@ optimisations on) on the mel of a clip of the same length, and checks the output
 
   python3 tools/parakeet_onnx_reference.py /tmp/parakeet_v2 --threads 2 --seconds 6
 """
-import argparse, os, time
+import argparse, os, shutil, time
 
 import numpy as np
 import torch
@@ -26,8 +26,13 @@ def main():
     enc = model.encoder
     frames = int(args.seconds * 100)
     mel = torch.randn(1, frames, 128, generator=torch.Generator().manual_seed(0))
-    path = os.path.join(args.model_dir, "encoder.onnx")
-    if not os.path.exists(path):
+    # A fresh directory each time: the exporter writes every >2 GB model's tensors as separate files named after
+    # graph values, and stale files from an earlier export would be read in place of the new ones.
+    out_dir = os.path.join(args.model_dir, "onnx_encoder")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    path = os.path.join(out_dir, "encoder.onnx")
+    if True:
         class Wrap(torch.nn.Module):
             def __init__(self, e):
                 super().__init__()
