@@ -248,27 +248,33 @@ TEST(Parakeet, SilentShortAndNonFiniteAudio) {
   EXPECT_NE(nan.message().find("1234"), std::string::npos) << nan.message();
 }
 
-// Audio longer than one chunk is decoded chunk by chunk with frames in whole-clip units.
-TEST(Parakeet, LongAudioIsDecodedInChunksWithClipFrames) {
+// Audio longer than one chunk is decoded chunk by chunk with frames in whole-clip units; the cut falls in the
+// silence between two copies of a clip.
+TEST(Parakeet, LongAudioIsCutInSilenceWithClipFrames) {
   auto model = asr::ParakeetModel::open(kModelDir, 1);
   ASSERT_TRUE(model.ok()) << model.message();
   Reference ref = open_reference();
   ASSERT_TRUE(ref.source);
   const std::vector<float> audio = ref.get("clip1.audio");
-  std::vector<float> twice = audio;
-  const size_t pad = (1280 - audio.size() % 1280) % 1280;  // whole encoder frames, so chunk 2 starts clean
-  twice.resize(audio.size() + pad, 0.0f);
-  const int32_t offset = static_cast<int32_t>(twice.size() / 1280);
+  std::vector<float> first = audio;
+  first.resize((audio.size() / 1280 + 13) * 1280, 0.0f);  // ~1 s of silence, whole encoder frames
+  const int32_t offset = static_cast<int32_t>(first.size() / 1280);
+  std::vector<float> twice = first;
   twice.insert(twice.end(), audio.begin(), audio.end());
-  twice.resize(twice.size() + pad, 0.0f);
-  auto r = (*model)->transcribe(twice, static_cast<double>(offset) * 0.08);
+  // A chunk limit 3 frames into the second copy: the cut moves back to the latest boundary whose 80 ms around
+  // it are silent, offset - 1 (the one at offset straddles the second copy's start).
+  auto r = (*model)->transcribe(twice, static_cast<double>(offset + 3) * 0.08);
   ASSERT_TRUE(r.ok()) << r.message();
-  auto one = (*model)->transcribe(std::vector<float>(twice.begin(), twice.begin() + offset * 1280));
-  ASSERT_TRUE(one.ok());
-  ASSERT_EQ(r->tokens.size(), 2 * one->tokens.size());
-  for (size_t i = 0; i < one->tokens.size(); ++i) {
-    EXPECT_EQ(r->tokens[one->tokens.size() + i], one->tokens[i]);
-    EXPECT_EQ(r->frames[one->tokens.size() + i], one->frames[i] + offset);
+  const size_t cut = static_cast<size_t>(offset - 1) * 1280;
+  auto head =
+      (*model)->transcribe(std::vector<float>(twice.begin(), twice.begin() + static_cast<int64_t>(cut)));
+  auto tail =
+      (*model)->transcribe(std::vector<float>(twice.begin() + static_cast<int64_t>(cut), twice.end()));
+  ASSERT_TRUE(head.ok() && tail.ok());
+  ASSERT_EQ(r->tokens.size(), head->tokens.size() + tail->tokens.size());
+  for (size_t i = 0; i < tail->tokens.size(); ++i) {
+    EXPECT_EQ(r->tokens[head->tokens.size() + i], tail->tokens[i]);
+    EXPECT_EQ(r->frames[head->tokens.size() + i], tail->frames[i] + offset - 1);
   }
 }
 

@@ -400,19 +400,40 @@ Result<TdtResult> ParakeetModel::transcribe(std::span<const float> audio, double
             frames_per_out = hop * weights_.config.subsampling_factor;  // samples per encoder frame
   const int64_t chunk = std::max<int64_t>(
       frames_per_out, static_cast<int64_t>(max_chunk_s * 16000.0) / frames_per_out * frames_per_out);
+  // Each cut falls on an encoder-frame boundary in the last quarter of the chunk (at most 4 s before it), at
+  // the frame of least energy there (the latest of equals), so words are rarely split.
+  const int64_t total = static_cast<int64_t>(audio.size());
+  auto energy = [&](int64_t at) {
+    double e = 0;
+    for (int64_t i = std::max<int64_t>(0, at - frames_per_out / 2);
+         i < std::min(total, at + frames_per_out / 2); ++i)
+      e += static_cast<double>(audio[static_cast<size_t>(i)]) * audio[static_cast<size_t>(i)];
+    return e;
+  };
   TdtResult all;
-  for (int64_t start = 0; start < static_cast<int64_t>(audio.size()); start += chunk) {
-    const int64_t n = std::min<int64_t>(chunk, static_cast<int64_t>(audio.size()) - start);
-    const audio::MelFeatures mel =
-        audio::nemo_log_mel(audio.subspan(static_cast<size_t>(start), static_cast<size_t>(n)));
-    if (mel.n_frames == 0) continue;
-    const TdtResult r = decode(encode(mel.data, mel.n_frames));
-    const int32_t offset = static_cast<int32_t>(start / frames_per_out);
-    for (size_t i = 0; i < r.tokens.size(); ++i) {
-      all.tokens.push_back(r.tokens[i]);
-      all.frames.push_back(r.frames[i] + offset);
-      all.durations.push_back(r.durations[i]);
+  for (int64_t start = 0; start < total;) {
+    int64_t end = total;
+    if (total - start > chunk) {
+      end = start + chunk;
+      const int64_t search = std::min<int64_t>(chunk / 4, 4 * 16000) / frames_per_out;
+      double best = energy(end);
+      for (int64_t k = 1; k <= search; ++k) {
+        const int64_t at = start + chunk - k * frames_per_out;
+        if (const double e = energy(at); e < best) best = e, end = at;
+      }
     }
+    const audio::MelFeatures mel =
+        audio::nemo_log_mel(audio.subspan(static_cast<size_t>(start), static_cast<size_t>(end - start)));
+    if (mel.n_frames > 0) {
+      const TdtResult r = decode(encode(mel.data, mel.n_frames));
+      const int32_t offset = static_cast<int32_t>(start / frames_per_out);
+      for (size_t i = 0; i < r.tokens.size(); ++i) {
+        all.tokens.push_back(r.tokens[i]);
+        all.frames.push_back(r.frames[i] + offset);
+        all.durations.push_back(r.durations[i]);
+      }
+    }
+    start = end;
   }
   return all;
 }

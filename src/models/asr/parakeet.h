@@ -24,8 +24,9 @@
 // the subsampling's first conv2d, then the decoder's per-step LSTM (a few hundred 640-wide steps).
 //
 // Long audio: the encoder's attention is global (memory and time grow with T^2: 2 h would be 90,000 frames),
-// so transcribe() cuts audio longer than max_chunk_s (30 s) into consecutive chunks on encoder-frame
-// boundaries and decodes each on its own (a word across a cut may be split or dropped). A caller with a VAD
+// so transcribe() cuts audio longer than max_chunk_s (30 s) into consecutive chunks, each cut on an
+// encoder-frame boundary at the quietest 80 ms in the chunk's last quarter (at most 4 s back), and decodes each
+// on its own (a word across a cut may still be split when no pause is near). A caller with a VAD
 // (models/vad/segmenter.h) should pass speech segments instead: cuts then fall in silence. Local attention
 // (NeMo's rel_pos_local_attn) would avoid the cuts, but v2/v3 were trained with global attention.
 #pragma once
