@@ -1,8 +1,8 @@
-// sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R]: times Parakeet TDT on the CPU over a
-// synthetic clip (tones and noise; the weights are random in our benchmark files, so the content is moot):
-// the mel front end, the encoder and the greedy TDT decoder, best of R runs after one warm-up. With --check
+// sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--check FILE]: times
+// Parakeet TDT on the CPU over a synthetic clip (tones and noise; the weights are random in our benchmark
+// files, so the content is moot): the mel front end, the encoder and the greedy TDT decoder, best of R runs after one warm-up. With --check
 // FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from transformers) it also reports the
-// encoder's largest difference from that reference.
+// encoder's largest difference from that reference. --half stores the matrices as float16 first.
 //   python3 tools/parakeet_make_test_model.py --size v2 --out /tmp/parakeet_v2 --no-reference
 //   build/bin/sotto_parakeet_bench /tmp/parakeet_v2 --threads 2 --seconds 6
 #include <chrono>
@@ -27,18 +27,27 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [--threads N] [--seconds S] [--runs R]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--check FILE]\n",
+                 argv[0]);
     return 2;
   }
   int threads = 2, runs = 3;
   double seconds = 6.0;
   std::string check;
-  for (int i = 2; i + 1 < argc; i += 2) {
+  bool half = false;
+  for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--half") {
+      half = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     if (a == "--threads") threads = std::atoi(argv[i + 1]);
     if (a == "--seconds") seconds = std::atof(argv[i + 1]);
     if (a == "--runs") runs = std::atoi(argv[i + 1]);
     if (a == "--check") check = argv[i + 1];
+    ++i;
   }
   const auto t_load = std::chrono::steady_clock::now();
   auto model = sotto::asr::ParakeetModel::open(argv[1], threads);
@@ -48,6 +57,7 @@ int main(int argc, char** argv) {
   }
   std::printf("load %.0f ms (%d layers, d_model %d, vocab %d)\n", ms_since(t_load),
               (*model)->config().n_layers, (*model)->config().d_model, (*model)->config().vocab_size);
+  if (half) (*model)->use_half_matrices();
   if (!check.empty()) {
     auto file = sotto::MappedFile::open(check);
     if (!file) return std::fprintf(stderr, "%s\n", file.message().c_str()), 1;

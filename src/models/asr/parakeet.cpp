@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/half.h"
 #include "core/thread_pool.h"
 #include "io/json.h"
 
@@ -275,6 +276,24 @@ Result<std::unique_ptr<ParakeetModel>> ParakeetModel::load(std::string_view conf
   if (n_threads > 1) m->pool_ = std::make_unique<ThreadPool>(n_threads);
   SOTTO_ASSIGN(m->weights_, load_parakeet_weights(*source, config, nn::Context::cpu(m->pool_.get())));
   return m;
+}
+
+void ParakeetModel::use_half_matrices() {
+  nn::Context& ctx = *weights_.ctx;
+  auto half = [&](Tensor& t) {
+    if (!t.defined() || t.dtype() != DType::F32) return;
+    std::vector<uint16_t> h(static_cast<size_t>(t.elements()));
+    for (size_t i = 0; i < h.size(); ++i) h[i] = f32_to_f16(t.f32()[i]);
+    t = ctx.from_bytes(t.shape(), DType::F16, {reinterpret_cast<const uint8_t*>(h.data()), h.size() * 2});
+  };
+  half(weights_.sub_linear_w);
+  for (ParakeetBlock& b : weights_.blocks)
+    for (Tensor* t : {&b.ff1_w1, &b.ff1_w2, &b.wq, &b.wk, &b.wv, &b.wo, &b.w_pos, &b.pw1_w, &b.pw2_w,
+                      &b.ff2_w1, &b.ff2_w2})
+      half(*t);
+  half(weights_.enc_proj_w);
+  half(weights_.dec_proj_w);
+  half(weights_.joint_w);
 }
 
 // Sinusoids for relative positions T-1 .. -(T-1) (row r holds position T-1-r), sin and cos interleaved,
