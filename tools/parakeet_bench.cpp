@@ -1,8 +1,9 @@
 // sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--check FILE]: times
 // Parakeet TDT on the CPU over a synthetic clip (tones and noise; the weights are random in our benchmark
-// files, so the content is moot): the mel front end, the encoder and the greedy TDT decoder, best of R runs after one warm-up. With --check
-// FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from transformers) it also reports the
-// encoder's largest difference from that reference. --half stores the matrices as float16 first.
+// files, so the content is moot): the mel front end, the encoder and the greedy TDT decoder, best of R runs
+// after one warm-up. With --check FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from
+// transformers) it also reports the encoder's largest difference from that reference. --half stores the
+// matrices as float16 first.
 //   python3 tools/parakeet_make_test_model.py --size v2 --out /tmp/parakeet_v2 --no-reference
 //   build/bin/sotto_parakeet_bench /tmp/parakeet_v2 --threads 2 --seconds 6
 #include <chrono>
