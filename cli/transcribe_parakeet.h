@@ -1,6 +1,6 @@
 // `sotto transcribe -m PARAKEET_DIR AUDIO` for Parakeet TDT directories (config.json with model_type
-// "parakeet_tdt" + model.safetensors, optionally NeMo's tokenizer.model for text). The command's option parsing
-// and WAV loading live in transcribe.cpp; it hands a Parakeet directory here:
+// "parakeet_tdt" + model.safetensors, optionally NeMo's tokenizer.model for text). The command's option
+// parsing and WAV loading live in transcribe.cpp; it hands a Parakeet directory here:
 //   if (asr::is_parakeet_dir(o.model_dir))
 //     return run_transcribe_parakeet(o.model_dir, *audio, o.json, o.threads);
 #pragma once

@@ -1,7 +1,7 @@
-// NeMo's "nemo128" log-mel front end (AudioToMelSpectrogramPreprocessor as Parakeet TDT ships it), the input of
-// every Parakeet / FastConformer recogniser:
+// NeMo's "nemo128" log-mel front end (AudioToMelSpectrogramPreprocessor as Parakeet TDT ships it), the input
+// of every Parakeet / FastConformer recogniser:
 //   16 kHz mono -> pre-emphasis y[t] = x[t] - 0.97 x[t-1] (y[0] = x[0])
-//   -> STFT: 400-sample symmetric Hann window centred in n_fft = 512, hop 160, centred with 256 zeros each side
+//   -> STFT: 400-sample symmetric Hann window centred in n_fft = 512, hop 160, 256 zeros padded each side
 //   -> power |X|^2 -> 128 Slaney mel bins (0-8 kHz, Slaney area norm, librosa's filters) -> ln(m + 2^-24)
 //   -> per bin over the valid frames: (x - mean) / (std + 1e-5), std with n - 1.
 // A clip of N samples has N / 160 valid frames (NeMo's export also returns one more, zeroed, frame past them;

@@ -58,8 +58,8 @@ TEST(ParakeetMel, FilterbankIsLibrosaSlaney) {
 
 // Float64 STFT (the product path) within the 4e-4 on every clip, and the float32 STFT too: measured
 // float64 1.4e-4 / 5.1e-5 / 3.5e-4, float32 1.0e-4 / 8.2e-5 / 1.7e-4 (the largest gaps sit in frame 0's
-// near-silent low bins of the pure-sine clips, where ln() magnifies any rounding; neither path is closer on all
-// clips, so float32 suffices).
+// near-silent low bins of the pure-sine clips, where ln() magnifies any rounding; neither path is closer on
+// all clips, so float32 suffices).
 TEST(ParakeetMel, MatchesNemoExportWithin4e4) {
   MelFixture f = open_fixture();
   ASSERT_TRUE(f.source);

@@ -1,7 +1,7 @@
 // Parakeet TDT (models/asr/parakeet.h) against transformers' ParakeetForTDT on a random-weight model of the
-// same architecture (tests/data/parakeet/tdt_ci, made by tools/parakeet_make_test_model.py): encoder output on
-// transformers' own mel, the greedy TDT tokens / frames / durations on every clip, and the whole pipeline from
-// audio through our mel. The loop's bookkeeping is replayed on the first steps of a real v2 decode.
+// same architecture (tests/data/parakeet/tdt_ci, made by tools/parakeet_make_test_model.py): encoder output
+// on transformers' own mel, the greedy TDT tokens / frames / durations on every clip, and the whole pipeline
+// from audio through our mel. The loop's bookkeeping is replayed on the first steps of a real v2 decode.
 #include <gtest/gtest.h>
 
 #include <cmath>

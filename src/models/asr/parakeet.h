@@ -1,6 +1,7 @@
-// NVIDIA Parakeet TDT (parakeet-tdt-0.6b-v2 / v3): a FastConformer encoder and a Token-and-Duration Transducer
-// decoder (Rekesh et al. 2023, "Fast Conformer with Linearly Scalable Attention"; Xu et al. 2023, "Efficient
-// Sequence Transduction by Jointly Predicting Tokens and Durations"), on sotto's op layer (nn/ops.h).
+// NVIDIA Parakeet TDT (parakeet-tdt-0.6b-v2 / v3): a FastConformer encoder and a Token-and-Duration
+// Transducer decoder (Rekesh et al. 2023, "Fast Conformer with Linearly Scalable Attention"; Xu et al. 2023,
+// "Efficient Sequence Transduction by Jointly Predicting Tokens and Durations"), on sotto's op layer
+// (nn/ops.h).
 //
 //   audio 16 kHz -> nemo128 log-mel [128, T] (audio/mel.h)
 //   subsampling x8: conv2d 1->C 3x3 s2 + ReLU, 2 x [depthwise 3x3 s2 + pointwise 1x1 + ReLU],
@@ -20,13 +21,14 @@
 //   guard; transformers' generate() has none and can loop on a frame until its length cap).
 //
 // Files: the Hugging Face transformers layout (config.json + model.safetensors of ParakeetForTDT); the config
-// is checked against every tensor's shape. Where the time goes (v2 shape, 6 s): the 24 blocks' products (~95 %),
-// the subsampling's first conv2d, then the decoder's per-step LSTM (a few hundred 640-wide steps).
+// is checked against every tensor's shape. Where the time goes (v2 shape, 6 s): the 24 blocks' products
+// (gemm, ~2/3 of all samples), the subsampling's convs, then the decoder's LSTM, one step per emitted token
+// (two 640-wide layers: ~26 MB of float32 weights read per step, so memory-bound, ~6 ms a step on 2 threads).
 //
 // Long audio: the encoder's attention is global (memory and time grow with T^2: 2 h would be 90,000 frames),
 // so transcribe() cuts audio longer than max_chunk_s (30 s) into consecutive chunks, each cut on an
-// encoder-frame boundary at the quietest 80 ms in the chunk's last quarter (at most 4 s back), and decodes each
-// on its own (a word across a cut may still be split when no pause is near). A caller with a VAD
+// encoder-frame boundary at the quietest 80 ms in the chunk's last quarter (at most 4 s back), and decodes
+// each on its own (a word across a cut may still be split when no pause is near). A caller with a VAD
 // (models/vad/segmenter.h) should pass speech segments instead: cuts then fall in silence. Local attention
 // (NeMo's rel_pos_local_attn) would avoid the cuts, but v2/v3 were trained with global attention.
 #pragma once
@@ -143,7 +145,7 @@ class ParakeetModel {
   // A directory with config.json + model.safetensors (native).
   static Result<std::unique_ptr<ParakeetModel>> open(const std::string& dir, int n_threads = 2);
   // The same from bytes (copied onto the model's context: the caller may free them after). n_threads > 1
-  // starts a pool whose helper threads run natively only (on the web they would come from JS), so wasm passes 1.
+  // starts a pool whose helper threads run natively only (on the web they would come from JS): wasm passes 1.
   static Result<std::unique_ptr<ParakeetModel>> load(std::string_view config_json,
                                                      std::span<const uint8_t> safetensors_bytes,
                                                      std::string file_name = "model.safetensors",

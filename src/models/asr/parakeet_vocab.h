@@ -1,7 +1,7 @@
 // Parakeet's token pieces, read from NeMo's SentencePiece model (tokenizer.model, a protobuf ModelProto:
 // field 1 = repeated SentencePiece {1: piece, 2: score, 3: type}), and turned back into text: pieces joined,
-// U+2581 ("▁", SentencePiece's word start) read as a space, the leading space dropped. The decoder's token ids
-// are the pieces' indices (blank = the piece count, one past the last).
+// U+2581 ("▁", SentencePiece's word start) read as a space, the leading space dropped. The decoder's token
+// ids are the pieces' indices (blank = the piece count, one past the last).
 #pragma once
 
 #include <cstdint>
