@@ -6,7 +6,7 @@
 // through the pool, its buffers) creates no GPU object at all.
 //
 // Ops with a GPU kernel so far: add/sub/mul/div (suffix broadcast), scale, activation, and in f32 linear,
-// conv1d, lstm, pad_reflect, slice (gpu_ops.cpp). The others mark the recorder failed and return an empty
+// conv1d, lstm, pad_reflect, slice, softmax and layer_norm over the last axis (gpu_ops.cpp). The others mark the recorder failed and return an empty
 // tensor; the failure comes back from the next read as one line.
 #pragma once
 
