@@ -93,6 +93,12 @@ export class Engine {
     return this.#call('attentionCheck', { nQuery, pos0, nHead, nHeadKv, headDimK, headDimV, seed });
   }
 
+  // The op layer's CPU kernels in this build against their scalar references on fresh random inputs
+  // (src/wasm/nn_check.cpp). -> {failed (0 passes), checks, worstExcess (<= 0 passes), worstCheck}
+  nnCheck({ seed } = {}) {
+    return this.#call('nnCheck', { seed });
+  }
+
   // {ok, name, bytes, loadMs, describeMs, format, metadata:[{key,type,value,text}], tensors:[{name,dtype,shape,
   // offset,bytes}]} or {ok:false, error}. `source` streams into wasm memory; it is never copied whole in JS.
   describe(source, { onProgress } = {}) {

@@ -530,7 +530,19 @@ function attentionCheck({ nQuery = 4, pos0 = 60, nHead = 4, nHeadKv = 2, headDim
   }
 }
 
-const ops = { init, selftest, kernelCheck, attentionCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
+// The op layer's CPU kernels in this build against their scalar references (src/wasm/nn_check.cpp).
+function nnCheck({ seed = 0 }) {
+  const out = wasm.sotto_alloc(32);
+  try {
+    wasm.sotto_nn_check((seed || (Date.now() >>> 0)) >>> 0, out);
+    const [failed, checks, worstExcess, worstCheck] = new Float64Array(memory.buffer, out, 4);
+    return { failed, checks, worstExcess, worstCheck };
+  } finally {
+    wasm.sotto_free(out);
+  }
+}
+
+const ops = { init, selftest, kernelCheck, attentionCheck, nnCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
   ...vadOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).

@@ -1,0 +1,110 @@
+// The op layer's CPU kernels as this wasm build compiles them (SIMD128 or relaxed SIMD) against their scalar
+// references (nn/ref.h) on fresh random inputs of odd sizes: the products (f32 dot tiles, int8 pairwise
+// multiply-add), convs (unrolled and in-place), the LSTM, vector activations, softmax, layer norm, attention.
+// web/worker.js's nnCheck op runs it; tests/web/nn_ops.test.mjs checks the result for both builds.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/llm/sampler.h"  // Rng
+#include "nn/ops.h"
+#include "nn/ref.h"
+
+namespace sotto {
+namespace {
+
+struct NnCheck {
+  Rng rng;
+  std::unique_ptr<nn::Context> ctx = nn::Context::cpu();
+  int failed = 0, checks = 0, worst_check = -1;
+  double worst_excess = -1e30;
+
+  explicit NnCheck(uint32_t seed) : rng(seed) {}
+
+  int64_t size(int64_t lo, int64_t hi) {
+    return lo + static_cast<int64_t>(rng.next_unit() * static_cast<float>(hi - lo + 1)) % (hi - lo + 1);
+  }
+
+  nn::Tensor random(const nn::Shape& shape, float lo = -1.0f, float hi = 1.0f) {
+    std::vector<float> v(static_cast<size_t>(shape.elements()));
+    for (float& x : v) x = lo + (hi - lo) * rng.next_unit();
+    return ctx->from_floats(shape, v);
+  }
+
+  nn::Tensor random_int8(const nn::Shape& shape) {
+    std::vector<uint8_t> v(static_cast<size_t>(shape.elements()));
+    for (uint8_t& x : v) x = static_cast<uint8_t>(rng.next_unit() * 256.0f);
+    return ctx->from_bytes(shape, DType::I8, v).with_quant({0.02f, 0});
+  }
+
+  // |got - want| <= atol + rtol |want| everywhere (and equal shapes).
+  void expect(const nn::Tensor& got, const nn::Tensor& want, double atol, double rtol) {
+    const int id = checks++;
+    double worst = got.shape() == want.shape() ? -1e30 : 1e30;
+    if (got.shape() == want.shape())
+      for (int64_t i = 0; i < got.elements(); ++i) {
+        const double g = got.f32()[i], w = want.f32()[i];
+        const double excess = std::fabs(g - w) - (atol + rtol * std::fabs(w));
+        if (!(excess <= worst)) worst = excess;
+      }
+    if (worst > 0) ++failed;
+    if (worst > worst_excess) {
+      worst_excess = worst;
+      worst_check = id;
+    }
+  }
+
+  void run() {
+    using namespace nn;
+    for (int rep = 0; rep < 3; ++rep) {
+      const int64_t m = size(1, 37), k = size(1, 300), n = size(1, 70);
+      const Tensor x = random({m, k}), w = random({n, k}), b = random({n});
+      expect(linear(x, w, b), ref::linear(x, w, b), 4e-6 * std::sqrt(static_cast<double>(k)) + 2e-6, 1e-5);
+      const Tensor wkn = random({k, n});
+      expect(matmul(x, wkn), ref::matmul(x, wkn), 4e-6 * std::sqrt(static_cast<double>(k)) + 2e-6, 1e-5);
+      const Tensor w8 = random_int8({k, n});
+      expect(matmul_integer_dynamic(x, w8), ref::matmul_integer_dynamic(x, w8), 0, 1e-6);
+      const int64_t cin = size(1, 9), cout = size(1, 9), kernel = size(1, 5), t = size(kernel * 3, 120);
+      const Conv1dOptions o{.stride = static_cast<int>(size(1, 3)), .padding = static_cast<int>(size(0, 2))};
+      const Tensor cx = random({cin, t}), cw = random({cout, cin, kernel}), cb = random({cout});
+      expect(conv1d(cx, cw, cb, o), ref::conv1d(cx, cw, cb, o), 1e-5, 1e-5);
+      const Tensor sx = random({1, 640}), sw = random({258, 1, 256});
+      expect(conv1d(sx, sw, {}, {.stride = 128}), ref::conv1d(sx, sw, {}, {.stride = 128}), 1e-4, 1e-5);
+      const int64_t h = size(1, 33), in = size(1, 40), steps = size(1, 9);
+      LstmWeights lw;
+      lw.w_ih = random({4 * h, in}, -0.5f, 0.5f);
+      lw.w_hh = random({4 * h, h}, -0.5f, 0.5f);
+      lw.b = random({4 * h});
+      const Tensor lx = random({steps, in});
+      expect(lstm(lx, lw), ref::lstm(lx, lw), 2e-5, 1e-5);
+      const Tensor ax = random({size(1, 5), size(1, 700)}, -8.0f, 8.0f);
+      for (Act act : {Act::Sigmoid, Act::Tanh, Act::Silu, Act::Relu, Act::Square, Act::GeluErf})
+        expect(activation(ax, act), ref::activation(ax, act), 2e-6, 2e-6);
+      expect(softmax(ax, -1), ref::softmax(ax, -1), 1e-6, 1e-5);
+      expect(layer_norm(ax, {}, {}, 1e-5f), ref::layer_norm(ax, {}, {}, 1e-5f), 2e-5, 2e-5);
+      const int heads = static_cast<int>(size(1, 4));
+      const int64_t d = size(1, 24), tq = size(1, 12);
+      const Tensor q = random({tq, heads * d}), kk = random({tq + 3, heads * d}),
+                   v = random({tq + 3, heads * d});
+      expect(attention(q, kk, v, {.n_heads = heads, .causal = true}),
+             ref::attention(q, kk, v, {.n_heads = heads, .causal = true}), 1e-5, 1e-5);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace sotto
+
+// out (4 f64): [failed checks, checks run, worst (|difference| - tolerance) over all checks (<= 0 passes), the
+// worst check's index]. Returns 0.
+__attribute__((export_name("sotto_nn_check"))) int32_t sotto_nn_check(uint32_t seed, double* out) {
+  sotto::NnCheck check(seed);
+  check.run();
+  out[0] = check.failed;
+  out[1] = check.checks;
+  out[2] = check.worst_excess;
+  out[3] = check.worst_check;
+  return 0;
+}
