@@ -202,6 +202,43 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// Softmax and layer norm over the last axis: one thread per row, three passes over it (max / mean, sum /
+// variance, write). Rows are short in the networks here (attention scores, channels); no workgroup reduction yet.
+constexpr const char* kRows = NN_WGSL_INDEX R"(
+struct P { rows: u32, n: u32, op: u32, eps: f32, has_gamma: u32, has_beta: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read> beta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let r = index(g);
+  if (r >= p.rows) { return; }
+  let base = r * p.n;
+  if (p.op == 0u) {
+    var m = x[base];
+    for (var i = 1u; i < p.n; i++) { m = max(m, x[base + i]); }
+    var s = 0.0;
+    for (var i = 0u; i < p.n; i++) { s += exp(x[base + i] - m); }
+    for (var i = 0u; i < p.n; i++) { y[base + i] = exp(x[base + i] - m) / s; }
+    return;
+  }
+  var mean = 0.0;
+  for (var i = 0u; i < p.n; i++) { mean += x[base + i]; }
+  mean /= f32(p.n);
+  var v = 0.0;
+  for (var i = 0u; i < p.n; i++) { let d = x[base + i] - mean; v += d * d; }
+  let inv = 1.0 / sqrt(v / f32(p.n) + p.eps);
+  for (var i = 0u; i < p.n; i++) {
+    var o = (x[base + i] - mean) * inv;
+    if (p.has_gamma != 0u) { o *= gamma[i]; }
+    if (p.has_beta != 0u) { o += beta[i]; }
+    y[base + i] = o;
+  }
+}
+)";
+
 uint32_t bits(float f) {
   return std::bit_cast<uint32_t>(f);
 }
@@ -378,6 +415,22 @@ Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h
   if (h_out) *h_out = h;
   if (c_out) *c_out = c;
   return y;
+}
+
+Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& beta, float eps) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || (gamma.defined() && gamma.dtype() != DType::F32) ||
+      (beta.defined() && beta.dtype() != DType::F32) || x.elements() == 0)
+    return unsupported(x, op == 0 ? "softmax of this tensor" : "layer_norm of this tensor");
+  const int64_t n = x.dim(-1), rows = x.elements() / n;
+  Tensor out = x.ctx().empty(x.shape());
+  const uint32_t params[] = {static_cast<uint32_t>(rows), static_cast<uint32_t>(n), op, bits(eps),
+                             gamma.defined() ? 1u : 0u,   beta.defined() ? 1u : 0u, 0,  0};
+  const Tensor& g = gamma.defined() ? gamma : x;  // bindings must exist: x stands in, unread
+  const Tensor& b = beta.defined() ? beta : x;
+  rec.dispatch("nn_rows", kRows, params, {&x, &g, &b, &out}, static_cast<uint64_t>(rows));
+  return out;
 }
 
 }  // namespace sotto::nn::gpu_ops

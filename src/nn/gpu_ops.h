@@ -14,6 +14,8 @@ Tensor scale(const Tensor& x, float s, float bias);
 Tensor activation(const Tensor& x, Act act, float alpha);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after);
+// Over the last axis: op 0 softmax, op 1 layer norm (gamma, beta optional).
+Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& beta, float eps);
 Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end);
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding, int padding_end,
               int dilation, int groups);

@@ -1,4 +1,4 @@
-// The op layer's GPU backend: a context on a gpu::Device (nn::Context::gpu) whose ops record dispatches
+// The op layer's GPU backend: a context on a gpu::Device (nn::Context::webgpu) whose ops record dispatches
 // instead of running them; reading a tensor back (Context::to_floats) submits what was recorded as one command
 // buffer and waits for the read. Buffers are pooled by the context like CPU storage. Recording is cheap when
 // shapes repeat: pipelines are compiled once per kernel, uniform blocks are kept per distinct content, and bind
@@ -6,8 +6,9 @@
 // through the pool, its buffers) creates no GPU object at all.
 //
 // Ops with a GPU kernel so far: add/sub/mul/div (suffix broadcast), scale, activation, and in f32 linear,
-// conv1d, lstm, pad_reflect, slice (gpu_ops.cpp). The others mark the recorder failed and return an empty
-// tensor; the failure comes back from the next read as one line.
+// conv1d, lstm, pad_reflect, slice, softmax and layer_norm over the last axis (gpu_ops.cpp). The others mark the
+// recorder failed and return an empty tensor; the failure comes back from the next read as one line. Reading
+// back is synchronous (native Dawn); the browser's asynchronous read is not wired yet.
 #pragma once
 
 #include <cstdint>

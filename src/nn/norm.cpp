@@ -32,7 +32,11 @@ Tensor softmax(const Tensor& x0, int axis) {
 }  // namespace ref
 
 Tensor softmax(const Tensor& x0, int axis) {
-  NN_CPU_ONLY(x0, "softmax");
+  if (gpu_ops::on_gpu(x0)) {
+    if (cpu::axis_of(x0.shape(), axis) != x0.rank() - 1)
+      return gpu_ops::unsupported(x0, "softmax over a non-last axis");
+    return gpu_ops::rows_op(x0, 0, {}, {}, 0.0f);
+  }
   const Tensor x = cpu::as_f32(x0);
   const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
   if (s.inner != 1) return ref::softmax(x, axis);
@@ -202,7 +206,7 @@ Tensor group_norm(const Tensor& x0, int groups, const Tensor& gamma0, const Tens
 }  // namespace ref
 
 Tensor layer_norm(const Tensor& x0, const Tensor& gamma0, const Tensor& beta0, float eps) {
-  NN_CPU_ONLY(x0, "layer_norm");
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::rows_op(x0, 1, gamma0, beta0, eps);
   const Tensor x = cpu::as_f32(x0);
   Tensor gk, bk;
   const float *gamma = opt(gamma0, gk), *beta = opt(beta0, bk);

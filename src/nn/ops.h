@@ -4,12 +4,13 @@
 //   x = gelu(x);
 //   x = add(x, attention(layer_norm(x, w.norm, w.norm_bias), ...));
 // Each op runs on the backend of its inputs' context (nn/tensor.h): eagerly on the CPU, recorded on the GPU
-// (so far add/sub/mul/div, scale, activation, and in f32 linear, conv1d, lstm, pad_reflect, slice: see
-// nn/gpu_recorder.h; the others fail the next read with one line). Each op lives in one file of src/nn/ with its
-// plain scalar reference (namespace ref, declared in nn/ref.h, beside it: obviously right, single-threaded) and
-// its backends' kernels; tests/unit/nn_*_test.cpp check the CPU (AVX2 and portable, 1 and 3 threads) and the GPU
-// (SwiftShader) against the references on fresh random inputs of odd sizes, src/wasm/nn_check.cpp the wasm
-// builds. Inputs are never written; weights' derived layouts are kept with them (Tensor::derived).
+// (so far add/sub/mul/div, scale, activation, and in f32 linear, conv1d, lstm, pad_reflect, slice, softmax,
+// layer_norm: see nn/gpu_recorder.h; the others fail the next read with one line). Each op lives in one file of
+// src/nn/ with its plain scalar reference (namespace ref, declared in nn/ref.h, beside it: obviously right,
+// single-threaded) and its backends' kernels; tests/unit/nn_*_test.cpp check the CPU (AVX2 and portable, 1 and
+// 3 threads) and the GPU (SwiftShader) against the references on fresh random inputs of odd sizes,
+// src/wasm/nn_check.cpp the wasm builds. Inputs are never written; weights' derived layouts are kept with them
+// (Tensor::derived).
 //
 // Conventions: tensors are row-major, outermost first. Sequence models use [T, C] (time-major: a row per frame)
 // unless an op says otherwise; conv ops use [C, T] (channels-major, PyTorch/ONNX Conv without the batch

@@ -52,6 +52,12 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
                ref::linear(x, w, bias), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear");
   expect_close(download(*cpu, *gpu, linear(upload(*gpu, x), upload(*gpu, w))), ref::linear(x, w), 1e-5f * k,
                1e-5f, "gpu linear without bias");
+  const Tensor gamma = rand_tensor(*cpu, {cols}), beta = rand_tensor(*cpu, {cols});
+  expect_close(download(*cpu, *gpu, softmax(ga, -1)), ref::softmax(a, -1), 1e-6f, 1e-5f, "gpu softmax");
+  expect_close(download(*cpu, *gpu, layer_norm(ga, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
+               ref::layer_norm(a, gamma, beta, 1e-5f), 2e-5f, 2e-5f, "gpu layer_norm");
+  expect_close(download(*cpu, *gpu, layer_norm(ga, {}, {}, 1e-5f)), ref::layer_norm(a, {}, {}, 1e-5f), 2e-5f,
+               2e-5f, "gpu layer_norm plain");
   // A small network, chained without reading in between: sigmoid(linear(relu(x), w) + bias) * 2.
   const Tensor chain =
       scale(sigmoid(add(linear(relu(upload(*gpu, x)), upload(*gpu, w)), upload(*gpu, bias))), 2.0f);
@@ -134,10 +140,10 @@ TEST(NnGpu, OpsWithoutAKernelFailTheReadInOneLine) {
   auto cpu = Context::cpu();
   auto gpu = Context::webgpu(*device);
   const Tensor x = upload(*gpu, rand_tensor(*cpu, {4, 6}));
-  const Tensor y = relu(softmax(add(x, x)));  // softmax has no GPU kernel yet; relu after it returns at once
+  const Tensor y = relu(glu(add(x, x)));  // glu has no GPU kernel yet; relu after it returns at once
   auto read = gpu->to_floats(y);
   ASSERT_FALSE(read.ok());
-  EXPECT_EQ(read.message(), "nn/webgpu: softmax has no GPU kernel yet");
+  EXPECT_EQ(read.message(), "nn/webgpu: glu has no GPU kernel yet");
 }
 
 }  // namespace

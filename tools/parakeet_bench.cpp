@@ -1,0 +1,116 @@
+// sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--check FILE]: times
+// Parakeet TDT on the CPU over a synthetic clip (tones and noise; the weights are random in our benchmark
+// files, so the content is moot): the mel front end, the encoder and the greedy TDT decoder, best of R runs
+// after one warm-up. With --check FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from
+// transformers) it also reports the encoder's largest difference from that reference. --half stores the
+// matrices as float16 first.
+//   python3 tools/parakeet_make_test_model.py --size v2 --out /tmp/parakeet_v2 --no-reference
+//   build/bin/sotto_parakeet_bench /tmp/parakeet_v2 --threads 2 --seconds 6
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "audio/mel.h"
+#include "io/file.h"
+#include "models/asr/parakeet.h"
+#include "nn/weights.h"
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr,
+                 "usage: %s MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--check FILE]\n",
+                 argv[0]);
+    return 2;
+  }
+  int threads = 2, runs = 3;
+  double seconds = 6.0;
+  std::string check;
+  bool half = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--half") {
+      half = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    if (a == "--threads") threads = std::atoi(argv[i + 1]);
+    if (a == "--seconds") seconds = std::atof(argv[i + 1]);
+    if (a == "--runs") runs = std::atoi(argv[i + 1]);
+    if (a == "--check") check = argv[i + 1];
+    ++i;
+  }
+  const auto t_load = std::chrono::steady_clock::now();
+  auto model = sotto::asr::ParakeetModel::open(argv[1], threads);
+  if (!model) {
+    std::fprintf(stderr, "%s\n", model.message().c_str());
+    return 1;
+  }
+  std::printf("load %.0f ms (%d layers, d_model %d, vocab %d)\n", ms_since(t_load),
+              (*model)->config().n_layers, (*model)->config().d_model, (*model)->config().vocab_size);
+  if (half) (*model)->use_half_matrices();
+  if (!check.empty()) {
+    auto file = sotto::MappedFile::open(check);
+    if (!file) return std::fprintf(stderr, "%s\n", file.message().c_str()), 1;
+    auto src = sotto::nn::open_weights(check, file->bytes());
+    if (!src) return std::fprintf(stderr, "%s\n", src.message().c_str()), 1;
+    auto ctx = sotto::nn::Context::cpu();
+    auto mel = (*src)->load_any(*ctx, "mel");
+    auto want = (*src)->load_any(*ctx, "encoder");
+    if (!mel || !want)
+      return std::fprintf(stderr, "%s: needs tensors 'mel' and 'encoder'\n", check.c_str()), 1;
+    const sotto::nn::Tensor got = (*model)->encode(
+        std::span<const float>(mel->f32(), static_cast<size_t>(mel->elements())), mel->dim(1));
+    if (got.elements() != want->elements()) return std::fprintf(stderr, "encoder shape differs\n"), 1;
+    double worst = 0;
+    for (int64_t i = 0; i < got.elements(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(got.f32()[i] - want->f32()[i])));
+    std::printf("encoder vs %s: max |diff| %.2e over %lld values\n", check.c_str(), worst,
+                static_cast<long long>(got.elements()));
+  }
+  const size_t n = static_cast<size_t>(seconds * 16000);
+  std::vector<float> audio(n);
+  uint32_t seed = 1;
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    const double t = static_cast<double>(i) / 16000.0;
+    audio[i] = static_cast<float>(0.2 * std::sin(2 * M_PI * 220 * t) * std::sin(2 * M_PI * 1.3 * t) +
+                                  0.02 * (static_cast<double>(seed >> 8) / 16777216.0 - 0.5));
+  }
+  double best_mel = 1e30, best_enc = 1e30, best_dec = 1e30;
+  size_t n_tokens = 0;
+  int64_t n_frames = 0;
+  for (int r = 0; r <= runs; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    const sotto::audio::MelFeatures mel = sotto::audio::nemo_log_mel(audio);
+    const double mel_ms = ms_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    const sotto::nn::Tensor enc = (*model)->encode(mel.data, mel.n_frames);
+    const double enc_ms = ms_since(t0);
+    t0 = std::chrono::steady_clock::now();
+    const sotto::asr::TdtResult out = (*model)->decode(enc);
+    const double dec_ms = ms_since(t0);
+    n_tokens = out.tokens.size();
+    n_frames = enc.dim(0);
+    if (r == 0) continue;  // warm-up (first touches of the weights, pooled buffers)
+    best_mel = std::min(best_mel, mel_ms);
+    best_enc = std::min(best_enc, enc_ms);
+    best_dec = std::min(best_dec, dec_ms);
+  }
+  std::printf(
+      "%.1f s clip, %d threads, best of %d: mel %.1f ms, encoder %.1f ms (%lld frames), decoder %.1f ms "
+      "(%zu tokens), total %.1f ms\n",
+      seconds, threads, runs, best_mel, best_enc, static_cast<long long>(n_frames), best_dec, n_tokens,
+      best_mel + best_enc + best_dec);
+  return 0;
+}
