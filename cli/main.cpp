@@ -108,9 +108,12 @@ constexpr Command kCommands[] = {
      "  --pre-pad-ms MS          audio kept before the start of speech (default 800)\n"
      "  --min-speech-ms MS       segments with less speech are dropped as misfires (default 400)\n"},
     {"transcribe", "transcribe -m MODEL_DIR AUDIO.wav [--json]",
-     "speech to text with Moonshine (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin)",
+     "speech to text with Moonshine (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin) or Parakeet "
+     "TDT "
+     "(config.json + model.safetensors)",
      run_transcribe,
-     "  -m, --model DIR          models/moonshine-base-en (bash scripts/get-models.sh moonshine)\n"
+     "  -m, --model DIR          models/moonshine-base-en (bash scripts/get-models.sh moonshine), or a\n"
+     "                           ParakeetForTDT directory (config.json, model.safetensors, tokenizer.model)\n"
      "  --json                   {\"text\",\"tokens\",\"audio_s\",\"encode_ms\",\"decode_ms\",\"segments\"}\n"
      "  --threads T              threads (default: the cores, up to 8)\n"
      "  --vad FILE               Silero VAD (.onnx) that cuts audio over 20 s at pauses (default\n"

@@ -18,8 +18,10 @@
 #include "io/wav.h"
 #include "models/asr/moonshine.h"
 #include "models/asr/moonshine_windows.h"
+#include "models/asr/parakeet.h"
 #include "models/vad/silero.h"
 #include "nn/tensor.h"
+#include "transcribe_parakeet.h"
 
 namespace sotto::cli {
 
@@ -95,6 +97,13 @@ int run_transcribe(std::span<char* const> args) {
   Options o;
   if (std::string problem = parse_options(args, o); !problem.empty()) return usage_error(problem);
 
+  if (asr::is_parakeet_dir(
+          o.model_dir)) {  // config.json of a ParakeetForTDT: the model type is read from the files
+    auto audio = load_audio_16k(o.audio_path);
+    if (!audio) return fail(audio.message());
+    if (audio->empty()) return fail(cat(o.audio_path, ": the file holds no samples"));
+    return run_transcribe_parakeet(o.model_dir, *audio, o.json, o.threads);
+  }
   const std::string dir = o.model_dir + "/";
   auto enc = MappedFile::open(dir + "encoder_model.ort");
   if (!enc) return fail(cat(o.model_dir, " is not a Moonshine model directory: ", enc.message()));
