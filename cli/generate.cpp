@@ -9,8 +9,8 @@
 //        [--backend cpu|webgpu [--attention f16|f32]]
 //   bench llm -m FILE [--threads T] [--repeats R] [--json] [--backend cpu|webgpu]
 //
-// On the GPU greedy stays the default (it was the only mode there at first, and scripts rely on it); the
-// sampling options sample on the GPU with the CPU Sampler's chain and draws.
+// Greedy is the default on both backends (SamplerParams); --temp T > 0 samples, on the GPU with the CPU
+// Sampler's chain and draws.
 //
 // --prompt-ids feeds token ids straight to the model (BOS included if wanted), so the model can be checked
 // against llama.cpp independently of the tokenizer. --json prints one object:
@@ -197,7 +197,6 @@ int run_generate(std::span<char* const> all_args) {
   auto gpu_options = take_gpu_options(rest, *webgpu);
   if (!gpu_options) return usage_error(cat("generate: ", gpu_options.message()));
   const std::span<char* const> args(rest);
-  bool sampling_given = false;  // on the GPU greedy is the default unless sampling options are given
   std::string model_path, prompt;
   std::optional<std::vector<int32_t>> prompt_ids;
   GenerateOptions options;
@@ -240,19 +239,14 @@ int run_generate(std::span<char* const> all_args) {
       options.max_new_tokens = static_cast<int>(*v);
     } else if (a == "--temp" && (v = number())) {
       options.sampling.temperature = static_cast<float>(*v);
-      sampling_given = true;
     } else if (a == "--top-k" && (v = number())) {
       options.sampling.top_k = static_cast<int>(*v);
-      sampling_given = true;
     } else if (a == "--top-p" && (v = number())) {
       options.sampling.top_p = static_cast<float>(*v);
-      sampling_given = true;
     } else if (a == "--min-p" && (v = number())) {
       options.sampling.min_p = static_cast<float>(*v);
-      sampling_given = true;
     } else if (a == "--repeat-penalty" && (v = number()) && *v > 0) {
       options.sampling.repeat_penalty = static_cast<float>(*v);
-      sampling_given = true;
     } else if (a == "--seed" && (v = number()) && *v >= 0) {
       options.sampling.seed = static_cast<uint64_t>(*v);
     } else if (a == "--threads" && (v = number()) && *v >= 1 && *v <= 256) {
@@ -268,7 +262,6 @@ int run_generate(std::span<char* const> all_args) {
   if (model_path.empty()) return usage_error("generate: no model given (-m FILE)");
   if (!have_prompt && !prompt_ids)
     return usage_error("generate: no prompt given (-p PROMPT or --prompt-ids)");
-  if (*webgpu && !sampling_given) options.sampling.greedy = true;
 
   // Through the C API (api/sotto.h), as the web engine does: both print the same JSON by construction.
   auto file = MappedFile::open(model_path);
@@ -336,7 +329,7 @@ int run_chat(std::span<char* const> all_args) {
   if (!gpu_options) return usage_error(cat("chat: ", gpu_options.message()));
   const std::span<char* const> args(rest);
   std::string model_path, system;
-  bool have_system = false, sampling_given = false;
+  bool have_system = false;
   GenerateOptions options;
   options.max_new_tokens = 512;
   int threads = default_threads(), n_ctx = 4096;
@@ -353,7 +346,6 @@ int run_chat(std::span<char* const> all_args) {
       options.sampling.greedy = true;
     } else if (a == "--temp" && has_value && (v = parse_number(args[++i]))) {
       options.sampling.temperature = static_cast<float>(*v);
-      sampling_given = true;
     } else if (a == "--seed" && has_value && (v = parse_number(args[++i])) && *v >= 0) {
       options.sampling.seed = static_cast<uint64_t>(*v);
     } else if (a == "-n" && has_value && (v = parse_number(args[++i])) && *v >= 1 && *v <= 1e6) {
@@ -366,7 +358,6 @@ int run_chat(std::span<char* const> all_args) {
       return usage_error(cat("chat: bad or unknown option '", a, "'"));
     }
   }
-  if (*webgpu && !sampling_given) options.sampling.greedy = true;
   if (model_path.empty()) {
     const std::optional<std::string> found = find_default_chat_model();
     if (!found)

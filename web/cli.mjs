@@ -130,7 +130,7 @@ async function runGenerate(args) {
     const r = await llm.generate(ids, {
       maxTokens: numberFlag({ n }, 'n', 64, (v) => v >= 0 && v <= 1e6),
       greedy: !!o.greedy,
-      temperature: numberFlag(o, 'temp', 0.8),
+      temperature: numberFlag(o, 'temp', 0),  // greedy by default, as the native CLI
       topK: numberFlag(o, 'top-k', 40),
       topP: numberFlag(o, 'top-p', 0.95),
       minP: numberFlag(o, 'min-p', 0.05),

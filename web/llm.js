@@ -16,10 +16,12 @@ import { Engine } from './engine.js';
 
 const FINISH_REASONS = { length: 'length', eog: 'stop', stop_string: 'stop', cancelled: 'stop' };
 
+// Greedy unless a temperature > 0 is given, as the CLI and the C API (sotto_sampling_defaults); the filters'
+// defaults are llama.cpp's and apply only when sampling.
 function samplingOf(o) {
   return {
-    greedy: o.greedy ?? (o.temperature !== undefined && o.temperature <= 0),
-    temperature: o.temperature ?? 0.8,
+    greedy: !!o.greedy,
+    temperature: o.temperature ?? 0,
     topK: o.topK ?? 40,
     topP: o.topP ?? 0.95,
     minP: o.minP ?? 0.05,
@@ -89,8 +91,8 @@ export class Llm {
     return this.#engine.call('llmDetokenize', { handle: this.#handle, ids: Array.from(ids), removeSpecial, renderSpecial });
   }
 
-  // prompt: text (tokenized with BOS) or an array of token ids. Options: maxTokens, temperature (<= 0 or
-  // greedy: argmax), topK, topP, minP, repeatPenalty, seed, stop (string or strings), onToken(text, id),
+  // prompt: text (tokenized with BOS) or an array of token ids. Options: maxTokens, temperature (default 0:
+  // greedy, argmax; > 0 samples), topK, topP, minP, repeatPenalty, seed, stop (string or strings), onToken(text, id),
   // signal (AbortSignal), ignoreEos (end-of-generation tokens do not end it: benchmarks).
   // -> {text, ids, promptIds, stop, prefillMs, decodeTokensPerS, ...}. Starts from an
   // empty context.

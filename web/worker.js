@@ -332,7 +332,7 @@ function llmFormatTurn({ handle, system = '', user, firstTurn, replyClosed }) {
 function writeSampling(ptr, o) {
   const d = new DataView(memory.buffer, ptr, 40);
   d.setInt32(0, o.greedy ? 1 : 0, true);
-  d.setFloat32(4, o.temperature ?? 0.8, true);
+  d.setFloat32(4, o.temperature ?? 0, true);  // greedy unless told otherwise (sotto_sampling_defaults)
   d.setInt32(8, o.topK ?? 40, true);
   d.setFloat32(12, o.topP ?? 0.95, true);
   d.setFloat32(16, o.minP ?? 0.05, true);

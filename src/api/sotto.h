@@ -96,7 +96,8 @@ typedef struct SottoTimings {
   double decode_tokens_per_s;
 } SottoTimings;
 
-/* llama.cpp-like defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalty, 64 tokens. */
+/* Greedy (temperature 0), 64 tokens; a temperature > 0 samples after llama.cpp's default filters, which these
+ * defaults also hold: top-k 40, top-p 0.95, min-p 0.05, no penalty. */
 void sotto_sampling_defaults(SottoSampling* out);
 const char* sotto_stop_name(int32_t stop); /* "", "length", "eog", "stop_string" */
 

@@ -1,0 +1,51 @@
+// The language model as a user meets it in JS and through `node web/cli.mjs` (issue #33): greedy by default
+// (the CLI and llm.generate / llm.chat, as the native CLI), message text that never becomes control tokens,
+// the chat command, and the CLI's option checks.
+// Run: node --test tests/web/llm_usage.test.mjs   (needs build/wasm-simd128; the native CLI for comparisons)
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Llm } from '../../web/llm.js';
+
+const repo = fileURLToPath(new URL('../../', import.meta.url));
+const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`;
+const wasm = process.env.SOTTO_TEST_WASM ?? `${repo}build/wasm-simd128/sotto.wasm`;
+const nativeCli = process.env.SOTTO_CLI ?? `${repo}build/bin/sotto`;
+const skip = !existsSync(wasm) && `no wasm build at ${wasm} (cmake --build --preset wasm-simd128)`;
+const skipNative = skip || (!existsSync(nativeCli) && `no native CLI at ${nativeCli}`);
+const recorded = JSON.parse(readFileSync(`${repo}tests/data/llm_reference.json`, 'utf8'));
+const MODEL = 'stories260K-q8_0.gguf';
+
+function webCli(args, input) {
+  return spawnSync(process.execPath, [`${repo}web/cli.mjs`, ...args, '--wasm', wasm],
+                   { input: input ?? '', encoding: 'utf8', timeout: 120000 });
+}
+
+test('node web/cli.mjs generate is greedy by default: llama.cpp\'s tokens whatever the seed', { skip }, () => {
+  const ref = recorded.models[MODEL][1];
+  for (const seed of [[], ['--seed', '1'], ['--seed', '99']]) {
+    const r = webCli(['generate', '-m', `${fixtures}/llm/${MODEL}`, '--prompt-ids', ref.prompt_ids.join(','), '-n', String(ref.ids.length),
+                      '--json', '--threads', '2', ...seed]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout).ids, ref.ids, `seed ${seed.join(' ')}`);
+  }
+});
+
+test('llm.generate and llm.chat are greedy by default', { skip }, async () => {
+  const ref = recorded.models[MODEL][0];
+  const llm = await Llm.load(`${fixtures}/llm/${MODEL}`, { threads: 1, variant: 'simd128', wasmUrl: wasm, nCtx: 256 });
+  try {
+    for (const seed of [undefined, 1, 2]) {
+      const r = await llm.generate(ref.prompt_ids, { maxTokens: ref.ids.length, seed });
+      assert.deepEqual(r.ids, ref.ids, `generate, seed ${seed}`);
+    }
+    const replies = [];
+    for (const seed of [1, 2, 3]) replies.push((await llm.chat([{ role: 'user', content: 'Once upon a time' }], { maxTokens: 24, seed })).choices[0].message.content);
+    assert.ok(replies[0].length > 0);
+    assert.deepEqual(replies, [replies[0], replies[0], replies[0]], 'chat replies differ between seeds');
+  } finally {
+    await llm.dispose();
+  }
+});
