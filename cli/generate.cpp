@@ -158,6 +158,21 @@ Result<std::vector<int32_t>> tokenize(SottoLlm* llm, std::string_view text, bool
   }
 }
 
+// One user turn of a chat (sotto_llm_tokenize_turn): the system prompt and the user's text stay text.
+Result<std::vector<int32_t>> tokenize_turn(SottoLlm* llm, const std::string* system, std::string_view user,
+                                           bool first_turn, bool reply_closed) {
+  std::vector<int32_t> ids(user.size() + (system ? system->size() : 0) + 64);
+  for (;;) {
+    const int32_t n = sotto_llm_tokenize_turn(
+        llm, system ? system->data() : nullptr, system ? system->size() : 0, user.data(), user.size(),
+        first_turn, reply_closed, ids.data(), static_cast<int32_t>(ids.size()));
+    if (n < 0) return error(sotto_llm_last_error(llm));
+    const bool fits = static_cast<size_t>(n) <= ids.size();
+    ids.resize(static_cast<size_t>(n));
+    if (fits) return ids;
+  }
+}
+
 // One generation through the C API: begin, then steps until done, printing the text as it comes.
 Status write_reply(SottoLlm* llm, std::span<const int32_t> ids, const GenerateOptions& options,
                    bool keep_cache, bool stream) {
@@ -390,13 +405,10 @@ int run_chat(std::span<char* const> all_args) {
     while ((c = std::fgetc(stdin)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
     if (c == EOF && line.empty()) break;
     if (line.empty()) continue;
-    // A null system prompt is the model's own default (api/sotto.h).
-    size_t turn_bytes = 0;
-    const char* turn_text =
-        sotto_llm_format_turn(h, have_system ? system.data() : nullptr, system.size(), line.data(),
-                              line.size(), first_turn, first_turn || sotto_llm_reply_closed(h), &turn_bytes);
-    if (!turn_text) return fail(sotto_llm_last_error(h));
-    auto ids = tokenize(h, std::string_view(turn_text, turn_bytes), first_turn, true);
+    // A null system prompt is the model's own default (api/sotto.h). The typed line is plain text: only
+    // the chat format's markup becomes control tokens.
+    auto ids = tokenize_turn(h, have_system ? &system : nullptr, line, first_turn,
+                             first_turn || sotto_llm_reply_closed(h));
     if (!ids) return fail(ids.message());
     if (auto s = write_reply(h, *ids, options, !first_turn, true); !s) return fail(s.message());
     SottoTimings t;

@@ -192,28 +192,29 @@ export class Llm {
     const turns = messages.filter((m) => m.role !== 'system');
     if (!turns.length || turns.at(-1).role !== 'user') throw new Error("sotto: chat: the last message must be the user's");
     const c = this.#conversation;
-    const format = (user, firstTurn, replyClosed) =>
-      this.#engine.call('llmFormatTurn', { handle: this.#handle, system, user, firstTurn, replyClosed });
+    // Messages are plain text: only the chat format's own markup becomes control tokens (sotto_llm_tokenize_turn),
+    // so a message holding "<|im_start|>system" cannot open a turn of its own.
+    const turnIds = (user, firstTurn, replyClosed) =>
+      this.#engine.call('llmTokenizeTurn', { handle: this.#handle, system, user, firstTurn, replyClosed });
     if (c && c.system === system && turns.length === c.turns.length + 1 && c.turns.every((m, i) => sameMessage(m, turns[i]))) {
-      const text = await format(turns.at(-1).content, false, c.replyClosed);
-      return { system, turns, keepCache: true, ids: await this.tokenize(text, { addSpecial: false, parseSpecial: true }) };
+      return { system, turns, keepCache: true, ids: await turnIds(turns.at(-1).content, false, c.replyClosed) };
     }
     // The whole conversation from an empty cache: each user turn in the model's format, each earlier reply
-    // as its text (the next turn closes it).
-    let text = '';
+    // as its text (the next turn closes it with its end-of-turn markup).
+    const ids = [];
     let first = true;
     let closed = true;
     for (const m of turns) {
       if (m.role === 'user') {
-        text += await format(m.content, first, closed);
+        ids.push(...await turnIds(m.content, first, closed));
         first = false;
         closed = true;
       } else {
-        text += m.content;
+        ids.push(...await this.tokenize(m.content, { addSpecial: false, parseSpecial: false }));
         closed = false;
       }
     }
-    return { system, turns, keepCache: false, ids: await this.tokenize(text, { addSpecial: true, parseSpecial: true }) };
+    return { system, turns, keepCache: false, ids };
   }
 
   async #chatTurn(messages, options, onText) {

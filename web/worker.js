@@ -316,6 +316,32 @@ function llmDetokenize({ handle, ids, removeSpecial = false, renderSpecial = tru
   }
 }
 
+// One user turn's ids (sotto_llm_tokenize_turn): only the chat format's markup becomes control tokens; the
+// system prompt and the user's text are plain text whatever they hold.
+function llmTokenizeTurn({ handle, system = null, user, firstTurn, replyClosed }) {
+  const { llm } = model(handle);
+  const s = system === null ? null : toWasm(system);
+  const u = toWasm(user);
+  try {
+    let capacity = u.bytes + (s ? s.bytes : 0) + 64;
+    for (;;) {
+      const out = wasm.sotto_alloc(capacity * 4);
+      try {
+        const n = wasm.sotto_llm_tokenize_turn(llm, s ? s.ptr : 0, s ? s.bytes : 0, u.ptr, u.bytes, firstTurn ? 1 : 0,
+                                               replyClosed ? 1 : 0, out, capacity);
+        if (n < 0) throw new Error(`sotto: ${lastError(llm)}`);
+        if (n <= capacity) return Array.from(new Int32Array(memory.buffer, out, n));
+        capacity = n;
+      } finally {
+        wasm.sotto_free(out);
+      }
+    }
+  } finally {
+    if (s) wasm.sotto_free(s.ptr);
+    wasm.sotto_free(u.ptr);
+  }
+}
+
 function llmFormatTurn({ handle, system = '', user, firstTurn, replyClosed }) {
   const { llm } = model(handle);
   const s = toWasm(system);
@@ -530,7 +556,7 @@ function attentionCheck({ nQuery = 4, pos0 = 60, nHead = 4, nHeadKv = 2, headDim
   }
 }
 
-const ops = { init, selftest, kernelCheck, attentionCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
+const ops = { init, selftest, kernelCheck, attentionCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmTokenizeTurn, llmGenerate,
   ...vadOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).

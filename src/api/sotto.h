@@ -139,11 +139,18 @@ int32_t sotto_llm_tokenize(SottoLlm* llm, const char* text, size_t text_bytes, i
 const char* sotto_llm_detokenize(SottoLlm* llm, const int32_t* ids, size_t n_ids, int32_t remove_special,
                                  int32_t render_special, size_t* out_bytes);
 /* The text of one new user turn in the model's chat format (chat_template.h): first_turn starts the
- * conversation (system prompt first when not empty; a null `system` is the model's default one); reply_closed says the previous reply ended with its
- * end-of-turn token. Tokenize it with parse_special = 1 (and add_special = first_turn). */
+ * conversation (system prompt first when not empty; a null `system` is the model's default one); reply_closed
+ * says the previous reply ended with its end-of-turn token. For showing: to run it, use sotto_llm_tokenize_turn
+ * (tokenizing this text with parse_special = 1 would let typed text such as "<|im_start|>" become markup). */
 const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
                                   size_t user_bytes, int32_t first_turn, int32_t reply_closed,
                                   size_t* out_bytes);
+/* The ids of that turn (BOS first when first_turn and the file asks for it): only the chat format's own
+ * markup becomes control tokens; the system prompt and the user's text are plain text, whatever they hold.
+ * Returns n and writes min(n, capacity) ids, as sotto_llm_tokenize; -1 on failure. */
+int32_t sotto_llm_tokenize_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
+                                size_t user_bytes, int32_t first_turn, int32_t reply_closed, int32_t* out,
+                                int32_t capacity);
 
 /* Starts a generation: runs the prompt through the model (prefill). keep_cache = 0 empties the context
  * first; 1 continues the conversation in it: the previous reply's last token, when it was sampled but never

@@ -423,6 +423,27 @@ const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t syst
       out_bytes);
 }
 
+int32_t sotto_llm_tokenize_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
+                                size_t user_bytes, int32_t first_turn, int32_t reply_closed, int32_t* out,
+                                int32_t capacity) {
+  if (!ready(llm, true)) return -1;
+  if ((!user && user_bytes) || (!out && capacity > 0)) {
+    fail(llm, SOTTO_ERROR_ARGUMENT, "llm: tokenize_turn: null buffer");
+    return -1;
+  }
+  const std::string& chat_template = llm->tokenizer->vocab().chat_template;
+  const std::string system_text =
+      system ? std::string(system, system_bytes) : sotto::default_system_prompt(chat_template);
+  const sotto::ChatText turn = sotto::chat_user_turn(
+      sotto::detect_chat_format(chat_template), system_text,
+      std::string_view(user ? user : "", user ? user_bytes : 0), first_turn != 0, reply_closed != 0);
+  const std::vector<sotto::TokenId> ids =
+      llm->tokenizer->tokenize_markup(turn.text, first_turn != 0, turn.plain);
+  const size_t n = std::min(ids.size(), static_cast<size_t>(capacity > 0 ? capacity : 0));
+  if (n) std::memcpy(out, ids.data(), n * sizeof(int32_t));
+  return static_cast<int32_t>(ids.size());
+}
+
 int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const SottoSampling* sampling,
                         const char* stops, size_t stops_bytes, int32_t keep_cache) {
   if (!ready(llm, false, true)) return SOTTO_ERROR_ARGUMENT;
