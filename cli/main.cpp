@@ -45,12 +45,13 @@ constexpr Command kCommands[] = {
      "  -m, --model FILE         GGUF chat model (ChatML, Llama-3, Gemma or plain template); default\n"
      "                           models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (scripts/get-models.sh)\n"
      "  --system TEXT            system prompt\n"
+     "  -n, --n-predict N        tokens per reply at most (default 512)\n"
+     "  --stop TEXT              end a reply before this text (repeatable)\n"
      "  --ctx N                  context positions (default 4096)\n"
      "  --threads T              threads (default: the cores, up to 8)\n"
      "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan\n"
      "  --attention f16|f32      webgpu: attention's sum of values (default f16, the CPU's bits; f32 is "
-     "faster)\n"
-     "  --greedy | --temp T --seed S\n"},
+     "faster)\n"},
     {"bench", "bench llm -m FILE [--threads T]", "measure prefill (64 and 256 tokens) and decode speed",
      run_bench,
      "  -m, --model FILE         GGUF model\n"

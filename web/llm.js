@@ -241,7 +241,9 @@ export class Llm {
       ...base, object: 'chat.completion',
       choices: [{ index: 0, message: { role: 'assistant', content: r.text }, finish_reason: r.finishReason }],
       usage: { prompt_tokens: r.nPrompt, completion_tokens: r.ids.length, total_tokens: r.nPrompt + r.ids.length },
-      timings: { prefillMs: r.prefillMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache },
+      // newPromptTokens: what this turn prefilled (the whole conversation when the cache was not reused);
+      // nPast: the context's positions in use after it.
+      timings: { prefillMs: r.prefillMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache, newPromptTokens: r.nPrompt, nPast: r.nPast },
     };
   }
 

@@ -3,8 +3,11 @@
 // name and range, typed text never becomes control tokens, and a chat survives Ctrl-C and a full context.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -130,6 +133,100 @@ TEST(CliLlm, TypedChatMarkupIsNotASystemTurn) {
                        count_ids(model, line, false) +
                        count_ids(model, "<|im_end|>\n<|im_start|>assistant\n", true);
   EXPECT_EQ(first_turn_tokens(r.err), expected) << r.err << "reply: " << r.out;
+}
+
+// Every option `sotto chat --help` lists is one chat accepts (with a sample value), and -n is among them.
+TEST(CliLlm, ChatHelpListsWhatChatAccepts) {
+  const std::map<std::string, std::string> samples = {
+      {"-m", fixture("llm/stories260K.gguf")},
+      {"--model", fixture("llm/stories260K.gguf")},
+      {"--system", "'Be brief.'"},
+      {"-n", "8"},
+      {"--n-predict", "8"},
+      {"--stop", "x"},
+      {"--ctx", "64"},
+      {"--threads", "1"},
+      {"--backend", "cpu"},
+      {"--greedy", ""},
+      {"--temp", "0.5"},
+      {"--top-k", "5"},
+      {"--top-p", "0.9"},
+      {"--min-p", "0.1"},
+      {"--repeat-penalty", "1.1"},
+      {"--seed", "3"},
+  };
+  const auto help = run_sotto("chat --help");
+  ASSERT_EQ(help.exit_code, 0);
+  std::set<std::string> listed;
+  for (size_t at = 0; (at = help.out.find('-', at)) != std::string::npos;) {
+    const bool starts_word = at == 0 || help.out[at - 1] == ' ' || help.out[at - 1] == '\n';
+    size_t end = at + 1;
+    while (end < help.out.size() &&
+           (std::isalnum(static_cast<unsigned char>(help.out[end])) || help.out[end] == '-'))
+      ++end;
+    if (starts_word && end > at + 1 && help.out[at + 1] != ' ') listed.insert(help.out.substr(at, end - at));
+    at = end;
+  }
+  EXPECT_TRUE(listed.count("-n")) << help.out;
+  EXPECT_TRUE(listed.count("--top-k") && listed.count("--top-p")) << help.out;
+  for (const std::string& option : listed) {
+    if (option == "--attention" || option == "--help") continue;  // --attention needs --backend webgpu
+    const auto sample = samples.find(option);
+    ASSERT_NE(sample, samples.end()) << "chat --help lists " << option << ": give this test a sample value";
+    const std::string model =
+        option == "-m" || option == "--model" ? "" : "-m " + fixture("llm/stories260K.gguf");
+    const std::string length = option == "-n" || option == "--n-predict" ? "" : " -n 4";
+    const auto r = run_sotto("chat " + model + length + " " + option + " " + sample->second, "Once\n");
+    EXPECT_EQ(r.exit_code, 0) << "chat " << option << " " << sample->second << ": " << r.err;
+  }
+}
+
+// Out of range or malformed values: exit 2 and a message naming the option and what it takes.
+TEST(CliLlm, BadValuesNameTheOptionAndItsRange) {
+  const std::string llm = fixture("llm/stories260K.gguf");
+  const std::string vad = fixture("vad/silero_vad_v5.1.onnx") + " " + fixture("audio/test.wav");
+  const std::pair<std::string, std::string> cases[] = {
+      {"generate -m " + llm + " -p hi -n 1000000000",
+       "-n must be a whole number from 0 to 1000000, not '1000000000'"},
+      {"generate -m " + llm + " -p hi -n -5", "-n must be a whole number from 0 to 1000000, not '-5'"},
+      {"generate -m " + llm + " -p hi -n 3.7", "-n must be a whole number from 0 to 1000000, not '3.7'"},
+      {"generate -m " + llm + " -p hi -n 0x10", "-n must be a whole number from 0 to 1000000, not '0x10'"},
+      {"generate -m " + llm + " -p hi --threads 0",
+       "--threads must be a whole number from 1 to 256, not '0'"},
+      {"generate -m " + llm + " -p hi --ctx 0", "--ctx must be a whole number from 1 to 1048576, not '0'"},
+      {"generate -m " + llm + " -p hi --seed -1",
+       "--seed must be a whole number from 0 to 18446744073709551615"},
+      {"generate -m " + llm + " -p hi --temp nan", "--temp must be a number from 0 to 100, not 'nan'"},
+      {"generate -m " + llm + " -p hi --temp -1", "--temp must be a number from 0 to 100, not '-1'"},
+      {"generate -m " + llm + " -p hi --top-k -3",
+       "--top-k must be a whole number from 0 to 1000000, not '-3'"},
+      {"generate -m " + llm + " -p hi --top-p 2", "--top-p must be a number from 0 to 1, not '2'"},
+      {"generate -m " + llm + " -p hi --min-p 5", "--min-p must be a number from 0 to 1, not '5'"},
+      {"generate -m " + llm + " -p hi --repeat-penalty 0",
+       "--repeat-penalty must be a number above 0 up to 100"},
+      {"generate -m " + llm + " -p hi -n", "-n needs a whole number from 0 to 1000000"},
+      {"chat -m " + llm + " -n 0", "chat: -n must be a whole number from 1 to 1000000, not '0'"},
+      {"chat -m " + llm + " --top-p 1.5", "chat: --top-p must be a number from 0 to 1, not '1.5'"},
+      {"bench llm -m " + llm + " --depth 2.5", "--depth must be a whole number from 1 to 16384, not '2.5'"},
+      {"vad -m " + vad + " --redemption-ms -5",
+       "--redemption-ms must be a number from 0 to 600000, not '-5'"},
+      {"vad -m " + vad + " --pre-pad-ms -100000",
+       "--pre-pad-ms must be a number from 0 to 600000, not '-100000'"},
+      {"vad -m " + vad + " --positive 2", "--positive must be a number from 0 to 1, not '2'"},
+      {"vad -m " + vad + " --negative 0.9", "--negative (0.9) must not be above --positive (0.5)"},
+      {"vad -m " + vad + " --positive 0.3 --negative 0.4",
+       "--negative (0.4) must not be above --positive (0.3)"},
+      {"vad -m " + vad + " --rate 44100", "--rate must be 16000 or 8000"},
+  };
+  for (const auto& [args, message] : cases) {
+    const auto r = run_sotto(args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    const std::string first_line = r.err.substr(0, r.err.find('\n'));
+    EXPECT_NE(first_line.find(message), std::string::npos) << args << "\n  got: " << first_line;
+  }
+  // In range they are taken.
+  EXPECT_EQ(run_sotto("vad -m " + vad + " --positive 0.3 --negative 0.25 --json").exit_code, 0);
+  EXPECT_EQ(run_sotto("generate -m " + llm + " -p hi -n 0 --seed 18446744073709551615").exit_code, 0);
 }
 
 }  // namespace

@@ -84,3 +84,53 @@ test('llm.chat: typed control tokens stay text (only the template\'s markup is s
     await llm.dispose();
   }
 });
+
+function native(args, input) {
+  return spawnSync(nativeCli, args, { input: input ?? '', encoding: 'utf8', timeout: 120000 });
+}
+
+test('node web/cli.mjs chat writes what sotto chat writes; --prompt-ids takes the JSON array form', { skip: skipNative }, () => {
+  const model = `${fixtures}/llm/stories260K.gguf`;
+  const turns = 'Once upon a time\n\nThe end.\n';
+  for (const extra of [[], ['--temp', '0.8', '--seed', '7', '--top-k', '20']]) {
+    const args = ['chat', '-m', model, '-n', '24', '--threads', '2', ...extra];
+    const web = webCli(args, turns);
+    const nat = native(args, turns);
+    assert.equal(web.status, 0, web.stderr);
+    assert.equal(nat.status, 0, nat.stderr);
+    assert.ok(web.stdout.split('\n').filter((l) => l).length === 2, web.stdout);
+    assert.equal(web.stdout, nat.stdout, `chat ${extra.join(' ')}`);
+  }
+  const ids = ['generate', '-m', model, '--prompt-ids', '[1, 403, 407]', '-n', '8', '--json'];
+  const web = webCli(ids);
+  assert.equal(web.status, 0, web.stderr);
+  const { prefill_ms: _p, decode_tokens_per_s: _d, ...rest } = JSON.parse(web.stdout);
+  const { prefill_ms: _q, decode_tokens_per_s: _e, ...nat } = JSON.parse(native(ids).stdout);
+  assert.deepEqual(rest, nat);
+  assert.deepEqual(rest.prompt_ids, [1, 403, 407]);
+});
+
+test('bad option values: the wasm CLI refuses what the native one does, with the same message', { skip: skipNative }, () => {
+  const llm = `${fixtures}/llm/stories260K.gguf`;
+  const vad = [`${fixtures}/vad/silero_vad_v5.1.onnx`, `${fixtures}/audio/test.wav`];
+  const cases = [
+    ['generate', '-m', llm, '-p', 'hi', '-n', '1000000000'], ['generate', '-m', llm, '-p', 'hi', '-n', '-5'],
+    ['generate', '-m', llm, '-p', 'hi', '-n', '3.7'], ['generate', '-m', llm, '-p', 'hi', '-n', '0x10'],
+    ['generate', '-m', llm, '-p', 'hi', '--threads', '0'], ['generate', '-m', llm, '-p', 'hi', '--ctx', '0'],
+    ['generate', '-m', llm, '-p', 'hi', '--seed', '-1'], ['generate', '-m', llm, '-p', 'hi', '--temp', 'nan'],
+    ['generate', '-m', llm, '-p', 'hi', '--top-k', '-3'], ['generate', '-m', llm, '-p', 'hi', '--top-p', '2'],
+    ['generate', '-m', llm, '-p', 'hi', '--min-p', '5'], ['generate', '-m', llm, '-p', 'hi', '--temp', '-1'],
+    ['generate', '-m', llm, '-p', 'hi', '--repeat-penalty', '0'], ['generate', '-m', llm, '-p', 'hi', '--bogus'],
+    ['chat', '-m', llm, '-n', '0'], ['chat', '-m', llm, '--top-p', '1.5'],
+    ['bench', 'llm', '-m', llm, '--depth', '2.5'],
+    ['vad', '-m', ...vad, '--redemption-ms', '-5'], ['vad', '-m', ...vad, '--pre-pad-ms', '-100000'],
+    ['vad', '-m', ...vad, '--positive', '2'], ['vad', '-m', ...vad, '--negative', '0.9'], ['vad', '-m', ...vad, '--rate', '44100'],
+  ];
+  for (const args of cases) {
+    const web = webCli(args);
+    const nat = native(args);
+    assert.equal(nat.status, 2, `native ${args.join(' ')}`);
+    assert.equal(web.status, 2, `wasm ${args.join(' ')}: ${web.stderr}`);
+    assert.equal(web.stderr.split('\n')[0], nat.stderr.split('\n')[0], args.join(' '));
+  }
+});
