@@ -16,8 +16,12 @@
 // against llama.cpp independently of the tokenizer. --json prints one object:
 //   {"prompt", "prompt_ids", "ids" (generated only), "text", "stop", "prefill_ms", "decode_tokens_per_s",
 //    "top_logprobs" (first step, with --top-logprobs)}
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -232,9 +236,34 @@ Result<std::vector<int32_t>> tokenize_turn(SottoLlm* llm, const std::string* sys
   }
 }
 
-// One generation through the C API: begin, then steps until done, printing the text as it comes.
+// Ctrl-C in a chat: during a reply it stops the reply (the loop below checks the flag after each token) and
+// the conversation goes on; at the prompt it ends the chat, as llama.cpp's CLI does. Only the flag is touched
+// in the handler (and, at the prompt, write and _exit, which are async-signal-safe).
+volatile std::sig_atomic_t g_replying = 0;
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int) {
+  if (g_replying) {
+    g_interrupted = 1;
+    return;
+  }
+  const char newline = '\n';
+  [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, &newline, 1);
+  _exit(130);  // 128 + SIGINT, as a shell reports it
+}
+
+void install_interrupt_handler() {
+  struct sigaction action = {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // reads and writes carry on; the reply loop looks at the flag
+  sigaction(SIGINT, &action, nullptr);
+}
+
+// One generation through the C API: begin, then steps until done, printing the text as it comes. With
+// `interrupted` (chat), Ctrl-C stops it after the current token and sets *interrupted.
 Status write_reply(SottoLlm* llm, std::span<const int32_t> ids, const GenerateOptions& options,
-                   bool keep_cache, bool stream) {
+                   bool keep_cache, bool stream, bool* interrupted = nullptr) {
   std::string stops;
   for (const std::string& s : options.stop_strings) stops += s + '\0';
   const SamplerParams& p = options.sampling;
@@ -244,11 +273,24 @@ Status write_reply(SottoLlm* llm, std::span<const int32_t> ids, const GenerateOp
   if (sotto_llm_begin(llm, ids.data(), ids.size(), &sampling, stops.data(), stops.size(),
                       keep_cache ? 1 : 0) != SOTTO_OK)
     return error(sotto_llm_last_error(llm));
+  if (interrupted) {
+    g_interrupted = 0;
+    g_replying = 1;
+  }
+  Status status;
   for (SottoStep step{}; !step.done;) {
-    if (sotto_llm_step(llm, &step) != SOTTO_OK) return error(sotto_llm_last_error(llm));
+    if (interrupted && g_interrupted) {  // the last token stays the conversation's (sotto_llm_begin)
+      *interrupted = true;
+      break;
+    }
+    if (sotto_llm_step(llm, &step) != SOTTO_OK) {
+      status = error(sotto_llm_last_error(llm));
+      break;
+    }
     if (stream) print(std::string_view(step.text, step.text_bytes));
   }
-  return {};
+  g_replying = 0;
+  return status;
 }
 
 // A string field of a flat JSON object made by the C API (its values are json_quote()d), unescaped only
@@ -365,8 +407,10 @@ std::optional<std::string> find_default_chat_model() {
 }  // namespace
 
 // chat: one line of stdin is one user turn; the reply streams to stdout. The KV cache holds the whole
-// conversation, so each turn prefills only its own new tokens. When the conversation no longer fits the
-// context, the turn fails with the context's numbers and chat ends (start again, or give a larger --ctx).
+// conversation, so each turn prefills only its own new tokens. When the conversation outgrows the context,
+// the oldest turns are dropped (the system prompt stays: sotto_llm_begin) and the chat goes on; a reply that
+// fills the context stops there and says so. A turn that fails (one line longer than the whole context) is
+// reported and the chat goes on.
 int run_chat(std::span<char* const> all_args) {
   std::vector<char*> rest;
   auto webgpu = take_backend(all_args, rest);
@@ -420,6 +464,7 @@ int run_chat(std::span<char* const> all_args) {
                json_field(info, "chat_format").c_str(), sotto_llm_n_ctx(h),
                *webgpu ? cat(", webgpu (", json_field(info, "adapter"), ")").c_str() : "");
 
+  install_interrupt_handler();
   bool first_turn = true;
   std::string line;
   for (;;) {
@@ -434,13 +479,23 @@ int run_chat(std::span<char* const> all_args) {
     auto ids = tokenize_turn(h, have_system ? &system : nullptr, line, first_turn,
                              first_turn || sotto_llm_reply_closed(h));
     if (!ids) return fail(ids.message());
-    if (auto s = write_reply(h, *ids, options, !first_turn, true); !s) return fail(s.message());
+    bool interrupted = false;
+    if (auto s = write_reply(h, *ids, options, !first_turn, true, &interrupted); !s) {
+      std::fprintf(stderr, "sotto: %s\n", s.message().c_str());
+      continue;
+    }
     SottoTimings t;
     sotto_llm_timings(h, &t);
     print("\n");
-    std::fprintf(
-        stderr, "[%d new prompt tokens in %.0f ms, %d tokens at %.1f tokens/s, %d of %d positions used]\n",
-        t.n_prompt, t.prefill_ms, t.n_generated, t.decode_tokens_per_s, t.n_past, sotto_llm_n_ctx(h));
+    if (interrupted) std::fputs("[reply stopped by Ctrl-C; Ctrl-C at the prompt ends the chat]\n", stderr);
+    SottoStep last{};
+    if (!interrupted && sotto_llm_step(h, &last) == SOTTO_OK && last.stop == SOTTO_STOP_CONTEXT_FULL)
+      std::fputs("[the reply reached the end of the context; the next turn drops the oldest turns]\n",
+                 stderr);
+    std::fprintf(stderr,
+                 "[%d new prompt tokens in %.0f ms, %d tokens at %.1f tokens/s, %d of %d positions used%s]\n",
+                 t.n_prompt, t.prefill_ms, t.n_generated, t.decode_tokens_per_s, t.n_past, sotto_llm_n_ctx(h),
+                 t.n_dropped ? cat(", ", t.n_dropped, " tokens of old turns dropped").c_str() : "");
     first_turn = false;
   }
   return kExitOk;

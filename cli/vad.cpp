@@ -7,7 +7,7 @@
 #include <string>
 
 #include "api/clock.h"
-#include "audio/resample.h"
+#include "audio/wav_audio.h"
 #include "commands.h"
 #include "io/file.h"
 #include "io/onnx.h"
@@ -89,15 +89,15 @@ std::string parse_options(std::span<char* const> args, Options& o) {
   return {};
 }
 
+// The file as the model takes it; what could not be read at face value (a cut file, NaN samples) is said on
+// stderr, and the run goes on.
 Result<std::vector<float>> load_audio(const std::string& path, uint32_t rate_hz) {
   SOTTO_ASSIGN(MappedFile file, MappedFile::open(path));
-  auto audio = decode_wav(file.bytes());
+  auto audio = wav_to_speech_audio(file.bytes(), rate_hz);
   if (!audio) return error(path, ": ", audio.message());
-  std::vector<float> mono = to_mono(*audio);
-  if (audio->sample_rate_hz == rate_hz) return mono;
-  auto resampled = resample(mono, 1, audio->sample_rate_hz, rate_hz);
-  if (!resampled) return error(path, ": ", resampled.message());
-  return std::move(resampled).value();
+  if (!audio->notes.empty())
+    std::fprintf(stderr, "sotto: vad: warning: %s: %s\n", path.c_str(), audio->notes.c_str());
+  return std::move(audio->samples);
 }
 
 }  // namespace

@@ -38,6 +38,14 @@ function parseArgs(argv) {
   return opts;
 }
 
+// A name or value from a file as the native `sotto info` shows it (core/error.h quoted()): as it is when it is
+// plain text, else quoted with control characters escaped, so a corrupted key prints in full on one line.
+function shown(s) {
+  if (!/[\x00-\x1f\x7f]/.test(s)) return s;
+  const escape = (c) => ({ '\n': '\\n', '\t': '\\t', "'": "\\'", '\\': '\\\\' })[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+  return `'${s.replace(/[\x00-\x1f\x7f'\\]/g, escape)}'`;
+}
+
 function humanBytes(n) {
   const units = ['B', 'KiB', 'MiB', 'GiB'];
   let u = 0;
@@ -255,13 +263,25 @@ async function runChat(args) {
     process.stderr.write(`chat format: ${llm.info.chat_format}, context ${llm.info.n_ctx} tokens${gpu}; one line per turn, end with Ctrl-D\n`);
     const messages = system === undefined ? [] : [{ role: 'system', content: system }];
     const lines = createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
+    // Ctrl-C during a reply stops the reply (the conversation keeps what was written); at the prompt it ends
+    // the chat, as `sotto chat` does.
+    let reply = null;
+    process.on('SIGINT', () => {
+      if (reply) return reply.abort();
+      process.stderr.write('\n');
+      process.exit(130);
+    });
     process.stderr.write('> ');
     for await (const line of lines) {
       if (line.length) {
         messages.push({ role: 'user', content: line });
-        const r = await llm.chat(messages, { ...generation, onToken: (text) => text && process.stdout.write(text) });
+        reply = new AbortController();
+        const r = await llm.chat(messages, { ...generation, signal: reply.signal, onToken: (text) => text && process.stdout.write(text) });
+        const stopped = reply.signal.aborted;
+        reply = null;
         messages.push(r.choices[0].message);
         await write('\n');
+        if (stopped) process.stderr.write('[reply stopped by Ctrl-C; Ctrl-C at the prompt ends the chat]\n');
         const t = r.timings;
         process.stderr.write(`[${t.newPromptTokens} new prompt tokens in ${t.prefillMs.toFixed(0)} ms, ${r.usage.completion_tokens} tokens at ` +
                              `${t.decodeTokensPerS.toFixed(1)} tokens/s, ${t.nPast} of ${llm.info.n_ctx} positions used]\n`);
@@ -333,7 +353,7 @@ async function runVad(args) {
   if (!positional.length) throw new UsageError('vad: missing AUDIO.wav');
   const vad = await Vad.load(model, { sampleRate: rate, threads: 1, variant: 'simd128', wasmUrl: o.wasm });
   try {
-    const samples = await vad.decodeWav(positional[0]);
+    const samples = await vad.decodeWav(positional[0], { onNotes: (notes) => process.stderr.write(`sotto: vad: warning: ${positional[0]}: ${notes}\n`) });
     const json = await vad.clipJson(samples, options);
     const t0 = performance.now();
     const { probs } = await vad.processClip(samples);
@@ -455,8 +475,8 @@ async function main() {
       return 1;
     }
     console.log(`${file}: ${d.format}, ${humanBytes(d.bytes)}, ${d.metadata.length} metadata, ${d.tensors.length} tensors`);
-    for (const m of d.metadata) console.log(`  ${m.key} (${m.type}) = ${m.text}`);
-    for (const t of d.tensors) console.log(`  ${t.name}  ${t.dtype}  [${t.shape.join(', ')}]  ${humanBytes(t.bytes)}`);
+    for (const m of d.metadata) console.log(`  ${shown(m.key)} (${m.type}) = ${shown(m.text)}`);
+    for (const t of d.tensors) console.log(`  ${shown(t.name)}  ${t.dtype}  [${t.shape.join(', ')}]  ${humanBytes(t.bytes)}`);
     return 0;
   } finally {
     engine.terminate();

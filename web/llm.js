@@ -14,7 +14,7 @@
 // messages. Chat keeps the KV cache across turns when the new messages extend the previous conversation.
 import { Engine } from './engine.js';
 
-const FINISH_REASONS = { length: 'length', eog: 'stop', stop_string: 'stop', cancelled: 'stop' };
+const FINISH_REASONS = { length: 'length', eog: 'stop', stop_string: 'stop', cancelled: 'stop', context_full: 'length' };
 
 // Greedy unless a temperature > 0 is given, as the CLI and the C API (sotto_sampling_defaults); the filters'
 // defaults are llama.cpp's and apply only when sampling.

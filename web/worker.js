@@ -368,7 +368,7 @@ function writeSampling(ptr, o) {
   d.setBigUint64(32, BigInt.asUintN(64, BigInt(o.seed ?? 0)), true);
 }
 
-const STOP_NAMES = ['', 'length', 'eog', 'stop_string'];
+const STOP_NAMES = ['', 'length', 'eog', 'stop_string', 'context_full'];
 
 // sotto_llm_step answers PENDING on the GPU while the token's readback is in flight (api/sotto.h).
 const PENDING = 100;
@@ -417,16 +417,18 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
         break;
       }
     }
-    const timings = wasm.sotto_alloc(40);
+    // SottoTimings (api/sotto.h), 48 bytes: five int32, 4 bytes of padding, three doubles.
+    const timings = wasm.sotto_alloc(48);
     wasm.sotto_llm_timings(llm, timings);
-    const tv = new DataView(memory.buffer, timings, 40);
+    const tv = new DataView(memory.buffer, timings, 48);
     Object.assign(out, {
       nPrompt: tv.getInt32(0, true),
       nDecoded: tv.getInt32(8, true),
       nPast: tv.getInt32(12, true),
-      prefillMs: tv.getFloat64(16, true),
-      decodeMs: tv.getFloat64(24, true),
-      decodeTokensPerS: tv.getFloat64(32, true),
+      nDropped: tv.getInt32(16, true),
+      prefillMs: tv.getFloat64(24, true),
+      decodeMs: tv.getFloat64(32, true),
+      decodeTokensPerS: tv.getFloat64(40, true),
       replyClosed: wasm.sotto_llm_reply_closed(llm) === 1,
     });
     wasm.sotto_free(timings);

@@ -2,6 +2,10 @@
 // the options each command lists are the ones it takes, out-of-range values are refused with the option's
 // name and range, typed text never becomes control tokens, and a chat survives Ctrl-C and a full context.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdio>
@@ -227,6 +231,113 @@ TEST(CliLlm, BadValuesNameTheOptionAndItsRange) {
   // In range they are taken.
   EXPECT_EQ(run_sotto("vad -m " + vad + " --positive 0.3 --negative 0.25 --json").exit_code, 0);
   EXPECT_EQ(run_sotto("generate -m " + llm + " -p hi -n 0 --seed 18446744073709551615").exit_code, 0);
+}
+
+// A `sotto chat` with its stdin, stdout and stderr on pipes, for sending lines and signals mid-reply.
+class ChatProcess {
+ public:
+  explicit ChatProcess(const std::vector<std::string>& args) {
+    int in[2], out_pipe[2], err_pipe[2];
+    if (pipe(in) || pipe(out_pipe) || pipe(err_pipe)) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out_pipe[1], 1);
+      dup2(err_pipe[1], 2);
+      for (int fd : {in[0], in[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) close(fd);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(SOTTO_CLI_PATH));
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(SOTTO_CLI_PATH, argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
+    in_ = in[1];
+    out_ = out_pipe[0];
+    err_ = err_pipe[0];
+  }
+  ~ChatProcess() {
+    if (in_ >= 0) close(in_);
+    close(out_);
+    close(err_);
+    if (pid_ > 0 && !reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool started() const { return pid_ > 0; }
+  void send(const std::string& line) {
+    ASSERT_EQ(write(in_, line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  }
+  void interrupt() { kill(pid_, SIGINT); }
+  // Reads until `done` holds for (stdout, stderr) or 30 s pass; false on timeout or end of both streams.
+  template <class Done>
+  bool read_until(Done done) {
+    for (int waited_ms = 0; !done(out, err); waited_ms += 10) {
+      if (waited_ms > 30000) return false;
+      pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+      if (poll(fds, 2, 10) <= 0) continue;
+      char buf[4096];
+      bool open = false;
+      for (int k = 0; k < 2; ++k) {
+        if (!(fds[k].revents & (POLLIN | POLLHUP))) {
+          open = true;
+          continue;
+        }
+        const ssize_t n = read(fds[k].fd, buf, sizeof buf);
+        if (n > 0) (k ? err : out).append(buf, static_cast<size_t>(n));
+        open |= n > 0;
+      }
+      if (!open) return done(out, err);
+    }
+    return true;
+  }
+  int wait_exit() {
+    int status = 0;
+    if (waitpid(pid_, &status, 0) != pid_) return -1;
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
+  }
+  std::string out, err;
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+  bool reaped_ = false;
+};
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
+// Ctrl-C during a reply stops the reply and keeps the session; the next line is answered in the same
+// conversation; Ctrl-C at the prompt ends the chat (exit 130, as a shell reports SIGINT).
+TEST(CliLlm, CtrlCStopsTheReplyNotTheChat) {
+  ChatProcess chat({"chat", "-m", testing::fixture_path("llm/stories260K.gguf"), "-n", "2000", "--ctx",
+                    "2048", "--threads", "1"});
+  ASSERT_TRUE(chat.started());
+  for (const char* line : {"Once upon a time\n", "The dog\n"}) {
+    const size_t before = chat.out.size();
+    const size_t stopped = count(chat.err, "reply stopped");
+    chat.send(line);
+    ASSERT_TRUE(chat.read_until([&](const std::string& out, const std::string&) {
+      return out.size() > before + 20;
+    })) << chat.err;
+    chat.interrupt();
+    ASSERT_TRUE(chat.read_until([&](const std::string&, const std::string& err) {
+      return count(err, "reply stopped") > stopped && err.ends_with("> ");
+    })) << chat.err;
+  }
+  // Both replies were cut well before 2000 tokens, and the second turn continued the first in the cache.
+  EXPECT_EQ(count(chat.err, "[reply stopped by Ctrl-C"), 2u) << chat.err;
+  EXPECT_EQ(count(chat.err, " of 2048 positions used]"), 2u) << chat.err;
+  chat.interrupt();  // at the prompt
+  EXPECT_EQ(chat.wait_exit(), 130) << chat.err;
 }
 
 }  // namespace

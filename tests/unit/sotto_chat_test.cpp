@@ -140,4 +140,67 @@ TEST(SottoChat, TypedControlTokensStayText) {
   }
 }
 
+// A conversation longer than the context goes on: the oldest turns are dropped after BOS, and each reply is
+// what a fresh context holding exactly the kept tokens gives (the dropped turns are really gone, the kept ones
+// were run again at their new positions). A reply that fills the context says so.
+TEST(SottoChat, FullContextDropsTheOldestTurnsAndGoesOn) {
+  const std::vector<uint8_t> bytes = read_fixture("llm/stories260K.gguf");
+  ASSERT_FALSE(bytes.empty()) << "missing fixture llm/stories260K.gguf";
+  const int n_ctx = 96;
+  LlmPtr chat = make_llm(2), fresh = make_llm(2);
+  ASSERT_EQ(sotto_llm_load(chat.get(), bytes.data(), bytes.size(), n_ctx), SOTTO_OK);
+  ASSERT_EQ(sotto_llm_load(fresh.get(), bytes.data(), bytes.size(), n_ctx), SOTTO_OK);
+  ASSERT_EQ(sotto_llm_set_end_ids(chat.get(), nullptr, 0), SOTTO_OK);  // replies end at their length
+  ASSERT_EQ(sotto_llm_set_end_ids(fresh.get(), nullptr, 0), SOTTO_OK);
+  SottoSampling s;
+  sotto_sampling_defaults(&s);
+  s.max_new_tokens = 20;
+
+  std::vector<int32_t> conversation;  // every token of the chat in order (the last reply's last one unrun)
+  int32_t dropped_before = 0;
+  for (const char* line :
+       {"Once upon a time", "The dog ran", "The cat sat", "Lily went", "Tom and Sue", "One day"}) {
+    const std::vector<int32_t> ids = tokenize_turn(chat.get(), nullptr, line, conversation.empty(), true);
+    ASSERT_EQ(sotto_llm_begin(chat.get(), ids.data(), ids.size(), &s, nullptr, 0, !conversation.empty()),
+              SOTTO_OK)
+        << sotto_llm_last_error(chat.get());
+    conversation.insert(conversation.end(), ids.begin(), ids.end());
+    SottoTimings t{};
+    ASSERT_EQ(sotto_llm_timings(chat.get(), &t), SOTTO_OK);
+    // What the cache holds: BOS, then everything after the dropped tokens.
+    std::vector<int32_t> kept(conversation.begin(), conversation.begin() + 1);
+    kept.insert(kept.end(), conversation.begin() + 1 + t.n_dropped, conversation.end());
+    EXPECT_EQ(t.n_past, static_cast<int32_t>(kept.size()));
+    const std::vector<int32_t> reply = run_to_end(chat.get());
+    ASSERT_EQ(sotto_llm_begin(fresh.get(), kept.data(), kept.size(), &s, nullptr, 0, 0), SOTTO_OK);
+    EXPECT_EQ(reply, run_to_end(fresh.get()))
+        << "after \"" << line << "\", " << t.n_dropped << " tokens dropped";
+    conversation.insert(conversation.end(), reply.begin(), reply.end());
+    EXPECT_GE(t.n_dropped, dropped_before);
+    dropped_before = t.n_dropped;
+  }
+  EXPECT_GT(dropped_before, 0) << "the context never filled: the test does not test anything";
+
+  // A reply longer than the room left stops at the context's end, and says so.
+  s.max_new_tokens = 1000;
+  const std::vector<int32_t> ids = tokenize_turn(chat.get(), nullptr, "The end", false, true);
+  ASSERT_EQ(sotto_llm_begin(chat.get(), ids.data(), ids.size(), &s, nullptr, 0, 1), SOTTO_OK);
+  SottoStep last{};
+  run_to_end(chat.get(), &last);
+  EXPECT_EQ(last.stop, SOTTO_STOP_CONTEXT_FULL);
+  EXPECT_STREQ(sotto_stop_name(last.stop), "context_full");
+  SottoTimings t{};
+  sotto_llm_timings(chat.get(), &t);
+  EXPECT_EQ(t.n_past, n_ctx);
+  // ... and the next turn still goes on.
+  s.max_new_tokens = 8;
+  ASSERT_EQ(sotto_llm_begin(chat.get(), ids.data(), ids.size(), &s, nullptr, 0, 1), SOTTO_OK)
+      << sotto_llm_last_error(chat.get());
+  EXPECT_EQ(run_to_end(chat.get()).size(), 8u);
+  // A turn longer than the whole context cannot fit, and says so without losing the conversation.
+  const std::vector<int32_t> huge(static_cast<size_t>(n_ctx) + 1, ids.back());
+  EXPECT_EQ(sotto_llm_begin(chat.get(), huge.data(), huge.size(), &s, nullptr, 0, 1), SOTTO_ERROR_RUN);
+  EXPECT_NE(std::string(sotto_llm_last_error(chat.get())).find("context"), std::string::npos);
+}
+
 }  // namespace

@@ -134,3 +134,27 @@ test('bad option values: the wasm CLI refuses what the native one does, with the
     assert.equal(web.stderr.split('\n')[0], nat.stderr.split('\n')[0], args.join(' '));
   }
 });
+
+test('llm.chat goes on past a full context: old turns are dropped, a reply that fills it says so', { skip }, async () => {
+  const llm = await Llm.load(`${fixtures}/llm/stories260K.gguf`, { threads: 1, variant: 'simd128', wasmUrl: wasm, nCtx: 96 });
+  try {
+    const messages = [];
+    for (const line of ['Once upon a time', 'The dog ran', 'The cat sat', 'Lily went', 'Tom and Sue', 'One day']) {
+      messages.push({ role: 'user', content: line });
+      const r = await llm.chat(messages, { maxTokens: 20 });
+      assert.ok(r.choices[0].message.content.length > 0, line);
+      assert.ok(r.timings.nPast <= 96);
+      messages.push(r.choices[0].message);
+    }
+    messages.push({ role: 'user', content: 'The end' });
+    const long = await llm.chat(messages, { maxTokens: 1000 });
+    assert.equal(long.choices[0].finish_reason, 'length');
+    assert.equal(long.timings.nPast, 96);
+    messages.push(long.choices[0].message, { role: 'user', content: 'Again' });
+    const after = await llm.chat(messages, { maxTokens: 8 });
+    assert.equal(after.usage.completion_tokens, 8);
+    assert.equal(after.timings.reusedCache, true, 'the conversation stayed in the cache');
+  } finally {
+    await llm.dispose();
+  }
+});

@@ -53,6 +53,7 @@ ChatText chat_user_turn(ChatFormat f, std::string_view system, std::string_view 
         markup("<|im_start|>system\n");
         message(system);
         markup("<|im_end|>\n");
+        out.system_end = text.size();
       }
       markup("<|im_start|>user\n");
       message(user);
@@ -64,6 +65,7 @@ ChatText chat_user_turn(ChatFormat f, std::string_view system, std::string_view 
         markup("<|start_header_id|>system<|end_header_id|>\n\n");
         message(system);
         markup("<|eot_id|>");
+        out.system_end = text.size();
       }
       markup("<|start_header_id|>user<|end_header_id|>\n\n");
       message(user);

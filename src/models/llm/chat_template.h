@@ -38,6 +38,10 @@ std::string format_user_turn(ChatFormat f, std::string_view system, std::string_
 struct ChatText {
   std::string text;
   std::vector<TextRange> plain;
+  // Bytes of text that are the system turn (ChatML, Llama 3: it ends where the user's markup begins, at a
+  // control token, so it tokenizes alone as it does within the whole); 0 when the format has none of its own.
+  // A chat keeps these tokens when a full context drops old turns.
+  size_t system_end = 0;
 };
 ChatText chat_user_turn(ChatFormat f, std::string_view system, std::string_view user, bool first_turn,
                         bool reply_closed);
