@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A static server for the lab pages and tests. Serves the repository root (so web/ and build/wasm-*/ are
 // reachable) with the two headers that make a page cross-origin isolated, which SharedArrayBuffer (the shared
-// wasm memory) requires. /fixtures/ maps to ../shared/fixtures (or $SOTTO_FIXTURES).
+// wasm memory) requires. /fixtures/ maps to tests/fixtures (or $SOTTO_FIXTURES).
 //   node web/serve.mjs [PORT]     (or PORT=...; 0 picks a free port) -> prints the URL
 import { createReadStream, statSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -9,7 +9,7 @@ import { dirname, extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const fixturesRoot = resolve(process.env.SOTTO_FIXTURES ?? join(repoRoot, '..', 'shared', 'fixtures'));
+const fixturesRoot = resolve(process.env.SOTTO_FIXTURES ?? join(repoRoot, 'tests', 'fixtures'));
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8',

@@ -1,7 +1,7 @@
 // The engine in headless Chromium: cross-origin isolation, both wasm builds, the threaded SIMD self-test on
 // every worker, streaming a real model file into wasm memory, and a WebGPU adapter (SwiftShader here).
 // Run: node --test tests/web/browser.test.mjs   (needs build/wasm-simd128 and build/wasm-relaxed built,
-// /usr/bin/chromium or $CHROMIUM, and ../shared/fixtures or $SOTTO_FIXTURES)
+// /usr/bin/chromium or $CHROMIUM, and tests/fixtures or $SOTTO_FIXTURES)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';
