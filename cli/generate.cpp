@@ -9,15 +9,19 @@
 //        [--backend cpu|webgpu [--attention f16|f32]]
 //   bench llm -m FILE [--threads T] [--repeats R] [--json] [--backend cpu|webgpu]
 //
-// On the GPU greedy stays the default (it was the only mode there at first, and scripts rely on it); the
-// sampling options sample on the GPU with the CPU Sampler's chain and draws.
+// Greedy is the default on both backends (SamplerParams); --temp T > 0 samples, on the GPU with the CPU
+// Sampler's chain and draws.
 //
 // --prompt-ids feeds token ids straight to the model (BOS included if wanted), so the model can be checked
 // against llama.cpp independently of the tokenizer. --json prints one object:
 //   {"prompt", "prompt_ids", "ids" (generated only), "text", "stop", "prefill_ms", "decode_tokens_per_s",
 //    "top_logprobs" (first step, with --top-logprobs)}
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -35,6 +39,7 @@
 #include "io/gguf.h"
 #include "models/llm/generate.h"
 #include "models/llm/llama.h"
+#include "options.h"
 #include "text/tokenizer.h"
 
 namespace sotto::cli {
@@ -44,14 +49,6 @@ namespace {
 void print(std::string_view s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fflush(stdout);
-}
-
-std::optional<double> parse_number(std::string_view s) {
-  std::string copy(s);
-  char* end = nullptr;
-  const double v = std::strtod(copy.c_str(), &end);
-  if (copy.empty() || end != copy.c_str() + copy.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
 }
 
 // "1,403,407" or the JSON array "[1, 403, 407]" (as `sotto tokenize` prints).
@@ -64,12 +61,78 @@ std::optional<std::vector<int32_t>> parse_ids(std::string_view s) {
   std::vector<int32_t> ids;
   while (!s.empty()) {
     const size_t comma = s.find(',');
-    auto v = parse_number(s.substr(0, comma));
-    if (!v || *v < 0 || *v > 2147483647.0 || *v != std::floor(*v)) return std::nullopt;
+    auto v = parse_whole("", "", s.substr(0, comma), 0, 2147483647);
+    if (!v) return std::nullopt;
     ids.push_back(static_cast<int32_t>(*v));
     s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
   }
   return ids;
+}
+
+// The options generate and chat share, parsed in one place so both take the same names and ranges.
+struct LlmOptions {
+  std::string model_path;
+  int threads = 0;
+  int n_ctx = 0;
+  GenerateOptions generation;
+  std::vector<std::string_view> filters_given;  // sampling filters named on the command line
+};
+
+// Takes option `a` (its value from `args`) when it is one of the shared ones: true when taken. min_tokens is
+// -n's lower end (generate may write 0 tokens; a chat reply at least 1).
+Result<bool> take_llm_option(std::string_view a, ArgCursor& args, LlmOptions& o, int min_tokens) {
+  SamplerParams& p = o.generation.sampling;
+  if (a == "-m" || a == "--model") {
+    SOTTO_ASSIGN(const std::string_view v, args.value(a));
+    o.model_path = std::string(v);
+  } else if (a == "-n" || a == "--n-predict") {
+    SOTTO_ASSIGN(const int64_t v, args.whole(a, min_tokens, 1000000));
+    o.generation.max_new_tokens = static_cast<int>(v);
+  } else if (a == "--threads") {
+    SOTTO_ASSIGN(const int64_t v, args.whole(a, 1, 256));
+    o.threads = static_cast<int>(v);
+  } else if (a == "--ctx") {
+    SOTTO_ASSIGN(const int64_t v, args.whole(a, 1, 1 << 20));
+    o.n_ctx = static_cast<int>(v);
+  } else if (a == "--greedy") {
+    p.greedy = true;
+  } else if (a == "--temp") {
+    SOTTO_ASSIGN(const double v, args.number(a, 0, 100));
+    p.temperature = static_cast<float>(v);
+  } else if (a == "--top-k") {
+    SOTTO_ASSIGN(const int64_t v, args.whole(a, 0, 1000000));  // 0: off
+    p.top_k = static_cast<int>(v);
+    o.filters_given.push_back(a);
+  } else if (a == "--top-p") {
+    SOTTO_ASSIGN(const double v, args.number(a, 0, 1));  // 1: off
+    p.top_p = static_cast<float>(v);
+    o.filters_given.push_back(a);
+  } else if (a == "--min-p") {
+    SOTTO_ASSIGN(const double v, args.number(a, 0, 1));  // 0: off
+    p.min_p = static_cast<float>(v);
+    o.filters_given.push_back(a);
+  } else if (a == "--repeat-penalty") {
+    SOTTO_ASSIGN(const double v, args.number(a, 0, 100, true));  // 1: off
+    p.repeat_penalty = static_cast<float>(v);
+  } else if (a == "--seed") {
+    SOTTO_ASSIGN(p.seed, args.seed(a));
+  } else if (a == "--stop") {
+    SOTTO_ASSIGN(const std::string_view v, args.value(a));
+    o.generation.stop_strings.emplace_back(v);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Filters without a temperature change nothing (greedy is the default): say so rather than ignore them.
+void note_unused_filters(std::string_view command, const LlmOptions& o) {
+  const SamplerParams& p = o.generation.sampling;
+  if (o.filters_given.empty() || (!p.greedy && p.temperature > 0.0f)) return;
+  std::fprintf(stderr,
+               "sotto: %.*s: note: %.*s applies only when sampling (--temp T > 0); decoding is greedy\n",
+               static_cast<int>(command.size()), command.data(), static_cast<int>(o.filters_given[0].size()),
+               o.filters_given[0].data());
 }
 
 // The model file and its weights (bench llm measures the forward pass itself, not the C API); the mapping
@@ -158,9 +221,49 @@ Result<std::vector<int32_t>> tokenize(SottoLlm* llm, std::string_view text, bool
   }
 }
 
-// One generation through the C API: begin, then steps until done, printing the text as it comes.
+// One user turn of a chat (sotto_llm_tokenize_turn): the system prompt and the user's text stay text.
+Result<std::vector<int32_t>> tokenize_turn(SottoLlm* llm, const std::string* system, std::string_view user,
+                                           bool first_turn, bool reply_closed) {
+  std::vector<int32_t> ids(user.size() + (system ? system->size() : 0) + 64);
+  for (;;) {
+    const int32_t n = sotto_llm_tokenize_turn(
+        llm, system ? system->data() : nullptr, system ? system->size() : 0, user.data(), user.size(),
+        first_turn, reply_closed, ids.data(), static_cast<int32_t>(ids.size()));
+    if (n < 0) return error(sotto_llm_last_error(llm));
+    const bool fits = static_cast<size_t>(n) <= ids.size();
+    ids.resize(static_cast<size_t>(n));
+    if (fits) return ids;
+  }
+}
+
+// Ctrl-C in a chat: during a reply it stops the reply (the loop below checks the flag after each token) and
+// the conversation goes on; at the prompt it ends the chat, as llama.cpp's CLI does. Only the flag is touched
+// in the handler (and, at the prompt, write and _exit, which are async-signal-safe).
+volatile std::sig_atomic_t g_replying = 0;
+volatile std::sig_atomic_t g_interrupted = 0;
+
+extern "C" void on_interrupt(int) {
+  if (g_replying) {
+    g_interrupted = 1;
+    return;
+  }
+  const char newline = '\n';
+  [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, &newline, 1);
+  _exit(130);  // 128 + SIGINT, as a shell reports it
+}
+
+void install_interrupt_handler() {
+  struct sigaction action = {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // reads and writes carry on; the reply loop looks at the flag
+  sigaction(SIGINT, &action, nullptr);
+}
+
+// One generation through the C API: begin, then steps until done, printing the text as it comes. With
+// `interrupted` (chat), Ctrl-C stops it after the current token and sets *interrupted.
 Status write_reply(SottoLlm* llm, std::span<const int32_t> ids, const GenerateOptions& options,
-                   bool keep_cache, bool stream) {
+                   bool keep_cache, bool stream, bool* interrupted = nullptr) {
   std::string stops;
   for (const std::string& s : options.stop_strings) stops += s + '\0';
   const SamplerParams& p = options.sampling;
@@ -170,11 +273,24 @@ Status write_reply(SottoLlm* llm, std::span<const int32_t> ids, const GenerateOp
   if (sotto_llm_begin(llm, ids.data(), ids.size(), &sampling, stops.data(), stops.size(),
                       keep_cache ? 1 : 0) != SOTTO_OK)
     return error(sotto_llm_last_error(llm));
+  if (interrupted) {
+    g_interrupted = 0;
+    g_replying = 1;
+  }
+  Status status;
   for (SottoStep step{}; !step.done;) {
-    if (sotto_llm_step(llm, &step) != SOTTO_OK) return error(sotto_llm_last_error(llm));
+    if (interrupted && g_interrupted) {  // the last token stays the conversation's (sotto_llm_begin)
+      *interrupted = true;
+      break;
+    }
+    if (sotto_llm_step(llm, &step) != SOTTO_OK) {
+      status = error(sotto_llm_last_error(llm));
+      break;
+    }
     if (stream) print(std::string_view(step.text, step.text_bytes));
   }
-  return {};
+  g_replying = 0;
+  return status;
 }
 
 // A string field of a flat JSON object made by the C API (its values are json_quote()d), unescaped only
@@ -196,79 +312,44 @@ int run_generate(std::span<char* const> all_args) {
   if (!webgpu) return usage_error(cat("generate: ", webgpu.message()));
   auto gpu_options = take_gpu_options(rest, *webgpu);
   if (!gpu_options) return usage_error(cat("generate: ", gpu_options.message()));
-  const std::span<char* const> args(rest);
-  bool sampling_given = false;  // on the GPU greedy is the default unless sampling options are given
-  std::string model_path, prompt;
+  std::string prompt;
   std::optional<std::vector<int32_t>> prompt_ids;
-  GenerateOptions options;
-  options.now_ms = now_ms;
-  int threads = default_threads(), n_ctx = 0, top_logprobs = 0;
+  LlmOptions o;
+  o.threads = default_threads();
+  o.generation.now_ms = now_ms;
+  int top_logprobs = 0;
   bool json = false, have_prompt = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    auto value = [&]() -> std::optional<std::string_view> {
-      if (i + 1 >= args.size()) return std::nullopt;
-      return std::string_view(args[++i]);
-    };
-    auto number = [&]() -> std::optional<double> {
-      auto v = value();
-      return v ? parse_number(*v) : std::nullopt;
-    };
-    std::optional<double> v;
-    if (a == "-m" || a == "--model") {
-      auto s = value();
-      if (!s) return usage_error("generate: -m needs a FILE");
-      model_path = std::string(*s);
-    } else if (a == "-p" || a == "--prompt") {
-      auto s = value();
-      if (!s) return usage_error("generate: -p needs a PROMPT");
-      prompt = std::string(*s);
+  for (ArgCursor args("generate", rest); !args.done();) {
+    const std::string_view a = args.next();
+    auto shared = take_llm_option(a, args, o, 0);
+    if (!shared) return usage_error(shared.message());
+    if (*shared) continue;
+    if (a == "-p" || a == "--prompt") {
+      auto v = args.value(a);
+      if (!v) return usage_error(v.message());
+      prompt = std::string(*v);
       have_prompt = true;
     } else if (a == "--prompt-ids") {
-      auto s = value();
-      if (!s || !(prompt_ids = parse_ids(*s)))
+      auto v = args.value(a);
+      if (!v || !(prompt_ids = parse_ids(*v)))
         return usage_error("generate: --prompt-ids needs ids like 1,403,407 or [1,403,407]");
     } else if (a == "--json") {
       json = true;
-    } else if (a == "--greedy") {
-      options.sampling.greedy = true;
-    } else if (a == "--stop") {
-      auto s = value();
-      if (!s) return usage_error("generate: --stop needs a STRING");
-      options.stop_strings.emplace_back(*s);
-    } else if ((a == "-n" || a == "--n-predict") && (v = number()) && *v >= 0 && *v <= 1e6) {
-      options.max_new_tokens = static_cast<int>(*v);
-    } else if (a == "--temp" && (v = number())) {
-      options.sampling.temperature = static_cast<float>(*v);
-      sampling_given = true;
-    } else if (a == "--top-k" && (v = number())) {
-      options.sampling.top_k = static_cast<int>(*v);
-      sampling_given = true;
-    } else if (a == "--top-p" && (v = number())) {
-      options.sampling.top_p = static_cast<float>(*v);
-      sampling_given = true;
-    } else if (a == "--min-p" && (v = number())) {
-      options.sampling.min_p = static_cast<float>(*v);
-      sampling_given = true;
-    } else if (a == "--repeat-penalty" && (v = number()) && *v > 0) {
-      options.sampling.repeat_penalty = static_cast<float>(*v);
-      sampling_given = true;
-    } else if (a == "--seed" && (v = number()) && *v >= 0) {
-      options.sampling.seed = static_cast<uint64_t>(*v);
-    } else if (a == "--threads" && (v = number()) && *v >= 1 && *v <= 256) {
-      threads = static_cast<int>(*v);
-    } else if (a == "--ctx" && (v = number()) && *v >= 1 && *v <= (1 << 20)) {
-      n_ctx = static_cast<int>(*v);
-    } else if (a == "--top-logprobs" && (v = number()) && *v >= 0 && *v <= 1000) {
+    } else if (a == "--top-logprobs") {
+      auto v = args.whole(a, 0, 1000);
+      if (!v) return usage_error(v.message());
       top_logprobs = static_cast<int>(*v);
     } else {
-      return usage_error(cat("generate: bad or unknown option '", a, "'"));
+      return usage_error(cat("generate: unknown option '", a, "'"));
     }
   }
+  const std::string& model_path = o.model_path;
+  const GenerateOptions& options = o.generation;
+  const int threads = o.threads, n_ctx = o.n_ctx;
   if (model_path.empty()) return usage_error("generate: no model given (-m FILE)");
   if (!have_prompt && !prompt_ids)
     return usage_error("generate: no prompt given (-p PROMPT or --prompt-ids)");
-  if (*webgpu && !sampling_given) options.sampling.greedy = true;
+  note_unused_filters("generate", o);
 
   // Through the C API (api/sotto.h), as the web engine does: both print the same JSON by construction.
   auto file = MappedFile::open(model_path);
@@ -326,47 +407,40 @@ std::optional<std::string> find_default_chat_model() {
 }  // namespace
 
 // chat: one line of stdin is one user turn; the reply streams to stdout. The KV cache holds the whole
-// conversation, so each turn prefills only its own new tokens. When the conversation no longer fits the
-// context, the turn fails with the context's numbers and chat ends (start again, or give a larger --ctx).
+// conversation, so each turn prefills only its own new tokens. When the conversation outgrows the context,
+// the oldest turns are dropped (the system prompt stays: sotto_llm_begin) and the chat goes on; a reply that
+// fills the context stops there and says so. A turn that fails (one line longer than the whole context) is
+// reported and the chat goes on.
 int run_chat(std::span<char* const> all_args) {
   std::vector<char*> rest;
   auto webgpu = take_backend(all_args, rest);
   if (!webgpu) return usage_error(cat("chat: ", webgpu.message()));
   auto gpu_options = take_gpu_options(rest, *webgpu);
   if (!gpu_options) return usage_error(cat("chat: ", gpu_options.message()));
-  const std::span<char* const> args(rest);
-  std::string model_path, system;
-  bool have_system = false, sampling_given = false;
-  GenerateOptions options;
-  options.max_new_tokens = 512;
-  int threads = default_threads(), n_ctx = 4096;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    const bool has_value = i + 1 < args.size();
-    std::optional<double> v;
-    if ((a == "-m" || a == "--model") && has_value) {
-      model_path = args[++i];
-    } else if (a == "--system" && has_value) {
-      system = args[++i];
+  std::string system;
+  bool have_system = false;
+  LlmOptions o;
+  o.threads = default_threads();
+  o.n_ctx = 4096;
+  o.generation.max_new_tokens = 512;
+  for (ArgCursor args("chat", rest); !args.done();) {
+    const std::string_view a = args.next();
+    auto shared = take_llm_option(a, args, o, 1);
+    if (!shared) return usage_error(shared.message());
+    if (*shared) continue;
+    if (a == "--system") {
+      auto v = args.value(a);
+      if (!v) return usage_error(v.message());
+      system = std::string(*v);
       have_system = true;
-    } else if (a == "--greedy") {
-      options.sampling.greedy = true;
-    } else if (a == "--temp" && has_value && (v = parse_number(args[++i]))) {
-      options.sampling.temperature = static_cast<float>(*v);
-      sampling_given = true;
-    } else if (a == "--seed" && has_value && (v = parse_number(args[++i])) && *v >= 0) {
-      options.sampling.seed = static_cast<uint64_t>(*v);
-    } else if (a == "-n" && has_value && (v = parse_number(args[++i])) && *v >= 1 && *v <= 1e6) {
-      options.max_new_tokens = static_cast<int>(*v);
-    } else if (a == "--ctx" && has_value && (v = parse_number(args[++i])) && *v >= 1 && *v <= (1 << 20)) {
-      n_ctx = static_cast<int>(*v);
-    } else if (a == "--threads" && has_value && (v = parse_number(args[++i])) && *v >= 1 && *v <= 256) {
-      threads = static_cast<int>(*v);
     } else {
-      return usage_error(cat("chat: bad or unknown option '", a, "'"));
+      return usage_error(cat("chat: unknown option '", a, "'"));
     }
   }
-  if (*webgpu && !sampling_given) options.sampling.greedy = true;
+  std::string& model_path = o.model_path;
+  const GenerateOptions& options = o.generation;
+  const int threads = o.threads, n_ctx = o.n_ctx;
+  note_unused_filters("chat", o);
   if (model_path.empty()) {
     const std::optional<std::string> found = find_default_chat_model();
     if (!found)
@@ -390,6 +464,7 @@ int run_chat(std::span<char* const> all_args) {
                json_field(info, "chat_format").c_str(), sotto_llm_n_ctx(h),
                *webgpu ? cat(", webgpu (", json_field(info, "adapter"), ")").c_str() : "");
 
+  install_interrupt_handler();
   bool first_turn = true;
   std::string line;
   for (;;) {
@@ -399,21 +474,28 @@ int run_chat(std::span<char* const> all_args) {
     while ((c = std::fgetc(stdin)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
     if (c == EOF && line.empty()) break;
     if (line.empty()) continue;
-    // A null system prompt is the model's own default (api/sotto.h).
-    size_t turn_bytes = 0;
-    const char* turn_text =
-        sotto_llm_format_turn(h, have_system ? system.data() : nullptr, system.size(), line.data(),
-                              line.size(), first_turn, first_turn || sotto_llm_reply_closed(h), &turn_bytes);
-    if (!turn_text) return fail(sotto_llm_last_error(h));
-    auto ids = tokenize(h, std::string_view(turn_text, turn_bytes), first_turn, true);
+    // A null system prompt is the model's own default (api/sotto.h). The typed line is plain text: only
+    // the chat format's markup becomes control tokens.
+    auto ids = tokenize_turn(h, have_system ? &system : nullptr, line, first_turn,
+                             first_turn || sotto_llm_reply_closed(h));
     if (!ids) return fail(ids.message());
-    if (auto s = write_reply(h, *ids, options, !first_turn, true); !s) return fail(s.message());
+    bool interrupted = false;
+    if (auto s = write_reply(h, *ids, options, !first_turn, true, &interrupted); !s) {
+      std::fprintf(stderr, "sotto: %s\n", s.message().c_str());
+      continue;
+    }
     SottoTimings t;
     sotto_llm_timings(h, &t);
     print("\n");
-    std::fprintf(
-        stderr, "[%d new prompt tokens in %.0f ms, %d tokens at %.1f tokens/s, %d of %d positions used]\n",
-        t.n_prompt, t.prefill_ms, t.n_generated, t.decode_tokens_per_s, t.n_past, sotto_llm_n_ctx(h));
+    if (interrupted) std::fputs("[reply stopped by Ctrl-C; Ctrl-C at the prompt ends the chat]\n", stderr);
+    SottoStep last{};
+    if (!interrupted && sotto_llm_step(h, &last) == SOTTO_OK && last.stop == SOTTO_STOP_CONTEXT_FULL)
+      std::fputs("[the reply reached the end of the context; the next turn drops the oldest turns]\n",
+                 stderr);
+    std::fprintf(stderr,
+                 "[%d new prompt tokens in %.0f ms, %d tokens at %.1f tokens/s, %d of %d positions used%s]\n",
+                 t.n_prompt, t.prefill_ms, t.n_generated, t.decode_tokens_per_s, t.n_past, sotto_llm_n_ctx(h),
+                 t.n_dropped ? cat(", ", t.n_dropped, " tokens of old turns dropped").c_str() : "");
     first_turn = false;
   }
   return kExitOk;
@@ -436,27 +518,26 @@ int run_bench(std::span<char* const> all_args) {
   int threads = default_threads(), repeats = 5;
   int n_decode_prompt = 16;  // --depth
   bool json = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    std::optional<double> v;
-    if ((a == "-m" || a == "--model") && i + 1 < args.size()) {
-      model_path = args[++i];
+  for (ArgCursor cursor("bench llm", args.subspan(1)); !cursor.done();) {
+    const std::string_view a = cursor.next();
+    Result<int64_t> v = int64_t{0};
+    if (a == "-m" || a == "--model") {
+      auto path = cursor.value(a);
+      if (!path) return usage_error(path.message());
+      model_path = std::string(*path);
     } else if (a == "--json") {
       json = true;
-    } else if (a == "--threads" && i + 1 < args.size() && (v = parse_number(args[++i])) && *v >= 1 &&
-               *v <= 256) {
+    } else if (a == "--threads") {
+      if (!(v = cursor.whole(a, 1, 256))) return usage_error(v.message());
       threads = static_cast<int>(*v);
-    } else if (a == "--repeats" && i + 1 < args.size() && (v = parse_number(args[++i])) && *v >= 1 &&
-               *v <= 1000) {
+    } else if (a == "--repeats") {
+      if (!(v = cursor.whole(a, 1, 1000))) return usage_error(v.message());
       repeats = static_cast<int>(*v);
-    } else if (a == "--depth" && i + 1 < args.size()) {
-      v = parse_number(args[++i]);
-      if (!v || *v < 1 || *v > 16384 || *v != std::floor(*v))
-        return usage_error(
-            cat("bench llm: --depth must be a whole number of tokens from 1 to 16384, not '", args[i], "'"));
+    } else if (a == "--depth") {
+      if (!(v = cursor.whole(a, 1, 16384))) return usage_error(v.message());
       n_decode_prompt = static_cast<int>(*v);
     } else {
-      return usage_error(cat("bench llm: bad or unknown option '", a, "'"));
+      return usage_error(cat("bench llm: unknown option '", a, "'"));
     }
   }
   if (model_path.empty()) return usage_error("bench llm: no model given (-m FILE)");

@@ -7,7 +7,7 @@
 // current position's k/v not written, no output head): it measures time, for the design a hand-written
 // persistent kernel would have, which the fused plan (gpu/fusion.h, rewritten from the separate kernels) lacks.
 //
-// The variants below say where the time goes (bench/README.md, session 16): on the H200 the first cut took
+// The variants below say where the time goes (bench/results/history-2026-12-03.md): on the H200 the first cut took
 // ~790 us a token; a subgroup's rows summed one subgroup sum after another cost ~190 us of it (through
 // workgroup memory, one lane a row: 616-670 us, ~1,500-1,600 tokens/s for the layers); weight loads issued before the grid
 // barrier (prefetch) and 16-byte weight loads made it slower, not faster.

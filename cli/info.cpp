@@ -28,7 +28,21 @@ std::string pad(std::string s, size_t width) {
   return s;
 }
 
-void print_text(const std::string& path, const FileDescription& d, uint64_t tensor_bytes) {
+// A name or value from the file as the table shows it: as it is when it holds only printable text, else
+// quoted with its control bytes and invalid UTF-8 escaped (core/error.h quoted()), so a corrupted key shows in
+// full on its line.
+std::string shown(std::string_view s) {
+  const std::string q = quoted(s);
+  return q.size() == s.size() + 2 && q.compare(1, s.size(), s) == 0 ? std::string(s) : q;
+}
+
+void print_text(const std::string& path, const FileDescription& input, uint64_t tensor_bytes) {
+  FileDescription d = input;
+  for (auto& m : d.metadata) {
+    m.key = shown(m.key);
+    m.text = shown(m.text);
+  }
+  for (auto& t : d.tensors) t.name = shown(t.name);
   print(cat(path, ": ", d.format, "\n"));
   if (!d.metadata.empty()) {
     size_t key_width = 3, type_width = 4;

@@ -14,10 +14,11 @@ namespace {
 constexpr std::string_view kVersion = "0.1.0";
 
 constexpr std::string_view kSamplingOptions =
-    "  --greedy                 always the most likely token (the default)\n"
-    "  --temp T                 sample at temperature T (0 = greedy)\n"
+    "  --greedy                 always the most likely token (the default, on every backend)\n"
+    "  --temp T                 sample at temperature T > 0 (default 0: greedy)\n"
     "  --top-k K --top-p P --min-p P --repeat-penalty R\n"
-    "                           filters applied in llama.cpp's order\n"
+    "                           filters applied in llama.cpp's order when sampling (defaults 40, 0.95,\n"
+    "                           0.05, 1)\n"
     "  --seed S                 seed of the sampler (same seed, same text on every platform)\n";
 
 constexpr Command kCommands[] = {
@@ -36,8 +37,7 @@ constexpr Command kCommands[] = {
      "  --json                   one JSON object: prompt_ids, ids, text, prefill_ms, decode_tokens_per_s "
      "...\n"
      "  --top-logprobs N         with --json: the first step's N most likely tokens\n"
-     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy unless sampling options are "
-     "given)\n"
+     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan\n"
      "  --attention f16|f32      webgpu: attention's sum of values (default f16, the CPU's bits; f32 is "
      "faster)\n"},
     {"chat", "chat [-m FILE] [--ctx N]", "talk with a chat model; the KV cache is kept across turns",
@@ -45,13 +45,13 @@ constexpr Command kCommands[] = {
      "  -m, --model FILE         GGUF chat model (ChatML, Llama-3, Gemma or plain template); default\n"
      "                           models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (scripts/get-models.sh)\n"
      "  --system TEXT            system prompt\n"
+     "  -n, --n-predict N        tokens per reply at most (default 512)\n"
+     "  --stop TEXT              end a reply before this text (repeatable)\n"
      "  --ctx N                  context positions (default 4096)\n"
      "  --threads T              threads (default: the cores, up to 8)\n"
-     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan (greedy unless sampling options are "
-     "given)\n"
+     "  --backend cpu|webgpu     webgpu: on the GPU through Dawn/Vulkan\n"
      "  --attention f16|f32      webgpu: attention's sum of values (default f16, the CPU's bits; f32 is "
-     "faster)\n"
-     "  --greedy | --temp T --seed S\n"},
+     "faster)\n"},
     {"bench", "bench llm -m FILE [--threads T]", "measure prefill (64 and 256 tokens) and decode speed",
      run_bench,
      "  -m, --model FILE         GGUF model\n"

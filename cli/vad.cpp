@@ -1,12 +1,13 @@
 // sotto vad -m MODEL.onnx AUDIO.wav [--json] [--backend cpu|webgpu]: Silero VAD speech probabilities per 32 ms
 // frame and the speech segments found in them (on the CPU, or recorded as WebGPU dispatches by the op layer). Any WAV rate and channel count: channels are averaged, then resampled to the
 // model's rate (16 kHz, or 8 kHz with --rate 8000) with sotto's resampler.
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "api/clock.h"
-#include "audio/resample.h"
+#include "audio/wav_audio.h"
 #include "commands.h"
 #include "gpu/device.h"
 #include "io/file.h"
@@ -14,6 +15,7 @@
 #include "io/wav.h"
 #include "models/vad/segmenter.h"
 #include "models/vad/silero.h"
+#include "options.h"
 
 namespace sotto::cli {
 
@@ -27,69 +29,82 @@ struct Options {
   vad::SegmenterOptions segmenter;
 };
 
-bool parse_number(std::string_view text, double& value) {
-  char* end = nullptr;
-  const std::string s(text);
-  value = std::strtod(s.c_str(), &end);
-  return !s.empty() && end == s.c_str() + s.size() && value == value;
+// The shortest text that reads back as `v` (0.9, not 0.8999999761581421).
+std::string float_text(float v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
 }
 
+// Durations up to ten minutes; probabilities in [0, 1], the end threshold not above the start one.
+constexpr double kMaxMs = 600000;
+
 std::string parse_options(std::span<char* const> args, Options& o) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    const bool has_value = i + 1 < args.size();
-    double number = 0;
-    auto take_number = [&](double& into) {
-      if (!has_value || !parse_number(args[i + 1], number)) return false;
-      into = number;
-      ++i;
-      return true;
+  for (ArgCursor cursor("vad", args); !cursor.done();) {
+    const std::string_view a = cursor.next();
+    Status bad;
+    auto take = [&](double& into, double lo, double hi) {
+      auto v = cursor.number(a, lo, hi);
+      if (v)
+        into = *v;
+      else
+        bad = v.status();
     };
-    double as_double = 0;
-    if ((a == "-m" || a == "--model") && has_value) {
-      o.model_path = args[++i];
-    } else if (a == "--backend" && has_value) {
-      const std::string_view backend = args[++i];
-      if (backend != "cpu" && backend != "webgpu") return "--backend takes cpu or webgpu";
-      o.webgpu = backend == "webgpu";
+    auto take_float = [&](float& into) {
+      double v = into;
+      take(v, 0, 1);
+      into = static_cast<float>(v);
+    };
+    if (a == "-m" || a == "--model") {
+      auto v = cursor.value(a);
+      if (!v) return v.message();
+      o.model_path = std::string(*v);
+    } else if (a == "--backend") {
+      auto v = cursor.value(a);
+      if (!v) return v.message();
+      if (*v != "cpu" && *v != "webgpu") return "vad: --backend takes cpu or webgpu";
+      o.webgpu = *v == "webgpu";
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--rate") {
-      if (!take_number(as_double) || (as_double != 16000 && as_double != 8000))
-        return "--rate takes 16000 or 8000";
-      o.rate_hz = static_cast<uint32_t>(as_double);
+      auto v = cursor.whole(a, 8000, 16000);
+      if (!v || (*v != 16000 && *v != 8000)) return "vad: --rate must be 16000 or 8000";
+      o.rate_hz = static_cast<uint32_t>(*v);
     } else if (a == "--positive") {
-      if (!take_number(as_double)) return "--positive takes a probability";
-      o.segmenter.positive_threshold = static_cast<float>(as_double);
+      take_float(o.segmenter.positive_threshold);
     } else if (a == "--negative") {
-      if (!take_number(as_double)) return "--negative takes a probability";
-      o.segmenter.negative_threshold = static_cast<float>(as_double);
+      take_float(o.segmenter.negative_threshold);
     } else if (a == "--redemption-ms") {
-      if (!take_number(o.segmenter.redemption_ms)) return "--redemption-ms takes milliseconds";
+      take(o.segmenter.redemption_ms, 0, kMaxMs);
     } else if (a == "--pre-pad-ms") {
-      if (!take_number(o.segmenter.pre_speech_pad_ms)) return "--pre-pad-ms takes milliseconds";
+      take(o.segmenter.pre_speech_pad_ms, 0, kMaxMs);
     } else if (a == "--min-speech-ms") {
-      if (!take_number(o.segmenter.min_speech_ms)) return "--min-speech-ms takes milliseconds";
+      take(o.segmenter.min_speech_ms, 0, kMaxMs);
     } else if (!a.starts_with("-") && o.audio_path.empty()) {
       o.audio_path = a;
     } else {
-      return cat("unknown argument '", a, "'");
+      return cat("vad: unknown argument '", a, "'");
     }
+    if (!bad) return bad.message();
   }
-  if (o.model_path.empty()) return "missing -m MODEL.onnx";
-  if (o.audio_path.empty()) return "missing AUDIO.wav";
+  if (o.segmenter.negative_threshold > o.segmenter.positive_threshold)
+    return cat("vad: --negative (", float_text(o.segmenter.negative_threshold),
+               ") must not be above --positive (", float_text(o.segmenter.positive_threshold),
+               "): speech would end above the level that starts it");
+  if (o.model_path.empty()) return "vad: missing -m MODEL.onnx";
+  if (o.audio_path.empty()) return "vad: missing AUDIO.wav";
   return {};
 }
 
+// The file as the model takes it; what could not be read at face value (a cut file, NaN samples) is said on
+// stderr, and the run goes on.
 Result<std::vector<float>> load_audio(const std::string& path, uint32_t rate_hz) {
   SOTTO_ASSIGN(MappedFile file, MappedFile::open(path));
-  auto audio = decode_wav(file.bytes());
+  auto audio = wav_to_speech_audio(file.bytes(), rate_hz);
   if (!audio) return error(path, ": ", audio.message());
-  std::vector<float> mono = to_mono(*audio);
-  if (audio->sample_rate_hz == rate_hz) return mono;
-  auto resampled = resample(mono, 1, audio->sample_rate_hz, rate_hz);
-  if (!resampled) return error(path, ": ", resampled.message());
-  return std::move(resampled).value();
+  if (!audio->notes.empty())
+    std::fprintf(stderr, "sotto: vad: warning: %s: %s\n", path.c_str(), audio->notes.c_str());
+  return std::move(audio->samples);
 }
 
 }  // namespace

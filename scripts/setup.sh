@@ -40,9 +40,9 @@ if [ -f package-lock.json ]; then
   fi
 fi
 
-# Fixtures: real model files and audio live in ../shared/fixtures (see its SOURCES.md).
-if [ ! -d ../shared/fixtures ]; then
-  echo "setup: warning: ../shared/fixtures not found; fixture-based tests will fail" >&2
+# Fixtures: real model files and audio are carried in tests/fixtures (see its SOURCES.md).
+if [ ! -f tests/fixtures/SOURCES.md ]; then
+  echo "setup: warning: tests/fixtures is missing; fixture-based tests will fail" >&2
 fi
 # Python packages the test tools use (tools/make_gemma3_gguf.py writes a Gemma-3-shaped test file with gguf).
 if ! python3 -c 'import gguf, numpy' 2>/dev/null; then

@@ -3,7 +3,7 @@
 
 Parses the GGUF and safetensors fixtures with a from-scratch Python reader (struct + json + hashlib only) and
 prints, per file, the tensor table and the sha256 of selected tensors' data bytes, as C++ initializer rows.
-Usage: python3 tools/fixture_digests.py [FIXTURES_DIR]   (default ../shared/fixtures)
+Usage: python3 tools/fixture_digests.py [FIXTURES_DIR]   (default tests/fixtures)
 """
 import hashlib
 import json
@@ -11,7 +11,7 @@ import os
 import struct
 import sys
 
-FIX = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures")
+FIX = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures")
 
 # ggml type id -> (name, block elements, block bytes), from ggml.h / ggml.c type traits.
 GGML = {0: ("f32", 1, 4), 1: ("f16", 1, 2), 2: ("q4_0", 32, 18), 3: ("q4_1", 32, 20), 8: ("q8_0", 32, 34),

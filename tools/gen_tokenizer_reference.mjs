@@ -8,7 +8,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const fixtures = "/work/shared/fixtures";
+const fixtures = process.env.SOTTO_FIXTURES ?? new URL('../tests/fixtures', import.meta.url).pathname;
 const nlc = process.argv[2] ? await import(pathToFileURL(join(process.argv[2], "dist/index.js")).href)
                             : await import("node-llama-cpp");
 const llama = await nlc.getLlama({ gpu: false, build: "never", logLevel: "error" });

@@ -17,7 +17,7 @@ FILES = ["stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-q4_0.gguf"]
 
 def main() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
-    fixtures = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/fixtures/llm"
+    fixtures = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures", "llm")
     out_path = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "..", "tests", "data", "stories260K_tensors.txt")
     lines = []
     for name in FILES:

@@ -164,7 +164,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2);
   const outIndex = args.indexOf('--out');
   const outPath = outIndex >= 0 ? args.splice(outIndex, 2)[1] : `${repo}tests/data/llm_reference.json`;
-  const fixtures = args[0] ?? process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`;
+  const fixtures = args[0] ?? process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`;
   const llama = await loadLlama();
   const result = { generator: 'tools/llama_reference.mjs', llama_cpp: 'node-llama-cpp 3.21.1 (llama.cpp v0.4.0 bundle, CPU)',
                    n_generate: N_GENERATE, models: {} };

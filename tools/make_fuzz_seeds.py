@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the small seed files in tests/fuzz/corpus/{gguf,safetensors} (a few hundred bytes each).
 
-Usage: python3 tools/make_fuzz_seeds.py [FIXTURES_DIR]   (default ../shared/fixtures)
+Usage: python3 tools/make_fuzz_seeds.py [FIXTURES_DIR]   (default tests/fixtures)
 """
 import json
 import os
@@ -9,7 +9,7 @@ import struct
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-FIX = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "fixtures")
+FIX = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "tests", "fixtures")
 OUT = os.path.join(ROOT, "tests", "fuzz", "corpus")
 
 

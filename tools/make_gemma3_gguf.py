@@ -49,7 +49,7 @@ def main():
     ap.add_argument('--seed', type=int, default=3)
     ap.add_argument('--vocab', default=None)
     args = ap.parse_args()
-    vocab_path = args.vocab or __file__.rsplit('/tools/', 1)[0] + '/../shared/fixtures/llm/stories260K.gguf'
+    vocab_path = args.vocab or __file__.rsplit('/tools/', 1)[0] + '/tests/fixtures/llm/stories260K.gguf'
     rng = np.random.default_rng(args.seed)
     w = GGUFWriter(args.out, 'gemma3')
     w.add_name('gemma3 random test model')

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Converts NeMo's exported "nemo128" preprocessor output (../shared/fixtures/asr/mel_reference.json: audio and
+"""Converts NeMo's exported "nemo128" preprocessor output (tests/fixtures/asr/mel_reference.json: audio and
 features as base64 float32, made with the ONNX export, STFT in float64) into tests/data/parakeet/mel_reference.
 safetensors, which the C++ test reads with sotto's own safetensors reader. Only the three shorter clips are kept
 (the file stays ~0.4 MB); the valid frames only (NeMo's export adds one zeroed frame past them).
@@ -26,7 +26,7 @@ def save_safetensors(path, tensors):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default="../shared/fixtures/asr/mel_reference.json")
+    ap.add_argument("--json", default="tests/fixtures/asr/mel_reference.json")
     ap.add_argument("--out", default="tests/data/parakeet/mel_reference.safetensors")
     args = ap.parse_args()
     d = json.load(open(args.json))

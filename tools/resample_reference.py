@@ -19,7 +19,7 @@ import numpy as np
 from scipy.signal import resample_poly
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-fixtures = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/fixtures"
+fixtures = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
 with wave.open(os.path.join(fixtures, "audio", "sample.wav"), "rb") as w:
     assert w.getframerate() == 24000 and w.getsampwidth() == 2 and w.getnchannels() == 1
     x = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(np.float64) / 32768.0

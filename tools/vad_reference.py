@@ -19,7 +19,7 @@ import numpy as np
 import onnxruntime as ort
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-fixtures = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/fixtures"
+fixtures = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
 models = ["silero_vad_v5.1.onnx", "silero_vad_v6.2.onnx"]
 audios = ["test.wav", "beckett.wav"]
 frame, context = 512, 64

@@ -10,6 +10,8 @@
 //   node web/cli.mjs generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K
 //            --top-p P --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T]
 //            [--top-logprobs N] [--json] [--backend cpu|webgpu [--attention f16|f32]] [--wasm PATH]
+//   node web/cli.mjs chat [-m FILE] [--system TEXT] [-n N] [sampling as generate] [--stop STR] [--ctx N]
+//            [--threads T] [--backend cpu|webgpu [--attention f16|f32]] [--wasm PATH]   (a line per turn)
 //   node web/cli.mjs bench llm -m FILE [--threads T] [--repeats R] [--depth N] [--backend cpu|webgpu]
 // and voice activity detection, the same stdout as `sotto vad` (cli/vad.cpp):
 //   node web/cli.mjs vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]
@@ -23,6 +25,9 @@
 // --backend webgpu runs the language model on npm `webgpu` (Dawn; without a GPU it needs a Vulkan driver:
 // LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
 import { Asr } from './asr.js';
+import { existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { Engine } from './engine.js';
 import { G2p } from './g2p.js';
 import { Llm } from './llm.js';
@@ -37,6 +42,14 @@ function parseArgs(argv) {
     else opts.positional.push(a);
   }
   return opts;
+}
+
+// A name or value from a file as the native `sotto info` shows it (core/error.h quoted()): as it is when it is
+// plain text, else quoted with control characters escaped, so a corrupted key prints in full on one line.
+function shown(s) {
+  if (!/[\x00-\x1f\x7f]/.test(s)) return s;
+  const escape = (c) => ({ '\n': '\\n', '\t': '\\t', "'": "\\'", '\\': '\\\\' })[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+  return `'${s.replace(/[\x00-\x1f\x7f'\\]/g, escape)}'`;
 }
 
 function humanBytes(n) {
@@ -59,25 +72,97 @@ function write(text) {
 class UsageError extends Error {}
 
 // Flags as the native CLI takes them: value flags in VALUES, the rest booleans; anything else is an error.
+// A value flag given last, without its value, is kept as null (the range checks below then say what it needs).
+// opts.$names[key] is the flag as typed (-n or --n-predict), opts.$command the command, for messages.
 function parseFlags(argv, values, booleans, command) {
-  const opts = { stop: [] };
+  const opts = { stop: [], $names: {}, $command: command };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
-    if (booleans.includes(a)) opts[a.replace(/^-+/, '')] = true;
-    else if (values.includes(a) && i + 1 < argv.length) {
-      const key = a.replace(/^-+/, '');
-      if (key === 'stop') opts.stop.push(argv[++i]);
-      else opts[key] = argv[++i];
-    } else throw new UsageError(`${command}: bad or unknown option '${a}'`);
+    const key = a.replace(/^-+/, '');
+    if (booleans.includes(a)) opts[key] = true;
+    else if (values.includes(a)) {
+      const value = i + 1 < argv.length ? argv[++i] : null;
+      if (key === 'stop' && value === null) throw new UsageError(`${command}: ${a} needs a value`);
+      if (key === 'stop') opts.stop.push(value);
+      else opts[key] = value;
+      opts.$names[key] = a;
+    } else throw new UsageError(`${command}: unknown option '${a}'`);
   }
   return opts;
 }
 
-function numberFlag(opts, key, fallback, check = () => true) {
-  if (opts[key] === undefined) return fallback;
-  const v = Number(opts[key]);
-  if (opts[key] === '' || !Number.isFinite(v) || !check(v)) throw new UsageError(`bad value for --${key}: '${opts[key]}'`);
-  return v;
+// Option values checked as the native CLI checks them (cli/options.h), with the same words: a whole number is
+// decimal digits only ('3.7', '0x10', '1e3' are refused), a number a finite decimal, each within its range.
+const WHOLE = /^-?[0-9]+$/;
+const DECIMAL = /^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$/;
+
+function flagName(opts, key) {
+  return opts.$names?.[key] ?? `--${key}`;
+}
+
+function wholeFlag(opts, key, fallback, lo, hi) {
+  const v = opts[key];
+  if (v === undefined) return fallback;
+  const what = `a whole number from ${lo} to ${hi}`;
+  if (v === null) throw new UsageError(`${opts.$command}: ${flagName(opts, key)} needs ${what}`);
+  if (!WHOLE.test(v) || Number(v) < lo || Number(v) > hi) throw new UsageError(`${opts.$command}: ${flagName(opts, key)} must be ${what}, not '${v}'`);
+  return Number(v);
+}
+
+function numberFlag(opts, key, fallback, lo, hi, aboveLo = false) {
+  const v = opts[key];
+  if (v === undefined) return fallback;
+  const what = aboveLo ? `a number above ${lo} up to ${hi}` : `a number from ${lo} to ${hi}`;
+  if (v === null) throw new UsageError(`${opts.$command}: ${flagName(opts, key)} needs ${what}`);
+  const n = Number(v);
+  if (!DECIMAL.test(v) || !Number.isFinite(n) || (aboveLo ? n <= lo : n < lo) || n > hi)
+    throw new UsageError(`${opts.$command}: ${flagName(opts, key)} must be ${what}, not '${v}'`);
+  return n;
+}
+
+function stringFlag(opts, key) {
+  if (opts[key] === null) throw new UsageError(`${opts.$command}: ${flagName(opts, key)} needs a value`);
+  return opts[key];
+}
+
+// The seed: 0 to 2^64 - 1 (BigInt keeps it exact).
+function seedFlag(opts) {
+  const v = opts.seed;
+  if (v === undefined) return 0;
+  const what = 'a whole number from 0 to 18446744073709551615';
+  if (v === null) throw new UsageError(`${opts.$command}: --seed needs ${what}`);
+  if (!/^[0-9]+$/.test(v) || BigInt(v) >= 2n ** 64n) throw new UsageError(`${opts.$command}: --seed must be ${what}, not '${v}'`);
+  return BigInt(v) <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : BigInt(v);
+}
+
+// "1,403,407" or the JSON array "[1, 403, 407]" (as `tokenize` prints), as the native CLI takes them.
+function parseIds(text) {
+  const inner = text.startsWith('[') && text.endsWith(']') ? text.slice(1, -1) : text;
+  const parts = inner.replaceAll(' ', '').split(',');
+  if (inner.replaceAll(' ', '') === '') return [];
+  if (!parts.every((p) => /^[0-9]+$/.test(p) && Number(p) <= 2147483647)) return null;
+  return parts.map(Number);
+}
+
+// The sampling and length options generate and chat share (cli/generate.cpp take_llm_option). Filters
+// without a temperature change nothing, as greedy is the default: say so, as the native CLI does.
+function generationFlags(o, minTokens, defaultTokens) {
+  const n = o.n === undefined ? o['n-predict'] : o.n;
+  const out = {
+    maxTokens: wholeFlag({ ...o, n }, 'n', defaultTokens, minTokens, 1000000),
+    greedy: !!o.greedy,
+    temperature: numberFlag(o, 'temp', 0, 0, 100),
+    topK: wholeFlag(o, 'top-k', 40, 0, 1000000),
+    topP: numberFlag(o, 'top-p', 0.95, 0, 1),
+    minP: numberFlag(o, 'min-p', 0.05, 0, 1),
+    repeatPenalty: numberFlag(o, 'repeat-penalty', 1, 0, 100, true),
+    seed: seedFlag(o),
+    stop: o.stop,
+  };
+  const filter = ['top-k', 'top-p', 'min-p'].find((k) => o[k] !== undefined);
+  if (filter && (out.greedy || !(out.temperature > 0)))
+    process.stderr.write(`sotto: ${o.$command}: note: --${filter} applies only when sampling (--temp T > 0); decoding is greedy\n`);
+  return out;
 }
 
 // opts: the command's flags; --backend cpu | webgpu picks the device, --wasm another build of the module.
@@ -120,30 +205,27 @@ const GENERATE_VALUES = ['-m', '--model', '-p', '--prompt', '--prompt-ids', '-n'
 
 async function runGenerate(args) {
   const o = parseFlags(args, GENERATE_VALUES, ['--json', '--greedy'], 'generate');
-  const prompt = o.p ?? o.prompt;
+  const prompt = o.p === undefined ? o.prompt : o.p;
+  if (prompt === null) throw new UsageError(`generate: ${flagName(o, o.p === null ? 'p' : 'prompt')} needs a value`);
   let promptIds = null;
   if (o['prompt-ids'] !== undefined) {
-    promptIds = o['prompt-ids'].split(',').map(Number);
-    if (!promptIds.every((v) => Number.isInteger(v) && v >= 0 && v <= 2147483647)) throw new UsageError('generate: --prompt-ids needs ids like 1,403,407');
+    promptIds = o['prompt-ids'] === null ? null : parseIds(o['prompt-ids']);
+    if (!promptIds) throw new UsageError('generate: --prompt-ids needs ids like 1,403,407 or [1,403,407]');
   }
+  const threads = wholeFlag(o, 'threads', 4, 1, 256);
+  const nCtx = wholeFlag(o, 'ctx', 0, 1, 1 << 20);
+  const generation = generationFlags(o, 0, 64);
+  const topLogprobs = wholeFlag(o, 'top-logprobs', 0, 0, 1000);
+  const model = stringFlag(o, o.m !== undefined ? 'm' : 'model');
+  if (!model) throw new UsageError('generate: no model given (-m FILE)');
   if (prompt === undefined && !promptIds) throw new UsageError('generate: no prompt given (-p PROMPT or --prompt-ids)');
-  const threads = numberFlag(o, 'threads', 4, (v) => v >= 1 && v <= 256);
-  const llm = await loadModel(o.m ?? o.model, threads, numberFlag(o, 'ctx', 0, (v) => v >= 1 && v <= 1 << 20), false, o);
+  const llm = await loadModel(model, threads, nCtx, false, o);
   try {
     const ids = promptIds ?? (await llm.tokenize(prompt, { addSpecial: true, parseSpecial: false }));
     if (!ids.length) throw new Error('llm: empty prompt (no tokens to start from)');
-    const n = o.n ?? o['n-predict'];
     const r = await llm.generate(ids, {
-      maxTokens: numberFlag({ n }, 'n', 64, (v) => v >= 0 && v <= 1e6),
-      greedy: !!o.greedy,
-      temperature: numberFlag(o, 'temp', 0.8),
-      topK: numberFlag(o, 'top-k', 40),
-      topP: numberFlag(o, 'top-p', 0.95),
-      minP: numberFlag(o, 'min-p', 0.05),
-      repeatPenalty: numberFlag(o, 'repeat-penalty', 1, (v) => v > 0),
-      seed: numberFlag(o, 'seed', 0, (v) => v >= 0),
-      stop: o.stop,
-      topLogprobs: numberFlag(o, 'top-logprobs', 0, (v) => v >= 0 && v <= 1000),
+      ...generation,
+      topLogprobs,
       resultJson: !!o.json,
       prompt: prompt ?? '',
       onToken: o.json ? undefined : (text) => text && process.stdout.write(text),
@@ -162,14 +244,70 @@ async function runGenerate(args) {
   }
 }
 
+// chat: one line of stdin is one user turn, the reply streams to stdout, as `sotto chat` (cli/generate.cpp):
+// the same options and defaults (the default chat model from models/, 512 tokens per reply, a 4096-position
+// context at most), through llm.chat, which keeps the KV cache across turns.
+const CHAT_VALUES = ['-m', '--model', '--system', '-n', '--n-predict', '--temp', '--top-k', '--top-p', '--min-p', '--repeat-penalty',
+  '--seed', '--stop', '--threads', '--ctx', '--backend', '--attention', '--wasm'];
+const DEFAULT_CHAT_MODEL = 'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf';
+
+async function runChat(args) {
+  const o = parseFlags(args, CHAT_VALUES, ['--greedy'], 'chat');
+  const threads = wholeFlag(o, 'threads', 4, 1, 256);
+  const nCtx = wholeFlag(o, 'ctx', 4096, 1, 1 << 20);
+  const generation = generationFlags(o, 1, 512);
+  const system = o.system === undefined ? undefined : stringFlag(o, 'system');
+  let model = stringFlag(o, o.m !== undefined ? 'm' : 'model');
+  if (!model) {
+    model = [`models/${DEFAULT_CHAT_MODEL}`, `${fileURLToPath(new URL('../models/', import.meta.url))}${DEFAULT_CHAT_MODEL}`].find((p) => existsSync(p));
+    if (!model) throw new Error(`chat: no -m FILE given and the default model models/${DEFAULT_CHAT_MODEL} is not there; fetch it with: bash scripts/get-models.sh`);
+    process.stderr.write(`chat: model ${model}\n`);
+  }
+  const llm = await loadModel(model, threads, -nCtx, false, o);
+  try {
+    const gpu = llm.info.gpu ? `, webgpu (${llm.info.gpu.adapter ?? 'GPU'})` : '';
+    process.stderr.write(`chat format: ${llm.info.chat_format}, context ${llm.info.n_ctx} tokens${gpu}; one line per turn, end with Ctrl-D\n`);
+    const messages = system === undefined ? [] : [{ role: 'system', content: system }];
+    const lines = createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
+    // Ctrl-C during a reply stops the reply (the conversation keeps what was written); at the prompt it ends
+    // the chat, as `sotto chat` does.
+    let reply = null;
+    process.on('SIGINT', () => {
+      if (reply) return reply.abort();
+      process.stderr.write('\n');
+      process.exit(130);
+    });
+    process.stderr.write('> ');
+    for await (const line of lines) {
+      if (line.length) {
+        messages.push({ role: 'user', content: line });
+        reply = new AbortController();
+        const r = await llm.chat(messages, { ...generation, signal: reply.signal, onToken: (text) => text && process.stdout.write(text) });
+        const stopped = reply.signal.aborted;
+        reply = null;
+        messages.push(r.choices[0].message);
+        await write('\n');
+        if (stopped) process.stderr.write('[reply stopped by Ctrl-C; Ctrl-C at the prompt ends the chat]\n');
+        const t = r.timings;
+        process.stderr.write(`[${t.newPromptTokens} new prompt tokens in ${t.prefillMs.toFixed(0)} ms, ${r.usage.completion_tokens} tokens at ` +
+                             `${t.decodeTokensPerS.toFixed(1)} tokens/s, ${t.nPast} of ${llm.info.n_ctx} positions used]\n`);
+      }
+      process.stderr.write('> ');
+    }
+    return 0;
+  } finally {
+    await llm.dispose();
+  }
+}
+
 // bench llm: prefill of 64 and 256 pseudo-random tokens, then the decode speed of 64 greedy tokens after a
 // 16-token prompt; median of repeats. Timings come from the engine (time inside the wasm calls).
 async function runBench(args) {
   if (args[0] !== 'llm') throw new UsageError('bench: say what to measure: bench llm -m FILE [--threads T] [--repeats R]');
   const o = parseFlags(args.slice(1), ['-m', '--model', '--threads', '--repeats', '--depth', '--backend', '--wasm'], ['--json'], 'bench llm');
-  const threads = numberFlag(o, 'threads', 4, (v) => v >= 1 && v <= 256);
-  const repeats = numberFlag(o, 'repeats', 5, (v) => v >= 1 && v <= 1000);
-  const depth = numberFlag(o, 'depth', 16, (v) => Number.isInteger(v) && v >= 1 && v <= 16384);
+  const threads = wholeFlag(o, 'threads', 4, 1, 256);
+  const repeats = wholeFlag(o, 'repeats', 5, 1, 1000);
+  const depth = wholeFlag(o, 'depth', 16, 1, 16384);
   const path = o.m ?? o.model;
   // The context holds the prompt, the 64 decoded tokens and one more (llm.bench's decode run).
   const llm = await loadModel(path, threads, Math.max(512, depth + 65), false, o);
@@ -196,25 +334,32 @@ async function runVad(args) {
   const positional = [];
   const flags = [];
   for (let i = 0; i < args.length; i++) {
-    if (values.includes(args[i]) || args[i] === '--json') flags.push(...(args[i] === '--json' ? [args[i]] : [args[i], args[++i]]));
+    if (values.includes(args[i]) || args[i] === '--json') flags.push(...(args[i] === '--json' || i + 1 >= args.length ? [args[i]] : [args[i], args[++i]]));
     else if (!args[i].startsWith('-') && !positional.length) positional.push(args[i]);
-    else throw new UsageError(`unknown argument '${args[i]}'`);
+    else throw new UsageError(`vad: unknown argument '${args[i]}'`);
   }
-  const o = parseFlags(flags.filter((f) => f !== undefined), values, ['--json'], 'vad');
-  const model = o.m ?? o.model;
-  if (!model) throw new UsageError('missing -m MODEL.onnx');
-  if (!positional.length) throw new UsageError('missing AUDIO.wav');
-  const rate = numberFlag(o, 'rate', 16000, (v) => v === 16000 || v === 8000);
+  const o = parseFlags(flags, values, ['--json'], 'vad');
+  // The ranges of cli/vad.cpp: probabilities, durations up to ten minutes, the end threshold not above the start.
+  const rate = o.rate === undefined ? 16000 : Number(o.rate);
+  if (o.rate !== undefined && (o.rate === null || !WHOLE.test(o.rate) || (rate !== 16000 && rate !== 8000))) throw new UsageError('vad: --rate must be 16000 or 8000');
+  const MAX_MS = 600000;
   const options = {
-    positiveSpeechThreshold: numberFlag(o, 'positive', undefined),
-    negativeSpeechThreshold: numberFlag(o, 'negative', undefined),
-    redemptionMs: numberFlag(o, 'redemption-ms', undefined),
-    preSpeechPadMs: numberFlag(o, 'pre-pad-ms', undefined),
-    minSpeechMs: numberFlag(o, 'min-speech-ms', undefined),
+    positiveSpeechThreshold: numberFlag(o, 'positive', undefined, 0, 1),
+    negativeSpeechThreshold: numberFlag(o, 'negative', undefined, 0, 1),
+    redemptionMs: numberFlag(o, 'redemption-ms', undefined, 0, MAX_MS),
+    preSpeechPadMs: numberFlag(o, 'pre-pad-ms', undefined, 0, MAX_MS),
+    minSpeechMs: numberFlag(o, 'min-speech-ms', undefined, 0, MAX_MS),
   };
+  const positive = options.positiveSpeechThreshold ?? 0.5;
+  const negative = options.negativeSpeechThreshold ?? 0.35;
+  if (Math.fround(negative) > Math.fround(positive))
+    throw new UsageError(`vad: --negative (${negative}) must not be above --positive (${positive}): speech would end above the level that starts it`);
+  const model = stringFlag(o, o.m !== undefined ? 'm' : 'model');
+  if (!model) throw new UsageError('vad: missing -m MODEL.onnx');
+  if (!positional.length) throw new UsageError('vad: missing AUDIO.wav');
   const vad = await Vad.load(model, { sampleRate: rate, threads: 1, variant: 'simd128', wasmUrl: o.wasm });
   try {
-    const samples = await vad.decodeWav(positional[0]);
+    const samples = await vad.decodeWav(positional[0], { onNotes: (notes) => process.stderr.write(`sotto: vad: warning: ${positional[0]}: ${notes}\n`) });
     const json = await vad.clipJson(samples, options);
     const t0 = performance.now();
     const { probs } = await vad.processClip(samples);
@@ -296,11 +441,11 @@ async function runPhonemize(args) {
 // LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
 async function runGpuSelftest(args) {
   const o = parseFlags(args, ['--n', '--seed', '--wasm'], ['--json'], 'gpu-selftest');
-  const n = numberFlag(o, 'n', 4096, (v) => Number.isInteger(v) && v >= 1 && v <= 1 << 24);
+  const n = wholeFlag(o, 'n', 4096, 1, 1 << 24);
   const engine = await Engine.create({ threads: 1, variant: 'simd128', wasmUrl: o.wasm });
   try {
     const adapter = await engine.gpu();
-    const r = await engine.gpuSelftest({ n, seed: numberFlag(o, 'seed', 0) });
+    const r = await engine.gpuSelftest({ n, seed: wholeFlag(o, 'seed', 0, 0, 2 ** 32 - 1) });
     r.timings = (await engine.gpuTimings()).timings;
     if (o.json) await write(`${JSON.stringify(r)}\n`);
     else if (r.status !== 'ok') await write(`gpu selftest FAILED: ${r.message}\n`);
@@ -322,6 +467,10 @@ const USAGE = {
     'generate -m FILE (-p PROMPT | --prompt-ids 1,2,3) [-n N] [--greedy | --temp T --top-k K --top-p P\n' +
     '           --min-p P --repeat-penalty R --seed S] [--stop STR] [--ctx N] [--threads T] [--top-logprobs N]\n' +
     '           [--json] [--backend cpu|webgpu [--attention f16|f32]] [--wasm PATH]',
+  chat:
+    'chat [-m FILE] [--system TEXT] [-n N] [--greedy | --temp T --top-k K --top-p P --min-p P --repeat-penalty R\n' +
+    '           --seed S] [--stop STR] [--ctx N] [--threads T] [--backend cpu|webgpu [--attention f16|f32]] [--wasm PATH]\n' +
+    '           (one line of stdin per turn)',
   bench: 'bench llm -m FILE [--threads T] [--repeats R] [--depth N] [--backend cpu|webgpu]',
   vad:
     'vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]\n' +
@@ -352,6 +501,7 @@ async function main() {
   if (command === 'gpu-selftest') return runGpuSelftest(rest);
   if (command === 'tokenize' || command === 'detokenize') return runTokenize(rest, command === 'detokenize');
   if (command === 'generate') return runGenerate(rest);
+  if (command === 'chat') return runChat(rest);
   if (command === 'bench') return runBench(rest);
   if (command === 'vad') return runVad(rest);
   if (command === 'transcribe') return runTranscribe(rest);
@@ -386,8 +536,8 @@ async function main() {
       return 1;
     }
     console.log(`${file}: ${d.format}, ${humanBytes(d.bytes)}, ${d.metadata.length} metadata, ${d.tensors.length} tensors`);
-    for (const m of d.metadata) console.log(`  ${m.key} (${m.type}) = ${m.text}`);
-    for (const t of d.tensors) console.log(`  ${t.name}  ${t.dtype}  [${t.shape.join(', ')}]  ${humanBytes(t.bytes)}`);
+    for (const m of d.metadata) console.log(`  ${shown(m.key)} (${m.type}) = ${shown(m.text)}`);
+    for (const t of d.tensors) console.log(`  ${shown(t.name)}  ${t.dtype}  [${t.shape.join(', ')}]  ${humanBytes(t.bytes)}`);
     return 0;
   } finally {
     engine.terminate();

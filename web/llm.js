@@ -14,12 +14,14 @@
 // messages. Chat keeps the KV cache across turns when the new messages extend the previous conversation.
 import { Engine } from './engine.js';
 
-const FINISH_REASONS = { length: 'length', eog: 'stop', stop_string: 'stop', cancelled: 'stop' };
+const FINISH_REASONS = { length: 'length', eog: 'stop', stop_string: 'stop', cancelled: 'stop', context_full: 'length' };
 
+// Greedy unless a temperature > 0 is given, as the CLI and the C API (sotto_sampling_defaults); the filters'
+// defaults are llama.cpp's and apply only when sampling.
 function samplingOf(o) {
   return {
-    greedy: o.greedy ?? (o.temperature !== undefined && o.temperature <= 0),
-    temperature: o.temperature ?? 0.8,
+    greedy: !!o.greedy,
+    temperature: o.temperature ?? 0,
     topK: o.topK ?? 40,
     topP: o.topP ?? 0.95,
     minP: o.minP ?? 0.05,
@@ -89,8 +91,8 @@ export class Llm {
     return this.#engine.call('llmDetokenize', { handle: this.#handle, ids: Array.from(ids), removeSpecial, renderSpecial });
   }
 
-  // prompt: text (tokenized with BOS) or an array of token ids. Options: maxTokens, temperature (<= 0 or
-  // greedy: argmax), topK, topP, minP, repeatPenalty, seed, stop (string or strings), onToken(text, id),
+  // prompt: text (tokenized with BOS) or an array of token ids. Options: maxTokens, temperature (default 0:
+  // greedy, argmax; > 0 samples), topK, topP, minP, repeatPenalty, seed, stop (string or strings), onToken(text, id),
   // signal (AbortSignal), ignoreEos (end-of-generation tokens do not end it: benchmarks).
   // -> {text, ids, promptIds, stop, prefillMs, decodeTokensPerS, ...}. Starts from an
   // empty context.
@@ -190,28 +192,29 @@ export class Llm {
     const turns = messages.filter((m) => m.role !== 'system');
     if (!turns.length || turns.at(-1).role !== 'user') throw new Error("sotto: chat: the last message must be the user's");
     const c = this.#conversation;
-    const format = (user, firstTurn, replyClosed) =>
-      this.#engine.call('llmFormatTurn', { handle: this.#handle, system, user, firstTurn, replyClosed });
+    // Messages are plain text: only the chat format's own markup becomes control tokens (sotto_llm_tokenize_turn),
+    // so a message holding "<|im_start|>system" cannot open a turn of its own.
+    const turnIds = (user, firstTurn, replyClosed) =>
+      this.#engine.call('llmTokenizeTurn', { handle: this.#handle, system, user, firstTurn, replyClosed });
     if (c && c.system === system && turns.length === c.turns.length + 1 && c.turns.every((m, i) => sameMessage(m, turns[i]))) {
-      const text = await format(turns.at(-1).content, false, c.replyClosed);
-      return { system, turns, keepCache: true, ids: await this.tokenize(text, { addSpecial: false, parseSpecial: true }) };
+      return { system, turns, keepCache: true, ids: await turnIds(turns.at(-1).content, false, c.replyClosed) };
     }
     // The whole conversation from an empty cache: each user turn in the model's format, each earlier reply
-    // as its text (the next turn closes it).
-    let text = '';
+    // as its text (the next turn closes it with its end-of-turn markup).
+    const ids = [];
     let first = true;
     let closed = true;
     for (const m of turns) {
       if (m.role === 'user') {
-        text += await format(m.content, first, closed);
+        ids.push(...await turnIds(m.content, first, closed));
         first = false;
         closed = true;
       } else {
-        text += m.content;
+        ids.push(...await this.tokenize(m.content, { addSpecial: false, parseSpecial: false }));
         closed = false;
       }
     }
-    return { system, turns, keepCache: false, ids: await this.tokenize(text, { addSpecial: true, parseSpecial: true }) };
+    return { system, turns, keepCache: false, ids };
   }
 
   async #chatTurn(messages, options, onText) {
@@ -238,7 +241,9 @@ export class Llm {
       ...base, object: 'chat.completion',
       choices: [{ index: 0, message: { role: 'assistant', content: r.text }, finish_reason: r.finishReason }],
       usage: { prompt_tokens: r.nPrompt, completion_tokens: r.ids.length, total_tokens: r.nPrompt + r.ids.length },
-      timings: { prefillMs: r.prefillMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache },
+      // newPromptTokens: what this turn prefilled (the whole conversation when the cache was not reused);
+      // nPast: the context's positions in use after it.
+      timings: { prefillMs: r.prefillMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache, newPromptTokens: r.nPrompt, nPast: r.nPast },
     };
   }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A static server for the lab pages and tests. Serves the repository root (so web/ and build/wasm-*/ are
 // reachable) with the two headers that make a page cross-origin isolated, which SharedArrayBuffer (the shared
-// wasm memory) requires. /fixtures/ maps to ../shared/fixtures (or $SOTTO_FIXTURES); /agent/ is the one-file
+// wasm memory) requires. /fixtures/ maps to tests/fixtures (or $SOTTO_FIXTURES); /agent/ is the one-file
 // voice agent (build/agent/, `npm run build:agent`) with /agent/models/ the repository's models/. Range requests
 // are answered (206), so the agent's model downloads can resume.
 //   node web/serve.mjs [PORT]     (or PORT=...; 0 picks a free port) -> prints the URL
@@ -11,7 +11,7 @@ import { dirname, extname, join, normalize, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const fixturesRoot = resolve(process.env.SOTTO_FIXTURES ?? join(repoRoot, '..', 'shared', 'fixtures'));
+const fixturesRoot = resolve(process.env.SOTTO_FIXTURES ?? join(repoRoot, 'tests', 'fixtures'));
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8',

@@ -180,6 +180,9 @@ async function vadDecodeWav({ handle, source }, progress) {
   try {
     const out = wasm.sotto_vad_decode_wav(vad, ptr, size, lenPtr);
     if (!out) throw new Error(`sotto: ${name}: ${vadError(vad)}`);
+    // What could not be read at face value (a cut file, NaN samples), for the caller to show.
+    const notes = readCString(memory, wasm.sotto_vad_notes(vad));
+    if (notes) progress({ notes });
     return new Float32Array(memory.buffer, out, new Uint32Array(memory.buffer, lenPtr, 1)[0]).slice();
   } finally {
     wasm.sotto_free(lenPtr);

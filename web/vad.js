@@ -200,9 +200,12 @@ export class Vad {
   }
 
   // A WAV file (File/Blob, URL, or Node path; any rate and channel count) -> Float32Array of mono samples at the
-  // model's rate, decoded and resampled in wasm exactly as `sotto vad` does.
-  decodeWav(source) {
-    return this.#engine.call('vadDecodeWav', { handle: this.#handle, source: source instanceof URL ? String(source) : source });
+  // model's rate, decoded and resampled in wasm exactly as `sotto vad` does. onNotes(text): what could not be read
+  // at face value (a data chunk longer than the file: the frames present are read; NaN / infinite samples: read
+  // as 0), as `sotto vad` warns.
+  decodeWav(source, { onNotes } = {}) {
+    return this.#engine.call('vadDecodeWav', { handle: this.#handle, source: source instanceof URL ? String(source) : source },
+      (p) => p.notes && onNotes?.(p.notes));
   }
 
   // `sotto vad --json`'s object (one line, no newline) for samples at the model's rate, from a fresh stream.

@@ -316,6 +316,32 @@ function llmDetokenize({ handle, ids, removeSpecial = false, renderSpecial = tru
   }
 }
 
+// One user turn's ids (sotto_llm_tokenize_turn): only the chat format's markup becomes control tokens; the
+// system prompt and the user's text are plain text whatever they hold.
+function llmTokenizeTurn({ handle, system = null, user, firstTurn, replyClosed }) {
+  const { llm } = model(handle);
+  const s = system === null ? null : toWasm(system);
+  const u = toWasm(user);
+  try {
+    let capacity = u.bytes + (s ? s.bytes : 0) + 64;
+    for (;;) {
+      const out = wasm.sotto_alloc(capacity * 4);
+      try {
+        const n = wasm.sotto_llm_tokenize_turn(llm, s ? s.ptr : 0, s ? s.bytes : 0, u.ptr, u.bytes, firstTurn ? 1 : 0,
+                                               replyClosed ? 1 : 0, out, capacity);
+        if (n < 0) throw new Error(`sotto: ${lastError(llm)}`);
+        if (n <= capacity) return Array.from(new Int32Array(memory.buffer, out, n));
+        capacity = n;
+      } finally {
+        wasm.sotto_free(out);
+      }
+    }
+  } finally {
+    if (s) wasm.sotto_free(s.ptr);
+    wasm.sotto_free(u.ptr);
+  }
+}
+
 function llmFormatTurn({ handle, system = '', user, firstTurn, replyClosed }) {
   const { llm } = model(handle);
   const s = toWasm(system);
@@ -332,7 +358,7 @@ function llmFormatTurn({ handle, system = '', user, firstTurn, replyClosed }) {
 function writeSampling(ptr, o) {
   const d = new DataView(memory.buffer, ptr, 40);
   d.setInt32(0, o.greedy ? 1 : 0, true);
-  d.setFloat32(4, o.temperature ?? 0.8, true);
+  d.setFloat32(4, o.temperature ?? 0, true);  // greedy unless told otherwise (sotto_sampling_defaults)
   d.setInt32(8, o.topK ?? 40, true);
   d.setFloat32(12, o.topP ?? 0.95, true);
   d.setFloat32(16, o.minP ?? 0.05, true);
@@ -342,7 +368,7 @@ function writeSampling(ptr, o) {
   d.setBigUint64(32, BigInt.asUintN(64, BigInt(o.seed ?? 0)), true);
 }
 
-const STOP_NAMES = ['', 'length', 'eog', 'stop_string'];
+const STOP_NAMES = ['', 'length', 'eog', 'stop_string', 'context_full'];
 
 // sotto_llm_step answers PENDING on the GPU while the token's readback is in flight (api/sotto.h).
 const PENDING = 100;
@@ -391,16 +417,18 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
         break;
       }
     }
-    const timings = wasm.sotto_alloc(40);
+    // SottoTimings (api/sotto.h), 48 bytes: five int32, 4 bytes of padding, three doubles.
+    const timings = wasm.sotto_alloc(48);
     wasm.sotto_llm_timings(llm, timings);
-    const tv = new DataView(memory.buffer, timings, 40);
+    const tv = new DataView(memory.buffer, timings, 48);
     Object.assign(out, {
       nPrompt: tv.getInt32(0, true),
       nDecoded: tv.getInt32(8, true),
       nPast: tv.getInt32(12, true),
-      prefillMs: tv.getFloat64(16, true),
-      decodeMs: tv.getFloat64(24, true),
-      decodeTokensPerS: tv.getFloat64(32, true),
+      nDropped: tv.getInt32(16, true),
+      prefillMs: tv.getFloat64(24, true),
+      decodeMs: tv.getFloat64(32, true),
+      decodeTokensPerS: tv.getFloat64(40, true),
       replyClosed: wasm.sotto_llm_reply_closed(llm) === 1,
     });
     wasm.sotto_free(timings);
@@ -542,7 +570,7 @@ function nnCheck({ seed = 0 }) {
   }
 }
 
-const ops = { init, selftest, kernelCheck, attentionCheck, nnCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
+const ops = { init, selftest, kernelCheck, attentionCheck, nnCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmTokenizeTurn, llmGenerate,
   ...vadOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).

@@ -57,9 +57,10 @@ enum SottoGpuOption {
 /* Why a generation ended (SottoStep.stop); SOTTO_STOP_NONE while it goes on. */
 enum SottoStop {
   SOTTO_STOP_NONE = 0,
-  SOTTO_STOP_LENGTH = 1,      /* max_new_tokens written, or the context is full */
-  SOTTO_STOP_EOG = 2,         /* the model wrote an end-of-generation token (not included in the output) */
-  SOTTO_STOP_STOP_STRING = 3, /* a stop string appeared (the text ends before it) */
+  SOTTO_STOP_LENGTH = 1,       /* max_new_tokens written */
+  SOTTO_STOP_EOG = 2,          /* the model wrote an end-of-generation token (not included in the output) */
+  SOTTO_STOP_STOP_STRING = 3,  /* a stop string appeared (the text ends before it) */
+  SOTTO_STOP_CONTEXT_FULL = 4, /* the context's last position was filled (the next turn makes room) */
 };
 
 typedef struct SottoLlm SottoLlm;
@@ -91,14 +92,16 @@ typedef struct SottoTimings {
   int32_t n_generated; /* tokens written */
   int32_t n_decoded;   /* forward passes after the first token */
   int32_t n_past;      /* positions of the context in use */
+  int32_t n_dropped;   /* tokens of old turns dropped from the context to make room (sotto_llm_begin) */
   double prefill_ms;
   double decode_ms;
   double decode_tokens_per_s;
 } SottoTimings;
 
-/* llama.cpp-like defaults: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, no penalty, 64 tokens. */
+/* Greedy (temperature 0), 64 tokens; a temperature > 0 samples after llama.cpp's default filters, which these
+ * defaults also hold: top-k 40, top-p 0.95, min-p 0.05, no penalty. */
 void sotto_sampling_defaults(SottoSampling* out);
-const char* sotto_stop_name(int32_t stop); /* "", "length", "eog", "stop_string" */
+const char* sotto_stop_name(int32_t stop); /* "", "length", "eog", "stop_string", "context_full" */
 
 /* n_threads: the CPU threads a forward pass uses (natively a pool of its own). Null only when out of memory. */
 SottoLlm* sotto_llm_create(int32_t n_threads);
@@ -138,16 +141,30 @@ int32_t sotto_llm_tokenize(SottoLlm* llm, const char* text, size_t text_bytes, i
 const char* sotto_llm_detokenize(SottoLlm* llm, const int32_t* ids, size_t n_ids, int32_t remove_special,
                                  int32_t render_special, size_t* out_bytes);
 /* The text of one new user turn in the model's chat format (chat_template.h): first_turn starts the
- * conversation (system prompt first when not empty; a null `system` is the model's default one); reply_closed says the previous reply ended with its
- * end-of-turn token. Tokenize it with parse_special = 1 (and add_special = first_turn). */
+ * conversation (system prompt first when not empty; a null `system` is the model's default one); reply_closed
+ * says the previous reply ended with its end-of-turn token. For showing: to run it, use sotto_llm_tokenize_turn
+ * (tokenizing this text with parse_special = 1 would let typed text such as "<|im_start|>" become markup). */
 const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
                                   size_t user_bytes, int32_t first_turn, int32_t reply_closed,
                                   size_t* out_bytes);
+/* The ids of that turn (BOS first when first_turn and the file asks for it): only the chat format's own
+ * markup becomes control tokens; the system prompt and the user's text are plain text, whatever they hold.
+ * Returns n and writes min(n, capacity) ids, as sotto_llm_tokenize; -1 on failure. */
+int32_t sotto_llm_tokenize_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
+                                size_t user_bytes, int32_t first_turn, int32_t reply_closed, int32_t* out,
+                                int32_t capacity);
 
 /* Starts a generation: runs the prompt through the model (prefill). keep_cache = 0 empties the context
  * first; 1 continues the conversation in it: the previous reply's last token, when it was sampled but never
  * run (an end-of-turn token, or the last token at a length limit), goes in front of `ids` so the cache stays
- * the conversation. stops: stop strings, each ending with a NUL, stops_bytes in all (0: none). */
+ * the conversation. stops: stop strings, each ending with a NUL, stops_bytes in all (0: none).
+ *
+ * A conversation outgrows the context: when the new turn and room for its reply (max_new_tokens, at most a
+ * quarter of the context) do not fit, the oldest turns are dropped, whole, from the front of the cache — all
+ * but what the conversation keeps (BOS and the system prompt, when the first turn came from
+ * sotto_llm_tokenize_turn) — and the turns after them run again behind it; the kept part is not recomputed.
+ * sotto_llm_timings' n_dropped counts the tokens dropped so far. Only a turn that does not fit even alone fails
+ * (SOTTO_ERROR_RUN). A reply that fills the context stops with SOTTO_STOP_CONTEXT_FULL. */
 int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const SottoSampling* sampling,
                         const char* stops, size_t stops_bytes, int32_t keep_cache);
 /* The tokens that end a generation (sotto_llm_begin's later calls): n_ids < 0 restores the model's own set
@@ -240,6 +257,10 @@ int64_t sotto_vad_frame_count(const SottoVad* vad, size_t n_samples);
  * The samples live in a buffer the handle owns until the next call on it; their count goes to *out_samples.
  * Null on error. */
 const float* sotto_vad_decode_wav(SottoVad* vad, const uint8_t* bytes, size_t size, size_t* out_samples);
+/* What the last sotto_vad_decode_wav could not take at face value, one line ("" when nothing): a data chunk
+ * declaring more bytes than the file holds (the frames present are read), NaN / infinite samples (read as 0,
+ * before resampling spreads them). Valid until the next decode. */
+const char* sotto_vad_notes(const SottoVad* vad);
 const float* sotto_vad_resample(SottoVad* vad, const float* samples, size_t n_samples, int32_t in_rate_hz,
                                 size_t* out_samples);
 /* `sotto vad --json` of a signal at the model's rate, from a fresh stream (the handle's stream is reset

@@ -6,6 +6,7 @@
 #include "api/sotto.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -23,6 +24,12 @@
 #include "models/llm/generate.h"
 #include "models/llm/llama.h"
 #include "text/tokenizer.h"
+
+// JS writes and reads these structs by offset (web/worker.js): their layout is part of the API.
+static_assert(sizeof(SottoSampling) == 40 && offsetof(SottoSampling, seed) == 32);
+static_assert(sizeof(SottoTimings) == 48 && offsetof(SottoTimings, n_dropped) == 16 &&
+              offsetof(SottoTimings, prefill_ms) == 24 && offsetof(SottoTimings, decode_tokens_per_s) == 40);
+static_assert(sizeof(SottoStep) == (sizeof(void*) == 4 ? 20 : 24) && offsetof(SottoStep, text_bytes) == 12);
 
 struct SottoLlm {
   std::unique_ptr<sotto::ThreadPool> own_pool;
@@ -50,6 +57,15 @@ struct SottoLlm {
   std::vector<int32_t> prompt_ids;   // as given to the last begin (for result_json)
   std::string pending_top_logprobs;  // from sotto_llm_top_logprobs, taken by the next begin
   std::string result_top_logprobs;   // of the last generation
+
+  // The conversation in the cache, for making room when it outgrows the context (sotto_llm_begin): the ids
+  // run through the model in order (up to the last generation's start), where each turn begins, and how many
+  // leading ids are kept whatever is dropped (BOS and the system prompt).
+  std::vector<int32_t> cache_ids;
+  std::vector<size_t> turn_starts;
+  size_t n_keep = 0;
+  std::optional<size_t> first_turn_keep;  // from sotto_llm_tokenize_turn(first_turn), taken by the next begin
+  int32_t n_dropped = 0;
 };
 
 namespace {
@@ -77,6 +93,13 @@ class GpuTokenModel final : public sotto::TokenModel {
     llm_->reset();
     last_choice_ = sotto::kNoToken;
     ahead_ = ahead_sampled_ = sample_submitted_ = false;
+  }
+  void truncate(int n_past) override {
+    const int now = this->n_past();
+    if (ahead_) llm_->drop_last(1);  // the step run ahead is not wanted
+    last_choice_ = sotto::kNoToken;
+    ahead_ = ahead_sampled_ = sample_submitted_ = reading_ = choosing_ = false;
+    if (n_past < now) llm_->drop_last(now - std::max(n_past, 0));
   }
   sotto::Status supports(const sotto::SamplerParams& p) const override {
     return sotto::gpu::check_gpu_sampling(p, llm_->n_vocab());
@@ -190,6 +213,8 @@ int32_t stop_code(sotto::StopReason r) {
       return SOTTO_STOP_EOG;
     case sotto::StopReason::StopString:
       return SOTTO_STOP_STOP_STRING;
+    case sotto::StopReason::ContextFull:
+      return SOTTO_STOP_CONTEXT_FULL;
   }
   return SOTTO_STOP_NONE;
 }
@@ -198,6 +223,67 @@ std::string ids_json(const std::vector<int32_t>& ids) {
   std::string s = "[";
   for (size_t i = 0; i < ids.size(); ++i) s += cat(i ? "," : "", ids[i]);
   return s + "]";
+}
+
+// Brings the record of the conversation in the cache up to date for a new begin, and when `prompt` and room
+// for its reply do not fit the context, drops the oldest whole turns after the kept prefix: the cache is cut
+// back to the prefix and the turns after the dropped ones go in front of `prompt`, to run again at their new
+// positions (recomputing them is exact; re-rotating their cached keys would not be, bit for bit). Returns
+// where the new turn starts among the cache's ids once `prompt` has run.
+size_t make_room(SottoLlm& llm, bool keep_cache, std::vector<int32_t>& prompt, int max_new_tokens) {
+  std::vector<int32_t>& cache = llm.cache_ids;
+  const size_t carried =
+      keep_cache && llm.generated && llm.generation.result().unprocessed != sotto::kNoToken;
+  if (!keep_cache) {
+    cache.clear();
+    llm.turn_starts.clear();
+    llm.n_dropped = 0;
+    const bool bos_first = llm.tokenizer && !prompt.empty() && prompt[0] == llm.tokenizer->vocab().bos;
+    llm.n_keep = llm.first_turn_keep.value_or(bos_first ? 1 : 0);
+  } else if (llm.generated) {
+    // The last generation ran its prompt (already recorded) and every written token but one still unrun.
+    const sotto::GenerateResult& r = llm.generation.result();
+    cache.insert(cache.end(), r.ids.begin(), r.ids.end());
+    if (!r.ids.empty() && r.unprocessed == r.ids.back()) cache.pop_back();
+  }
+  llm.first_turn_keep.reset();
+  // A turn starts at its first control token (ChatML's next turn begins with the "\n" after <|im_end|>, which
+  // belongs with the reply before it), or at its first token.
+  size_t lead = carried;
+  if (llm.tokenizer) {
+    while (lead < prompt.size() &&
+           llm.tokenizer->vocab().types[static_cast<size_t>(prompt[lead])] != sotto::TokenType::Control)
+      ++lead;
+    if (lead == prompt.size()) lead = carried;
+  }
+  if (!keep_cache) return lead;
+  if (cache.size() != static_cast<size_t>(llm.model->n_past())) {  // not a conversation this handle ran
+    cache.clear();
+    llm.turn_starts.clear();
+    return lead;
+  }
+  const size_t n_ctx = static_cast<size_t>(llm.model->n_ctx());
+  const size_t room = static_cast<size_t>(std::clamp(max_new_tokens, 0, static_cast<int>(n_ctx / 4)));
+  const size_t keep = std::min(llm.n_keep, cache.size());
+  if (keep + prompt.size() > n_ctx) return cache.size() + lead;  // no dropping helps: begin says so
+  size_t drop_to = keep;                                         // [keep, drop_to) is dropped
+  auto fits = [&] { return cache.size() - (drop_to - keep) + prompt.size() + room <= n_ctx; };
+  for (size_t start : llm.turn_starts) {
+    if (fits()) break;
+    if (start > drop_to && start < cache.size()) drop_to = start;
+  }
+  if (!fits()) drop_to = cache.size();
+  if (drop_to == keep) return cache.size() + lead;
+  const size_t dropped = drop_to - keep, tail = cache.size() - drop_to;
+  prompt.insert(prompt.begin(), cache.begin() + static_cast<std::ptrdiff_t>(drop_to), cache.end());
+  cache.resize(keep);
+  llm.model->truncate(static_cast<int>(keep));
+  std::vector<size_t> starts;
+  for (size_t start : llm.turn_starts)
+    if (start <= keep || start >= drop_to) starts.push_back(start <= keep ? start : start - dropped);
+  llm.turn_starts = std::move(starts);
+  llm.n_dropped += static_cast<int32_t>(dropped);
+  return keep + tail + lead;
 }
 
 }  // namespace
@@ -225,6 +311,8 @@ const char* sotto_stop_name(int32_t stop) {
       return "eog";
     case SOTTO_STOP_STOP_STRING:
       return "stop_string";
+    case SOTTO_STOP_CONTEXT_FULL:
+      return "context_full";
   }
   return "";
 }
@@ -423,6 +511,38 @@ const char* sotto_llm_format_turn(SottoLlm* llm, const char* system, size_t syst
       out_bytes);
 }
 
+int32_t sotto_llm_tokenize_turn(SottoLlm* llm, const char* system, size_t system_bytes, const char* user,
+                                size_t user_bytes, int32_t first_turn, int32_t reply_closed, int32_t* out,
+                                int32_t capacity) {
+  if (!ready(llm, true)) return -1;
+  if ((!user && user_bytes) || (!out && capacity > 0)) {
+    fail(llm, SOTTO_ERROR_ARGUMENT, "llm: tokenize_turn: null buffer");
+    return -1;
+  }
+  const std::string& chat_template = llm->tokenizer->vocab().chat_template;
+  const std::string system_text =
+      system ? std::string(system, system_bytes) : sotto::default_system_prompt(chat_template);
+  const sotto::ChatText turn = sotto::chat_user_turn(
+      sotto::detect_chat_format(chat_template), system_text,
+      std::string_view(user ? user : "", user ? user_bytes : 0), first_turn != 0, reply_closed != 0);
+  const std::vector<sotto::TokenId> ids =
+      llm->tokenizer->tokenize_markup(turn.text, first_turn != 0, turn.plain);
+  if (first_turn) {
+    // What a full context keeps: BOS and the system turn (tokenized alone it gives the same ids: it ends
+    // before a control token).
+    std::vector<sotto::TextRange> system_plain;
+    for (const sotto::TextRange& r : turn.plain)
+      if (r.end <= turn.system_end) system_plain.push_back(r);
+    llm->first_turn_keep =
+        llm->tokenizer
+            ->tokenize_markup(std::string_view(turn.text).substr(0, turn.system_end), true, system_plain)
+            .size();
+  }
+  const size_t n = std::min(ids.size(), static_cast<size_t>(capacity > 0 ? capacity : 0));
+  if (n) std::memcpy(out, ids.data(), n * sizeof(int32_t));
+  return static_cast<int32_t>(ids.size());
+}
+
 int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const SottoSampling* sampling,
                         const char* stops, size_t stops_bytes, int32_t keep_cache) {
   if (!ready(llm, false, true)) return SOTTO_ERROR_ARGUMENT;
@@ -447,17 +567,24 @@ int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const S
   if (keep_cache && carried != sotto::kNoToken) prompt.push_back(carried);
   if (!keep_cache) llm->model->clear();
   prompt.insert(prompt.end(), ids, ids + n_ids);
+  for (int32_t id : prompt)
+    if (id < 0 || id >= llm->weights.hp.n_vocab)
+      return fail(llm, SOTTO_ERROR_ARGUMENT,
+                  cat("llm: token id ", id, " is outside the vocabulary (", llm->weights.hp.n_vocab, ")"));
+  const size_t turn_start = make_room(*llm, keep_cache != 0, prompt, options.max_new_tokens);
   llm->prompt_ids.assign(ids, ids + n_ids);
   llm->result_top_logprobs = std::move(llm->pending_top_logprobs);
   llm->pending_top_logprobs.clear();
   const sotto::Tokenizer* tokenizer = llm->tokenizer ? &*llm->tokenizer : nullptr;
   llm->generated = false;
-  for (int32_t id : prompt)
-    if (id < 0 || id >= llm->weights.hp.n_vocab)
-      return fail(llm, SOTTO_ERROR_ARGUMENT,
-                  cat("llm: token id ", id, " is outside the vocabulary (", llm->weights.hp.n_vocab, ")"));
   sotto::Status status = llm->generation.begin(*llm->model, tokenizer, prompt, llm->end_ids, options);
-  if (!status) return fail(llm, SOTTO_ERROR_RUN, status.message());
+  if (!status) {
+    llm->cache_ids.clear();  // the cache no longer holds what they say
+    llm->turn_starts.clear();
+    return fail(llm, SOTTO_ERROR_RUN, status.message());
+  }
+  llm->cache_ids.insert(llm->cache_ids.end(), prompt.begin(), prompt.end());
+  llm->turn_starts.push_back(turn_start);
   llm->generated = true;
   return SOTTO_OK;
 }
@@ -488,6 +615,7 @@ int32_t sotto_llm_timings(const SottoLlm* llm, SottoTimings* out) {
   if (!llm || !out) return SOTTO_ERROR_ARGUMENT;
   *out = SottoTimings{};
   if (llm->model) out->n_past = llm->model->n_past();
+  out->n_dropped = llm->n_dropped;
   if (!llm->generated) return SOTTO_OK;
   const sotto::GenerateResult& r = llm->generation.result();
   out->n_prompt = r.n_prompt;
@@ -507,6 +635,8 @@ const char* sotto_llm_top_logprobs(SottoLlm* llm, const int32_t* ids, size_t n_i
     return fail(llm, SOTTO_ERROR_ARGUMENT, "llm: top logprobs are not available on the webgpu backend"),
            nullptr;
   llm->ctx->kv.clear();
+  llm->cache_ids.clear();
+  llm->turn_starts.clear();
   llm->generated = false;
   auto logits = sotto::forward(*llm->pool, llm->weights, *llm->ctx, {ids, n_ids});
   if (!logits) return fail(llm, SOTTO_ERROR_RUN, logits.message()), nullptr;

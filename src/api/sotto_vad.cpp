@@ -10,6 +10,7 @@
 
 #include "api/sotto.h"
 #include "audio/resample.h"
+#include "audio/wav_audio.h"
 #include "io/onnx.h"
 #include "io/wav.h"
 #include "models/vad/segmenter.h"
@@ -20,6 +21,7 @@ struct SottoVad {
   std::unique_ptr<sotto::vad::SileroWeights> weights;  // stable address: the stream keeps a pointer
   std::optional<sotto::vad::SileroVad> stream;
   std::vector<float> audio;  // what decode_wav / resample hand out
+  std::string notes;         // what the last decode_wav could not read at face value
   std::string json;          // what clip_json hands out
 };
 
@@ -161,26 +163,24 @@ int64_t sotto_vad_process_clip(SottoVad* vad, const float* samples, size_t n_sam
   return frames;
 }
 
+const char* sotto_vad_notes(const SottoVad* vad) {
+  return vad ? vad->notes.c_str() : "";
+}
+
 const float* sotto_vad_decode_wav(SottoVad* vad, const uint8_t* bytes, size_t size, size_t* out_samples) {
   if (!ready(vad)) return nullptr;
+  vad->notes.clear();
   if (!bytes && size > 0) {
     vad->last_error = "vad: null buffer";
     return nullptr;
   }
-  auto audio = sotto::decode_wav({bytes, size});
+  auto audio = sotto::wav_to_speech_audio({bytes, size}, vad->stream->sample_rate_hz());
   if (!audio) {
     vad->last_error = audio.message();
     return nullptr;
   }
-  std::vector<float> mono = sotto::to_mono(*audio);
-  const uint32_t rate_hz = vad->stream->sample_rate_hz();
-  if (audio->sample_rate_hz == rate_hz) return give_audio(vad, std::move(mono), out_samples);
-  auto resampled = sotto::resample(mono, 1, audio->sample_rate_hz, rate_hz);
-  if (!resampled) {
-    vad->last_error = resampled.message();
-    return nullptr;
-  }
-  return give_audio(vad, std::move(resampled).value(), out_samples);
+  vad->notes = std::move(audio->notes);
+  return give_audio(vad, std::move(audio->samples), out_samples);
 }
 
 const float* sotto_vad_resample(SottoVad* vad, const float* samples, size_t n_samples, int32_t in_rate_hz,

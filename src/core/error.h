@@ -54,6 +54,55 @@ std::string cat(const Parts&... parts) {
   return out;
 }
 
+// A name from a file for a message: in single quotes, with control bytes, invalid UTF-8, quotes and
+// backslashes written as \xNN (\n, \t, \', \\), so a corrupted key or tensor name prints on one line, in
+// full (a NUL does not cut it) and cannot move the terminal's cursor: 'lla\x00a.\x1bmbedding_length'.
+inline std::string quoted(std::string_view text) {
+  std::string out = "'";
+  auto hex = [&](unsigned char c) {
+    constexpr char kDigits[] = "0123456789abcdef";
+    out += "\\x";
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  };
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c == '\n' || c == '\t') {
+      out += c == '\n' ? "\\n" : "\\t";
+      ++i;
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x80 || c == 0x7f) {
+      hex(c);
+      ++i;
+    } else {
+      // A whole valid UTF-8 sequence stays as it is (no overlong forms, no surrogates, at most U+10FFFF).
+      const size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+      bool valid = n > 0 && c <= 0xf4 && i + n <= text.size();
+      for (size_t k = 1; valid && k < n; ++k)
+        valid = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+      if (valid && n >= 3) {
+        const unsigned char c1 = static_cast<unsigned char>(text[i + 1]);
+        valid = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
+                !(c == 0xf4 && c1 >= 0x90);
+      }
+      if (!valid) {
+        hex(c);
+        ++i;
+        continue;
+      }
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out + "'";
+}
+
 class [[nodiscard]] Status {
  public:
   Status() = default;

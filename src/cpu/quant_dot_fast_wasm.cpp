@@ -565,8 +565,8 @@ void rows_fast(const void* weights, int64_t cols, const void* xq, int64_t n, siz
 // at a time (|.| <= 4 * 2 * 31 * 128 = 31,744: exact), two i32 dots against ones, the offset -2^kOffsetShift *
 // sum x, and one multiply-add with f32(d_w) * f32(d_x): ggml's scalar float order, as the AVX-512 tile
 // kernels. Where the time goes, per row, block and token, by our count of wasm instructions: ~7 against ~18
-// for the row kernels' 4-token tiles (measured: prefill 256 of the Qwen2.5-0.5B-shaped Q4_0 file in Chromium
-// 100 -> 163 tokens/s, bench/README.md).
+// for the row kernels' 4-token tiles (measured: prefill 256 of the Qwen2.5-0.5B-shaped Q4_0 file in Chromium at
+// 163 tokens/s against 100 with the row kernels; bench/results/history-2026-12-03.md).
 // Each 32-bit word of v in all lanes: words[i] = word i of v (a group of 4 weight values for every token).
 void splat_words(v128_t v, v128_t* words) {
   words[0] = wasm_i32x4_shuffle(v, v, 0, 0, 0, 0);

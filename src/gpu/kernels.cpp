@@ -499,8 +499,8 @@ bool gpu_needs_q8_k(DType w) {
 
 // Invocations per row: 16 for quantized rows (a workgroup covers 8 rows), 32 for f32 / f16. On the H200,
 // decoding Qwen2.5-0.5B Q4_0: 16 lanes for its 896-wide rows (28 blocks, 1-2 per invocation) rather than 8
-// (3-4 blocks each, in turn) took q·k·v and gate·up to twice the workgroups and decode from 716 to 816
-// tokens/s (f32 sum; f16: 676 -> 765), at a cost of 3 ms on a 256-token prompt (18.7 -> 21.7 ms: the prompt
+// (3-4 blocks each, in turn) gives q·k·v and gate·up twice the workgroups and decodes at 816 tokens/s against
+// 716 (f32 sum; f16: 765 against 676), at a cost of 3 ms on a 256-token prompt (21.7 ms against 18.7: the prompt
 // kernels split rows the same way, so that a prompt's sums are a decoded token's); 32 lanes for the
 // 4864-wide ffn_down decoded no faster and cost prompts 12 % more.
 uint32_t matvec_lanes(DType w) {

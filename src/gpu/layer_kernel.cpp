@@ -35,7 +35,7 @@ struct Layers { slot: u32, pad1: u32, pad2: u32, pad3: u32, l: array<Layer, NL> 
 @group(0) @binding(4) var<storage, read_write> sa: array<atomic<u32>>;
 @group(0) @binding(5) var<storage, read> W: array<u32>;
 // Every layer's caches, only read here: bound writable, the H200 took ~20 us a layer for attention's cache loads,
-// ~3 bound read-only (bench/README.md, session 17). A layer's new rows at pos go to the scratch (layer.row), and a
+// ~3 bound read-only (bench/results/history-2026-12-03.md). A layer's new rows at pos go to the scratch (layer.row), and a
 // dispatch after the layers writes them into the caches (wgsl_layer_kernel_rows).
 @group(0) @binding(6) var<storage, read> kc: array<u32>;
 @group(0) @binding(7) var<storage, read> vc: array<u32>;
@@ -571,7 +571,7 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
     layer = layers.l[li];
     let kind = layers.l[li].kind;  // uniform (the branches on it hold subgroup operations)
     // Each matrix phase's first weights are fetched between the arrival and the wait of the grid barrier before
-    // the phase. (On the H200, session 20: +10 % decode on Q4_0, +9 % on Q4_K_M; fetched after the wait instead,
+    // the phase. (On the H200: +10 % decode on Q4_0, +9 % on Q4_K_M; fetched after the wait instead,
     // +6 % / +3 %; a barrier earlier still, no faster on Q4_0 and 3 % slower on Q4_K_M.)
     if (li > 0u) { grid_arrive(); }  // the previous layer's x complete
 FETCH_QKV

@@ -5,8 +5,8 @@
 //
 // Why another fused form: the fused plan (gpu/fusion.h) rewrites the separate kernels, and each phase then does
 // what its separate kernel did per virtual workgroup, on 128 invocations: on the H200 a layer cost ~57 us that
-// way, its phases as long as the dispatches they replaced (bench/README.md, session 15). `sotto gpu-probe
-// --token` timed a kernel laid out for a resident grid instead, ~26 us a layer (session 16); this is that
+// way, its phases as long as the dispatches they replaced (bench/results/history-2026-12-03.md). `sotto gpu-probe
+// --token` timed a kernel laid out for a resident grid instead, ~26 us a layer; this is that
 // layout with the real arithmetic:
 //   - few, wide workgroups (256 invocations, about one per compute unit), each staging a phase's input once:
 //     x normed and quantized to q8_0 (or the attention chunks combined, or the SwiGLU product) in workgroup
@@ -21,17 +21,17 @@
 //     invocation j with key j's score), no workgroup barriers. Elsewhere (SwiftShader: 4) each invocation loads
 //     a key's row, and the chunk's maximum and sum go through workgroup memory;
 //   - the KV caches are bound read-only: bound writable, the H200 took ~20 us a layer for attention's cache
-//     loads (half the token), ~3 read-only (bench/README.md, session 17). Each layer's new k and v rows go to the
+//     loads (half the token), ~3 read-only (bench/results/history-2026-12-03.md). Each layer's new k and v rows go to the
 //     scratch, and a small dispatch after the layers writes them all into the caches (wgsl_layer_kernel_rows);
 //   - layers one after another in one dispatch: a dispatch boundary cost ~3.6 us on the H200, a grid barrier
-//     ~1.5 (session 18);
+//     ~1.5;
 //   - each matrix phase's first weights loaded into registers while its workgroup waits at the grid barrier
 //     before the phase (they depend on nothing the other workgroups write), where they fit in kFetchWords words
 //     an invocation: without it the weights' round trip to memory came after the barrier, the staging and the
-//     quantizer's workgroup barriers, one after another (session 20);
+//     quantizer's workgroup barriers, one after another;
 //   - row groups with nothing to do in a phase (no attention chunk, or past a matrix's last row) load nothing:
 //     running the last chunk's or row's code with clamped indices, ~1,000 of them asked the L2 for the same few
-//     lines, and attention cost the H200 8.5 us a layer instead of 4.8 (session 21).
+//     lines, and attention cost the H200 8.5 us a layer instead of 4.8 (bench/results/history-2026-12-03.md).
 // Activations written in the dispatch are read and written with atomics (gpu/fusion.h says why); a barrier that
 // waits too long raises the failure flag, and the model runs that token again unfused.
 //

@@ -295,8 +295,8 @@ Status LlmGpu::record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out) {
   };
   // The input of a matrix behind an RMSNorm. Decoding, quantized matrices of up to kFusedNormMaxRows rows take
   // the norm and the q8 quantization inside their own kernel: every workgroup redoes it, which costs less than
-  // a dispatch of its own (H200, Qwen2.5-0.5B Q4_0: gate·up 6.3 -> 9.1 us with 304 workgroups norming, the
-  // ffn_norm dispatch's 7.0 us gone, decode 655 -> 717 tokens/s; bench/README.md). For an output table's
+  // a dispatch of its own (H200, Qwen2.5-0.5B Q4_0: gate·up takes 9.1 us with 304 workgroups norming against
+  // 6.3, but the ffn_norm dispatch's 7.0 us go: decode at 717 tokens/s against 655). For an output table's
   // thousands of workgroups, and for a prompt, a norm_quant dispatch makes the q8 blocks once. F32 / F16
   // matrices read the normed f32 vectors.
   auto normed_input = [&](const GpuMatrixParts& m, BufferHandle in, BufferHandle norm,

@@ -60,7 +60,7 @@ struct FusionOptions {
   Mode mode = Mode::Auto;
   uint32_t grid = 0;     // workgroups of a fused dispatch; 0: as many as the widest phase has
   int check_tokens = 6;  // tokens the load-time check runs through both plans
-  // gpu/fusion.h fuse_phases(). On the H200 1,024 (bench/README.md, session 15): with 2,048 the fused layer
+  // gpu/fusion.h fuse_phases(). On the H200 1,024 (bench/results/history-2026-12-03.md): with 2,048 the fused layer
   // needs 18.6 KB of workgroup memory and only 2 workgroups stay resident per SM (grid 248, 636 tokens/s),
   // with 1,024 14.0 KB and 3 (grid 388, 689 tokens/s), though the q8 rows are then read with atomic loads.
   uint32_t max_copy_words = 1024;

@@ -298,7 +298,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       fused_ = {};
       return {};
     }
-    // Timed right after the grid's check. (Timing all grids in turn over two rounds instead, session 19, chose
+    // Timed right after the grid's check. (Timing all grids in turn over two rounds instead chose
     // 108 workgroups over 132 at both loads of one lease, decoding then at 902 / 1,079 tokens/s against
     // 1,020 / 1,177: not kept. One after another, a cold first load once chose 66.)
     double ms = 1.0;
@@ -323,7 +323,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   // Where a narrower grid timed faster than the widest, both are timed again, in turn, and each keeps its best
   // round: single rounds at load were far off at times (on the H200, Q4_K_M's 132-workgroup kernel timed at
   // 244-262 tokens/s at some loads, where it decodes at ~1,000; and a load chose 32 workgroups, decoding after
-  // 1,024 tokens at 488 tokens/s against 764; session 21), and a slow round is never the kernel's own speed.
+  // 1,024 tokens at 488 tokens/s against 764), and a slow round is never the kernel's own speed.
   if (options.clock_ms && fastest() != held.begin()) {
     const size_t other = static_cast<size_t>(fastest() - held.begin());
     for (int again = 0; again < 2; ++again) {

@@ -30,7 +30,8 @@ struct SamplingCase {
 };
 
 std::vector<SamplingCase> sampling_cases() {
-  SamplerParams defaults;  // temperature 0.8, top_k 40, top_p 0.95, min_p 0.05
+  SamplerParams defaults;  // top_k 40, top_p 0.95, min_p 0.05: the filters a sampled run gets by default
+  defaults.temperature = 0.8f;
   SamplerParams top_k_only = defaults;
   top_k_only.temperature = 1.5f;
   top_k_only.top_k = 128;

@@ -45,7 +45,7 @@ Result<GgufType> read_type(ByteReader& in, std::string_view key) {
   uint64_t at = in.pos();
   SOTTO_ASSIGN(uint32_t id, in.read<uint32_t>("value type"));
   if (id >= kGgufTypeCount)
-    return error("gguf: key '", key, "' has unknown value type ", id, " at byte ", at);
+    return error("gguf: key ", quoted(key), " has unknown value type ", id, " at byte ", at);
   return static_cast<GgufType>(id);
 }
 
@@ -63,11 +63,11 @@ Result<GgufValue> read_value(ByteReader& in, std::string_view key) {
   SOTTO_ASSIGN(v.array_type, read_type(in, key));
   // The spec allows arrays of arrays; nothing ggml writes uses them and llama.cpp rejects them too.
   if (v.array_type == GgufType::Array)
-    return error("gguf: key '", key, "' is an array of arrays, which is not supported");
+    return error("gguf: key ", quoted(key), " is an array of arrays, which is not supported");
   SOTTO_ASSIGN(v.array_count, in.read<uint64_t>("array length"));
   uint64_t min_element = min_value_bytes(v.array_type);
   if (v.array_count > in.remaining() / min_element)
-    return error("gguf: key '", key, "' claims ", v.array_count, " elements of type ",
+    return error("gguf: key ", quoted(key), " claims ", v.array_count, " elements of type ",
                  gguf_type_name(v.array_type), " but only ", in.remaining(), " bytes remain in the file");
   if (v.array_type == GgufType::String) {
     v.array_strings.reserve(static_cast<size_t>(v.array_count));
@@ -86,29 +86,29 @@ Result<GgufTensor> read_tensor_info(ByteReader& in) {
   SOTTO_ASSIGN(t.name, read_string(in, "tensor name"));
   SOTTO_ASSIGN(t.n_dims, in.read<uint32_t>("tensor n_dims"));
   if (t.n_dims == 0 || t.n_dims > kGgufMaxDims)
-    return error("gguf: tensor '", t.name, "' has ", t.n_dims, " dimensions; GGUF allows 1 to ",
+    return error("gguf: tensor ", quoted(t.name), " has ", t.n_dims, " dimensions; GGUF allows 1 to ",
                  kGgufMaxDims);
   uint64_t n_elems = 1;
   for (uint32_t d = 0; d < t.n_dims; ++d) {
     SOTTO_ASSIGN(t.ne[d], in.read<int64_t>("tensor dimension"));
     if (t.ne[d] < 0)
-      return error("gguf: tensor '", t.name, "' has negative dimension ne[", d, "] = ", t.ne[d]);
+      return error("gguf: tensor ", quoted(t.name), " has negative dimension ne[", d, "] = ", t.ne[d]);
     uint64_t dim = static_cast<uint64_t>(t.ne[d]);
     if (dim != 0 && n_elems > static_cast<uint64_t>(INT64_MAX) / dim)
-      return error("gguf: tensor '", t.name, "' has more elements than fit in 63 bits");
+      return error("gguf: tensor ", quoted(t.name), " has more elements than fit in 63 bits");
     n_elems *= dim;
   }
   SOTTO_ASSIGN(t.ggml_type, in.read<uint32_t>("tensor type"));
   auto dtype = dtype_from_ggml(t.ggml_type);
   if (!dtype)
-    return error("gguf: tensor '", t.name, "': ", dtype.message());  // the message names the type id
+    return error("gguf: tensor ", quoted(t.name), ": ", dtype.message());  // the message names the type id
   t.dtype = *dtype;
   uint32_t block = dtype_info(t.dtype).block_elems;
   if (t.ne[0] % block != 0)
-    return error("gguf: tensor '", t.name, "' has ne[0] = ", t.ne[0], ", not a multiple of the ",
+    return error("gguf: tensor ", quoted(t.name), " has ne[0] = ", t.ne[0], ", not a multiple of the ",
                  dtype_name(t.dtype), " block size ", block);
   auto bytes = dtype_bytes(t.dtype, n_elems);
-  if (!bytes) return error("gguf: tensor '", t.name, "' size overflows (", n_elems, " elements)");
+  if (!bytes) return error("gguf: tensor ", quoted(t.name), " size overflows (", n_elems, " elements)");
   t.bytes = *bytes;
   SOTTO_ASSIGN(t.offset, in.read<uint64_t>("tensor offset"));  // relative to the data section until checked
   return t;
@@ -117,7 +117,7 @@ Result<GgufTensor> read_tensor_info(ByteReader& in) {
 Status check_unique(std::vector<std::string_view> names, std::string_view what) {
   std::sort(names.begin(), names.end());
   auto dup = std::adjacent_find(names.begin(), names.end());
-  if (dup != names.end()) return error("gguf: duplicate ", what, " '", *dup, "'");
+  if (dup != names.end()) return error("gguf: duplicate ", what, " ", quoted(*dup));
   return {};
 }
 
@@ -276,9 +276,9 @@ const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
 Result<const GgufValue*> GgufFile::typed(std::string_view key, std::string_view expected,
                                          bool ok_type(const GgufValue&)) const {
   const GgufKeyValue* kv = find(key);
-  if (!kv) return error("gguf: key '", key, "' is missing");
+  if (!kv) return error("gguf: key ", quoted(key), " is missing");
   if (!ok_type(kv->value))
-    return error("gguf: key '", key, "' is ", kv->value.type == GgufType::Array ? "an " : "a ",
+    return error("gguf: key ", quoted(key), " is ", kv->value.type == GgufType::Array ? "an " : "a ",
                  kv->value.type_name(), ", expected ", expected);
   return &kv->value;
 }
@@ -288,8 +288,8 @@ Result<uint32_t> GgufFile::get_u32(std::string_view key) const {
   bool fits = is_signed_type(v->type) ? v->as_i64() >= 0 && v->as_i64() <= int64_t{UINT32_MAX}
                                       : v->as_u64() <= UINT32_MAX;
   if (!fits)
-    return error("gguf: key '", key, "' = ", is_signed_type(v->type) ? cat(v->as_i64()) : cat(v->as_u64()),
-                 " does not fit in u32");
+    return error("gguf: key ", quoted(key), " = ",
+                 is_signed_type(v->type) ? cat(v->as_i64()) : cat(v->as_u64()), " does not fit in u32");
   return static_cast<uint32_t>(v->as_u64());
 }
 
@@ -297,7 +297,7 @@ Result<int32_t> GgufFile::get_i32(std::string_view key) const {
   SOTTO_ASSIGN(const GgufValue* v, typed(key, "i32", [](const GgufValue& x) { return x.is_integer(); }));
   bool fits = is_signed_type(v->type) ? v->as_i64() >= INT32_MIN && v->as_i64() <= INT32_MAX
                                       : v->as_u64() <= uint64_t{INT32_MAX};
-  if (!fits) return error("gguf: key '", key, "' does not fit in i32");
+  if (!fits) return error("gguf: key ", quoted(key), " does not fit in i32");
   return static_cast<int32_t>(v->as_i64());
 }
 
@@ -406,7 +406,7 @@ Result<GgufFile> parse_gguf(std::span<const uint8_t> bytes) {
   for (GgufTensor& t : file.tensors) {
     uint64_t relative = t.offset;
     if (relative % file.alignment != 0)
-      return error("gguf: tensor '", t.name, "' data offset ", relative,
+      return error("gguf: tensor ", quoted(t.name), " data offset ", relative,
                    " is not a multiple of the alignment ", file.alignment);
     uint64_t data_bytes = bytes.size() - file.data_offset;
     if (relative > data_bytes || t.bytes > data_bytes - relative) {
@@ -414,9 +414,9 @@ Result<GgufFile> parse_gguf(std::span<const uint8_t> bytes) {
       bool overflows =
           relative > UINT64_MAX - file.data_offset || t.bytes > UINT64_MAX - file.data_offset - relative;
       if (overflows)
-        return error("gguf: tensor '", t.name, "' offset ", relative, " + ", t.bytes,
+        return error("gguf: tensor ", quoted(t.name), " offset ", relative, " + ", t.bytes,
                      " bytes lies past the end of the file (", bytes.size(), " bytes)");
-      return error("gguf: tensor '", t.name, "' ends at byte ", file.data_offset + relative + t.bytes,
+      return error("gguf: tensor ", quoted(t.name), " ends at byte ", file.data_offset + relative + t.bytes,
                    ", past the end of the file (", bytes.size(), " bytes)");
     }
     t.offset = file.data_offset + relative;

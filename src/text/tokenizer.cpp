@@ -260,7 +260,23 @@ Result<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
 }
 
 std::vector<TokenId> Tokenizer::tokenize(std::string_view text, bool add_special, bool parse_special) const {
+  return tokenize_with(text, add_special, parse_special, {});
+}
+
+std::vector<TokenId> Tokenizer::tokenize_markup(std::string_view text, bool add_special,
+                                                std::span<const TextRange> plain) const {
+  return tokenize_with(text, add_special, true, plain);
+}
+
+std::vector<TokenId> Tokenizer::tokenize_with(std::string_view text, bool add_special, bool parse_special,
+                                              std::span<const TextRange> plain) const {
   const Vocab& v = vocab_;
+  // A match of a CONTROL / UNKNOWN token may not touch a plain range (USER_DEFINED ones are text anyway).
+  auto in_plain = [&](size_t begin, size_t end) {
+    for (const TextRange& r : plain)
+      if (begin < r.end && r.begin < end) return true;
+    return false;
+  };
   // Cut special tokens out first, longest first; each cut splits a raw fragment into left, token, right.
   std::vector<Fragment> fragments;
   if (!text.empty()) fragments.push_back({kNoToken, 0, text.size()});
@@ -275,13 +291,18 @@ std::vector<TokenId> Tokenizer::tokenize(std::string_view text, bool add_special
         next.push_back(f);
         continue;
       }
-      size_t at = f.begin;
-      while (at < f.end) {
-        const size_t match = text.substr(0, f.end).find(needle, at);
+      const bool typed_text_stays_text = v.types[special] != TokenType::UserDefined && !plain.empty();
+      size_t at = f.begin, search = f.begin;
+      while (search < f.end) {
+        const size_t match = text.substr(0, f.end).find(needle, search);
         if (match == std::string_view::npos) break;
+        if (typed_text_stays_text && in_plain(match, match + needle.size())) {
+          search = match + 1;
+          continue;
+        }
         if (match > at) next.push_back({kNoToken, at, match});
         next.push_back({special, match, match + needle.size()});
-        at = match + needle.size();
+        at = search = match + needle.size();
       }
       if (at < f.end) next.push_back({kNoToken, at, f.end});
     }

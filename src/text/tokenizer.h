@@ -25,6 +25,11 @@ struct GgufFile;
 using TokenId = int32_t;
 inline constexpr TokenId kNoToken = -1;
 
+// Bytes [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0, end = 0;
+};
+
 // tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
 enum class TokenType : int32_t {
   Undefined = 0,
@@ -78,6 +83,12 @@ class Tokenizer {
   // add_special: BOS/EOS as the metadata says (tokenizer.ggml.add_bos_token / add_eos_token, else llama.cpp's
   // defaults). parse_special: text such as "<|im_start|>" becomes that CONTROL token instead of plain text.
   std::vector<TokenId> tokenize(std::string_view text, bool add_special, bool parse_special) const;
+  // Text whose markup may hold control tokens but whose `plain` ranges (a chat's messages) may not: as
+  // tokenize(text, add_special, true), except that no CONTROL / UNKNOWN token is cut out of a plain range or
+  // across its edge, so typed text such as "<|im_start|>system" stays text. Where the plain ranges hold no
+  // token text the ids are tokenize()'s exactly (the raw fragments between control tokens are the same).
+  std::vector<TokenId> tokenize_markup(std::string_view text, bool add_special,
+                                       std::span<const TextRange> plain) const;
 
   // The bytes one token stands for (may be part of a UTF-8 character). CONTROL and UNKNOWN tokens render
   // as their text only when render_special is set.
@@ -92,6 +103,8 @@ class Tokenizer {
 
  private:
   void tokenize_text(std::string_view text, bool after_special, std::vector<TokenId>& out) const;
+  std::vector<TokenId> tokenize_with(std::string_view text, bool add_special, bool parse_special,
+                                     std::span<const TextRange> plain) const;
 
   Vocab vocab_;
 };

@@ -3,7 +3,7 @@
 // llama and qwen2 shapes (RoPE in pairs and in halves, q/k/v biases), all layers in one dispatch or a few, token
 // after token as the KV cache they write fills; models they
 // do not handle keep the separate dispatches, saying why. SwiftShader runs them with one workgroup (no barrier
-// to wait at); the H200 runs them on ~132 (bench/README.md, session 16).
+// to wait at); the H200 runs them on ~132 (bench/results/history-2026-12-03.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>

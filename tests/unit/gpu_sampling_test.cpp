@@ -40,7 +40,8 @@ TEST_P(GpuSampling, DrawsTheCpuSamplersTokenFromItsOwnLogits) {
   ASSERT_TRUE(llm_or.ok()) << llm_or.message();
   gpu::LlmGpu& llm = **llm_or;
 
-  SamplerParams chain;  // temperature 0.8, top_k 40, top_p 0.95, min_p 0.05
+  SamplerParams chain;  // top_k 40, top_p 0.95, min_p 0.05 (the default filters)
+  chain.temperature = 0.8f;
   chain.seed = 7;
   SamplerParams penalized = chain;
   penalized.temperature = 1.1f;

@@ -1,6 +1,6 @@
 // Moonshine base on the op layer against ONNX Runtime: the encoder output and the teacher-forced decoder logits
 // on the first 3 s of beckett.wav (tests/data/moonshine_beckett_3s.bin, written by
-// `python3 tools/moonshine/reference.py dump ../shared/fixtures/audio/beckett.wav tests/data/moonshine_beckett_3s.bin 3.0`
+// `python3 tools/moonshine/reference.py dump tests/fixtures/audio/beckett.wav tests/data/moonshine_beckett_3s.bin 3.0`
 // with ONNX Runtime 1.32), the greedy tokens, the tokenizer, and bad model files. Whole-clip transcripts are
 // compared live with onnxruntime-node in tests/web/moonshine.test.mjs.
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // The nemo128 front end (audio/mel.h) against NeMo's exported preprocessor (STFT in float64), converted from
-// ../shared/fixtures/asr/mel_reference.json by tools/parakeet_mel_fixture.py.
+// tests/fixtures/asr/mel_reference.json by tools/parakeet_mel_fixture.py.
 #include <gtest/gtest.h>
 
 #include <cmath>

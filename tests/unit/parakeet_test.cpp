@@ -299,7 +299,7 @@ TEST(Parakeet, LongAudioIsCutInSilenceWithClipFrames) {
   }
 }
 
-// v3's SentencePiece model (../shared/fixtures/asr/tokenizer.model): 8192 pieces, so a v2-sized model (1024
+// v3's SentencePiece model (tests/fixtures/asr/tokenizer.model): 8192 pieces, so a v2-sized model (1024
 // tokens + blank) is refused with one line; pieces join into text with U+2581 as the space.
 TEST(Parakeet, SentencePieceVocabularyAndItsSizeCheck) {
   const std::string path = std::string(SOTTO_FIXTURES_DIR) + "/asr/tokenizer.model";

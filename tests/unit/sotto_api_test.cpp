@@ -62,12 +62,14 @@ TEST(SottoApi, StepByStepEqualsGenerate) {
   sotto::GenerateOptions options;
   options.max_new_tokens = 40;
   options.sampling.seed = 1234;  // sampled, not greedy: the stepper must draw the same numbers
+  options.sampling.temperature = 0.8f;
   options.stop_strings = {"park"};
   auto expected = sotto::generate(pool, *weights, *ctx, &*tokenizer, ids,
                                   sotto::end_of_generation_ids(*tokenizer), options);
   ASSERT_TRUE(expected.ok());
 
-  const SottoSampling s = sampling(false, 40, 1234);
+  SottoSampling s = sampling(false, 40, 1234);
+  s.temperature = 0.8f;
   const std::string stops("park\0", 5);
   ASSERT_EQ(sotto_llm_begin(h.llm, ids.data(), ids.size(), &s, stops.data(), stops.size(), 0), SOTTO_OK);
   std::vector<int32_t> got;

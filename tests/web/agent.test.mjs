@@ -3,7 +3,7 @@
 // reply (the small fixture model for speed; the real default model, when present, for a real answer and a second
 // turn that reuses the KV cache), a model download resumes after an interruption with Range requests and is
 // checked against its sha256, and every request the page makes is its own or a model file's.
-// Run: node --test tests/web/agent.test.mjs   (needs build/wasm-*, ../shared/fixtures, /usr/bin/chromium)
+// Run: node --test tests/web/agent.test.mjs   (needs build/wasm-*, tests/fixtures, /usr/bin/chromium)
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';

@@ -9,7 +9,7 @@ import { CHROMIUM } from './browser_support.mjs';
 
 export const repo = fileURLToPath(new URL('../../', import.meta.url));
 // Resolved: Chromium refuses a fake-capture file whose path holds '..'.
-export const fixtures = resolve(process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`);
+export const fixtures = resolve(process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`);
 export const wasmDir = process.env.SOTTO_WASM_DIR ?? `${repo}build`;
 export const REAL_MODEL = `${repo}models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`;
 export const SMALL_MODEL = '/fixtures/llm/stories260K.gguf';

@@ -1,7 +1,7 @@
 // The engine in headless Chromium: cross-origin isolation, both wasm builds, the threaded SIMD self-test on
 // every worker, streaming a real model file into wasm memory, and a WebGPU adapter (SwiftShader here).
 // Run: node --test tests/web/browser.test.mjs   (needs build/wasm-simd128 and build/wasm-relaxed built,
-// /usr/bin/chromium or $CHROMIUM, and ../shared/fixtures or $SOTTO_FIXTURES)
+// /usr/bin/chromium or $CHROMIUM, and tests/fixtures or $SOTTO_FIXTURES)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';
@@ -117,6 +117,15 @@ test('describe streams a real GGUF into wasm memory', async () => {
     const bad = await page.evaluate(() => window.sottoLab.engine.describe(new Blob([new Uint8Array([1, 2, 3, 4, 5])])));
     assert.equal(bad.ok, false);
     assert.ok(bad.error.length > 0);
+    // Through the page: a failed describe replaces the previous tables with its error, also when the read
+    // itself fails (a URL that does not exist).
+    for (const source of ['bytes', '/fixtures/no-such-file.gguf']) {
+      await page.evaluate(() => window.sottoLab.describe('/fixtures/llm/stories260K.gguf'));
+      assert.equal(await page.locator('#describe-out table').count(), 2);
+      await page.evaluate((s) => window.sottoLab.describe(s === 'bytes' ? new Blob([new Uint8Array([1, 2, 3, 4, 5])]) : s), source);
+      assert.equal(await page.locator('#describe-out table').count(), 0, source);
+      assert.equal(await page.locator('#describe-out .bad').count(), 1, source);
+    }
   } finally {
     await page.close();
   }

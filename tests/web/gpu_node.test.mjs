@@ -83,7 +83,7 @@ function firstDifference(a, b) {
 const NEAR_TIE = 0.01;
 
 const recorded = JSON.parse(readFileSync(`${repo}tests/data/llm_reference.json`, 'utf8'));
-const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`;
+const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`;
 
 function withoutTimings(jsonText) {
   const { prefill_ms: _p, decode_tokens_per_s: _d, ...rest } = JSON.parse(jsonText);

@@ -4,7 +4,7 @@
 // streamed chat gives well-formed OpenAI chunks and keeps the KV cache across turns; a bad file gives a
 // clear error.
 // Run: node --test tests/web/llm_browser.test.mjs   (needs build/wasm-simd128 and build/wasm-relaxed,
-// /usr/bin/chromium or $CHROMIUM, and ../shared/fixtures or $SOTTO_FIXTURES)
+// /usr/bin/chromium or $CHROMIUM, and tests/fixtures or $SOTTO_FIXTURES)
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';

@@ -15,7 +15,7 @@ const repo = fileURLToPath(new URL('../../', import.meta.url));
 const wasm = process.env.SOTTO_TEST_WASM ?? `${repo}build/wasm-simd128/sotto.wasm`;
 const vkLibraryPath = process.env.SOTTO_VK_LIBRARY_PATH ?? '/usr/lib/chromium';
 const vkIcd = process.env.SOTTO_VK_ICD ?? '/usr/lib/chromium/vk_swiftshader_icd.json';
-const model = `${process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`}/llm/stories260K.gguf`;
+const model = `${process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`}/llm/stories260K.gguf`;
 const skip = !existsSync(wasm) ? `no wasm build at ${wasm}` : !existsSync(vkIcd) ? `no Vulkan ICD at ${vkIcd}` : !existsSync(model) && `missing ${model}`;
 
 // The child: CPU reference, then 'auto' on the GPU, a lost device, the same call again; then 'webgpu', whose

@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
-const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`;
+const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`;
 const nativeCli = process.env.SOTTO_CLI ?? `${repo}build/bin/sotto`;
 const webCli = `${repo}web/cli.mjs`;
 const skip = !existsSync(nativeCli) ? `no CLI at ${nativeCli}` : !existsSync(`${repo}build/wasm-simd128/sotto.wasm`) && 'build wasm-simd128 first';

@@ -58,7 +58,7 @@ function compare(label, ours, ref) {
 // engines differ only by f32 summation order, so all 64 tokens must match exactly and first-step logprobs
 // within 2e-3 (measured 3e-4).
 const gemma3Random = `${mkdtempSync(`${tmpdir()}/sotto-gemma3-`)}/gemma3-random-f32.gguf`;
-const fixtureVocab = `${process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`}/llm/stories260K.gguf`;
+const fixtureVocab = `${process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`}/llm/stories260K.gguf`;
 const havePythonGguf = spawnSync('python3', ['-c', 'import gguf, numpy']).status === 0;
 test(`gemma3-shaped random F32 model: greedy 64 tokens identical to llama.cpp, native${haveWasm ? ' and wasm' : ''}`,
      { skip: !llama ? 'node-llama-cpp is not installed' : !existsSync(nativeCli) ? `no CLI at ${nativeCli}`

@@ -29,7 +29,7 @@ import { MODELS, N_GENERATE, PROMPTS, VARIANTS, loadLlama, reference, writeVaria
 
 const LOGPROB_TOLERANCE = 0.005;
 const repo = fileURLToPath(new URL('../../', import.meta.url));
-const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`;
+const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`;
 const cliPath = process.env.SOTTO_CLI ?? `${repo}build/bin/sotto`;
 const haveCli = existsSync(cliPath);
 

@@ -1,5 +1,5 @@
 // Moonshine base: our native CLI (`sotto transcribe --json`) against ONNX Runtime (onnxruntime-node, the same
-// .ort files) run LIVE here, on the 16 kHz clips of ../shared/fixtures/audio and on clips synthesised from them
+// .ort files) run LIVE here, on the 16 kHz clips of tests/fixtures/audio and on clips synthesised from them
 // (very short, silent, quiet, noisy, faster and slower speech, 30 s of speech with pauses, exactly one window).
 // The CLI reports the windows it cut long audio into (sample ranges); ORT transcribes exactly those samples, and
 // every window's tokens must be IDENTICAL (greedy decoding; our logits are within 1e-4 of ORT's, see

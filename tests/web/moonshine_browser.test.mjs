@@ -2,7 +2,7 @@
 // lab page web/lab/asr.html: beckett.wav decoded in wasm and transcribed to ONNX Runtime's tokens exactly
 // (onnxruntime-node run live here on the same 16 kHz samples).
 // Run: node --test tests/web/moonshine_browser.test.mjs   (needs build/wasm-simd128, models/moonshine-base-en,
-// /usr/bin/chromium or $CHROMIUM, ../shared/fixtures)
+// /usr/bin/chromium or $CHROMIUM, tests/fixtures)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { before, test } from 'node:test';

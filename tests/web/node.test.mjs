@@ -11,7 +11,7 @@ import { createSharedMemory, instantiate } from '../../web/runtime.js';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const cli = fileURLToPath(new URL('../../web/cli.mjs', import.meta.url));
-const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`;
+const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`;
 const wasmPath = `${repo}build/wasm-simd128/sotto.wasm`;
 
 function runCli(...args) {

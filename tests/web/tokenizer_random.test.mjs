@@ -15,7 +15,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
-const fixtures = "/work/shared/fixtures";
+const fixtures = process.env.SOTTO_FIXTURES ?? new URL('../fixtures', import.meta.url).pathname;
 const cli = process.env.SOTTO_CLI ?? join(repo, "build/bin/sotto");
 const count = Number(process.env.SOTTO_TOKENIZER_N ?? 2000);
 const seed = Number(process.env.SOTTO_TOKENIZER_SEED ?? 1234);

@@ -5,7 +5,7 @@
 // segments identical to the independent segmenter of vad_support.mjs on ORT's probabilities. Also the
 // streaming segmenter's events in the page, and a bad file's error.
 // Run: node --test tests/web/vad_browser.test.mjs   (needs build/wasm-simd128 and build/wasm-relaxed, or
-// SOTTO_WASM_DIR holding wasm-*/sotto.wasm; /usr/bin/chromium or $CHROMIUM; ../shared/fixtures)
+// SOTTO_WASM_DIR holding wasm-*/sotto.wasm; /usr/bin/chromium or $CHROMIUM; tests/fixtures)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';

@@ -1,5 +1,5 @@
 // Silero VAD against ONNX Runtime, run LIVE here (onnxruntime-node 1.30, CPU, 1 thread) on the same file and
-// the same 16 kHz samples: v5.1 and v6.2 on the four speech clips of ../shared/fixtures/audio, through
+// the same 16 kHz samples: v5.1 and v6.2 on the four speech clips of tests/fixtures/audio, through
 //  - the native CLI (`sotto vad --json`), and
 //  - the wasm build (SIMD128) in Node through web/vad.js (one engine worker), and `node web/cli.mjs vad`.
 // Probabilities: max |ours - ORT| <= 1e-4 per frame (the issue's bound; float32 sums in another order differ by
@@ -11,7 +11,7 @@
 // 16 kHz clips the test checks that decodeWav gives exactly the samples read here.
 // Also: streaming (VadSegmenter over random chunk sizes) equals the whole clip, and bad input through JS.
 // Run: node --test tests/web/vad_reference.test.mjs   (needs build/bin/sotto or SOTTO_CLI, the wasm in
-// build/wasm-simd128 or SOTTO_WASM_DIR, and ../shared/fixtures or SOTTO_FIXTURES)
+// build/wasm-simd128 or SOTTO_WASM_DIR, and tests/fixtures or SOTTO_FIXTURES)
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';

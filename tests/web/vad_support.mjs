@@ -6,7 +6,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 export const repo = fileURLToPath(new URL('../../', import.meta.url));
-export const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`;
+export const fixtures = process.env.SOTTO_FIXTURES ?? `${repo}tests/fixtures`;
 export const nativeCli = process.env.SOTTO_CLI ?? `${repo}build/bin/sotto`;
 // The folder holding wasm-simd128/sotto.wasm and wasm-relaxed/sotto.wasm (default: the repository's build/).
 export const wasmDir = process.env.SOTTO_WASM_DIR ?? `${repo}build`;

@@ -21,7 +21,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../..');
 const web = join(repo, 'web');
 const wasmDir = resolve(process.env.SOTTO_WASM_DIR ?? join(repo, 'build'));
-const fixtures = resolve(process.env.SOTTO_FIXTURES ?? join(repo, '..', 'shared', 'fixtures'));
+const fixtures = resolve(process.env.SOTTO_FIXTURES ?? join(repo, 'tests', 'fixtures'));
 const VAD_FILE = 'silero_vad_v5.1.onnx';
 const TARGET = ['chrome120', 'firefox128', 'safari18'];
 
@@ -76,7 +76,7 @@ export async function buildAgent(outDir = join(repo, 'build', 'agent'), { speech
     simd128: readRequired(join(wasmDir, 'wasm-simd128', 'sotto.wasm'), 'build the wasm first: cmake --preset wasm-simd128 && cmake --build --preset wasm-simd128'),
     relaxed: readRequired(join(wasmDir, 'wasm-relaxed', 'sotto.wasm'), 'build the wasm first: cmake --preset wasm-relaxed && cmake --build --preset wasm-relaxed'),
   };
-  const vadModel = readRequired(join(fixtures, 'vad', VAD_FILE), `the Silero VAD model, from ../shared/fixtures/vad (or $SOTTO_FIXTURES)`);
+  const vadModel = readRequired(join(fixtures, 'vad', VAD_FILE), `the Silero VAD model, from tests/fixtures/vad (or $SOTTO_FIXTURES)`);
   const modulePath = (name) => stand[name] ?? (existsSync(join(web, `${name}.js`)) ? join(web, `${name}.js`) : null);
   const speech = { asr: modulePath('asr'), tts: modulePath('tts') };
 

@@ -69,11 +69,18 @@ async function runSelftest() {
 }
 
 async function describe(source) {
+  // The previous result goes first, so a failure (a bad file, or a read that throws) never sits beside it.
   const out = $('describe-out');
   out.textContent = '';
-  const d = await engine.describe(source, {
-    onProgress: ({ bytes, total }) => ($('progress').textContent = `read ${humanBytes(bytes)} of ${humanBytes(total)}`),
-  });
+  $('progress').textContent = '';
+  let d;
+  try {
+    d = await engine.describe(source, {
+      onProgress: ({ bytes, total }) => ($('progress').textContent = `read ${humanBytes(bytes)} of ${humanBytes(total)}`),
+    });
+  } catch (e) {
+    d = { ok: false, error: String(e?.message ?? e) };
+  }
   if (!d.ok) {
     out.append(Object.assign(document.createElement('div'), { className: 'bad', textContent: d.error }));
     return d;

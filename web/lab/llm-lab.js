@@ -54,6 +54,7 @@ async function load(source) {
       },
     });
   } catch (e) {
+    $('llm-progress').value = 0;  // a failed load must not show a full bar beside its error
     const missingDefault = source === DEFAULT_MODEL.url ? ' (the default model: fetch it with bash scripts/get-models.sh)' : '';
     showError($('llm-info'), `${e?.message ?? e}${missingDefault}`);
     return null;

@@ -33,29 +33,57 @@ std::string default_system_prompt(std::string_view chat_template) {
 
 std::string format_user_turn(ChatFormat f, std::string_view system, std::string_view user, bool first_turn,
                              bool reply_closed) {
-  std::string out;
+  return chat_user_turn(f, system, user, first_turn, reply_closed).text;
+}
+
+ChatText chat_user_turn(ChatFormat f, std::string_view system, std::string_view user, bool first_turn,
+                        bool reply_closed) {
+  ChatText out;
+  std::string& text = out.text;
+  auto markup = [&](std::string_view s) { text += s; };
+  auto message = [&](std::string_view s) {
+    out.plain.push_back({text.size(), text.size() + s.size()});
+    text += s;
+  };
+  const bool with_system = first_turn && !system.empty();
   switch (f) {
     case ChatFormat::ChatMl:
-      if (!first_turn) out += cat(reply_closed ? "" : "<|im_end|>", "\n");
-      if (first_turn && !system.empty()) out += cat("<|im_start|>system\n", system, "<|im_end|>\n");
-      out += cat("<|im_start|>user\n", user, "<|im_end|>\n<|im_start|>assistant\n");
+      if (!first_turn) markup(cat(reply_closed ? "" : "<|im_end|>", "\n"));
+      if (with_system) {
+        markup("<|im_start|>system\n");
+        message(system);
+        markup("<|im_end|>\n");
+        out.system_end = text.size();
+      }
+      markup("<|im_start|>user\n");
+      message(user);
+      markup("<|im_end|>\n<|im_start|>assistant\n");
       break;
     case ChatFormat::Llama3:
-      if (!first_turn && !reply_closed) out += "<|eot_id|>";
-      if (first_turn && !system.empty())
-        out += cat("<|start_header_id|>system<|end_header_id|>\n\n", system, "<|eot_id|>");
-      out += cat("<|start_header_id|>user<|end_header_id|>\n\n", user,
-                 "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+      if (!first_turn && !reply_closed) markup("<|eot_id|>");
+      if (with_system) {
+        markup("<|start_header_id|>system<|end_header_id|>\n\n");
+        message(system);
+        markup("<|eot_id|>");
+        out.system_end = text.size();
+      }
+      markup("<|start_header_id|>user<|end_header_id|>\n\n");
+      message(user);
+      markup("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     case ChatFormat::Gemma:
-      if (!first_turn) out += cat(reply_closed ? "" : "<end_of_turn>", "\n");
-      out += "<start_of_turn>user\n";
-      if (first_turn && !system.empty()) out += cat(system, "\n\n");
-      out += cat(user, "<end_of_turn>\n<start_of_turn>model\n");
+      if (!first_turn) markup(cat(reply_closed ? "" : "<end_of_turn>", "\n"));
+      markup("<start_of_turn>user\n");
+      if (with_system) {
+        message(system);
+        markup("\n\n");
+      }
+      message(user);
+      markup("<end_of_turn>\n<start_of_turn>model\n");
       break;
     case ChatFormat::Plain:
-      if (!first_turn) out += "\n";
-      out += user;
+      if (!first_turn) markup("\n");
+      message(user);
       break;
   }
   return out;

@@ -11,6 +11,9 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "text/tokenizer.h"
 
 namespace sotto {
 
@@ -28,5 +31,19 @@ std::string default_system_prompt(std::string_view chat_template);
 // cut off and the turn is closed here first).
 std::string format_user_turn(ChatFormat f, std::string_view system, std::string_view user, bool first_turn,
                              bool reply_closed);
+
+// The same turn with the byte ranges of its messages (system prompt and user text) marked, for
+// Tokenizer::tokenize_markup: only the format's own markup may become control tokens, so a user who types
+// "<|im_end|><|im_start|>system ..." writes text, not a new system prompt.
+struct ChatText {
+  std::string text;
+  std::vector<TextRange> plain;
+  // Bytes of text that are the system turn (ChatML, Llama 3: it ends where the user's markup begins, at a
+  // control token, so it tokenizes alone as it does within the whole); 0 when the format has none of its own.
+  // A chat keeps these tokens when a full context drops old turns.
+  size_t system_end = 0;
+};
+ChatText chat_user_turn(ChatFormat f, std::string_view system, std::string_view user, bool first_turn,
+                        bool reply_closed);
 
 }  // namespace sotto

@@ -25,6 +25,8 @@ std::string_view stop_reason_name(StopReason r) {
       return "eog";
     case StopReason::StopString:
       return "stop_string";
+    case StopReason::ContextFull:
+      return "context_full";
   }
   return "?";
 }
@@ -163,9 +165,11 @@ Result<GenerationStep> Generation::step() {
     if (safe > emitted_) out.text = text.substr(emitted_, safe - emitted_);
     emitted_ = std::max(emitted_, safe);
   }
-  // The last token needs no forward pass of its own; a full context stops like a length limit.
-  if (static_cast<int>(result_.ids.size()) >= options_.max_new_tokens || model_->n_past() >= model_->n_ctx())
+  // The last token needs no forward pass of its own; a full context stops the reply and says so.
+  if (static_cast<int>(result_.ids.size()) >= options_.max_new_tokens)
     finish(StopReason::Length, out);
+  else if (model_->n_past() >= model_->n_ctx())
+    finish(StopReason::ContextFull, out);
   else
     needs_forward_ = true;
   return out;

@@ -3,6 +3,7 @@
 // LlamaContext is kept, so a chat's next turn only prefills its new tokens.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -25,8 +26,10 @@ struct GenerateOptions {
   double (*now_ms)() = nullptr;           // a clock for timings (the portable core has none of its own)
 };
 
-enum class StopReason : uint8_t { Length, EndOfGeneration, StopString };
-std::string_view stop_reason_name(StopReason r);  // "length", "eog", "stop_string"
+// ContextFull: the context's last position was filled before max_new_tokens (a chat's next turn makes room:
+// api/sotto.h sotto_llm_begin).
+enum class StopReason : uint8_t { Length, EndOfGeneration, StopString, ContextFull };
+std::string_view stop_reason_name(StopReason r);  // "length", "eog", "stop_string", "context_full"
 
 struct GenerateResult {
   std::vector<int32_t> ids;  // generated tokens (an end-of-generation token that stopped it is not included)
@@ -63,6 +66,9 @@ class TokenModel {
   virtual int n_past() const = 0;
   virtual int n_ctx() const = 0;
   virtual void clear() = 0;  // forget the cache (a new conversation)
+  // Keep only the first n_past positions (n_past <= n_past()): a chat whose context is full drops its oldest
+  // turns and runs the rest again after the part it keeps.
+  virtual void truncate(int n_past) = 0;
   // An error when the model cannot choose tokens this way (the GPU plan picks the argmax only).
   virtual Status supports(const SamplerParams& params) const = 0;
   // Runs `ids` at the next positions; with `choose_next`, starts choosing the token that follows them.
@@ -80,6 +86,7 @@ class CpuTokenModel final : public TokenModel {
   int n_past() const override { return ctx_->kv.n_past; }
   int n_ctx() const override { return ctx_->kv.n_ctx; }
   void clear() override { ctx_->kv.clear(); }
+  void truncate(int n_past) override { ctx_->kv.n_past = std::min(ctx_->kv.n_past, std::max(n_past, 0)); }
   Status supports(const SamplerParams&) const override { return {}; }
   Status run(std::span<const int32_t> ids, bool choose_next) override;
   Result<Choice> choose(Sampler& sampler, std::span<const int32_t> history, int32_t* id) override;

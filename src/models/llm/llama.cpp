@@ -166,6 +166,12 @@ Result<LlamaHparams> read_hparams(const GgufFile& gguf) {
   SOTTO_ASSIGN(hp.n_head_kv, positive_key(gguf, p + "attention.head_count_kv", hp.n_head));
   if (hp.n_head % hp.n_head_kv != 0)
     return error("llm: ", hp.n_head, " attention heads cannot share ", hp.n_head_kv, " KV heads evenly");
+  // Without key_length / value_length a head is n_embd / n_head wide, so n_embd must split evenly.
+  const bool head_dims_given =
+      gguf.find(p + "attention.key_length") && gguf.find(p + "attention.value_length");
+  if (hp.n_embd % hp.n_head != 0 && !head_dims_given)
+    return error("llm: ", p, "embedding_length = ", hp.n_embd, " does not split into ", hp.n_head, " heads (",
+                 p, "attention.head_count), and the file gives no attention.key_length / value_length");
   const int default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
   SOTTO_ASSIGN(hp.head_dim_k, positive_key(gguf, p + "attention.key_length", default_head_dim));
   SOTTO_ASSIGN(hp.head_dim_v, positive_key(gguf, p + "attention.value_length", default_head_dim));

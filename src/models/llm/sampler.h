@@ -10,9 +10,12 @@
 
 namespace sotto {
 
+// Greedy by default (temperature 0), everywhere: the CLI, the C API, the web engine and both backends, so a
+// prompt gives llama.cpp's greedy text unless sampling is asked for. The filters below apply only when
+// temperature > 0 (llama.cpp's defaults for them).
 struct SamplerParams {
   bool greedy = false;  // argmax, ignoring everything below (also when temperature <= 0)
-  float temperature = 0.8f;
+  float temperature = 0.0f;
   int top_k = 40;               // keep the k most likely (<= 0: off)
   float top_p = 0.95f;          // keep the smallest set whose probability reaches p (>= 1: off)
   float min_p = 0.05f;          // drop tokens below min_p × the top probability (<= 0: off)
