@@ -128,13 +128,14 @@ constexpr Command kCommands[] = {
      "[{text, "
      "phonemes, "
      "source}]}\n"},
-    {"speak", "speak -m MODEL --voice NAME|FILE --phonemes P [--speed S] -o OUT.wav [--json]",
+    {"speak", "speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json]",
      "text-to-speech with Kokoro-82M v1.0 (int8 ONNX) into a 24 kHz WAV, written sentence by sentence",
      run_speak,
      "  -m, --model FILE         kokoro-v1.0.int8.onnx\n"
      "  --voice NAME|FILE        voices/NAME.bin beside the model (af_heart, bm_george, ...) or a file\n"
      "  --phonemes P             misaki IPA, e.g. \"h\xC9\x99l\xCB\x88o\xCA\x8A\" (hello)\n"
-     "  --text T                 (needs the G2P step: not available yet)\n"
+     "  --text T                 English text, read by our G2P (b* voices British, the rest American)\n"
+     "  --lexicon FILE           the G2P's g2p-en-*.bin (default: models/, from get-models.sh g2p)\n"
      "  --speed S                0.25 .. 4 (default 1)\n"
      "  -o, --output FILE        the WAV to write (float32, 24 kHz)\n"
      "  --threads T              CPU threads (default 2)\n"

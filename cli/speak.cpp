@@ -1,4 +1,4 @@
-// sotto speak -m MODEL --voice NAME|FILE --phonemes P [--speed S] -o OUT.wav [--json] [--threads T]: Kokoro
+// sotto speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T]: Kokoro
 // text-to-speech (src/models/tts/kokoro.h) into a 24 kHz float32 WAV. Long input is split into pieces of at
 // most 510 phonemes at sentence ends; each piece's audio is appended to OUT.wav (header rewritten, so the file
 // is valid) before the next piece is computed, so a player can start on the first sentence.
@@ -15,6 +15,7 @@
 #include "io/file.h"
 #include "models/tts/kokoro.h"
 #include "nn/weights.h"
+#include "text/g2p.h"
 
 namespace sotto::cli {
 
@@ -24,7 +25,7 @@ namespace {
 constexpr size_t kMaxPhonemeBytes = 16384;
 
 struct Options {
-  std::string model_path, voice, phonemes, text, out_path;
+  std::string model_path, voice, phonemes, text, out_path, lexicon;
   bool has_text = false, json = false;
   double speed = 1.0;
   int threads = 2;
@@ -43,6 +44,8 @@ std::string parse_options(std::span<char* const> args, Options& o) {
     } else if (a == "--text" && has_value) {
       o.text = args[++i];
       o.has_text = true;
+    } else if (a == "--lexicon" && has_value) {
+      o.lexicon = args[++i];
     } else if ((a == "-o" || a == "--output") && has_value) {
       o.out_path = args[++i];
     } else if (a == "--speed" && has_value) {
@@ -64,6 +67,7 @@ std::string parse_options(std::span<char* const> args, Options& o) {
   if (o.voice.empty()) return "missing --voice NAME|FILE";
   if (o.out_path.empty()) return "missing -o OUT.wav";
   if (!o.has_text && o.phonemes.empty()) return "missing --phonemes P (or --text T)";
+  if (o.has_text && !o.phonemes.empty()) return "give --text or --phonemes, not both";
   return {};
 }
 
@@ -132,14 +136,42 @@ class WavStream {
   uint64_t samples_ = 0;
 };
 
+// The G2P lexicon for --text: --lexicon, else g2p-en-gb.bin for British voices (b*) or g2p-en-us.bin, looked
+// for beside the model's directory (models/ when the model is models/kokoro/...) and then in models/.
+std::string lexicon_path(const Options& o) {
+  if (!o.lexicon.empty()) return o.lexicon;
+  const size_t slash = o.voice.rfind('/');
+  const char first = o.voice.empty() ? 'a' : o.voice[slash == std::string::npos ? 0 : slash + 1];
+  const std::string name = first == 'b' ? "g2p-en-gb.bin" : "g2p-en-us.bin";
+  const size_t model_slash = o.model_path.rfind('/');
+  const std::string model_dir = model_slash == std::string::npos ? "." : o.model_path.substr(0, model_slash);
+  const std::string beside = model_dir + "/../" + name;
+  if (std::FILE* f = std::fopen(beside.c_str(), "rb")) {
+    std::fclose(f);
+    return beside;
+  }
+  return "models/" + name;
+}
+
 }  // namespace
 
 int run_speak(std::span<char* const> args) {
   Options o;
   if (std::string problem = parse_options(args, o); !problem.empty()) return usage_error(problem);
-  if (o.has_text)
-    return fail(
-        "speak: --text needs the text-to-phoneme step (G2P), which is not available yet; pass --phonemes");
+  // --text: our G2P, in the voice's English (b* voices are British), sentence by sentence as Kokoro speaks it.
+  std::vector<std::string> pieces;
+  if (o.has_text) {
+    if (o.text.size() > kMaxPhonemeBytes)
+      return fail(cat("speak: ", o.text.size(), " bytes of text is more than one call speaks (",
+                      kMaxPhonemeBytes, "); split the text"));
+    auto g2p = g2p::G2p::load_file(lexicon_path(o));
+    if (!g2p) return fail(cat("speak: --text: ", g2p.message(), " (bash scripts/get-models.sh g2p)"));
+    for (const g2p::G2p::Sentence& sentence : g2p->phonemize_sentences(o.text)) {
+      pieces.push_back(sentence.phonemes);
+      o.phonemes += (o.phonemes.empty() ? "" : " ") + sentence.phonemes;
+    }
+    if (pieces.empty()) return fail("speak: the text has nothing to say (no words after normalisation)");
+  }
   if (o.phonemes.size() > kMaxPhonemeBytes)
     return fail(cat("speak: ", o.phonemes.size(), " bytes of phonemes is more than one call speaks (",
                     kMaxPhonemeBytes, "); split the text"));
@@ -165,7 +197,7 @@ int run_speak(std::span<char* const> args) {
 
   WavStream wav;
   if (Status s = wav.open(o.out_path, tts::kKokoroSampleRateHz); !s) return fail(s.message());
-  const std::vector<std::string> pieces = tts::kokoro_split_phonemes(o.phonemes);
+  if (pieces.empty()) pieces = tts::kokoro_split_phonemes(o.phonemes);
   const double start_ms = now_ms();
   double first_audio_ms = 0;
   for (const std::string& piece : pieces) {

@@ -1,11 +1,12 @@
-// `sotto speak` as a user runs it: bad input (unknown phonemes, empty, 20,000 characters, --text before the G2P
-// exists, a voice file of the wrong size, a model that is not Kokoro) gives one line on stderr and exit 1 (or 2
+// `sotto speak` as a user runs it: bad input (unknown phonemes, empty, 20,000 characters, --text without the G2P's
+// lexicon or with nothing to say, a voice file of the wrong size, a model that is not Kokoro) gives one line on stderr and exit 1 (or 2
 // for usage); with the real model a short phrase becomes a valid 24 kHz WAV and --json reports it.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -79,7 +80,8 @@ TEST(CliSpeak, BadInputIsOneLine) {
   expect_one_line_error(speak(base + "--phonemes ''"), 2, "missing --phonemes");
   expect_one_line_error(speak(base + "--phonemes '" + std::string(20000, 'a') + "'"), 1,
                         "more than one call speaks");
-  expect_one_line_error(speak(base + "--text 'hello'"), 1, "not available yet");
+  expect_one_line_error(speak(base + "--text 'hello' --lexicon /no/such/g2p-en-us.bin"), 1, "speak: --text:");
+  expect_one_line_error(speak(base + "--text 'hello' --phonemes 'a'"), 2, "not both");
   expect_one_line_error(speak(base + "--phonemes 'a' --speed 9"), 2, "--speed");
   const std::string small = temp_file("sotto_voice_small.bin", 1000);
   expect_one_line_error(speak("-m '" + kModel + "' --voice '" + small + "' -o /tmp/x.wav --phonemes 'a'"), 1,
@@ -116,6 +118,36 @@ TEST(CliSpeak, AShortPhraseBecomesA24kHzWav) {
   EXPECT_NE(r.out.find("\"samples\":" + std::to_string(audio->frames())), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"sample_rate\":24000"), std::string::npos);
   EXPECT_NE(r.out.find("\"phonemes\":5"), std::string::npos) << r.out;
+  std::remove(out.c_str());
+}
+
+// Text in, speech out, and back to text: our G2P -> our Kokoro -> our Moonshine gives the words that went in
+// (the voice loop's two ends checked against each other; each is checked against its own reference elsewhere).
+TEST(CliSpeak, TextComesBackThroughSpeechRecognition) {
+#ifdef SPEAK_UNDER_SANITIZER
+  GTEST_SKIP() << "the real models take minutes under sanitizers";
+#endif
+  const std::string root = SOTTO_SOURCE_DIR;
+  const std::string asr = root + "/models/moonshine-base-en";
+  for (const std::string& f : {kModel, root + "/models/g2p-en-us.bin", asr + "/encoder_model.ort"})
+    if (!std::filesystem::exists(f)) GTEST_SKIP() << f << " is absent (bash scripts/get-models.sh)";
+  const std::string out = "/tmp/sotto_speak_text_test.wav";
+  const SpeakRun r =
+      speak("-m '" + kModel + "' --voice af_heart --text 'The weather is nice today.' -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string heard;
+  const std::string command =
+      std::string("'") + SOTTO_CLI_PATH + "' transcribe -m '" + asr + "' " + out + " 2>/dev/null";
+  if (std::FILE* p = popen(command.c_str(), "r")) {
+    char buf[1024];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) heard.append(buf, n);
+    pclose(p);
+  }
+  std::string words;
+  for (char c : heard)
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == ' ') words += static_cast<char>(std::tolower(c));
+  EXPECT_EQ(words, "the weather is nice today") << heard;
   std::remove(out.c_str());
 }
 
