@@ -108,15 +108,27 @@ constexpr Command kCommands[] = {
      "  --pre-pad-ms MS          audio kept before the start of speech (default 800)\n"
      "  --min-speech-ms MS       segments with less speech are dropped as misfires (default 400)\n"},
     {"speak", "speak -m MODEL --voice NAME|FILE --phonemes P [--speed S] -o OUT.wav [--json]",
-     "text-to-speech with Kokoro-82M v1.0 (int8 ONNX) into a 24 kHz WAV, written sentence by sentence", run_speak,
+     "text-to-speech with Kokoro-82M v1.0 (int8 ONNX) into a 24 kHz WAV, written sentence by sentence",
+     run_speak,
      "  -m, --model FILE         kokoro-v1.0.int8.onnx\n"
-     "  --voice NAME|FILE        a voice from voices/ beside the model (af_heart, bm_george, ...) or a .bin file\n"
-     "  --phonemes P             misaki IPA, e.g. \"h\xC9\x99l\xCB\x88o\xCA\x8A w\xCB\x88\xC9\x9C\xCB\x90ld\"\n"
+     "  --voice NAME|FILE        a voice from voices/ beside the model (af_heart, bm_george, ...) or a .bin "
+     "file\n"
+     "  --phonemes P             misaki IPA, e.g. \"h\xC9\x99l\xCB\x88o\xCA\x8A "
+     "w\xCB\x88\xC9\x9C\xCB\x90ld\"\n"
      "  --text T                 (needs the G2P step: not available yet)\n"
      "  --speed S                0.25 .. 4 (default 1)\n"
      "  -o, --output FILE        the WAV to write (float32, 24 kHz)\n"
      "  --threads T              CPU threads (default 2)\n"
-     "  --json                   {\"samples\":..,\"sample_rate\":24000,\"audio_s\":..,\"compute_ms\":..,\"phonemes\":..}\n"},
+     "  --json                   "
+     "{\"samples\":..,\"sample_rate\":24000,\"audio_s\":..,\"compute_ms\":..,\"phonemes\":..}\n"},
+    {"phonemize", "phonemize [--lang en-us|en-gb] [--json] [--sentences]",
+     "English text on stdin -> Kokoro phonemes (our own G2P on misaki's lexicon)", run_phonemize,
+     "  --lang en-us|en-gb       American (default) or British English\n"
+     "  --lexicon FILE           g2p-en-*.bin (default models/g2p-en-us.bin or models/g2p-en-gb.bin)\n"
+     "  --sentences              one line per sentence (each at most 510 phonemes, a Kokoro call)\n"
+     "  --json                   {\"phonemes\", \"sentences\": [{text, phonemes}], \"words\": [{text, "
+     "phonemes, "
+     "source}]}\n"},
 };
 
 void print_command_help(const Command& c) {

