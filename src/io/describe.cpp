@@ -198,6 +198,7 @@ std::string json_quote(std::string_view s) {
 FileFormat detect_format(std::span<const uint8_t> bytes) {
   if (starts_with(bytes, "GGUF")) return FileFormat::Gguf;
   if (starts_with(bytes, "RIFF") && starts_with(bytes, "WAVE", 8)) return FileFormat::Wav;
+  if (starts_with(bytes, "ORTM", 4)) return FileFormat::Ort;  // ONNX Runtime's flatbuffer file identifier
   if (bytes.size() >= 9) {
     uint64_t header_bytes;
     std::memcpy(&header_bytes, bytes.data(), 8);
@@ -220,6 +221,8 @@ Result<FileDescription> describe_file(std::span<const uint8_t> bytes) {
       return describe_onnx(bytes);
     case FileFormat::Wav:
       return describe_wav(bytes);
+    case FileFormat::Ort:
+      return describe_ort(bytes);
     case FileFormat::Unknown:
       break;
   }

@@ -25,7 +25,7 @@ struct FileDescription {
   std::vector<TensorInfo> tensors;
 };
 
-enum class FileFormat { Unknown, Gguf, Safetensors, Onnx, Wav };
+enum class FileFormat { Unknown, Gguf, Safetensors, Onnx, Wav, Ort };
 
 // Sniffs the format from the first bytes (and, for ONNX, which has no magic, from a successful parse of the
 // first protobuf field). Unknown when nothing fits.
@@ -36,6 +36,7 @@ Result<FileDescription> describe_gguf(std::span<const uint8_t> bytes);
 Result<FileDescription> describe_safetensors(std::span<const uint8_t> bytes);
 Result<FileDescription> describe_onnx(std::span<const uint8_t> bytes);
 Result<FileDescription> describe_wav(std::span<const uint8_t> bytes);
+Result<FileDescription> describe_ort(std::span<const uint8_t> bytes);  // io/ort_describe.cpp
 Result<FileDescription> describe_file(std::span<const uint8_t> bytes);
 
 // The description as one JSON object, the shape `sotto info --json` prints and the wasm API returns:

@@ -117,6 +117,11 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
 // zeros, as ONNX Runtime does).
 Tensor dynamic_quantize_linear(const Tensor& x);
 
+// Weight-only int8 with one float scale and one float offset per tensor, as ONNX exporters write it (Cast ->
+// Mul(scale) -> Add(offset): w = q * scale + offset, the offset added in float): y = x . W^T + b, w I8 [N, K]
+// read as int8 (a decoder step reads 4x fewer weight bytes than F32), b F32 [N] or undefined.
+Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b = {});
+
 // ---------------------------------------------------------------- convolutions ([C, T] and [C, H, W])
 struct Conv1dOptions {
   int stride = 1, padding = 0, dilation = 1, groups = 1;

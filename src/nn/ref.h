@@ -20,6 +20,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& gamma, float eps);
 Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor& beta, float eps);
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});
+Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b = {});
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales = {},
                               const Tensor& w_zero_points = {});

@@ -10,6 +10,7 @@
 #include "core/half.h"
 #include "io/gguf.h"
 #include "io/onnx.h"
+#include "io/ort.h"
 #include "io/safetensors.h"
 #include "nn/cpu.h"
 
@@ -110,6 +111,17 @@ Result<std::unique_ptr<WeightSource>> open_onnx(std::string file_name, std::span
   auto source = std::make_unique<TableSource>(std::move(file_name), std::move(tensors));
   source->onnx_ = std::move(model);
   return std::unique_ptr<WeightSource>(std::move(source));
+}
+
+// .ort: every initializer, the main graph's by name, a subgraph's (an If branch's) as "<scope>/<name>"
+// (io/ort.h's scope).
+Result<std::unique_ptr<WeightSource>> open_ort(std::string file_name, std::span<const uint8_t> bytes) {
+  auto parsed = parse_ort(bytes);
+  if (!parsed.ok()) return error(file_name, ": ", parsed.message());
+  std::vector<StoredTensor> tensors;
+  for (const OrtTensor& t : parsed->tensors)
+    tensors.push_back({t.scope.empty() ? t.name : t.scope + "/" + t.name, t.dtype, t.shape, t.bytes()});
+  return std::unique_ptr<WeightSource>(new TableSource(std::move(file_name), std::move(tensors)));
 }
 
 bool plain(DType d) {
@@ -228,10 +240,7 @@ Result<float> WeightSource::scalar(std::string_view name) const {
 Result<std::unique_ptr<WeightSource>> open_weights(std::string file_name, std::span<const uint8_t> bytes,
                                                    ReadSibling read_sibling) {
   if (is_gguf(bytes)) return open_gguf(std::move(file_name), bytes);
-  if (is_ort(bytes)) {
-    // The .ort reader (src/io/ort.h, flatbuffers) plugs in here: parse, then one StoredTensor per initializer.
-    return error(file_name, ": ONNX Runtime .ort files are not read yet");
-  }
+  if (is_ort(bytes)) return open_ort(std::move(file_name), bytes);
   if (is_safetensors(bytes)) return open_safetensors(std::move(file_name), bytes);
   // ONNX files open with ModelProto's ir_version (field 1, varint: tag byte 0x08).
   if (!bytes.empty() && bytes[0] == 0x08) return open_onnx(std::move(file_name), bytes, read_sibling);

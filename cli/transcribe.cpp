@@ -1,0 +1,135 @@
+// sotto transcribe -m MODEL_DIR AUDIO.wav [--json] [--threads T] [--vad FILE]: Moonshine speech recognition on
+// the CPU. Any WAV rate and channel count (mixed down, resampled to 16 kHz with sotto's resampler). Audio longer
+// than the model's window is cut at pauses (models/asr/moonshine_windows.h) by Silero VAD when a VAD file is
+// found (--vad FILE, else MODEL_DIR/silero_vad.onnx), else at its quietest points, and the windows' texts are
+// joined.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "audio/resample.h"
+#include "commands.h"
+#include "core/thread_pool.h"
+#include "io/describe.h"
+#include "io/file.h"
+#include "io/onnx.h"
+#include "io/wav.h"
+#include "models/asr/moonshine.h"
+#include "models/asr/moonshine_windows.h"
+#include "models/vad/silero.h"
+#include "nn/tensor.h"
+
+namespace sotto::cli {
+
+namespace {
+
+struct Options {
+  std::string model_dir, audio_path, vad_path;
+  bool json = false;
+  int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+};
+
+std::string parse_options(std::span<char* const> args, Options& o) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    const bool has_value = i + 1 < args.size();
+    if ((a == "-m" || a == "--model") && has_value) {
+      o.model_dir = args[++i];
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--vad" && has_value) {
+      o.vad_path = args[++i];
+    } else if (a == "--threads" && has_value) {
+      const std::string v = args[++i];
+      char* end = nullptr;
+      const long t = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != 0 || t < 1 || t > 256) return "--threads takes a count from 1 to 256";
+      o.threads = static_cast<int>(t);
+    } else if (!a.starts_with("-") && o.audio_path.empty()) {
+      o.audio_path = a;
+    } else {
+      return cat("unknown argument '", a, "'");
+    }
+  }
+  if (o.model_dir.empty()) return "missing -m MODEL_DIR (a directory with encoder_model.ort, ...)";
+  if (o.audio_path.empty()) return "missing AUDIO.wav";
+  return {};
+}
+
+Result<std::vector<float>> load_audio_16k(const std::string& path) {
+  SOTTO_ASSIGN(MappedFile file, MappedFile::open(path));
+  auto audio = decode_wav(file.bytes());
+  if (!audio) return error(path, ": ", audio.message());
+  std::vector<float> mono = to_mono(*audio);
+  if (audio->sample_rate_hz != 16000) {
+    auto resampled = resample(mono, 1, audio->sample_rate_hz, 16000);
+    if (!resampled) return error(path, ": ", resampled.message());
+    mono = std::move(resampled).value();
+  }
+  for (float v : mono)
+    if (!std::isfinite(v)) return error(path, ": the audio holds NaN or infinite samples");
+  return mono;
+}
+
+// Silero speech probabilities per 32 ms frame, or none when no VAD file is given or found.
+Result<std::vector<float>> vad_probabilities(const Options& o, std::span<const float> audio) {
+  std::string path = o.vad_path;
+  if (path.empty()) {
+    path = o.model_dir + "/silero_vad.onnx";
+    if (!MappedFile::open(path)) return std::vector<float>();
+  }
+  SOTTO_ASSIGN(MappedFile file, MappedFile::open(path));
+  auto model = parse_onnx(file.bytes());
+  if (!model) return error(path, ": ", model.message());
+  auto weights = vad::load_silero_weights(*model, 16000);
+  if (!weights) return error(path, ": ", weights.message());
+  vad::SileroVad v(*weights);
+  return vad::speech_probabilities(v, audio);
+}
+
+}  // namespace
+
+int run_transcribe(std::span<char* const> args) {
+  Options o;
+  if (std::string problem = parse_options(args, o); !problem.empty()) return usage_error(problem);
+
+  const std::string dir = o.model_dir + "/";
+  auto enc = MappedFile::open(dir + "encoder_model.ort");
+  if (!enc) return fail(cat(o.model_dir, " is not a Moonshine model directory: ", enc.message()));
+  auto dec = MappedFile::open(dir + "decoder_model_merged.ort");
+  if (!dec) return fail(cat(o.model_dir, " is not a Moonshine model directory: ", dec.message()));
+  auto tok = MappedFile::open(dir + "tokenizer.bin");
+  if (!tok) return fail(cat(o.model_dir, " is not a Moonshine model directory: ", tok.message()));
+  auto audio = load_audio_16k(o.audio_path);
+  if (!audio) return fail(audio.message());
+  if (audio->empty()) return fail(cat(o.audio_path, ": the file holds no samples"));
+
+  ThreadPool pool(o.threads);
+  auto model = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), nn::Context::cpu(&pool));
+  if (!model) return fail(cat(o.model_dir, ": ", model.message()));
+
+  std::vector<float> probs;
+  if (static_cast<double>(audio->size()) > asr::WindowOptions{}.max_window_s * 16000) {
+    auto p = vad_probabilities(o, *audio);
+    if (!p) return fail(p.message());
+    probs = std::move(p).value();
+  }
+  const std::vector<asr::AudioWindow> windows = asr::speech_windows(*audio, probs);
+
+  auto transcript = asr::transcribe_windows(model->weights, model->tokenizer, *audio, windows);
+  if (!transcript) return fail(cat(o.audio_path, ": ", transcript.message()));
+  const double audio_s = static_cast<double>(audio->size()) / 16000;
+  const std::string out = o.json
+                              ? asr::transcript_json(*transcript, audio_s, o.threads, !probs.empty()) + "\n"
+                              : transcript->text + "\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  if (!o.json)
+    std::fprintf(
+        stderr, "transcribe: %.2f s of audio, %zu window(s), %zu tokens: encode %.1f ms, decode %.1f ms\n",
+        audio_s, windows.size(), transcript->tokens.size(), transcript->encode_ms, transcript->decode_ms);
+  return kExitOk;
+}
+
+}  // namespace sotto::cli

@@ -1,0 +1,141 @@
+// The C API's speech recognition (api/sotto.h): a handle owns a Moonshine model (weights copied onto its CPU
+// context), an optional Silero VAD that cuts long audio at pauses, and the buffers it hands out.
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/sotto.h"
+#include "audio/resample.h"
+#include "core/thread_pool.h"
+#include "io/onnx.h"
+#include "io/wav.h"
+#include "models/asr/moonshine.h"
+#include "models/asr/moonshine_windows.h"
+#include "models/vad/silero.h"
+#include "nn/tensor.h"
+
+struct SottoAsr {
+  std::string last_error;
+  std::unique_ptr<sotto::ThreadPool> pool;
+  std::optional<sotto::asr::MoonshineModel> model;
+  std::unique_ptr<sotto::vad::SileroWeights> vad;
+  std::vector<float> audio;
+  std::string json;
+};
+
+extern "C" {
+
+SottoAsr* sotto_asr_create(int32_t n_threads) {
+#if defined(__wasm__)
+  n_threads = 1;  // helpers would be Web Workers nobody starts for this handle
+#endif
+  auto* asr = new SottoAsr();
+  asr->pool = std::make_unique<sotto::ThreadPool>(n_threads < 1 ? 1 : n_threads);
+  return asr;
+}
+
+void sotto_asr_destroy(SottoAsr* asr) {
+  delete asr;
+}
+
+const char* sotto_asr_last_error(const SottoAsr* asr) {
+  return asr ? asr->last_error.c_str() : "asr: null handle";
+}
+
+int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_size, const uint8_t* decoder,
+                       size_t decoder_size, const uint8_t* tokenizer, size_t tokenizer_size) {
+  if (!asr) return SOTTO_ERROR_ARGUMENT;
+  asr->last_error.clear();
+  if ((!encoder && encoder_size) || (!decoder && decoder_size) || (!tokenizer && tokenizer_size)) {
+    asr->last_error = "asr: null buffer";
+    return SOTTO_ERROR_ARGUMENT;
+  }
+  asr->model.reset();
+  auto m = sotto::asr::load_moonshine({encoder, encoder_size}, {decoder, decoder_size},
+                                      {tokenizer, tokenizer_size}, sotto::nn::Context::cpu(asr->pool.get()));
+  if (!m) {
+    asr->last_error = m.message();
+    return SOTTO_ERROR_FILE;
+  }
+  asr->model.emplace(std::move(m).value());
+  return SOTTO_OK;
+}
+
+int32_t sotto_asr_load_vad(SottoAsr* asr, const uint8_t* onnx, size_t size) {
+  if (!asr) return SOTTO_ERROR_ARGUMENT;
+  asr->last_error.clear();
+  auto model = sotto::parse_onnx({onnx, size});
+  if (!model) {
+    asr->last_error = sotto::cat("vad: ", model.message());
+    return SOTTO_ERROR_FILE;
+  }
+  auto weights = sotto::vad::load_silero_weights(*model, 16000);
+  if (!weights) {
+    asr->last_error = weights.message();
+    return SOTTO_ERROR_FILE;
+  }
+  asr->vad = std::make_unique<sotto::vad::SileroWeights>(std::move(weights).value());
+  return SOTTO_OK;
+}
+
+const float* sotto_asr_decode_wav(SottoAsr* asr, const uint8_t* bytes, size_t size, size_t* out_samples) {
+  if (!asr) return nullptr;
+  asr->last_error.clear();
+  auto audio = sotto::decode_wav({bytes, bytes ? size : 0});
+  if (!audio) {
+    asr->last_error = audio.message();
+    return nullptr;
+  }
+  std::vector<float> mono = sotto::to_mono(*audio);
+  if (audio->sample_rate_hz != 16000) {
+    auto resampled = sotto::resample(mono, 1, audio->sample_rate_hz, 16000);
+    if (!resampled) {
+      asr->last_error = resampled.message();
+      return nullptr;
+    }
+    mono = std::move(resampled).value();
+  }
+  asr->audio = std::move(mono);
+  asr->audio.reserve(1);  // an empty result is still a non-null pointer
+  if (out_samples) *out_samples = asr->audio.size();
+  return asr->audio.data();
+}
+
+const char* sotto_asr_transcribe_json(SottoAsr* asr, const float* samples, size_t n_samples,
+                                      size_t* out_bytes) {
+  if (!asr) return nullptr;
+  asr->last_error.clear();
+  if (!asr->model) {
+    asr->last_error = "asr: no model loaded";
+    return nullptr;
+  }
+  if (!samples || n_samples == 0) {
+    asr->last_error = "asr: no audio";
+    return nullptr;
+  }
+  const std::span<const float> audio(samples, n_samples);
+  for (float v : audio)
+    if (!std::isfinite(v)) {
+      asr->last_error = "asr: the audio holds NaN or infinite samples";
+      return nullptr;
+    }
+  std::vector<float> probs;
+  if (asr->vad && static_cast<double>(n_samples) > sotto::asr::WindowOptions{}.max_window_s * 16000) {
+    sotto::vad::SileroVad v(*asr->vad);
+    probs = sotto::vad::speech_probabilities(v, audio);
+  }
+  const auto windows = sotto::asr::speech_windows(audio, probs);
+  auto t = sotto::asr::transcribe_windows(asr->model->weights, asr->model->tokenizer, audio, windows);
+  if (!t) {
+    asr->last_error = t.message();
+    return nullptr;
+  }
+  asr->json = sotto::asr::transcript_json(*t, static_cast<double>(n_samples) / 16000, asr->pool->n_threads(),
+                                          !probs.empty());
+  if (out_bytes) *out_bytes = asr->json.size();
+  return asr->json.c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,455 @@
+// Moonshine's forward pass on nn/ops.h (the architecture is in moonshine.h).
+#include "models/asr/moonshine.h"
+
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "api/clock.h"
+#include "nn/ops.h"
+
+namespace sotto::asr {
+
+using nn::Tensor;
+
+// ---------------------------------------------------------------- the encoder
+
+Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
+  const MoonshineConfig& c = w.config;
+  Tensor x = audio.reshape({1, audio.elements()});
+  x = nn::tanh(nn::conv1d(x, w.conv1, {}, {.stride = 64}));
+  x = nn::group_norm(x, 1, w.group_norm_gamma, w.group_norm_beta, c.norm_eps);
+  x = nn::gelu(nn::conv1d(x, w.conv2, w.conv2_b, {.stride = 3}));
+  x = nn::gelu(nn::conv1d(x, w.conv3, w.conv3_b, {.stride = 2}));
+  x = nn::transpose(x);  // [C, T] -> [T, C]
+
+  for (const MoonshineEncoderLayer& l : w.encoder) {
+    Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
+    Tensor q = nn::rope(nn::linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
+    Tensor k = nn::rope(nn::linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
+    x = nn::add(x, nn::linear(nn::attention(q, k, nn::linear(h, l.v), {.n_heads = c.n_heads}), l.o));
+    h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
+    x = nn::add(x, nn::linear(nn::gelu(nn::linear(h, l.fc1, l.fc1_b)), l.fc2, l.fc2_b));
+  }
+  return nn::layer_norm(x, w.encoder_norm, {}, c.norm_eps);
+}
+
+// ---------------------------------------------------------------- the decoder
+
+namespace {
+
+Tensor apply(const MoonshineMatrix& m, const Tensor& x, const Tensor& b = {}) {
+  if (m.w.dtype() == DType::I8) return nn::linear_int8_affine(x, m.w, m.scale, m.offset, b);
+  return nn::linear(x, m.w, b);
+}
+
+// Rows of the embedding table, dequantized as the graph does (q * scale, then + offset, in float).
+Tensor embed(const MoonshineMatrix& table, const Tensor& ids) {
+  if (table.w.dtype() != DType::I8) return nn::embedding(table.w, ids);
+  return nn::scale(nn::embedding(table.w.with_quant({table.scale, 0}), ids), 1.0f, table.offset);
+}
+
+}  // namespace
+
+MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const Tensor& encoded) {
+  MoonshineDecoderState s;
+  for (const MoonshineDecoderLayer& l : w.decoder) {
+    s.cross_k.push_back(nn::linear(encoded, l.cross_k));
+    s.cross_v.push_back(nn::linear(encoded, l.cross_v));
+  }
+  s.self_k.resize(w.decoder.size());
+  s.self_v.resize(w.decoder.size());
+  return s;
+}
+
+Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& s, std::span<const int32_t> ids,
+                        bool all_logits) {
+  const MoonshineConfig& c = w.config;
+  nn::Context& ctx = w.embedding.w.ctx();
+  const auto n = static_cast<int64_t>(ids.size());
+  const Tensor id_tensor =
+      ctx.from_bytes({n}, DType::I32, {reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 4});
+  Tensor x = embed(w.embedding, id_tensor);
+
+  for (size_t i = 0; i < w.decoder.size(); ++i) {
+    const MoonshineDecoderLayer& l = w.decoder[i];
+    Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
+    Tensor q = nn::rope(apply(l.q, h), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
+    Tensor k = nn::rope(apply(l.k, h), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
+    Tensor v = apply(l.v, h);
+    if (s.n_past > 0) {
+      const Tensor ks[] = {s.self_k[i], k}, vs[] = {s.self_v[i], v};
+      k = nn::concat(ks, 0);
+      v = nn::concat(vs, 0);
+    }
+    s.self_k[i] = k;
+    s.self_v[i] = v;
+    x = nn::add(x, apply(l.o, nn::attention(q, k, v, {.n_heads = c.n_heads, .causal = true})));
+
+    h = nn::layer_norm(x, l.cross_norm, {}, c.norm_eps);
+    Tensor cross = nn::attention(apply(l.cross_q, h), s.cross_k[i], s.cross_v[i], {.n_heads = c.n_heads});
+    x = nn::add(x, apply(l.cross_o, cross));
+
+    h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
+    Tensor u = apply(l.up, h, l.up_b);  // [n, 2 ff]: value half, then gate half
+    Tensor gated = nn::mul(nn::slice(u, -1, 0, c.decoder_ff),
+                           nn::silu(nn::slice(u, -1, c.decoder_ff, 2 * c.decoder_ff)));
+    x = nn::add(x, apply(l.down, gated, l.down_b));
+  }
+  s.n_past += n;
+  if (!all_logits && n > 1) x = nn::slice(x, 0, n - 1, n);
+  // The output head reads the whole embedding table (13.6 M weights): most of a token's time.
+  return apply(w.embedding, nn::layer_norm(x, w.decoder_norm, {}, c.norm_eps));
+}
+
+Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::span<const float> audio_16k) {
+  const MoonshineConfig& c = w.config;
+  if (audio_16k.empty()) return error("moonshine: no audio");
+  for (float v : audio_16k)
+    if (!std::isfinite(v)) return error("moonshine: the audio holds NaN or infinite samples");
+  // The conv stem needs 895 samples (56 ms) for one output frame; shorter audio is padded with silence.
+  std::vector<float> samples(audio_16k.begin(), audio_16k.end());
+  if (samples.size() < 895) samples.resize(895, 0.0f);
+
+  nn::Context& ctx = w.embedding.w.ctx();
+  MoonshineResult r;
+  const double t0 = now_ms();
+  const Tensor audio = ctx.from_floats({static_cast<int64_t>(samples.size())}, samples);
+  const Tensor encoded = moonshine_encode(w, audio);
+  MoonshineDecoderState state = moonshine_decoder_start(w, encoded);
+  (void)ctx.to_floats(nn::slice(encoded, 0, 0, 1));  // on the GPU, waits for the encoder: encode_ms is honest
+  const double t1 = now_ms();
+  r.encode_ms = t1 - t0;
+
+  const auto max_tokens =
+      static_cast<size_t>(static_cast<double>(audio_16k.size()) / c.sample_rate_hz * c.max_tokens_per_s) + 1;
+  int32_t token = c.bos;
+  while (r.tokens.size() < max_tokens) {
+    const Tensor logits = moonshine_decode(w, state, {&token, 1}, false);
+    SOTTO_ASSIGN(std::vector<float> row, ctx.to_floats(logits));
+    int32_t best = 0;
+    for (size_t i = 1; i < row.size(); ++i)
+      if (row[i] > row[static_cast<size_t>(best)]) best = static_cast<int32_t>(i);
+    if (best == c.eos) break;
+    r.tokens.push_back(best);
+    token = best;
+  }
+  r.decode_ms = now_ms() - t1;
+  return r;
+}
+
+// ---------------------------------------------------------------- the tokenizer
+
+Result<MoonshineTokenizer> MoonshineTokenizer::parse(std::span<const uint8_t> bytes) {
+  MoonshineTokenizer t;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const size_t n = bytes[i];
+    if (bytes.size() - i - 1 < n)
+      return error("tokenizer.bin: entry ", t.pieces_.size(), " at byte ", i, " claims ", n,
+                   " bytes but the file ends at byte ", bytes.size());
+    t.pieces_.emplace_back(reinterpret_cast<const char*>(bytes.data() + i + 1), n);
+    i += 1 + n;
+  }
+  if (t.pieces_.size() < 3)
+    return error("tokenizer.bin: ", t.pieces_.size(), " entries, not a Moonshine tokenizer");
+  return t;
+}
+
+std::string MoonshineTokenizer::decode(std::span<const int32_t> ids) const {
+  std::string bytes;
+  for (int32_t id : ids)
+    if (id > 2 && static_cast<size_t>(id) < pieces_.size()) bytes += pieces_[static_cast<size_t>(id)];
+  std::string out;
+  static constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's word boundary
+  for (size_t i = 0; i < bytes.size();) {
+    if (bytes.compare(i, kSpace.size(), kSpace) == 0) {
+      out += ' ';
+      i += kSpace.size();
+    } else {
+      out += bytes[i++];
+    }
+  }
+  const size_t first = out.find_first_not_of(' ');
+  if (first == std::string::npos) return {};
+  return out.substr(first, out.find_last_not_of(' ') - first + 1);
+}
+
+// ---------------------------------------------------------------- loading
+
+namespace {
+
+// A constant value in a graph: an initializer, or the exporter's dequantization of one (Cast -> Mul -> Add,
+// each with a one-element other side), evaluated in float in the graph's order so the weights are bit for bit
+// the ones ONNX Runtime multiplies with.
+struct Constant {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+class GraphConstants {
+ public:
+  GraphConstants(const OrtModel& m, std::string_view file) : file_(file) {
+    for (const OrtNode& n : m.nodes)
+      for (const std::string& o : n.outputs) producer_.emplace(o, &n);
+    for (const OrtTensor& t : m.tensors) initializer_.emplace(t.name, &t);
+  }
+
+  // The value called `name`, or an empty Constant (no shape, no values) when it is not a constant.
+  Result<Constant> value(const std::string& name, int depth = 0) const {
+    if (depth > 8) return Constant{};
+    if (auto it = initializer_.find(name); it != initializer_.end()) {
+      const OrtTensor& t = *it->second;
+      Constant c;
+      c.shape = t.shape;
+      c.values.resize(t.n_elements);
+      if (t.dtype == DType::F32) {
+        std::memcpy(c.values.data(), t.data, t.n_bytes);
+      } else if (t.dtype == DType::I8) {
+        for (size_t i = 0; i < c.values.size(); ++i)
+          c.values[i] = static_cast<float>(static_cast<int8_t>(t.data[i]));
+      } else if (t.dtype == DType::U8) {
+        for (size_t i = 0; i < c.values.size(); ++i) c.values[i] = static_cast<float>(t.data[i]);
+      } else {
+        return error(file_, ": tensor '", name, "' is ", dtype_name(t.dtype), ", expected float32 or int8");
+      }
+      if (c.shape.empty()) c.shape = {1};
+      return c;
+    }
+    auto it = producer_.find(name);
+    if (it == producer_.end()) return Constant{};
+    const OrtNode& n = *it->second;
+    if (n.op_type == "Cast" && n.inputs.size() == 1) return value(n.inputs[0], depth + 1);
+    if ((n.op_type == "Mul" || n.op_type == "Add") && n.inputs.size() == 2) {
+      SOTTO_ASSIGN(Constant a, value(n.inputs[0], depth + 1));
+      if (a.values.empty()) return Constant{};
+      SOTTO_ASSIGN(Constant b, value(n.inputs[1], depth + 1));
+      if (b.values.empty()) return Constant{};
+      if (a.values.size() == 1) std::swap(a, b);
+      if (b.values.size() != 1)
+        return error(file_, ": node '", n.name, "' (", n.op_type, ") combines two tensors; expected a scale");
+      const float s = b.values[0];
+      if (n.op_type == "Mul")
+        for (float& v : a.values) v *= s;
+      else
+        for (float& v : a.values) v += s;
+      return a;
+    }
+    return Constant{};
+  }
+
+  // The constant input of the node writing `output`: input `index`, or with index -1 the one input that is
+  // constant.
+  Result<Constant> input_of(const std::string& output, int index = -1) const {
+    auto it = producer_.find(output);
+    if (it == producer_.end()) return error(file_, ": no node writes '", output, "'");
+    const OrtNode& n = *it->second;
+    if (index >= 0) {
+      if (static_cast<size_t>(index) >= n.inputs.size())
+        return error(file_, ": node '", n.name, "' has no input ", index);
+      SOTTO_ASSIGN(Constant c, value(n.inputs[static_cast<size_t>(index)]));
+      if (c.values.empty()) return error(file_, ": input ", index, " of node '", n.name, "' is not a weight");
+      return c;
+    }
+    Constant found;
+    for (const std::string& in : n.inputs) {
+      SOTTO_ASSIGN(Constant c, value(in));
+      if (c.values.empty()) continue;
+      if (!found.values.empty()) return error(file_, ": node '", n.name, "' has two weight inputs");
+      found = std::move(c);
+    }
+    if (found.values.empty())
+      return error(file_, ": node '", n.name, "' (writing '", output, "') has no weight");
+    return found;
+  }
+
+  // The exporter's dequantization chain ending in `name`: Add(Mul(Cast(q int8), scale), offset), both scalars.
+  struct Int8Chain {
+    const OrtTensor* q = nullptr;
+    float scale = 1.0f, offset = 0.0f;
+  };
+  Result<Int8Chain> int8_chain(const std::string& name) const {
+    const OrtNode* add = node_writing(name, "Add");
+    const OrtNode* mul = add ? node_writing(add->inputs[0], "Mul") : nullptr;
+    const OrtNode* cast = mul ? node_writing(mul->inputs[0], "Cast") : nullptr;
+    if (!cast) return Int8Chain{};
+    auto q = initializer_.find(cast->inputs[0]);
+    if (q == initializer_.end() || q->second->dtype != DType::I8) return Int8Chain{};
+    SOTTO_ASSIGN(Constant scale, value(mul->inputs[1]));
+    SOTTO_ASSIGN(Constant offset, value(add->inputs[1]));
+    if (scale.values.size() != 1 || offset.values.size() != 1) return Int8Chain{};
+    return Int8Chain{q->second, scale.values[0], offset.values[0]};
+  }
+
+  const OrtNode* node_writing(const std::string& output, std::string_view op_type) const {
+    auto it = producer_.find(output);
+    if (it == producer_.end() || it->second->op_type != op_type ||
+        it->second->inputs.size() != (op_type == "Cast" ? 1u : 2u))
+      return nullptr;
+    return it->second;
+  }
+
+  std::string_view file() const { return file_; }
+
+ private:
+  std::string_view file_;
+  std::unordered_map<std::string, const OrtNode*> producer_;
+  std::unordered_map<std::string, const OrtTensor*> initializer_;
+};
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += cat(i ? "," : "", s[i]);
+  return out + "]";
+}
+
+struct Loader {
+  nn::Context& ctx;
+  const GraphConstants& g;
+
+  Result<Constant> checked(const std::string& output, int index, std::vector<int64_t> shape) const {
+    SOTTO_ASSIGN(Constant c, g.input_of(output, index));
+    if (c.shape != shape)
+      return error(g.file(), ": the weight of '", output, "' has shape ", shape_str(c.shape), ", expected ",
+                   shape_str(shape));
+    return c;
+  }
+  // A vector (norm gamma, bias) of `n` elements; [n, 1] (the group norm's) is accepted as [n].
+  Result<Tensor> vec(const std::string& output, int index, int64_t n) const {
+    SOTTO_ASSIGN(Constant c, g.input_of(output, index));
+    if (c.values.size() != static_cast<size_t>(n) || c.shape[0] != n)
+      return error(g.file(), ": the weight of '", output, "' has shape ", shape_str(c.shape), ", expected [",
+                   n, "]");
+    return ctx.from_floats({n}, c.values);
+  }
+  Result<Tensor> tensor(const std::string& output, int index, std::vector<int64_t> shape) const {
+    SOTTO_ASSIGN(Constant c, checked(output, index, shape));
+    return ctx.from_floats(nn::Shape(std::span<const int64_t>(shape)), c.values);
+  }
+  // A weight read as int8 with its scale and offset when the graph dequantizes it (input `index` of the node
+  // writing `output`), else as F32. `transpose`: stored [in, out] (MatMul), returned [out, in].
+  Result<MoonshineMatrix> int8_matrix(const std::string& output, int index, int64_t in, int64_t out,
+                                      bool transpose) const {
+    const std::vector<int64_t> stored =
+        transpose ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in};
+    SOTTO_ASSIGN(Constant c, checked(output, index, stored));  // checks the shape, whatever the storage
+    auto producer = g.node_writing(output, transpose ? "MatMul" : "Gather");
+    GraphConstants::Int8Chain chain;
+    if (producer) {
+      SOTTO_ASSIGN(chain, g.int8_chain(producer->inputs[static_cast<size_t>(index)]));
+    }
+    MoonshineMatrix m;
+    std::vector<uint8_t> bytes;
+    if (chain.q) {
+      m.scale = chain.scale;
+      m.offset = chain.offset;
+      const uint8_t* q = chain.q->data;
+      bytes.resize(static_cast<size_t>(in * out));
+      for (int64_t o = 0; o < out; ++o)
+        for (int64_t i = 0; i < in; ++i)
+          bytes[static_cast<size_t>(o * in + i)] = transpose ? q[i * out + o] : q[o * in + i];
+      m.w = ctx.from_bytes({out, in}, DType::I8, bytes);
+      return m;
+    }
+    std::vector<float> t(c.values.size());
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i)
+        t[static_cast<size_t>(o * in + i)] = transpose ? c.values[static_cast<size_t>(i * out + o)]
+                                                       : c.values[static_cast<size_t>(o * in + i)];
+    m.w = ctx.from_floats({out, in}, t);
+    return m;
+  }
+
+  // A MatMul weight stored [in, out], as nn::linear's [out, in].
+  Result<Tensor> matrix(const std::string& output, int64_t in, int64_t out) const {
+    SOTTO_ASSIGN(Constant c, checked(output, 1, {in, out}));
+    std::vector<float> t(c.values.size());
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o)
+        t[static_cast<size_t>(o * in + i)] = c.values[static_cast<size_t>(i * out + o)];
+    return ctx.from_floats({out, in}, t);
+  }
+};
+
+}  // namespace
+
+Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel& encoder,
+                                                std::string_view encoder_name, const OrtModel& decoder,
+                                                std::string_view decoder_name) {
+  MoonshineWeights w;
+  const MoonshineConfig& c = w.config;
+  const int64_t d = c.d_model;
+  {
+    const GraphConstants g(encoder, encoder_name);
+    const Loader ld{ctx, g};
+    SOTTO_ASSIGN(w.conv1, ld.tensor("/conv1/Conv_output_0", 1, {d, 1, 127}));
+    SOTTO_ASSIGN(w.group_norm_gamma, ld.vec("/groupnorm/Mul_output_0", -1, d));
+    SOTTO_ASSIGN(w.group_norm_beta, ld.vec("/groupnorm/Add_output_0", -1, d));
+    SOTTO_ASSIGN(w.conv2, ld.tensor("/conv2/Conv_output_0", 1, {2 * d, d, 7}));
+    SOTTO_ASSIGN(w.conv2_b, ld.vec("/conv2/Conv_output_0", 2, 2 * d));
+    SOTTO_ASSIGN(w.conv3, ld.tensor("/conv3/Conv_output_0", 1, {d, 2 * d, 3}));
+    SOTTO_ASSIGN(w.conv3_b, ld.vec("/conv3/Conv_output_0", 2, d));
+    for (int i = 0; i < c.encoder_layers; ++i) {
+      const std::string p = cat("/layers.", i, "/");
+      MoonshineEncoderLayer l;
+      SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
+      SOTTO_ASSIGN(l.q, ld.matrix(p + "self_attn/q_proj/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.k, ld.matrix(p + "self_attn/k_proj/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.v, ld.matrix(p + "self_attn/v_proj/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.o, ld.matrix(p + "self_attn/dense/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
+      SOTTO_ASSIGN(l.fc1, ld.matrix(p + "mlp/fc1/MatMul_output_0", d, c.encoder_ff));
+      SOTTO_ASSIGN(l.fc1_b, ld.vec(p + "mlp/fc1/Add_output_0", -1, c.encoder_ff));
+      SOTTO_ASSIGN(l.fc2, ld.matrix(p + "mlp/fc2/MatMul_output_0", c.encoder_ff, d));
+      SOTTO_ASSIGN(l.fc2_b, ld.vec(p + "mlp/fc2/Add_output_0", -1, d));
+      w.encoder.push_back(std::move(l));
+    }
+    SOTTO_ASSIGN(w.encoder_norm, ld.vec("last_hidden_state", -1, d));
+  }
+  {
+    const GraphConstants g(decoder, decoder_name);
+    const Loader ld{ctx, g};
+    SOTTO_ASSIGN(w.embedding,
+                 ld.int8_matrix("/model/decoder/embed_tokens/Gather_output_0", 0, d, c.vocab, false));
+    for (int i = 0; i < c.decoder_layers; ++i) {
+      const std::string p = cat("/model/decoder/layers.", i, "/");
+      MoonshineDecoderLayer l;
+      SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
+      SOTTO_ASSIGN(l.q, ld.int8_matrix(p + "self_attn/q_proj/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.k, ld.int8_matrix(p + "self_attn/k_proj/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.v, ld.int8_matrix(p + "self_attn/v_proj/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.o, ld.int8_matrix(p + "self_attn/dense/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.cross_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
+      SOTTO_ASSIGN(l.cross_q, ld.int8_matrix(p + "encoder_attn/q_proj/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.cross_k, ld.matrix(p + "encoder_attn/k_proj/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.cross_v, ld.matrix(p + "encoder_attn/v_proj/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.cross_o, ld.int8_matrix(p + "encoder_attn/dense/MatMul_output_0", 1, d, d, true));
+      SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "final_layernorm/Mul_output_0", -1, d));
+      SOTTO_ASSIGN(l.up, ld.int8_matrix(p + "mlp/up_proj/MatMul_output_0", 1, d, 2 * c.decoder_ff, true));
+      SOTTO_ASSIGN(l.up_b, ld.vec(p + "mlp/up_proj/Add_output_0", -1, 2 * c.decoder_ff));
+      SOTTO_ASSIGN(l.down, ld.int8_matrix(p + "mlp/down_proj/MatMul_output_0", 1, c.decoder_ff, d, true));
+      SOTTO_ASSIGN(l.down_b, ld.vec(p + "mlp/down_proj/Add_output_0", -1, d));
+      w.decoder.push_back(std::move(l));
+    }
+    SOTTO_ASSIGN(w.decoder_norm, ld.vec("/model/decoder/norm/Mul_output_0", -1, d));
+  }
+  return w;
+}
+
+Result<MoonshineModel> load_moonshine(std::span<const uint8_t> encoder_ort,
+                                      std::span<const uint8_t> decoder_ort,
+                                      std::span<const uint8_t> tokenizer_bin,
+                                      std::unique_ptr<nn::Context> ctx) {
+  auto enc = parse_ort(encoder_ort);
+  if (!enc) return error("encoder_model.ort: ", enc.status().message());
+  auto dec = parse_ort(decoder_ort);
+  if (!dec) return error("decoder_model_merged.ort: ", dec.status().message());
+  MoonshineModel m;
+  SOTTO_ASSIGN(m.weights,
+               load_moonshine_weights(*ctx, *enc, "encoder_model.ort", *dec, "decoder_model_merged.ort"));
+  SOTTO_ASSIGN(m.tokenizer, MoonshineTokenizer::parse(tokenizer_bin));
+  m.ctx = std::move(ctx);
+  return m;
+}
+
+}  // namespace sotto::asr

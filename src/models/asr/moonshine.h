@@ -1,0 +1,150 @@
+// Moonshine base (English) speech recognition (Useful Sensors, "Moonshine: Speech Recognition for Live
+// Transcription and Voice Commands", 2024; Hugging Face's MoonshineForConditionalGeneration), from the .ort
+// files of the moonshine-cpp 0.1.4 package, written once against nn/ops.h.
+//
+// The network, as read from the files' graphs (tools/moonshine/ort_dump.py prints them):
+//   encoder  input: raw 16 kHz audio [N]
+//     conv1 [416,1,127] stride 64, no bias -> tanh -> group norm (1 group, eps 1e-5, gamma/beta [416])
+//     conv2 [832,416,7] stride 3 + bias -> GELU (erf)
+//     conv3 [416,832,3] stride 2 + bias -> GELU (erf)        -> [T, 416], T = ((N-127)/64+1-7)/3+1-3)/2+1
+//     8 x pre-norm transformer layer (d_model 416, 8 heads of 52, no attention biases):
+//       x += o(attention(rope(q(h)), rope(k(h)), v(h)))   h = layer_norm(x)      (full attention)
+//       x += fc2(gelu(fc1(layer_norm(x)) + b1)) + b2       fc1 416 -> 1664
+//     layer_norm                                            -> last_hidden_state [T, 416]
+//   decoder  input: token ids, the encoder output; per layer a self-attention KV cache
+//     embedding [32768, 416] (tied with the output head, no scaling)
+//     8 x layer:
+//       x += o(attention(rope(q(h)), rope(k(h)), v(h), causal))   h = layer_norm(x), k/v appended to the cache
+//       x += o'(attention(q'(layer_norm(x)), k'(enc), v'(enc)))   k'/v' computed once per utterance
+//       u = up(layer_norm(x)) + b (416 -> 3328); x += down(u[:1664] * silu(u[1664:])) + b   (gated SiLU)
+//     layer_norm -> logits = x . embedding^T [32768] (ids >= 32000 are never in the tokenizer)
+//   Layer norms are LayerNorm without bias (mean and variance, eps 1e-5, gamma only), not RMS norm.
+//   Rotary embedding: the first 32 of each head's 52 dims, interleaved pairs (2i, 2i+1) (GPT-J style), inverse
+//   frequencies 10000^(-2i/32), positions from 0 in the encoder and from the cache length in the decoder.
+//   Attention scale 1/sqrt(52) (the graph multiplies q and k by 52^-1/4 each).
+//   Weights: every matrix and conv weight is weight-only int8 with ONE float scale and ONE float offset per
+//   tensor, dequantized in the graph as Cast(int8) -> Mul(scale) -> Add(zero_point): w = q * scale + offset
+//   (the "zero point" is added in float, not subtracted in int8). Matrices are stored [in, out] (ONNX MatMul);
+//   we dequantize them once at load to F32 [out, in] for nn::linear.
+//   Initializer names are the exporter's ("onnx::MatMul_1947_quantized"), so the loader finds each weight
+//   through the graph: the MatMul whose output is "/layers.0/self_attn/q_proj/MatMul_output_0" reads it.
+//
+// Greedy decoding starts from BOS (1) and stops at EOS (2) or after about 6.5 tokens per second of audio.
+// tokenizer.bin: 32,000 entries [u8 length][bytes] (ids 0/1/2 <unk>/<s>/</s>, 3..258 raw bytes, "▁" a space).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "io/ort.h"
+#include "nn/tensor.h"
+
+namespace sotto::asr {
+
+struct MoonshineConfig {
+  int d_model = 416;
+  int n_heads = 8;
+  int head_dim = 52;
+  int rotary_dim = 32;
+  float rope_base = 10000.0f;
+  float norm_eps = 1e-5f;
+  int encoder_layers = 8;
+  int decoder_layers = 8;
+  int encoder_ff = 1664;
+  int decoder_ff = 1664;  // up_proj gives 2 x this (value, gate)
+  int vocab = 32768;
+  int bos = 1, eos = 2;
+  int sample_rate_hz = 16000;
+  double max_tokens_per_s = 6.5;
+};
+
+struct MoonshineEncoderLayer {
+  nn::Tensor attn_norm, q, k, v, o;  // q..o [416, 416] F32 [out, in]
+  nn::Tensor mlp_norm, fc1, fc1_b, fc2, fc2_b;
+};
+
+// A decoder matrix as the file stores it: int8 [out, in] with the tensor's float scale and offset (read as int8
+// by nn::linear_int8_affine: a decoder step is bound by the weight bytes it reads), or F32 [out, in] when the
+// file holds floats.
+struct MoonshineMatrix {
+  nn::Tensor w;
+  float scale = 1.0f, offset = 0.0f;
+};
+
+struct MoonshineDecoderLayer {
+  nn::Tensor attn_norm;
+  MoonshineMatrix q, k, v, o;
+  nn::Tensor cross_norm;
+  MoonshineMatrix cross_q, cross_o;
+  nn::Tensor cross_k, cross_v;  // F32 [416, 416]: applied once per utterance to every encoder frame
+  nn::Tensor mlp_norm, up_b, down_b;
+  MoonshineMatrix up, down;
+};
+
+struct MoonshineWeights {
+  MoonshineConfig config;
+  nn::Tensor conv1, conv2, conv2_b, conv3, conv3_b, group_norm_gamma, group_norm_beta;
+  std::vector<MoonshineEncoderLayer> encoder;
+  nn::Tensor encoder_norm;
+  MoonshineMatrix embedding;  // [vocab, d_model]: the input table and the output head
+  std::vector<MoonshineDecoderLayer> decoder;
+  nn::Tensor decoder_norm;
+};
+
+// Reads both parsed files' weights onto `ctx`, every shape checked; errors name the file and the tensor or
+// graph node, e.g. "decoder_model_merged.ort: no MatMul writes '/model/decoder/layers.3/mlp/up_proj/...'".
+Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel& encoder,
+                                                std::string_view encoder_name, const OrtModel& decoder,
+                                                std::string_view decoder_name);
+
+class MoonshineTokenizer {
+ public:
+  static Result<MoonshineTokenizer> parse(std::span<const uint8_t> bytes);
+  // The text of `ids` (special and unknown ids skipped, "▁" as a space, leading space dropped).
+  std::string decode(std::span<const int32_t> ids) const;
+  size_t size() const { return pieces_.size(); }
+
+ private:
+  std::vector<std::string> pieces_;
+};
+
+// Audio [N] at 16 kHz -> encoder output [T, d_model].
+nn::Tensor moonshine_encode(const MoonshineWeights& w, const nn::Tensor& audio);
+
+// One utterance's decoder state: the cross-attention keys and values (once per encoder output) and the self-
+// attention cache.
+struct MoonshineDecoderState {
+  std::vector<nn::Tensor> cross_k, cross_v;  // per layer [T_enc, 416]
+  std::vector<nn::Tensor> self_k, self_v;    // per layer [n_past, 416]
+  int64_t n_past = 0;
+};
+MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const nn::Tensor& encoded);
+// Feeds `ids` (n tokens at positions n_past ..), appends to the cache, returns the logits of the last token
+// [1, vocab], or of every token [n, vocab] with `all_logits` (teacher forcing).
+nn::Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& state,
+                            std::span<const int32_t> ids, bool all_logits = false);
+
+struct MoonshineResult {
+  std::vector<int32_t> tokens;  // without BOS and EOS
+  double encode_ms = 0, decode_ms = 0;
+};
+// Greedy transcription of one window of audio (16 kHz, finite samples).
+Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::span<const float> audio_16k);
+
+// A loaded model directory (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin): the files' bytes are
+// only needed while loading.
+struct MoonshineModel {
+  std::unique_ptr<nn::Context> ctx;
+  MoonshineWeights weights;
+  MoonshineTokenizer tokenizer;
+};
+Result<MoonshineModel> load_moonshine(std::span<const uint8_t> encoder_ort,
+                                      std::span<const uint8_t> decoder_ort,
+                                      std::span<const uint8_t> tokenizer_bin,
+                                      std::unique_ptr<nn::Context> ctx);
+
+}  // namespace sotto::asr

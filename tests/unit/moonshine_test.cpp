@@ -1,0 +1,243 @@
+// Moonshine base on the op layer against ONNX Runtime: the encoder output and the teacher-forced decoder logits
+// on the first 3 s of beckett.wav (tests/data/moonshine_beckett_3s.bin, written by
+// `python3 tools/moonshine/reference.py dump ../shared/fixtures/audio/beckett.wav tests/data/moonshine_beckett_3s.bin 3.0`
+// with ONNX Runtime 1.32), the greedy tokens, the tokenizer, and bad model files. Whole-clip transcripts are
+// compared live with onnxruntime-node in tests/web/moonshine.test.mjs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "io/file.h"
+#include "models/asr/moonshine.h"
+#include "nn/ops.h"
+#include "nn/tensor.h"
+
+// Under ThreadSanitizer the model's matrix products run ~10x slower: the forward-pass tests skip there (ASan
+// and the native build run them; the thread pool itself is TSan-checked by the op tests).
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SOTTO_MOONSHINE_SKIP_MODEL 1
+#endif
+#endif
+
+namespace sotto {
+namespace {
+
+std::string source_path(const std::string& rel) {
+  return std::string(SOTTO_SOURCE_DIR) + "/" + rel;
+}
+
+struct Reference {
+  std::vector<float> audio, encoder;
+  uint32_t frames = 0, d_model = 0, vocab = 0;
+  std::vector<int32_t> tokens;    // BOS first
+  std::vector<int32_t> top_ids;   // [n_tokens][16]
+  std::vector<float> top_values;  // [n_tokens][16]
+  std::vector<float> stats;       // [n_tokens][2]: max, logsumexp
+};
+
+bool read_reference(Reference& r) {
+  std::FILE* f = std::fopen(source_path("tests/data/moonshine_beckett_3s.bin").c_str(), "rb");
+  if (!f) return false;
+  char magic[4];
+  uint32_t h[6];
+  bool ok =
+      std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "MSRF", 4) == 0 && std::fread(h, 4, 6, f) == 6;
+  if (ok) {
+    r.frames = h[2];
+    r.d_model = h[3];
+    r.vocab = h[5];
+    const uint32_t n = h[4];
+    r.audio.resize(h[1]);
+    r.encoder.resize(static_cast<size_t>(h[2]) * h[3]);
+    r.tokens.resize(n);
+    r.top_ids.resize(n * 16);
+    r.top_values.resize(n * 16);
+    r.stats.resize(n * 2);
+    ok = std::fread(r.audio.data(), 4, r.audio.size(), f) == r.audio.size() &&
+         std::fread(r.encoder.data(), 4, r.encoder.size(), f) == r.encoder.size() &&
+         std::fread(r.tokens.data(), 4, n, f) == n && std::fread(r.top_ids.data(), 4, n * 16, f) == n * 16 &&
+         std::fread(r.top_values.data(), 4, n * 16, f) == n * 16 &&
+         std::fread(r.stats.data(), 4, n * 2, f) == n * 2;
+  }
+  std::fclose(f);
+  return ok;
+}
+
+struct Loaded {
+  std::unique_ptr<ThreadPool> pool;
+  asr::MoonshineModel model;
+};
+
+// Loads models/moonshine-base-en once for the suite (about a second); nullptr when absent.
+Loaded* model() {
+  static Loaded* loaded = []() -> Loaded* {
+    const std::string dir = source_path("models/moonshine-base-en/");
+    auto enc = MappedFile::open(dir + "encoder_model.ort");
+    auto dec = MappedFile::open(dir + "decoder_model_merged.ort");
+    auto tok = MappedFile::open(dir + "tokenizer.bin");
+    if (!enc || !dec || !tok) return nullptr;
+    auto* l = new Loaded;
+    l->pool = std::make_unique<ThreadPool>(2);
+    auto m = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), nn::Context::cpu(l->pool.get()));
+    if (!m) {
+      ADD_FAILURE() << m.message();
+      return nullptr;
+    }
+    l->model = std::move(m).value();
+    return l;
+  }();
+  return loaded;
+}
+
+#ifdef SOTTO_MOONSHINE_SKIP_MODEL
+#define SKIP_UNDER_TSAN() GTEST_SKIP() << "skipped under ThreadSanitizer (the forward pass is too slow there)"
+#else
+#define SKIP_UNDER_TSAN() static_cast<void>(0)
+#endif
+
+#define NEED_MODEL()                                                                                     \
+  SKIP_UNDER_TSAN();                                                                                     \
+  Loaded* loaded = model();                                                                              \
+  if (!loaded) GTEST_SKIP() << "models/moonshine-base-en absent (bash scripts/get-models.sh moonshine)"; \
+  Reference ref;                                                                                         \
+  ASSERT_TRUE(read_reference(ref)) << "tests/data/moonshine_beckett_3s.bin unreadable";                  \
+  const asr::MoonshineWeights& w = loaded->model.weights;                                                \
+  [[maybe_unused]] nn::Context& ctx = *loaded->model.ctx
+
+// Encoder output within 1e-3 absolute of ONNX Runtime's (measured 1.5e-4; values are layer-normed, |x| up to
+// ~7; the differences come from summation order in the convolutions and matrix products).
+TEST(Moonshine, EncoderMatchesOnnxRuntime) {
+  NEED_MODEL();
+  const nn::Tensor audio = ctx.from_floats({static_cast<int64_t>(ref.audio.size())}, ref.audio);
+  const nn::Tensor enc = asr::moonshine_encode(w, audio);
+  ASSERT_EQ(enc.dim(0), ref.frames);
+  ASSERT_EQ(enc.dim(1), ref.d_model);
+  auto got = ctx.to_floats(enc);
+  ASSERT_TRUE(got.ok());
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < ref.encoder.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs((*got)[i] - ref.encoder[i])));
+    max_abs = std::max(max_abs, static_cast<double>(std::fabs(ref.encoder[i])));
+  }
+  std::printf("[ info    ] encoder: %u frames, max |ours - ORT| %.3g (values up to %.3g)\n", ref.frames,
+              max_diff, max_abs);
+  EXPECT_LT(max_diff, 1e-3);
+}
+
+// Teacher forcing on ONNX Runtime's own encoder output and greedy tokens: every step's 16 largest logits within
+// 1e-4 (measured 8e-6; logits range about +-30) and the same argmax.
+TEST(Moonshine, TeacherForcedLogitsMatchOnnxRuntime) {
+  NEED_MODEL();
+  const nn::Tensor enc = ctx.from_floats({ref.frames, ref.d_model}, ref.encoder);
+  asr::MoonshineDecoderState state = asr::moonshine_decoder_start(w, enc);
+  const nn::Tensor logits = asr::moonshine_decode(w, state, ref.tokens, true);
+  ASSERT_EQ(logits.dim(0), static_cast<int64_t>(ref.tokens.size()));
+  ASSERT_EQ(logits.dim(1), ref.vocab);
+  // The decoder's matrices and the head are read as int8 (nn::linear_int8_affine), as the file stores them.
+  EXPECT_EQ(w.decoder[0].up.w.dtype(), DType::I8);
+  EXPECT_EQ(w.embedding.w.dtype(), DType::I8);
+  auto got = ctx.to_floats(logits);
+  ASSERT_TRUE(got.ok());
+  double max_diff = 0;
+  for (size_t t = 0; t < ref.tokens.size(); ++t) {
+    const float* row = got->data() + t * ref.vocab;
+    for (int j = 0; j < 16; ++j)
+      max_diff =
+          std::max(max_diff,
+                   static_cast<double>(std::fabs(row[ref.top_ids[t * 16 + j]] - ref.top_values[t * 16 + j])));
+    int32_t best = 0;
+    for (uint32_t v = 1; v < ref.vocab; ++v)
+      if (row[v] > row[best]) best = static_cast<int32_t>(v);
+    EXPECT_EQ(best, ref.top_ids[t * 16]) << "step " << t;
+  }
+  std::printf("[ info    ] teacher-forced logits: %zu steps, max |ours - ORT| %.3g over each step's top 16\n",
+              ref.tokens.size(), max_diff);
+  EXPECT_LT(max_diff, 1e-4);
+}
+
+// The cache path (one token at a time) gives the teacher-forced logits.
+TEST(Moonshine, CachedDecodingMatchesTeacherForcing) {
+  NEED_MODEL();
+  const nn::Tensor enc = ctx.from_floats({ref.frames, ref.d_model}, ref.encoder);
+  asr::MoonshineDecoderState all = asr::moonshine_decoder_start(w, enc);
+  auto forced = ctx.to_floats(asr::moonshine_decode(w, all, ref.tokens, true));
+  ASSERT_TRUE(forced.ok());
+  asr::MoonshineDecoderState step = asr::moonshine_decoder_start(w, enc);
+  for (size_t t = 0; t < ref.tokens.size(); ++t) {
+    auto row = ctx.to_floats(asr::moonshine_decode(w, step, {&ref.tokens[t], 1}));
+    ASSERT_TRUE(row.ok());
+    double diff = 0;
+    for (uint32_t v = 0; v < ref.vocab; ++v)
+      diff = std::max(diff, static_cast<double>(std::fabs((*row)[v] - (*forced)[t * ref.vocab + v])));
+    EXPECT_LT(diff, 1e-3) << "step " << t;
+  }
+}
+
+TEST(Moonshine, GreedyTranscriptIsOnnxRuntimes) {
+  NEED_MODEL();
+  auto r = asr::moonshine_transcribe(w, ref.audio);
+  ASSERT_TRUE(r.ok()) << r.message();
+  const std::vector<int32_t> expected(ref.tokens.begin() + 1, ref.tokens.end());
+  EXPECT_EQ(r->tokens, expected);
+  EXPECT_EQ(loaded->model.tokenizer.decode(r->tokens), "Ever tried, ever failed.");
+}
+
+TEST(Moonshine, BadAudioIsAnError) {
+  NEED_MODEL();
+  EXPECT_FALSE(asr::moonshine_transcribe(w, {}).ok());
+  std::vector<float> nan_audio(16000, 0.0f);
+  nan_audio[100] = std::nanf("");
+  auto r = asr::moonshine_transcribe(w, nan_audio);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("NaN"), std::string::npos);
+  // Shorter than the conv stem's window: padded, still a (short) result.
+  std::vector<float> tiny(100, 0.0f);
+  EXPECT_TRUE(asr::moonshine_transcribe(w, tiny).ok());
+}
+
+TEST(Moonshine, TokenizerDecodesPiecesBytesAndSpaces) {
+  // Entries: <unk> <s> </s> "▁Hi" "," "▁th" "ere" and the raw byte 0xC3, then 0xA9 ("é" split in two bytes).
+  std::vector<uint8_t> bin;
+  auto add = [&](std::string s) {
+    bin.push_back(static_cast<uint8_t>(s.size()));
+    bin.insert(bin.end(), s.begin(), s.end());
+  };
+  for (const char* s :
+       {"<unk>", "<s>", "</s>", "\xe2\x96\x81Hi", ",", "\xe2\x96\x81th", "ere", "\xc3", "\xa9"})
+    add(s);
+  auto tok = asr::MoonshineTokenizer::parse(bin);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  const std::vector<int32_t> ids = {1, 3, 4, 5, 6, 7, 8, 2, 40000, -1};
+  EXPECT_EQ(tok->decode(ids), "Hi, there\xc3\xa9");
+  bin.push_back(200);  // an entry claiming 200 bytes at the very end
+  auto bad = asr::MoonshineTokenizer::parse(bin);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("claims 200 bytes"), std::string::npos);
+}
+
+TEST(Moonshine, NotAMoonshineModelIsAnError) {
+  const std::string dir = source_path("models/moonshine-base-en/");
+  auto enc = MappedFile::open(dir + "encoder_model.ort");
+  auto dec = MappedFile::open(dir + "decoder_model_merged.ort");
+  if (!enc || !dec) GTEST_SKIP() << "models/moonshine-base-en absent";
+  const std::vector<uint8_t> tok = {5, '<', 'u', 'n', 'k', '>', 3, '<', 's', '>', 4, '<', '/', 's', '>'};
+  // Encoder and decoder swapped: the loader looks for the conv stem in the decoder's graph.
+  auto swapped = asr::load_moonshine(dec->bytes(), enc->bytes(), tok, nn::Context::cpu());
+  ASSERT_FALSE(swapped.ok());
+  EXPECT_NE(swapped.message().find("no node writes '/conv1/Conv_output_0'"), std::string::npos)
+      << swapped.message();
+  const std::vector<uint8_t> junk(64, 7);
+  auto not_ort = asr::load_moonshine(junk, dec->bytes(), tok, nn::Context::cpu());
+  ASSERT_FALSE(not_ort.ok());
+  EXPECT_NE(not_ort.message().find("encoder_model.ort: ort: not an ONNX Runtime model"), std::string::npos)
+      << not_ort.message();
+}
+
+}  // namespace
+}  // namespace sotto

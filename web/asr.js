@@ -1,0 +1,156 @@
+// Speech recognition in the page (or Node): Moonshine base read from its .ort files and run by sotto's own code
+// (the C API's sotto_asr_*, api/sotto.h) in WebAssembly.
+//
+//   const asr = await Asr.load('/models/moonshine-base-en', { onProgress });   // a directory URL or (Node) path
+//   const { text, tokens, encode_ms, decode_ms } = await asr.transcribe(samples16k);  // Float32Array, 16 kHz
+//   const r = await asr.transcribeWav(fileOrUrlOrPath);                         // any WAV (resampled, mixed down)
+//   seg = await vad.segmenter({ onSpeechEnd: asr.onSpeechEnd((r) => show(r.text)) });   // web/vad.js's segments
+//
+// Where it runs: on the calling thread, on a wasm instance of its own, one thread (so call it from a worker in
+// a page that must stay responsive; a 10 s clip takes about a second). Pass { vad: 'silero_vad.onnx' } to cut
+// audio over 20 s at pauses with Silero VAD; without it long audio is cut at its quietest points.
+import { createSharedMemory, hasRelaxedSimd, instantiate, isNode, readCString, readString } from './runtime.js';
+
+const WASM_URLS = {
+  simd128: new URL('../build/wasm-simd128/sotto.wasm', import.meta.url),
+  relaxed: new URL('../build/wasm-relaxed/sotto.wasm', import.meta.url),
+};
+const FILES = ['encoder_model.ort', 'decoder_model_merged.ort', 'tokenizer.bin'];
+
+async function readSource(source) {
+  if (typeof Blob !== 'undefined' && source instanceof Blob) return new Uint8Array(await source.arrayBuffer());
+  if (isNode && typeof source === 'string' && !/^[a-z]+:\/\//i.test(source)) {
+    const { readFile } = await import('node:fs/promises');
+    return new Uint8Array(await readFile(source));
+  }
+  const response = await fetch(source);
+  if (!response.ok) throw new Error(`sotto: ${source}: HTTP ${response.status}`);
+  return new Uint8Array(await response.arrayBuffer());
+}
+
+function join(dir, file) {
+  if (dir instanceof URL) return new URL(file, dir.href.endsWith('/') ? dir : `${dir.href}/`);
+  return dir.endsWith('/') ? `${dir}${file}` : `${dir}/${file}`;
+}
+
+export class Asr {
+  #wasm;
+  #memory;
+  #handle;
+
+  // dir: the model directory (URL or, in Node, a path) holding encoder_model.ort, decoder_model_merged.ort and
+  // tokenizer.bin. Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source), variant
+  // ('relaxed' | 'simd128'), wasmUrl.
+  static async load(dir, { onProgress, vad, variant, wasmUrl } = {}) {
+    const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
+    if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
+    const url = wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
+    const moduleBytes = isNode && url.protocol === 'file:' ? await readSource(url.pathname) : await readSource(url);
+    const memory = createSharedMemory();
+    const wasm = await instantiate(await WebAssembly.compile(moduleBytes), memory, 'asr');
+    wasm.__wasm_call_ctors();
+    const asr = new Asr(wasm, memory);
+    const files = [];
+    try {
+      let loaded = 0;
+      for (const f of FILES) {
+        const bytes = await readSource(join(dir, f));
+        files.push(asr.#copyIn(bytes));
+        loaded += bytes.length;
+        onProgress?.({ loaded, file: f });
+      }
+      const status = wasm.sotto_asr_load(asr.#handle, files[0].ptr, files[0].size, files[1].ptr, files[1].size,
+        files[2].ptr, files[2].size);
+      if (status !== 0) throw new Error(`sotto: ${asr.#error()}`);
+      if (vad) {
+        const v = asr.#copyIn(await readSource(vad));
+        try {
+          if (wasm.sotto_asr_load_vad(asr.#handle, v.ptr, v.size) !== 0) throw new Error(`sotto: ${asr.#error()}`);
+        } finally {
+          wasm.sotto_free(v.ptr);
+        }
+      }
+    } catch (e) {
+      asr.dispose();
+      throw e;
+    } finally {
+      for (const f of files) wasm.sotto_free(f.ptr);  // the weights were copied out of the files
+    }
+    return asr;
+  }
+
+  constructor(wasm, memory) {
+    this.#wasm = wasm;
+    this.#memory = memory;
+    this.#handle = wasm.sotto_asr_create(1);
+  }
+
+  #copyIn(bytes) {
+    const ptr = this.#wasm.sotto_alloc(Math.max(1, bytes.length));
+    if (!ptr) throw new Error(`sotto: cannot allocate ${bytes.length} bytes in wasm memory`);
+    new Uint8Array(this.#memory.buffer, ptr, bytes.length).set(bytes);
+    return { ptr, size: bytes.length };
+  }
+
+  #error() {
+    return readCString(this.#memory, this.#wasm.sotto_asr_last_error(this.#handle));
+  }
+
+  #live() {
+    if (!this.#handle) throw new Error('sotto: this Asr was disposed');
+  }
+
+  // samples: Float32Array (or numbers) at 16 kHz -> { text, tokens, audio_s, encode_ms, decode_ms, segments }
+  async transcribe(samples) {
+    this.#live();
+    const f32 = samples instanceof Float32Array ? samples : Float32Array.from(samples);
+    const ptr = this.#wasm.sotto_alloc(Math.max(4, f32.length * 4));
+    if (!ptr) throw new Error(`sotto: out of wasm memory (${f32.length} samples)`);
+    try {
+      new Float32Array(this.#memory.buffer, ptr, f32.length).set(f32);
+      const lenPtr = this.#wasm.sotto_alloc(4);
+      try {
+        const json = this.#wasm.sotto_asr_transcribe_json(this.#handle, ptr, f32.length, lenPtr);
+        if (!json) throw new Error(`sotto: ${this.#error()}`);
+        const len = new Uint32Array(this.#memory.buffer, lenPtr, 1)[0];
+        return JSON.parse(readString(this.#memory, json, len));
+      } finally {
+        this.#wasm.sotto_free(lenPtr);
+      }
+    } finally {
+      this.#wasm.sotto_free(ptr);
+    }
+  }
+
+  // Any WAV (a File/Blob, URL or Node path), decoded and resampled to 16 kHz by the engine's own code.
+  async decodeWav(source) {
+    this.#live();
+    const file = this.#copyIn(await readSource(source));
+    const lenPtr = this.#wasm.sotto_alloc(4);
+    try {
+      const out = this.#wasm.sotto_asr_decode_wav(this.#handle, file.ptr, file.size, lenPtr);
+      if (!out) throw new Error(`sotto: ${this.#error()}`);
+      const n = new Uint32Array(this.#memory.buffer, lenPtr, 1)[0];
+      return new Float32Array(this.#memory.buffer, out, n).slice();
+    } finally {
+      this.#wasm.sotto_free(lenPtr);
+      this.#wasm.sotto_free(file.ptr);
+    }
+  }
+
+  async transcribeWav(source) {
+    const samples = await this.decodeWav(source);
+    if (samples.length === 0) throw new Error('sotto: the WAV holds no samples');
+    return this.transcribe(samples);
+  }
+
+  // A callback for web/vad.js's segmenter: onSpeechEnd(audio) transcribes the segment and hands the result on.
+  onSpeechEnd(onResult) {
+    return (audio) => this.transcribe(audio).then(onResult);
+  }
+
+  dispose() {
+    if (this.#handle) this.#wasm.sotto_asr_destroy(this.#handle);
+    this.#handle = 0;
+  }
+}
