@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: set up (first run only; fetches the models), build, show what the engine reads in the default
-# chat model and one reply from it, and serve the lab page (WebAssembly engine on Web Workers, threaded SIMD
-# self-test, model-file inspector, language model with the default model).
+# chat model and one reply from it, build the voice agent into one HTML file (build/agent/index.html) and serve
+# it at /agent/ (the lab page, for developers, stays at /web/lab/).
 # Usage: bash scripts/run.sh [PORT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,5 +18,8 @@ if [ -f "$MODEL" ]; then
   echo; echo "(talk to it: build/bin/sotto chat)"
 fi
 echo
-echo "== lab page: open http://localhost:$PORT/web/lab/ (Ctrl-C stops the server)"
+echo "== the voice agent, one HTML file: node web/agent/build.mjs"
+node web/agent/build.mjs
+echo
+echo "== voice agent: open http://localhost:$PORT/agent/   (the lab: http://localhost:$PORT/web/lab/; Ctrl-C stops the server)"
 exec node web/serve.mjs "$PORT"

@@ -1,0 +1,134 @@
+#!/usr/bin/env node
+// Voice-agent latency in headless Chromium: each clip is the page's fake microphone (played once, in real
+// time), and the page's own timeline gives, per turn, end of speech -> transcript -> first token -> first
+// sentence -> first sound. Voice to voice (end of speech in the clip to the first audible sample) exists only
+// once the page has speech recognition and synthesis (web/asr.js, web/tts.js); until then this prints what
+// exists: the VAD's endpoint delay per utterance and, with --ask, the language model's stages for a typed
+// question asked after the clip (so the numbers are not empty while ASR is missing; they are marked typed).
+//
+// --standins swaps in tests/web/agent_standins.mjs for recognition and synthesis (a fixed transcript, a tone):
+// then voice to voice is the page's own share (endpoint wait, plumbing, playback) plus the language model's
+// time to a first sentence, with the models' shares missing. Its numbers are labelled as such.
+//
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] CLIP.wav...
+//   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { chromium } from 'playwright-core';
+
+import { buildAgent } from '../web/agent/build.mjs';
+import { startServer } from '../web/serve.mjs';
+
+const { values: opts, positionals: clips } = parseArgs({
+  allowPositionals: true,
+  options: {
+    profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
+    tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (opts.help || !clips.length) {
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] CLIP.wav...');
+  process.exit(opts.help ? 0 : 2);
+}
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const GPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=vulkan'];
+
+function quantile(values, q) {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (!v.length) return null;
+  return v[Math.min(v.length - 1, Math.floor(q * v.length))];
+}
+
+async function wavSeconds(path) {
+  const { readFileSync } = await import('node:fs');
+  const b = readFileSync(path);
+  // RIFF: the byte rate at 28, then the chunks from 12; the 'data' chunk's size is the audio.
+  const byteRate = b.readUInt32LE(28);
+  for (let o = 12; o + 8 <= b.length; o += 8 + b.readUInt32LE(o + 4)) if (b.toString('ascii', o, o + 4) === 'data') return b.readUInt32LE(o + 4) / byteRate;
+  return 0;
+}
+
+async function runClip(clip, base, profileDir) {
+  const seconds = await wavSeconds(clip);
+  const context = await chromium.launchPersistentContext(profileDir, {
+    executablePath: CHROMIUM, headless: true, timeout: 60000,
+    args: ['--no-sandbox', '--autoplay-policy=no-user-gesture-required', '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
+      `--use-file-for-fake-audio-capture=${clip}%noloop`, ...(opts.profile === 'cpu' ? [] : GPU_ARGS)],
+  });
+  try {
+    const page = context.pages()[0] ?? (await context.newPage());
+    const q = new URLSearchParams({ profile: opts.profile, tokens: opts.tokens });
+    // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.
+    const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);
+    if (model) q.set('model', model);
+    // The microphone starts after loading, so the clip's audio (which starts when capture opens) is heard whole.
+    await page.goto(`${base}${pagePath}?${q}`);
+    await page.waitForFunction(() => window.sottoAgent?.ready || window.sottoAgent?.status === 'error', null, { timeout: 600000 });
+    const errors = await page.evaluate(() => window.sottoAgent.errors);
+    if (errors.length) throw new Error(errors.join('; '));
+    await page.evaluate(() => window.sottoAgent.toggleMic());
+    // The clip plus the endpoint wait, then the turns still running.
+    await page.waitForTimeout(seconds * 1000 + 1500);
+    await page.waitForFunction(() => window.sottoAgent.segments.length <= window.sottoAgent.turns.length, null, { timeout: 120000 });
+    if (opts.ask) await page.evaluate((t) => window.sottoAgent.ask(t), opts.ask);
+    const agent = await page.evaluate(() => ({ turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, profile: window.sottoAgent.profile }));
+    // The clip's turn: the first spoken one that ran to its end (a clip of several utterances interrupts its own
+    // earlier turns), else the first spoken one.
+    const spoken = agent.turns.filter((t) => t.source === 'voice');
+    const voice = spoken.find((t) => t.user && !t.cancelled) ?? spoken.find((t) => t.user) ?? spoken[0] ?? null;
+    const typed = agent.turns.find((t) => t.source === 'typed') ?? null;
+    return {
+      clip, seconds, device: agent.profile?.device, speech: agent.speech, segments: agent.segments.length,
+      transcript: voice?.user ?? null, reply: voice?.reply ?? null,
+      voice_to_voice_ms: voice?.stages.first_sound_ms ?? null,
+      stages: voice?.stages ?? {},
+      typed: typed && { question: typed.user, reply: typed.reply, stages: typed.stages, decode_tokens_per_s: typed.decodeTokensPerS },
+    };
+  } finally {
+    await context.close();
+  }
+}
+
+const pagePath = opts.standins ? 'build/agent-standins/' : 'agent/';
+if (opts.standins) {
+  const standins = fileURLToPath(new URL('../tests/web/agent_standins.mjs', import.meta.url));
+  await buildAgent(fileURLToPath(new URL('../build/agent-standins', import.meta.url)), { speech: { asr: standins, tts: standins } });
+} else await buildAgent();
+const { server, url: base } = await startServer(0);
+const profileDir = mkdtempSync(join(tmpdir(), 'sotto-agent-bench-'));
+const turns = [];
+try {
+  for (const clip of clips) {
+    const t = await runClip(resolve(clip), base, profileDir);
+    turns.push(t);
+    if (!opts.json) {
+      const st = Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ');
+      console.log(`${clip}: ${t.seconds.toFixed(1)} s, ${t.segments} segment(s) on ${t.device}; transcript ${t.transcript === null ? '(no speech recognition in this build)' : JSON.stringify(t.transcript)}`);
+      console.log(`  reply ${t.reply === null ? '-' : JSON.stringify(t.reply)}; voice to voice ${t.voice_to_voice_ms ?? '- (needs speech recognition and synthesis)'}; stages (ms from end of speech): ${st || '-'}`);
+      if (t.typed) console.log(`  typed ${JSON.stringify(t.typed.question)}: ${Object.entries(t.typed.stages).map(([k, v]) => `${k} ${v}`).join(', ')}; ${t.typed.decode_tokens_per_s?.toFixed(1)} tokens/s; ${JSON.stringify(t.typed.reply)}`);
+    }
+  }
+} finally {
+  server.close();
+  rmSync(profileDir, { recursive: true, force: true });
+}
+
+const v2v = turns.map((t) => t.voice_to_voice_ms);
+const summary = { median_ms: quantile(v2v, 0.5), p90_ms: quantile(v2v, 0.9) };
+const stageNames = [...new Set(turns.flatMap((t) => Object.keys(t.stages)))];
+const stages = Object.fromEntries(stageNames.map((k) => [k, { median: quantile(turns.map((t) => t.stages[k]), 0.5), p90: quantile(turns.map((t) => t.stages[k]), 0.9) }]));
+const typedNames = [...new Set(turns.flatMap((t) => Object.keys(t.typed?.stages ?? {})))];
+const typed = Object.fromEntries(typedNames.map((k) => [k, { median: quantile(turns.map((t) => t.typed?.stages[k]), 0.5), p90: quantile(turns.map((t) => t.typed?.stages[k]), 0.9) }]));
+const note = opts.standins ? 'stand-ins for recognition and synthesis (fixed transcript, tone): the page and the language model only' : null;
+if (opts.json) {
+  console.log(JSON.stringify({ turns, ...summary, stages, typed_stages: typed, ...(note ? { note } : {}) }));
+} else {
+  if (note) console.log(`(${note})`);
+  console.log(`voice to voice: median ${summary.median_ms ?? '-'} ms, p90 ${summary.p90_ms ?? '-'} ms${summary.median_ms !== null ? '' : opts.standins ? ' (no turn reached a first sound)' : ' (not measurable until web/asr.js and web/tts.js exist)'}`);
+  for (const [k, v] of Object.entries(stages)) console.log(`  ${k}: median ${v.median} ms, p90 ${v.p90} ms`);
+  for (const [k, v] of Object.entries(typed)) console.log(`  typed ${k}: median ${v.median} ms, p90 ${v.p90} ms`);
+}

@@ -1,0 +1,122 @@
+// Barge-in against its bound (issue #32: playback stops within 150 ms of the user's speech), in headless
+// Chromium with the stand-in voice (tests/web/agent_standins.mjs): the agent is talking (a typed question's
+// reply, voiced as a tone) when the microphone starts; the fake microphone's clip is 3.000 s of digital silence
+// and then beckett.wav, whose onset (first 10 ms over -34 dBFS RMS) is found in the file. The delay runs from
+// that onset (the device's opening on the page's clock plus the onset's place in the clip) to the voice's
+// silence (the barge-in's start plus the stop's time on the audio clock, output latency included); the
+// microphone's own capture latency (a few ms on the fake device) is outside what the page can see.
+// Run: node --test tests/web/agent_bargein.test.mjs
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+import { startServer } from '../../web/serve.mjs';
+import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
+import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, repo, skipReason, waitReady } from './agent_support.mjs';
+
+const skip = skipReason();
+const BOUND_MS = 150;
+const SILENCE_MS = 3000;
+let onsetMs = 0;  // the speech's onset in the clip: the first 10 ms whose RMS passes 0.02 (beckett.wav: ~340 ms in)
+let browser = null;
+let server = null;
+let base = '';
+let dir = '';
+
+// Writes a 16-bit mono 16 kHz WAV to `out`: `silenceMs` of zeros, then the samples of `speech` (a 16 kHz 16-bit
+// mono WAV) and 1 s of zeros. -> {onsetMs}: where the speech's first 10 ms over 0.02 RMS (-34 dBFS) starts.
+function clipWithSilence(speech, silenceMs, out) {
+  const wav = readFileSync(speech);
+  let o = 12;
+  while (wav.toString('ascii', o, o + 4) !== 'data') o += 8 + wav.readUInt32LE(o + 4);
+  const data = wav.subarray(o + 8, o + 8 + wav.readUInt32LE(o + 4));
+  const pcm = Buffer.concat([Buffer.alloc((16 * silenceMs) * 2), data, Buffer.alloc(16000 * 2)]);
+  for (let w = 0; w + 320 <= data.length; w += 320) {
+    let sum = 0;
+    for (let i = 0; i < 320; i += 2) sum += (data.readInt16LE(w + i) / 32768) ** 2;
+    if (Math.sqrt(sum / 160) > 0.02) {
+      writeWav(out, pcm);
+      return { onsetMs: silenceMs + w / 32 };
+    }
+  }
+  throw new Error(`${speech}: no speech onset found`);
+}
+
+function writeWav(out, pcm) {
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0);
+  header.writeUInt32LE(36 + pcm.length, 4);
+  header.write('WAVEfmt ', 8);
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20);
+  header.writeUInt16LE(1, 22);
+  header.writeUInt32LE(16000, 24);
+  header.writeUInt32LE(32000, 28);
+  header.writeUInt16LE(2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write('data', 36);
+  header.writeUInt32LE(pcm.length, 40);
+  writeFileSync(out, Buffer.concat([header, pcm]));
+}
+
+before(async () => {
+  if (skip) return;
+  const { buildAgent } = await import('../../web/agent/build.mjs');
+  const standins = fileURLToPath(new URL('./agent_standins.mjs', import.meta.url));
+  await buildAgent(`${repo}build/agent-standins`, { speech: { asr: standins, tts: standins } });
+  dir = mkdtempSync(join(tmpdir(), 'sotto-bargein-'));
+  const clip = join(dir, 'silence-then-speech.wav');
+  ({ onsetMs } = clipWithSilence(`${fixtures}/audio/beckett.wav`, SILENCE_MS, clip));
+  ({ server, url: base } = await startServer(0));
+  browser = await chromium.launch({
+    executablePath: CHROMIUM, timeout: 60000,
+    args: [...CPU_ARGS, ...AGENT_ARGS, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${clip}%noloop`],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the speech's onset`, { skip }, async () => {
+  const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&tokens=60`);
+  try {
+    await waitReady(page);
+    // Loaded with the warm-ups (the language model's greeting, a second of silence transcribed, "Hello." voiced).
+    assert.match(await page.evaluate(() => window.sottoAgent.models.tts.detail), /warm-up \d+ ms/);
+    await page.evaluate(() => {
+      window.sottoAgent.ask('Tell me a story.');
+    });
+    await page.waitForFunction(() => window.sottoAgent.events.some((e) => e.type === 'first-sound'), null, { timeout: 20000 });
+    await page.evaluate(() => window.sottoAgent.toggleMic());
+    await page.waitForFunction(() => window.sottoAgent.turns.some((t) => t.bargeIn), null, { timeout: 15000, polling: 50 });
+    const turn = await page.evaluate(() => window.sottoAgent.turns.find((t) => t.bargeIn));
+    const events = await page.evaluate(() => window.sottoAgent.events);
+    const b = turn.bargeIn;
+    assert.equal(b.why, 'speech');
+    assert.equal(b.wasPlaying, true, 'the voice was not playing when the speech began');
+    // Not a false start in the digital silence (the stream position runs behind the clip's: see below).
+    assert.ok(b.streamMs >= SILENCE_MS - 500, `the VAD fired at ${b.streamMs} ms of the stream, in the silence before the speech`);
+    // The fake device plays the clip from its opening, so the onset is at openedAt + onsetMs on the page's clock;
+    // the voice is silent audioStopMs (audio clock: the quantum that applied the stop, the output latency) after
+    // the barge-in began. The stream's own clock starts when the worklet is connected, some ms after the device.
+    const openedAt = events.find((e) => e.type === 'mic-on').openedAt;
+    const delay = b.at - openedAt - onsetMs + b.audioStopMs;
+    const streamGap = b.at - openedAt - b.lagMs - b.streamMs;
+    console.log(`barge-in: the voice stopped ${delay.toFixed(0)} ms after the speech's onset: the VAD's callback ${b.lagMs.toFixed(1)} ms ` +
+      `after the worklet sent the chunk, the stop ${b.audioStopMs.toFixed(1)} ms on the audio clock (the page heard back after ` +
+      `${b.stopMs.toFixed(1)} ms); the stream started ~${streamGap.toFixed(0)} ms after the device`);
+    assert.ok(delay < BOUND_MS, `${delay.toFixed(0)} ms from the speech's onset to the stopped voice`);
+    assert.ok(turn.heard.length < turn.reply.length, 'the history kept more than was heard');
+    assert.deepEqual(logs, []);
+    assertOnlyAllowed(requests, base);
+  } finally {
+    await context.close();
+  }
+});

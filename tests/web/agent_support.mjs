@@ -1,0 +1,69 @@
+// What the agent page's tests share: building the one-file page once, opening it with every request recorded
+// and checked against what the page may ask for, and waiting for it to be ready.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { CHROMIUM } from './browser_support.mjs';
+
+export const repo = fileURLToPath(new URL('../../', import.meta.url));
+// Resolved: Chromium refuses a fake-capture file whose path holds '..'.
+export const fixtures = resolve(process.env.SOTTO_FIXTURES ?? `${repo}../shared/fixtures`);
+export const wasmDir = process.env.SOTTO_WASM_DIR ?? `${repo}build`;
+export const REAL_MODEL = `${repo}models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf`;
+export const SMALL_MODEL = '/fixtures/llm/stories260K.gguf';
+export const AGENT_ARGS = ['--autoplay-policy=no-user-gesture-required'];
+
+export function skipReason() {
+  if (!existsSync(CHROMIUM)) return `no browser at ${CHROMIUM}`;
+  if (!['simd128', 'relaxed'].every((v) => existsSync(`${wasmDir}/wasm-${v}/sotto.wasm`))) return `build the wasm first (${wasmDir})`;
+  if (!existsSync(`${fixtures}/vad/silero_vad_v5.1.onnx`) || !existsSync(`${fixtures}/llm/stories260K.gguf`)) return 'fixtures missing';
+  return false;
+}
+
+let built = null;
+// Builds build/agent/index.html once per process (esbuild: about a second).
+export async function buildOnce() {
+  const { buildAgent } = await import('../../web/agent/build.mjs');
+  built ??= buildAgent();
+  return built;
+}
+
+// The requests the agent may make: its own page and service worker, the engine's Blob URLs, and model files.
+export function allowedRequest(url, origin) {
+  if (url.startsWith('blob:') || url.startsWith('data:')) return true;
+  const u = new URL(url);
+  if (u.origin !== origin) return false;
+  return /^\/(agent|build\/agent-standins)\/(index\.html|sw\.js)?$/.test(u.pathname) || /^\/(agent\/)?models\/[^/]+$/.test(u.pathname) ||
+    /^\/fixtures\/(llm|vad)\/[^/]+\.(gguf|onnx)$/.test(u.pathname) || /^\/models\//.test(u.pathname);
+}
+
+// Opens `path` (e.g. '/agent/?model=...') in a fresh context; -> {page, logs, requests, context}. Every request
+// of the page, its workers and its service worker is recorded.
+export async function openAgent(browser, base, path) {
+  const context = await browser.newContext();
+  const logs = [];
+  const requests = [];
+  context.on('request', (r) => requests.push(r.url()));
+  const page = await context.newPage();
+  page.on('console', (m) => {
+    if (m.type() === 'error') logs.push(`${m.type()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+  page.on('worker', (w) => w.on('console', (m) => m.type() === 'error' && logs.push(`worker error: ${m.text()}`)));
+  await page.goto(new URL(path, base).href);
+  return { page, logs, requests, context };
+}
+
+export async function waitReady(page, timeout = 60000) {
+  await page.waitForFunction(() => window.sottoAgent?.ready || window.sottoAgent?.status === 'error', null, { timeout, polling: 100 });
+  const errors = await page.evaluate(() => window.sottoAgent.errors);
+  assert.deepEqual(errors, [], `the page failed to load: ${errors.join('; ')}`);
+}
+
+export function assertOnlyAllowed(requests, base) {
+  const origin = new URL(base).origin;
+  const bad = requests.filter((u) => !allowedRequest(u, origin));
+  assert.deepEqual(bad, [], 'the page requested something other than itself and the model files');
+}

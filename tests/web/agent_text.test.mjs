@@ -1,0 +1,86 @@
+// The agent page's pure pieces in Node: the sentence splitter the voice starts from (the same sentences however
+// the reply is streamed; decimals, abbreviations and initials do not end a sentence), the text a voice reads,
+// what a listener heard of a sentence cut short, and the incremental SHA-256 that checks model downloads
+// (against node:crypto on random data of odd sizes fed in random pieces).
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { test } from 'node:test';
+
+import { modelUrl } from '../../web/agent/models.js';
+import { SentenceSplitter, heardPart, speakable } from '../../web/agent/sentences.js';
+import { Sha256 } from '../../web/agent/sha256.js';
+
+function splitStreamed(text, random) {
+  const split = new SentenceSplitter();
+  const out = [];
+  for (let i = 0; i < text.length;) {
+    const n = 1 + Math.floor(random() * 7);
+    out.push(...split.push(text.slice(i, i + n)));
+    i += n;
+  }
+  const rest = split.flush();
+  return rest ? [...out, rest] : out;
+}
+
+function lcg(seed) {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+const REPLY = 'Paris is the capital of France. It has about 2.1 million people, e.g. in the centre! Dr. Smith said so. ' +
+  'J. R. R. Tolkien wrote books? Yes: many of them.\nA new line ends one too';
+const SENTENCES = [
+  'Paris is the capital of France.', 'It has about 2.1 million people, e.g. in the centre!', 'Dr. Smith said so.',
+  'J. R. R. Tolkien wrote books?', 'Yes: many of them.', 'A new line ends one too',
+];
+
+test('sentences: the same split however the reply is streamed', () => {
+  for (let seed = 1; seed <= 50; seed++) assert.deepEqual(splitStreamed(REPLY, lcg(seed)), SENTENCES, `seed ${seed}`);
+});
+
+test('sentences: a short one waits for the next, and a quote or bracket stays with its sentence', () => {
+  const split = new SentenceSplitter();
+  assert.deepEqual(split.push('Yes. '), []);
+  assert.deepEqual(split.push('That is right. '), ['Yes. That is right.']);
+  assert.deepEqual(split.push('He said "stop now." Then left'), ['He said "stop now."']);
+  assert.equal(split.flush(), 'Then left');
+  assert.equal(split.flush(), '');
+});
+
+test('speakable text drops markdown, code and links', () => {
+  assert.equal(speakable('**Paris** is `the` capital. See https://x.org/a for more.\n- one\n```js\ncode()\n```'), 'Paris is the capital. See a link for more. one');
+});
+
+test('heard part: whole words up to the fraction played', () => {
+  const s = 'The capital of France is Paris.';
+  assert.equal(heardPart(s, 1), s);
+  assert.equal(heardPart(s, 0), '');
+  assert.equal(heardPart(s, 0.5), 'The capital of…');
+  assert.equal(heardPart(s, 0.05), '');
+});
+
+test('sha256: matches node:crypto on random data of odd sizes, fed in random pieces', () => {
+  const random = lcg(7);
+  for (const n of [0, 1, 55, 56, 63, 64, 65, 119, 1000, 65537, 300007]) {
+    const data = randomBytes(n);
+    const h = new Sha256();
+    for (let i = 0; i < n;) {
+      const k = 1 + Math.floor(random() * 200);
+      h.update(data.subarray(i, i + k));
+      i += k;
+    }
+    assert.equal(h.digest(), createHash('sha256').update(data).digest('hex'), `${n} bytes`);
+  }
+});
+
+test('model locations: Hugging Face shorthand and page URLs become download URLs; other hosts are refused by name', () => {
+  const base = 'http://127.0.0.1:8080/agent/';
+  assert.deepEqual(modelUrl('Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q4_0.gguf', base),
+    { url: 'https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/resolve/main/qwen2.5-0.5b-instruct-q4_0.gguf' });
+  assert.deepEqual(modelUrl('https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/blob/main/q.gguf', base),
+    { url: 'https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct-GGUF/resolve/main/q.gguf' });
+  assert.deepEqual(modelUrl('models/x.gguf', base), { url: 'http://127.0.0.1:8080/agent/models/x.gguf' });
+  assert.deepEqual(modelUrl('/fixtures/llm/stories260K.gguf', base), { url: 'http://127.0.0.1:8080/fixtures/llm/stories260K.gguf' });
+  assert.match(modelUrl('https://example.com/m.gguf', base).error, /only from its own site or Hugging Face.*https:\/\/example\.com/);
+  assert.match(modelUrl('http://huggingface.co/a/b/resolve/main/m.gguf', base).error, /Content-Security-Policy/);
+});

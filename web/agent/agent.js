@@ -1,0 +1,657 @@
+// The voice agent page: microphone -> VAD (Silero, web/vad.js) -> speech recognition (web/asr.js when present)
+// -> the language model (web/llm.js, the KV cache kept across turns) -> sentences -> speech synthesis
+// (web/tts.js when present) -> the speaker; typing replaces the first two. All of it runs in this page, on
+// our engine; the only requests are for the page's own files and the model files.
+//
+// URL parameters (tests and the latency bench use them): model=URL, profile=auto|gpu|cpu, cache=0 (do not keep
+// models in Cache Storage), tokens=N (longest reply), endpoint=MS (the pause that ends a spoken turn), mic=1
+// (start the microphone once loaded), warmup=0,
+// sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size).
+import { inlineAsset } from './assets.js';
+import { Llm } from '../llm.js';
+import { Vad } from '../vad.js';
+import { Microphone, Player } from './audio.js';
+import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, modelUrl, savedBytes } from './models.js';
+import { ensureIsolation } from './isolation.js';
+import { VadTrace, modelRow as panelRow, rate } from './panels.js';
+import { detectGpu, deviceFor } from './profile.js';
+import { SentenceQueue, SentenceSplitter, heardPart, speakable } from './sentences.js';
+import { loadSpeechModules } from './speech.js';
+import { fmtMs, renderTimeline as drawTimeline, stagesOf } from './timeline.js';
+
+const SYSTEM_PROMPT =
+  "You are a friendly voice assistant that runs entirely on the user's own device. Everything you write is " +
+  'read aloud, so answer in one to three short, plain sentences, as you would say them in conversation: no ' +
+  'lists, no markdown, no code, no emoji. If you do not know, say so briefly.';
+
+const html = document.documentElement.dataset;
+const MODELS_BASE = new URL(html.modelsBase ?? 'models/', location.href).href;
+const LLM_FILE = 'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf';
+// sha256 of the files scripts/get-models.sh fetches (checked after a download, once).
+const KNOWN_SHA256 = {
+  'qwen2.5-coder-0.5b-instruct-q4_k_m.gguf': '1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32',
+  'gemma-3-270m-q4_k_m.gguf': 'a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818',
+};
+const ASR_DIR = 'moonshine-base-en/';
+const TTS_FILE = 'kokoro/kokoro-v1.0.int8.onnx';
+const TTS_VOICES = 'kokoro/voices/';
+// Endpointing: a spoken turn ends after ENDPOINT_MS of non-speech (the segmenter's redemptionMs; a setting).
+// It is added to every voice turn's latency, so it is shorter than vad-web's 1400 ms; a shorter pause answers
+// sooner but may cut off a speaker who hesitates. The pre-speech pad keeps the first syllable.
+const VAD_OPTIONS = { preSpeechPadMs: 320, minSpeechMs: 250 };
+const ENDPOINT_MS = 560;
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const now = () => performance.now();
+
+// ---------------------------------------------------------------- settings
+
+function loadSettings() {
+  let saved = {};
+  try {
+    saved = JSON.parse(localStorage.getItem('sotto-agent') ?? '{}');
+  } catch {}
+  const s = { profile: 'auto', model: MODELS_BASE + LLM_FILE, tokens: 160, endpointMs: ENDPOINT_MS, cache: true, voice: '', ...saved };
+  if (params.has('model')) s.model = params.get('model');
+  if (params.has('profile')) s.profile = params.get('profile');
+  if (params.has('tokens')) s.tokens = Number(params.get('tokens'));
+  if (params.has('endpoint')) s.endpointMs = Number(params.get('endpoint'));
+  if (params.has('cache')) s.cache = params.get('cache') !== '0';
+  return s;
+}
+
+const settings = loadSettings();
+
+function showSettings() {
+  $('set-profile').value = settings.profile;
+  $('set-model').value = settings.model;
+  $('set-tokens').value = settings.tokens;
+  $('set-endpoint').value = settings.endpointMs;
+  $('set-cache').checked = settings.cache;
+}
+
+// ---------------------------------------------------------------- state the tests and the bench read
+
+const agent = {
+  status: 'loading',
+  profile: null,       // {device, reason}
+  models: {},          // name -> {state, detail}
+  segments: [],        // [{start, end (s since the microphone started), ms}]
+  turns: [],           // per turn: {source, user, reply, heard, stages, ...}
+  events: [],          // [{t, type}] for the bench
+  speech: { asr: false, tts: false },
+  errors: [],
+};
+window.sottoAgent = agent;
+
+const s = {
+  llm: null, vad: null, segmenter: null, asr: null, tts: null, player: null, mic: null, micStartedAt: 0,
+  history: [],        // the conversation as the model should remember it (what was heard, after a barge-in)
+  carry: '',          // the user's words whose reply nobody heard (joined to the next question)
+  turn: null,         // the turn in progress
+  busy: Promise.resolve(),
+  trace: null,        // VadTrace
+  speaking: false,     // VAD state
+  samplesIn: 0,
+};
+
+function setStatus(state, text) {
+  agent.status = state;
+  const el = $('status');
+  el.dataset.state = state;
+  el.textContent = text;
+}
+
+function notice(text, { error = false, action = null } = {}) {
+  const el = $('notice');
+  el.hidden = !text;
+  el.className = error ? 'notice error' : 'notice';
+  el.textContent = text ?? '';
+  if (action) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.className = 'secondary';
+    b.textContent = action.label;
+    b.onclick = action.run;
+    el.append(b);
+  }
+}
+
+function fail(where, e) {
+  const message = `${where}: ${e?.message ?? e}`;
+  agent.errors.push(message);
+  console.warn(`sotto agent: ${message}`);
+  return message;
+}
+
+// ---------------------------------------------------------------- models panel
+
+const modelRow = (key, label) => panelRow($('models'), key, label, agent.models);
+const renderTimeline = () => drawTimeline($('timeline'), agent.turns, { tts: !!s.tts });
+
+// A model file as something the engine can read: from Cache Storage (downloading what is missing), or the URL
+// itself when caching is off or the user chose to skip it after a storage warning.
+async function modelSource(url, row, { cache = settings.cache } = {}) {
+  if (!cache || !globalThis.caches) return { source: url, note: 'not kept' };
+  const name = url.split('/').pop().split('?')[0];
+  // Ask once that the cached models survive storage pressure (the browser may say no; the cache still works).
+  await navigator.storage?.persist?.().catch(() => false);
+  try {
+    const r = await fetchModel(url, {
+      sha256: (url === settings.model && params.get('sha256')) || KNOWN_SHA256[name],
+      chunkBytes: Number(params.get('chunk')) || CHUNK_BYTES,
+      onProgress: ({ phase, loaded, total, bytesPerS }) => {
+        if (phase === 'download') row.progress(loaded, total, `${mb(loaded)} / ${mb(total)}${rate(bytesPerS)}`);
+        else if (phase === 'verify') row.progress(loaded, total, 'checking sha256…');
+      },
+    });
+    const how = r.resumed ? 'resumed, ' : '';
+    return { source: r.blob, note: `${how}kept in this browser${r.verified ? ', sha256 ok' : ''}` };
+  } catch (e) {
+    if (!(e instanceof StorageShortError)) throw e;
+    row.state('storage short', 'warn');
+    notice(e.message, { error: true, action: { label: 'Load without saving', run: () => reload({ cache: false }) } });
+    throw e;
+  }
+}
+
+// Progress of the engine reading a source (the URL itself when not cached: then this is the download).
+function engineProgress(row, what) {
+  let t0 = now();
+  let last = 0;
+  return ({ loaded, total }) => {
+    const dt = (now() - t0) / 1000;
+    const speed = dt > 0.2 ? (loaded - last) / dt : 0;
+    if (dt > 1) {
+      t0 = now();
+      last = loaded;
+    }
+    row.progress(loaded, total, `${what} ${mb(loaded)}${total ? ` / ${mb(total)}` : ''}${rate(speed)}`);
+  };
+}
+
+// ---------------------------------------------------------------- loading
+
+async function loadVad() {
+  const row = modelRow('vad', 'Voice activity (Silero VAD v5.1)');
+  const t0 = now();
+  const inlined = inlineAsset('silero_vad_v5.1.onnx');
+  let source = inlined;
+  if (!source) source = (await modelSource(new URL(html.vadUrl, location.href).href, row)).source;
+  // Inline: its own small wasm instance on this thread, so speech is detected even while the language model's
+  // worker is busy generating (barge-in must not wait for a token).
+  s.vad = await Vad.load(source, { inline: true });
+  row.done('ready', `${mb(s.vad.info.bytes ?? 0)}${inlined ? ', inside the page' : ''} · ${Math.round(now() - t0)} ms`);
+}
+
+async function loadLlm(device) {
+  const row = modelRow('llm', 'Language model');
+  const t0 = now();
+  const where = modelUrl(settings.model, location.href);
+  if (where.error) throw new Error(where.error);
+  settings.model = where.url;
+  const { source, note } = await modelSource(settings.model, row);
+  const load = (dev) => Llm.load(source, { device: dev, onProgress: engineProgress(row, typeof source === 'string' ? 'downloading' : 'reading') });
+  try {
+    s.llm = await load(device);
+  } catch (e) {
+    if (device === 'cpu') throw e;
+    notice(`The GPU could not run the language model (${e.message}); it runs on the CPU instead.`);
+    s.llm = await load('cpu');
+  }
+  const info = s.llm.info;
+  agent.profile = { device: info.device ?? 'cpu', reason: info.fallback ?? null };
+  row.done(`ready · ${info.device === 'webgpu' ? 'GPU' : `CPU, ${info.threads} threads`}`,
+    `${info.name?.split('/').pop() ?? ''} · ${mb(info.bytes ?? 0)} · ${note} · ${((now() - t0) / 1000).toFixed(1)} s`);
+}
+
+async function loadSpeech(device, modules) {
+  const asrRow = modelRow('asr', 'Speech recognition (Moonshine)');
+  if (!modules.Asr) {
+    asrRow.done('not available yet', 'web/asr.js is not in this build: type your questions (the microphone still shows speech).', 'warn');
+  } else {
+    try {
+      s.asr = await modules.Asr.load(MODELS_BASE + ASR_DIR, { device, engine: s.llm.engine, onProgress: engineProgress(asrRow, 'reading') });
+      agent.speech.asr = true;
+      // Warm-up on a second of silence: the first utterance should not pay for first-call costs.
+      const t0 = now();
+      if (params.get('warmup') !== '0') await s.asr.transcribe(new Float32Array(16000));
+      asrRow.done('ready', `${MODELS_BASE + ASR_DIR}${params.get('warmup') !== '0' ? ` · warm-up ${Math.round(now() - t0)} ms` : ''}`);
+    } catch (e) {
+      asrRow.done('failed', fail('speech recognition', e), 'bad');
+    }
+  }
+  const ttsRow = modelRow('tts', 'Speech synthesis (Kokoro)');
+  if (!modules.Tts) {
+    ttsRow.done('not available yet', 'web/tts.js is not in this build: replies are text only.', 'warn');
+    return;
+  }
+  try {
+    s.tts = await modules.Tts.load(MODELS_BASE + TTS_FILE, { device, voices: MODELS_BASE + TTS_VOICES, onProgress: engineProgress(ttsRow, 'reading') });
+    agent.speech.tts = true;
+    const t0 = now();
+    if (params.get('warmup') !== '0') for await (const clip of s.tts.stream('Hello.')) void clip;  // warm-up, not played
+    ttsRow.done('ready', `${MODELS_BASE + TTS_FILE}${params.get('warmup') !== '0' ? ` · warm-up ${Math.round(now() - t0)} ms` : ''}`);
+    const voices = s.tts.voices ?? [];
+    const select = $('set-voice');
+    select.replaceChildren(...voices.map((v) => new Option(v, v)));
+    select.disabled = !voices.length;
+    if (voices.includes(settings.voice)) select.value = settings.voice;
+  } catch (e) {
+    ttsRow.done('failed', fail('speech synthesis', e), 'bad');
+  }
+}
+
+async function start() {
+  showSettings();
+  setStatus('loading', 'loading models…');
+  const gpu = await detectGpu();
+  $('gpu-info').textContent = gpu.text;
+  const device = deviceFor(settings.profile, gpu);
+  try {
+    const [modules] = await Promise.all([loadSpeechModules(), loadVad()]);
+    await loadLlm(device);
+    if (params.get('warmup') !== '0') await warmUp();
+    await loadSpeech(device === 'cpu' ? 'cpu' : 'auto', modules);
+  } catch (e) {
+    const message = fail('loading', e);
+    setStatus('error', 'could not load');
+    if (!(e instanceof StorageShortError)) notice(message, { error: true });
+    return;
+  }
+  for (const id of ['mic-button', 'ask-input', 'ask-send']) $(id).disabled = false;
+  const where = agent.profile.device === 'webgpu' ? 'GPU' : 'CPU';
+  setStatus('ready', `ready · ${where}${s.asr ? '' : ' · type to talk'}${s.tts ? '' : ' · text replies'}`);
+  if (!s.asr || !s.tts) {
+    const missing = [!s.asr && 'speech recognition (type instead)', !s.tts && 'speech synthesis (replies are shown as text)'].filter(Boolean);
+    notice(`Not available yet in this build: ${missing.join('; ')}. Voice activity detection and the language model run on this device.`);
+  }
+  agent.ready = true;
+  showStorage();
+  if (params.get('mic') === '1') toggleMic();
+  else $('ask-input').focus();
+}
+
+// The first turn should not be the slow one: a greeting exchange puts the system prompt in the KV cache (and
+// touches every weight page and kernel once), and stays in the history, so the first question prefills only
+// itself. The greeting is shown as the agent's first message.
+async function warmUp() {
+  setStatus('loading', 'warming up…');
+  const t0 = now();
+  const r = await s.llm.chat([{ role: 'system', content: SYSTEM_PROMPT }, { role: 'user', content: 'Hello.' }], { maxTokens: 24, greedy: true });
+  const greeting = r.choices[0].message.content;
+  if (r.choices[0].finish_reason === 'stop' && greeting.trim()) {
+    s.history.push({ role: 'user', content: 'Hello.' }, { role: 'assistant', content: greeting });
+    addMessage('assistant', greeting.trim());
+  }
+  agent.warmUpMs = Math.round(now() - t0);
+}
+
+function reload(changes) {
+  Object.assign(settings, changes);
+  localStorage.setItem('sotto-agent', JSON.stringify(settings));
+  const url = new URL(location.href);
+  for (const k of ['model', 'profile', 'tokens', 'cache', 'endpoint']) url.searchParams.delete(k);
+  location.href = url.href;
+}
+
+// ---------------------------------------------------------------- microphone and VAD
+
+async function toggleMic() {
+  const button = $('mic-button');
+  if (s.mic) {
+    const mic = s.mic;
+    s.mic = null;
+    await mic.stop();
+    await s.segmenter.flush();
+    button.setAttribute('aria-pressed', 'false');
+    $('mic-label').textContent = 'Start talking';
+    setVadState(null);
+    $('mic-level').style.width = '0';
+    if (agent.status === 'listening') setStatus('ready', 'ready');
+    return;
+  }
+  try {
+    s.segmenter ??= await s.vad.segmenter({
+      ...VAD_OPTIONS,
+      redemptionMs: settings.endpointMs,
+      onFrameProcessed: ({ isSpeech }) => (s.trace ??= new VadTrace($('vad-trace'))).push(isSpeech, s.speaking),
+      onSpeechStart: () => {
+        setVadState(true);
+        // Where in the microphone's stream speech was detected (ms of audio since it started, up to the chunk
+        // being processed) and how long after the worklet sent that chunk: the VAD's share of a barge-in's delay.
+        const detected = { streamMs: (s.samplesIn * 1000) / 16000, lagMs: s.lastChunkQueuedMs + now() - s.lastChunkAt };
+        agent.events.push({ t: now(), type: 'speech-start', ...detected });
+        bargeIn('speech', detected);
+      },
+      onVADMisfire: () => setVadState(false),
+      onSpeechEnd: (audio) => onUtterance(audio),
+    });
+    await ensurePlayer();
+    s.mic = await Microphone.start({
+      onChunk: (samples, rms, queuedMs) => {
+        s.samplesIn += samples.length;
+        s.lastChunkAt = now();
+        s.lastChunkQueuedMs = queuedMs;
+        const level = Math.min(100, Math.round(Math.sqrt(rms) * 180));
+        $('mic-level').style.width = `${level}%`;
+        $('mic-meter').setAttribute('aria-valuenow', String(level));
+        s.segmenter.process(samples).catch((e) => notice(fail('voice activity detection', e), { error: true }));
+      },
+    });
+    s.micStartedAt = now();
+    s.samplesIn = 0;
+    button.setAttribute('aria-pressed', 'true');
+    $('mic-label').textContent = 'Stop listening';
+    setVadState(false);
+    agent.events.push({ t: now(), type: 'mic-on', label: s.mic.label, rateHz: s.mic.contextRateHz, openedAt: s.mic.openedAt });
+    setStatus('listening', `listening · ${s.mic.label}`);
+  } catch (e) {
+    notice(fail('microphone', e), { error: true });
+  }
+}
+
+function setVadState(speech) {
+  s.speaking = !!speech;
+  const el = $('vad-state');
+  el.dataset.speech = String(!!speech);
+  el.textContent = speech === null ? 'off' : speech ? 'speech' : 'silence';
+}
+
+function onUtterance(audio) {
+  setVadState(false);
+  const detectedAt = now();
+  const ms = (audio.length / 16000) * 1000;
+  const end = s.samplesIn / 16000 - settings.endpointMs / 1000;
+  const seg = { start: Math.max(0, end - ms / 1000 + VAD_OPTIONS.preSpeechPadMs / 1000), end, ms: Math.round(ms) };
+  agent.segments.push(seg);
+  agent.events.push({ t: detectedAt, type: 'speech-end', ms: seg.ms });
+  const li = document.createElement('li');
+  li.innerHTML = '<span></span><span></span>';
+  li.children[0].textContent = `${seg.start.toFixed(2)} s – ${seg.end.toFixed(2)} s`;
+  li.children[1].textContent = `${(ms / 1000).toFixed(2)} s of speech`;
+  $('segments').prepend(li);
+  // The speech really ended redemptionMs before the segmenter could be sure of it.
+  const timeline = { source: 'voice', endOfSpeech: detectedAt - settings.endpointMs, detected: detectedAt };
+  s.busy = s.busy.then(() => voiceTurn(audio, timeline));
+}
+
+async function voiceTurn(audio, tl) {
+  tl.started = now();  // after the turn before this one has finished (a cancelled prefill runs to its end)
+  if (!s.asr) {
+    // One note that counts the utterances, rather than one per utterance.
+    const last = $('conversation').lastElementChild;
+    const n = last?.dataset.heard ? Number(last.dataset.heard) + 1 : 1;
+    const text = `Heard ${n === 1 ? '' : `${n} utterances, the last `}${(audio.length / 16000).toFixed(1)} s of speech. ` +
+      'Speech recognition is not available in this build yet — type your question instead.';
+    if (n > 1) last.querySelector('.text').textContent = text;
+    else addMessage('system', text).dataset.heard = '1';
+    if (n > 1) last.dataset.heard = String(n);
+    agent.turns.push({ source: 'voice', user: null, reply: null, stages: stagesOf(tl), note: 'no speech recognition' });
+    renderTimeline();
+    return;
+  }
+  setStatus('thinking', 'transcribing…');
+  tl.asrStart = now();
+  let text = '';
+  try {
+    const r = await s.asr.transcribe(audio);
+    text = (r.text ?? '').trim();
+    tl.asr = r;
+  } catch (e) {
+    addMessage('system', fail('speech recognition', e));
+  }
+  tl.transcript = now();
+  if (text && s.speaking) {
+    // The user is talking again: that was a pause, not the end of the question. Its words open the next one.
+    s.carry = s.carry ? `${s.carry} ${text}` : text;
+    agent.turns.push({ source: 'voice', user: text, reply: '', heard: '', cancelled: true, stages: stagesOf(tl), note: 'joined to the next utterance' });
+    renderTimeline();
+    return;
+  }
+  if (!text) {
+    addMessage('system', '(nothing recognised)');
+    setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
+    return;
+  }
+  await runTurn(text, tl);
+}
+
+// ---------------------------------------------------------------- conversation
+
+function addMessage(role, text, { streaming = false } = {}) {
+  $('empty-hint')?.remove();
+  const li = document.createElement('li');
+  li.className = `msg ${role}${streaming ? ' streaming' : ''}`;
+  if (streaming) li.setAttribute('aria-busy', 'true');  // read out once written, not token by token
+  if (role !== 'system') {
+    const who = document.createElement('span');
+    who.className = 'who';
+    who.textContent = role === 'user' ? 'You' : 'sotto';
+    li.append(who);
+  }
+  const body = document.createElement('span');
+  body.className = 'text';
+  body.textContent = text;
+  li.append(body);
+  $('conversation').append(li);
+  li.scrollIntoView({ block: 'end' });
+  return li;
+}
+
+async function ensurePlayer() {
+  if (s.player || !s.tts) return;
+  s.player = await Player.create({
+    onStart: (id, at) => {
+      const t = s.turn;
+      if (t && t.clipIds.has(id) && !t.tl.firstSound) {
+        t.tl.firstSound = at;
+        agent.events.push({ t: at, type: 'first-sound' });
+        setStatus('speaking', 'speaking');
+      }
+    },
+  });
+}
+
+function ask(text) {
+  text = text.trim();
+  if (!text || !s.llm) return Promise.resolve();
+  const tl = { source: 'typed', endOfSpeech: now() };
+  return (s.busy = s.busy.then(() => {
+    tl.transcript = now();  // typed: the question is there once the turn before has finished
+    return runTurn(text, tl);
+  }));
+}
+
+async function runTurn(text, tl) {
+  await ensurePlayer();
+  // Words of an earlier utterance that got no heard reply (a pause mid-question, or a reply cut before its first
+  // word) belong to this question: shown and sent with it.
+  text = s.carry ? `${s.carry} ${text}` : text;
+  s.carry = '';
+  const turn = { tl, text, written: '', sentences: [], heard: [], clipIds: new Set(), cancelled: false, stream: null, synthesis: null };
+  s.turn = turn;
+  $('stop-button').disabled = false;
+  addMessage('user', text);
+  const el = addMessage('assistant', '', { streaming: true });
+  const body = el.querySelector('.text');
+  setStatus('thinking', 'thinking…');
+  const split = new SentenceSplitter();
+  const queue = new SentenceQueue();
+  if (s.tts) turn.synthesis = speak(turn, queue);
+  const sentence = (x) => {
+    if (!tl.firstSentence) tl.firstSentence = now();
+    turn.sentences.push(x);
+    queue.push(x);
+  };
+  s.history.push({ role: 'user', content: text });
+  let timings = null;
+  try {
+    turn.stream = s.llm.chat([{ role: 'system', content: SYSTEM_PROMPT }, ...s.history], {
+      stream: true, maxTokens: settings.tokens, temperature: 0.7, topP: 0.9, repeatPenalty: 1.05,
+    });
+    for await (const chunk of turn.stream) {
+      const delta = chunk.choices[0].delta.content ?? '';
+      if (chunk.timings) timings = chunk.timings;
+      if (turn.cancelled) break;
+      if (!delta) continue;
+      tl.firstToken ??= now();
+      turn.written += delta;
+      body.textContent = turn.written;
+      for (const x of split.push(delta)) sentence(x);
+    }
+    const rest = split.flush();
+    if (rest && !turn.cancelled) sentence(rest);
+  } catch (e) {
+    addMessage('system', fail('language model', e));
+  }
+  tl.generated = now();
+  queue.close();
+  el.classList.remove('streaming');
+  el.removeAttribute('aria-busy');
+  await turn.synthesis;
+  // What the model remembers saying: all it wrote when the reply is text; what was heard when it was spoken.
+  let remembered = turn.written;
+  if (s.tts) {
+    remembered = turn.heard.join(' ');
+    if (turn.cancelled && remembered !== turn.written) markUnspoken(body, remembered, turn.written);
+  }
+  if (turn.cancelled && !remembered.trim()) {
+    // Nothing of the reply reached the user: the exchange did not happen, but what they said is kept for the next.
+    s.carry = s.history.pop().content;
+  } else s.history.push({ role: 'assistant', content: remembered });
+  const record = {
+    source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
+    bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
+    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl),
+  };
+  agent.turns.push(record);
+  const meta = document.createElement('span');
+  meta.className = 'meta';
+  meta.textContent = [
+    record.stages.first_token_ms !== undefined && `first word ${fmtMs(record.stages.first_token_ms)}`,
+    record.decodeTokensPerS && `${record.decodeTokensPerS.toFixed(1)} tokens/s`,
+    record.reusedCache && 'cache reused',
+    turn.cancelled && (turn.bargeIn?.wasPlaying ? `interrupted: the voice stopped in ${fmtMs(turn.bargeIn.stopMs)}` : `stopped (${turn.bargeIn?.why ?? 'cancelled'})`),
+  ].filter(Boolean).join(' · ');
+  el.append(meta);
+  renderTimeline();
+  s.turn = null;
+  $('stop-button').disabled = true;
+  setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
+}
+
+// Synthesis sentence by sentence, each clip queued for playback as soon as it exists (the next sentence is
+// synthesised while this one plays); what each clip played is what the user heard.
+async function speak(turn, queue) {
+  const played = [];
+  try {
+    const voice = $('set-voice').value || undefined;
+    let i = 0;
+    // tts.stream voices an async iterable sentence by sentence; a module with only speak() gets one call each.
+    const clips = s.tts.stream ? s.tts.stream(queue, { voice }) : (async function* () {
+      for await (const text of queue) yield { ...(await s.tts.speak(text, { voice })), text };
+    })();
+    for await (const clip of clips) {
+      if (turn.cancelled) break;
+      const text = clip.text ?? turn.sentences[i];
+      i++;
+      const { id, done } = s.player.play(clip.audio, clip.sampleRate);
+      turn.clipIds.add(id);
+      played.push(done.then((r) => ({ text, r })));
+    }
+  } catch (e) {
+    addMessage('system', fail('speech synthesis', e));
+  }
+  for (const { text, r } of await Promise.all(played)) {
+    const part = heardPart(speakable(text ?? ''), r.played / Math.max(r.total, 1e-9));
+    if (part) turn.heard.push(r.complete ? text : part);
+  }
+}
+
+function markUnspoken(body, heard, written) {
+  const kept = heard.replace(/…$/, '');
+  const at = written.indexOf(kept) === 0 ? kept.length : 0;
+  const span = document.createElement('span');
+  span.className = 'unspoken';
+  span.title = 'not spoken: interrupted';
+  span.textContent = written.slice(at);
+  body.textContent = written.slice(0, at);
+  body.append(span);
+}
+
+// Barge-in: the user speaks (or presses Stop) while the agent writes or talks. Playback stops first (the
+// bound is on that), then generation is cancelled; the history keeps only what was heard (runTurn).
+async function bargeIn(why, detected = null) {
+  const turn = s.turn;
+  if (!turn || turn.cancelled) return;
+  // Speech that cannot become a question (no speech recognition) only interrupts a voice that is talking.
+  if (why === 'speech' && !s.asr && !s.player?.playing) return;
+  const t0 = now();
+  turn.cancelled = true;
+  const wasPlaying = !!s.player?.playing;
+  const stopping = s.player?.stop();
+  turn.stream?.return?.();
+  const stopped = await stopping;
+  // stopMs: until the page heard back; audioStopMs: until the voice stopped, on the audio clock.
+  turn.bargeIn = { why, stopMs: now() - t0, audioStopMs: stopped?.audioMs ?? 0, at: t0, wasPlaying, ...(detected ?? {}) };
+  agent.events.push({ t: now(), type: 'barge-in', why, stopMs: turn.bargeIn.stopMs });
+}
+
+// ---------------------------------------------------------------- wiring
+
+$('ask-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const input = $('ask-input');
+  const text = input.value;
+  input.value = '';
+  bargeIn('typed');
+  ask(text);
+});
+$('mic-button').addEventListener('click', () => toggleMic());
+$('stop-button').addEventListener('click', () => bargeIn('stop button'));
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape') bargeIn('escape');
+});
+$('settings').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const model = modelUrl($('set-model').value.trim() || MODELS_BASE + LLM_FILE, location.href);
+  $('set-model').setCustomValidity(model.error ?? '');
+  if (model.error) {
+    $('set-model').reportValidity();
+    return;
+  }
+  reload({
+    profile: $('set-profile').value, model: model.url,
+    tokens: Math.max(1, Number($('set-tokens').value) || 160), cache: $('set-cache').checked, voice: $('set-voice').value,
+    endpointMs: Math.min(3000, Math.max(200, Number($('set-endpoint').value) || ENDPOINT_MS)),
+  });
+});
+$('set-forget').addEventListener('click', async () => {
+  const freed = await forgetAllModels();
+  $('storage-info').textContent = `Removed the saved models (${mb(freed)} freed); they download again on the next load.`;
+});
+async function showStorage() {
+  const saved = await savedBytes().catch(() => 0);
+  const estimate = await navigator.storage?.estimate?.().catch(() => null);
+  const free = estimate?.quota ? ` · ${mb(estimate.quota - (estimate.usage ?? 0))} more allowed` : '';
+  $('storage-info').textContent = saved ? `Saved in this browser: ${mb(saved)}${free}.` : `No models saved in this browser yet${free}.`;
+}
+$('set-voice').addEventListener('change', () => {
+  settings.voice = $('set-voice').value;
+  localStorage.setItem('sotto-agent', JSON.stringify(settings));
+});
+
+agent.ask = ask;
+agent.toggleMic = toggleMic;
+agent.bargeIn = bargeIn;
+
+if (await ensureIsolation({ onError: (e) => fail('service worker', e) })) {
+  sessionStorage.removeItem('sotto-agent-sw-reload');
+  await start();
+} else {
+  setStatus('error', 'not cross-origin isolated');
+  notice('This page needs cross-origin isolation for its threads: serve it with COOP/COEP headers (node web/serve.mjs does), ' +
+    'or over https / localhost so its service worker can add them.', { error: true });
+}

@@ -1,0 +1,107 @@
+// Cutting the language model's streamed reply into sentences, so speech synthesis can start on the first one
+// while the rest is still being written, and turning written text into what a voice should say.
+//
+//   const split = new SentenceSplitter();
+//   for (const piece of stream) for (const s of split.push(piece)) speak(s);
+//   const last = split.flush();            // what is left when the reply ends ('' if nothing)
+//   const queue = new SentenceQueue();     // sentences as an async iterable, for tts.stream()
+
+// Words whose final period does not end a sentence.
+const ABBREVIATIONS = new Set(['mr', 'mrs', 'ms', 'dr', 'prof', 'sr', 'jr', 'st', 'vs', 'etc', 'e.g', 'i.e', 'approx', 'no', 'fig', 'inc', 'ltd']);
+
+// A sentence shorter than this waits for the next one (a lone "Yes." sounds choppy when synthesised alone, and
+// each synthesis call has a fixed cost), unless the reply ends.
+const MIN_CHARS = 12;
+
+export class SentenceSplitter {
+  #buffer = '';
+
+  constructor({ minChars = MIN_CHARS } = {}) {
+    this.minChars = minChars;
+  }
+
+  // Adds streamed text; -> the sentences it completed (trimmed), in order.
+  push(text) {
+    this.#buffer += text;
+    const out = [];
+    let from = 0;
+    for (let i = 0; i < this.#buffer.length; i++) {
+      const c = this.#buffer[i];
+      let end = -1;
+      if (c === '\n') end = i;
+      else if ('.!?;:'.includes(c)) {
+        // A boundary only once the next character is known to be whitespace (a streamed "3." may become "3.5").
+        const next = this.#buffer[i + 1];
+        if (next === undefined) break;
+        if (!/\s/.test(next) && !(/["')\]]/.test(next) && /\s/.test(this.#buffer[i + 2] ?? ''))) continue;
+        if (c === '.' && this.#isAbbreviation(from, i)) continue;
+        if (c === ':' || c === ';') continue;  // clauses, kept with their sentence
+        end = /["')\]]/.test(next) ? i + 1 : i;
+      }
+      if (end < 0) continue;
+      const sentence = this.#buffer.slice(from, end + 1).trim();
+      if (sentence.length >= this.minChars || (c === '\n' && sentence)) {
+        out.push(sentence);
+        from = end + 1;
+      }
+    }
+    this.#buffer = this.#buffer.slice(from);
+    return out;
+  }
+
+  flush() {
+    const rest = this.#buffer.trim();
+    this.#buffer = '';
+    return rest;
+  }
+
+  #isAbbreviation(from, dot) {
+    const word = /([A-Za-z.]+)$/.exec(this.#buffer.slice(from, dot))?.[1] ?? '';
+    if (/^[A-Z]$/.test(word)) return true;  // an initial: "J. R. R."
+    return ABBREVIATIONS.has(word.toLowerCase());
+  }
+}
+
+// Written text -> text for a voice: markdown marks, code fences and URLs are not read out.
+export function speakable(text) {
+  return text
+    .replace(/```[\s\S]*?(```|$)/g, ' ')
+    .replace(/`([^`]*)`/g, '$1')
+    .replace(/https?:\/\/\S+/g, 'a link')
+    .replace(/[*_#>~|]+/g, ' ')
+    .replace(/^\s*[-+]\s+/gm, '')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+// The part of `sentence` a listener heard when its audio was cut after `fraction` (0..1) of it: whole words,
+// proportionally (speech runs at a roughly even rate of characters).
+export function heardPart(sentence, fraction) {
+  if (fraction >= 1) return sentence;
+  if (fraction <= 0) return '';
+  const cut = Math.floor(sentence.length * fraction);
+  const space = sentence.lastIndexOf(' ', cut);
+  return space > 0 ? `${sentence.slice(0, space)}…` : '';
+}
+
+// Sentences for synthesis as they are written, as an async iterable (what tts.stream takes).
+export class SentenceQueue {
+  #items = [];
+  #wake = null;
+  #closed = false;
+  push(x) {
+    this.#items.push(x);
+    this.#wake?.();
+  }
+  close() {
+    this.#closed = true;
+    this.#wake?.();
+  }
+  async *[Symbol.asyncIterator]() {
+    for (;;) {
+      if (this.#items.length) yield this.#items.shift();
+      else if (this.#closed) return;
+      else await new Promise((r) => (this.#wake = r));
+    }
+  }
+}
