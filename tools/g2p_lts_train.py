@@ -4,9 +4,16 @@
     python3 tools/g2p_lts_train.py WHEEL [--out src/text] [--heldout-only]
                                                                (WHEEL: misaki-0.9.4-py3-none-any.whl)
 
-Writes src/text/g2p_lts_data.cpp (both languages) and prints the held-out accuracy; writes every 4th held-out
-word (in sorted order) with its lexicon phonemes to tests/data/g2p/lts_heldout_{us,gb}.tsv for the C++ test.
---heldout-only writes just those lists. Deterministic: the same wheel gives the same files.
+Writes data/g2p/lts-en-{us,gb}.bin (tools/g2p_lexicon.py appends each to its language's lexicon file) and
+prints the held-out accuracy; writes every 4th held-out word (in sorted order) with its lexicon phonemes to
+tests/data/g2p/lts_heldout_{us,gb}.tsv for the C++ test. --heldout-only writes just those lists.
+Deterministic: the same wheel gives the same files.
+
+Table file (little-endian), read by src/text/g2p_lts.cpp:
+  "SOTTOLTS" u32 version(1)
+  u32 n_outputs, then per output: u8 n_bytes, its phonemes in UTF-8 (stress marks included)
+  u32 n_levels, then per level: u8 left, u8 right, u32 n_records, and the records sorted by context: the
+      context's left + 1 + right letters ('#' past the word's ends), then the u16 index of its output.
 
 The model (read by src/text/g2p_lts.cpp):
   1. Each lexicon word of plain letters is aligned with its phonemes, one letter to zero, one or two phoneme
@@ -20,6 +27,7 @@ The model (read by src/text/g2p_lts.cpp):
 """
 import collections
 import json
+import struct
 import sys
 import zipfile
 import zlib
@@ -180,44 +188,26 @@ def predict(pruned, word):
     return fix_stress(out)
 
 
-def emit(lang, pruned):
-    """C++ tables: per level, contexts sorted, each with its output chunk's index."""
+def table_file(pruned):
+    """The binary tables: outputs, then per level the sorted (context, output index) records."""
     chunks = sorted({c for t in pruned for c in t.values()}, key=lambda c: (len(c), c))
     index = {c: i for i, c in enumerate(chunks)}
-    lines = [f'// {lang}: {len(chunks)} outputs, ' + ', '.join(f'level {i}: {len(t)}' for i, t in enumerate(pruned))]
-    lines.append(f'const char* const k{lang}Outputs[] = {{')
-    lines += ['    ' + ', '.join(json.dumps(''.join(c), ensure_ascii=False) for c in chunks[i:i + 12]) + ','
-              for i in range(0, len(chunks), 12)]
-    lines.append('};')
+    out = bytearray(b'SOTTOLTS' + struct.pack('<I', 1) + struct.pack('<I', len(chunks)))
+    for c in chunks:
+        b = ''.join(c).encode()
+        out += bytes([len(b)]) + b
+    out += struct.pack('<I', len(pruned))
     for lv, t in enumerate(pruned):
-        items = sorted(t.items())
-        # One string of fixed-width records: the context's letters, then the output index in two bytes
-        # written as two letters 'A' + (index >> 5 and index & 31)... kept simple: records are
-        # "context" + 2 chars of base-64 index.
-        width = sum(LEVELS[lv]) + 1
-        recs = []
-        for ctx, chunk in items:
-            i = index[chunk]
-            recs.append(ctx + B64[i >> 6] + B64[i & 63])
-        body = ''.join(recs)
-        lines.append(f'constexpr std::string_view k{lang}Level{lv} =')
-        for i in range(0, len(body), 96):
-            lines.append('    "' + body[i:i + 96] + '"')
-        if not body:
-            lines.append('    ""')
-        lines[-1] += ';'
-        _ = width
-    lines.append(f'const LtsTables k{lang}Tables = {{k{lang}Outputs, std::size(k{lang}Outputs), {{' +
-                 ', '.join(f'k{lang}Level{lv}' for lv in range(len(pruned))) + '}};')
-    return lines
-
-
-B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+        l, r = LEVELS[lv]
+        out += bytes([l, r]) + struct.pack('<I', len(t))
+        for ctx, chunk in sorted(t.items()):
+            out += ctx.encode() + struct.pack('<H', index[chunk])
+    return bytes(out)
 
 
 def main():
     args = sys.argv[1:]
-    out_dir = Path('src/text')
+    out_dir = Path('data/g2p')
     heldout_only = '--heldout-only' in args
     args = [a for a in args if a != '--heldout-only']
     if '--out' in args:
@@ -225,9 +215,8 @@ def main():
         del args[args.index('--out'):args.index('--out') + 2]
     if len(args) != 1:
         sys.exit(__doc__.split('\n\n')[1])
-    parts = []
     with zipfile.ZipFile(args[0]) as z:
-        for lang, name in (('us', 'Us'), ('gb', 'Gb')):
+        for lang in ('us', 'gb'):
             words = load_words(z, lang)
             train_words = {w: u for w, u in words.items() if not held_out(w)}
             test_words = {w: u for w, u in words.items() if held_out(w)}
@@ -248,30 +237,10 @@ def main():
                   f'{len(test_words)} held out: {ok / len(test_words):.1%} exact, '
                   f'{ok_nostress / len(test_words):.1%} ignoring stress; '
                   f'{sum(len(t) for t in pruned)} contexts')
-            parts += emit(name, pruned)
-    if heldout_only:
-        return
-    head = [
-        '// Generated by tools/g2p_lts_train.py from misaki 0.9.4\'s lexicons (Apache-2.0, hexgrad): the',
-        '// letter-to-sound tables of src/text/g2p_lts.cpp. Do not edit; run the tool again.',
-        '// A level\'s string holds fixed-width records sorted by context: the context\'s letters (\'#\' past the',
-        '// word\'s ends), then the index of its output in two base-64 digits.',
-        '#include "text/g2p_lts_data.h"',
-        '',
-        '// The tables are long literals (up to ~180 KB); clang and gcc take them.',
-        '#pragma GCC diagnostic ignored "-Woverlength-strings"',
-        '',
-        'namespace sotto::g2p {',
-        '',
-    ]
-    text = '\n'.join(head + parts + ['', '}  // namespace sotto::g2p', ''])
-    (out_dir / 'g2p_lts_data.cpp').write_text(text, encoding='utf-8')
-    # The file is checked for format with every other C++ file.
-    import shutil
-    import subprocess
-    if shutil.which('clang-format-19'):
-        subprocess.run(['clang-format-19', '-i', str(out_dir / 'g2p_lts_data.cpp')], check=True)
-    print(f'g2p_lts_train: wrote {out_dir / "g2p_lts_data.cpp"} ({len(text.encode())} bytes)')
+            blob = table_file(pruned)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / f'lts-en-{lang}.bin').write_bytes(blob)
+            print(f'g2p_lts_train: wrote {out_dir / f"lts-en-{lang}.bin"} ({len(blob)} bytes)')
 
 
 if __name__ == '__main__':

@@ -255,7 +255,7 @@ NextSound next_after(NextSound next, std::string_view ps) {
 
 class Phonemizer {
  public:
-  explicit Phonemizer(const Lexicon& lex) : rules_(lex) {}
+  Phonemizer(const Lexicon& lex, const LetterToSound& lts) : rules_(lex), lts_(lts) {}
 
   std::vector<Token> run(std::string_view text) const {
     std::vector<Token> toks = tokenize(clean_text(text), rules_);
@@ -373,7 +373,7 @@ class Phonemizer {
       rules_.spell(w, out);
       return;
     }
-    out += letters_to_sounds(w, rules_.british());
+    out += lts_.read(w);
   }
 
   // misaki's resolve_tokens: parts of one word are joined with spaces when the word mixes letters with digits
@@ -413,6 +413,7 @@ class Phonemizer {
   }
 
   WordRules rules_;
+  const LetterToSound& lts_;
 };
 
 // The tokens' phonemes as one string (phoneme bytes): each token's, a space where the text had one.
@@ -589,17 +590,18 @@ const char* source_name(Source s) {
 Result<G2p> G2p::load(std::span<const uint8_t> lexicon, std::string_view name) {
   G2p g;
   SOTTO_ASSIGN(g.lex_, Lexicon::load(lexicon, name));
+  SOTTO_ASSIGN(g.lts_, LetterToSound::load(g.lex_.lts_section(), name));
   return g;
 }
 
 std::string G2p::phonemize(std::string_view text) const {
-  return to_utf8(join(Phonemizer(lex_).run(text)));
+  return to_utf8(join(Phonemizer(lex_, lts_).run(text)));
 }
 
 std::vector<G2p::Sentence> G2p::phonemize_sentences(std::string_view text, size_t max_phonemes) const {
   std::vector<Sentence> out;
   if (max_phonemes == 0) max_phonemes = 1;
-  const Phonemizer p(lex_);
+  const Phonemizer p(lex_, lts_);
   for (std::string_view s : split_sentences(text)) {
     const std::string ps = to_utf8(join(p.run(s)));
     std::vector<std::string> pieces;
@@ -611,21 +613,19 @@ std::vector<G2p::Sentence> G2p::phonemize_sentences(std::string_view text, size_
 
 std::vector<WordPhonemes> G2p::words(std::string_view text) const {
   std::vector<WordPhonemes> out;
-  for (Token& t : Phonemizer(lex_).run(text)) out.push_back({std::move(t.text), to_utf8(t.ps), t.source});
+  for (Token& t : Phonemizer(lex_, lts_).run(text))
+    out.push_back({std::move(t.text), to_utf8(t.ps), t.source});
   return out;
 }
 
 std::string G2p::read_as_unknown(std::string_view word, bool (*hidden)(std::string_view)) const {
   std::string ps;
-  if (!WordRules(lex_, hidden).word(word, Pos::X, NextSound{}, ps))
-    ps = letters_to_sounds(word, lex_.british());
+  if (!WordRules(lex_, hidden).word(word, Pos::X, NextSound{}, ps)) ps = lts_.read(word);
   return to_utf8(ps);
 }
 
-std::string G2p::lookup_word(std::string_view word) const {
-  std::string ps;
-  WordRules(lex_).word(word, Pos::X, NextSound{}, ps);
-  return ps;
+std::string G2p::letters_to_sounds(std::string_view word) const {
+  return to_utf8(lts_.read(word));
 }
 
 }  // namespace sotto::g2p

@@ -64,16 +64,17 @@ class G2p {
   // left (-s, -ed, -ing, possessives), else the letter-to-sound model. UTF-8. For the held-out evaluation.
   std::string read_as_unknown(std::string_view word, bool (*hidden)(std::string_view)) const;
 
-  // One word looked up alone (no context), as phoneme bytes; empty when neither the lexicon nor its rules
-  // know it. For tests and the letter-to-sound evaluation.
-  std::string lookup_word(std::string_view word) const;
+  // The letter-to-sound model alone on a word (UTF-8).
+  std::string letters_to_sounds(std::string_view word) const;
 
  private:
   Lexicon lex_;
+  LetterToSound lts_;
 };
 
 // Sentences of `text` as the TTS streams them: cut after . ! ? … (and closing quotes or brackets after them)
-// followed by a space and not ending an abbreviation such as "Dr." or an initial, and at blank lines.
+// followed by a space and not ending an abbreviation such as "Dr." or an initial (nor a list number, "1.",
+// opening a line), and at line breaks.
 std::vector<std::string_view> split_sentences(std::string_view text);
 
 // The same for text still arriving (an LLM's reply, token by token): the sentences complete so far (a boundary

@@ -104,7 +104,9 @@ Result<Lexicon> Lexicon::load(std::span<const uint8_t> bytes, std::string_view n
     return error("g2p: ", name, " is not a sotto G2P lexicon (no SOTTOG2P magic)");
   r.pos = 8;
   const uint32_t version = r.u32();
-  if (version != 1) return error("g2p: ", name, " has version ", version, ", expected 1");
+  if (version != 2)
+    return error("g2p: ", name, " has version ", version,
+                 ", expected 2 (make it again: bash scripts/get-models.sh g2p)");
   lex.british_ = r.u32() != 0;
   const uint32_t n_symbols = r.u32();
   if (n_symbols > 254) return error("g2p: ", name, " lists ", n_symbols, " phoneme symbols (at most 254)");
@@ -173,7 +175,10 @@ Result<Lexicon> Lexicon::load(std::span<const uint8_t> bytes, std::string_view n
       return error("g2p: ", name, ": table ", t, " holds ", tab.data_bytes, " bytes but its entries end at ",
                    pos);
   }
-  if (r.failed) return error("g2p: ", name, " ends early (", bytes.size(), " bytes)");
+  const uint32_t lts_bytes = r.u32();
+  lex.lts_offset_ = r.pos;
+  if (!r.skip(lts_bytes) || r.failed) return error("g2p: ", name, " ends early (", bytes.size(), " bytes)");
+  lex.lts_bytes_ = lts_bytes;
   return lex;
 }
 

@@ -63,6 +63,8 @@ class Lexicon {
 
   size_t entries(Tier tier) const { return tables_[static_cast<int>(tier)].n_entries; }
   size_t bytes() const { return image_.size(); }
+  // The letter-to-sound tables the file carries after the dictionaries (empty if none); see g2p_lts.h.
+  std::span<const uint8_t> lts_section() const { return {image_.data() + lts_offset_, lts_bytes_}; }
 
  private:
   struct Table {
@@ -77,6 +79,7 @@ class Lexicon {
   uint8_t code_to_byte_[256] = {};  // file phoneme code -> phoneme byte
   uint8_t tag_of_code_[256] = {};   // file tag code -> Tag
   Table tables_[2];
+  size_t lts_offset_ = 0, lts_bytes_ = 0;
 };
 
 }  // namespace sotto::g2p
