@@ -111,10 +111,8 @@ constexpr Command kCommands[] = {
      "text-to-speech with Kokoro-82M v1.0 (int8 ONNX) into a 24 kHz WAV, written sentence by sentence",
      run_speak,
      "  -m, --model FILE         kokoro-v1.0.int8.onnx\n"
-     "  --voice NAME|FILE        a voice from voices/ beside the model (af_heart, bm_george, ...) or a .bin "
-     "file\n"
-     "  --phonemes P             misaki IPA, e.g. \"h\xC9\x99l\xCB\x88o\xCA\x8A "
-     "w\xCB\x88\xC9\x9C\xCB\x90ld\"\n"
+     "  --voice NAME|FILE        voices/NAME.bin beside the model (af_heart, bm_george, ...) or a file\n"
+     "  --phonemes P             misaki IPA, e.g. \"h\xC9\x99l\xCB\x88o\xCA\x8A\" (hello)\n"
      "  --text T                 (needs the G2P step: not available yet)\n"
      "  --speed S                0.25 .. 4 (default 1)\n"
      "  -o, --output FILE        the WAV to write (float32, 24 kHz)\n"

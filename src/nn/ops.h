@@ -132,6 +132,11 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOpt
 // The same with ONNX Runtime's ConvInteger dynamic quantization of x (see matmul_integer_dynamic), w int8.
 Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o = {},
                               const Tensor& w_scales = {});
+// The same with ONNX Runtime's quantized bias (quantize_dynamic's ConvInteger + bias): b enters the int32
+// accumulator as floor(b / (x_scale * w_scale)), i.e. rounded down to a multiple of the output scale. w per-tensor
+// quantized (nn/conv_integer_bias.cpp).
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o = {});
 struct ConvTranspose1dOptions {
   int stride = 1, padding = 0, output_padding = 0, dilation = 1, groups = 1;
 };

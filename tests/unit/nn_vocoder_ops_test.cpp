@@ -3,6 +3,7 @@
 // with ONNX Runtime is checked on the real model in kokoro_test.cpp (the source's STFT: exact).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "nn/ops.h"
@@ -73,6 +74,44 @@ TEST(NnVocoderOps, SineSourceIsTheHarmonicPhaseIntegral) {
       EXPECT_NEAR(s.f32()[i * harmonics + h - 1], want, 1e-4) << "h " << h << " sample " << i;
     }
   }
+}
+
+}  // namespace
+}  // namespace sotto::nn
+
+namespace sotto::nn {
+namespace {
+
+// Against the graph's arithmetic written out: x quantized per tensor to uint8 (DynamicQuantizeLinear), integer
+// products with the uint8 weight's zero point, + floor(b / (x_scale w_scale)) in the accumulator, x the scale.
+TEST(NnVocoderOps, ConvIntegerWithQuantizedBiasIsOnnxRuntimesGraph) {
+  auto ctx = Context::cpu(nullptr);
+  const int64_t cin = testing::rand_int(2, 7), cout = testing::rand_int(2, 9), t = testing::rand_int(5, 33);
+  const int kernel = 3;
+  const Tensor x = testing::rand_tensor(*ctx, {cin, t}, -2.0f, 3.0f);
+  const Tensor w = testing::rand_int8(*ctx, {cout, cin, kernel}, DType::U8).with_quant({0.013f, 117});
+  const Tensor b = testing::rand_tensor(*ctx, {cout}, -0.5f, 0.5f);
+  const Tensor y = conv1d_integer_dynamic_quantized_bias(x, w, b, {.padding = 1});
+  float lo = 0, hi = 0;
+  for (int64_t i = 0; i < x.elements(); ++i) lo = std::min(lo, x.f32()[i]), hi = std::max(hi, x.f32()[i]);
+  const float xs = (hi - lo) / 255.0f;
+  const int32_t xzp = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / xs), 0.0f, 255.0f));
+  auto xq = [&](int64_t c, int64_t p) {
+    if (p < 0 || p >= t) return 0;
+    return static_cast<int32_t>(std::clamp(std::nearbyint(x.f32()[c * t + p] / xs) + xzp, 0.0f, 255.0f)) -
+           xzp;
+  };
+  const float step = xs * 0.013f;
+  for (int64_t o = 0; o < cout; ++o)
+    for (int64_t p = 0; p < t; ++p) {
+      int64_t acc = 0;
+      for (int64_t c = 0; c < cin; ++c)
+        for (int k = 0; k < kernel; ++k)
+          acc += static_cast<int64_t>(xq(c, p + k - 1)) *
+                 (int32_t{w.data<uint8_t>()[(o * cin + c) * kernel + k]} - 117);
+      const float want = static_cast<float>(acc + static_cast<int64_t>(std::floor(b.f32()[o] / step))) * step;
+      EXPECT_NEAR(y.f32()[o * t + p], want, 1e-5f * (1 + std::fabs(want))) << o << "," << p;
+    }
 }
 
 }  // namespace

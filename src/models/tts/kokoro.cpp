@@ -4,6 +4,7 @@
 // tokens but the LSTMs are sequential.
 #include "models/tts/kokoro.h"
 
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -22,9 +23,10 @@ nn::Tensor linear(const nn::Tensor& x, const QuantLinear& l) {
   return l.bias.defined() ? nn::add(y, l.bias) : y;
 }
 
+// The bias as ONNX Runtime's quantized graph adds it: rounded down to the output scale (see nn/ops.h).
 nn::Tensor conv(const nn::Tensor& x, const QuantConv& c) {
-  return nn::conv1d_integer_dynamic(x, c.w, c.bias,
-                                    {.stride = c.stride, .padding = c.padding, .dilation = c.dilation});
+  return nn::conv1d_integer_dynamic_quantized_bias(
+      x, c.w, c.bias, {.stride = c.stride, .padding = c.padding, .dilation = c.dilation});
 }
 
 nn::Tensor bilstm(const nn::Tensor& x, const QuantBiLstm& l) {
