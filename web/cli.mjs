@@ -18,6 +18,10 @@
 //            (text on stdin; the same stdout as `sotto phonemize`, cli/phonemize.cpp)
 // speech recognition with Moonshine (web/asr.js), the same stdout as `sotto transcribe` (cli/transcribe.cpp):
 //   node web/cli.mjs transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx]
+// speech synthesis with Kokoro (web/tts.js), the same WAV and stdout as `sotto speak` (cli/speak.cpp); --text
+// reads English through our G2P first (one Kokoro call per sentence):
+//   node web/cli.mjs speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json]
+//            [--threads T]
 //   node web/cli.mjs gpu-selftest [--n N] [--json]         (the WebGPU device seam from wasm)
 //   node web/cli.mjs --help | COMMAND --help
 // --backend webgpu runs the language model on npm `webgpu` (Dawn; without a GPU it needs a Vulkan driver:
@@ -26,6 +30,7 @@ import { Asr } from './asr.js';
 import { Engine } from './engine.js';
 import { G2p } from './g2p.js';
 import { Llm } from './llm.js';
+import { Tts } from './tts.js';
 import { Vad } from './vad.js';
 
 function parseArgs(argv) {
@@ -292,6 +297,69 @@ async function runTranscribe(args) {
   }
 }
 
+// A float32 mono WAV, the header `sotto speak` writes (IEEE float, 32 bits).
+function floatWav(samples, rate) {
+  const out = Buffer.alloc(44 + samples.length * 4);
+  out.write('RIFF', 0);
+  out.writeUInt32LE(36 + samples.length * 4, 4);
+  out.write('WAVEfmt ', 8);
+  out.writeUInt32LE(16, 16);
+  out.writeUInt16LE(3, 20);
+  out.writeUInt16LE(1, 22);
+  out.writeUInt32LE(rate, 24);
+  out.writeUInt32LE(rate * 4, 28);
+  out.writeUInt16LE(4, 32);
+  out.writeUInt16LE(32, 34);
+  out.write('data', 36);
+  out.writeUInt32LE(samples.length * 4, 40);
+  Buffer.from(samples.buffer, samples.byteOffset, samples.length * 4).copy(out, 44);
+  return out;
+}
+
+// speak: phonemes (or English text) -> a 24 kHz float32 WAV, on the engine worker's pool. compute_ms counts
+// synthesis only (not reading the model), as the native CLI does.
+async function runSpeak(args) {
+  const o = parseFlags(args, ['-m', '--model', '--voice', '--phonemes', '--text', '-o', '--output', '--speed', '--threads', '--wasm'], ['--json'], 'speak');
+  const model = o.m ?? o.model;
+  const out = o.o ?? o.output;
+  if (!model) throw new UsageError('missing -m MODEL (kokoro-v1.0.int8.onnx)');
+  if (!o.voice) throw new UsageError('missing --voice NAME|FILE');
+  if (!out) throw new UsageError('missing -o OUT.wav');
+  if (o.phonemes === undefined && o.text === undefined) throw new UsageError('missing --phonemes P (or --text T)');
+  const speed = numberFlag(o, 'speed', 1, (v) => v >= 0.25 && v <= 4);
+  const threads = numberFlag(o, 'threads', 2, (v) => Number.isInteger(v) && v >= 1 && v <= 256);
+  const tts = await Tts.load(model, { voice: o.voice, threads, variant: 'simd128', wasmUrl: o.wasm });
+  try {
+    const t0 = performance.now();
+    const pieces = o.text !== undefined ? await tts.sentences(o.text, { voice: o.voice }) : [{ phonemes: o.phonemes }];
+    const parts = [];
+    let firstAudioMs = 0;
+    let calls = 0;
+    for (const p of pieces) {
+      const r = await tts.speakPhonemes(p.phonemes, { voice: o.voice, speed });
+      parts.push(r.audio);
+      calls += r.pieces;
+      if (!firstAudioMs) firstAudioMs = performance.now() - t0;
+    }
+    const computeMs = performance.now() - t0;
+    const samples = new Float32Array(parts.reduce((n, a) => n + a.length, 0));
+    parts.reduce((at, a) => (samples.set(a, at), at + a.length), 0);
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(out, floatWav(samples, 24000));
+    const audioS = samples.length / 24000;
+    const phonemes = pieces.reduce((n, p) => n + [...p.phonemes].length, 0);
+    if (o.json) {
+      await write(`${JSON.stringify({ samples: samples.length, sample_rate: 24000, audio_s: audioS, compute_ms: computeMs, first_audio_ms: firstAudioMs, phonemes, sentences: calls, threads: tts.threads })}\n`);
+    } else {
+      await write(`${out}: ${audioS.toFixed(3)} s of audio (${samples.length} samples at 24 kHz) in ${computeMs.toFixed(0)} ms, ` +
+                  `${(computeMs > 0 ? (audioS * 1000) / computeMs : 0).toFixed(2)}x real time, ${calls} piece(s)\n`);
+    }
+    return 0;
+  } finally {
+    await tts.dispose();
+  }
+}
+
 // gpu-selftest: the WebGPU device seam from wasm (npm `webgpu`, Dawn; on a machine without a GPU it needs
 // LD_LIBRARY_PATH=/usr/lib/chromium VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json).
 async function runGpuSelftest(args) {
@@ -328,6 +396,7 @@ const USAGE = {
     '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]',
   phonemize: 'phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]   (text on stdin)',
   transcribe: 'transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--wasm PATH]',
+  speak: 'speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T] [--wasm PATH]',
   'gpu-selftest': 'gpu-selftest [--n N] [--json]',
 };
 const isHelp = (a) => a === '--help' || a === '-h';
@@ -356,6 +425,7 @@ async function main() {
   if (command === 'vad') return runVad(rest);
   if (command === 'phonemize') return runPhonemize(rest);
   if (command === 'transcribe') return runTranscribe(rest);
+  if (command === 'speak') return runSpeak(rest);
   const opts = parseArgs(rest);
   const threads = opts.threads ? Number(opts.threads) : command === 'info' ? 1 : 4;
   if (command !== 'selftest' && command !== 'info') {

@@ -1,11 +1,22 @@
 // The engine worker's speech synthesis requests (web/tts.js sends them; web/worker.js runs them on its wasm
 // instance, on the engine's thread pool): Kokoro and the G2P through the C API (sotto_tts_*, api/sotto.h).
 // Audio comes back as a Float32Array copy (wasm memory is shared and may move).
-import { readCString, readString } from './runtime.js';
+import { isNode, readCString, readString } from './runtime.js';
 
 const handles = new Map();  // id -> SottoTts*
 let nextId = 1;
 const encoder = new TextEncoder();
+
+export async function readWhole(source) {
+  if (typeof Blob !== 'undefined' && source instanceof Blob) return new Uint8Array(await source.arrayBuffer());
+  if (isNode && typeof source === 'string' && !/^[a-z]+:\/\//i.test(source)) {
+    const { readFile } = await import('node:fs/promises');
+    return new Uint8Array(await readFile(source));
+  }
+  const response = await fetch(source);
+  if (!response.ok) throw new Error(`sotto: ${source}: HTTP ${response.status}`);
+  return new Uint8Array(await response.arrayBuffer());
+}
 
 export function ttsOps(env) {
   // env() -> { wasm, memory, loadIntoWasm } of the engine running the request.
@@ -27,10 +38,21 @@ export function ttsOps(env) {
     new Uint8Array(memory.buffer, ptr, bytes.length).set(bytes);
     return { ptr, size: bytes.length };
   };
-  // A file (URL, Blob or Node path) streamed into wasm memory, handed to `use(ptr, size)`, then freed.
+  // A file (URL, Blob or Node path) in wasm memory, handed to `use(ptr, size)`, then freed. The model streams in
+  // (loadIntoWasm: no whole copy in JS); small files (a voice, a lexicon) are read whole.
   const withFile = async (source, progress, use) => {
-    const { wasm, loadIntoWasm } = env();
-    const { ptr, size } = await loadIntoWasm(source, progress && ((p) => progress({ loaded: p.bytes, total: p.total })));
+    const { wasm, memory, loadIntoWasm } = env();
+    let ptr;
+    let size;
+    if (progress) {
+      ({ ptr, size } = await loadIntoWasm(source, (p) => progress({ loaded: p.bytes, total: p.total })));
+    } else {
+      const bytes = await readWhole(source);
+      size = bytes.length;
+      ptr = wasm.sotto_alloc(Math.max(1, size));
+      if (!ptr) throw new Error(`sotto: cannot allocate ${size} bytes in wasm memory for ${source}`);
+      new Uint8Array(memory.buffer, ptr, size).set(bytes);
+    }
     try {
       return use(ptr, size);
     } finally {
@@ -91,7 +113,7 @@ export function ttsOps(env) {
         for (const p of [v.ptr, t.ptr, lenPtr]) wasm.sotto_free(p);
       }
     },
-    // -> { audio: Float32Array (24 kHz), ms }
+    // -> { audio: Float32Array (24 kHz), ms, pieces (Kokoro calls) }
     ttsSpeak({ id, voice, phonemes, speed = 1 }) {
       const h = handle(id);
       const { wasm, memory } = env();
@@ -103,7 +125,8 @@ export function ttsOps(env) {
         const out = wasm.sotto_tts_speak(h, v.ptr, v.size, p.ptr, p.size, speed, lenPtr);
         if (!out) throw new Error(`sotto: ${lastError(h)}`);
         const n = new Uint32Array(memory.buffer, lenPtr, 1)[0];
-        return { audio: new Float32Array(memory.buffer, out, n).slice(), ms: performance.now() - t0 };
+        const ms = performance.now() - t0;
+        return { audio: new Float32Array(memory.buffer, out, n).slice(), ms, pieces: wasm.sotto_tts_last_pieces(h) };
       } finally {
         for (const q of [v.ptr, p.ptr, lenPtr]) wasm.sotto_free(q);
       }

@@ -1,5 +1,5 @@
 // Speech synthesis in the page (or Node): Kokoro-82M v1.0 (kokoro-v1.0.int8.onnx) and our G2P, run by sotto's
-// own code (the C API's sotto_tts_*, api/sotto.h) in WebAssembly, in an engine worker on its thread pool.
+// own code (the C API's sotto_tts_*, api/sotto.h) in WebAssembly.
 //
 //   const tts = await Tts.load('/models/kokoro/kokoro-v1.0.int8.onnx', { voices: '/models/kokoro/voices/', onProgress });
 //   tts.voices                                          // ['af_heart', ...] (each read on first use)
@@ -10,11 +10,48 @@
 // Options of load: voices (a directory URL or, in Node, a path; default: voices/ beside the model), voice (the
 // default, 'af_heart'), g2p ({ 'en-us': source, 'en-gb': source }; default: ../g2p-en-us.bin and
 // ../g2p-en-gb.bin beside the model's directory, read when a voice of that language is first used), engine
-// (a web/engine.js Engine to run on; default: a new one with its own pool, so synthesis runs beside the
-// language model's worker rather than queued behind its requests), threads, variant, onProgress({loaded, total})
-// for the model file. Nothing here loads a file by import.meta.url (the agent's one-file build forbids it).
-import { Engine } from './engine.js';
-import { isNode } from './runtime.js';
+// (a web/engine.js Engine whose worker runs it; default: a wasm instance of its own on the calling thread, one
+// thread), variant, wasmUrl, onProgress({loaded, total}) for the model file. Only the wasm module is found by
+// import.meta.url, in the WASM_URLS block the agent's one-file build replaces.
+import { readWhole, ttsOps } from './tts-ops.js';
+import { createSharedMemory, hasRelaxedSimd, instantiate, isNode } from './runtime.js';
+
+const WASM_URLS = {
+  simd128: new URL('../build/wasm-simd128/sotto.wasm', import.meta.url),
+  relaxed: new URL('../build/wasm-relaxed/sotto.wasm', import.meta.url),
+};
+
+// The engine requests of web/tts-ops.js run on a wasm instance of this module's own, on the calling thread, one
+// thread (as web/asr.js runs Moonshine): a sentence takes about twice its length to compute there.
+class InlineEngine {
+  #ops;
+  static async create({ variant, wasmUrl } = {}) {
+    const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
+    if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
+    const url = wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
+    const bytes = await readWhole(isNode && url.protocol === 'file:' ? decodeURIComponent(url.pathname) : url.href);
+    const memory = createSharedMemory();
+    const wasm = await instantiate(await WebAssembly.compile(bytes), memory, 'tts');
+    wasm.__wasm_call_ctors();
+    const loadIntoWasm = async (source, onProgress) => {
+      const data = await readWhole(source);
+      const ptr = wasm.sotto_alloc(Math.max(1, data.length));
+      if (!ptr) throw new Error(`sotto: cannot allocate ${data.length} bytes in wasm memory for ${source}`);
+      new Uint8Array(memory.buffer, ptr, data.length).set(data);
+      onProgress?.({ bytes: data.length, total: data.length });
+      return { ptr, size: data.length, name: String(source) };
+    };
+    return new InlineEngine(ttsOps(() => ({ wasm, memory, loadIntoWasm })));
+  }
+  constructor(ops) {
+    this.#ops = ops;
+    this.info = { threads: 1 };
+  }
+  async call(op, args = {}, onProgress) {
+    return this.#ops[op](args, onProgress);
+  }
+  terminate() {}
+}
 
 export const SAMPLE_RATE = 24000;
 // The English voices scripts/get-models.sh installs (kokoro-js 1.2.1's): a* American, b* British English.
@@ -39,7 +76,8 @@ function absolute(source) {
   return new URL(source, location.href).href;
 }
 
-const langOf = (voice) => (voice.startsWith('b') ? 'en-gb' : 'en-us');
+// b* voices (bf_emma, or a file bm_george.bin) speak British English.
+const langOf = (voice) => (voice.slice(voice.lastIndexOf('/') + 1).startsWith('b') ? 'en-gb' : 'en-us');
 
 export class Tts {
   #engine;
@@ -52,7 +90,7 @@ export class Tts {
 
   static async load(model, { voices, voice = 'af_heart', g2p = {}, engine, threads, variant, wasmUrl, onProgress } = {}) {
     const own = !engine;
-    const e = engine ?? await Engine.create({ threads, variant, wasmUrl });
+    const e = engine ?? await InlineEngine.create({ variant, wasmUrl });
     try {
       const modelSource = absolute(model);
       const { id, loadMs } = await e.call('ttsLoad', { model: modelSource }, onProgress);
@@ -67,7 +105,7 @@ export class Tts {
       tts.loadMs = loadMs;
       tts.defaultVoice = voice;
       tts.threads = e.info?.threads ?? null;
-      await Promise.all([tts.#voice(voice), tts.#g2p(langOf(voice))]);
+      await tts.#voice(voice);  // the lexicon is read when text first comes
       return tts;
     } catch (err) {
       if (own) e.terminate();
@@ -124,8 +162,8 @@ export class Tts {
   async speakPhonemes(phonemes, { voice = this.defaultVoice, speed = 1 } = {}) {
     this.#live();
     await this.#voice(voice);
-    const { audio, ms } = await this.#engine.call('ttsSpeak', { id: this.#id, voice, phonemes, speed });
-    return { audio, sampleRate: SAMPLE_RATE, phonemes, ms };
+    const { audio, ms, pieces } = await this.#engine.call('ttsSpeak', { id: this.#id, voice, phonemes, speed });
+    return { audio, sampleRate: SAMPLE_RATE, phonemes, ms, pieces };
   }
 
   // Text -> { audio: Float32Array (24 kHz, the sentences one after another), sampleRate, phonemes, sentences }.
@@ -149,7 +187,7 @@ export class Tts {
 
   // A string, or an async (or plain) iterable of sentences as they are written (an LLM's reply) -> an async
   // iterable of { audio, sampleRate, text, phonemes, ms }, one per sentence, each computed only when the one
-  // before has been taken (the consumer plays while the next is computed... by pulling ahead if it wants).
+  // before has been taken (a player that wants the next ready while one plays pulls ahead).
   async *stream(input, { voice = this.defaultVoice, speed = 1 } = {}) {
     const pieces = typeof input === 'string' ? [input] : input;
     for await (const piece of pieces) {

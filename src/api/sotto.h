@@ -316,6 +316,8 @@ const char* sotto_tts_phonemize_json(SottoTts* tts, const char* voice, size_t vo
  * call on the handle. speed in 0.25 .. 4. */
 const float* sotto_tts_speak(SottoTts* tts, const char* voice, size_t voice_bytes, const char* phonemes,
                              size_t phoneme_bytes, float speed, size_t* out_samples);
+/* How many Kokoro calls (pieces of at most 510 phonemes) the last sotto_tts_speak made. */
+size_t sotto_tts_last_pieces(const SottoTts* tts);
 
 #ifdef __cplusplus
 } /* extern "C" */

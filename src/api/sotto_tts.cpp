@@ -25,6 +25,7 @@ struct SottoTts {
   std::map<std::string, sotto::tts::KokoroVoice, std::less<>> voices;
   std::optional<sotto::g2p::G2p> g2p_us, g2p_gb;
   std::vector<float> audio;
+  size_t pieces = 0;  // Kokoro calls the last sotto_tts_speak made
   std::string json;
 };
 
@@ -45,9 +46,10 @@ const sotto::tts::KokoroVoice* find_voice(SottoTts* tts, std::string_view name) 
   return fail(tts, sotto::cat("tts: voice '", name, "' is not loaded (sotto_tts_add_voice)"));
 }
 
-// British voices (bf_*, bm_*) read with the en-gb lexicon; every other with en-us.
+// British voices (bf_*, bm_*, or a file of that name) read with the en-gb lexicon; every other with en-us.
 const sotto::g2p::G2p* g2p_for(SottoTts* tts, std::string_view voice) {
-  const bool british = !voice.empty() && voice[0] == 'b';
+  const std::string_view base = voice.substr(voice.rfind('/') + 1);  // npos + 1 == 0
+  const bool british = !base.empty() && base[0] == 'b';
   const auto& g = british ? tts->g2p_gb : tts->g2p_us;
   if (g) return &*g;
   return fail(tts, sotto::cat("tts: no ", british ? "en-gb" : "en-us", " G2P lexicon loaded for voice '",
@@ -174,16 +176,22 @@ const float* sotto_tts_speak(SottoTts* tts, const char* voice, size_t voice_byte
   const sotto::tts::KokoroVoice* v = find_voice(tts, {voice, voice_bytes});
   if (!v) return nullptr;
   tts->audio.clear();
+  tts->pieces = 0;
   for (const std::string& piece : sotto::tts::kokoro_split_phonemes(p)) {
     auto ids = sotto::tts::kokoro_phoneme_ids(piece);
     if (!ids) return fail(tts, sotto::cat("tts: ", ids.message()));
     auto audio = sotto::tts::kokoro_speak(*tts->ctx, *tts->weights, *ids, v->style(ids->size()), speed);
     if (!audio) return fail(tts, sotto::cat("tts: ", audio.message()));
     tts->audio.insert(tts->audio.end(), audio->begin(), audio->end());
+    ++tts->pieces;
   }
   tts->audio.reserve(1);  // an empty result is still a non-null pointer
   if (out_samples) *out_samples = tts->audio.size();
   return tts->audio.data();
+}
+
+size_t sotto_tts_last_pieces(const SottoTts* tts) {
+  return tts ? tts->pieces : 0;
 }
 
 }  // extern "C"
