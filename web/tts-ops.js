@@ -1,5 +1,6 @@
-// The engine worker's speech synthesis requests (web/tts.js sends them; web/worker.js runs them on its wasm
-// instance, on the engine's thread pool): Kokoro and the G2P through the C API (sotto_tts_*, api/sotto.h).
+// Speech synthesis requests on a wasm instance (web/tts.js runs them on one of its own): Kokoro and the G2P
+// through the C API (sotto_tts_*, api/sotto.h). Written as engine-worker ops ({id, ...} in, results out) so
+// web/worker.js can take them on its pool; that path hangs after the model loads (not found why yet).
 // Audio comes back as a Float32Array copy (wasm memory is shared and may move).
 import { isNode, readCString, readString } from './runtime.js';
 

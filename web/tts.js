@@ -9,9 +9,10 @@
 //
 // Options of load: voices (a directory URL or, in Node, a path; default: voices/ beside the model), voice (the
 // default, 'af_heart'), g2p ({ 'en-us': source, 'en-gb': source }; default: ../g2p-en-us.bin and
-// ../g2p-en-gb.bin beside the model's directory, read when a voice of that language is first used), engine
-// (a web/engine.js Engine whose worker runs it; default: a wasm instance of its own on the calling thread, one
-// thread), variant, wasmUrl, onProgress({loaded, total}) for the model file. Only the wasm module is found by
+// ../g2p-en-gb.bin beside the model's directory, read when a voice of that language is first used), variant,
+// wasmUrl, onProgress({loaded, total}) for the model file. It runs on a wasm instance of its own on the calling
+// thread, one thread (`engine` and `device` are ignored: web/tts-ops.js is written for the engine worker too, but
+// that path hangs after the model loads and is not wired into web/worker.js). Only the wasm module is found by
 // import.meta.url, in the WASM_URLS block the agent's one-file build replaces.
 import { readWhole, ttsOps } from './tts-ops.js';
 import { createSharedMemory, hasRelaxedSimd, instantiate, isNode } from './runtime.js';
@@ -88,9 +89,9 @@ export class Tts {
   #voiceLoads = new Map();  // name -> Promise (a voice is read once)
   #g2pLoads = new Map();  // lang -> Promise
 
-  static async load(model, { voices, voice = 'af_heart', g2p = {}, engine, threads, variant, wasmUrl, onProgress } = {}) {
-    const own = !engine;
-    const e = engine ?? await InlineEngine.create({ variant, wasmUrl });
+  static async load(model, { voices, voice = 'af_heart', g2p = {}, variant, wasmUrl, onProgress } = {}) {
+    const own = true;
+    const e = await InlineEngine.create({ variant, wasmUrl });
     try {
       const modelSource = absolute(model);
       const { id, loadMs } = await e.call('ttsLoad', { model: modelSource }, onProgress);

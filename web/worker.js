@@ -3,7 +3,6 @@
 // the page sends requests as messages: {id, op, ...args} -> {id, ok, result | error} (+ {id, progress}).
 import { GpuBridge, hasJspi } from './gpu.js';
 import { createSharedMemory, instantiate, isNode, parentChannel, readCString, readString, spawnWorker } from './runtime.js';
-import { ttsOps } from './tts-ops.js';
 import { vadOps } from './vad-ops.js';
 
 const HELPER_STACK_BYTES = 1 << 20;  // the same as thread 0's linker stack (-z stack-size)
@@ -532,7 +531,7 @@ function attentionCheck({ nQuery = 4, pos0 = 60, nHead = 4, nHeadKv = 2, headDim
 }
 
 const ops = { init, selftest, kernelCheck, attentionCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmGenerate,
-  ...vadOps(() => ({ wasm, memory, loadIntoWasm })), ...ttsOps(() => ({ wasm, memory, loadIntoWasm })) };
+  ...vadOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).
 let queue = Promise.resolve();
