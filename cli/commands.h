@@ -35,8 +35,8 @@ int run_gpu_probe(std::span<char* const> args);  // gpu_probe.cpp: the costs of 
 int run_tokenize(std::span<char* const> args);
 int run_detokenize(std::span<char* const> args);
 int run_vad(std::span<char* const> args);         // vad.cpp
-int run_transcribe(std::span<char* const> args);  // transcribe.cpp
-int run_phonemize(std::span<char* const> args);   // phonemize.cpp: English text -> Kokoro phonemes
 int run_speak(std::span<char* const> args);       // speak.cpp
+int run_phonemize(std::span<char* const> args);   // phonemize.cpp: English text -> Kokoro phonemes
+int run_transcribe(std::span<char* const> args);  // transcribe.cpp
 
 }  // namespace sotto::cli

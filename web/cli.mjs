@@ -16,10 +16,14 @@
 // and voice activity detection, the same stdout as `sotto vad` (cli/vad.cpp):
 //   node web/cli.mjs vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]
 //            [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]
-// speech recognition with Moonshine (web/asr.js), the same stdout as `sotto transcribe` (cli/transcribe.cpp):
-//   node web/cli.mjs transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx]
 //   node web/cli.mjs phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]
 //            (text on stdin; the same stdout as `sotto phonemize`, cli/phonemize.cpp)
+// speech recognition with Moonshine (web/asr.js), the same stdout as `sotto transcribe` (cli/transcribe.cpp):
+//   node web/cli.mjs transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx]
+// speech synthesis with Kokoro (web/tts.js), the same WAV and stdout as `sotto speak` (cli/speak.cpp); --text
+// reads English through our G2P first (one Kokoro call per sentence):
+//   node web/cli.mjs speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json]
+//            [--threads T]
 //   node web/cli.mjs gpu-selftest [--n N] [--json]         (the WebGPU device seam from wasm)
 //   node web/cli.mjs --help | COMMAND --help
 // --backend webgpu runs the language model on npm `webgpu` (Dawn; without a GPU it needs a Vulkan driver:
@@ -31,6 +35,7 @@ import { fileURLToPath } from 'node:url';
 import { Engine } from './engine.js';
 import { G2p } from './g2p.js';
 import { Llm } from './llm.js';
+import { Tts } from './tts.js';
 import { Vad } from './vad.js';
 
 function parseArgs(argv) {
@@ -386,6 +391,25 @@ async function runVad(args) {
   }
 }
 
+// phonemize: English text on stdin -> Kokoro phonemes, as `sotto phonemize` prints them.
+async function runPhonemize(args) {
+  const o = parseFlags(args, ['--lang', '--lexicon', '--wasm'], ['--json', '--sentences'], 'phonemize');
+  const lang = o.lang ?? 'en-us';
+  if (lang !== 'en-us' && lang !== 'en-gb') throw new UsageError(`--lang must be en-us or en-gb, not '${lang}'`);
+  const lexicon = o.lexicon ?? `models/g2p-${lang}.bin`;
+  const g2p = await G2p.load(lexicon, { variant: 'simd128', wasmUrl: o.wasm });
+  try {
+    if (g2p.lang !== lang) throw new Error(`${lexicon} is the ${g2p.lang} lexicon, not ${lang}`);
+    const text = new Uint8Array(await readStdin());  // bytes as they came, as the native CLI reads them
+    if (o.json) await write(`{"lang":${JSON.stringify(lang)},${g2p.json(text).slice(1)}\n`);
+    else if (o.sentences) await write(g2p.sentences(text).map((s) => `${s.phonemes}\n`).join(''));
+    else await write(`${g2p.phonemize(text)}\n`);
+    return 0;
+  } finally {
+    g2p.dispose();
+  }
+}
+
 // sotto transcribe in wasm (web/asr.js): the WAV decoded and resampled by the same C++ code, the JSON written by
 // the C API (sotto_asr_transcribe_json) as the native CLI writes it. One thread.
 async function runTranscribe(args) {
@@ -418,22 +442,66 @@ async function runTranscribe(args) {
   }
 }
 
-// phonemize: English text on stdin -> Kokoro phonemes, as `sotto phonemize` prints them.
-async function runPhonemize(args) {
-  const o = parseFlags(args, ['--lang', '--lexicon', '--wasm'], ['--json', '--sentences'], 'phonemize');
-  const lang = o.lang ?? 'en-us';
-  if (lang !== 'en-us' && lang !== 'en-gb') throw new UsageError(`--lang must be en-us or en-gb, not '${lang}'`);
-  const lexicon = o.lexicon ?? `models/g2p-${lang}.bin`;
-  const g2p = await G2p.load(lexicon, { variant: 'simd128', wasmUrl: o.wasm });
+// A float32 mono WAV, the header `sotto speak` writes (IEEE float, 32 bits).
+function floatWav(samples, rate) {
+  const out = Buffer.alloc(44 + samples.length * 4);
+  out.write('RIFF', 0);
+  out.writeUInt32LE(36 + samples.length * 4, 4);
+  out.write('WAVEfmt ', 8);
+  out.writeUInt32LE(16, 16);
+  out.writeUInt16LE(3, 20);
+  out.writeUInt16LE(1, 22);
+  out.writeUInt32LE(rate, 24);
+  out.writeUInt32LE(rate * 4, 28);
+  out.writeUInt16LE(4, 32);
+  out.writeUInt16LE(32, 34);
+  out.write('data', 36);
+  out.writeUInt32LE(samples.length * 4, 40);
+  Buffer.from(samples.buffer, samples.byteOffset, samples.length * 4).copy(out, 44);
+  return out;
+}
+
+// speak: phonemes (or English text) -> a 24 kHz float32 WAV, on the engine worker's pool. compute_ms counts
+// synthesis only (not reading the model), as the native CLI does.
+async function runSpeak(args) {
+  const o = parseFlags(args, ['-m', '--model', '--voice', '--phonemes', '--text', '-o', '--output', '--speed', '--threads', '--wasm'], ['--json'], 'speak');
+  const model = o.m ?? o.model;
+  const out = o.o ?? o.output;
+  if (!model) throw new UsageError('missing -m MODEL (kokoro-v1.0.int8.onnx)');
+  if (!o.voice) throw new UsageError('missing --voice NAME|FILE');
+  if (!out) throw new UsageError('missing -o OUT.wav');
+  if (o.phonemes === undefined && o.text === undefined) throw new UsageError('missing --phonemes P (or --text T)');
+  const speed = numberFlag(o, 'speed', 1, 0.25, 4);
+  const threads = wholeFlag(o, 'threads', 2, 1, 256);
+  const tts = await Tts.load(model, { voice: o.voice, threads, variant: 'simd128', wasmUrl: o.wasm });
   try {
-    if (g2p.lang !== lang) throw new Error(`${lexicon} is the ${g2p.lang} lexicon, not ${lang}`);
-    const text = new Uint8Array(await readStdin());  // bytes as they came, as the native CLI reads them
-    if (o.json) await write(`{"lang":${JSON.stringify(lang)},${g2p.json(text).slice(1)}\n`);
-    else if (o.sentences) await write(g2p.sentences(text).map((s) => `${s.phonemes}\n`).join(''));
-    else await write(`${g2p.phonemize(text)}\n`);
+    const t0 = performance.now();
+    const pieces = o.text !== undefined ? await tts.sentences(o.text, { voice: o.voice }) : [{ phonemes: o.phonemes }];
+    const parts = [];
+    let firstAudioMs = 0;
+    let calls = 0;
+    for (const p of pieces) {
+      const r = await tts.speakPhonemes(p.phonemes, { voice: o.voice, speed });
+      parts.push(r.audio);
+      calls += r.pieces;
+      if (!firstAudioMs) firstAudioMs = performance.now() - t0;
+    }
+    const computeMs = performance.now() - t0;
+    const samples = new Float32Array(parts.reduce((n, a) => n + a.length, 0));
+    parts.reduce((at, a) => (samples.set(a, at), at + a.length), 0);
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(out, floatWav(samples, 24000));
+    const audioS = samples.length / 24000;
+    const phonemes = pieces.reduce((n, p) => n + [...p.phonemes].length, 0);
+    if (o.json) {
+      await write(`${JSON.stringify({ samples: samples.length, sample_rate: 24000, audio_s: audioS, compute_ms: computeMs, first_audio_ms: firstAudioMs, phonemes, sentences: calls, threads: tts.threads })}\n`);
+    } else {
+      await write(`${out}: ${audioS.toFixed(3)} s of audio (${samples.length} samples at 24 kHz) in ${computeMs.toFixed(0)} ms, ` +
+                  `${(computeMs > 0 ? (audioS * 1000) / computeMs : 0).toFixed(2)}x real time, ${calls} piece(s)\n`);
+    }
     return 0;
   } finally {
-    g2p.dispose();
+    await tts.dispose();
   }
 }
 
@@ -475,8 +543,9 @@ const USAGE = {
   vad:
     'vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]\n' +
     '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]',
-  transcribe: 'transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--wasm PATH]',
   phonemize: 'phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]   (text on stdin)',
+  transcribe: 'transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--wasm PATH]',
+  speak: 'speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T] [--wasm PATH]',
   'gpu-selftest': 'gpu-selftest [--n N] [--json]',
 };
 const isHelp = (a) => a === '--help' || a === '-h';
@@ -504,8 +573,9 @@ async function main() {
   if (command === 'chat') return runChat(rest);
   if (command === 'bench') return runBench(rest);
   if (command === 'vad') return runVad(rest);
-  if (command === 'transcribe') return runTranscribe(rest);
   if (command === 'phonemize') return runPhonemize(rest);
+  if (command === 'transcribe') return runTranscribe(rest);
+  if (command === 'speak') return runSpeak(rest);
   const opts = parseArgs(rest);
   const threads = opts.threads ? Number(opts.threads) : command === 'info' ? 1 : 4;
   if (command !== 'selftest' && command !== 'info') {

@@ -308,6 +308,38 @@ const float* sotto_asr_decode_wav(SottoAsr* asr, const uint8_t* bytes, size_t si
 const char* sotto_asr_transcribe_json(SottoAsr* asr, const float* samples, size_t n_samples,
                                       size_t* out_bytes);
 
+/* Speech synthesis: Kokoro-82M v1.0 (kokoro-v1.0.int8.onnx) with voices added by name, English text read by
+ * our G2P (models/g2p-en-us.bin, g2p-en-gb.bin for the b* voices), 24 kHz mono float audio out.
+ *
+ *   SottoTts* tts = sotto_tts_create(2);                       // threads (natively; the engine's pool in wasm)
+ *   sotto_tts_load(tts, model, model_size);                    // weights copied: the bytes may go after
+ *   sotto_tts_add_voice(tts, "af_heart", 8, bin, bin_size);    // voices/af_heart.bin (510 x 256 float32)
+ *   sotto_tts_load_g2p(tts, lexicon, lexicon_size);            // its language from the image
+ *   json = sotto_tts_phonemize_json(tts, "af_heart", 8, text, text_size, &bytes);
+ *                              // {"lang":"en-us","sentences":[{"text":..,"phonemes":..}]}: one call each
+ *   audio = sotto_tts_speak(tts, "af_heart", 8, phonemes, phoneme_size, 1.0f, &n);  // `sotto speak`'s samples
+ *
+ * Failures return non-zero (or null) with one line in sotto_tts_last_error.
+ */
+typedef struct SottoTts SottoTts;
+
+SottoTts* sotto_tts_create(int32_t n_threads);
+void sotto_tts_destroy(SottoTts* tts);
+const char* sotto_tts_last_error(const SottoTts* tts); /* "" when the last call succeeded */
+int32_t sotto_tts_load(SottoTts* tts, const uint8_t* model, size_t model_size);
+int32_t sotto_tts_add_voice(SottoTts* tts, const char* name, size_t name_bytes, const uint8_t* bytes,
+                            size_t size);
+int32_t sotto_tts_load_g2p(SottoTts* tts, const uint8_t* lexicon, size_t size);
+/* Text -> its sentences and their phonemes in the voice's language; one line of JSON, no newline. */
+const char* sotto_tts_phonemize_json(SottoTts* tts, const char* voice, size_t voice_bytes, const char* text,
+                                     size_t text_bytes, size_t* out_bytes);
+/* Phonemes (split at sentence ends into calls of at most 510 symbols) -> 24 kHz samples, valid until the next
+ * call on the handle. speed in 0.25 .. 4. */
+const float* sotto_tts_speak(SottoTts* tts, const char* voice, size_t voice_bytes, const char* phonemes,
+                             size_t phoneme_bytes, float speed, size_t* out_samples);
+/* How many Kokoro calls (pieces of at most 510 phonemes) the last sotto_tts_speak made. */
+size_t sotto_tts_last_pieces(const SottoTts* tts);
+
 #ifdef __cplusplus
 } /* extern "C" */
 
@@ -317,6 +349,7 @@ class ThreadPool;
 /* C++ only: a handle on a thread pool someone else runs (the web engine's pool, whose helpers are Web
  * Workers). The pool must outlive the handle. */
 SottoLlm* sotto_llm_create_on_pool(sotto::ThreadPool* pool);
+SottoTts* sotto_tts_create_on_pool(sotto::ThreadPool* pool);
 #endif
 
 #endif /* SOTTO_API_SOTTO_H */

@@ -84,10 +84,16 @@ SOTTO_EXPORT(sotto_describe) char* sotto_describe(const uint8_t* bytes, uint32_t
 
 // The C API (api/sotto.h) is exported function by function under its own names by the link (cmake/wasm.cmake
 // reads them from the header). Only creating a language model differs here: the handle runs on this module's
-// pool (whose helpers are the Web Workers JS started), never on a pool of its own.
+// pool (whose helpers are the Web Workers JS started), never on a pool of its own; so does creating a
+// speech synthesis handle.
 SOTTO_EXPORT(sotto_llm_create) SottoLlm* wasm_llm_create() {
   if (!pool) sotto_pool_create(1);
   return sotto_llm_create_on_pool(pool);
+}
+// Speech synthesis likewise runs on the engine's pool (web/tts-ops.js).
+SOTTO_EXPORT(sotto_tts_create) SottoTts* wasm_tts_create() {
+  if (!pool) sotto_pool_create(1);
+  return sotto_tts_create_on_pool(pool);
 }
 
 }  // extern "C"

@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { chromium } from 'playwright-core';
 
 import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, assertOnlyAllowed, buildOnce, fixtures, openAgent, skipReason, waitReady } from './agent_support.mjs';
+import { AGENT_ARGS, assertOnlyAllowed, buildOnce, fixtures, openAgent, repo, skipReason, waitReady } from './agent_support.mjs';
 
 const skip = skipReason();
 let browser = null;
@@ -19,13 +19,20 @@ let server = null;
 let base = '';
 const served = [];
 
+// The language model from the fixtures; the speech models (web/asr.js and web/tts.js are in the build) from the
+// repository's models/.
+function modelFile(models, rel) {
+  const fixture = join(models, rel);
+  return existsSync(fixture) ? fixture : join(repo, 'models', rel);
+}
+
 // Plain files, no special headers, no Range support: the page must cope with a 200 to its Range request.
 function staticHost(dir, models) {
   return createServer((req, res) => {
     const path = new URL(req.url, 'http://x').pathname;
     served.push(path);
     const file = path === '/agent/' ? join(dir, 'index.html') : path === '/agent/sw.js' ? join(dir, 'sw.js')
-      : path.startsWith('/agent/models/') ? join(models, path.slice('/agent/models/'.length)) : null;
+      : path.startsWith('/agent/models/') ? modelFile(models, path.slice('/agent/models/'.length)) : null;
     if (!file || !existsSync(file)) {
       res.writeHead(404).end();
       return;
@@ -62,7 +69,9 @@ test('from a static host without COOP/COEP, the service worker isolates the page
     assert.match(await page.evaluate(() => window.sottoAgent.models.llm.detail), /kept in this browser/);
     assert.deepEqual(logs, []);
     assertOnlyAllowed(requests, base);
-    assert.deepEqual([...new Set(served)].sort(), ['/agent/', '/agent/models/stories260K.gguf', '/agent/sw.js']);
+    // Only the page, its service worker and model files (the speech models' when the build has web/asr.js, web/tts.js).
+    assert.deepEqual([...new Set(served)].filter((p) => !/^\/agent\/models\/(moonshine-base-en|kokoro)\/|^\/agent\/models\/g2p-en-(us|gb)\.bin$/.test(p)).sort(),
+      ['/agent/', '/agent/models/stories260K.gguf', '/agent/sw.js']);
   } finally {
     await context.close();
   }

@@ -35,7 +35,7 @@ export function allowedRequest(url, origin) {
   if (url.startsWith('blob:') || url.startsWith('data:')) return true;
   const u = new URL(url);
   if (u.origin !== origin) return false;
-  return /^\/(agent|build\/agent-standins)\/(index\.html|sw\.js)?$/.test(u.pathname) || /^\/(agent\/)?models\/[^/]+$/.test(u.pathname) ||
+  return /^\/(agent|build\/agent-standins)\/(index\.html|sw\.js)?$/.test(u.pathname) || /^\/(agent\/)?models\/[\w./-]+$/.test(u.pathname) && !u.pathname.includes('..') ||
     /^\/fixtures\/(llm|vad)\/[^/]+\.(gguf|onnx)$/.test(u.pathname) || /^\/models\//.test(u.pathname);
 }
 

@@ -118,6 +118,7 @@ export async function loadSpeechModules() { return { Asr, Tts }; }`;
     ]),
     'web/vad.js': (src) => substitute('web/vad.js', src, [[WASM_URLS, WASM_GETTERS]]),
     'web/asr.js': (src) => substitute('web/asr.js', src, [[WASM_URLS, WASM_GETTERS]]),
+    'web/tts.js': (src) => substitute('web/tts.js', src, [[WASM_URLS, WASM_GETTERS]]),
     'web/agent/assets.js': () => assetsModule,
     'web/agent/speech.js': () => speechModule,
   })]);

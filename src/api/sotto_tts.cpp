@@ -1,0 +1,197 @@
+// The C API's speech synthesis (api/sotto.h): a handle owns Kokoro's weights (copied onto its CPU context from
+// the caller's bytes), the voices added by name, up to two G2P lexicons (en-us, en-gb: a voice whose name starts
+// with 'b' reads British English) and the buffers it hands out. Text goes through our G2P into sentences; each
+// sentence's phonemes are one Kokoro call (long ones split at 510 symbols), the audio concatenated at 24 kHz.
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/sotto.h"
+#include "core/thread_pool.h"
+#include "io/describe.h"
+#include "models/tts/kokoro.h"
+#include "nn/weights.h"
+#include "text/g2p.h"
+
+struct SottoTts {
+  std::string last_error;
+  std::unique_ptr<sotto::ThreadPool> own_pool;
+  sotto::ThreadPool* pool = nullptr;
+  std::unique_ptr<sotto::nn::Context> ctx;
+  std::optional<sotto::tts::KokoroWeights> weights;
+  std::map<std::string, sotto::tts::KokoroVoice, std::less<>> voices;
+  std::optional<sotto::g2p::G2p> g2p_us, g2p_gb;
+  std::vector<float> audio;
+  size_t pieces = 0;  // Kokoro calls the last sotto_tts_speak made
+  std::string json;
+};
+
+namespace {
+
+// More than this many phoneme bytes in one call is refused (as `sotto speak` does): minutes of compute.
+constexpr size_t kMaxPhonemeBytes = 16384;
+
+// Keeps the one-line reason for sotto_tts_last_error; null for the caller to return.
+std::nullptr_t fail(SottoTts* tts, std::string message) {
+  tts->last_error = std::move(message);
+  return nullptr;
+}
+
+const sotto::tts::KokoroVoice* find_voice(SottoTts* tts, std::string_view name) {
+  auto it = tts->voices.find(name);
+  if (it != tts->voices.end()) return &it->second;
+  return fail(tts, sotto::cat("tts: voice '", name, "' is not loaded (sotto_tts_add_voice)"));
+}
+
+// British voices (bf_*, bm_*, or a file of that name) read with the en-gb lexicon; every other with en-us.
+const sotto::g2p::G2p* g2p_for(SottoTts* tts, std::string_view voice) {
+  const std::string_view base = voice.substr(voice.rfind('/') + 1);  // npos + 1 == 0
+  const bool british = !base.empty() && base[0] == 'b';
+  const auto& g = british ? tts->g2p_gb : tts->g2p_us;
+  if (g) return &*g;
+  return fail(tts, sotto::cat("tts: no ", british ? "en-gb" : "en-us", " G2P lexicon loaded for voice '",
+                              voice, "' (sotto_tts_load_g2p)"));
+}
+
+}  // namespace
+
+SottoTts* sotto_tts_create_on_pool(sotto::ThreadPool* pool) {
+  auto* tts = new SottoTts();
+  tts->pool = pool;
+  return tts;
+}
+
+extern "C" {
+
+SottoTts* sotto_tts_create(int32_t n_threads) {
+#if defined(__wasm__)
+  n_threads = 1;  // helpers would be Web Workers nobody starts for a pool of this handle's own
+#endif
+  auto* tts = new SottoTts();
+  tts->own_pool = std::make_unique<sotto::ThreadPool>(n_threads < 1 ? 1 : n_threads);
+  tts->pool = tts->own_pool.get();
+  return tts;
+}
+
+void sotto_tts_destroy(SottoTts* tts) {
+  delete tts;
+}
+
+const char* sotto_tts_last_error(const SottoTts* tts) {
+  return tts ? tts->last_error.c_str() : "tts: null handle";
+}
+
+int32_t sotto_tts_load(SottoTts* tts, const uint8_t* model, size_t model_size) {
+  if (!tts) return SOTTO_ERROR_ARGUMENT;
+  tts->last_error.clear();
+  if (!model || model_size == 0) {
+    fail(tts, "tts: no model bytes");
+    return SOTTO_ERROR_ARGUMENT;
+  }
+  tts->weights.reset();
+  tts->ctx = sotto::nn::Context::cpu(tts->pool);
+  auto source = sotto::nn::open_weights("kokoro model", {model, model_size});
+  if (!source) {
+    fail(tts, sotto::cat("tts: ", source.message()));
+    return SOTTO_ERROR_FILE;
+  }
+  auto w = sotto::tts::load_kokoro_weights(*tts->ctx, **source);  // copies every tensor onto the context
+  if (!w) {
+    fail(tts, sotto::cat("tts: not a Kokoro v1.0 int8 model: ", w.message()));
+    return SOTTO_ERROR_FILE;
+  }
+  tts->weights.emplace(std::move(w).value());
+  return SOTTO_OK;
+}
+
+int32_t sotto_tts_add_voice(SottoTts* tts, const char* name, size_t name_bytes, const uint8_t* bytes,
+                            size_t size) {
+  if (!tts) return SOTTO_ERROR_ARGUMENT;
+  tts->last_error.clear();
+  if (!name || name_bytes == 0 || (!bytes && size)) {
+    fail(tts, "tts: a voice needs a name and its bytes");
+    return SOTTO_ERROR_ARGUMENT;
+  }
+  const std::string n(name, name_bytes);
+  auto v = sotto::tts::kokoro_voice_from_bytes(n, {bytes, size});
+  if (!v) {
+    fail(tts, v.message());
+    return SOTTO_ERROR_FILE;
+  }
+  tts->voices.insert_or_assign(n, std::move(v).value());
+  return SOTTO_OK;
+}
+
+int32_t sotto_tts_load_g2p(SottoTts* tts, const uint8_t* lexicon, size_t size) {
+  if (!tts) return SOTTO_ERROR_ARGUMENT;
+  tts->last_error.clear();
+  auto g = sotto::g2p::G2p::load({lexicon, lexicon ? size : 0}, "g2p lexicon");  // copies the image
+  if (!g) {
+    fail(tts, sotto::cat("tts: ", g.message()));
+    return SOTTO_ERROR_FILE;
+  }
+  auto& slot = g->lang() == sotto::g2p::Lang::EnGb ? tts->g2p_gb : tts->g2p_us;
+  slot.emplace(std::move(g).value());
+  return SOTTO_OK;
+}
+
+const char* sotto_tts_phonemize_json(SottoTts* tts, const char* voice, size_t voice_bytes, const char* text,
+                                     size_t text_bytes, size_t* out_bytes) {
+  if (!tts) return nullptr;
+  tts->last_error.clear();
+  if ((!voice && voice_bytes) || (!text && text_bytes)) {
+    fail(tts, "tts: null buffer");
+    return nullptr;
+  }
+  const sotto::g2p::G2p* g = g2p_for(tts, {voice, voice_bytes});
+  if (!g) return nullptr;
+  const auto sentences = g->phonemize_sentences({text, text_bytes});
+  std::string out = sotto::cat("{\"lang\":\"", g->lang() == sotto::g2p::Lang::EnGb ? "en-gb" : "en-us",
+                               "\",\"sentences\":[");
+  for (size_t i = 0; i < sentences.size(); ++i)
+    out += sotto::cat(i ? "," : "", "{\"text\":", sotto::json_quote(sentences[i].text),
+                      ",\"phonemes\":", sotto::json_quote(sentences[i].phonemes), "}");
+  tts->json = out + "]}";
+  if (out_bytes) *out_bytes = tts->json.size();
+  return tts->json.c_str();
+}
+
+const float* sotto_tts_speak(SottoTts* tts, const char* voice, size_t voice_bytes, const char* phonemes,
+                             size_t phoneme_bytes, float speed, size_t* out_samples) {
+  if (!tts) return nullptr;
+  tts->last_error.clear();
+  if (!tts->weights) return fail(tts, "tts: no model loaded");
+  if ((!voice && voice_bytes) || (!phonemes && phoneme_bytes)) return fail(tts, "tts: null buffer");
+  if (!(speed >= 0.25f && speed <= 4.0f)) return fail(tts, "tts: speed must be in 0.25 .. 4");
+  if (phoneme_bytes > kMaxPhonemeBytes)
+    return fail(tts, sotto::cat("tts: ", phoneme_bytes, " bytes of phonemes is more than one call speaks (",
+                                kMaxPhonemeBytes, "); split the text")),
+           nullptr;
+  const std::string_view p(phonemes, phoneme_bytes);
+  auto all_ids = sotto::tts::kokoro_phoneme_ids(p);  // every symbol checked before any work
+  if (!all_ids) return fail(tts, sotto::cat("tts: ", all_ids.message()));
+  const sotto::tts::KokoroVoice* v = find_voice(tts, {voice, voice_bytes});
+  if (!v) return nullptr;
+  tts->audio.clear();
+  tts->pieces = 0;
+  for (const std::string& piece : sotto::tts::kokoro_split_phonemes(p)) {
+    auto ids = sotto::tts::kokoro_phoneme_ids(piece);
+    if (!ids) return fail(tts, sotto::cat("tts: ", ids.message()));
+    auto audio = sotto::tts::kokoro_speak(*tts->ctx, *tts->weights, *ids, v->style(ids->size()), speed);
+    if (!audio) return fail(tts, sotto::cat("tts: ", audio.message()));
+    tts->audio.insert(tts->audio.end(), audio->begin(), audio->end());
+    ++tts->pieces;
+  }
+  tts->audio.reserve(1);  // an empty result is still a non-null pointer
+  if (out_samples) *out_samples = tts->audio.size();
+  return tts->audio.data();
+}
+
+size_t sotto_tts_last_pieces(const SottoTts* tts) {
+  return tts ? tts->pieces : 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,120 @@
+// The C API's speech synthesis (api/sotto.h, api/sotto_tts.cpp), which the wasm build and web/tts.js use: its
+// audio is exactly what models/tts/kokoro.h gives for the same phonemes and voice (the same code on the same
+// pool size: bit for bit; tests/unit/kokoro_test.cpp checks that against ONNX Runtime), text goes through the
+// G2P of the voice's language, and bad input through every entry point gives one-line errors, never a crash.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "api/sotto.h"
+#include "core/thread_pool.h"
+#include "io/file.h"
+#include "models/tts/kokoro.h"
+#include "nn/weights.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TTS_API_UNDER_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TTS_API_UNDER_SANITIZER 1
+#endif
+
+namespace {
+
+const std::string kDir = std::string(SOTTO_SOURCE_DIR) + "/models/";
+const std::string kModel = kDir + "kokoro/kokoro-v1.0.int8.onnx";
+const std::string kVoice = kDir + "kokoro/voices/af_heart.bin";
+const std::string kLexicon = kDir + "g2p-en-us.bin";
+
+struct Tts {
+  SottoTts* h = sotto_tts_create(2);
+  ~Tts() { sotto_tts_destroy(h); }
+  std::string error() const { return sotto_tts_last_error(h); }
+};
+
+bool one_line(const std::string& s) {
+  return !s.empty() && s.find('\n') == std::string::npos;
+}
+
+TEST(TtsApi, BadInputGivesOneLineErrors) {
+  EXPECT_EQ(sotto_tts_load(nullptr, nullptr, 0), SOTTO_ERROR_ARGUMENT);
+  EXPECT_EQ(sotto_tts_speak(nullptr, "a", 1, "a", 1, 1.0f, nullptr), nullptr);
+  EXPECT_STREQ(sotto_tts_last_error(nullptr), "tts: null handle");
+  Tts t;
+  size_t n = 7;
+  EXPECT_EQ(sotto_tts_speak(t.h, "af_heart", 8, "hˈI", 4, 1.0f, &n), nullptr);
+  EXPECT_EQ(t.error(), "tts: no model loaded");
+  const std::vector<uint8_t> junk(1000, 0x5a);
+  EXPECT_EQ(sotto_tts_load(t.h, junk.data(), junk.size()), SOTTO_ERROR_FILE);
+  EXPECT_TRUE(one_line(t.error())) << t.error();
+  EXPECT_EQ(sotto_tts_add_voice(t.h, "v", 1, junk.data(), junk.size()), SOTTO_ERROR_FILE);
+  EXPECT_NE(t.error().find("expected"), std::string::npos) << t.error();
+  EXPECT_EQ(sotto_tts_add_voice(t.h, nullptr, 0, junk.data(), junk.size()), SOTTO_ERROR_ARGUMENT);
+  EXPECT_EQ(sotto_tts_load_g2p(t.h, junk.data(), junk.size()), SOTTO_ERROR_FILE);
+  EXPECT_TRUE(one_line(t.error())) << t.error();
+  EXPECT_EQ(sotto_tts_phonemize_json(t.h, "bf_emma", 7, "Hi.", 3, nullptr), nullptr);
+  EXPECT_NE(t.error().find("en-gb"), std::string::npos) << t.error();
+  EXPECT_EQ(sotto_tts_phonemize_json(t.h, "af_heart", 8, "Hi.", 3, nullptr), nullptr);
+  EXPECT_NE(t.error().find("en-us"), std::string::npos) << t.error();
+  EXPECT_EQ(sotto_tts_last_pieces(t.h), 0u);
+}
+
+TEST(TtsApi, SpeaksWhatKokoroSpeaksAndReadsText) {
+#ifdef TTS_API_UNDER_SANITIZER
+  GTEST_SKIP() << "a real-model synthesis takes minutes under sanitizers";
+#endif
+  if (!std::filesystem::exists(kModel) || !std::filesystem::exists(kVoice))
+    GTEST_SKIP() << kModel << " or its voices are absent (bash scripts/get-models.sh kokoro)";
+  auto model = sotto::MappedFile::open(kModel);
+  auto voice = sotto::MappedFile::open(kVoice);
+  ASSERT_TRUE(model.ok() && voice.ok());
+  Tts t;
+  ASSERT_EQ(sotto_tts_load(t.h, model->bytes().data(), model->bytes().size()), SOTTO_OK) << t.error();
+  ASSERT_EQ(sotto_tts_add_voice(t.h, "af_heart", 8, voice->bytes().data(), voice->bytes().size()), SOTTO_OK);
+
+  const std::string phonemes = "hˈI.";
+  EXPECT_EQ(sotto_tts_speak(t.h, "af_heart", 8, "h€", 4, 1.0f, nullptr), nullptr);
+  EXPECT_TRUE(one_line(t.error())) << t.error();
+  EXPECT_EQ(sotto_tts_speak(t.h, "zz", 2, phonemes.data(), phonemes.size(), 1.0f, nullptr), nullptr);
+  EXPECT_NE(t.error().find("'zz'"), std::string::npos) << t.error();
+  EXPECT_EQ(sotto_tts_speak(t.h, "af_heart", 8, phonemes.data(), phonemes.size(), 9.0f, nullptr), nullptr);
+
+  size_t n = 0;
+  const float* audio = sotto_tts_speak(t.h, "af_heart", 8, phonemes.data(), phonemes.size(), 1.0f, &n);
+  ASSERT_NE(audio, nullptr) << t.error();
+  EXPECT_EQ(sotto_tts_last_pieces(t.h), 1u);
+  const std::vector<float> got(audio, audio + n);
+
+  // The reference: models/tts/kokoro.h called directly on a pool of the same size.
+  sotto::ThreadPool pool(2);
+  auto ctx = sotto::nn::Context::cpu(&pool);
+  auto source = sotto::nn::open_weights("kokoro-v1.0.int8.onnx", model->bytes());
+  ASSERT_TRUE(source.ok());
+  auto w = sotto::tts::load_kokoro_weights(*ctx, **source);
+  ASSERT_TRUE(w.ok()) << w.message();
+  auto v = sotto::tts::kokoro_voice_from_bytes("af_heart", voice->bytes());
+  auto ids = sotto::tts::kokoro_phoneme_ids(phonemes);
+  ASSERT_TRUE(v.ok() && ids.ok());
+  auto want = sotto::tts::kokoro_speak(*ctx, *w, *ids, v->style(ids->size()), 1.0f);
+  ASSERT_TRUE(want.ok()) << want.message();
+  EXPECT_EQ(got, *want);
+  EXPECT_GT(n, 6000u);
+
+  if (!std::filesystem::exists(kLexicon))
+    GTEST_SKIP() << kLexicon << " is absent (bash scripts/get-models.sh g2p)";
+  auto lexicon = sotto::MappedFile::open(kLexicon);
+  ASSERT_TRUE(lexicon.ok());
+  ASSERT_EQ(sotto_tts_load_g2p(t.h, lexicon->bytes().data(), lexicon->bytes().size()), SOTTO_OK) << t.error();
+  size_t bytes = 0;
+  const char* json = sotto_tts_phonemize_json(t.h, "af_heart", 8, "Hi. Bye!", 8, &bytes);
+  ASSERT_NE(json, nullptr) << t.error();
+  EXPECT_EQ(std::string(json, bytes),
+            "{\"lang\":\"en-us\",\"sentences\":[{\"text\":\"Hi.\",\"phonemes\":\"hˈI.\"},{\"text\":\"Bye!\","
+            "\"phonemes\":\"bˈI!\"}]}");
+}
+
+}  // namespace

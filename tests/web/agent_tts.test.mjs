@@ -1,0 +1,58 @@
+// The agent page with the real speech modules (web/asr.js: Moonshine, web/tts.js: Kokoro, both in wasm) in
+// headless Chromium: the fake microphone asks a spoken question (beckett.wav), and the first turn is heard,
+// transcribed, answered by the small language model and voiced: a first sound after the first sentence.
+// Slow on a busy 2-core machine (Kokoro in one wasm thread computes about half real time): ~1-2 minutes.
+// Run: node --test tests/web/agent_tts.test.mjs   (needs build/wasm-*, models/kokoro, models/g2p-en-us.bin,
+// models/moonshine-base-en; skips without them)
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { after, before, test } from 'node:test';
+import { chromium } from 'playwright-core';
+
+import { startServer } from '../../web/serve.mjs';
+import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
+import { AGENT_ARGS, SMALL_MODEL, buildOnce, fixtures, openAgent, repo, skipReason, waitReady } from './agent_support.mjs';
+
+const need = ['models/kokoro/kokoro-v1.0.int8.onnx', 'models/kokoro/voices/af_heart.bin', 'models/g2p-en-us.bin',
+  'models/moonshine-base-en/encoder_model.ort'].find((f) => !existsSync(`${repo}${f}`));
+const skip = skipReason() || (need && `${need} missing (bash scripts/get-models.sh)`);
+let browser = null;
+let server = null;
+let base = '';
+
+before(async () => {
+  if (skip) return;
+  await buildOnce();
+  ({ server, url: base } = await startServer(0));
+  browser = await chromium.launch({
+    executablePath: CHROMIUM, timeout: 60000,
+    args: [...CPU_ARGS, ...AGENT_ARGS, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
+      `--use-file-for-fake-audio-capture=${fixtures}/audio/beckett.wav%noloop`],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+test('a spoken question gets a spoken answer (real ASR and TTS in wasm)', { skip, timeout: 240_000 }, async () => {
+  const { page, logs, context } = await openAgent(browser, base, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=24&mic=1`);
+  try {
+    await waitReady(page, 120_000);
+    await page.waitForFunction(() => window.sottoAgent.turns.some((t) => t.stages?.first_sound_ms > 0), null, { timeout: 180_000, polling: 250 });
+    const { turns, speech } = await page.evaluate(() => window.sottoAgent);
+    assert.deepEqual(speech, { asr: true, tts: true });
+    const t = turns.find((x) => x.stages?.first_sound_ms > 0);
+    assert.equal(t.source, 'voice');
+    assert.ok(t.user.trim().length > 0, 'a transcript');
+    assert.ok(t.reply.trim().length > 0, 'a reply');
+    const st = t.stages;
+    assert.ok(st.transcript_ms <= st.first_token_ms && st.first_sentence_ms <= st.first_sound_ms, JSON.stringify(st));
+    console.log(`heard ${JSON.stringify(t.user.slice(0, 60))}; replied ${JSON.stringify(t.reply.slice(0, 60))}; ` +
+                `ms from end of speech: ${JSON.stringify(st)}`);
+    assert.deepEqual(logs.filter((l) => !/404|Failed to load resource/.test(l)), []);
+  } finally {
+    await context.close();
+  }
+});

@@ -1,0 +1,160 @@
+// Kokoro in WebAssembly (web/tts.js, `node web/cli.mjs speak`) against the native CLI (`sotto speak`) on one
+// short sentence: the same C++ code, so the same length and nearly the same samples. The kernels differ
+// (SIMD128 vs AVX2 sum floats in other orders) and the int8 dynamic quantization turns those last-bit
+// differences into whole quantization steps now and then, so the comparison is spectral: the log-magnitude
+// spectrograms (1024-sample Hann frames, hop 256) may differ by at most 2 dB on average (1.25 measured) over bins within 50 dB
+// of the peak, and the length by at most one 600-sample frame. Text through our G2P gives the same phonemes and
+// the same samples as those phonemes, and Moonshine (`sotto transcribe`) hears the words back.
+// Run: node --test tests/web/tts.test.mjs   (needs build/wasm-simd128, build/bin/sotto, models/kokoro and
+// models/g2p-en-us.bin from scripts/get-models.sh; skips without them)
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+
+import { Tts } from '../../web/tts.js';
+import { nativeCli, repo, wasmPath } from './vad_support.mjs';
+
+const model = `${repo}models/kokoro/kokoro-v1.0.int8.onnx`;
+const voice = `${repo}models/kokoro/voices/af_heart.bin`;
+const lexicon = `${repo}models/g2p-en-us.bin`;
+const moonshine = `${repo}models/moonshine-base-en`;
+const TEXT = 'Hello world.';
+const PHONEMES = 'həlˈO wˈɜɹld.';  // what our G2P reads TEXT as (checked below)
+const MAX_MEAN_DB = 2;  // 1.25 dB measured
+
+const skip = !existsSync(wasmPath('simd128')) ? 'build the wasm first (build/wasm-simd128)'
+  : !existsSync(nativeCli) ? `no native CLI at ${nativeCli}`
+  : !existsSync(model) || !existsSync(voice) ? 'models/kokoro missing (bash scripts/get-models.sh kokoro)'
+  : !existsSync(lexicon) ? 'models/g2p-en-us.bin missing (bash scripts/get-models.sh g2p)' : false;
+
+const dir = mkdtempSync(join(tmpdir(), 'sotto-tts-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function readFloatWav(path) {
+  const b = readFileSync(path);
+  assert.equal(b.toString('latin1', 0, 4), 'RIFF');
+  assert.equal(b.readUInt16LE(20), 3, 'float32 WAV');
+  assert.equal(b.readUInt32LE(24), 24000);
+  const n = b.readUInt32LE(40) / 4;
+  return new Float32Array(b.buffer.slice(b.byteOffset + 44, b.byteOffset + 44 + n * 4));
+}
+
+function fft(re, im) {  // in place, radix 2
+  const n = re.length;
+  for (let i = 1, j = 0; i < n; i++) {
+    let bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) [re[i], re[j], im[i], im[j]] = [re[j], re[i], im[j], im[i]];
+  }
+  for (let len = 2; len <= n; len <<= 1) {
+    const a = (-2 * Math.PI) / len;
+    for (let i = 0; i < n; i += len)
+      for (let k = 0; k < len / 2; k++) {
+        const wr = Math.cos(a * k), wi = Math.sin(a * k);
+        const xr = re[i + k + len / 2] * wr - im[i + k + len / 2] * wi;
+        const xi = re[i + k + len / 2] * wi + im[i + k + len / 2] * wr;
+        re[i + k + len / 2] = re[i + k] - xr;
+        im[i + k + len / 2] = im[i + k] - xi;
+        re[i + k] += xr;
+        im[i + k] += xi;
+      }
+  }
+}
+
+function logSpectrogram(x, n = 1024, hop = 256) {
+  const frames = [];
+  for (let at = 0; at + n <= x.length; at += hop) {
+    const re = new Float64Array(n), im = new Float64Array(n);
+    for (let i = 0; i < n; i++) re[i] = x[at + i] * (0.5 - 0.5 * Math.cos((2 * Math.PI * i) / n));
+    fft(re, im);
+    const db = new Float64Array(n / 2 + 1);
+    for (let k = 0; k <= n / 2; k++) db[k] = 10 * Math.log10(re[k] * re[k] + im[k] * im[k] + 1e-12);
+    frames.push(db);
+  }
+  return frames;
+}
+
+// Mean |dB difference| over the bins of `a` within 50 dB of its peak (quieter bins are noise either way).
+function meanDbDistance(a, b) {
+  const sa = logSpectrogram(a), sb = logSpectrogram(b);
+  const peak = Math.max(...sa.map((f) => Math.max(...f)));
+  let sum = 0, count = 0;
+  for (let t = 0; t < Math.min(sa.length, sb.length); t++)
+    for (let k = 0; k < sa[t].length; k++)
+      if (sa[t][k] > peak - 50) {
+        sum += Math.abs(sa[t][k] - sb[t][k]);
+        count++;
+      }
+  return sum / count;
+}
+
+let wasmAudio = null;
+
+test('node web/cli.mjs speak gives the native `sotto speak` audio for the same phonemes', { skip, timeout: 300_000 }, () => {
+  const nativeWav = join(dir, 'native.wav');
+  const wasmWav = join(dir, 'wasm.wav');
+  const args = ['-m', model, '--voice', 'af_heart', '--phonemes', PHONEMES, '--json'];
+  const n = spawnSync(nativeCli, ['speak', ...args, '-o', nativeWav, '--threads', '2'], { encoding: 'utf8' });
+  assert.equal(n.status, 0, n.stderr);
+  const w = spawnSync(process.execPath, [`${repo}web/cli.mjs`, 'speak', ...args, '-o', wasmWav], { encoding: 'utf8' });
+  assert.equal(w.status, 0, w.stderr);
+  const nj = JSON.parse(n.stdout), wj = JSON.parse(w.stdout);
+  for (const key of ['samples', 'sample_rate', 'audio_s', 'compute_ms', 'first_audio_ms', 'phonemes', 'sentences', 'threads'])
+    assert.ok(key in wj, `--json has ${key}`);
+  assert.equal(wj.phonemes, nj.phonemes);
+  assert.equal(wj.sentences, nj.sentences);
+  const native = readFloatWav(nativeWav);
+  wasmAudio = readFloatWav(wasmWav);
+  assert.equal(wasmAudio.length, wj.samples);
+  assert.ok(Math.abs(wasmAudio.length - native.length) <= 600, `lengths ${wasmAudio.length} vs ${native.length}`);
+  const d = meanDbDistance(native, wasmAudio);
+  console.log(`wasm vs native: ${wasmAudio.length} vs ${native.length} samples, mean log-spectral distance ${d.toFixed(3)} dB; ` +
+              `wasm ${(wj.audio_s * 1000 / wj.compute_ms).toFixed(2)}x real time (native ${(nj.audio_s * 1000 / nj.compute_ms).toFixed(2)}x)`);
+  assert.ok(d <= MAX_MEAN_DB, `mean log-spectral distance ${d} dB > ${MAX_MEAN_DB}`);
+});
+
+test('tts.stream of text: our G2P\'s phonemes, the same samples as those phonemes, speech Moonshine hears', { skip, timeout: 300_000 }, async () => {
+  const tts = await Tts.load(model, { voices: `${repo}models/kokoro/voices/` });
+  try {
+    assert.ok(tts.voices.includes('af_heart') && tts.voices.includes('bm_george'));
+    await assert.rejects(tts.speakPhonemes('h€llo', { voice: 'af_heart' }), /€|symbol/);
+    await assert.rejects(tts.speakPhonemes(PHONEMES, { voice: 'zz_nobody' }), /zz_nobody/);
+    async function* sentences() {
+      yield TEXT;
+    }
+    const clips = [];
+    for await (const clip of tts.stream(sentences(), { voice: 'af_heart' })) clips.push(clip);
+    assert.equal(clips.length, 1);
+    const [c] = clips;
+    assert.equal(c.sampleRate, 24000);
+    assert.equal(c.text, TEXT);
+    assert.equal(c.phonemes, PHONEMES);
+    let energy = 0;
+    for (const v of c.audio) energy += v * v;
+    const rms = Math.sqrt(energy / c.audio.length);
+    assert.ok(c.audio.length > 0.5 * 24000 && rms > 0.01, `speech: ${c.audio.length} samples, rms ${rms}`);
+    if (wasmAudio) assert.deepEqual(c.audio, wasmAudio, 'the same engine gives the same samples in-process and in the CLI');
+    if (existsSync(`${moonshine}/encoder_model.ort`)) {
+      const wav = join(dir, 'stream.wav');
+      const { writeFileSync } = await import('node:fs');
+      const h = Buffer.alloc(44);
+      h.write('RIFF', 0); h.writeUInt32LE(36 + c.audio.length * 4, 4); h.write('WAVEfmt ', 8); h.writeUInt32LE(16, 16);
+      h.writeUInt16LE(3, 20); h.writeUInt16LE(1, 22); h.writeUInt32LE(24000, 24); h.writeUInt32LE(96000, 28);
+      h.writeUInt16LE(4, 32); h.writeUInt16LE(32, 34); h.write('data', 36); h.writeUInt32LE(c.audio.length * 4, 40);
+      writeFileSync(wav, Buffer.concat([h, Buffer.from(c.audio.buffer, c.audio.byteOffset, c.audio.length * 4)]));
+      const r = spawnSync(nativeCli, ['transcribe', '-m', moonshine, wav, '--json'], { encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      const heard = JSON.parse(r.stdout).text;
+      console.log(`Moonshine hears: ${JSON.stringify(heard)}`);
+      assert.match(heard.toLowerCase(), /hello,? world/);
+    } else {
+      console.log(`skipped the transcription: no Moonshine model in ${moonshine}`);
+    }
+  } finally {
+    await tts.dispose();
+  }
+});

@@ -1,0 +1,142 @@
+// Speech synthesis requests on a wasm instance (web/tts.js runs them on one of its own): Kokoro and the G2P
+// through the C API (sotto_tts_*, api/sotto.h). Written as engine-worker ops ({id, ...} in, results out) so
+// web/worker.js can take them on its pool; that path hangs after the model loads (not found why yet).
+// Audio comes back as a Float32Array copy (wasm memory is shared and may move).
+import { isNode, readCString, readString } from './runtime.js';
+
+const handles = new Map();  // id -> SottoTts*
+let nextId = 1;
+const encoder = new TextEncoder();
+
+export async function readWhole(source) {
+  if (typeof Blob !== 'undefined' && source instanceof Blob) return new Uint8Array(await source.arrayBuffer());
+  if (isNode && typeof source === 'string' && !/^[a-z]+:\/\//i.test(source)) {
+    const { readFile } = await import('node:fs/promises');
+    return new Uint8Array(await readFile(source));
+  }
+  const response = await fetch(source);
+  if (!response.ok) throw new Error(`sotto: ${source}: HTTP ${response.status}`);
+  return new Uint8Array(await response.arrayBuffer());
+}
+
+export function ttsOps(env) {
+  // env() -> { wasm, memory, loadIntoWasm } of the engine running the request.
+  const handle = (id) => {
+    const h = handles.get(id);
+    if (!h) throw new Error('sotto: this Tts was disposed');
+    return h;
+  };
+  const lastError = (h) => {
+    const { wasm, memory } = env();
+    return readCString(memory, wasm.sotto_tts_last_error(h));
+  };
+  // A string into a fresh wasm allocation (free it with sotto_free).
+  const stringIn = (s) => {
+    const { wasm, memory } = env();
+    const bytes = encoder.encode(String(s));
+    const ptr = wasm.sotto_alloc(Math.max(1, bytes.length));
+    if (!ptr) throw new Error(`sotto: cannot allocate ${bytes.length} bytes in wasm memory`);
+    new Uint8Array(memory.buffer, ptr, bytes.length).set(bytes);
+    return { ptr, size: bytes.length };
+  };
+  // A file (URL, Blob or Node path) in wasm memory, handed to `use(ptr, size)`, then freed. The model streams in
+  // (loadIntoWasm: no whole copy in JS); small files (a voice, a lexicon) are read whole.
+  const withFile = async (source, progress, use) => {
+    const { wasm, memory, loadIntoWasm } = env();
+    let ptr;
+    let size;
+    if (progress) {
+      ({ ptr, size } = await loadIntoWasm(source, (p) => progress({ loaded: p.bytes, total: p.total })));
+    } else {
+      const bytes = await readWhole(source);
+      size = bytes.length;
+      ptr = wasm.sotto_alloc(Math.max(1, size));
+      if (!ptr) throw new Error(`sotto: cannot allocate ${size} bytes in wasm memory for ${source}`);
+      new Uint8Array(memory.buffer, ptr, size).set(bytes);
+    }
+    try {
+      return use(ptr, size);
+    } finally {
+      wasm.sotto_free(ptr);
+    }
+  };
+
+  return {
+    async ttsLoad({ model }, progress) {
+      const { wasm } = env();
+      const h = wasm.sotto_tts_create(1);
+      const t0 = performance.now();
+      try {
+        await withFile(model, progress, (ptr, size) => {
+          if (wasm.sotto_tts_load(h, ptr, size) !== 0) throw new Error(`sotto: ${lastError(h)}`);
+        });
+      } catch (e) {
+        wasm.sotto_tts_destroy(h);
+        throw e;
+      }
+      const id = nextId++;
+      handles.set(id, h);
+      return { id, loadMs: performance.now() - t0 };
+    },
+    async ttsAddVoice({ id, name, source }) {
+      const h = handle(id);
+      const { wasm } = env();
+      await withFile(source, null, (ptr, size) => {
+        const n = stringIn(name);
+        try {
+          if (wasm.sotto_tts_add_voice(h, n.ptr, n.size, ptr, size) !== 0) throw new Error(`sotto: ${lastError(h)}`);
+        } finally {
+          wasm.sotto_free(n.ptr);
+        }
+      });
+      return true;
+    },
+    async ttsLoadG2p({ id, source }) {
+      const h = handle(id);
+      const { wasm } = env();
+      await withFile(source, null, (ptr, size) => {
+        if (wasm.sotto_tts_load_g2p(h, ptr, size) !== 0) throw new Error(`sotto: ${lastError(h)}`);
+      });
+      return true;
+    },
+    // -> { lang, sentences: [{ text, phonemes }] }
+    ttsPhonemize({ id, voice, text }) {
+      const h = handle(id);
+      const { wasm, memory } = env();
+      const v = stringIn(voice);
+      const t = stringIn(text);
+      const lenPtr = wasm.sotto_alloc(4);
+      try {
+        const out = wasm.sotto_tts_phonemize_json(h, v.ptr, v.size, t.ptr, t.size, lenPtr);
+        if (!out) throw new Error(`sotto: ${lastError(h)}`);
+        return JSON.parse(readString(memory, out, new Uint32Array(memory.buffer, lenPtr, 1)[0]));
+      } finally {
+        for (const p of [v.ptr, t.ptr, lenPtr]) wasm.sotto_free(p);
+      }
+    },
+    // -> { audio: Float32Array (24 kHz), ms, pieces (Kokoro calls) }
+    ttsSpeak({ id, voice, phonemes, speed = 1 }) {
+      const h = handle(id);
+      const { wasm, memory } = env();
+      const v = stringIn(voice);
+      const p = stringIn(phonemes);
+      const lenPtr = wasm.sotto_alloc(4);
+      try {
+        const t0 = performance.now();
+        const out = wasm.sotto_tts_speak(h, v.ptr, v.size, p.ptr, p.size, speed, lenPtr);
+        if (!out) throw new Error(`sotto: ${lastError(h)}`);
+        const n = new Uint32Array(memory.buffer, lenPtr, 1)[0];
+        const ms = performance.now() - t0;
+        return { audio: new Float32Array(memory.buffer, out, n).slice(), ms, pieces: wasm.sotto_tts_last_pieces(h) };
+      } finally {
+        for (const q of [v.ptr, p.ptr, lenPtr]) wasm.sotto_free(q);
+      }
+    },
+    ttsDispose({ id }) {
+      const h = handles.get(id);
+      if (h) env().wasm.sotto_tts_destroy(h);
+      handles.delete(id);
+      return true;
+    },
+  };
+}

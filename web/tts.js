@@ -1,0 +1,213 @@
+// Speech synthesis in the page (or Node): Kokoro-82M v1.0 (kokoro-v1.0.int8.onnx) and our G2P, run by sotto's
+// own code (the C API's sotto_tts_*, api/sotto.h) in WebAssembly.
+//
+//   const tts = await Tts.load('/models/kokoro/kokoro-v1.0.int8.onnx', { voices: '/models/kokoro/voices/', onProgress });
+//   tts.voices                                          // ['af_heart', ...] (each read on first use)
+//   const { audio, sampleRate, phonemes } = await tts.speak('Hello there.', { voice: 'af_heart', speed: 1 });
+//   for await (const { audio, sampleRate, text, phonemes } of tts.stream(sentencesOrText, { voice })) play(audio);
+//   await tts.speakPhonemes('həlˈO.', { voice })        // phonemes as `sotto speak --phonemes` takes them
+//
+// Options of load: voices (a directory URL or, in Node, a path; default: voices/ beside the model), voice (the
+// default, 'af_heart'), g2p ({ 'en-us': source, 'en-gb': source }; default: ../g2p-en-us.bin and
+// ../g2p-en-gb.bin beside the model's directory, read when a voice of that language is first used), variant,
+// wasmUrl, onProgress({loaded, total}) for the model file. It runs on a wasm instance of its own on the calling
+// thread, one thread (`engine` and `device` are ignored: web/tts-ops.js is written for the engine worker too, but
+// that path hangs after the model loads and is not wired into web/worker.js). Only the wasm module is found by
+// import.meta.url, in the WASM_URLS block the agent's one-file build replaces.
+import { readWhole, ttsOps } from './tts-ops.js';
+import { createSharedMemory, hasRelaxedSimd, instantiate, isNode } from './runtime.js';
+
+const WASM_URLS = {
+  simd128: new URL('../build/wasm-simd128/sotto.wasm', import.meta.url),
+  relaxed: new URL('../build/wasm-relaxed/sotto.wasm', import.meta.url),
+};
+
+// The engine requests of web/tts-ops.js run on a wasm instance of this module's own, on the calling thread, one
+// thread (as web/asr.js runs Moonshine): a sentence takes about twice its length to compute there.
+class InlineEngine {
+  #ops;
+  static async create({ variant, wasmUrl } = {}) {
+    const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
+    if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
+    const url = wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
+    const bytes = await readWhole(isNode && url.protocol === 'file:' ? decodeURIComponent(url.pathname) : url.href);
+    const memory = createSharedMemory();
+    const wasm = await instantiate(await WebAssembly.compile(bytes), memory, 'tts');
+    wasm.__wasm_call_ctors();
+    const loadIntoWasm = async (source, onProgress) => {
+      const data = await readWhole(source);
+      const ptr = wasm.sotto_alloc(Math.max(1, data.length));
+      if (!ptr) throw new Error(`sotto: cannot allocate ${data.length} bytes in wasm memory for ${source}`);
+      new Uint8Array(memory.buffer, ptr, data.length).set(data);
+      onProgress?.({ bytes: data.length, total: data.length });
+      return { ptr, size: data.length, name: String(source) };
+    };
+    return new InlineEngine(ttsOps(() => ({ wasm, memory, loadIntoWasm })));
+  }
+  constructor(ops) {
+    this.#ops = ops;
+    this.info = { threads: 1 };
+  }
+  async call(op, args = {}, onProgress) {
+    return this.#ops[op](args, onProgress);
+  }
+  terminate() {}
+}
+
+export const SAMPLE_RATE = 24000;
+// The English voices scripts/get-models.sh installs (kokoro-js 1.2.1's): a* American, b* British English.
+export const VOICES = ['af_heart', 'af_alloy', 'af_aoede', 'af_bella', 'af_jessica', 'af_kore', 'af_nicole', 'af_nova',
+  'af_river', 'af_sarah', 'af_sky', 'am_adam', 'am_echo', 'am_eric', 'am_fenrir', 'am_liam', 'am_michael', 'am_onyx',
+  'am_puck', 'am_santa', 'bf_alice', 'bf_emma', 'bf_isabella', 'bf_lily', 'bm_daniel', 'bm_fable', 'bm_george',
+  'bm_lewis'];
+
+// A URL or path `rel` next to `base` (a file or, ending in '/', a directory): strings stay strings in Node
+// (paths), URLs elsewhere (the engine worker resolves nothing relative).
+function beside(base, rel) {
+  if (base instanceof URL) return new URL(rel, base);
+  if (isNode && !/^[a-z]+:\/\//i.test(base)) {
+    const dir = base.endsWith('/') ? base : base.slice(0, base.lastIndexOf('/') + 1) || './';
+    return `${dir}${rel}`;
+  }
+  return new URL(rel, new URL(base, globalThis.location?.href)).href;
+}
+
+function absolute(source) {
+  if (typeof source !== 'string' || isNode || /^[a-z]+:/i.test(source)) return source instanceof URL ? source.href : source;
+  return new URL(source, location.href).href;
+}
+
+// b* voices (bf_emma, or a file bm_george.bin) speak British English.
+const langOf = (voice) => (voice.slice(voice.lastIndexOf('/') + 1).startsWith('b') ? 'en-gb' : 'en-us');
+
+export class Tts {
+  #engine;
+  #ownEngine;
+  #id;
+  #voicesDir;
+  #g2pSources;
+  #voiceLoads = new Map();  // name -> Promise (a voice is read once)
+  #g2pLoads = new Map();  // lang -> Promise
+
+  static async load(model, { voices, voice = 'af_heart', g2p = {}, variant, wasmUrl, onProgress } = {}) {
+    const own = true;
+    const e = await InlineEngine.create({ variant, wasmUrl });
+    try {
+      const modelSource = absolute(model);
+      const { id, loadMs } = await e.call('ttsLoad', { model: modelSource }, onProgress);
+      const modelName = typeof modelSource === 'string' ? modelSource : '';
+      const tts = new Tts(e, own, id, {
+        voicesDir: absolute(voices ?? (modelName ? beside(modelName, 'voices/') : 'voices/')),
+        g2p: {
+          'en-us': absolute(g2p['en-us'] ?? (modelName && beside(modelName, '../g2p-en-us.bin'))),
+          'en-gb': absolute(g2p['en-gb'] ?? (modelName && beside(modelName, '../g2p-en-gb.bin'))),
+        },
+      });
+      tts.loadMs = loadMs;
+      tts.defaultVoice = voice;
+      tts.threads = e.info?.threads ?? null;
+      await tts.#voice(voice);  // the lexicon is read when text first comes
+      return tts;
+    } catch (err) {
+      if (own) e.terminate();
+      throw err;
+    }
+  }
+
+  constructor(engine, ownEngine, id, { voicesDir, g2p }) {
+    this.#engine = engine;
+    this.#ownEngine = ownEngine;
+    this.#id = id;
+    this.#voicesDir = voicesDir;
+    this.#g2pSources = g2p;
+    this.voices = [...VOICES];
+    this.sampleRate = SAMPLE_RATE;
+  }
+
+  #live() {
+    if (!this.#id) throw new Error('sotto: this Tts was disposed');
+  }
+
+  // A voice by name (voices/NAME.bin) or a path/URL ending in .bin, read into the engine on first use.
+  #voice(name) {
+    let p = this.#voiceLoads.get(name);
+    if (!p) {
+      const source = /\.bin$/.test(name) || name.includes('/') ? name : beside(this.#voicesDir.endsWith?.('/') ? this.#voicesDir : `${this.#voicesDir}/`, `${name}.bin`);
+      p = this.#engine.call('ttsAddVoice', { id: this.#id, name, source: absolute(source) });
+      p.catch(() => this.#voiceLoads.delete(name));
+      this.#voiceLoads.set(name, p);
+    }
+    return p;
+  }
+
+  #g2p(lang) {
+    let p = this.#g2pLoads.get(lang);
+    if (!p) {
+      const source = this.#g2pSources[lang];
+      p = source ? this.#engine.call('ttsLoadG2p', { id: this.#id, source })
+        : Promise.reject(new Error(`sotto: no ${lang} G2P lexicon given (Tts.load's g2p option)`));
+      p.catch(() => this.#g2pLoads.delete(lang));
+      this.#g2pLoads.set(lang, p);
+    }
+    return p;
+  }
+
+  // Text -> [{ text, phonemes }], one per sentence (each at most 510 phonemes: one Kokoro call).
+  async sentences(text, { voice = this.defaultVoice } = {}) {
+    this.#live();
+    await Promise.all([this.#voice(voice), this.#g2p(langOf(voice))]);
+    return (await this.#engine.call('ttsPhonemize', { id: this.#id, voice, text: String(text) })).sentences;
+  }
+
+  // Phonemes (Kokoro's symbols, as `sotto speak --phonemes`) -> { audio, sampleRate, phonemes, ms }.
+  async speakPhonemes(phonemes, { voice = this.defaultVoice, speed = 1 } = {}) {
+    this.#live();
+    await this.#voice(voice);
+    const { audio, ms, pieces } = await this.#engine.call('ttsSpeak', { id: this.#id, voice, phonemes, speed });
+    return { audio, sampleRate: SAMPLE_RATE, phonemes, ms, pieces };
+  }
+
+  // Text -> { audio: Float32Array (24 kHz, the sentences one after another), sampleRate, phonemes, sentences }.
+  async speak(text, { voice = this.defaultVoice, speed = 1 } = {}) {
+    const sentences = await this.sentences(text, { voice });
+    const parts = [];
+    let ms = 0;
+    for (const s of sentences) {
+      const r = await this.speakPhonemes(s.phonemes, { voice, speed });
+      parts.push(r.audio);
+      ms += r.ms;
+    }
+    const audio = new Float32Array(parts.reduce((n, a) => n + a.length, 0));
+    let at = 0;
+    for (const a of parts) {
+      audio.set(a, at);
+      at += a.length;
+    }
+    return { audio, sampleRate: SAMPLE_RATE, phonemes: sentences.map((s) => s.phonemes).join(' '), sentences, ms };
+  }
+
+  // A string, or an async (or plain) iterable of sentences as they are written (an LLM's reply) -> an async
+  // iterable of { audio, sampleRate, text, phonemes, ms }, one per sentence, each computed only when the one
+  // before has been taken (a player that wants the next ready while one plays pulls ahead).
+  async *stream(input, { voice = this.defaultVoice, speed = 1 } = {}) {
+    const pieces = typeof input === 'string' ? [input] : input;
+    for await (const piece of pieces) {
+      for (const s of await this.sentences(piece, { voice })) {
+        if (!s.phonemes) continue;
+        const r = await this.speakPhonemes(s.phonemes, { voice, speed });
+        yield { audio: r.audio, sampleRate: SAMPLE_RATE, text: s.text, phonemes: s.phonemes, ms: r.ms };
+      }
+    }
+  }
+
+  async dispose() {
+    if (!this.#id) return;
+    const id = this.#id;
+    this.#id = 0;
+    try {
+      await this.#engine.call('ttsDispose', { id });
+    } finally {
+      if (this.#ownEngine) this.#engine.terminate();
+    }
+  }
+}
