@@ -120,20 +120,12 @@ test('synthesised clips: short, silent, quiet, noisy, fast, slow, 30 s with paus
   }
 });
 
-// The wasm builds: web/asr.js in this process (SIMD128, and relaxed SIMD where built) and `node web/cli.mjs
+// The wasm build: web/asr.js in this process (SIMD128) and `node web/cli.mjs
 // transcribe --json`, on beckett.wav and the first 3 s of it, against ORT.
 const wasmSkip = skip || (!existsSync(wasmPath('simd128')) && `no wasm at ${wasmPath('simd128')}`);
 test('wasm: web/asr.js and web/cli.mjs transcribe give ONNX Runtime\'s tokens', { skip: wasmSkip }, async () => {
-  // The relaxed-SIMD build too where it was built (CI builds both).
-  if (existsSync(wasmPath('relaxed'))) {
-    const relaxed = await Asr.load(modelDir, { variant: 'relaxed', wasmUrl: wasmPath('relaxed') });
-    try {
-      const short = readWav16(clipPath('beckett.wav')).samples.subarray(0, 48000);
-      assert.deepEqual((await relaxed.transcribe(short)).tokens, (await reference.transcribe(short)).tokens, 'relaxed SIMD');
-    } finally {
-      relaxed.dispose();
-    }
-  }
+  // SIMD128 only: Node 20 cannot compile the relaxed-SIMD build (its LLM kernels use relaxed opcodes Node keeps
+  // behind a flag); moonshine_browser.test.mjs runs the relaxed build in Chromium.
   const asr = await Asr.load(modelDir, { variant: 'simd128', wasmUrl: wasmPath('simd128') });
   try {
     const wav = readWav16(clipPath('beckett.wav'));
