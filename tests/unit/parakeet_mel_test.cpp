@@ -11,6 +11,8 @@
 #include "io/file.h"
 #include "nn/weights.h"
 
+#include "test_support.h"
+
 namespace sotto {
 namespace {
 
@@ -41,18 +43,10 @@ MelFixture open_fixture() {
   return f;
 }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return worst;
-}
-
 TEST(ParakeetMel, FilterbankIsLibrosaSlaney) {
   MelFixture f = open_fixture();
   ASSERT_TRUE(f.source);
-  EXPECT_LE(max_abs_diff(audio::slaney_mel_filterbank(16000, 512, 128), f.get("mel_filterbank")),
+  EXPECT_LE(testing::max_abs_diff(audio::slaney_mel_filterbank(16000, 512, 128), f.get("mel_filterbank")),
             1e-6);  // weights ~1e-2: float32 rounding
 }
 
@@ -69,8 +63,8 @@ TEST(ParakeetMel, MatchesNemoExportWithin4e4) {
     const audio::MelFeatures got = audio::nemo_log_mel(audio);
     ASSERT_EQ(got.n_frames, static_cast<int64_t>(audio.size() / 160)) << clip;
     ASSERT_EQ(got.data.size(), want.size()) << clip;
-    const double err64 = max_abs_diff(got.data, want);
-    const double err32 = max_abs_diff(audio::nemo_log_mel_f32(audio).data, want);
+    const double err64 = testing::max_abs_diff(got.data, want);
+    const double err32 = testing::max_abs_diff(audio::nemo_log_mel_f32(audio).data, want);
     EXPECT_LE(err64, 4e-4) << clip;
     EXPECT_LE(err32, 4e-4) << clip;
     std::printf("  %-16s max |diff|: float64 STFT %.2e, float32 STFT %.2e\n", clip, err64, err32);

@@ -17,6 +17,8 @@
 #include "models/asr/parakeet_vocab.h"
 #include "nn/weights.h"
 
+#include "test_support.h"
+
 namespace sotto {
 namespace {
 
@@ -61,14 +63,6 @@ Reference open_reference() {
   return r;
 }
 
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
-  return worst;
-}
-
 constexpr int kClips = 3;
 
 // Encoder output within 1e-5 of transformers' (values O(1) after the final LayerNorm; measured 1.3e-6); the
@@ -87,7 +81,7 @@ TEST(Parakeet, MatchesTransformersOnTheSmallModel) {
     ASSERT_EQ(enc.shape(), enc_shape) << clip;
     auto got_enc = enc.ctx().to_floats(enc);
     ASSERT_TRUE(got_enc.ok());
-    const double enc_err = max_abs_diff(*got_enc, want_enc);
+    const double enc_err = testing::max_abs_diff(*got_enc, want_enc);
     EXPECT_LE(enc_err, 1e-5) << clip;
 
     const asr::TdtResult r = (*model)->decode(enc);
@@ -98,7 +92,7 @@ TEST(Parakeet, MatchesTransformersOnTheSmallModel) {
     // Our mel against transformers' ParakeetFeatureExtractor (float32 torch STFT), then the whole pipeline.
     const std::vector<float> audio = ref.get(clip + ".audio");
     const audio::MelFeatures ours = audio::nemo_log_mel(audio);
-    const double mel_err = max_abs_diff(ours.data, mel);
+    const double mel_err = testing::max_abs_diff(ours.data, mel);
     EXPECT_LE(mel_err, 4e-4) << clip;
     auto full = (*model)->transcribe(audio);
     ASSERT_TRUE(full.ok()) << full.message();
@@ -122,7 +116,7 @@ TEST(Parakeet, HalfMatricesKeepEveryToken) {
     const nn::Tensor enc = (*model)->encode(mel, mel_shape[1]);
     auto got = enc.ctx().to_floats(enc);
     ASSERT_TRUE(got.ok());
-    const double err = max_abs_diff(*got, ref.get(clip + ".encoder"));
+    const double err = testing::max_abs_diff(*got, ref.get(clip + ".encoder"));
     EXPECT_LE(err, 5e-3) << clip;
     EXPECT_EQ((*model)->decode(enc).tokens, ref.ints(clip + ".tokens")) << clip;
     std::printf("  %s: float16 matrices, encoder max |diff| %.2e\n", clip.c_str(), err);

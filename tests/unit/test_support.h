@@ -2,7 +2,11 @@
 // with digests computed by tools/fixture_digests.py, and fresh random bytes.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -101,6 +105,15 @@ inline std::vector<size_t> truncation_points(size_t file_size) {
     for (size_t i = 1; i <= spread; ++i) points.push_back(4096 + (file_size - 4096) * i / (spread + 1));
   if (file_size > 0) points.push_back(file_size - 1);
   return points;
+}
+
+// The largest |a[i] - b[i]| (the sizes must match): the error figure model tests compare with their tolerance.
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return worst;
 }
 
 }  // namespace sotto::testing
