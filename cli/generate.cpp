@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -260,6 +261,35 @@ void install_interrupt_handler() {
   sigaction(SIGINT, &action, nullptr);
 }
 
+// Standard input line by line, through read(2) rather than stdio: Ctrl-C at the prompt must reach the handler
+// while the read blocks, and ThreadSanitizer holds a signal back until the next call it intercepts, which
+// glibc's stdio-internal reads are not.
+class StdinLines {
+ public:
+  // The next line without its newline; false at the end of input (a last unterminated line is still given).
+  bool next(std::string& line) {
+    line.clear();
+    for (;;) {
+      for (; begin_ < end_; ++begin_) {
+        if (buf_[begin_] == '\n') {
+          ++begin_;
+          return true;
+        }
+        line.push_back(buf_[begin_]);
+      }
+      const ssize_t n = read(STDIN_FILENO, buf_, sizeof buf_);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return !line.empty();
+      begin_ = 0;
+      end_ = static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  char buf_[4096];
+  size_t begin_ = 0, end_ = 0;
+};
+
 // One generation through the C API: begin, then steps until done, printing the text as it comes. With
 // `interrupted` (chat), Ctrl-C stops it after the current token and sets *interrupted.
 Status write_reply(SottoLlm* llm, std::span<const int32_t> ids, const GenerateOptions& options,
@@ -466,13 +496,11 @@ int run_chat(std::span<char* const> all_args) {
 
   install_interrupt_handler();
   bool first_turn = true;
+  StdinLines input;
   std::string line;
   for (;;) {
     std::fputs("> ", stderr);
-    line.clear();
-    int c;
-    while ((c = std::fgetc(stdin)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
-    if (c == EOF && line.empty()) break;
+    if (!input.next(line)) break;
     if (line.empty()) continue;
     // A null system prompt is the model's own default (api/sotto.h). The typed line is plain text: only
     // the chat format's markup becomes control tokens.

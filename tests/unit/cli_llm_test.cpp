@@ -295,9 +295,13 @@ class ChatProcess {
     }
     return true;
   }
+  // The exit code, or -1 when the process has not ended within 30 s (the destructor then kills it).
   int wait_exit() {
     int status = 0;
-    if (waitpid(pid_, &status, 0) != pid_) return -1;
+    for (int waited_ms = 0; waitpid(pid_, &status, WNOHANG) != pid_; waited_ms += 10) {
+      if (waited_ms > 30000) return -1;
+      usleep(10000);
+    }
     reaped_ = true;
     return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
   }
