@@ -319,8 +319,22 @@ TEST(NnLstm, DynamicQuantizeLstmMatchesReference) {
     w.w_hh_scales = rand_tensor(ctx, {1}, 0.001f, 0.01f);
     w.b = rand_tensor(ctx, {4 * h});
     const Tensor x = rand_tensor(ctx, {t, in});
-    // The same integer products; only float rounding in the cell (float vs double) differs.
-    expect_close(lstm(x, w), ref::lstm(x, w), 1e-5f, 1e-5f, "int8 lstm " + where);
+    // Step by step from the reference's state: the same integer products, and only float rounding in the cell
+    // (float against double) differs. Over a whole sequence that rounding can move the next step's hidden
+    // state across a quantization boundary, which is a whole step of h (max|h| / 255) times a weight: the
+    // sequence check below allows a few such steps.
+    Tensor h_ref = ctx.zeros({h}), c_ref = ctx.zeros({h});
+    for (int64_t s = 0; s < t; ++s) {
+      const Tensor xs = slice(x, 0, s, s + 1);
+      Tensor h_got, c_got, h_next, c_next;
+      const Tensor got = lstm(xs, w, false, h_ref, c_ref, &h_got, &c_got);
+      const Tensor want = ref::lstm(xs, w, false, h_ref, c_ref, &h_next, &c_next);
+      expect_close(got, want, 1e-5f, 1e-5f, "int8 lstm step " + std::to_string(s) + " " + where);
+      expect_close(c_got, c_next, 1e-5f, 1e-5f, "int8 lstm cell state " + where);
+      h_ref = h_next;
+      c_ref = c_next;
+    }
+    expect_close(lstm(x, w), ref::lstm(x, w), 0.05f, 0, "int8 lstm sequence " + where);
   });
 }
 
