@@ -2,22 +2,182 @@
 // bias into the int32 accumulator as floor(b / (x_scale * w_scale)) steps (Div, Floor, Cast int32, Add before the
 // output scale), so the bias it adds is b rounded DOWN to a multiple of the output scale. Each such conv is up to
 // one output step off a float bias; the next layer's dynamic quantization turns that into whole steps (Kokoro's
-// decoder: 1.8 % relative RMS with a float bias, bit-exact with this one). Cost: one extra min/max pass over x.
+// decoder: 1.8 % relative RMS with a float bias, bit-exact with this one).
+//
+// Kokoro's decoder and generator spend most of their time here, so the stride-1 (any dilation) and dilation-1
+// (any stride) convs skip the unrolled-input copy: x is quantized once, straight into int16 rows of time
+// ([T, Cin], zero point subtracted, padding rows 0), and the weight is kept as [Cout, K, Cin]. Then the K
+// taps of output t read rows t*stride .. t*stride + K - 1 of that array: one contiguous run of K*Cin values,
+// so the product is one igemm_nt whose B rows overlap (ldb = stride * Cin). A dilation d > 1 splits the
+// outputs by t mod d into d such products over every d-th row. The int32 sums are written into the output's
+// own bytes and scaled in place. Exact integer arithmetic: the same values as ref::conv1d_integer_dynamic.
+#include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
+#include "cpu/cpu_features.h"
+#include "nn/cpu.h"
+#include "nn/gemm.h"
 #include "nn/ops.h"
+#include "nn/ref.h"
 
 namespace sotto::nn {
 
+namespace cpu {
+// conv_integer_avx2.cpp: the same as the portable loops below, 8 lanes at a time.
+void min_max_avx2(const float* x, int64_t n, float& lo, float& hi);
+void quantize_i16_avx2(const float* x, int64_t n, float scale, int32_t zero_point, int16_t* out);
+
+// DynamicQuantizeLinear's range (min over x and 0, max over x and 0).
+void min_max(const float* x, int64_t n, float& lo, float& hi) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return min_max_avx2(x, n, lo, hi);
+#endif
+  lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+}
+
+// out[i] = quantize_u8(x[i]) - zero_point (ONNX Runtime's q = saturate(round_half_even(x / scale) + zp)).
+void quantize_i16(const float* x, int64_t n, const QuantParams& q, int16_t* out) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return quantize_i16_avx2(x, n, q.scale, q.zero_point, out);
+#endif
+  const float zp = static_cast<float>(q.zero_point);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::clamp(__builtin_roundevenf(x[i] / q.scale) + zp, 0.0f, 255.0f);
+    out[i] = static_cast<int16_t>(static_cast<int32_t>(v) - q.zero_point);
+  }
+}
+}  // namespace cpu
+
+namespace {
+
+constexpr uint32_t kDerivedInt16TapMajor = 5;  // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
+
+int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
+  const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
+  return (length + o.padding + pad_end - o.dilation * (kernel - 1) - 1) / o.stride + 1;
+}
+
+// The bias as the graph adds it: floor(b / step) * step.
+std::vector<float> floored_bias(const Tensor& b, float step) {
+  std::vector<float> out(static_cast<size_t>(b.defined() ? b.elements() : 0));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = std::floor(b.f32()[i] / step) * step;
+  return out;
+}
+
+// Scratch kept per thread across calls: the unrolled rows of a generator conv are tens of MB, and fresh pages
+// cost more to fault in than the product takes.
+template <class T>
+T* scratch(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+}  // namespace
+
+namespace ref {
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
                                              const Conv1dOptions& o) {
-  if (!b.defined()) return conv1d_integer_dynamic(x, w, {}, o);
-  assert(x.ctx().backend() == Backend::Cpu && b.dtype() == DType::F32 && b.rank() == 1);
+  if (!b.defined()) return ref::conv1d_integer_dynamic(x, w, {}, o);
   const float step = dynamic_quantize_linear(x).quant().scale * w.quant().scale;
-  Tensor quantized = x.ctx().empty(b.shape());
-  for (int64_t i = 0; i < b.elements(); ++i) quantized.f32()[i] = std::floor(b.f32()[i] / step) * step;
-  return conv1d_integer_dynamic(x, w, quantized, o);
+  const std::vector<float> bias = floored_bias(b, step);
+  return ref::conv1d_integer_dynamic(x, w, x.ctx().from_floats(b.shape(), bias), o);
+}
+}  // namespace ref
+
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o) {
+  assert(x0.ctx().backend() == Backend::Cpu && (!b.defined() || (b.dtype() == DType::F32 && b.rank() == 1)));
+  const Tensor x = cpu::as_f32(x0);
+  NN_ASSERT(x.rank() == 2 && w.rank() == 3 && (w.dtype() == DType::I8 || w.dtype() == DType::U8));
+  Context& ctx = x.ctx();
+  const int64_t cin = x.dim(0), length = x.dim(1), cout = w.dim(0), kernel = w.dim(2);
+  const int64_t d = o.dilation, s = o.stride;
+  if (o.groups != 1 || (d != 1 && s != 1) || w.dim(1) != cin) {
+    if (!b.defined()) return conv1d_integer_dynamic(x, w, {}, o);
+    const float step = dynamic_quantize_linear(x).quant().scale * w.quant().scale;
+    return conv1d_integer_dynamic(x, w, ctx.from_floats(b.shape(), floored_bias(b, step)), o);
+  }
+  const int64_t out_len = out_length(length, o, kernel);
+  NN_ASSERT(out_len > 0);
+
+  float lo = 0, hi = 0;
+  cpu::min_max(x.f32(), x.elements(), lo, hi);
+  QuantParams q;
+  q.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  q.zero_point = static_cast<int32_t>(std::nearbyint(std::clamp(0.0f - lo / q.scale, 0.0f, 255.0f)));
+  const float out_scale = q.scale * w.quant().scale;
+  const std::vector<float> bias = floored_bias(b, out_scale);
+
+  // The weight as [Cout, K, Cin] int16 with its zero point subtracted, kept with it.
+  const Tensor wk = w.derived(kDerivedInt16TapMajor, [&] {
+    Tensor t16 = w.ctx().empty({cout, kernel, cin}, DType::I16);
+    const int32_t wzp = w.quant().zero_point;
+    for (int64_t oc = 0; oc < cout; ++oc)
+      for (int64_t i = 0; i < cin; ++i)
+        for (int64_t k = 0; k < kernel; ++k) {
+          const uint8_t raw = w.data<uint8_t>()[(oc * cin + i) * kernel + k];
+          const int32_t v = w.dtype() == DType::I8 ? static_cast<int8_t>(raw) : static_cast<int32_t>(raw);
+          t16.data<int16_t>()[(oc * kernel + k) * cin + i] = static_cast<int16_t>(v - wzp);
+        }
+    return t16;
+  });
+
+  // x quantized in its own layout, then scattered into time rows: padded row P holds x[:, P - padding].
+  thread_local std::vector<int16_t> quantized, rows;
+  int16_t* xq = scratch(quantized, static_cast<size_t>(cin * length));
+  cpu::quantize_i16(x.f32(), cin * length, q, xq);
+  const int64_t n_rows = std::max((out_len - 1) * s + (kernel - 1) * d + 1, o.padding + length);
+  int16_t* xt = scratch(rows, static_cast<size_t>(n_rows * cin));
+  std::memset(xt, 0, static_cast<size_t>(n_rows * cin) * 2);
+  constexpr int64_t kBlock = 64;  // a block of time steps per pass keeps the transposed writes in cache
+  for (int64_t t0 = 0; t0 < length; t0 += kBlock)
+    for (int64_t i = 0; i < cin; ++i) {
+      const int16_t* src = xq + i * length;
+      int16_t* dst = xt + (o.padding + t0) * cin + i;
+      const int64_t t1 = std::min(length, t0 + kBlock);
+      for (int64_t t = t0; t < t1; ++t) dst[(t - t0) * cin] = src[t];
+    }
+
+  Tensor out = ctx.empty({cout, out_len});
+  const int64_t row = kernel * cin;
+  if (d == 1) {
+    auto* acc = reinterpret_cast<int32_t*>(out.f32());
+    cpu::igemm_nt(ctx, cout, out_len, row, wk.data<int16_t>(), row, xt, s * cin, acc, out_len);
+    float* y = out.f32();
+    for (int64_t oc = 0; oc < cout; ++oc) {
+      const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+      for (int64_t t = 0; t < out_len; ++t) {
+        int32_t a;
+        std::memcpy(&a, y + oc * out_len + t, 4);
+        y[oc * out_len + t] = static_cast<float>(a) * out_scale + bo;
+      }
+    }
+    return out;
+  }
+  // Dilated: outputs t = r + d u read padded rows r + d (u + k). Each residue's rows gathered, then one product.
+  thread_local std::vector<int16_t> gathered;
+  thread_local std::vector<int32_t> sums;
+  for (int64_t r = 0; r < d && r < out_len; ++r) {
+    const int64_t n_r = (out_len - r + d - 1) / d, g_rows = n_r + kernel - 1;
+    int16_t* g = scratch(gathered, static_cast<size_t>(g_rows * cin));
+    for (int64_t v = 0; v < g_rows; ++v)
+      std::memcpy(g + v * cin, xt + (r + d * v) * cin, static_cast<size_t>(cin) * 2);
+    int32_t* acc = scratch(sums, static_cast<size_t>(cout * n_r));
+    cpu::igemm_nt(ctx, cout, n_r, row, wk.data<int16_t>(), row, g, cin, acc, n_r);
+    for (int64_t oc = 0; oc < cout; ++oc) {
+      const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+      float* y = out.f32() + oc * out_len + r;
+      for (int64_t u = 0; u < n_r; ++u) y[u * d] = static_cast<float>(acc[oc * n_r + u]) * out_scale + bo;
+    }
+  }
+  return out;
 }
 
 }  // namespace sotto::nn
