@@ -12,9 +12,11 @@
 // outputs by t mod d into d such products over every d-th row. The int32 sums are written into the output's
 // own bytes and scaled in place. Exact integer arithmetic: the same values as ref::conv1d_integer_dynamic.
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "cpu/cpu_features.h"
@@ -26,9 +28,29 @@
 namespace sotto::nn {
 
 namespace cpu {
-// conv_integer_avx2.cpp: the same as the portable loops below, 8 lanes at a time.
+// conv_integer_avx2.cpp: the same as the portable loops below, 8 lanes at a time, and the VNNI product.
 void min_max_avx2(const float* x, int64_t n, float& lo, float& hi);
 void quantize_i16_avx2(const float* x, int64_t n, float scale, int32_t zero_point, int16_t* out);
+bool cpu_has_avx512_vnni();
+void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_t lda, const uint8_t* B,
+                        int64_t ldb, int32_t* C, int64_t ldc);
+
+namespace {
+std::atomic<bool> g_allow_vnni{true};
+}  // namespace
+
+// Tests: turn the VNNI product off (false) to check the int16 one on a CPU that has VNNI.
+void conv_integer_allow_vnni(bool allow) {
+  g_allow_vnni.store(allow, std::memory_order_relaxed);
+}
+
+bool conv_integer_use_vnni() {
+#if defined(__x86_64__) && !defined(__wasm__)
+  return g_allow_vnni.load(std::memory_order_relaxed) && cpu_use_avx2() && cpu_has_avx512_vnni();
+#else
+  return false;
+#endif
+}
 
 // DynamicQuantizeLinear's range (min over x and 0, max over x and 0).
 void min_max(const float* x, int64_t n, float& lo, float& hi) {
@@ -58,6 +80,8 @@ void quantize_i16(const float* x, int64_t n, const QuantParams& q, int16_t* out)
 namespace {
 
 constexpr uint32_t kDerivedInt16TapMajor = 5;  // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
+constexpr uint32_t kDerivedInt8TapMajor = 6;   // the same as int8 (when every w - zp fits), for VNNI
+constexpr uint32_t kDerivedRowSums = 7;        // int32 [Cout]: sum of each row of the int8 layout
 
 int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
   const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
@@ -71,12 +95,50 @@ std::vector<float> floored_bias(const Tensor& b, float step) {
   return out;
 }
 
-// Scratch kept per thread across calls: the unrolled rows of a generator conv are tens of MB, and fresh pages
-// cost more to fault in than the product takes.
+// Scratch kept per thread across calls: the rows of a generator conv are MBs, and fresh pages cost more to
+// fault in than the product takes.
 template <class T>
 T* scratch(std::vector<T>& v, size_t n) {
   if (v.size() < n) v.resize(n);
   return v.data();
+}
+
+int32_t weight_at(const Tensor& w, int64_t i) {
+  const uint8_t raw = w.data<uint8_t>()[i];
+  return (w.dtype() == DType::I8 ? static_cast<int8_t>(raw) : static_cast<int32_t>(raw)) -
+         w.quant().zero_point;
+}
+
+// The weight [Cout, Cin, K] as [Cout, K, Cin] of T with its zero point subtracted; false when a value does
+// not fit T.
+template <class T>
+bool tap_major(const Tensor& w, T* out) {
+  const int64_t cout = w.dim(0), cin = w.dim(1), kernel = w.dim(2);
+  for (int64_t oc = 0; oc < cout; ++oc)
+    for (int64_t i = 0; i < cin; ++i)
+      for (int64_t k = 0; k < kernel; ++k) {
+        const int32_t v = weight_at(w, (oc * cin + i) * kernel + k);
+        if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) return false;
+        out[(oc * kernel + k) * cin + i] = static_cast<T>(v);
+      }
+  return true;
+}
+
+// Quantized x [Cin, T] (zero point subtracted) scattered into rows of time: padded row P holds x[:, P - pad]
+// (+ add), other rows `fill`.
+template <class T>
+void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int64_t n_rows, T fill,
+               int32_t add, T* xt) {
+  std::fill(xt, xt + n_rows * cin, fill);
+  constexpr int64_t kBlock = 64;  // a block of time steps per pass keeps the transposed writes in cache
+  for (int64_t t0 = 0; t0 < length; t0 += kBlock) {
+    const int64_t t1 = std::min(length, t0 + kBlock);
+    for (int64_t i = 0; i < cin; ++i) {
+      const int16_t* src = xq + i * length;
+      T* dst = xt + (padding + t0) * cin + i;
+      for (int64_t t = t0; t < t1; ++t) dst[(t - t0) * cin] = static_cast<T>(src[t] + add);
+    }
+  }
 }
 
 }  // namespace
@@ -115,66 +177,103 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   const float out_scale = q.scale * w.quant().scale;
   const std::vector<float> bias = floored_bias(b, out_scale);
 
-  // The weight as [Cout, K, Cin] int16 with its zero point subtracted, kept with it.
-  const Tensor wk = w.derived(kDerivedInt16TapMajor, [&] {
-    Tensor t16 = w.ctx().empty({cout, kernel, cin}, DType::I16);
-    const int32_t wzp = w.quant().zero_point;
-    for (int64_t oc = 0; oc < cout; ++oc)
-      for (int64_t i = 0; i < cin; ++i)
-        for (int64_t k = 0; k < kernel; ++k) {
-          const uint8_t raw = w.data<uint8_t>()[(oc * cin + i) * kernel + k];
-          const int32_t v = w.dtype() == DType::I8 ? static_cast<int8_t>(raw) : static_cast<int32_t>(raw);
-          t16.data<int16_t>()[(oc * kernel + k) * cin + i] = static_cast<int16_t>(v - wzp);
+  const int64_t row = kernel * cin;
+  const bool vnni = cpu::conv_integer_use_vnni();
+  Tensor w8, sums8;
+  if (vnni) {
+    w8 = w.derived(kDerivedInt8TapMajor, [&] {
+      Tensor t8 = w.ctx().empty({cout, kernel, cin}, DType::I8);
+      return tap_major(w, t8.data<int8_t>()) ? t8 : w.ctx().empty({1}, DType::I8);
+    });
+    if (w8.elements() == cout * row)
+      sums8 = w.derived(kDerivedRowSums, [&] {
+        Tensor t = w.ctx().empty({cout}, DType::I32);
+        for (int64_t oc = 0; oc < cout; ++oc) {
+          int32_t sum = 0;
+          for (int64_t j = 0; j < row; ++j) sum += w8.data<int8_t>()[oc * row + j];
+          t.data<int32_t>()[oc] = sum;
         }
+        return t;
+      });
+  }
+  const bool use8 = sums8.defined();
+  const Tensor wk = use8 ? Tensor{} : w.derived(kDerivedInt16TapMajor, [&] {
+    Tensor t16 = w.ctx().empty({cout, kernel, cin}, DType::I16);
+    tap_major(w, t16.data<int16_t>());  // |w - zp| <= 255 always fits
     return t16;
   });
 
-  // x quantized in its own layout, then scattered into time rows: padded row P holds x[:, P - padding].
-  thread_local std::vector<int16_t> quantized, rows;
+  thread_local std::vector<int16_t> quantized, rows16, gathered16;
+  thread_local std::vector<uint8_t> rows8, gathered8;
+  thread_local std::vector<int32_t> sums;
   int16_t* xq = scratch(quantized, static_cast<size_t>(cin * length));
   cpu::quantize_i16(x.f32(), cin * length, q, xq);
   const int64_t n_rows = std::max((out_len - 1) * s + (kernel - 1) * d + 1, o.padding + length);
-  int16_t* xt = scratch(rows, static_cast<size_t>(n_rows * cin));
-  std::memset(xt, 0, static_cast<size_t>(n_rows * cin) * 2);
-  constexpr int64_t kBlock = 64;  // a block of time steps per pass keeps the transposed writes in cache
-  for (int64_t t0 = 0; t0 < length; t0 += kBlock)
-    for (int64_t i = 0; i < cin; ++i) {
-      const int16_t* src = xq + i * length;
-      int16_t* dst = xt + (o.padding + t0) * cin + i;
-      const int64_t t1 = std::min(length, t0 + kBlock);
-      for (int64_t t = t0; t < t1; ++t) dst[(t - t0) * cin] = src[t];
+  int16_t* xt16 = nullptr;
+  uint8_t* xt8 = nullptr;
+  if (use8) {  // uint8 as quantized, padding = the zero point; the zero point's share is taken off after
+    xt8 = scratch(rows8, static_cast<size_t>(n_rows * cin));
+    time_rows<uint8_t>(xq, cin, length, o.padding, n_rows, static_cast<uint8_t>(q.zero_point), q.zero_point,
+                       xt8);
+  } else {
+    xt16 = scratch(rows16, static_cast<size_t>(n_rows * cin));
+    time_rows<int16_t>(xq, cin, length, o.padding, n_rows, 0, 0, xt16);
+  }
+  // acc [Cout, n] (row stride ldc) over outputs whose rows start every ldb_rows rows at `first` row.
+  auto product = [&](int64_t n, int64_t first, int64_t ldb_rows, int32_t* acc, int64_t ldc) {
+    if (use8) {
+      const uint8_t* b = xt8 + first * cin;
+      cpu::parallel_for(ctx, n, cout * row, [&](int64_t begin, int64_t end) {
+        cpu::igemm_u8s8_nt_vnni(cout, end - begin, row, w8.data<int8_t>(), row, b + begin * ldb_rows * cin,
+                                ldb_rows * cin, acc + begin, ldc);
+      });
+    } else {
+      cpu::igemm_nt(ctx, cout, n, row, wk.data<int16_t>(), row, xt16 + first * cin, ldb_rows * cin, acc, ldc);
     }
+  };
+  const int32_t zp = q.zero_point;
+  auto correction = [&](int64_t oc) { return use8 ? zp * sums8.data<int32_t>()[oc] : 0; };
 
   Tensor out = ctx.empty({cout, out_len});
-  const int64_t row = kernel * cin;
   if (d == 1) {
     auto* acc = reinterpret_cast<int32_t*>(out.f32());
-    cpu::igemm_nt(ctx, cout, out_len, row, wk.data<int16_t>(), row, xt, s * cin, acc, out_len);
+    product(out_len, 0, s, acc, out_len);
     float* y = out.f32();
     for (int64_t oc = 0; oc < cout; ++oc) {
       const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+      const int32_t minus = correction(oc);
       for (int64_t t = 0; t < out_len; ++t) {
         int32_t a;
         std::memcpy(&a, y + oc * out_len + t, 4);
-        y[oc * out_len + t] = static_cast<float>(a) * out_scale + bo;
+        y[oc * out_len + t] = static_cast<float>(a - minus) * out_scale + bo;
       }
     }
     return out;
   }
   // Dilated: outputs t = r + d u read padded rows r + d (u + k). Each residue's rows gathered, then one product.
-  thread_local std::vector<int16_t> gathered;
-  thread_local std::vector<int32_t> sums;
   for (int64_t r = 0; r < d && r < out_len; ++r) {
     const int64_t n_r = (out_len - r + d - 1) / d, g_rows = n_r + kernel - 1;
-    int16_t* g = scratch(gathered, static_cast<size_t>(g_rows * cin));
-    for (int64_t v = 0; v < g_rows; ++v)
-      std::memcpy(g + v * cin, xt + (r + d * v) * cin, static_cast<size_t>(cin) * 2);
+    if (use8) {
+      uint8_t* g = scratch(gathered8, static_cast<size_t>(g_rows * cin));
+      for (int64_t v = 0; v < g_rows; ++v)
+        std::memcpy(g + v * cin, xt8 + (r + d * v) * cin, static_cast<size_t>(cin));
+      xt8 = g;
+    } else {
+      int16_t* g = scratch(gathered16, static_cast<size_t>(g_rows * cin));
+      for (int64_t v = 0; v < g_rows; ++v)
+        std::memcpy(g + v * cin, xt16 + (r + d * v) * cin, static_cast<size_t>(cin) * 2);
+      xt16 = g;
+    }
     int32_t* acc = scratch(sums, static_cast<size_t>(cout * n_r));
-    cpu::igemm_nt(ctx, cout, n_r, row, wk.data<int16_t>(), row, g, cin, acc, n_r);
+    product(n_r, 0, 1, acc, n_r);
+    xt8 = use8 ? rows8.data() : nullptr;
+    xt16 = use8 ? nullptr : rows16.data();
     for (int64_t oc = 0; oc < cout; ++oc) {
       const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+      const int32_t minus = correction(oc);
       float* y = out.f32() + oc * out_len + r;
-      for (int64_t u = 0; u < n_r; ++u) y[u * d] = static_cast<float>(acc[oc * n_r + u]) * out_scale + bo;
+      for (int64_t u = 0; u < n_r; ++u)
+        y[u * d] = static_cast<float>(acc[oc * n_r + u] - minus) * out_scale + bo;
     }
   }
   return out;

@@ -1,6 +1,6 @@
 // The int8 conv with ONNX Runtime's quantized bias (nn/conv_integer_bias.cpp) against its scalar reference on
 // fresh random inputs with odd sizes: the stride-1 and dilated paths (rows of time read in place), strided
-// convs, and the fallback (groups), on the AVX2 and portable kernels, one and three threads. Integer sums are
+// convs, and the fallback (groups), on the VNNI, AVX2 and portable kernels, one and three threads. Integer sums are
 // exact and the scaling is the same float arithmetic, so the results must be bitwise equal.
 #include <gtest/gtest.h>
 
@@ -8,6 +8,10 @@
 
 #include "nn/ref.h"
 #include "nn_test_support.h"
+
+namespace sotto::nn::cpu {
+void conv_integer_allow_vnni(bool allow);  // nn/conv_integer_bias.cpp
+}  // namespace sotto::nn::cpu
 
 namespace sotto::nn {
 namespace {
@@ -24,28 +28,34 @@ void expect_bitwise(const Tensor& got, const Tensor& want, const std::string& wh
 
 TEST(NnConvInteger, QuantizedBiasConvMatchesReference) {
   testing::Backends b;
-  b.each([&](Context& ctx, const std::string& where) {
-    for (int trial = 0; trial < 12; ++trial) {
-      const int64_t cin = rand_int(1, 37), cout = rand_int(1, 29), k = rand_int(1, 11), t = rand_int(3, 157);
-      Conv1dOptions o{.stride = 1, .padding = static_cast<int>(rand_int(0, 6)), .dilation = 1};
-      if (trial % 3 == 1) o.dilation = static_cast<int>(rand_int(2, 5));
-      if (trial % 3 == 2) o.stride = static_cast<int>(rand_int(2, 6));
-      if (trial == 11) o.groups = 1, o.padding_end = static_cast<int>(rand_int(0, 3));
-      if (t + o.padding + (o.padding_end < 0 ? o.padding : o.padding_end) < o.dilation * (k - 1) + 1)
-        continue;
-      const Tensor x = rand_tensor(ctx, {cin, t}, -1.5f, 3.0f);
-      const DType dt = trial % 2 ? DType::I8 : DType::U8;
-      const Tensor w = rand_int8(ctx, {cout, cin, k}, dt).with_quant({0.011f, dt == DType::U8 ? 121 : 0});
-      const Tensor bias = rand_tensor(ctx, {cout}, -0.7f, 0.7f);
-      const std::string at = where + " cin " + std::to_string(cin) + " cout " + std::to_string(cout) + " k " +
-                             std::to_string(k) + " t " + std::to_string(t) + " stride " +
-                             std::to_string(o.stride) + " dilation " + std::to_string(o.dilation);
-      expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, bias, o),
-                     ref::conv1d_integer_dynamic_quantized_bias(x, w, bias, o), at);
-      expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, {}, o),
-                     ref::conv1d_integer_dynamic_quantized_bias(x, w, {}, o), at + " no bias");
-    }
-  });
+  for (bool vnni : {true, false}) {  // the AVX-512 VNNI product where the CPU has it, and the int16 one
+    cpu::conv_integer_allow_vnni(vnni);
+    b.each([&](Context& ctx, const std::string& backend) {
+      const std::string where = backend + (vnni ? "" : " no vnni");
+      for (int trial = 0; trial < 12; ++trial) {
+        const int64_t cin = rand_int(1, 37), cout = rand_int(1, 29), k = rand_int(1, 11),
+                      t = rand_int(3, 157);
+        Conv1dOptions o{.stride = 1, .padding = static_cast<int>(rand_int(0, 6)), .dilation = 1};
+        if (trial % 3 == 1) o.dilation = static_cast<int>(rand_int(2, 5));
+        if (trial % 3 == 2) o.stride = static_cast<int>(rand_int(2, 6));
+        if (trial == 11) o.groups = 1, o.padding_end = static_cast<int>(rand_int(0, 3));
+        if (t + o.padding + (o.padding_end < 0 ? o.padding : o.padding_end) < o.dilation * (k - 1) + 1)
+          continue;
+        const Tensor x = rand_tensor(ctx, {cin, t}, -1.5f, 3.0f);
+        const DType dt = trial % 2 ? DType::I8 : DType::U8;
+        const Tensor w = rand_int8(ctx, {cout, cin, k}, dt).with_quant({0.011f, dt == DType::U8 ? 121 : 0});
+        const Tensor bias = rand_tensor(ctx, {cout}, -0.7f, 0.7f);
+        const std::string at = where + " cin " + std::to_string(cin) + " cout " + std::to_string(cout) +
+                               " k " + std::to_string(k) + " t " + std::to_string(t) + " stride " +
+                               std::to_string(o.stride) + " dilation " + std::to_string(o.dilation);
+        expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, bias, o),
+                       ref::conv1d_integer_dynamic_quantized_bias(x, w, bias, o), at);
+        expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, {}, o),
+                       ref::conv1d_integer_dynamic_quantized_bias(x, w, {}, o), at + " no bias");
+      }
+    });
+  }
+  cpu::conv_integer_allow_vnni(true);
 }
 
 // Grouped convs go through the unrolled-input fallback: the same values.
