@@ -9,8 +9,8 @@
 // ([T, Cin], zero point subtracted, padding rows 0), and the weight is kept as [Cout, K, Cin]. Then the K
 // taps of output t read rows t*stride .. t*stride + K - 1 of that array: one contiguous run of K*Cin values,
 // so the product is one igemm_nt whose B rows overlap (ldb = stride * Cin). A dilation d > 1 splits the
-// outputs by t mod d into d such products over every d-th row. The int32 sums are written into the output's
-// own bytes and scaled in place. Exact integer arithmetic: the same values as ref::conv1d_integer_dynamic.
+// outputs by t mod d into d such products over every d-th row. The int32 sums are scaled into the output in
+// one pass. Exact integer arithmetic: the same values as ref::conv1d_integer_dynamic.
 #include <algorithm>
 #include <atomic>
 #include <cassert>
@@ -130,13 +130,16 @@ template <class T>
 void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int64_t n_rows, T fill,
                int32_t add, T* xt) {
   std::fill(xt, xt + n_rows * cin, fill);
-  constexpr int64_t kBlock = 64;  // a block of time steps per pass keeps the transposed writes in cache
-  for (int64_t t0 = 0; t0 < length; t0 += kBlock) {
-    const int64_t t1 = std::min(length, t0 + kBlock);
-    for (int64_t i = 0; i < cin; ++i) {
-      const int16_t* src = xq + i * length;
-      T* dst = xt + (padding + t0) * cin + i;
-      for (int64_t t = t0; t < t1; ++t) dst[(t - t0) * cin] = static_cast<T>(src[t] + add);
+  // Tiles of 16 channels x 64 steps: 16 sequential read streams, 16 adjacent writes per step.
+  constexpr int64_t kSteps = 64, kChannels = 16;
+  for (int64_t t0 = 0; t0 < length; t0 += kSteps) {
+    const int64_t t1 = std::min(length, t0 + kSteps);
+    for (int64_t i0 = 0; i0 < cin; i0 += kChannels) {
+      const int64_t i1 = std::min(cin, i0 + kChannels);
+      for (int64_t t = t0; t < t1; ++t) {
+        T* dst = xt + (padding + t) * cin;
+        for (int64_t i = i0; i < i1; ++i) dst[i] = static_cast<T>(xq[i * length + t] + add);
+      }
     }
   }
 }
@@ -236,17 +239,14 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
 
   Tensor out = ctx.empty({cout, out_len});
   if (d == 1) {
-    auto* acc = reinterpret_cast<int32_t*>(out.f32());
+    int32_t* acc = scratch(sums, static_cast<size_t>(cout * out_len));
     product(out_len, 0, s, acc, out_len);
-    float* y = out.f32();
     for (int64_t oc = 0; oc < cout; ++oc) {
       const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
       const int32_t minus = correction(oc);
-      for (int64_t t = 0; t < out_len; ++t) {
-        int32_t a;
-        std::memcpy(&a, y + oc * out_len + t, 4);
-        y[oc * out_len + t] = static_cast<float>(a - minus) * out_scale + bo;
-      }
+      const int32_t* a = acc + oc * out_len;
+      float* y = out.f32() + oc * out_len;
+      for (int64_t t = 0; t < out_len; ++t) y[t] = static_cast<float>(a[t] - minus) * out_scale + bo;
     }
     return out;
   }
