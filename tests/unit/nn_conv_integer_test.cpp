@@ -74,3 +74,41 @@ TEST(NnConvInteger, QuantizedBiasGroupedFallbackMatchesReference) {
 
 }  // namespace
 }  // namespace sotto::nn
+
+namespace sotto::nn {
+namespace {
+
+// matmul_integer_dynamic's VNNI path (nn/linear_int8_dynamic_avx2.cpp, zero points applied after the product)
+// and the int16 one against the reference: per-column zero points and scales, I8 and U8 weights, odd sizes.
+TEST(NnConvInteger, MatmulIntegerDynamicMatchesReferenceWithAndWithoutVnni) {
+  testing::Backends b;
+  for (bool vnni : {true, false}) {
+    cpu::conv_integer_allow_vnni(vnni);
+    b.each([&](Context& ctx, const std::string& backend) {
+      for (int trial = 0; trial < 4; ++trial) {
+        const int64_t m = rand_int(1, 23), k = rand_int(1, 150), n = rand_int(1, 41);
+        const Tensor x = rand_tensor(ctx, {m, k}, -2.0f, 1.0f);
+        const bool u8 = trial % 2 == 1;
+        Tensor w = rand_int8(ctx, {k, n}, u8 ? DType::U8 : DType::I8);
+        if (u8 && trial == 3)  // every value <= 127: the VNNI path takes a U8 weight too
+          for (int64_t i = 0; i < w.elements(); ++i) w.data<uint8_t>()[i] &= 0x7F;
+        std::vector<int64_t> zi(static_cast<size_t>(n));
+        for (int64_t& z : zi) z = rand_int(u8 ? 0 : -20, u8 ? 255 : 20);
+        const Tensor zpi =
+            ctx.from_bytes({n}, DType::I64, {reinterpret_cast<const uint8_t*>(zi.data()), zi.size() * 8});
+        const Tensor scales = rand_tensor(ctx, {n}, 0.001f, 0.05f);
+        const std::string where = backend + (vnni ? "" : " no vnni") + " m " + std::to_string(m) + " k " +
+                                  std::to_string(k) + " n " + std::to_string(n) + (u8 ? " u8" : " i8");
+        expect_bitwise(matmul_integer_dynamic(x, w, scales, zpi),
+                       ref::matmul_integer_dynamic(x, w, scales, zpi), where);
+        expect_bitwise(matmul_integer_dynamic(x, w.with_quant({0.02f, u8 ? 131 : 0})),
+                       ref::matmul_integer_dynamic(x, w.with_quant({0.02f, u8 ? 131 : 0})),
+                       where + " per tensor");
+      }
+    });
+  }
+  cpu::conv_integer_allow_vnni(true);
+}
+
+}  // namespace
+}  // namespace sotto::nn
