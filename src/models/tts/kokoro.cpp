@@ -313,6 +313,14 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
   return ctx.to_floats(audio);
 }
 
+Status kokoro_warm_up(nn::Context& ctx, const KokoroWeights& w) {
+  const std::vector<int64_t> ids = {50, 83, 54, 156, 57, 135};  // any few symbols
+  const std::vector<float> style(static_cast<size_t>(kKokoroStyleDim), 0.0f);
+  SOTTO_ASSIGN(std::vector<float> audio, kokoro_speak(ctx, w, ids, style, 1.0f));
+  static_cast<void>(audio);
+  return {};
+}
+
 KokoroStageMs& KokoroStageMs::operator+=(const KokoroStageMs& o) {
   albert += o.albert, duration += o.duration, prosody += o.prosody, text_encoder += o.text_encoder;
   decoder += o.decoder, source += o.source, generator += o.generator;

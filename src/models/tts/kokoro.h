@@ -198,6 +198,10 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
                                         float speed, KokoroTrace* trace = nullptr,
                                         KokoroStageMs* stage_ms = nullptr);
 
+// One short pass (a few ids, a zero style) so the weights' derived layouts (int8 rows for the VNNI product,
+// int16 copies) are made and kept before the first real call: otherwise the first sentence pays for them.
+Status kokoro_warm_up(nn::Context& ctx, const KokoroWeights& w);
+
 // ---------------------------------------------------------------- sentences
 // Splits phonemes into pieces of at most max_ids symbols, at sentence ends (. ! ? followed by a space or the
 // end) where possible, else at the last , ; : or space, else hard. Pieces keep their punctuation.
