@@ -124,3 +124,49 @@ SOTTO_VNNI void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t
 }
 
 }  // namespace sotto::nn::cpu
+
+namespace sotto::nn::cpu {
+
+// The int8 conv's input rows (conv_integer_bias.cpp time_rows for uint8): xq [Cin, T] int16 (zero point
+// subtracted) -> xt row (padding + t) = xq[:, t] + zp as uint8, by 8 x 8 tiles transposed in registers
+// (unpack 16 -> 32 -> 64 bit), edges scalar. The caller has filled the padding rows.
+void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int32_t zp,
+                       uint8_t* xt) {
+  const __m128i vzp = _mm_set1_epi16(static_cast<int16_t>(zp));
+  const int64_t c8 = cin & ~int64_t{7}, t8 = length & ~int64_t{7};
+  for (int64_t i0 = 0; i0 < c8; i0 += 8) {
+    for (int64_t t0 = 0; t0 < t8; t0 += 8) {
+      __m128i r[8];
+      for (int j = 0; j < 8; ++j)
+        r[j] = _mm_add_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + (i0 + j) * length + t0)),
+                             vzp);
+      const __m128i a0 = _mm_unpacklo_epi16(r[0], r[1]), a1 = _mm_unpackhi_epi16(r[0], r[1]);
+      const __m128i a2 = _mm_unpacklo_epi16(r[2], r[3]), a3 = _mm_unpackhi_epi16(r[2], r[3]);
+      const __m128i a4 = _mm_unpacklo_epi16(r[4], r[5]), a5 = _mm_unpackhi_epi16(r[4], r[5]);
+      const __m128i a6 = _mm_unpacklo_epi16(r[6], r[7]), a7 = _mm_unpackhi_epi16(r[6], r[7]);
+      const __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
+      const __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
+      const __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
+      const __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
+      // Column t0 + u of the tile: 8 channels as int16 in c[u], then packed to bytes two columns at a time.
+      const __m128i c[8] = {_mm_unpacklo_epi64(b0, b4), _mm_unpackhi_epi64(b0, b4),
+                            _mm_unpacklo_epi64(b1, b5), _mm_unpackhi_epi64(b1, b5),
+                            _mm_unpacklo_epi64(b2, b6), _mm_unpackhi_epi64(b2, b6),
+                            _mm_unpacklo_epi64(b3, b7), _mm_unpackhi_epi64(b3, b7)};
+      for (int u = 0; u < 8; u += 2) {
+        const __m128i bytes = _mm_packus_epi16(c[u], c[u + 1]);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(xt + (padding + t0 + u) * cin + i0), bytes);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(xt + (padding + t0 + u + 1) * cin + i0),
+                         _mm_unpackhi_epi64(bytes, bytes));
+      }
+    }
+    for (int64_t t = t8; t < length; ++t)
+      for (int64_t i = i0; i < i0 + 8; ++i)
+        xt[(padding + t) * cin + i] = static_cast<uint8_t>(xq[i * length + t] + zp);
+  }
+  for (int64_t i = c8; i < cin; ++i)
+    for (int64_t t = 0; t < length; ++t)
+      xt[(padding + t) * cin + i] = static_cast<uint8_t>(xq[i * length + t] + zp);
+}
+
+}  // namespace sotto::nn::cpu

@@ -34,6 +34,8 @@ void quantize_i16_avx2(const float* x, int64_t n, float scale, int32_t zero_poin
 bool cpu_has_avx512_vnni();
 void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_t lda, const uint8_t* B,
                         int64_t ldb, int32_t* C, int64_t ldc);
+void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int32_t zp,
+                       uint8_t* xt);
 
 namespace {
 std::atomic<bool> g_allow_vnni{true};
@@ -216,8 +218,13 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   uint8_t* xt8 = nullptr;
   if (use8) {  // uint8 as quantized, padding = the zero point; the zero point's share is taken off after
     xt8 = scratch(rows8, static_cast<size_t>(n_rows * cin));
+#if defined(__x86_64__) && !defined(__wasm__)
+    std::fill(xt8, xt8 + n_rows * cin, static_cast<uint8_t>(q.zero_point));
+    cpu::time_rows_u8_avx2(xq, cin, length, o.padding, q.zero_point, xt8);  // VNNI implies AVX2
+#else
     time_rows<uint8_t>(xq, cin, length, o.padding, n_rows, static_cast<uint8_t>(q.zero_point), q.zero_point,
                        xt8);
+#endif
   } else {
     xt16 = scratch(rows16, static_cast<size_t>(n_rows * cin));
     time_rows<int16_t>(xq, cin, length, o.padding, n_rows, 0, 0, xt16);
