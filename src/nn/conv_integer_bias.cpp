@@ -97,12 +97,12 @@ std::vector<float> floored_bias(const Tensor& b, float step) {
   return out;
 }
 
-// Scratch kept per thread across calls: the rows of a generator conv are MBs, and fresh pages cost more to
-// fault in than the product takes.
+// Scratch from the context's storage pool: a repeated pass reuses the same buffers (the rows of a generator conv
+// are MBs, and fresh pages cost more to fault in than the product takes). `keep` holds it for the call.
 template <class T>
-T* scratch(std::vector<T>& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-  return v.data();
+T* scratch(Context& ctx, Tensor& keep, int64_t n, DType dtype) {
+  keep = ctx.empty({std::max<int64_t>(n, 1)}, dtype);
+  return keep.data<T>();
 }
 
 int32_t weight_at(const Tensor& w, int64_t i) {
@@ -208,16 +208,14 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
     return t16;
   });
 
-  thread_local std::vector<int16_t> quantized, rows16, gathered16;
-  thread_local std::vector<uint8_t> rows8, gathered8;
-  thread_local std::vector<int32_t> sums;
-  int16_t* xq = scratch(quantized, static_cast<size_t>(cin * length));
+  Tensor quantized, rows, gathered, sums;
+  int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
   cpu::quantize_i16(x.f32(), cin * length, q, xq);
   const int64_t n_rows = std::max((out_len - 1) * s + (kernel - 1) * d + 1, o.padding + length);
   int16_t* xt16 = nullptr;
   uint8_t* xt8 = nullptr;
   if (use8) {  // uint8 as quantized, padding = the zero point; the zero point's share is taken off after
-    xt8 = scratch(rows8, static_cast<size_t>(n_rows * cin));
+    xt8 = scratch<uint8_t>(ctx, rows, n_rows * cin, DType::U8);
 #if defined(__x86_64__) && !defined(__wasm__)
     std::fill(xt8, xt8 + n_rows * cin, static_cast<uint8_t>(q.zero_point));
     cpu::time_rows_u8_avx2(xq, cin, length, o.padding, q.zero_point, xt8);  // VNNI implies AVX2
@@ -226,18 +224,22 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
                        xt8);
 #endif
   } else {
-    xt16 = scratch(rows16, static_cast<size_t>(n_rows * cin));
+    xt16 = scratch<int16_t>(ctx, rows, n_rows * cin, DType::I16);
     time_rows<int16_t>(xq, cin, length, o.padding, n_rows, 0, 0, xt16);
   }
   // acc [Cout, n] (row stride ldc) over outputs whose rows start every ldb_rows rows at `first` row.
   auto product = [&](int64_t n, int64_t first, int64_t ldb_rows, int32_t* acc, int64_t ldc) {
+#if defined(__x86_64__) && !defined(__wasm__)
     if (use8) {
       const uint8_t* b = xt8 + first * cin;
       cpu::parallel_for(ctx, n, cout * row, [&](int64_t begin, int64_t end) {
         cpu::igemm_u8s8_nt_vnni(cout, end - begin, row, w8.data<int8_t>(), row, b + begin * ldb_rows * cin,
                                 ldb_rows * cin, acc + begin, ldc);
       });
-    } else {
+      return;
+    }
+#endif
+    {
       cpu::igemm_nt(ctx, cout, n, row, wk.data<int16_t>(), row, xt16 + first * cin, ldb_rows * cin, acc, ldc);
     }
   };
@@ -246,7 +248,7 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
 
   Tensor out = ctx.empty({cout, out_len});
   if (d == 1) {
-    int32_t* acc = scratch(sums, static_cast<size_t>(cout * out_len));
+    int32_t* acc = scratch<int32_t>(ctx, sums, cout * out_len, DType::I32);
     product(out_len, 0, s, acc, out_len);
     for (int64_t oc = 0; oc < cout; ++oc) {
       const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
@@ -258,23 +260,23 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
     return out;
   }
   // Dilated: outputs t = r + d u read padded rows r + d (u + k). Each residue's rows gathered, then one product.
+  uint8_t* const rows8 = xt8;
+  int16_t* const rows16 = xt16;
+  const int64_t max_rows = (out_len + d - 1) / d + kernel - 1;  // residue 0 has the most outputs
+  uint8_t* g8 = use8 ? scratch<uint8_t>(ctx, gathered, max_rows * cin, DType::U8) : nullptr;
+  int16_t* g16 = use8 ? nullptr : scratch<int16_t>(ctx, gathered, max_rows * cin, DType::I16);
+  int32_t* acc = scratch<int32_t>(ctx, sums, cout * ((out_len + d - 1) / d), DType::I32);
   for (int64_t r = 0; r < d && r < out_len; ++r) {
     const int64_t n_r = (out_len - r + d - 1) / d, g_rows = n_r + kernel - 1;
-    if (use8) {
-      uint8_t* g = scratch(gathered8, static_cast<size_t>(g_rows * cin));
-      for (int64_t v = 0; v < g_rows; ++v)
-        std::memcpy(g + v * cin, xt8 + (r + d * v) * cin, static_cast<size_t>(cin));
-      xt8 = g;
-    } else {
-      int16_t* g = scratch(gathered16, static_cast<size_t>(g_rows * cin));
-      for (int64_t v = 0; v < g_rows; ++v)
-        std::memcpy(g + v * cin, xt16 + (r + d * v) * cin, static_cast<size_t>(cin) * 2);
-      xt16 = g;
+    for (int64_t v = 0; v < g_rows; ++v) {
+      if (use8)
+        std::memcpy(g8 + v * cin, rows8 + (r + d * v) * cin, static_cast<size_t>(cin));
+      else
+        std::memcpy(g16 + v * cin, rows16 + (r + d * v) * cin, static_cast<size_t>(cin) * 2);
     }
-    int32_t* acc = scratch(sums, static_cast<size_t>(cout * n_r));
+    xt8 = g8;
+    xt16 = g16;
     product(n_r, 0, 1, acc, n_r);
-    xt8 = use8 ? rows8.data() : nullptr;
-    xt16 = use8 ? nullptr : rows16.data();
     for (int64_t oc = 0; oc < cout; ++oc) {
       const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
       const int32_t minus = correction(oc);
