@@ -2,22 +2,290 @@
 // bias into the int32 accumulator as floor(b / (x_scale * w_scale)) steps (Div, Floor, Cast int32, Add before the
 // output scale), so the bias it adds is b rounded DOWN to a multiple of the output scale. Each such conv is up to
 // one output step off a float bias; the next layer's dynamic quantization turns that into whole steps (Kokoro's
-// decoder: 1.8 % relative RMS with a float bias, bit-exact with this one). Cost: one extra min/max pass over x.
+// decoder: 1.8 % relative RMS with a float bias, bit-exact with this one).
+//
+// Kokoro's decoder and generator spend most of their time here, so the stride-1 (any dilation) and dilation-1
+// (any stride) convs skip the unrolled-input copy: x is quantized once, straight into int16 rows of time
+// ([T, Cin], zero point subtracted, padding rows 0), and the weight is kept as [Cout, K, Cin]. Then the K
+// taps of output t read rows t*stride .. t*stride + K - 1 of that array: one contiguous run of K*Cin values,
+// so the product is one igemm_nt whose B rows overlap (ldb = stride * Cin). A dilation d > 1 splits the
+// outputs by t mod d into d such products over every d-th row. The int32 sums are scaled into the output in
+// one pass. Exact integer arithmetic: the same values as ref::conv1d_integer_dynamic.
+#include <algorithm>
+#include <atomic>
 #include <cassert>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
 
+#include "cpu/cpu_features.h"
+#include "nn/cpu.h"
+#include "nn/gemm.h"
 #include "nn/ops.h"
+#include "nn/ref.h"
 
 namespace sotto::nn {
 
+namespace cpu {
+// conv_integer_avx2.cpp: the same as the portable loops below, 8 lanes at a time, and the VNNI product.
+void min_max_avx2(const float* x, int64_t n, float& lo, float& hi);
+void quantize_i16_avx2(const float* x, int64_t n, float scale, int32_t zero_point, int16_t* out);
+bool cpu_has_avx512_vnni();
+void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_t lda, const uint8_t* B,
+                        int64_t ldb, int32_t* C, int64_t ldc);
+void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int32_t zp,
+                       uint8_t* xt);
+
+namespace {
+std::atomic<bool> g_allow_vnni{true};
+}  // namespace
+
+// Tests: turn the VNNI product off (false) to check the int16 one on a CPU that has VNNI.
+void conv_integer_allow_vnni(bool allow) {
+  g_allow_vnni.store(allow, std::memory_order_relaxed);
+}
+
+bool conv_integer_use_vnni() {
+#if defined(__x86_64__) && !defined(__wasm__)
+  return g_allow_vnni.load(std::memory_order_relaxed) && cpu_use_avx2() && cpu_has_avx512_vnni();
+#else
+  return false;
+#endif
+}
+
+// DynamicQuantizeLinear's range (min over x and 0, max over x and 0).
+void min_max(const float* x, int64_t n, float& lo, float& hi) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return min_max_avx2(x, n, lo, hi);
+#endif
+  lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+}
+
+// out[i] = quantize_u8(x[i]) - zero_point (ONNX Runtime's q = saturate(round_half_even(x / scale) + zp)).
+void quantize_i16(const float* x, int64_t n, const QuantParams& q, int16_t* out) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return quantize_i16_avx2(x, n, q.scale, q.zero_point, out);
+#endif
+  const float zp = static_cast<float>(q.zero_point);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::clamp(__builtin_roundevenf(x[i] / q.scale) + zp, 0.0f, 255.0f);
+    out[i] = static_cast<int16_t>(static_cast<int32_t>(v) - q.zero_point);
+  }
+}
+}  // namespace cpu
+
+namespace {
+
+constexpr uint32_t kDerivedInt16TapMajor = 5;  // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
+constexpr uint32_t kDerivedInt8TapMajor = 6;   // the same as int8 (when every w - zp fits), for VNNI
+constexpr uint32_t kDerivedRowSums = 7;        // int32 [Cout]: sum of each row of the int8 layout
+
+int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
+  const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
+  return (length + o.padding + pad_end - o.dilation * (kernel - 1) - 1) / o.stride + 1;
+}
+
+// The bias as the graph adds it: floor(b / step) * step.
+std::vector<float> floored_bias(const Tensor& b, float step) {
+  std::vector<float> out(static_cast<size_t>(b.defined() ? b.elements() : 0));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = std::floor(b.f32()[i] / step) * step;
+  return out;
+}
+
+// Scratch from the context's storage pool: a repeated pass reuses the same buffers (the rows of a generator conv
+// are MBs, and fresh pages cost more to fault in than the product takes). `keep` holds it for the call.
+template <class T>
+T* scratch(Context& ctx, Tensor& keep, int64_t n, DType dtype) {
+  keep = ctx.empty({std::max<int64_t>(n, 1)}, dtype);
+  return keep.data<T>();
+}
+
+int32_t weight_at(const Tensor& w, int64_t i) {
+  const uint8_t raw = w.data<uint8_t>()[i];
+  return (w.dtype() == DType::I8 ? static_cast<int8_t>(raw) : static_cast<int32_t>(raw)) -
+         w.quant().zero_point;
+}
+
+// The weight [Cout, Cin, K] as [Cout, K, Cin] of T with its zero point subtracted; false when a value does
+// not fit T.
+template <class T>
+bool tap_major(const Tensor& w, T* out) {
+  const int64_t cout = w.dim(0), cin = w.dim(1), kernel = w.dim(2);
+  for (int64_t oc = 0; oc < cout; ++oc)
+    for (int64_t i = 0; i < cin; ++i)
+      for (int64_t k = 0; k < kernel; ++k) {
+        const int32_t v = weight_at(w, (oc * cin + i) * kernel + k);
+        if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) return false;
+        out[(oc * kernel + k) * cin + i] = static_cast<T>(v);
+      }
+  return true;
+}
+
+// Quantized x [Cin, T] (zero point subtracted) scattered into rows of time: padded row P holds x[:, P - pad]
+// (+ add), other rows `fill`.
+template <class T>
+void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int64_t n_rows, T fill,
+               int32_t add, T* xt) {
+  std::fill(xt, xt + n_rows * cin, fill);
+  // Tiles of 16 channels x 64 steps: 16 sequential read streams, 16 adjacent writes per step.
+  constexpr int64_t kSteps = 64, kChannels = 16;
+  for (int64_t t0 = 0; t0 < length; t0 += kSteps) {
+    const int64_t t1 = std::min(length, t0 + kSteps);
+    for (int64_t i0 = 0; i0 < cin; i0 += kChannels) {
+      const int64_t i1 = std::min(cin, i0 + kChannels);
+      for (int64_t t = t0; t < t1; ++t) {
+        T* dst = xt + (padding + t) * cin;
+        for (int64_t i = i0; i < i1; ++i) dst[i] = static_cast<T>(xq[i * length + t] + add);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+namespace ref {
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
                                              const Conv1dOptions& o) {
-  if (!b.defined()) return conv1d_integer_dynamic(x, w, {}, o);
-  assert(x.ctx().backend() == Backend::Cpu && b.dtype() == DType::F32 && b.rank() == 1);
+  if (!b.defined()) return ref::conv1d_integer_dynamic(x, w, {}, o);
   const float step = dynamic_quantize_linear(x).quant().scale * w.quant().scale;
-  Tensor quantized = x.ctx().empty(b.shape());
-  for (int64_t i = 0; i < b.elements(); ++i) quantized.f32()[i] = std::floor(b.f32()[i] / step) * step;
-  return conv1d_integer_dynamic(x, w, quantized, o);
+  const std::vector<float> bias = floored_bias(b, step);
+  return ref::conv1d_integer_dynamic(x, w, x.ctx().from_floats(b.shape(), bias), o);
+}
+}  // namespace ref
+
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o) {
+  assert(x0.ctx().backend() == Backend::Cpu && (!b.defined() || (b.dtype() == DType::F32 && b.rank() == 1)));
+  const Tensor x = cpu::as_f32(x0);
+  NN_ASSERT(x.rank() == 2 && w.rank() == 3 && (w.dtype() == DType::I8 || w.dtype() == DType::U8));
+  Context& ctx = x.ctx();
+  const int64_t cin = x.dim(0), length = x.dim(1), cout = w.dim(0), kernel = w.dim(2);
+  const int64_t d = o.dilation, s = o.stride;
+  if (o.groups != 1 || (d != 1 && s != 1) || w.dim(1) != cin) {
+    if (!b.defined()) return conv1d_integer_dynamic(x, w, {}, o);
+    const float step = dynamic_quantize_linear(x).quant().scale * w.quant().scale;
+    return conv1d_integer_dynamic(x, w, ctx.from_floats(b.shape(), floored_bias(b, step)), o);
+  }
+  const int64_t out_len = out_length(length, o, kernel);
+  NN_ASSERT(out_len > 0);
+
+  float lo = 0, hi = 0;
+  cpu::min_max(x.f32(), x.elements(), lo, hi);
+  QuantParams q;
+  q.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  q.zero_point = static_cast<int32_t>(std::nearbyint(std::clamp(0.0f - lo / q.scale, 0.0f, 255.0f)));
+  const float out_scale = q.scale * w.quant().scale;
+  const std::vector<float> bias = floored_bias(b, out_scale);
+
+  const int64_t row = kernel * cin;
+  const bool vnni = cpu::conv_integer_use_vnni();
+  Tensor w8, sums8;
+  if (vnni) {
+    w8 = w.derived(kDerivedInt8TapMajor, [&] {
+      Tensor t8 = w.ctx().empty({cout, kernel, cin}, DType::I8);
+      return tap_major(w, t8.data<int8_t>()) ? t8 : w.ctx().empty({1}, DType::I8);
+    });
+    if (w8.elements() == cout * row)
+      sums8 = w.derived(kDerivedRowSums, [&] {
+        Tensor t = w.ctx().empty({cout}, DType::I32);
+        for (int64_t oc = 0; oc < cout; ++oc) {
+          int32_t sum = 0;
+          for (int64_t j = 0; j < row; ++j) sum += w8.data<int8_t>()[oc * row + j];
+          t.data<int32_t>()[oc] = sum;
+        }
+        return t;
+      });
+  }
+  const bool use8 = sums8.defined();
+  const Tensor wk = use8 ? Tensor{} : w.derived(kDerivedInt16TapMajor, [&] {
+    Tensor t16 = w.ctx().empty({cout, kernel, cin}, DType::I16);
+    tap_major(w, t16.data<int16_t>());  // |w - zp| <= 255 always fits
+    return t16;
+  });
+
+  Tensor quantized, rows, gathered, sums;
+  int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
+  cpu::quantize_i16(x.f32(), cin * length, q, xq);
+  const int64_t n_rows = std::max((out_len - 1) * s + (kernel - 1) * d + 1, o.padding + length);
+  int16_t* xt16 = nullptr;
+  uint8_t* xt8 = nullptr;
+  if (use8) {  // uint8 as quantized, padding = the zero point; the zero point's share is taken off after
+    xt8 = scratch<uint8_t>(ctx, rows, n_rows * cin, DType::U8);
+#if defined(__x86_64__) && !defined(__wasm__)
+    std::fill(xt8, xt8 + n_rows * cin, static_cast<uint8_t>(q.zero_point));
+    cpu::time_rows_u8_avx2(xq, cin, length, o.padding, q.zero_point, xt8);  // VNNI implies AVX2
+#else
+    time_rows<uint8_t>(xq, cin, length, o.padding, n_rows, static_cast<uint8_t>(q.zero_point), q.zero_point,
+                       xt8);
+#endif
+  } else {
+    xt16 = scratch<int16_t>(ctx, rows, n_rows * cin, DType::I16);
+    time_rows<int16_t>(xq, cin, length, o.padding, n_rows, 0, 0, xt16);
+  }
+  // acc [Cout, n] (row stride ldc) over outputs whose rows start every ldb_rows rows at `first` row.
+  auto product = [&](int64_t n, int64_t first, int64_t ldb_rows, int32_t* acc, int64_t ldc) {
+#if defined(__x86_64__) && !defined(__wasm__)
+    if (use8) {
+      const uint8_t* b = xt8 + first * cin;
+      cpu::parallel_for(ctx, n, cout * row, [&](int64_t begin, int64_t end) {
+        cpu::igemm_u8s8_nt_vnni(cout, end - begin, row, w8.data<int8_t>(), row, b + begin * ldb_rows * cin,
+                                ldb_rows * cin, acc + begin, ldc);
+      });
+      return;
+    }
+#endif
+    {
+      cpu::igemm_nt(ctx, cout, n, row, wk.data<int16_t>(), row, xt16 + first * cin, ldb_rows * cin, acc, ldc);
+    }
+  };
+  const int32_t zp = q.zero_point;
+  auto correction = [&](int64_t oc) { return use8 ? zp * sums8.data<int32_t>()[oc] : 0; };
+
+  Tensor out = ctx.empty({cout, out_len});
+  if (d == 1) {
+    int32_t* acc = scratch<int32_t>(ctx, sums, cout * out_len, DType::I32);
+    product(out_len, 0, s, acc, out_len);
+    for (int64_t oc = 0; oc < cout; ++oc) {
+      const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+      const int32_t minus = correction(oc);
+      const int32_t* a = acc + oc * out_len;
+      float* y = out.f32() + oc * out_len;
+      for (int64_t t = 0; t < out_len; ++t) y[t] = static_cast<float>(a[t] - minus) * out_scale + bo;
+    }
+    return out;
+  }
+  // Dilated: outputs t = r + d u read padded rows r + d (u + k). Each residue's rows gathered, then one product.
+  uint8_t* const rows8 = xt8;
+  int16_t* const rows16 = xt16;
+  const int64_t max_rows = (out_len + d - 1) / d + kernel - 1;  // residue 0 has the most outputs
+  uint8_t* g8 = use8 ? scratch<uint8_t>(ctx, gathered, max_rows * cin, DType::U8) : nullptr;
+  int16_t* g16 = use8 ? nullptr : scratch<int16_t>(ctx, gathered, max_rows * cin, DType::I16);
+  int32_t* acc = scratch<int32_t>(ctx, sums, cout * ((out_len + d - 1) / d), DType::I32);
+  for (int64_t r = 0; r < d && r < out_len; ++r) {
+    const int64_t n_r = (out_len - r + d - 1) / d, g_rows = n_r + kernel - 1;
+    for (int64_t v = 0; v < g_rows; ++v) {
+      if (use8)
+        std::memcpy(g8 + v * cin, rows8 + (r + d * v) * cin, static_cast<size_t>(cin));
+      else
+        std::memcpy(g16 + v * cin, rows16 + (r + d * v) * cin, static_cast<size_t>(cin) * 2);
+    }
+    xt8 = g8;
+    xt16 = g16;
+    product(n_r, 0, 1, acc, n_r);
+    for (int64_t oc = 0; oc < cout; ++oc) {
+      const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+      const int32_t minus = correction(oc);
+      float* y = out.f32() + oc * out_len + r;
+      for (int64_t u = 0; u < n_r; ++u)
+        y[u * d] = static_cast<float>(acc[oc * n_r + u] - minus) * out_scale + bo;
+    }
+  }
+  return out;
 }
 
 }  // namespace sotto::nn

@@ -323,7 +323,16 @@ Tensor snake(const Tensor& x0, const Tensor& alpha0) {
       const float a = alpha.f32()[c], inv = 1.0f / a;
       const float* in = x.f32() + c * length;
       float* o = out.f32() + c * length;
-      for (int64_t t = 0; t < length; ++t) {
+      // Four lanes through vec::sin4 (a scalar sinf call per element was a sixth of Kokoro's generator);
+      // arguments past its range go to std::sin.
+      int64_t t = 0;
+      for (; t + 4 <= length; t += 4) {
+        const vec::F4 v = vec::load(in + t), ax = v * vec::splat(a);
+        if (__builtin_reduce_max(__builtin_elementwise_abs(ax)) >= 8192.0f) break;
+        const vec::F4 s = vec::sin4(ax);
+        vec::store(o + t, v + s * s * vec::splat(inv));
+      }
+      for (; t < length; ++t) {
         const float s = std::sin(a * in[t]);
         o[t] = in[t] + s * s * inv;
       }

@@ -194,10 +194,23 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
 }
 }  // namespace ref
 
+namespace cpu {
+// linear_int8_dynamic_avx2.cpp / conv_integer_bias.cpp: the AVX-512 VNNI product (undefined when w does not fit
+// int8) and whether the CPU has it.
+Tensor matmul_integer_dynamic_vnni(const Tensor& x, const Tensor& w, const Tensor& w_scales,
+                                   const Tensor& w_zero_points);
+bool conv_integer_use_vnni();
+}  // namespace cpu
+
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
                               const Tensor& w_zero_points) {
   NN_CPU_ONLY(x, "matmul_integer_dynamic");
   NN_ASSERT(w.rank() == 2 && (w.dtype() == DType::I8 || w.dtype() == DType::U8) && x.dim(-1) == w.dim(0));
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu::conv_integer_use_vnni())
+    if (Tensor fast = cpu::matmul_integer_dynamic_vnni(x, w, w_scales, w_zero_points); fast.defined())
+      return fast;
+#endif
   const int64_t k = x.dim(-1), n = w.dim(1), m = x.elements() / k;
   Context& ctx = x.ctx();
   const Tensor xq = dynamic_quantize_linear(x);

@@ -28,6 +28,8 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o = {});
 Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o = {},
                               const Tensor& w_scales = {});
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o = {});
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b,
                         const ConvTranspose1dOptions& o = {});
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o = {});

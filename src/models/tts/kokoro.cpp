@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "api/clock.h"
 #include "nn/ops.h"
 
 namespace sotto::tts {
@@ -258,7 +259,7 @@ nn::Tensor kokoro_generator(const KokoroWeights& w, const nn::Tensor& decoded, c
 // ---------------------------------------------------------------- the whole pass
 Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w,
                                         std::span<const int64_t> ids, std::span<const float> style,
-                                        float speed, KokoroTrace* trace) {
+                                        float speed, KokoroTrace* trace, KokoroStageMs* stage_ms) {
   if (ids.empty()) return error("kokoro: no phonemes to speak");
   if (ids.size() > static_cast<size_t>(kKokoroMaxPhonemes))
     return error("kokoro: ", ids.size(), " phoneme ids in one piece; at most ", kKokoroMaxPhonemes,
@@ -274,27 +275,56 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
       ctx.from_bytes({t}, DType::I64, {reinterpret_cast<const uint8_t*>(padded.data()), padded.size() * 8});
   const nn::Tensor style_t = ctx.from_floats({1, kKokoroStyleDim}, style);
 
+  KokoroStageMs ms;
+  double mark = now_ms();
+  auto lap = [&mark](double& into) {
+    const double now = now_ms();
+    into += now - mark;
+    mark = now;
+  };
   const nn::Tensor bert = kokoro_albert(w, tokens);
+  lap(ms.albert);
   const nn::Tensor d = kokoro_duration_encoder(w, bert, style_t);
   SOTTO_ASSIGN(std::vector<float> probs, ctx.to_floats(kokoro_duration_probs(w, d)));
   const std::vector<float> sums = kokoro_duration_sums(probs, static_cast<size_t>(t));
   const std::vector<int64_t> durations = kokoro_durations(sums, speed);
   const nn::Tensor frames_per_token = ctx.from_bytes(
       {t}, DType::I64, {reinterpret_cast<const uint8_t*>(durations.data()), durations.size() * 8});
+  lap(ms.duration);
 
   const nn::Tensor en = nn::repeat_by_durations(d, frames_per_token);  // [F, 640]
   nn::Tensor f0, noise;
   kokoro_prosody(w, en, style_t, f0, noise);
+  lap(ms.prosody);
   const nn::Tensor t_en = kokoro_text_encoder(w, tokens);
   const nn::Tensor asr = nn::transpose(nn::repeat_by_durations(t_en, frames_per_token));  // [512, F]
+  lap(ms.text_encoder);
   const nn::Tensor decoded = kokoro_decoder(w, asr, f0, noise, style_t);
+  lap(ms.decoder);
   const nn::Tensor source = kokoro_harmonic_source(w, f0);
   const nn::Tensor har = kokoro_source_spectrum(w, source);
+  lap(ms.source);
   const nn::Tensor audio = kokoro_generator(w, decoded, har, style_t);
+  lap(ms.generator);
+  if (stage_ms != nullptr) *stage_ms += ms;
   if (trace != nullptr) {
     *trace = {bert, d, ctx.from_floats({t}, sums), en, f0, noise, t_en, asr, decoded, source, har, durations};
   }
   return ctx.to_floats(audio);
+}
+
+Status kokoro_warm_up(nn::Context& ctx, const KokoroWeights& w) {
+  const std::vector<int64_t> ids = {50, 83, 54, 156, 57, 135};  // any few symbols
+  const std::vector<float> style(static_cast<size_t>(kKokoroStyleDim), 0.0f);
+  SOTTO_ASSIGN(std::vector<float> audio, kokoro_speak(ctx, w, ids, style, 1.0f));
+  static_cast<void>(audio);
+  return {};
+}
+
+KokoroStageMs& KokoroStageMs::operator+=(const KokoroStageMs& o) {
+  albert += o.albert, duration += o.duration, prosody += o.prosody, text_encoder += o.text_encoder;
+  decoder += o.decoder, source += o.source, generator += o.generator;
+  return *this;
 }
 
 // ---------------------------------------------------------------- sentences

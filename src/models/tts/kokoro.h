@@ -186,10 +186,21 @@ struct KokoroTrace {
   std::vector<int64_t> durations;
 };
 
+// Wall milliseconds per stage of one pass (where the time goes; `sotto speak --json` prints the sums).
+struct KokoroStageMs {
+  double albert = 0, duration = 0, prosody = 0, text_encoder = 0, decoder = 0, source = 0, generator = 0;
+  KokoroStageMs& operator+=(const KokoroStageMs& o);
+};
+
 // The whole pass: ids (without the pads; 1..510 of them) in the voice's style -> 24 kHz audio.
 Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w,
                                         std::span<const int64_t> ids, std::span<const float> style,
-                                        float speed, KokoroTrace* trace = nullptr);
+                                        float speed, KokoroTrace* trace = nullptr,
+                                        KokoroStageMs* stage_ms = nullptr);
+
+// One short pass (a few ids, a zero style) so the weights' derived layouts (int8 rows for the VNNI product,
+// int16 copies) are made and kept before the first real call: otherwise the first sentence pays for them.
+Status kokoro_warm_up(nn::Context& ctx, const KokoroWeights& w);
 
 // ---------------------------------------------------------------- sentences
 // Splits phonemes into pieces of at most max_ids symbols, at sentence ends (. ! ? followed by a space or the

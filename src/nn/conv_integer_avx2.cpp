@@ -1,0 +1,172 @@
+// AVX2 loops of the int8 conv's input quantization (conv_integer_bias.cpp): the range and the uint8 values
+// (minus the zero point, as int16) 8 floats at a time. Round half to even is the rounding mode's default
+// (_MM_FROUND_TO_NEAREST_INT), the divide is the same IEEE divide as the scalar x / scale: bitwise the same.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace sotto::nn::cpu {
+
+void min_max_avx2(const float* x, int64_t n, float& lo, float& hi) {
+  __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    vlo = _mm256_min_ps(vlo, v);
+    vhi = _mm256_max_ps(vhi, v);
+  }
+  alignas(32) float l[8], h[8];
+  _mm256_store_ps(l, vlo);
+  _mm256_store_ps(h, vhi);
+  lo = 0.0f, hi = 0.0f;
+  for (int j = 0; j < 8; ++j) lo = std::min(lo, l[j]), hi = std::max(hi, h[j]);
+  for (; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
+}
+
+void quantize_i16_avx2(const float* x, int64_t n, float scale, int32_t zero_point, int16_t* out) {
+  const __m256 vs = _mm256_set1_ps(scale), vzp = _mm256_set1_ps(static_cast<float>(zero_point));
+  const __m256 v0 = _mm256_setzero_ps(), v255 = _mm256_set1_ps(255.0f);
+  const __m256i izp = _mm256_set1_epi32(zero_point);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i q[2];
+    for (int h = 0; h < 2; ++h) {
+      __m256 v = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i + 8 * h), vs),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, vzp), v0), v255);
+      q[h] = _mm256_sub_epi32(_mm256_cvttps_epi32(v), izp);
+    }
+    // packs works within 128-bit lanes: fix the order back to 0..15.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), packed);
+  }
+  const float zp = static_cast<float>(zero_point);
+  for (; i < n; ++i) {
+    const float v = std::clamp(std::nearbyint(x[i] / scale) + zp, 0.0f, 255.0f);
+    out[i] = static_cast<int16_t>(static_cast<int32_t>(v) - zero_point);
+  }
+}
+
+}  // namespace sotto::nn::cpu
+
+// ---------------------------------------------------------------- AVX-512 VNNI u8 x s8 product
+// vpdpbusd multiplies 64 uint8 activations by 64 int8 weights and adds each 4 products into one of 16 int32
+// lanes: 4x the multiply-adds per instruction of the int16 pmaddwd kernel (gemm_avx2.cpp) and half the bytes,
+// with no intermediate saturation (unlike pmaddubsw), so the sums are exact. Compiled for that target per
+// function and called only when the CPU and OS have it.
+#define SOTTO_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+namespace sotto::nn::cpu {
+
+bool cpu_has_avx512_vnni() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has;
+}
+
+namespace {
+
+// R rows of A (int8 weights) times C rows of B (uint8 activations), K-contiguous; the last K % 64 bytes read
+// under a mask (masked-off bytes are zero and not touched in memory).
+template <int R, int C>
+SOTTO_VNNI void vnni_block(int64_t K, const int8_t* a, int64_t lda, const uint8_t* b, int64_t ldb, int32_t* c,
+                           int64_t ldc) {
+  __m512i acc[R][C];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) acc[i][j] = _mm512_setzero_si512();
+  int64_t k = 0;
+  for (; k + 64 <= K; k += 64) {
+    __m512i bv[C];
+    for (int j = 0; j < C; ++j) bv[j] = _mm512_loadu_si512(b + j * ldb + k);
+    for (int i = 0; i < R; ++i) {
+      const __m512i av = _mm512_loadu_si512(a + i * lda + k);
+      for (int j = 0; j < C; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], bv[j], av);
+    }
+  }
+  if (k < K) {
+    const __mmask64 m = ~uint64_t{0} >> (64 - (K - k));
+    __m512i bv[C];
+    for (int j = 0; j < C; ++j) bv[j] = _mm512_maskz_loadu_epi8(m, b + j * ldb + k);
+    for (int i = 0; i < R; ++i) {
+      const __m512i av = _mm512_maskz_loadu_epi8(m, a + i * lda + k);
+      for (int j = 0; j < C; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], bv[j], av);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) c[i * ldc + j] = _mm512_reduce_add_epi32(acc[i][j]);
+}
+
+}  // namespace
+
+// C[m * ldc + n] = sum_k A[m * lda + k] * B[n * ldb + k], A int8, B uint8, int32 sums. B in chunks of ~128 KB
+// (kept in L2 while every block of 4 rows of A passes over them).
+SOTTO_VNNI void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_t lda,
+                                   const uint8_t* B, int64_t ldb, int32_t* C, int64_t ldc) {
+  const int64_t chunk = std::max<int64_t>(4, (128 * 1024 / std::max<int64_t>(K, 1)) & ~int64_t{3});
+  for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+    const int64_t n1 = std::min(N, n0 + chunk);
+    int64_t m = 0;
+    for (; m + 4 <= M; m += 4) {
+      int64_t n = n0;
+      for (; n + 4 <= n1; n += 4)
+        vnni_block<4, 4>(K, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
+      for (; n < n1; ++n) vnni_block<4, 1>(K, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
+    }
+    for (; m < M; ++m) {
+      int64_t n = n0;
+      for (; n + 4 <= n1; n += 4)
+        vnni_block<1, 4>(K, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
+      for (; n < n1; ++n) vnni_block<1, 1>(K, A + m * lda, lda, B + n * ldb, ldb, C + m * ldc + n, ldc);
+    }
+  }
+}
+
+}  // namespace sotto::nn::cpu
+
+namespace sotto::nn::cpu {
+
+// The int8 conv's input rows (conv_integer_bias.cpp time_rows for uint8): xq [Cin, T] int16 (zero point
+// subtracted) -> xt row (padding + t) = xq[:, t] + zp as uint8, by 8 x 8 tiles transposed in registers
+// (unpack 16 -> 32 -> 64 bit), edges scalar. The caller has filled the padding rows.
+void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int32_t zp,
+                       uint8_t* xt) {
+  const __m128i vzp = _mm_set1_epi16(static_cast<int16_t>(zp));
+  const int64_t c8 = cin & ~int64_t{7}, t8 = length & ~int64_t{7};
+  for (int64_t i0 = 0; i0 < c8; i0 += 8) {
+    for (int64_t t0 = 0; t0 < t8; t0 += 8) {
+      __m128i r[8];
+      for (int j = 0; j < 8; ++j)
+        r[j] = _mm_add_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + (i0 + j) * length + t0)),
+                             vzp);
+      const __m128i a0 = _mm_unpacklo_epi16(r[0], r[1]), a1 = _mm_unpackhi_epi16(r[0], r[1]);
+      const __m128i a2 = _mm_unpacklo_epi16(r[2], r[3]), a3 = _mm_unpackhi_epi16(r[2], r[3]);
+      const __m128i a4 = _mm_unpacklo_epi16(r[4], r[5]), a5 = _mm_unpackhi_epi16(r[4], r[5]);
+      const __m128i a6 = _mm_unpacklo_epi16(r[6], r[7]), a7 = _mm_unpackhi_epi16(r[6], r[7]);
+      const __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
+      const __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
+      const __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
+      const __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
+      // Column t0 + u of the tile: 8 channels as int16 in c[u], then packed to bytes two columns at a time.
+      const __m128i c[8] = {_mm_unpacklo_epi64(b0, b4), _mm_unpackhi_epi64(b0, b4),
+                            _mm_unpacklo_epi64(b1, b5), _mm_unpackhi_epi64(b1, b5),
+                            _mm_unpacklo_epi64(b2, b6), _mm_unpackhi_epi64(b2, b6),
+                            _mm_unpacklo_epi64(b3, b7), _mm_unpackhi_epi64(b3, b7)};
+      for (int u = 0; u < 8; u += 2) {
+        const __m128i bytes = _mm_packus_epi16(c[u], c[u + 1]);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(xt + (padding + t0 + u) * cin + i0), bytes);
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(xt + (padding + t0 + u + 1) * cin + i0),
+                         _mm_unpackhi_epi64(bytes, bytes));
+      }
+    }
+    for (int64_t t = t8; t < length; ++t)
+      for (int64_t i = i0; i < i0 + 8; ++i)
+        xt[(padding + t) * cin + i] = static_cast<uint8_t>(xq[i * length + t] + zp);
+  }
+  for (int64_t i = c8; i < cin; ++i)
+    for (int64_t t = 0; t < length; ++t)
+      xt[(padding + t) * cin + i] = static_cast<uint8_t>(xq[i * length + t] + zp);
+}
+
+}  // namespace sotto::nn::cpu

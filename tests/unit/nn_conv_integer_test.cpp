@@ -1,0 +1,114 @@
+// The int8 conv with ONNX Runtime's quantized bias (nn/conv_integer_bias.cpp) against its scalar reference on
+// fresh random inputs with odd sizes: the stride-1 and dilated paths (rows of time read in place), strided
+// convs, and the fallback (groups), on the VNNI, AVX2 and portable kernels, one and three threads. Integer sums are
+// exact and the scaling is the same float arithmetic, so the results must be bitwise equal.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "nn/ref.h"
+#include "nn_test_support.h"
+
+namespace sotto::nn::cpu {
+void conv_integer_allow_vnni(bool allow);  // nn/conv_integer_bias.cpp
+}  // namespace sotto::nn::cpu
+
+namespace sotto::nn {
+namespace {
+
+using testing::rand_int;
+using testing::rand_int8;
+using testing::rand_tensor;
+
+void expect_bitwise(const Tensor& got, const Tensor& want, const std::string& where) {
+  ASSERT_EQ(got.shape(), want.shape()) << where;
+  for (int64_t i = 0; i < got.elements(); ++i)
+    ASSERT_EQ(got.f32()[i], want.f32()[i]) << where << " at " << i << " of " << got.elements();
+}
+
+TEST(NnConvInteger, QuantizedBiasConvMatchesReference) {
+  testing::Backends b;
+  for (bool vnni : {true, false}) {  // the AVX-512 VNNI product where the CPU has it, and the int16 one
+    cpu::conv_integer_allow_vnni(vnni);
+    b.each([&](Context& ctx, const std::string& backend) {
+      const std::string where = backend + (vnni ? "" : " no vnni");
+      for (int trial = 0; trial < 12; ++trial) {
+        const int64_t cin = rand_int(1, 37), cout = rand_int(1, 29), k = rand_int(1, 11),
+                      t = rand_int(3, 157);
+        Conv1dOptions o{.stride = 1, .padding = static_cast<int>(rand_int(0, 6)), .dilation = 1};
+        if (trial % 3 == 1) o.dilation = static_cast<int>(rand_int(2, 5));
+        if (trial % 3 == 2) o.stride = static_cast<int>(rand_int(2, 6));
+        if (trial == 11) o.groups = 1, o.padding_end = static_cast<int>(rand_int(0, 3));
+        if (t + o.padding + (o.padding_end < 0 ? o.padding : o.padding_end) < o.dilation * (k - 1) + 1)
+          continue;
+        const Tensor x = rand_tensor(ctx, {cin, t}, -1.5f, 3.0f);
+        const DType dt = trial % 2 ? DType::I8 : DType::U8;
+        const Tensor w = rand_int8(ctx, {cout, cin, k}, dt).with_quant({0.011f, dt == DType::U8 ? 121 : 0});
+        const Tensor bias = rand_tensor(ctx, {cout}, -0.7f, 0.7f);
+        const std::string at = where + " cin " + std::to_string(cin) + " cout " + std::to_string(cout) +
+                               " k " + std::to_string(k) + " t " + std::to_string(t) + " stride " +
+                               std::to_string(o.stride) + " dilation " + std::to_string(o.dilation);
+        expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, bias, o),
+                       ref::conv1d_integer_dynamic_quantized_bias(x, w, bias, o), at);
+        expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, {}, o),
+                       ref::conv1d_integer_dynamic_quantized_bias(x, w, {}, o), at + " no bias");
+      }
+    });
+  }
+  cpu::conv_integer_allow_vnni(true);
+}
+
+// Grouped convs go through the unrolled-input fallback: the same values.
+TEST(NnConvInteger, QuantizedBiasGroupedFallbackMatchesReference) {
+  testing::Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int64_t in_g = rand_int(1, 7), out_g = rand_int(1, 5), t = rand_int(5, 61);
+    const Conv1dOptions o{.padding = 1, .groups = 3};
+    const Tensor x = rand_tensor(ctx, {3 * in_g, t}, -2.0f, 1.0f);
+    const Tensor w = rand_int8(ctx, {3 * out_g, in_g, 3}, DType::I8).with_quant({0.02f, 0});
+    const Tensor bias = rand_tensor(ctx, {3 * out_g});
+    expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, bias, o),
+                   ref::conv1d_integer_dynamic_quantized_bias(x, w, bias, o), where + " grouped");
+  });
+}
+
+}  // namespace
+}  // namespace sotto::nn
+
+namespace sotto::nn {
+namespace {
+
+// matmul_integer_dynamic's VNNI path (nn/linear_int8_dynamic_avx2.cpp, zero points applied after the product)
+// and the int16 one against the reference: per-column zero points and scales, I8 and U8 weights, odd sizes.
+TEST(NnConvInteger, MatmulIntegerDynamicMatchesReferenceWithAndWithoutVnni) {
+  testing::Backends b;
+  for (bool vnni : {true, false}) {
+    cpu::conv_integer_allow_vnni(vnni);
+    b.each([&](Context& ctx, const std::string& backend) {
+      for (int trial = 0; trial < 4; ++trial) {
+        const int64_t m = rand_int(1, 23), k = rand_int(1, 150), n = rand_int(1, 41);
+        const Tensor x = rand_tensor(ctx, {m, k}, -2.0f, 1.0f);
+        const bool u8 = trial % 2 == 1;
+        Tensor w = rand_int8(ctx, {k, n}, u8 ? DType::U8 : DType::I8);
+        if (u8 && trial == 3)  // every value <= 127: the VNNI path takes a U8 weight too
+          for (int64_t i = 0; i < w.elements(); ++i) w.data<uint8_t>()[i] &= 0x7F;
+        std::vector<int64_t> zi(static_cast<size_t>(n));
+        for (int64_t& z : zi) z = rand_int(u8 ? 0 : -20, u8 ? 255 : 20);
+        const Tensor zpi =
+            ctx.from_bytes({n}, DType::I64, {reinterpret_cast<const uint8_t*>(zi.data()), zi.size() * 8});
+        const Tensor scales = rand_tensor(ctx, {n}, 0.001f, 0.05f);
+        const std::string where = backend + (vnni ? "" : " no vnni") + " m " + std::to_string(m) + " k " +
+                                  std::to_string(k) + " n " + std::to_string(n) + (u8 ? " u8" : " i8");
+        expect_bitwise(matmul_integer_dynamic(x, w, scales, zpi),
+                       ref::matmul_integer_dynamic(x, w, scales, zpi), where);
+        expect_bitwise(matmul_integer_dynamic(x, w.with_quant({0.02f, u8 ? 131 : 0})),
+                       ref::matmul_integer_dynamic(x, w.with_quant({0.02f, u8 ? 131 : 0})),
+                       where + " per tensor");
+      }
+    });
+  }
+  cpu::conv_integer_allow_vnni(true);
+}
+
+}  // namespace
+}  // namespace sotto::nn
