@@ -152,7 +152,7 @@ void tile(Index M, Index N, Index K, const T* A, Index lda, const T* B, Index ld
 // in the same order whatever the thread split, so results do not depend on the thread count.
 constexpr Index kMr = 6;
 constexpr Index kPackMc = 72;   // rows of A per block (12 panels; 72 KB at kPackKc = 256)
-constexpr Index kPackNc = 512;  // columns of B per block (512 KB at kPackKc = 256: L2)
+constexpr Index kPackNc = 256;  // columns of B per block (256 KB at kPackKc = 256: a quarter of L2)
 constexpr Index kPackKc = 256;  // the most k per block; K is cut into equal blocks no longer than this
 
 // Copies rows [0, rows) x columns [k0, k0 + kc) of X (row stride ldx) into panels of R rows, each k-major
