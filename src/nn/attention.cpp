@@ -4,12 +4,14 @@
 // one gemm_nt of the probabilities with the transposed values.
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "nn/cpu.h"
 #include "nn/gemm.h"
 #include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
+#include "nn/vec_math.h"
 
 namespace sotto::nn {
 
@@ -39,17 +41,39 @@ void gather_head(const float* x, int64_t rows, int64_t cols, int64_t h, int64_t 
     std::memcpy(out + t * d, x + t * cols + h * d, static_cast<size_t>(d) * 4);
 }
 
+// Row-wise softmax of s [rows, cols], four lanes at a time (nn/vec_math.h's exp: libm's scalar expf per score
+// was most of attention's time outside the products); causal rows end at valid_offset + i.
 void softmax_rows(float* s, int64_t rows, int64_t cols, int64_t valid_offset, bool causal) {
+  using vec::F4;
   for (int64_t i = 0; i < rows; ++i) {
     float* r = s + i * cols;
     const int64_t limit = causal ? std::min(cols, valid_offset + i + 1) : cols;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < limit; ++j) mx = std::max(mx, r[j]);
-    float sum = 0.0f;
-    for (int64_t j = 0; j < limit; ++j) sum += (r[j] = std::exp(r[j] - mx));
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < limit; ++j) r[j] *= inv;
-    for (int64_t j = limit; j < cols; ++j) r[j] = 0.0f;
+    int64_t j = 0;
+    F4 mx4 = vec::splat(-INFINITY);
+    for (; j + 4 <= limit; j += 4) {
+      const F4 v = vec::load(r + j);
+      mx4 = v > mx4 ? v : mx4;
+    }
+    float mx = std::max(std::max(mx4[0], mx4[1]), std::max(mx4[2], mx4[3]));
+    for (; j < limit; ++j) mx = std::max(mx, r[j]);
+    const F4 m4 = vec::splat(mx);
+    F4 sum4 = vec::splat(0.0f);
+    for (j = 0; j + 4 <= limit; j += 4) {
+      const F4 e = vec::exp4(vec::load(r + j) - m4);
+      vec::store(r + j, e);
+      sum4 += e;
+    }
+    float sum = (sum4[0] + sum4[1]) + (sum4[2] + sum4[3]);
+    if (j < limit) {
+      float tail[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+      for (int64_t t = j; t < limit; ++t) tail[t - j] = r[t] - mx;
+      const F4 e = vec::exp4(vec::load(tail));
+      for (int64_t t = j; t < limit; ++t) sum += (r[t] = e[t - j]);
+    }
+    const F4 inv = vec::splat(1.0f / sum);
+    for (j = 0; j + 4 <= limit; j += 4) vec::store(r + j, vec::load(r + j) * inv);
+    for (; j < limit; ++j) r[j] *= inv[0];
+    for (j = limit; j < cols; ++j) r[j] = 0.0f;
   }
 }
 
@@ -59,18 +83,18 @@ Tensor attend(Context& ctx, const Tensor& v, const Dims& d, bool causal, ScoresO
   Tensor out = ctx.empty({d.tq, d.heads * d.head_dim});
   const int64_t group = d.heads / d.kv_heads;
   auto run_head = [&](int64_t h) {
-    std::vector<float> s(static_cast<size_t>(d.tq * d.tk)), vt(static_cast<size_t>(d.head_dim * d.tk)),
-        o(static_cast<size_t>(d.tq * d.head_dim));
-    scores_of(h, s.data());
-    softmax_rows(s.data(), d.tq, d.tk, d.tk - d.tq, causal);
+    // Scratch left uninitialised: every element is written before it is read.
+    const std::unique_ptr<float[]> s(new float[static_cast<size_t>(d.tq * d.tk)]),
+        vt(new float[static_cast<size_t>(d.head_dim * d.tk)]);
+    scores_of(h, s.get());
+    softmax_rows(s.get(), d.tq, d.tk, d.tk - d.tq, causal);
     const int64_t kvh = h / group;
     for (int64_t t = 0; t < d.tk; ++t)
       for (int64_t e = 0; e < d.head_dim; ++e)
         vt[e * d.tk + t] = v.f32()[t * d.kv_heads * d.head_dim + kvh * d.head_dim + e];
-    cpu::gemm_nt(d.tq, d.head_dim, d.tk, s.data(), d.tk, vt.data(), d.tk, o.data(), d.head_dim);
-    for (int64_t t = 0; t < d.tq; ++t)
-      std::memcpy(out.f32() + t * d.heads * d.head_dim + h * d.head_dim, o.data() + t * d.head_dim,
-                  static_cast<size_t>(d.head_dim) * 4);
+    // Straight into the head's columns of the output (ldc = the row width).
+    cpu::gemm_nt(d.tq, d.head_dim, d.tk, s.get(), d.tk, vt.get(), d.tk, out.f32() + h * d.head_dim,
+                 d.heads * d.head_dim);
   };
   cpu::parallel_for(ctx, d.heads, d.tq * d.tk * d.head_dim * 2, [&](int64_t begin, int64_t end) {
     for (int64_t h = begin; h < end; ++h) run_head(h);
@@ -119,17 +143,61 @@ Tensor attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Att
 }
 }  // namespace ref
 
+namespace {
+
+float dot(const float* a, const float* b, int64_t n) {
+  vec::F4 acc = vec::splat(0.0f);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) acc += vec::load(a + i) * vec::load(b + i);
+  float sum = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+// A few query rows (a decoder step: one): keys and values are read in place, a row at a time. Gathering each
+// head's keys and transposing its values for two products, as the many-row path does, would copy the whole
+// cache per head and step (a cross-attention over 415 frames: ~11 MB a step for Moonshine's 8 layers).
+Tensor attend_few_rows(const Tensor& q, const Tensor& k, const Tensor& v, const Dims& d, bool causal) {
+  Tensor out = q.ctx().empty({d.tq, d.heads * d.head_dim});
+  const int64_t group = d.heads / d.kv_heads, qc = d.heads * d.head_dim, kc = d.kv_heads * d.head_dim;
+  cpu::parallel_for(q.ctx(), d.heads, d.tq * d.tk * d.head_dim * 2, [&](int64_t begin, int64_t end) {
+    const std::unique_ptr<float[]> s(new float[static_cast<size_t>(d.tk)]);
+    for (int64_t h = begin; h < end; ++h) {
+      const int64_t kv = (h / group) * d.head_dim;
+      for (int64_t i = 0; i < d.tq; ++i) {
+        const float* qi = q.f32() + i * qc + h * d.head_dim;
+        const int64_t limit = causal ? std::min(d.tk, d.tk - d.tq + i + 1) : d.tk;
+        for (int64_t j = 0; j < limit; ++j) s[j] = dot(qi, k.f32() + j * kc + kv, d.head_dim) * d.scale;
+        softmax_rows(s.get(), 1, limit, 0, false);
+        float* oi = out.f32() + i * qc + h * d.head_dim;
+        for (int64_t e = 0; e < d.head_dim; ++e) oi[e] = 0.0f;
+        for (int64_t j = 0; j < limit; ++j) {
+          const float p = s[j];
+          const float* vj = v.f32() + j * kc + kv;
+          for (int64_t e = 0; e < d.head_dim; ++e) oi[e] += p * vj[e];
+        }
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
 Tensor attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const AttentionOptions& o) {
   NN_CPU_ONLY(q0, "attention");
   const Tensor q = cpu::as_f32(q0), k = cpu::as_f32(k0), v = cpu::as_f32(v0);
   const Dims d = dims_of(q, k, o);
+  if (d.tq < 6) return attend_few_rows(q, k, v, d, o.causal);
   const int64_t group = d.heads / d.kv_heads;
   return attend(q.ctx(), v, d, o.causal, [&](int64_t h, float* s) {
-    std::vector<float> qh(static_cast<size_t>(d.tq * d.head_dim)), kh(static_cast<size_t>(d.tk * d.head_dim));
-    gather_head(q.f32(), d.tq, d.heads * d.head_dim, h, d.head_dim, qh.data());
-    gather_head(k.f32(), d.tk, d.kv_heads * d.head_dim, h / group, d.head_dim, kh.data());
-    cpu::gemm_nt(d.tq, d.tk, d.head_dim, qh.data(), d.head_dim, kh.data(), d.head_dim, s, d.tk);
-    for (int64_t i = 0; i < d.tq * d.tk; ++i) s[i] *= d.scale;
+    // The scale goes on the queries (Tq x D multiplies rather than Tq x Tk).
+    const std::unique_ptr<float[]> qh(new float[static_cast<size_t>(d.tq * d.head_dim)]),
+        kh(new float[static_cast<size_t>(d.tk * d.head_dim)]);
+    gather_head(q.f32(), d.tq, d.heads * d.head_dim, h, d.head_dim, qh.get());
+    for (int64_t i = 0; i < d.tq * d.head_dim; ++i) qh[i] *= d.scale;
+    gather_head(k.f32(), d.tk, d.kv_heads * d.head_dim, h / group, d.head_dim, kh.get());
+    cpu::gemm_nt(d.tq, d.tk, d.head_dim, qh.get(), d.head_dim, kh.get(), d.head_dim, s, d.tk);
   });
 }
 

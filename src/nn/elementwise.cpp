@@ -250,6 +250,8 @@ Tensor activation(const Tensor& x0, Act act, float alpha) {
         return vec::map4(src, dst, count, vec::tanh4);
       case Act::Silu:
         return vec::map4(src, dst, count, [](vec::F4 v) { return v * vec::sigmoid4(v); });
+      case Act::GeluErf:
+        return vec::map4(src, dst, count, vec::gelu_erf4);
       case Act::Relu:
         return vec::map4(src, dst, count,
                          [](vec::F4 v) { return v > vec::splat(0.0f) ? v : vec::splat(0.0f); });

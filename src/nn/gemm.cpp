@@ -41,13 +41,36 @@ void gemm_nt_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, c
     }
 }
 
+namespace {
+// The packed kernel or the dot-product blocks, chosen once for a whole product (a thread's slice may be
+// thinner than a tile) so that the result does not depend on the thread split.
+bool use_packed(int64_t M, int64_t N, int64_t K) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return packed_fits<8>(M, N, K);
+#endif
+  return packed_fits<4>(M, N, K);
+}
+
+void gemm_slice(bool packed, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                int64_t ldb, float* C, int64_t ldc) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2())
+    return packed ? gemm_nt_packed_avx2(M, N, K, A, lda, B, ldb, C, ldc)
+                  : gemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc);
+#endif
+  const auto m = static_cast<Index>(M), n = static_cast<Index>(N), k = static_cast<Index>(K);
+  if (packed)
+    gemm_nt_packed<F4, 4>(m, n, k, A, static_cast<Index>(lda), B, static_cast<Index>(ldb), C,
+                          static_cast<Index>(ldc));
+  else
+    gemm_nt_vec<F4, 4>(m, n, k, A, static_cast<Index>(lda), B, static_cast<Index>(ldb), C,
+                       static_cast<Index>(ldc));
+}
+}  // namespace
+
 void gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
              float* C, int64_t ldc) {
-#if defined(__x86_64__) && !defined(__wasm__)
-  if (cpu_use_avx2()) return gemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc);
-#endif
-  gemm_nt_vec<F4, 4>(static_cast<Index>(M), static_cast<Index>(N), static_cast<Index>(K), A,
-                     static_cast<Index>(lda), B, static_cast<Index>(ldb), C, static_cast<Index>(ldc));
+  gemm_slice(use_packed(M, N, K), M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 void igemm_nt(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B, int64_t ldb,
@@ -60,18 +83,22 @@ void igemm_nt(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, co
                                  static_cast<Index>(ldc), madd8);
 }
 
-// Threads split the larger side in multiples of 4 rows (whole blocks), so a thread's slice tiles like the whole.
+// Threads split the larger side in whole tiles (16 columns or 6 rows; 4 rows on the dot-product blocks), so a
+// thread's slice tiles like the whole.
 void gemm_nt(const Context& ctx, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
              int64_t ldb, float* C, int64_t ldc) {
+  const bool packed = use_packed(M, N, K);
   if (M >= N) {
-    parallel_for(ctx, (M + 3) / 4, 4 * N * K, [&](int64_t b, int64_t e) {
-      const int64_t m0 = b * 4, m1 = std::min(M, e * 4);
-      gemm_nt(m1 - m0, N, K, A + m0 * lda, lda, B, ldb, C + m0 * ldc, ldc);
+    const int64_t rows = packed ? 6 : 4;
+    parallel_for(ctx, (M + rows - 1) / rows, rows * N * K, [&](int64_t b, int64_t e) {
+      const int64_t m0 = b * rows, m1 = std::min(M, e * rows);
+      gemm_slice(packed, m1 - m0, N, K, A + m0 * lda, lda, B, ldb, C + m0 * ldc, ldc);
     });
   } else {
-    parallel_for(ctx, (N + 3) / 4, 4 * M * K, [&](int64_t b, int64_t e) {
-      const int64_t n0 = b * 4, n1 = std::min(N, e * 4);
-      gemm_nt(M, n1 - n0, K, A, lda, B + n0 * ldb, ldb, C + n0, ldc);
+    const int64_t cols = packed ? 16 : 4;
+    parallel_for(ctx, (N + cols - 1) / cols, cols * M * K, [&](int64_t b, int64_t e) {
+      const int64_t n0 = b * cols, n1 = std::min(N, e * cols);
+      gemm_slice(packed, M, n1 - n0, K, A, lda, B + n0 * ldb, ldb, C + n0, ldc);
     });
   }
 }

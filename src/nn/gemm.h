@@ -12,7 +12,9 @@ class Context;
 namespace sotto::nn::cpu {
 
 // C[m * ldc + n] = sum_k A[m * lda + k] * B[n * ldb + k], m < M, n < N. Single-threaded; AVX2+FMA when the CPU
-// has it, else 4-lane vectors (SSE natively, SIMD128 in wasm).
+// has it, else 4-lane vectors (SSE natively, SIMD128 in wasm). At least 6 rows and 16 columns (8 on 4 lanes)
+// run the packed 6 x 2-vector micro-kernel (gemm_kernel.h); thinner products (a decoder step's one row) the
+// dot-product blocks.
 void gemm_nt(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
              float* C, int64_t ldc);
 // The same split over ctx's thread pool along the larger of M and N.
@@ -32,6 +34,8 @@ void igemm_nt(const Context& ctx, int64_t M, int64_t N, int64_t K, const int16_t
 // The AVX2 builds of the same kernels (gemm_avx2.cpp); call only when cpu_use_avx2().
 void gemm_nt_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                   float* C, int64_t ldc);
+void gemm_nt_packed_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                         int64_t ldb, float* C, int64_t ldc);
 void igemm_nt_avx2(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B,
                    int64_t ldb, int32_t* C, int64_t ldc);
 

@@ -21,6 +21,11 @@ void gemm_nt_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, 
   gemm_nt_vec<F8, 8>(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
+void gemm_nt_packed_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                         int64_t ldb, float* C, int64_t ldc) {
+  gemm_nt_packed<F8, 8>(M, N, K, A, lda, B, ldb, C, ldc);
+}
+
 void igemm_nt_avx2(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B,
                    int64_t ldb, int32_t* C, int64_t ldc) {
   igemm_nt_madd<I16x16, I32x8, 8>(M, N, K, A, lda, B, ldb, C, ldc, madd16);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 namespace sotto::nn::cpu {
 namespace {
@@ -138,6 +139,112 @@ void tile(Index M, Index N, Index K, const T* A, Index lda, const T* B, Index ld
              : std::max<Index>(8, (96 * 1024 / static_cast<Index>(sizeof(T)) / (K > 0 ? K : 1)) & ~Index{1});
   for (Index n0 = 0; n0 < N; n0 += chunk)
     tile_block(M, std::min(chunk, N - n0), K, A, lda, B + n0 * ldb, ldb, C + n0, ldc, block);
+}
+
+// ---------------------------------------------------------------- packed float product
+// The compute-bound shapes (a Linear over hundreds of frames, a conv's unrolled columns, attention over a
+// whole utterance) run a packed, register-blocked product, BLIS's loop order: B in blocks of kPackKc x
+// kPackNc and A in blocks of kPackMc x kPackKc are copied into panels (kMr rows of A, 2L columns of B,
+// k-major), so the micro-kernel streams both with unit stride and keeps a kMr x 2L tile of C in 12 vector
+// registers: per k, 2 vector loads and 6 broadcasts feed 12 fused multiply-adds (the 1/C + 1/R loads per
+// multiply-add of the dot-product blocks above fall to 2/12 vector loads). The B micro-panel (16 KB for
+// AVX2) stays in L1 while the A block (L2) passes over it. Each C element is summed over the same k blocks
+// in the same order whatever the thread split, so results do not depend on the thread count.
+constexpr Index kMr = 6;
+constexpr Index kPackMc = 72;   // rows of A per block (12 panels; 72 KB at kPackKc = 256)
+constexpr Index kPackNc = 256;  // columns of B per block (256 KB at kPackKc = 256: a quarter of L2)
+constexpr Index kPackKc = 256;  // the most k per block; K is cut into equal blocks no longer than this
+
+// Copies rows [0, rows) x columns [k0, k0 + kc) of X (row stride ldx) into panels of R rows, each k-major
+// (panel[k * R + r]); a last short panel is padded with zero rows.
+template <Index R>
+void pack_panels(const float* X, Index ldx, Index rows, Index k0, Index kc, float* out) {
+  for (Index p = 0; p < rows; p += R, out += R * kc) {
+    const Index r = std::min(R, rows - p);
+    const float* x = X + p * ldx + k0;
+    if (r == R) {
+      for (Index k = 0; k < kc; ++k)
+        for (Index i = 0; i < R; ++i) out[k * R + i] = x[i * ldx + k];
+    } else {
+      for (Index k = 0; k < kc; ++k) {
+        for (Index i = 0; i < r; ++i) out[k * R + i] = x[i * ldx + k];
+        for (Index i = r; i < R; ++i) out[k * R + i] = 0.0f;
+      }
+    }
+  }
+}
+
+template <class V, int L>
+V splat(float a) {
+  V v;
+  for (int i = 0; i < L; ++i) v[i] = a;
+  return v;
+}
+
+// C[0..mr) x [0..nr) (+)= the kMr x 2L tile of the panels' product over kc.
+template <class V, int L>
+void micro_kernel(Index kc, const float* ap, const float* bp, float* c, Index ldc, Index mr, Index nr,
+                  bool accumulate) {
+  V acc[kMr][2] = {};
+  for (Index k = 0; k < kc; ++k, ap += kMr, bp += 2 * L) {
+    const V b0 = load_vec<V>(bp), b1 = load_vec<V>(bp + L);
+    for (int i = 0; i < kMr; ++i) {
+      const V a = splat<V, L>(ap[i]);
+      acc[i][0] += a * b0;
+      acc[i][1] += a * b1;
+    }
+  }
+  if (mr == kMr && nr == 2 * L) {
+    for (int i = 0; i < kMr; ++i) {
+      float* ci = c + i * ldc;
+      V c0 = acc[i][0], c1 = acc[i][1];
+      if (accumulate) {
+        c0 += load_vec<V>(ci);
+        c1 += load_vec<V>(ci + L);
+      }
+      std::memcpy(ci, &c0, sizeof c0);
+      std::memcpy(ci + L, &c1, sizeof c1);
+    }
+    return;
+  }
+  float t[kMr][2 * L];
+  std::memcpy(t, acc, sizeof t);
+  for (Index i = 0; i < mr; ++i)
+    for (Index j = 0; j < nr; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + t[i][j];
+}
+
+// Shapes too thin for a tile (fewer than kMr rows or 2L columns) stay on the dot-product blocks.
+template <int L>
+bool packed_fits(Index M, Index N, Index K) {
+  return M >= kMr && N >= 2 * L && K >= 4;
+}
+
+template <class V, int L>
+void gemm_nt_packed(Index M, Index N, Index K, const float* A, Index lda, const float* B, Index ldb, float* C,
+                    Index ldc) {
+  constexpr Index NR = 2 * L;
+  const Index k_blocks = (K + kPackKc - 1) / kPackKc;
+  const Index kc_max = (K + k_blocks - 1) / k_blocks;
+  const Index mc_max = std::min(kPackMc, (M + kMr - 1) / kMr * kMr);
+  const Index nc_max = std::min(kPackNc, (N + NR - 1) / NR * NR);
+  // Uninitialised scratch (every element read is written by a pack first).
+  std::unique_ptr<float[]> a_pack(new float[static_cast<size_t>(mc_max * kc_max)]);
+  std::unique_ptr<float[]> b_pack(new float[static_cast<size_t>(nc_max * kc_max)]);
+  for (Index n0 = 0; n0 < N; n0 += nc_max) {
+    const Index nc = std::min(nc_max, N - n0);
+    for (Index k0 = 0; k0 < K; k0 += kc_max) {
+      const Index kc = std::min(kc_max, K - k0);
+      pack_panels<NR>(B + n0 * ldb, ldb, nc, k0, kc, b_pack.get());
+      for (Index m0 = 0; m0 < M; m0 += mc_max) {
+        const Index mc = std::min(mc_max, M - m0);
+        pack_panels<kMr>(A + m0 * lda, lda, mc, k0, kc, a_pack.get());
+        for (Index j = 0; j < nc; j += NR)
+          for (Index i = 0; i < mc; i += kMr)
+            micro_kernel<V, L>(kc, a_pack.get() + i * kc, b_pack.get() + j * kc, C + (m0 + i) * ldc + n0 + j,
+                               ldc, std::min(kMr, mc - i), std::min(NR, nc - j), k0 > 0);
+      }
+    }
+  }
 }
 
 template <class V, int L>

@@ -19,13 +19,16 @@ TEST(NnAttention, MatchesReference) {
   b.each([&](Context& ctx, const std::string& where) {
     const int kv_heads = static_cast<int>(rand_int(1, 3)),
               heads = kv_heads * static_cast<int>(rand_int(1, 3));
-    const int64_t d = rand_int(1, 40), tq = rand_int(1, 30), tk = tq + rand_int(0, 20);
-    const Tensor q = rand_tensor(ctx, {tq, heads * d}), k = rand_tensor(ctx, {tk, kv_heads * d});
-    const Tensor v = rand_tensor(ctx, {tk, kv_heads * d});
-    for (bool causal : {false, true}) {
-      const AttentionOptions o{.n_heads = heads, .n_kv_heads = kv_heads, .causal = causal};
-      expect_close(attention(q, k, v, o), ref::attention(q, k, v, o), 1e-5f, 1e-5f,
-                   std::string(causal ? "causal " : "full ") + where);
+    // Both paths: a few query rows (a decoder step, keys and values read in place) and many (products).
+    for (const int64_t tq : {rand_int(1, 5), rand_int(6, 30)}) {
+      const int64_t d = rand_int(1, 40), tk = tq + rand_int(0, 20);
+      const Tensor q = rand_tensor(ctx, {tq, heads * d}), k = rand_tensor(ctx, {tk, kv_heads * d});
+      const Tensor v = rand_tensor(ctx, {tk, kv_heads * d});
+      for (bool causal : {false, true}) {
+        const AttentionOptions o{.n_heads = heads, .n_kv_heads = kv_heads, .causal = causal};
+        expect_close(attention(q, k, v, o), ref::attention(q, k, v, o), 1e-5f, 1e-5f,
+                     std::string(causal ? "causal " : "full ") + std::to_string(tq) + " rows " + where);
+      }
     }
   });
 }

@@ -46,6 +46,26 @@ TEST(NnLinear, LinearMatchesReference) {
   });
 }
 
+// The packed micro-kernel (at least 6 rows and 16 columns) directly: odd sizes that leave short tiles at both
+// edges, K over several k blocks (kPackKc = 256), strides wider than K, and C's neighbours left untouched;
+// single-threaded and split over 3 threads in whole tiles, on both kernel variants.
+TEST(NnLinear, PackedGemmMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    for (const int64_t k : {rand_int(1, 256), rand_int(257, 600)}) {  // one k block, then two or three
+      const int64_t m = rand_int(6, 40), n = rand_int(16, 80);
+      const int64_t lda = k + rand_int(0, 5), ldb = k + rand_int(0, 5), ldc = n + rand_int(0, 5);
+      const Tensor a = rand_tensor(ctx, {m, lda}), bt = rand_tensor(ctx, {n, ldb});
+      std::vector<float> c(static_cast<size_t>(m * ldc), 7.0f), want(c.size(), 7.0f);
+      cpu::gemm_nt(ctx, m, n, k, a.f32(), lda, bt.f32(), ldb, c.data(), ldc);
+      cpu::gemm_nt_ref(m, n, k, a.f32(), lda, bt.f32(), ldb, want.data(), ldc);
+      for (size_t i = 0; i < c.size(); ++i)
+        ASSERT_NEAR(c[i], want[i], product_tol(k))
+            << where << ": element " << i << " of [" << m << ", " << n << "] . K " << k;
+    }
+  });
+}
+
 TEST(NnLinear, WeightOnlyInt8AndF16Linear) {
   Backends b;
   b.each([&](Context& ctx, const std::string& where) {
