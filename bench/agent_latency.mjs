@@ -10,7 +10,11 @@
 // then voice to voice is the page's own share (endpoint wait, plumbing, playback) plus the language model's
 // time to a first sentence, with the models' shares missing. Its numbers are labelled as such.
 //
-//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] CLIP.wav...
+// --first N: the reply's first spoken piece ends after at most N words (sooner at a comma; 0: whole sentences;
+// the page's default otherwise); --llm-threads N: the language model's threads (default: one per core).
+// Without clips: the two spoken fixtures (tests/fixtures/audio/beckett.wav, sample.wav).
+//
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [CLIP.wav...]
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,13 +31,15 @@ const { values: opts, positionals: clips } = parseArgs({
   options: {
     profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
     tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
+    first: { type: 'string' }, 'llm-threads': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
-if (opts.help || !clips.length) {
-  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] CLIP.wav...');
-  process.exit(opts.help ? 0 : 2);
+if (opts.help) {
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [CLIP.wav...]');
+  process.exit(0);
 }
+if (!clips.length) clips.push(...['beckett.wav', 'sample.wav'].map((f) => fileURLToPath(new URL(`../tests/fixtures/audio/${f}`, import.meta.url))));
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const GPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=vulkan'];
 
@@ -62,6 +68,8 @@ async function runClip(clip, base, profileDir) {
   try {
     const page = context.pages()[0] ?? (await context.newPage());
     const q = new URLSearchParams({ profile: opts.profile, tokens: opts.tokens });
+    if (opts.first !== undefined) q.set('first', opts.first);
+    if (opts['llm-threads'] !== undefined) q.set('llmThreads', opts['llm-threads']);
     // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.
     const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);
     if (model) q.set('model', model);
@@ -73,7 +81,8 @@ async function runClip(clip, base, profileDir) {
     await page.evaluate(() => window.sottoAgent.toggleMic());
     // The clip plus the endpoint wait, then the turns still running.
     await page.waitForTimeout(seconds * 1000 + 1500);
-    await page.waitForFunction(() => window.sottoAgent.segments.length <= window.sottoAgent.turns.length, null, { timeout: 120000 });
+    // Synthesis of a whole reply on one wasm thread of a loaded 2-core machine can take minutes.
+    await page.waitForFunction(() => window.sottoAgent.segments.length <= window.sottoAgent.turns.length, null, { timeout: 420000 });
     if (opts.ask) await page.evaluate((t) => window.sottoAgent.ask(t), opts.ask);
     const agent = await page.evaluate(() => ({ turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, profile: window.sottoAgent.profile }));
     // The clip's turn: the first spoken one that ran to its end (a clip of several utterances interrupts its own

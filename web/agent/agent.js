@@ -5,7 +5,8 @@
 //
 // URL parameters (tests and the latency bench use them): model=URL, profile=auto|gpu|cpu, cache=0 (do not keep
 // models in Cache Storage), tokens=N (longest reply), endpoint=MS (the pause that ends a spoken turn), mic=1
-// (start the microphone once loaded), warmup=0,
+// (start the microphone once loaded), warmup=0, first=N (the reply's first spoken piece ends after at most N words,
+// sooner at a comma; 0: whole sentences), llmThreads=N (the language model's threads; default: one per core),
 // sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
@@ -40,6 +41,11 @@ const TTS_VOICES = 'kokoro/voices/';
 // sooner but may cut off a speaker who hesitates. The pre-speech pad keeps the first syllable.
 const VAD_OPTIONS = { preSpeechPadMs: 320, minSpeechMs: 250 };
 const ENDPOINT_MS = 560;
+// The reply's first spoken piece: its synthesis is the largest share of the time to the first sound (Kokoro in
+// wasm makes about half a second of audio per second on one core of a 2-core machine), so it is a short clause,
+// at most FIRST_WORDS words, cut at a comma when one comes sooner (sentences.js); later pieces are sentences,
+// synthesised while the one before plays.
+const FIRST_WORDS = 5;
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -58,6 +64,8 @@ function loadSettings() {
   if (params.has('tokens')) s.tokens = Number(params.get('tokens'));
   if (params.has('endpoint')) s.endpointMs = Number(params.get('endpoint'));
   if (params.has('cache')) s.cache = params.get('cache') !== '0';
+  s.firstWords = params.has('first') ? Number(params.get('first')) : FIRST_WORDS;
+  s.llmThreads = params.has('llmThreads') ? Number(params.get('llmThreads')) : undefined;
   return s;
 }
 
@@ -192,7 +200,7 @@ async function loadLlm(device) {
   if (where.error) throw new Error(where.error);
   settings.model = where.url;
   const { source, note } = await modelSource(settings.model, row);
-  const load = (dev) => Llm.load(source, { device: dev, onProgress: engineProgress(row, typeof source === 'string' ? 'downloading' : 'reading') });
+  const load = (dev) => Llm.load(source, { device: dev, threads: settings.llmThreads, onProgress: engineProgress(row, typeof source === 'string' ? 'downloading' : 'reading') });
   try {
     s.llm = await load(device);
   } catch (e) {
@@ -206,7 +214,12 @@ async function loadLlm(device) {
     `${info.name?.split('/').pop() ?? ''} · ${mb(info.bytes ?? 0)} · ${note} · ${((now() - t0) / 1000).toFixed(1)} s`);
 }
 
+// Recognition and synthesis load side by side, each into a dedicated worker of its own (web/asr.js, web/tts.js).
 async function loadSpeech(device, modules) {
+  await Promise.all([loadAsr(device, modules), loadTts(device, modules)]);
+}
+
+async function loadAsr(device, modules) {
   const asrRow = modelRow('asr', 'Speech recognition (Moonshine)');
   if (!modules.Asr) {
     asrRow.done('not available yet', 'web/asr.js is not in this build: type your questions (the microphone still shows speech).', 'warn');
@@ -222,6 +235,9 @@ async function loadSpeech(device, modules) {
       asrRow.done('failed', fail('speech recognition', e), 'bad');
     }
   }
+}
+
+async function loadTts(device, modules) {
   const ttsRow = modelRow('tts', 'Speech synthesis (Kokoro)');
   if (!modules.Tts) {
     ttsRow.done('not available yet', 'web/tts.js is not in this build: replies are text only.', 'warn');
@@ -477,7 +493,7 @@ async function runTurn(text, tl) {
   const el = addMessage('assistant', '', { streaming: true });
   const body = el.querySelector('.text');
   setStatus('thinking', 'thinking…');
-  const split = new SentenceSplitter();
+  const split = new SentenceSplitter({ firstWords: s.tts ? settings.firstWords : 0 });
   const queue = new SentenceQueue();
   if (s.tts) turn.synthesis = speak(turn, queue);
   const sentence = (x) => {
