@@ -84,7 +84,7 @@ async function runClip(clip, base, profileDir) {
     // Synthesis of a whole reply on one wasm thread of a loaded 2-core machine can take minutes.
     await page.waitForFunction(() => window.sottoAgent.segments.length <= window.sottoAgent.turns.length, null, { timeout: 420000 });
     if (opts.ask) await page.evaluate((t) => window.sottoAgent.ask(t), opts.ask);
-    const agent = await page.evaluate(() => ({ turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, profile: window.sottoAgent.profile }));
+    const agent = await page.evaluate(() => ({ turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, speechWorkers: window.sottoAgent.speechWorkers, profile: window.sottoAgent.profile }));
     // The clip's turn: the first spoken one that ran to its end (a clip of several utterances interrupts its own
     // earlier turns), else the first spoken one.
     const spoken = agent.turns.filter((t) => t.source === 'voice');
@@ -95,6 +95,9 @@ async function runClip(clip, base, profileDir) {
       transcript: voice?.user ?? null, reply: voice?.reply ?? null,
       voice_to_voice_ms: voice?.stages.first_sound_ms ?? null,
       stages: voice?.stages ?? {},
+      // The page's thread: the longest it went without running a 50 ms timer during the turn (ASR or TTS on it
+      // blocks it for seconds; in their workers only the page's own work remains).
+      first_piece: voice?.firstPiece ?? null, longest_stall_ms: voice?.longestStallMs ?? null, speech_workers: agent.speechWorkers ?? null,
       typed: typed && { question: typed.user, reply: typed.reply, stages: typed.stages, decode_tokens_per_s: typed.decodeTokensPerS },
     };
   } finally {
@@ -118,6 +121,7 @@ try {
       const st = Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ');
       console.log(`${clip}: ${t.seconds.toFixed(1)} s, ${t.segments} segment(s) on ${t.device}; transcript ${t.transcript === null ? '(no speech recognition in this build)' : JSON.stringify(t.transcript)}`);
       console.log(`  reply ${t.reply === null ? '-' : JSON.stringify(t.reply)}; voice to voice ${t.voice_to_voice_ms ?? '- (needs speech recognition and synthesis)'}; stages (ms from end of speech): ${st || '-'}`);
+      console.log(`  first piece spoken ${JSON.stringify(t.first_piece)}; longest stall of the page's thread ${t.longest_stall_ms ?? '-'} ms; speech in workers ${JSON.stringify(t.speech_workers)}`);
       if (t.typed) console.log(`  typed ${JSON.stringify(t.typed.question)}: ${Object.entries(t.typed.stages).map(([k, v]) => `${k} ${v}`).join(', ')}; ${t.typed.decode_tokens_per_s?.toFixed(1)} tokens/s; ${JSON.stringify(t.typed.reply)}`);
     }
   }

@@ -89,6 +89,7 @@ const agent = {
   turns: [],           // per turn: {source, user, reply, heard, stages, ...}
   events: [],          // [{t, type}] for the bench
   speech: { asr: false, tts: false },
+  speechWorkers: { asr: false, tts: false },  // recognition / synthesis off this thread, in workers of their own
   errors: [],
 };
 window.sottoAgent = agent;
@@ -102,7 +103,18 @@ const s = {
   trace: null,        // VadTrace
   speaking: false,     // VAD state
   samplesIn: 0,
+  longestStall: 0,    // the longest this thread went without running a 50 ms timer, since the turn began
 };
+
+// How responsive this thread stays (the VAD, the level meter and playback's queue run here): a 50 ms heartbeat
+// whose late ticks are stalls. Each turn records its longest.
+const HEARTBEAT_MS = 50;
+let lastBeat = now();
+setInterval(() => {
+  const t = now();
+  s.longestStall = Math.max(s.longestStall, t - lastBeat - HEARTBEAT_MS);
+  lastBeat = t;
+}, HEARTBEAT_MS);
 
 function setStatus(state, text) {
   agent.status = state;
@@ -227,6 +239,7 @@ async function loadAsr(device, modules) {
     try {
       s.asr = await modules.Asr.load(MODELS_BASE + ASR_DIR, { device, engine: s.llm.engine, onProgress: engineProgress(asrRow, 'reading') });
       agent.speech.asr = true;
+      agent.speechWorkers.asr = !!s.asr.worker;
       // Warm-up on a second of silence: the first utterance should not pay for first-call costs.
       const t0 = now();
       if (params.get('warmup') !== '0') await s.asr.transcribe(new Float32Array(16000));
@@ -246,6 +259,7 @@ async function loadTts(device, modules) {
   try {
     s.tts = await modules.Tts.load(MODELS_BASE + TTS_FILE, { device, voices: MODELS_BASE + TTS_VOICES, onProgress: engineProgress(ttsRow, 'reading') });
     agent.speech.tts = true;
+    agent.speechWorkers.tts = !!s.tts.worker;
     const t0 = now();
     if (params.get('warmup') !== '0') for await (const clip of s.tts.stream('Hello.')) void clip;  // warm-up, not played
     ttsRow.done('ready', `${MODELS_BASE + TTS_FILE}${params.get('warmup') !== '0' ? ` · warm-up ${Math.round(now() - t0)} ms` : ''}`);
@@ -395,6 +409,7 @@ function onUtterance(audio) {
 
 async function voiceTurn(audio, tl) {
   tl.started = now();  // after the turn before this one has finished (a cancelled prefill runs to its end)
+  s.longestStall = 0;
   if (!s.asr) {
     // One note that counts the utterances, rather than one per utterance.
     const last = $('conversation').lastElementChild;
@@ -476,6 +491,7 @@ function ask(text) {
   const tl = { source: 'typed', endOfSpeech: now() };
   return (s.busy = s.busy.then(() => {
     tl.transcript = now();  // typed: the question is there once the turn before has finished
+    s.longestStall = 0;
     return runTurn(text, tl);
   }));
 }
@@ -487,6 +503,7 @@ async function runTurn(text, tl) {
   text = s.carry ? `${s.carry} ${text}` : text;
   s.carry = '';
   const turn = { tl, text, written: '', sentences: [], heard: [], clipIds: new Set(), cancelled: false, stream: null, synthesis: null };
+  turn.cancelling = new Promise((resolve) => (turn.cancel = resolve));  // resolves (to undefined) on a barge-in
   s.turn = turn;
   $('stop-button').disabled = false;
   addMessage('user', text);
@@ -540,7 +557,8 @@ async function runTurn(text, tl) {
   const record = {
     source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
-    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl),
+    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null,
+    longestStallMs: Math.round(s.longestStall),
   };
   agent.turns.push(record);
   const meta = document.createElement('span');
@@ -569,8 +587,18 @@ async function speak(turn, queue) {
     const clips = s.tts.stream ? s.tts.stream(queue, { voice }) : (async function* () {
       for await (const text of queue) yield { ...(await s.tts.speak(text, { voice })), text };
     })();
-    for await (const clip of clips) {
-      if (turn.cancelled) break;
+    // A barge-in does not wait for the piece being synthesised (seconds in the worker): the loop leaves at once,
+    // the worker's result is dropped, and the next turn's recognition and language model start meanwhile.
+    const it = clips[Symbol.asyncIterator]();
+    for (;;) {
+      const pending = it.next();
+      pending.catch(() => {});  // a dropped piece's failure is nobody's error; a live one's is thrown by the race
+      const next = await Promise.race([pending, turn.cancelling]);
+      if (!next || next.done || turn.cancelled) {
+        if (next && !next.done) it.return?.();
+        break;
+      }
+      const clip = next.value;
       const text = clip.text ?? turn.sentences[i];
       i++;
       const { id, done } = s.player.play(clip.audio, clip.sampleRate);
@@ -606,6 +634,7 @@ async function bargeIn(why, detected = null) {
   if (why === 'speech' && !s.asr && !s.player?.playing) return;
   const t0 = now();
   turn.cancelled = true;
+  turn.cancel();
   const wasPlaying = !!s.player?.playing;
   const stopping = s.player?.stop();
   turn.stream?.return?.();
