@@ -17,7 +17,7 @@
 //   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [CLIP.wav...]
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -113,6 +113,8 @@ if (opts.standins) {
 const { server, url: base } = await startServer(0);
 const profileDir = mkdtempSync(join(tmpdir(), 'sotto-agent-bench-'));
 const turns = [];
+// The machine's load, before and after: these timings are only comparable within a run on a shared machine.
+const load = { cpus: cpus().length, before: loadavg()[0] };
 try {
   for (const clip of clips) {
     const t = await runClip(resolve(clip), base, profileDir);
@@ -130,6 +132,7 @@ try {
   rmSync(profileDir, { recursive: true, force: true });
 }
 
+load.after = loadavg()[0];
 const v2v = turns.map((t) => t.voice_to_voice_ms);
 const summary = { median_ms: quantile(v2v, 0.5), p90_ms: quantile(v2v, 0.9) };
 const stageNames = [...new Set(turns.flatMap((t) => Object.keys(t.stages)))];
@@ -138,9 +141,10 @@ const typedNames = [...new Set(turns.flatMap((t) => Object.keys(t.typed?.stages 
 const typed = Object.fromEntries(typedNames.map((k) => [k, { median: quantile(turns.map((t) => t.typed?.stages[k]), 0.5), p90: quantile(turns.map((t) => t.typed?.stages[k]), 0.9) }]));
 const note = opts.standins ? 'stand-ins for recognition and synthesis (fixed transcript, tone): the page and the language model only' : null;
 if (opts.json) {
-  console.log(JSON.stringify({ turns, ...summary, stages, typed_stages: typed, ...(note ? { note } : {}) }));
+  console.log(JSON.stringify({ turns, ...summary, stages, typed_stages: typed, load, ...(note ? { note } : {}) }));
 } else {
   if (note) console.log(`(${note})`);
+  console.log(`load average ${load.before.toFixed(1)} before, ${load.after.toFixed(1)} after, on ${load.cpus} CPUs`);
   console.log(`voice to voice: median ${summary.median_ms ?? '-'} ms, p90 ${summary.p90_ms ?? '-'} ms${summary.median_ms !== null ? '' : opts.standins ? ' (no turn reached a first sound)' : ' (not measurable until web/asr.js and web/tts.js exist)'}`);
   for (const [k, v] of Object.entries(stages)) console.log(`  ${k}: median ${v.median} ms, p90 ${v.p90} ms`);
   for (const [k, v] of Object.entries(typed)) console.log(`  typed ${k}: median ${v.median} ms, p90 ${v.p90} ms`);
