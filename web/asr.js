@@ -161,14 +161,19 @@ export class Asr {
   }
 }
 
+// A URL for the worker, which resolves nothing relative to the page: absolute (Blobs and Node paths pass as they are).
+function absolute(x) {
+  if (x instanceof URL) return x.href;
+  return typeof x === 'string' && !isNode ? new URL(x, location.href).href : x;
+}
+
 // The same Asr in a dedicated worker (web/speech-worker.js): what Asr.load returns in a page.
 class AsrWorker {
   #worker;
   static async load(dir, { onProgress, vad, module }) {
     const worker = await SpeechWorker.start();
     try {
-      const source = (x) => (x instanceof URL ? x.href : typeof x === 'string' && !isNode ? new URL(x, location.href).href : x);
-      await worker.call('asrLoad', { dir: source(dir), vad: vad && source(vad), module }, onProgress);
+      await worker.call('asrLoad', { dir: absolute(dir), vad: vad && absolute(vad), module }, onProgress);
     } catch (e) {
       worker.terminate();
       throw e;
@@ -193,7 +198,7 @@ class AsrWorker {
 
   async decodeWav(source) {
     this.#live();
-    return this.#worker.call('asrDecodeWav', { source: source instanceof URL ? source.href : source });
+    return this.#worker.call('asrDecodeWav', { source: absolute(source) });
   }
 
   async transcribeWav(source) {
