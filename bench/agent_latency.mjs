@@ -10,10 +10,14 @@
 // then voice to voice is the page's own share (endpoint wait, plumbing, playback) plus the language model's
 // time to a first sentence, with the models' shares missing. Its numbers are labelled as such.
 //
-//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] CLIP.wav...
+// --first N: the reply's first spoken piece ends after at most N words (sooner at a comma; 0: whole sentences;
+// the page's default otherwise); --llm-threads N: the language model's threads (default: one per core).
+// Without clips: the two spoken fixtures (tests/fixtures/audio/beckett.wav, sample.wav).
+//
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [CLIP.wav...]
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -27,13 +31,15 @@ const { values: opts, positionals: clips } = parseArgs({
   options: {
     profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
     tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
+    first: { type: 'string' }, 'llm-threads': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
-if (opts.help || !clips.length) {
-  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] CLIP.wav...');
-  process.exit(opts.help ? 0 : 2);
+if (opts.help) {
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [CLIP.wav...]');
+  process.exit(0);
 }
+if (!clips.length) clips.push(...['beckett.wav', 'sample.wav'].map((f) => fileURLToPath(new URL(`../tests/fixtures/audio/${f}`, import.meta.url))));
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const GPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=vulkan'];
 
@@ -62,6 +68,8 @@ async function runClip(clip, base, profileDir) {
   try {
     const page = context.pages()[0] ?? (await context.newPage());
     const q = new URLSearchParams({ profile: opts.profile, tokens: opts.tokens });
+    if (opts.first !== undefined) q.set('first', opts.first);
+    if (opts['llm-threads'] !== undefined) q.set('llmThreads', opts['llm-threads']);
     // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.
     const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);
     if (model) q.set('model', model);
@@ -73,9 +81,10 @@ async function runClip(clip, base, profileDir) {
     await page.evaluate(() => window.sottoAgent.toggleMic());
     // The clip plus the endpoint wait, then the turns still running.
     await page.waitForTimeout(seconds * 1000 + 1500);
-    await page.waitForFunction(() => window.sottoAgent.segments.length <= window.sottoAgent.turns.length, null, { timeout: 120000 });
+    // Synthesis of a whole reply on one wasm thread of a loaded 2-core machine can take minutes.
+    await page.waitForFunction(() => window.sottoAgent.segments.length <= window.sottoAgent.turns.length, null, { timeout: 420000 });
     if (opts.ask) await page.evaluate((t) => window.sottoAgent.ask(t), opts.ask);
-    const agent = await page.evaluate(() => ({ turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, profile: window.sottoAgent.profile }));
+    const agent = await page.evaluate(() => ({ turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, speechWorkers: window.sottoAgent.speechWorkers, profile: window.sottoAgent.profile }));
     // The clip's turn: the first spoken one that ran to its end (a clip of several utterances interrupts its own
     // earlier turns), else the first spoken one.
     const spoken = agent.turns.filter((t) => t.source === 'voice');
@@ -86,6 +95,9 @@ async function runClip(clip, base, profileDir) {
       transcript: voice?.user ?? null, reply: voice?.reply ?? null,
       voice_to_voice_ms: voice?.stages.first_sound_ms ?? null,
       stages: voice?.stages ?? {},
+      // The page's thread: the longest it went without running a 50 ms timer during the turn (ASR or TTS on it
+      // blocks it for seconds; in their workers only the page's own work remains).
+      first_piece: voice?.firstPiece ?? null, longest_stall_ms: voice?.longestStallMs ?? null, speech_workers: agent.speechWorkers ?? null,
       typed: typed && { question: typed.user, reply: typed.reply, stages: typed.stages, decode_tokens_per_s: typed.decodeTokensPerS },
     };
   } finally {
@@ -101,6 +113,8 @@ if (opts.standins) {
 const { server, url: base } = await startServer(0);
 const profileDir = mkdtempSync(join(tmpdir(), 'sotto-agent-bench-'));
 const turns = [];
+// The machine's load, before and after: these timings are only comparable within a run on a shared machine.
+const load = { cpus: cpus().length, before: loadavg()[0] };
 try {
   for (const clip of clips) {
     const t = await runClip(resolve(clip), base, profileDir);
@@ -109,6 +123,7 @@ try {
       const st = Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ');
       console.log(`${clip}: ${t.seconds.toFixed(1)} s, ${t.segments} segment(s) on ${t.device}; transcript ${t.transcript === null ? '(no speech recognition in this build)' : JSON.stringify(t.transcript)}`);
       console.log(`  reply ${t.reply === null ? '-' : JSON.stringify(t.reply)}; voice to voice ${t.voice_to_voice_ms ?? '- (needs speech recognition and synthesis)'}; stages (ms from end of speech): ${st || '-'}`);
+      console.log(`  first piece spoken ${JSON.stringify(t.first_piece)}; longest stall of the page's thread ${t.longest_stall_ms ?? '-'} ms; speech in workers ${JSON.stringify(t.speech_workers)}`);
       if (t.typed) console.log(`  typed ${JSON.stringify(t.typed.question)}: ${Object.entries(t.typed.stages).map(([k, v]) => `${k} ${v}`).join(', ')}; ${t.typed.decode_tokens_per_s?.toFixed(1)} tokens/s; ${JSON.stringify(t.typed.reply)}`);
     }
   }
@@ -117,6 +132,7 @@ try {
   rmSync(profileDir, { recursive: true, force: true });
 }
 
+load.after = loadavg()[0];
 const v2v = turns.map((t) => t.voice_to_voice_ms);
 const summary = { median_ms: quantile(v2v, 0.5), p90_ms: quantile(v2v, 0.9) };
 const stageNames = [...new Set(turns.flatMap((t) => Object.keys(t.stages)))];
@@ -125,9 +141,10 @@ const typedNames = [...new Set(turns.flatMap((t) => Object.keys(t.typed?.stages 
 const typed = Object.fromEntries(typedNames.map((k) => [k, { median: quantile(turns.map((t) => t.typed?.stages[k]), 0.5), p90: quantile(turns.map((t) => t.typed?.stages[k]), 0.9) }]));
 const note = opts.standins ? 'stand-ins for recognition and synthesis (fixed transcript, tone): the page and the language model only' : null;
 if (opts.json) {
-  console.log(JSON.stringify({ turns, ...summary, stages, typed_stages: typed, ...(note ? { note } : {}) }));
+  console.log(JSON.stringify({ turns, ...summary, stages, typed_stages: typed, load, ...(note ? { note } : {}) }));
 } else {
   if (note) console.log(`(${note})`);
+  console.log(`load average ${load.before.toFixed(1)} before, ${load.after.toFixed(1)} after, on ${load.cpus} CPUs`);
   console.log(`voice to voice: median ${summary.median_ms ?? '-'} ms, p90 ${summary.p90_ms ?? '-'} ms${summary.median_ms !== null ? '' : opts.standins ? ' (no turn reached a first sound)' : ' (not measurable until web/asr.js and web/tts.js exist)'}`);
   for (const [k, v] of Object.entries(stages)) console.log(`  ${k}: median ${v.median} ms, p90 ${v.p90} ms`);
   for (const [k, v] of Object.entries(typed)) console.log(`  typed ${k}: median ${v.median} ms, p90 ${v.p90} ms`);

@@ -6,9 +6,11 @@
 //   const r = await asr.transcribeWav(fileOrUrlOrPath);                         // any WAV (resampled, mixed down)
 //   seg = await vad.segmenter({ onSpeechEnd: asr.onSpeechEnd((r) => show(r.text)) });   // web/vad.js's segments
 //
-// Where it runs: on the calling thread, on a wasm instance of its own, one thread (so call it from a worker in
-// a page that must stay responsive; a 10 s clip takes about a second). Pass { vad: 'silero_vad.onnx' } to cut
+// Where it runs: on a wasm instance of its own, one thread, in a dedicated worker (web/speech-worker.js; the
+// default in a page, so the page stays responsive while a 10 s clip takes a second or more) or, with
+// { worker: false } (the default in Node), on the calling thread. Pass { vad: 'silero_vad.onnx' } to cut
 // audio over 20 s at pauses with Silero VAD; without it long audio is cut at its quietest points.
+import { compileWasm, SpeechWorker } from './speech-client.js';
 import { createSharedMemory, hasRelaxedSimd, instantiate, isNode, readCString, readString } from './runtime.js';
 
 const WASM_URLS = {
@@ -40,22 +42,18 @@ export class Asr {
 
   // dir: the model directory (URL or, in Node, a path) holding encoder_model.ort, decoder_model_merged.ort and
   // tokenizer.bin. Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source), variant
-  // ('relaxed' | 'simd128'), wasmUrl.
-  static async load(dir, { onProgress, vad, variant, wasmUrl } = {}) {
-    const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
-    if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
-    const url = wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
-    const read = (u) => (isNode && u.protocol === 'file:' ? readSource(u.pathname) : readSource(u));
-    let moduleBytes;
-    try {
-      moduleBytes = await read(url);
-    } catch (e) {
+  // ('relaxed' | 'simd128'), wasmUrl, module (a compiled WebAssembly.Module instead of either), worker.
+  static async load(dir, { onProgress, vad, variant, wasmUrl, module, worker = !isNode } = {}) {
+    if (!module) {
+      const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
+      if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
+      const url = wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
       // A checkout with only the SIMD128 build: relaxed SIMD is faster, not needed.
-      if (wasmUrl || variant || chosen !== 'relaxed') throw e;
-      moduleBytes = await read(WASM_URLS.simd128);
+      module = await compileWasm(url, wasmUrl || variant || chosen !== 'relaxed' ? null : WASM_URLS.simd128);
     }
+    if (worker) return AsrWorker.load(dir, { onProgress, vad, module });
     const memory = createSharedMemory();
-    const wasm = await instantiate(await WebAssembly.compile(moduleBytes), memory, 'asr');
+    const wasm = await instantiate(module, memory, 'asr');
     wasm.__wasm_call_ctors();
     const asr = new Asr(wasm, memory);
     const files = [];
@@ -160,5 +158,61 @@ export class Asr {
   dispose() {
     if (this.#handle) this.#wasm.sotto_asr_destroy(this.#handle);
     this.#handle = 0;
+  }
+}
+
+// A URL for the worker, which resolves nothing relative to the page: absolute (Blobs and Node paths pass as they are).
+function absolute(x) {
+  if (x instanceof URL) return x.href;
+  return typeof x === 'string' && !isNode ? new URL(x, location.href).href : x;
+}
+
+// The same Asr in a dedicated worker (web/speech-worker.js): what Asr.load returns in a page.
+class AsrWorker {
+  #worker;
+  static async load(dir, { onProgress, vad, module }) {
+    const worker = await SpeechWorker.start();
+    try {
+      await worker.call('asrLoad', { dir: absolute(dir), vad: vad && absolute(vad), module }, onProgress);
+    } catch (e) {
+      worker.terminate();
+      throw e;
+    }
+    return new AsrWorker(worker);
+  }
+
+  constructor(worker) {
+    this.#worker = worker;
+    this.worker = true;
+  }
+
+  #live() {
+    if (!this.#worker) throw new Error('sotto: this Asr was disposed');
+  }
+
+  async transcribe(samples) {
+    this.#live();
+    // A copy goes over: the caller keeps its samples.
+    return this.#worker.call('asrTranscribe', { samples: samples instanceof Float32Array ? samples : Float32Array.from(samples) });
+  }
+
+  async decodeWav(source) {
+    this.#live();
+    return this.#worker.call('asrDecodeWav', { source: absolute(source) });
+  }
+
+  async transcribeWav(source) {
+    const samples = await this.decodeWav(source);
+    if (samples.length === 0) throw new Error('sotto: the WAV holds no samples');
+    return this.transcribe(samples);
+  }
+
+  onSpeechEnd(onResult) {
+    return (audio) => this.transcribe(audio).then(onResult);
+  }
+
+  dispose() {
+    this.#worker?.terminate();
+    this.#worker = null;
   }
 }

@@ -1,6 +1,8 @@
 // Speech synthesis requests on a wasm instance (web/tts.js runs them on one of its own): Kokoro and the G2P
-// through the C API (sotto_tts_*, api/sotto.h). Written as engine-worker ops ({id, ...} in, results out) so
-// web/worker.js can take them on its pool; that path hangs after the model loads (not found why yet).
+// through the C API (sotto_tts_*, api/sotto.h). Written as worker ops ({id, op, ...args} in, results out: the
+// dedicated speech worker, web/speech-worker.js, runs them; web/worker.js could take them on its pool). The handle
+// travels as `tts`, never `id`: a worker request is {id, op, ...args}, so an argument named id would replace the
+// request's own id and its reply would never find its caller (every call after the model loaded hung so).
 // Audio comes back as a Float32Array copy (wasm memory is shared and may move).
 import { isNode, readCString, readString } from './runtime.js';
 
@@ -17,6 +19,19 @@ export async function readWhole(source) {
   const response = await fetch(source);
   if (!response.ok) throw new Error(`sotto: ${source}: HTTP ${response.status}`);
   return new Uint8Array(await response.arrayBuffer());
+}
+
+// loadIntoWasm for an instance that has no streaming loader (web/tts.js's inline one, the speech worker's): the
+// file read whole, then copied into one sotto_alloc'd buffer.
+export function copyIntoWasm(wasm, memory) {
+  return async (source, onProgress) => {
+    const data = await readWhole(source);
+    const ptr = wasm.sotto_alloc(Math.max(1, data.length));
+    if (!ptr) throw new Error(`sotto: cannot allocate ${data.length} bytes in wasm memory for ${source}`);
+    new Uint8Array(memory.buffer, ptr, data.length).set(data);
+    onProgress?.({ bytes: data.length, total: data.length });
+    return { ptr, size: data.length, name: String(source) };
+  };
 }
 
 export function ttsOps(env) {
@@ -76,9 +91,9 @@ export function ttsOps(env) {
       }
       const id = nextId++;
       handles.set(id, h);
-      return { id, loadMs: performance.now() - t0 };
+      return { tts: id, loadMs: performance.now() - t0 };
     },
-    async ttsAddVoice({ id, name, source }) {
+    async ttsAddVoice({ tts: id, name, source }) {
       const h = handle(id);
       const { wasm } = env();
       await withFile(source, null, (ptr, size) => {
@@ -91,7 +106,7 @@ export function ttsOps(env) {
       });
       return true;
     },
-    async ttsLoadG2p({ id, source }) {
+    async ttsLoadG2p({ tts: id, source }) {
       const h = handle(id);
       const { wasm } = env();
       await withFile(source, null, (ptr, size) => {
@@ -100,7 +115,7 @@ export function ttsOps(env) {
       return true;
     },
     // -> { lang, sentences: [{ text, phonemes }] }
-    ttsPhonemize({ id, voice, text }) {
+    ttsPhonemize({ tts: id, voice, text }) {
       const h = handle(id);
       const { wasm, memory } = env();
       const v = stringIn(voice);
@@ -115,7 +130,7 @@ export function ttsOps(env) {
       }
     },
     // -> { audio: Float32Array (24 kHz), ms, pieces (Kokoro calls) }
-    ttsSpeak({ id, voice, phonemes, speed = 1 }) {
+    ttsSpeak({ tts: id, voice, phonemes, speed = 1 }) {
       const h = handle(id);
       const { wasm, memory } = env();
       const v = stringIn(voice);
@@ -132,7 +147,7 @@ export function ttsOps(env) {
         for (const q of [v.ptr, p.ptr, lenPtr]) wasm.sotto_free(q);
       }
     },
-    ttsDispose({ id }) {
+    ttsDispose({ tts: id }) {
       const h = handles.get(id);
       if (h) env().wasm.sotto_tts_destroy(h);
       handles.delete(id);

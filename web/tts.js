@@ -10,11 +10,12 @@
 // Options of load: voices (a directory URL or, in Node, a path; default: voices/ beside the model), voice (the
 // default, 'af_heart'), g2p ({ 'en-us': source, 'en-gb': source }; default: ../g2p-en-us.bin and
 // ../g2p-en-gb.bin beside the model's directory, read when a voice of that language is first used), variant,
-// wasmUrl, onProgress({loaded, total}) for the model file. It runs on a wasm instance of its own on the calling
-// thread, one thread (`engine` and `device` are ignored: web/tts-ops.js is written for the engine worker too, but
-// that path hangs after the model loads and is not wired into web/worker.js). Only the wasm module is found by
+// wasmUrl, onProgress({loaded, total}) for the model file, worker (default: true in a page, false in Node). It
+// runs on a wasm instance of its own, one thread, in a dedicated worker (web/speech-worker.js) or, with
+// worker: false, on the calling thread (`engine` and `device` are ignored). Only the wasm module is found by
 // import.meta.url, in the WASM_URLS block the agent's one-file build replaces.
-import { readWhole, ttsOps } from './tts-ops.js';
+import { compileWasm, SpeechWorker } from './speech-client.js';
+import { copyIntoWasm, ttsOps } from './tts-ops.js';
 import { createSharedMemory, hasRelaxedSimd, instantiate, isNode } from './runtime.js';
 
 const WASM_URLS = {
@@ -22,36 +23,57 @@ const WASM_URLS = {
   relaxed: new URL('../build/wasm-relaxed/sotto.wasm', import.meta.url),
 };
 
-// The engine requests of web/tts-ops.js run on a wasm instance of this module's own, on the calling thread, one
-// thread (as web/asr.js runs Moonshine): a sentence takes about twice its length to compute there.
+function wasmUrlOf({ variant, wasmUrl } = {}) {
+  const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
+  if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
+  return wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
+}
+
+// The engine requests of web/tts-ops.js on a wasm instance of this module's own, on the calling thread, one
+// thread: a sentence takes about twice its length to compute there, and the thread is blocked meanwhile.
 class InlineEngine {
   #ops;
-  static async create({ variant, wasmUrl } = {}) {
-    const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
-    if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
-    const url = wasmUrl ? new URL(wasmUrl, isNode ? `file://${process.cwd()}/` : location.href) : WASM_URLS[chosen];
-    const bytes = await readWhole(isNode && url.protocol === 'file:' ? decodeURIComponent(url.pathname) : url.href);
+  static async create(options = {}) {
+    const module = await compileWasm(wasmUrlOf(options));
     const memory = createSharedMemory();
-    const wasm = await instantiate(await WebAssembly.compile(bytes), memory, 'tts');
+    const wasm = await instantiate(module, memory, 'tts');
     wasm.__wasm_call_ctors();
-    const loadIntoWasm = async (source, onProgress) => {
-      const data = await readWhole(source);
-      const ptr = wasm.sotto_alloc(Math.max(1, data.length));
-      if (!ptr) throw new Error(`sotto: cannot allocate ${data.length} bytes in wasm memory for ${source}`);
-      new Uint8Array(memory.buffer, ptr, data.length).set(data);
-      onProgress?.({ bytes: data.length, total: data.length });
-      return { ptr, size: data.length, name: String(source) };
-    };
-    return new InlineEngine(ttsOps(() => ({ wasm, memory, loadIntoWasm })));
+    return new InlineEngine(ttsOps(() => ({ wasm, memory, loadIntoWasm: copyIntoWasm(wasm, memory) })));
   }
   constructor(ops) {
     this.#ops = ops;
-    this.info = { threads: 1 };
+    this.info = { threads: 1, worker: false };
   }
   async call(op, args = {}, onProgress) {
     return this.#ops[op](args, onProgress);
   }
   terminate() {}
+}
+
+// The same requests in a dedicated worker (web/speech-worker.js) on its own instance, one thread: the page's
+// default, so synthesis never blocks the page (its VAD, playback, the language model's stream).
+class WorkerEngine {
+  static async create(options = {}) {
+    const [module, worker] = await Promise.all([compileWasm(wasmUrlOf(options)), SpeechWorker.start()]);
+    try {
+      await worker.call('init', { module });
+    } catch (e) {
+      worker.terminate();
+      throw e;
+    }
+    return new WorkerEngine(worker);
+  }
+  #worker;
+  constructor(worker) {
+    this.#worker = worker;
+    this.info = { threads: 1, worker: true };
+  }
+  call(op, args = {}, onProgress) {
+    return this.#worker.call(op, args, onProgress);
+  }
+  terminate() {
+    this.#worker.terminate();
+  }
 }
 
 export const SAMPLE_RATE = 24000;
@@ -89,12 +111,12 @@ export class Tts {
   #voiceLoads = new Map();  // name -> Promise (a voice is read once)
   #g2pLoads = new Map();  // lang -> Promise
 
-  static async load(model, { voices, voice = 'af_heart', g2p = {}, variant, wasmUrl, onProgress } = {}) {
+  static async load(model, { voices, voice = 'af_heart', g2p = {}, variant, wasmUrl, onProgress, worker = !isNode } = {}) {
     const own = true;
-    const e = await InlineEngine.create({ variant, wasmUrl });
+    const e = await (worker ? WorkerEngine : InlineEngine).create({ variant, wasmUrl });
     try {
       const modelSource = absolute(model);
-      const { id, loadMs } = await e.call('ttsLoad', { model: modelSource }, onProgress);
+      const { tts: id, loadMs } = await e.call('ttsLoad', { model: modelSource }, onProgress);
       const modelName = typeof modelSource === 'string' ? modelSource : '';
       const tts = new Tts(e, own, id, {
         voicesDir: absolute(voices ?? (modelName ? beside(modelName, 'voices/') : 'voices/')),
@@ -106,6 +128,7 @@ export class Tts {
       tts.loadMs = loadMs;
       tts.defaultVoice = voice;
       tts.threads = e.info?.threads ?? null;
+      tts.worker = !!e.info?.worker;
       await tts.#voice(voice);  // the lexicon is read when text first comes
       return tts;
     } catch (err) {
@@ -133,7 +156,7 @@ export class Tts {
     let p = this.#voiceLoads.get(name);
     if (!p) {
       const source = /\.bin$/.test(name) || name.includes('/') ? name : beside(this.#voicesDir.endsWith?.('/') ? this.#voicesDir : `${this.#voicesDir}/`, `${name}.bin`);
-      p = this.#engine.call('ttsAddVoice', { id: this.#id, name, source: absolute(source) });
+      p = this.#engine.call('ttsAddVoice', { tts: this.#id, name, source: absolute(source) });
       p.catch(() => this.#voiceLoads.delete(name));
       this.#voiceLoads.set(name, p);
     }
@@ -144,7 +167,7 @@ export class Tts {
     let p = this.#g2pLoads.get(lang);
     if (!p) {
       const source = this.#g2pSources[lang];
-      p = source ? this.#engine.call('ttsLoadG2p', { id: this.#id, source })
+      p = source ? this.#engine.call('ttsLoadG2p', { tts: this.#id, source })
         : Promise.reject(new Error(`sotto: no ${lang} G2P lexicon given (Tts.load's g2p option)`));
       p.catch(() => this.#g2pLoads.delete(lang));
       this.#g2pLoads.set(lang, p);
@@ -156,14 +179,14 @@ export class Tts {
   async sentences(text, { voice = this.defaultVoice } = {}) {
     this.#live();
     await Promise.all([this.#voice(voice), this.#g2p(langOf(voice))]);
-    return (await this.#engine.call('ttsPhonemize', { id: this.#id, voice, text: String(text) })).sentences;
+    return (await this.#engine.call('ttsPhonemize', { tts: this.#id, voice, text: String(text) })).sentences;
   }
 
   // Phonemes (Kokoro's symbols, as `sotto speak --phonemes`) -> { audio, sampleRate, phonemes, ms }.
   async speakPhonemes(phonemes, { voice = this.defaultVoice, speed = 1 } = {}) {
     this.#live();
     await this.#voice(voice);
-    const { audio, ms, pieces } = await this.#engine.call('ttsSpeak', { id: this.#id, voice, phonemes, speed });
+    const { audio, ms, pieces } = await this.#engine.call('ttsSpeak', { tts: this.#id, voice, phonemes, speed });
     return { audio, sampleRate: SAMPLE_RATE, phonemes, ms, pieces };
   }
 
@@ -205,7 +228,7 @@ export class Tts {
     const id = this.#id;
     this.#id = 0;
     try {
-      await this.#engine.call('ttsDispose', { id });
+      await this.#engine.call('ttsDispose', { tts: id });
     } finally {
       if (this.#ownEngine) this.#engine.terminate();
     }

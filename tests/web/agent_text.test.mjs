@@ -10,8 +10,8 @@ import { modelUrl } from '../../web/agent/models.js';
 import { SentenceSplitter, heardPart, speakable } from '../../web/agent/sentences.js';
 import { Sha256 } from '../../web/agent/sha256.js';
 
-function splitStreamed(text, random) {
-  const split = new SentenceSplitter();
+function splitStreamed(text, random, options = {}) {
+  const split = new SentenceSplitter(options);
   const out = [];
   for (let i = 0; i < text.length;) {
     const n = 1 + Math.floor(random() * 7);
@@ -45,6 +45,33 @@ test('sentences: a short one waits for the next, and a quote or bracket stays wi
   assert.deepEqual(split.push('He said "stop now." Then left'), ['He said "stop now."']);
   assert.equal(split.flush(), 'Then left');
   assert.equal(split.flush(), '');
+});
+
+test('sentences: the first piece is a short clause, cut at a comma or after N whole words, however streamed', () => {
+  const cases = [
+    ['The capital of France is Paris, a city on the Seine. It is lovely.', ['The capital of France is', 'Paris, a city on the Seine.', 'It is lovely.']],
+    ['Sure, I can help with that one, it is easy. Ask away.', ['Sure, I can help with', 'that one, it is easy.', 'Ask away.']],
+    ['Well, honestly, I think so. Yes.', ['Well, honestly, I think so.', 'Yes.']], ['Well, honestly, I do think so. Yes.', ['Well, honestly, I do think', 'so. Yes.']],
+    ['Paris is the capital. It is big.', ['Paris is the capital.', 'It is big.']],
+    ['Yes. That is right, of course. More.', ['Yes. That is right,', 'of course. More.']],
+    [REPLY, ['Paris is the capital of', `France. ${SENTENCES[1]}`, ...SENTENCES.slice(2)]],
+  ];
+  for (const [reply, pieces] of cases) {
+    for (let seed = 1; seed <= 30; seed++) {
+      const out = splitStreamed(reply, lcg(seed), { firstWords: 5 });
+      assert.deepEqual(out, pieces, `${JSON.stringify(reply)}, seed ${seed}`);
+      // Nothing lost or cut inside a word: the pieces joined by spaces are the reply.
+      assert.equal(out.join(' '), reply.replace(/\s+/g, ' ').trim());
+    }
+  }
+  // The cut waits for the word to end: a streamed "Paris" may become "Parisian".
+  const split = new SentenceSplitter({ firstWords: 3 });
+  assert.deepEqual(split.push('I like Paris'), []);
+  assert.deepEqual(split.push('ian food'), ['I like Parisian']);
+  assert.deepEqual(split.push(' a lot.'), []);
+  assert.equal(split.flush(), 'food a lot.');
+  // firstWords 0 (the default): sentences only.
+  assert.deepEqual(splitStreamed(cases[0][0], lcg(1)), ['The capital of France is Paris, a city on the Seine.', 'It is lovely.']);
 });
 
 test('speakable text drops markdown, code and links', () => {

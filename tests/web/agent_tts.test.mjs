@@ -1,6 +1,8 @@
 // The agent page with the real speech modules (web/asr.js: Moonshine, web/tts.js: Kokoro, both in wasm) in
 // headless Chromium: the fake microphone asks a spoken question (beckett.wav), and the first turn is heard,
-// transcribed, answered by the small language model and voiced: a first sound after the first sentence.
+// transcribed, answered by the small language model and voiced: a first sound after the first piece of the
+// reply (a clause of at most five words). Recognition and synthesis run in workers of their own: the page's
+// thread never stalls for a model call (its longest stall during the turn is well under the synthesis's time).
 // Slow on a busy 2-core machine (Kokoro in one wasm thread computes about half real time): ~1-2 minutes.
 // Run: node --test tests/web/agent_tts.test.mjs   (needs build/wasm-*, models/kokoro, models/g2p-en-us.bin,
 // models/moonshine-base-en; skips without them)
@@ -41,16 +43,23 @@ test('a spoken question gets a spoken answer (real ASR and TTS in wasm)', { skip
   try {
     await waitReady(page, 120_000);
     await page.waitForFunction(() => window.sottoAgent.turns.some((t) => t.stages?.first_sound_ms > 0), null, { timeout: 180_000, polling: 250 });
-    const { turns, speech } = await page.evaluate(() => window.sottoAgent);
+    const { turns, speech, speechWorkers } = await page.evaluate(() => window.sottoAgent);
     assert.deepEqual(speech, { asr: true, tts: true });
+    assert.deepEqual(speechWorkers, { asr: true, tts: true });
     const t = turns.find((x) => x.stages?.first_sound_ms > 0);
     assert.equal(t.source, 'voice');
     assert.ok(t.user.trim().length > 0, 'a transcript');
     assert.ok(t.reply.trim().length > 0, 'a reply');
     const st = t.stages;
     assert.ok(st.transcript_ms <= st.first_token_ms && st.first_sentence_ms <= st.first_sound_ms, JSON.stringify(st));
+    assert.ok(t.firstPiece && t.firstPiece.split(/\s+/).length <= 5, `the first spoken piece is short: ${JSON.stringify(t.firstPiece)}`);
+    assert.ok(t.reply.replace(/\s+/g, ' ').trim().startsWith(t.firstPiece), `the first piece ${JSON.stringify(t.firstPiece)} starts the reply ${JSON.stringify(t.reply)}`);
+    // Synthesis on the page's thread would stall it at least as long as the first piece's synthesis took (one
+    // wasm call); in the worker the longest stall is the page's own work (tens of ms; more on a loaded machine).
+    const synthesisMs = st.first_sound_ms - st.first_sentence_ms;
+    assert.ok(t.longestStallMs < Math.max(1000, synthesisMs * 0.75), `the page's thread stalled ${t.longestStallMs} ms (synthesis ${synthesisMs} ms)`);
     console.log(`heard ${JSON.stringify(t.user.slice(0, 60))}; replied ${JSON.stringify(t.reply.slice(0, 60))}; ` +
-                `ms from end of speech: ${JSON.stringify(st)}`);
+                `ms from end of speech: ${JSON.stringify(st)}; first piece ${JSON.stringify(t.firstPiece)}; longest stall ${t.longestStallMs} ms`);
     assert.deepEqual(logs.filter((l) => !/404|Failed to load resource/.test(l)), []);
   } finally {
     await context.close();

@@ -5,7 +5,8 @@
 //
 // URL parameters (tests and the latency bench use them): model=URL, profile=auto|gpu|cpu, cache=0 (do not keep
 // models in Cache Storage), tokens=N (longest reply), endpoint=MS (the pause that ends a spoken turn), mic=1
-// (start the microphone once loaded), warmup=0,
+// (start the microphone once loaded), warmup=0, first=N (the reply's first spoken piece ends after at most N words,
+// sooner at a comma; 0: whole sentences), llmThreads=N (the language model's threads; default: one per core),
 // sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
@@ -40,6 +41,11 @@ const TTS_VOICES = 'kokoro/voices/';
 // sooner but may cut off a speaker who hesitates. The pre-speech pad keeps the first syllable.
 const VAD_OPTIONS = { preSpeechPadMs: 320, minSpeechMs: 250 };
 const ENDPOINT_MS = 560;
+// The reply's first spoken piece: its synthesis is the largest share of the time to the first sound (Kokoro in
+// wasm makes about half a second of audio per second on one core of a 2-core machine), so it is a short clause,
+// at most FIRST_WORDS words, cut at a comma when one comes sooner (sentences.js); later pieces are sentences,
+// synthesised while the one before plays.
+const FIRST_WORDS = 5;
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -58,6 +64,8 @@ function loadSettings() {
   if (params.has('tokens')) s.tokens = Number(params.get('tokens'));
   if (params.has('endpoint')) s.endpointMs = Number(params.get('endpoint'));
   if (params.has('cache')) s.cache = params.get('cache') !== '0';
+  s.firstWords = params.has('first') ? Number(params.get('first')) : FIRST_WORDS;
+  s.llmThreads = params.has('llmThreads') ? Number(params.get('llmThreads')) : undefined;
   return s;
 }
 
@@ -81,6 +89,7 @@ const agent = {
   turns: [],           // per turn: {source, user, reply, heard, stages, ...}
   events: [],          // [{t, type}] for the bench
   speech: { asr: false, tts: false },
+  speechWorkers: { asr: false, tts: false },  // recognition / synthesis off this thread, in workers of their own
   errors: [],
 };
 window.sottoAgent = agent;
@@ -94,7 +103,18 @@ const s = {
   trace: null,        // VadTrace
   speaking: false,     // VAD state
   samplesIn: 0,
+  longestStall: 0,    // the longest this thread went without running a 50 ms timer, since the turn began
 };
+
+// How responsive this thread stays (the VAD, the level meter and playback's queue run here): a 50 ms heartbeat
+// whose late ticks are stalls. Each turn records its longest.
+const HEARTBEAT_MS = 50;
+let lastBeat = now();
+setInterval(() => {
+  const t = now();
+  s.longestStall = Math.max(s.longestStall, t - lastBeat - HEARTBEAT_MS);
+  lastBeat = t;
+}, HEARTBEAT_MS);
 
 function setStatus(state, text) {
   agent.status = state;
@@ -192,7 +212,7 @@ async function loadLlm(device) {
   if (where.error) throw new Error(where.error);
   settings.model = where.url;
   const { source, note } = await modelSource(settings.model, row);
-  const load = (dev) => Llm.load(source, { device: dev, onProgress: engineProgress(row, typeof source === 'string' ? 'downloading' : 'reading') });
+  const load = (dev) => Llm.load(source, { device: dev, threads: settings.llmThreads, onProgress: engineProgress(row, typeof source === 'string' ? 'downloading' : 'reading') });
   try {
     s.llm = await load(device);
   } catch (e) {
@@ -206,7 +226,12 @@ async function loadLlm(device) {
     `${info.name?.split('/').pop() ?? ''} · ${mb(info.bytes ?? 0)} · ${note} · ${((now() - t0) / 1000).toFixed(1)} s`);
 }
 
+// Recognition and synthesis load side by side, each into a dedicated worker of its own (web/asr.js, web/tts.js).
 async function loadSpeech(device, modules) {
+  await Promise.all([loadAsr(device, modules), loadTts(device, modules)]);
+}
+
+async function loadAsr(device, modules) {
   const asrRow = modelRow('asr', 'Speech recognition (Moonshine)');
   if (!modules.Asr) {
     asrRow.done('not available yet', 'web/asr.js is not in this build: type your questions (the microphone still shows speech).', 'warn');
@@ -214,6 +239,7 @@ async function loadSpeech(device, modules) {
     try {
       s.asr = await modules.Asr.load(MODELS_BASE + ASR_DIR, { device, engine: s.llm.engine, onProgress: engineProgress(asrRow, 'reading') });
       agent.speech.asr = true;
+      agent.speechWorkers.asr = !!s.asr.worker;
       // Warm-up on a second of silence: the first utterance should not pay for first-call costs.
       const t0 = now();
       if (params.get('warmup') !== '0') await s.asr.transcribe(new Float32Array(16000));
@@ -222,6 +248,9 @@ async function loadSpeech(device, modules) {
       asrRow.done('failed', fail('speech recognition', e), 'bad');
     }
   }
+}
+
+async function loadTts(device, modules) {
   const ttsRow = modelRow('tts', 'Speech synthesis (Kokoro)');
   if (!modules.Tts) {
     ttsRow.done('not available yet', 'web/tts.js is not in this build: replies are text only.', 'warn');
@@ -230,6 +259,7 @@ async function loadSpeech(device, modules) {
   try {
     s.tts = await modules.Tts.load(MODELS_BASE + TTS_FILE, { device, voices: MODELS_BASE + TTS_VOICES, onProgress: engineProgress(ttsRow, 'reading') });
     agent.speech.tts = true;
+    agent.speechWorkers.tts = !!s.tts.worker;
     const t0 = now();
     if (params.get('warmup') !== '0') for await (const clip of s.tts.stream('Hello.')) void clip;  // warm-up, not played
     ttsRow.done('ready', `${MODELS_BASE + TTS_FILE}${params.get('warmup') !== '0' ? ` · warm-up ${Math.round(now() - t0)} ms` : ''}`);
@@ -379,6 +409,7 @@ function onUtterance(audio) {
 
 async function voiceTurn(audio, tl) {
   tl.started = now();  // after the turn before this one has finished (a cancelled prefill runs to its end)
+  s.longestStall = 0;
   if (!s.asr) {
     // One note that counts the utterances, rather than one per utterance.
     const last = $('conversation').lastElementChild;
@@ -460,6 +491,7 @@ function ask(text) {
   const tl = { source: 'typed', endOfSpeech: now() };
   return (s.busy = s.busy.then(() => {
     tl.transcript = now();  // typed: the question is there once the turn before has finished
+    s.longestStall = 0;
     return runTurn(text, tl);
   }));
 }
@@ -471,13 +503,14 @@ async function runTurn(text, tl) {
   text = s.carry ? `${s.carry} ${text}` : text;
   s.carry = '';
   const turn = { tl, text, written: '', sentences: [], heard: [], clipIds: new Set(), cancelled: false, stream: null, synthesis: null };
+  turn.cancelling = new Promise((resolve) => (turn.cancel = resolve));  // resolves (to undefined) on a barge-in
   s.turn = turn;
   $('stop-button').disabled = false;
   addMessage('user', text);
   const el = addMessage('assistant', '', { streaming: true });
   const body = el.querySelector('.text');
   setStatus('thinking', 'thinking…');
-  const split = new SentenceSplitter();
+  const split = new SentenceSplitter({ firstWords: s.tts ? settings.firstWords : 0 });
   const queue = new SentenceQueue();
   if (s.tts) turn.synthesis = speak(turn, queue);
   const sentence = (x) => {
@@ -524,7 +557,8 @@ async function runTurn(text, tl) {
   const record = {
     source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
-    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl),
+    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null,
+    longestStallMs: Math.round(s.longestStall),
   };
   agent.turns.push(record);
   const meta = document.createElement('span');
@@ -553,8 +587,18 @@ async function speak(turn, queue) {
     const clips = s.tts.stream ? s.tts.stream(queue, { voice }) : (async function* () {
       for await (const text of queue) yield { ...(await s.tts.speak(text, { voice })), text };
     })();
-    for await (const clip of clips) {
-      if (turn.cancelled) break;
+    // A barge-in does not wait for the piece being synthesised (seconds in the worker): the loop leaves at once,
+    // the worker's result is dropped, and the next turn's recognition and language model start meanwhile.
+    const it = clips[Symbol.asyncIterator]();
+    for (;;) {
+      const pending = it.next();
+      pending.catch(() => {});  // a dropped piece's failure is nobody's error; a live one's is thrown by the race
+      const next = await Promise.race([pending, turn.cancelling]);
+      if (!next || next.done || turn.cancelled) {
+        if (next && !next.done) it.return?.();
+        break;
+      }
+      const clip = next.value;
       const text = clip.text ?? turn.sentences[i];
       i++;
       const { id, done } = s.player.play(clip.audio, clip.sampleRate);
@@ -590,6 +634,7 @@ async function bargeIn(why, detected = null) {
   if (why === 'speech' && !s.asr && !s.player?.playing) return;
   const t0 = now();
   turn.cancelled = true;
+  turn.cancel();
   const wasPlaying = !!s.player?.playing;
   const stopping = s.player?.stop();
   turn.stream?.return?.();

@@ -7,7 +7,8 @@
 //     starts from Blob URLs, where the unbundled engine uses `new URL('./worker.js', import.meta.url)`;
 //   - both wasm builds (build/wasm-simd128, build/wasm-relaxed; or $SOTTO_WASM_DIR/wasm-*) and the Silero VAD
 //     model in base64, turned into Blob URLs / Blobs on first use;
-//   - web/asr.js and web/tts.js when they exist (speech.js's optional imports become static ones).
+//   - web/asr.js and web/tts.js when they exist (speech.js's optional imports become static ones), and the
+//     dedicated speech worker they run in (web/speech-worker.js), bundled as a string like the engine worker.
 // The language model is not inlined (hundreds of MB): the page loads it from models/ beside it.
 //   node web/agent/build.mjs [OUT_DIR]    (npm run build:agent) -> prints the file and its size
 import { createHash } from 'node:crypto';
@@ -88,9 +89,21 @@ export async function buildAgent(outDir = join(repo, 'build', 'agent'), { speech
     ]]),
   })], { __SOTTO_HELPER_SOURCE__: JSON.stringify(helper) });
 
+  // The speech worker gets its wasm module from the page (a compiled WebAssembly.Module), so its copies of the
+  // WASM_URLS blocks are never read; they are replaced only so that no import.meta.url is left.
+  const SPEECH_WORKER = /new URL\('\.\/speech-worker\.js', import\.meta\.url\)/;
+  const SPEECH_WORKER_URL = 'new URL(globalThis.__sottoAssets.speechWorkerUrl())';
+  const speechWorker = (speech.asr || speech.tts) && existsSync(join(web, 'speech-worker.js'))
+    ? await bundle(join(web, 'speech-worker.js'), [plugin('speech-worker-assets', {
+      'web/asr.js': (src) => substitute('web/asr.js', src, [[WASM_URLS, WASM_GETTERS]]),
+      'web/speech-client.js': (src) => substitute('web/speech-client.js', src, [[SPEECH_WORKER, SPEECH_WORKER_URL]]),
+    })])
+    : '';
+
   const assetsModule = `
 const WASM = ${JSON.stringify({ simd128: wasm.simd128.toString('base64'), relaxed: wasm.relaxed.toString('base64') })};
 const WORKER = ${JSON.stringify(worker)};
+const SPEECH_WORKER = ${JSON.stringify(speechWorker)};
 const VAD = ${JSON.stringify(vadModel.toString('base64'))};
 function bytes(b64) {
   const s = atob(b64);
@@ -102,6 +115,7 @@ const urls = {};
 globalThis.__sottoAssets = {
   wasmUrl: (v) => (urls[v] ??= URL.createObjectURL(new Blob([bytes(WASM[v])], { type: 'application/wasm' }))),
   workerUrl: () => (urls.worker ??= URL.createObjectURL(new Blob([WORKER], { type: 'text/javascript' }))),
+  speechWorkerUrl: () => (urls.speech ??= URL.createObjectURL(new Blob([SPEECH_WORKER], { type: 'text/javascript' }))),
 };
 export function inlineAsset(name) {
   return name === ${JSON.stringify(VAD_FILE)} ? new File([bytes(VAD)], ${JSON.stringify(VAD_FILE)}) : null;
@@ -119,10 +133,11 @@ export async function loadSpeechModules() { return { Asr, Tts }; }`;
     'web/vad.js': (src) => substitute('web/vad.js', src, [[WASM_URLS, WASM_GETTERS]]),
     'web/asr.js': (src) => substitute('web/asr.js', src, [[WASM_URLS, WASM_GETTERS]]),
     'web/tts.js': (src) => substitute('web/tts.js', src, [[WASM_URLS, WASM_GETTERS]]),
+    'web/speech-client.js': (src) => substitute('web/speech-client.js', src, [[SPEECH_WORKER, SPEECH_WORKER_URL]]),
     'web/agent/assets.js': () => assetsModule,
     'web/agent/speech.js': () => speechModule,
   })]);
-  for (const [what, text] of [['page', js], ['worker', worker], ['helper', helper]]) {
+  for (const [what, text] of [['page', js], ['worker', worker], ['helper', helper], ['speech worker', speechWorker]]) {
     if (/import\.meta\.url/.test(text)) throw new Error(`build-agent: the ${what} bundle still loads something by import.meta.url`);
   }
   js = js.replace(/<\/script/gi, '<\\/script');

@@ -5,6 +5,7 @@
 //   for (const piece of stream) for (const s of split.push(piece)) speak(s);
 //   const last = split.flush();            // what is left when the reply ends ('' if nothing)
 //   const queue = new SentenceQueue();     // sentences as an async iterable, for tts.stream()
+//   new SentenceSplitter({ firstWords: 6 })  // the reply's first piece is a short clause (the first sound sooner)
 
 // Words whose final period does not end a sentence.
 const ABBREVIATIONS = new Set(['mr', 'mrs', 'ms', 'dr', 'prof', 'sr', 'jr', 'st', 'vs', 'etc', 'e.g', 'i.e', 'approx', 'no', 'fig', 'inc', 'ltd']);
@@ -13,16 +14,64 @@ const ABBREVIATIONS = new Set(['mr', 'mrs', 'ms', 'dr', 'prof', 'sr', 'jr', 'st'
 // each synthesis call has a fixed cost), unless the reply ends.
 const MIN_CHARS = 12;
 
+// The first piece's clause cut: at a comma, semicolon, colon or dash after at least this many words.
+const FIRST_CLAUSE_MIN_WORDS = 3;
+
 export class SentenceSplitter {
   #buffer = '';
+  #first;
 
-  constructor({ minChars = MIN_CHARS } = {}) {
+  // firstWords > 0: the reply's first piece ends early, where synthesis can start on it: at the first clause mark
+  // (, ; : or a dash) after FIRST_CLAUSE_MIN_WORDS words, else after `firstWords` whole words, else at its
+  // sentence's end, whichever comes first; never inside a word (a word is whole once whitespace follows it). The
+  // voice's time to a first sound grows with the length of the first piece it synthesises.
+  constructor({ minChars = MIN_CHARS, firstWords = 0 } = {}) {
     this.minChars = minChars;
+    this.#first = firstWords > 0 ? firstWords : 0;
   }
 
   // Adds streamed text; -> the sentences it completed (trimmed), in order.
   push(text) {
     this.#buffer += text;
+    const out = [];
+    if (this.#first) {
+      const clause = this.#firstClause();
+      if (clause < 0) {
+        // Still inside the first clause: a sentence end may yet come first.
+        const sentences = this.#sentences();
+        if (sentences.length) this.#first = 0;
+        return sentences;
+      }
+      out.push(this.#buffer.slice(0, clause).trim());
+      this.#buffer = this.#buffer.slice(clause);
+      this.#first = 0;
+    }
+    out.push(...this.#sentences());
+    return out;
+  }
+
+  // Where the first piece ends (an index into the buffer), or -1 while it is not known yet.
+  #firstClause() {
+    const b = this.#buffer;
+    let words = 0;
+    let inWord = false;
+    for (let i = 0; i < b.length; i++) {
+      const c = b[i];
+      if (/\s/.test(c)) {
+        if (inWord) {
+          words++;
+          inWord = false;
+          const mark = /[,;:\u2014\u2013]$/.test(b.slice(0, i)) || /\s[-\u2014\u2013]$/.test(b.slice(0, i));
+          if ((mark && words >= FIRST_CLAUSE_MIN_WORDS) || words >= this.#first) return i;
+          // A sentence end comes out of #sentences() as a whole sentence.
+          if (/[.!?]["')\]]?$/.test(b.slice(0, i)) && b.slice(0, i).trim().length >= this.minChars) return -1;
+        }
+      } else inWord = true;
+    }
+    return -1;
+  }
+
+  #sentences() {
     const out = [];
     let from = 0;
     for (let i = 0; i < this.#buffer.length; i++) {
@@ -50,6 +99,7 @@ export class SentenceSplitter {
   }
 
   flush() {
+    this.#first = 0;
     const rest = this.#buffer.trim();
     this.#buffer = '';
     return rest;

@@ -4,6 +4,7 @@
 //
 // What the page expects of them:
 //   const asr = await Asr.load(dirUrl, { device: 'cpu' | 'webgpu' | 'auto', engine, onProgress({ loaded, total }) });
+//   (the real ones run in dedicated workers, web/speech-worker.js: asr.worker / tts.worker say so)
 //   const { text } = await asr.transcribe(samples);     // Float32Array, mono, 16 kHz
 //   const tts = await Tts.load(modelUrl, { device, voices: voicesDirUrl, engine, onProgress });
 //   tts.voices                                            // ['af_heart', ...] (optional: the settings list)

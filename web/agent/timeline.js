@@ -1,7 +1,8 @@
 // The per-turn latency timeline: the stages of a turn from its timestamps (all from the end of speech, or from
 // sending a typed question), and their bars.
 //   tl: {source: 'voice' | 'typed', endOfSpeech, detected, started, asrStart, transcript, firstToken,
-//        firstSentence, firstSound, generated} (performance.now() times)
+//        firstSentence, firstSound, generated} (performance.now() times). With a voice, firstSentence is when the
+//        reply's first spoken piece exists (a clause of a few words, sentences.js), the synthesis's start.
 export function stagesOf(tl) {
   const t0 = tl.endOfSpeech;
   const at = (t) => (t === undefined ? undefined : Math.round(t - t0));
