@@ -1,10 +1,12 @@
-// WGSL kernels of the ops that run on the GPU so far. Each kernel: workgroups of 64 threads, one output element
-// per thread (index = global x + global y * 65535 * 64), inputs read once; element-wise kernels are
+// WGSL kernels of the ops that run on the GPU so far, each kernel's WGSL once, here. The first group: workgroups
+// of 64 threads, one output element per thread (index = global x + global y * 65535 * 64), inputs read once
+// (Moonshine's reductions, further down, give a workgroup to each row instead); element-wise kernels are
 // memory-bound (8-12 bytes per element), linear does K multiply-adds per output reading its x row and w row
 // (no tiling yet: these are the checked reference-grade kernels, not the tuned ones).
 #include "nn/gpu_ops.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "nn/gpu_recorder.h"
@@ -239,6 +241,292 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// ---------------------------------------------------------------- Moonshine's kernels
+// The workgroup kernels below give one workgroup (64 threads) to each output row / group / (query, head) /
+// output element and reduce across it in workgroup memory (row = workgroup id x + y * 65535, uniform, so the
+// bounds check may return before the barriers).
+#define NN_WGSL_REDUCE                                              \
+  "fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }\n" \
+  "var<workgroup> red: array<f32, 64>;\n"                           \
+  "fn reduce_sum(v: f32, lid: u32) -> f32 {\n"                      \
+  "  red[lid] = v;\n"                                               \
+  "  workgroupBarrier();\n"                                         \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
+  "    if (lid < s) { red[lid] += red[lid + s]; }\n"                \
+  "    workgroupBarrier();\n"                                       \
+  "  }\n"                                                           \
+  "  let r = red[0];\n"                                             \
+  "  workgroupBarrier();\n"                                         \
+  "  return r;\n"                                                   \
+  "}\n"                                                             \
+  "fn reduce_max(v: f32, lid: u32) -> f32 {\n"                      \
+  "  red[lid] = v;\n"                                               \
+  "  workgroupBarrier();\n"                                         \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
+  "    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }\n"  \
+  "    workgroupBarrier();\n"                                       \
+  "  }\n"                                                           \
+  "  let r = red[0];\n"                                             \
+  "  workgroupBarrier();\n"                                         \
+  "  return r;\n"                                                   \
+  "}\n"
+
+// Group norm of x [C, T]: a workgroup per group, two passes (mean, then the variance of x - mean, as the CPU
+// op), then the write with the channel's gamma and beta. Moonshine's one group holds 416 x ~T values.
+constexpr const char* kGroupNorm = NN_WGSL_REDUCE R"(
+struct P { groups: u32, per: u32, length: u32, channels_per_group: u32, eps: f32, has_gamma: u32, has_beta: u32,
+           pad: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read> beta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let grp = row_of(wid);
+  if (grp >= p.groups) { return; }
+  let base = grp * p.per;
+  var s = 0.0;
+  for (var i = lid; i < p.per; i += 64u) { s += x[base + i]; }
+  let mean = reduce_sum(s, lid) / f32(p.per);
+  var v = 0.0;
+  for (var i = lid; i < p.per; i += 64u) { let d = x[base + i] - mean; v += d * d; }
+  let inv = 1.0 / sqrt(reduce_sum(v, lid) / f32(p.per) + p.eps);
+  for (var i = lid; i < p.per; i += 64u) {
+    let c = grp * p.channels_per_group + i / p.length;
+    var o = (x[base + i] - mean) * inv;
+    if (p.has_gamma != 0u) { o *= gamma[c]; }
+    if (p.has_beta != 0u) { o += beta[c]; }
+    y[base + i] = o;
+  }
+}
+)";
+
+// x [rows, cols] -> [cols, rows], one output element per thread (4-byte elements).
+constexpr const char* kTranspose = NN_WGSL_INDEX R"(
+struct P { rows: u32, cols: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.rows * p.cols) { return; }
+  y[i] = x[(i % p.rows) * p.cols + i / p.rows];
+}
+)";
+
+// One part of a concat: the part [outer, n_part, inner] into the output [outer, n_out, inner] at `done` along
+// the axis (a dispatch per part; 4-byte elements).
+constexpr const char* kConcatPart = NN_WGSL_INDEX R"(
+struct P { total: u32, n_part: u32, n_out: u32, inner: u32, done: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let j = i % p.inner;
+  let r = i / p.inner;
+  y[((r / p.n_part) * p.n_out + p.done + r % p.n_part) * p.inner + j] = x[i];
+}
+)";
+
+// Rotary embedding, one output element per thread (it reads its pair partner). Each pair's frequency comes as
+// a 32-bit fixed-point fraction of a turn per position (inv_freq / 2 pi * 2^32, computed in double on the CPU),
+// so position * frequency mod one turn is an exact integer product wrapping at 2^32: the angle is good to
+// ~position * 2^-31 rad at any position (an f32 product would lose ~position * 2^-22). The fraction splits
+// exactly into a quarter turn and a remainder in [-pi/4, pi/4), where Taylor polynomials to x^9 / x^10 give
+// sin and cos within ~1e-9 (WGSL's own sin and cos only promise 2^-11; SwiftShader's are off by ~2e-4).
+constexpr const char* kRope = NN_WGSL_INDEX R"(
+struct P { total: u32, c: u32, head_dim: u32, rotary_dim: u32, position0: u32, interleaved: u32, pad0: u32,
+           pad1: u32, turns: array<vec4<u32>, 16> };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let t = i / p.c;
+  let e = (i % p.c) % p.head_dim;
+  if (e >= p.rotary_dim) { y[i] = x[i]; return; }
+  let half = p.rotary_dim / 2u;
+  var pair = e % half;
+  var first = e < half;
+  var partner = select(i - half, i + half, first);
+  if (p.interleaved != 0u) {
+    pair = e / 2u;
+    first = e % 2u == 0u;
+    partner = select(i - 1u, i + 1u, first);
+  }
+  let frac = (p.position0 + t) * p.turns[pair / 4u][pair % 4u];
+  let quarter = (frac + 0x20000000u) >> 30u;
+  let r = f32(bitcast<i32>(frac - (quarter << 30u))) * 1.4629180792671596e-09;
+  let r2 = r * r;
+  let s0 = r * (1.0 + r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0)))));
+  let c0 = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0)))));
+  var sn = s0;
+  var cs = c0;
+  if (quarter == 1u) { sn = c0; cs = -s0; }
+  if (quarter == 2u) { sn = -s0; cs = -c0; }
+  if (quarter == 3u) { sn = -c0; cs = s0; }
+  let xa = select(x[partner], x[i], first);
+  let xb = select(x[i], x[partner], first);
+  y[i] = select(xa * sn + xb * cs, xa * cs - xb * sn, first);
+}
+)";
+
+// Scaled dot-product attention: a workgroup per (query i, head h). Its threads take keys j = lid, lid + 64, ..
+// for the scores (written to a scratch row [Tk]), reduce the max and the sum of exponentials, then take output
+// dims e = lid, lid + 64, .. summing probabilities times values over the keys. Causal: query i sees keys up to
+// Tk - Tq + i (a KV cache ahead of the queries).
+constexpr const char* kAttention = NN_WGSL_REDUCE R"(
+struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, pad: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> scratch: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = row_of(wid);
+  if (w >= p.tq * p.heads) { return; }
+  let i = w / p.heads;
+  let h = w % p.heads;
+  let d = p.head_dim;
+  let kv_cols = p.kv_heads * d;
+  let kv_base = (h / (p.heads / p.kv_heads)) * d;
+  var limit = p.tk;
+  if (p.causal != 0u) { limit = min(p.tk, p.tk - p.tq + i + 1u); }
+  let q_base = i * p.heads * d + h * d;
+  let s_base = w * p.tk;
+  var m = -3.0e38;
+  for (var j = lid; j < limit; j += 64u) {
+    var s = 0.0;
+    for (var e = 0u; e < d; e++) { s += q[q_base + e] * k[j * kv_cols + kv_base + e]; }
+    s *= p.scale;
+    scratch[s_base + j] = s;
+    m = max(m, s);
+  }
+  m = reduce_max(m, lid);
+  var l = 0.0;
+  for (var j = lid; j < limit; j += 64u) {
+    let z = exp(scratch[s_base + j] - m);
+    scratch[s_base + j] = z;
+    l += z;
+  }
+  l = reduce_sum(l, lid);
+  storageBarrier();
+  let inv = 1.0 / l;
+  for (var e = lid; e < d; e += 64u) {
+    var acc = 0.0;
+    for (var j = 0u; j < limit; j++) { acc += scratch[s_base + j] * v[j * kv_cols + kv_base + e]; }
+    y[q_base + e] = acc * inv;
+  }
+}
+)";
+
+// Weight-only int8 linear, y = scale * (x . q) + offset * sum(x) + b (the CPU op's arithmetic; the graph's is
+// x . (q * scale + offset) in float): a workgroup per output element, its threads striding over K (adjacent
+// threads read adjacent weight bytes), the int8 weights read as words and unpacked with extractBits.
+constexpr const char* kLinearInt8 = NN_WGSL_REDUCE R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, scale: f32, offset: f32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let o = row_of(wid);
+  if (o >= p.m * p.n) { return; }
+  let r = o / p.n;
+  let c = o % p.n;
+  var s = 0.0;
+  var sx = 0.0;
+  for (var t = lid; t < p.k; t += 64u) {
+    let idx = c * p.k + t;
+    let qv = extractBits(bitcast<i32>(w[idx / 4u]), (idx % 4u) * 8u, 8u);
+    let xv = x[r * p.k + t];
+    s += xv * f32(qv);
+    sx += xv;
+  }
+  s = reduce_sum(s, lid);
+  sx = reduce_sum(sx, lid);
+  if (lid == 0u) {
+    var out = p.scale * s + p.offset * sx;
+    if (p.has_bias != 0u) { out += bias[c]; }
+    y[o] = out;
+  }
+}
+)";
+
+// Rows of a table [V, D] (F32, or I8 / U8 dequantized (q - zero_point) * scale) for each id (I32, or I64 read
+// from its low word), ids clamped into the table; one output element per thread.
+constexpr const char* kEmbedding = NN_WGSL_INDEX R"(
+struct P { total: u32, d: u32, vocab: u32, kind: u32, scale: f32, zero_point: i32, id_words: u32, pad: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> table: array<u32>;
+@group(0) @binding(2) var<storage, read> ids: array<i32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let row = i / p.d;
+  let id = u32(clamp(ids[row * p.id_words], 0, i32(p.vocab) - 1));
+  let idx = id * p.d + i % p.d;
+  if (p.kind == 0u) { y[i] = bitcast<f32>(table[idx]); return; }
+  let word = table[idx / 4u];
+  let shift = (idx % 4u) * 8u;
+  var qv = i32(extractBits(word, shift, 8u));
+  if (p.kind == 1u) { qv = extractBits(bitcast<i32>(word), shift, 8u); }
+  y[i] = f32(qv - p.zero_point) * p.scale;
+}
+)";
+
+// The first index of the largest value of each row: a workgroup per row, each thread's best over its stride,
+// then a tree over (value, index) pairs preferring the lower index on ties (ONNX ArgMax).
+constexpr const char* kArgmax = R"(
+fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
+struct P { rows: u32, n: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<i32>;
+var<workgroup> best_v: array<f32, 64>;
+var<workgroup> best_i: array<u32, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let r = row_of(wid);
+  if (r >= p.rows) { return; }
+  var bv = -3.4e38;
+  var bi = 0xffffffffu;
+  for (var j = lid; j < p.n; j += 64u) {
+    let v = x[r * p.n + j];
+    if (bi == 0xffffffffu || v > bv) { bv = v; bi = j; }
+  }
+  best_v[lid] = bv;
+  best_i[lid] = bi;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      let ov = best_v[lid + s];
+      let oi = best_i[lid + s];
+      let mine = best_i[lid];
+      if (oi != 0xffffffffu && (mine == 0xffffffffu || ov > best_v[lid] || (ov == best_v[lid] && oi < mine))) {
+        best_v[lid] = ov;
+        best_i[lid] = oi;
+      }
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { y[r] = i32(best_i[0]); }
+}
+)";
+
 uint32_t bits(float f) {
   return std::bit_cast<uint32_t>(f);
 }
@@ -430,6 +718,177 @@ Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& 
   const Tensor& g = gamma.defined() ? gamma : x;  // bindings must exist: x stands in, unread
   const Tensor& b = beta.defined() ? beta : x;
   rec.dispatch("nn_rows", kRows, params, {&x, &g, &b, &out}, static_cast<uint64_t>(rows));
+  return out;
+}
+
+}  // namespace sotto::nn::gpu_ops
+
+namespace sotto::nn::gpu_ops {
+
+namespace {
+
+uint32_t u32(int64_t v) {
+  return static_cast<uint32_t>(v);
+}
+
+// Threads for `rows` workgroups of 64 (the workgroup kernels' rows).
+uint64_t workgroups(int64_t rows) {
+  return static_cast<uint64_t>(rows) * 64;
+}
+
+bool four_bytes(DType t) {
+  return t == DType::F32 || t == DType::I32;
+}
+
+}  // namespace
+
+Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor& beta, float eps) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || x.rank() < 1 || groups < 1 || x.dim(0) % groups != 0 ||
+      (gamma.defined() && gamma.dtype() != DType::F32) || (beta.defined() && beta.dtype() != DType::F32))
+    return unsupported(x, "group_norm of this tensor");
+  const int64_t channels = x.dim(0), length = x.elements() / channels, per_group = channels / groups;
+  Tensor out = x.ctx().empty(x.shape());
+  const uint32_t params[] = {u32(groups),
+                             u32(per_group * length),
+                             u32(length),
+                             u32(per_group),
+                             bits(eps),
+                             gamma.defined() ? 1u : 0u,
+                             beta.defined() ? 1u : 0u,
+                             0};
+  const Tensor& g = gamma.defined() ? gamma : x;  // bindings must exist: x stands in, unread
+  const Tensor& b = beta.defined() ? beta : x;
+  rec.dispatch("nn_group_norm", kGroupNorm, params, {&x, &g, &b, &out}, workgroups(groups));
+  return out;
+}
+
+Tensor transpose(const Tensor& x) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (!four_bytes(x.dtype()) || x.rank() != 2) return unsupported(x, "transpose of this tensor");
+  Tensor out = x.ctx().empty({x.dim(1), x.dim(0)}, x.dtype());
+  const uint32_t params[] = {u32(x.dim(0)), u32(x.dim(1)), 0, 0};
+  rec.dispatch("nn_transpose", kTranspose, params, {&x, &out}, static_cast<uint64_t>(x.elements()));
+  return out;
+}
+
+Tensor concat(std::span<const Tensor> parts, int axis) {
+  const Tensor& first = parts[0];
+  GpuRecorder& rec = *first.ctx().gpu();
+  if (rec.failed()) return empty_on(first);
+  const int a = axis < 0 ? first.rank() + axis : axis;
+  Shape shape = first.shape();
+  shape.dims[a] = 0;
+  for (const Tensor& p : parts) {
+    if (!on_gpu(p) || p.rank() != first.rank() || p.dtype() != first.dtype() || !four_bytes(p.dtype()))
+      return unsupported(first, "concat of these tensors");
+    for (int i = 0; i < p.rank(); ++i)
+      if (i != a && p.dim(i) != first.dim(i)) return unsupported(first, "concat of these tensors");
+    shape.dims[a] += p.dim(a);
+  }
+  int64_t inner = 1;
+  for (int i = a + 1; i < first.rank(); ++i) inner *= first.dim(i);
+  Tensor out = first.ctx().empty(shape, first.dtype());
+  int64_t done = 0;
+  for (const Tensor& p : parts) {
+    const uint32_t params[] = {
+        u32(p.elements()), u32(p.dim(a)), u32(shape.dims[a]), u32(inner), u32(done), 0, 0, 0};
+    rec.dispatch("nn_concat_part", kConcatPart, params, {&p, &out}, static_cast<uint64_t>(p.elements()));
+    done += p.dim(a);
+  }
+  return out;
+}
+
+Tensor rope(const Tensor& x, int n_heads, int rotary_dim, float base, int64_t position0, bool interleaved) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || n_heads < 1 || x.dim(1) % n_heads != 0 || rotary_dim < 2 ||
+      rotary_dim % 2 != 0 || rotary_dim > x.dim(1) / n_heads || rotary_dim > 128 || position0 < 0 ||
+      position0 + x.dim(0) > (int64_t{1} << 31))
+    return unsupported(x, "rope of this tensor");
+  Tensor out = x.ctx().empty(x.shape());
+  uint32_t params[8 + 64] = {u32(x.elements()), u32(x.dim(1)),  u32(x.dim(1) / n_heads),
+                             u32(rotary_dim),   u32(position0), interleaved ? 1u : 0u};
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const double turns =
+        std::pow(static_cast<double>(base), -2.0 * i / rotary_dim) / (2 * 3.14159265358979323846);
+    params[8 + i] = static_cast<uint32_t>(static_cast<uint64_t>(std::llround(turns * 4294967296.0)));
+  }
+  rec.dispatch("nn_rope", kRope, params, {&x, &out}, static_cast<uint64_t>(x.elements()));
+  return out;
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  GpuRecorder& rec = *q.ctx().gpu();
+  if (rec.failed()) return empty_on(q);
+  const int64_t heads = o.n_heads, kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
+  if (q.dtype() != DType::F32 || k.dtype() != DType::F32 || v.dtype() != DType::F32 || !on_gpu(k) ||
+      !on_gpu(v) || q.rank() != 2 || k.rank() != 2 || v.rank() != 2 || heads < 1 || q.dim(1) % heads != 0 ||
+      heads % kv_heads != 0 || k.dim(1) != kv_heads * (q.dim(1) / heads) || v.shape() != k.shape() ||
+      (o.causal && k.dim(0) < q.dim(0)) || k.dim(0) < 1)
+    return unsupported(q, "attention of these tensors");
+  const int64_t tq = q.dim(0), tk = k.dim(0), head_dim = q.dim(1) / heads;
+  const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  Tensor scratch = q.ctx().empty({tq * heads * tk});
+  Tensor out = q.ctx().empty(q.shape());
+  const uint32_t params[] = {
+      u32(tq), u32(tk), u32(heads), u32(kv_heads), u32(head_dim), o.causal ? 1u : 0u, bits(scale), 0};
+  rec.dispatch("nn_attention", kAttention, params, {&q, &k, &v, &scratch, &out}, workgroups(tq * heads));
+  return out;
+}
+
+Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || w.dtype() != DType::I8 || !on_gpu(w) || w.rank() != 2 ||
+      w.dim(1) != x.dim(-1) || (b.defined() && (b.dtype() != DType::F32 || b.elements() != w.dim(0))))
+    return unsupported(x, "linear_int8_affine of these tensors");
+  const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
+  Shape shape = x.shape();
+  shape[-1] = n;
+  Tensor out = x.ctx().empty(shape);
+  const uint32_t params[] = {u32(m), u32(n), u32(k), b.defined() ? 1u : 0u, bits(scale), bits(offset), 0, 0};
+  const Tensor& bias = b.defined() ? b : x;
+  rec.dispatch("nn_linear_int8", kLinearInt8, params, {&x, &w, &bias, &out}, workgroups(m * n));
+  return out;
+}
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  GpuRecorder& rec = *table.ctx().gpu();
+  if (rec.failed()) return empty_on(table);
+  const DType t = table.dtype();
+  if ((t != DType::F32 && t != DType::I8 && t != DType::U8) || table.rank() != 2 || !on_gpu(ids) ||
+      (ids.dtype() != DType::I32 && ids.dtype() != DType::I64))
+    return unsupported(table, "embedding of these tensors");
+  const int64_t n = ids.elements(), d = table.dim(1);
+  Tensor out = table.ctx().empty({n, d});
+  const uint32_t params[] = {u32(n * d),
+                             u32(d),
+                             u32(table.dim(0)),
+                             t == DType::F32  ? 0u
+                             : t == DType::I8 ? 1u
+                                              : 2u,
+                             bits(table.quant().scale),
+                             static_cast<uint32_t>(table.quant().zero_point),
+                             ids.dtype() == DType::I64 ? 2u : 1u,
+                             0};
+  rec.dispatch("nn_embedding", kEmbedding, params, {&table, &ids, &out}, static_cast<uint64_t>(n * d));
+  return out;
+}
+
+Tensor argmax(const Tensor& x) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || x.rank() < 1 || x.elements() == 0)
+    return unsupported(x, "argmax of this tensor");
+  const int64_t n = x.dim(-1), rows = x.elements() / n;
+  Shape shape;
+  for (int i = 0; i + 1 < x.rank(); ++i) shape.dims[shape.rank++] = x.dim(i);
+  Tensor out = x.ctx().empty(shape, DType::I32);
+  const uint32_t params[] = {u32(rows), u32(n), 0, 0};
+  rec.dispatch("nn_argmax", kArgmax, params, {&x, &out}, workgroups(rows));
   return out;
 }
 
