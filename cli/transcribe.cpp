@@ -21,6 +21,7 @@
 #include "models/asr/moonshine_windows.h"
 #include "models/asr/parakeet.h"
 #include "models/vad/silero.h"
+#include "nn/gpu_recorder.h"
 #include "nn/tensor.h"
 #include "transcribe_parakeet.h"
 
@@ -32,6 +33,7 @@ struct Options {
   std::string model_dir, audio_path, vad_path;
   bool json = false;
   bool webgpu = false;
+  bool gpu_profile = false;  // --gpu-profile: each kernel's GPU time (timestamp queries) on stderr at the end
   int repeats = 1;  // the timings reported are the median run's (the first run also compiles GPU pipelines)
   int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 };
@@ -48,6 +50,8 @@ std::string parse_options(std::span<char* const> args, Options& o) {
       const std::string_view v = args[++i];
       if (v != "cpu" && v != "webgpu") return "--backend takes cpu or webgpu";
       o.webgpu = v == "webgpu";
+    } else if (a == "--gpu-profile") {
+      o.gpu_profile = true;
     } else if (a == "--repeats" && has_value) {
       const std::string v = args[++i];
       char* end = nullptr;
@@ -133,10 +137,11 @@ int run_transcribe(std::span<char* const> args) {
   std::unique_ptr<gpu::Device> device;  // outlives the model's context (declared first, destroyed last)
   std::unique_ptr<nn::Context> ctx = nn::Context::cpu(&pool);
   if (o.webgpu) {
-    auto opened = gpu::open_device({});
+    auto opened = gpu::open_device({.request_timestamps = o.gpu_profile});
     if (!opened) return fail(cat("transcribe --backend webgpu: ", opened.message()));
     device = std::move(opened).value();
     ctx = nn::Context::webgpu(*device);
+    ctx->gpu()->set_profiling(o.gpu_profile);
   }
   auto model = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), std::move(ctx));
   if (!model) return fail(cat(o.model_dir, ": ", model.message()));
@@ -172,6 +177,7 @@ int run_transcribe(std::span<char* const> args) {
                  "transcribe: %d runs, median encode %.2f ms, decode %.2f ms, total %.2f ms (min %.2f)\n",
                  o.repeats, encode[mid], decode[mid], total[mid], total[0]);
   }
+  if (o.gpu_profile && model->ctx->gpu()) std::fputs(model->ctx->gpu()->profile().c_str(), stderr);
   const double audio_s = static_cast<double>(audio->size()) / 16000;
   const std::string out = o.json
                               ? asr::transcript_json(*transcript, audio_s, o.threads, !probs.empty()) + "\n"

@@ -79,8 +79,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
-constexpr const char* kLinear = NN_WGSL_INDEX R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32 };
+// linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
+// (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
+// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them).
+constexpr const char* kLinearRows = NN_WGSL_INDEX R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -96,6 +99,88 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
   if (p.has_bias != 0u) { s += bias[c]; }
   y[i] = s;
+}
+)";
+
+// linear, tiled: a workgroup per 32 x 32 block of outputs, each thread 4 x 4 of them; K in chunks of 16 staged
+// in workgroup memory (the x rows and w rows of the block: each element read from memory once per block instead
+// of once per output). Each output still sums its K products in order from 0, as the plain loop would.
+constexpr const char* kLinear = R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<f32, 512>;
+var<workgroup> ws: array<f32, 512>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tile = wid.x + wid.y * 65535u;
+  let r0 = (tile / p.tiles_n) * 32u;
+  let c0 = (tile % p.tiles_n) * 32u;
+  if (r0 >= p.m) { return; }
+  let tx = lid % 8u;
+  let ty = lid / 8u;
+  var acc: array<array<f32, 4>, 4>;
+  for (var k0 = 0u; k0 < p.k; k0 += 16u) {
+    for (var e = lid; e < 512u; e += 64u) {
+      let row = e / 16u;
+      let kk = k0 + e % 16u;
+      var xv = 0.0;
+      if (r0 + row < p.m && kk < p.k) { xv = x[(r0 + row) * p.k + kk]; }
+      xs[e] = xv;
+      var wv = 0.0;
+      if (c0 + row < p.n && kk < p.k) { wv = w[(c0 + row) * p.k + kk]; }
+      ws[e] = wv;
+    }
+    workgroupBarrier();
+    let steps = min(16u, p.k - k0);
+    for (var kk = 0u; kk < steps; kk++) {
+      var a: array<f32, 4>;
+      var b: array<f32, 4>;
+      for (var i = 0u; i < 4u; i++) {
+        a[i] = xs[(ty * 4u + i) * 16u + kk];
+        b[i] = ws[(tx * 4u + i) * 16u + kk];
+      }
+      for (var i = 0u; i < 4u; i++) {
+        for (var j = 0u; j < 4u; j++) { acc[i][j] += a[i] * b[j]; }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 4u; i++) {
+    let r = r0 + ty * 4u + i;
+    for (var j = 0u; j < 4u; j++) {
+      let c = c0 + tx * 4u + j;
+      if (r < p.m && c < p.n) {
+        var s = acc[i][j];
+        if (p.has_bias != 0u) { s += bias[c]; }
+        y[r * p.n + c] = s;
+      }
+    }
+  }
+}
+)";
+
+// conv1d's input unrolled for a product: row t of the output holds the in_g * K inputs output time t reads
+// (zero where the window leaves the padded input), so a groups = 1 convolution is linear(unrolled, w as
+// [Cout, Cin * K]) then a transpose. One element per thread.
+constexpr const char* kIm2col = NN_WGSL_INDEX R"(
+struct P { total: u32, cols: u32, kernel: u32, length: u32, stride: u32, pad: u32, dilation: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let t = i / p.cols;
+  let ck = i % p.cols;
+  let pos = i32(t * p.stride + (ck % p.kernel) * p.dilation) - i32(p.pad);
+  var v = 0.0;
+  if (pos >= 0 && pos < i32(p.length)) { v = x[(ck / p.kernel) * p.length + u32(pos)]; }
+  y[i] = v;
 }
 )";
 
@@ -594,10 +679,21 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Shape shape = x.shape();
   shape[-1] = n;
   Tensor out = x.ctx().empty(shape);
-  const uint32_t params[] = {static_cast<uint32_t>(m), static_cast<uint32_t>(n), static_cast<uint32_t>(k),
-                             b.defined() ? 1u : 0u};
+  const int64_t tiles_m = (m + 31) / 32, tiles_n = (n + 31) / 32;
+  const uint32_t params[] = {static_cast<uint32_t>(m),
+                             static_cast<uint32_t>(n),
+                             static_cast<uint32_t>(k),
+                             b.defined() ? 1u : 0u,
+                             static_cast<uint32_t>(tiles_n),
+                             0,
+                             0,
+                             0};
   const Tensor& bias = b.defined() ? b : w;  // a binding must exist: w stands in, unread
-  rec.dispatch("nn_linear", kLinear, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(m * n));
+  if (m < 16)
+    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(m * n));
+  else
+    rec.dispatch("nn_linear", kLinear, params, {&x, &w, &bias, &out},
+                 static_cast<uint64_t>(tiles_m * tiles_n * 64));
   return out;
 }
 
@@ -659,6 +755,18 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
     return unsupported(x, "conv1d other than f32");
   const int64_t length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
   const int64_t out_len = (length + padding + padding_end - dilation * (kernel - 1) - 1) / stride + 1;
+  if (groups == 1 && cout * out_len * in_g * kernel >= (int64_t{1} << 22)) {
+    // Large convolutions (Moonshine's stem: 2 G multiply-adds for 10 s) as the tiled product: unroll the input
+    // windows, multiply, transpose back to [Cout, T'].
+    const int64_t cols = in_g * kernel;
+    Tensor unrolled = x.ctx().empty({out_len, cols});
+    const uint32_t p[] = {static_cast<uint32_t>(out_len * cols), static_cast<uint32_t>(cols),
+                          static_cast<uint32_t>(kernel),         static_cast<uint32_t>(length),
+                          static_cast<uint32_t>(stride),         static_cast<uint32_t>(padding),
+                          static_cast<uint32_t>(dilation),       0};
+    rec.dispatch("nn_im2col", kIm2col, p, {&x, &unrolled}, static_cast<uint64_t>(out_len * cols));
+    return gpu_ops::transpose(gpu_ops::linear(unrolled, w.reshape({cout, cols}), b));
+  }
   Tensor out = x.ctx().empty({cout, out_len});
   const uint32_t params[] = {static_cast<uint32_t>(cout),
                              static_cast<uint32_t>(out_len),

@@ -49,11 +49,19 @@ class GpuRecorder {
   // check that a repeated forward pass makes no new objects.
   uint64_t dispatches_run() const { return dispatches_run_; }
   uint64_t objects_made() const { return pipelines_.size() + uniforms_.size() + bind_groups_.size(); }
+  // Profiling (where the adapter has timestamp queries): every later flush times each dispatch on the GPU;
+  // profile() lists each kernel's dispatches and GPU milliseconds, the largest first, and the flushes' count.
+  void set_profiling(bool on) { profiling_ = on; }
+  std::string profile() const;
 
  private:
   gpu::Device& device_;
   std::string error_;
   std::vector<gpu::Dispatch> plan_;
+  std::vector<const std::string*> plan_names_;  // the kernel of each recorded dispatch (pipelines_' keys)
+  bool profiling_ = false;
+  uint64_t flushes_ = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>, std::less<>> profile_;  // kernel: dispatches, GPU ns
   uint64_t dispatches_run_ = 0;
   std::map<std::string, gpu::PipelineHandle, std::less<>> pipelines_;
   std::map<std::vector<uint32_t>, gpu::BufferHandle> uniforms_;

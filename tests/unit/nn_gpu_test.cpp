@@ -54,6 +54,12 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
                ref::linear(x, w, bias), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear");
   expect_close(download(*cpu, *gpu, linear(upload(*gpu, x), upload(*gpu, w))), ref::linear(x, w), 1e-5f * k,
                1e-5f, "gpu linear without bias");
+  // Several 32 x 32 output blocks each way, partial ones at the edges.
+  const int64_t m2 = rand_int(33, 100), n2 = rand_int(33, 100);
+  const Tensor x2 = rand_tensor(*cpu, {m2, k}), w2 = rand_tensor(*cpu, {n2, k}),
+               bias2 = rand_tensor(*cpu, {n2});
+  expect_close(download(*cpu, *gpu, linear(upload(*gpu, x2), upload(*gpu, w2), upload(*gpu, bias2))),
+               ref::linear(x2, w2, bias2), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear blocks");
   const Tensor gamma = rand_tensor(*cpu, {cols}), beta = rand_tensor(*cpu, {cols});
   expect_close(download(*cpu, *gpu, softmax(ga, -1)), ref::softmax(a, -1), 1e-6f, 1e-5f, "gpu softmax");
   expect_close(download(*cpu, *gpu, layer_norm(ga, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
@@ -92,6 +98,18 @@ TEST(NnGpu, ConvLstmPadSliceMatchTheReference) {
     const int64_t b0 = rand_int(0, groups * in_g - 1), b1 = rand_int(b0, groups * in_g);
     expect_close(download(*cpu, *gpu, slice(upload(*gpu, x), 0, b0, b1)), slice(x, 0, b0, b1), 0, 0,
                  "gpu slice");
+  }
+  {
+    // A convolution large enough (over 2^22 multiply-adds, groups 1) for the unrolled input times the tiled
+    // product, with several 32 x 32 blocks each way and a K that is no multiple of the 16-wide chunks.
+    const int64_t cin = rand_int(40, 61), cout = rand_int(60, 75), k = rand_int(5, 7), t = rand_int(500, 600);
+    const Conv1dOptions o{.stride = static_cast<int>(rand_int(1, 3)),
+                          .padding = static_cast<int>(rand_int(0, 3))};
+    const Tensor x = rand_tensor(*cpu, {cin, t}), w = rand_tensor(*cpu, {cout, cin, k}),
+                 bias = rand_tensor(*cpu, {cout});
+    expect_close(download(*cpu, *gpu, conv1d(upload(*gpu, x), upload(*gpu, w), upload(*gpu, bias), o)),
+                 ref::conv1d(x, w, bias, o), 1e-5f * static_cast<float>(cin * k), 1e-5f,
+                 "gpu conv1d unrolled");
   }
   const int64_t in = rand_int(1, 30), h = rand_int(1, 40), steps = rand_int(1, 9);
   LstmWeights w;
