@@ -5,6 +5,7 @@
 // (no tiling yet: these are the checked reference-grade kernels, not the tuned ones).
 #include "nn/gpu_ops.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -17,6 +18,35 @@ namespace {
 
 // Plain literals (no std::string globals: the wasm build has no atexit for their destructors).
 #define NN_WGSL_INDEX "fn index(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }\n"
+
+// The workgroup kernels (from kRows on) give one workgroup (64 threads) to each output row / group / (query, head) /
+// output element and reduce across it in workgroup memory (row = workgroup id x + y * 65535, uniform, so the
+// bounds check may return before the barriers).
+#define NN_WGSL_REDUCE                                              \
+  "fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }\n" \
+  "var<workgroup> red: array<f32, 64>;\n"                           \
+  "fn reduce_sum(v: f32, lid: u32) -> f32 {\n"                      \
+  "  red[lid] = v;\n"                                               \
+  "  workgroupBarrier();\n"                                         \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
+  "    if (lid < s) { red[lid] += red[lid + s]; }\n"                \
+  "    workgroupBarrier();\n"                                       \
+  "  }\n"                                                           \
+  "  let r = red[0];\n"                                             \
+  "  workgroupBarrier();\n"                                         \
+  "  return r;\n"                                                   \
+  "}\n"                                                             \
+  "fn reduce_max(v: f32, lid: u32) -> f32 {\n"                      \
+  "  red[lid] = v;\n"                                               \
+  "  workgroupBarrier();\n"                                         \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
+  "    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }\n"  \
+  "    workgroupBarrier();\n"                                       \
+  "  }\n"                                                           \
+  "  let r = red[0];\n"                                             \
+  "  workgroupBarrier();\n"                                         \
+  "  return r;\n"                                                   \
+  "}\n"
 
 constexpr const char* kBinary = NN_WGSL_INDEX R"(
 struct P { n: u32, nb: u32, op: u32, pad: u32 };
@@ -289,9 +319,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
-// Softmax and layer norm over the last axis: one thread per row, three passes over it (max / mean, sum /
-// variance, write). Rows are short in the networks here (attention scores, channels); no workgroup reduction yet.
-constexpr const char* kRows = NN_WGSL_INDEX R"(
+// Softmax and layer norm over the last axis: a workgroup per row, its threads striding over the row for each
+// pass (max / mean, sum / variance, write), reduced in workgroup memory.
+constexpr const char* kRows = NN_WGSL_REDUCE R"(
 struct P { rows: u32, n: u32, op: u32, eps: f32, has_gamma: u32, has_beta: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -299,25 +329,27 @@ struct P { rows: u32, n: u32, op: u32, eps: f32, has_gamma: u32, has_beta: u32, 
 @group(0) @binding(3) var<storage, read> beta: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let r = index(g);
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let r = row_of(wid);
   if (r >= p.rows) { return; }
   let base = r * p.n;
   if (p.op == 0u) {
-    var m = x[base];
-    for (var i = 1u; i < p.n; i++) { m = max(m, x[base + i]); }
+    var m = -3.4e38;
+    for (var i = lid; i < p.n; i += 64u) { m = max(m, x[base + i]); }
+    m = reduce_max(m, lid);
     var s = 0.0;
-    for (var i = 0u; i < p.n; i++) { s += exp(x[base + i] - m); }
-    for (var i = 0u; i < p.n; i++) { y[base + i] = exp(x[base + i] - m) / s; }
+    for (var i = lid; i < p.n; i += 64u) { s += exp(x[base + i] - m); }
+    s = reduce_sum(s, lid);
+    for (var i = lid; i < p.n; i += 64u) { y[base + i] = exp(x[base + i] - m) / s; }
     return;
   }
   var mean = 0.0;
-  for (var i = 0u; i < p.n; i++) { mean += x[base + i]; }
-  mean /= f32(p.n);
+  for (var i = lid; i < p.n; i += 64u) { mean += x[base + i]; }
+  mean = reduce_sum(mean, lid) / f32(p.n);
   var v = 0.0;
-  for (var i = 0u; i < p.n; i++) { let d = x[base + i] - mean; v += d * d; }
-  let inv = 1.0 / sqrt(v / f32(p.n) + p.eps);
-  for (var i = 0u; i < p.n; i++) {
+  for (var i = lid; i < p.n; i += 64u) { let d = x[base + i] - mean; v += d * d; }
+  let inv = 1.0 / sqrt(reduce_sum(v, lid) / f32(p.n) + p.eps);
+  for (var i = lid; i < p.n; i += 64u) {
     var o = (x[base + i] - mean) * inv;
     if (p.has_gamma != 0u) { o *= gamma[i]; }
     if (p.has_beta != 0u) { o += beta[i]; }
@@ -327,57 +359,51 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 )";
 
 // ---------------------------------------------------------------- Moonshine's kernels
-// The workgroup kernels below give one workgroup (64 threads) to each output row / group / (query, head) /
-// output element and reduce across it in workgroup memory (row = workgroup id x + y * 65535, uniform, so the
-// bounds check may return before the barriers).
-#define NN_WGSL_REDUCE                                              \
-  "fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }\n" \
-  "var<workgroup> red: array<f32, 64>;\n"                           \
-  "fn reduce_sum(v: f32, lid: u32) -> f32 {\n"                      \
-  "  red[lid] = v;\n"                                               \
-  "  workgroupBarrier();\n"                                         \
-  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
-  "    if (lid < s) { red[lid] += red[lid + s]; }\n"                \
-  "    workgroupBarrier();\n"                                       \
-  "  }\n"                                                           \
-  "  let r = red[0];\n"                                             \
-  "  workgroupBarrier();\n"                                         \
-  "  return r;\n"                                                   \
-  "}\n"                                                             \
-  "fn reduce_max(v: f32, lid: u32) -> f32 {\n"                      \
-  "  red[lid] = v;\n"                                               \
-  "  workgroupBarrier();\n"                                         \
-  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
-  "    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }\n"  \
-  "    workgroupBarrier();\n"                                       \
-  "  }\n"                                                           \
-  "  let r = red[0];\n"                                             \
-  "  workgroupBarrier();\n"                                         \
-  "  return r;\n"                                                   \
-  "}\n"
-
-// Group norm of x [C, T]: a workgroup per group, two passes (mean, then the variance of x - mean, as the CPU
-// op), then the write with the channel's gamma and beta. Moonshine's one group holds 416 x ~T values.
+// Group norm of x [C, T] in three dispatches of this kernel (`stage`), each with a workgroup per (group, chunk of
+// the group's values): 0 sums each chunk; 1 reduces those partial sums to the mean and sums each chunk's squared
+// deviations (the CPU op's two passes); 2 reduces those to the variance and writes the chunk with the channel's
+// gamma and beta. Moonshine's one group holds 416 x ~2,500 values: one workgroup would take ~10 ms on an H200.
 constexpr const char* kGroupNorm = NN_WGSL_REDUCE R"(
 struct P { groups: u32, per: u32, length: u32, channels_per_group: u32, eps: f32, has_gamma: u32, has_beta: u32,
-           pad: u32 };
+           chunks: u32, stage: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> gamma: array<f32>;
 @group(0) @binding(3) var<storage, read> beta: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+fn total(grp: u32, which: u32, lid: u32) -> f32 {
+  var s = 0.0;
+  for (var c = lid; c < p.chunks; c += 64u) { s += partial[(which * p.groups + grp) * p.chunks + c]; }
+  return reduce_sum(s, lid);
+}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let grp = row_of(wid);
+  let w = row_of(wid);
+  let grp = w / p.chunks;
+  let chunk = w % p.chunks;
   if (grp >= p.groups) { return; }
+  let size = (p.per + p.chunks - 1u) / p.chunks;
+  let begin = chunk * size;
+  let end = min(p.per, begin + size);
   let base = grp * p.per;
-  var s = 0.0;
-  for (var i = lid; i < p.per; i += 64u) { s += x[base + i]; }
-  let mean = reduce_sum(s, lid) / f32(p.per);
-  var v = 0.0;
-  for (var i = lid; i < p.per; i += 64u) { let d = x[base + i] - mean; v += d * d; }
-  let inv = 1.0 / sqrt(reduce_sum(v, lid) / f32(p.per) + p.eps);
-  for (var i = lid; i < p.per; i += 64u) {
+  if (p.stage == 0u) {
+    var s = 0.0;
+    for (var i = begin + lid; i < end; i += 64u) { s += x[base + i]; }
+    s = reduce_sum(s, lid);
+    if (lid == 0u) { partial[grp * p.chunks + chunk] = s; }
+    return;
+  }
+  let mean = total(grp, 0u, lid) / f32(p.per);
+  if (p.stage == 1u) {
+    var v = 0.0;
+    for (var i = begin + lid; i < end; i += 64u) { let d = x[base + i] - mean; v += d * d; }
+    v = reduce_sum(v, lid);
+    if (lid == 0u) { partial[(p.groups + grp) * p.chunks + chunk] = v; }
+    return;
+  }
+  let inv = 1.0 / sqrt(total(grp, 1u, lid) / f32(p.per) + p.eps);
+  for (var i = begin + lid; i < end; i += 64u) {
     let c = grp * p.channels_per_group + i / p.length;
     var o = (x[base + i] - mean) * inv;
     if (p.has_gamma != 0u) { o *= gamma[c]; }
@@ -825,7 +851,7 @@ Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& 
                              gamma.defined() ? 1u : 0u,   beta.defined() ? 1u : 0u, 0,  0};
   const Tensor& g = gamma.defined() ? gamma : x;  // bindings must exist: x stands in, unread
   const Tensor& b = beta.defined() ? beta : x;
-  rec.dispatch("nn_rows", kRows, params, {&x, &g, &b, &out}, static_cast<uint64_t>(rows));
+  rec.dispatch("nn_rows", kRows, params, {&x, &g, &b, &out}, static_cast<uint64_t>(rows) * 64);
   return out;
 }
 
@@ -858,17 +884,27 @@ Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor
     return unsupported(x, "group_norm of this tensor");
   const int64_t channels = x.dim(0), length = x.elements() / channels, per_group = channels / groups;
   Tensor out = x.ctx().empty(x.shape());
-  const uint32_t params[] = {u32(groups),
-                             u32(per_group * length),
-                             u32(length),
-                             u32(per_group),
-                             bits(eps),
-                             gamma.defined() ? 1u : 0u,
-                             beta.defined() ? 1u : 0u,
-                             0};
+  // Chunks of ~4,096 values (64 per thread), at most 256 per group: the partial sums a pass reduces stay short.
+  const int64_t per = per_group * length, chunks = std::clamp<int64_t>(per / 4096, 1, 256);
+  Tensor partial = x.ctx().empty({2 * groups * chunks});
   const Tensor& g = gamma.defined() ? gamma : x;  // bindings must exist: x stands in, unread
   const Tensor& b = beta.defined() ? beta : x;
-  rec.dispatch("nn_group_norm", kGroupNorm, params, {&x, &g, &b, &out}, workgroups(groups));
+  for (uint32_t pass = 0; pass < 3; ++pass) {
+    const uint32_t params[] = {u32(groups),
+                               u32(per),
+                               u32(length),
+                               u32(per_group),
+                               bits(eps),
+                               gamma.defined() ? 1u : 0u,
+                               beta.defined() ? 1u : 0u,
+                               u32(chunks),
+                               pass,
+                               0,
+                               0,
+                               0};
+    rec.dispatch("nn_group_norm", kGroupNorm, params, {&x, &g, &b, &partial, &out},
+                 workgroups(groups * chunks));
+  }
   return out;
 }
 

@@ -158,6 +158,13 @@ TEST(NnGpu, MoonshineOpsMatchTheReference) {
         ref::group_norm(x, groups, gamma, beta, 1e-5f), 2e-5f, 2e-5f, "gpu group_norm");
     expect_close(download(*cpu, *gpu, group_norm(upload(*gpu, x), groups, {}, {}, 1e-5f)),
                  ref::group_norm(x, groups, {}, {}, 1e-5f), 2e-5f, 2e-5f, "gpu group_norm plain");
+    // One group of ~20,000 values: several chunks per group, reduced in three dispatches.
+    const Tensor big = rand_tensor(*cpu, {rand_int(40, 60), rand_int(300, 500)}, -2.0f, 3.0f);
+    const Tensor big_gamma = rand_tensor(*cpu, {big.dim(0)}), big_beta = rand_tensor(*cpu, {big.dim(0)});
+    expect_close(
+        download(*cpu, *gpu,
+                 group_norm(upload(*gpu, big), 1, upload(*gpu, big_gamma), upload(*gpu, big_beta), 1e-5f)),
+        ref::group_norm(big, 1, big_gamma, big_beta, 1e-5f), 2e-5f, 2e-5f, "gpu group_norm chunks");
     // Copies: exact.
     expect_close(download(*cpu, *gpu, transpose(upload(*gpu, x))), transpose(x), 0, 0, "gpu transpose");
     const Tensor x2 = rand_tensor(*cpu, {rand_int(1, 7), length}),
