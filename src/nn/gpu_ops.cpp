@@ -490,8 +490,10 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 )";
 
 // Scaled dot-product attention: a workgroup per (query i, head h). Its threads take keys j = lid, lid + 64, ..
-// for the scores (written to a scratch row [Tk]), reduce the max and the sum of exponentials, then take output
-// dims e = lid, lid + 64, .. summing probabilities times values over the keys. Causal: query i sees keys up to
+// for the scores (written to a scratch row [Tk]; each dot product in 4 partial sums, so a thread has 4 loads in
+// flight), reduce the max and the sum of exponentials, then sum probabilities times values with the keys split
+// in 4 slices of 16 threads (each thread its dims e = lane, lane + 16, ..; head_dim <= 256), the slices' sums
+// added in workgroup memory. A decoder step has one workgroup per head: its time is these chains' latency. Causal: query i sees keys up to
 // Tk - Tq + i (a KV cache ahead of the queries).
 constexpr const char* kAttention = NN_WGSL_REDUCE R"(
 struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, pad: u32 };
@@ -501,6 +503,7 @@ struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u
 @group(0) @binding(3) var<storage, read> v: array<f32>;
 @group(0) @binding(4) var<storage, read_write> scratch: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> part: array<f32, 1024>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let w = row_of(wid);
@@ -516,9 +519,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let s_base = w * p.tk;
   var m = -3.0e38;
   for (var j = lid; j < limit; j += 64u) {
-    var s = 0.0;
-    for (var e = 0u; e < d; e++) { s += q[q_base + e] * k[j * kv_cols + kv_base + e]; }
-    s *= p.scale;
+    let kb = j * kv_cols + kv_base;
+    var s0 = 0.0;
+    var s1 = 0.0;
+    var s2 = 0.0;
+    var s3 = 0.0;
+    var e = 0u;
+    for (; e + 4u <= d; e += 4u) {
+      s0 += q[q_base + e] * k[kb + e];
+      s1 += q[q_base + e + 1u] * k[kb + e + 1u];
+      s2 += q[q_base + e + 2u] * k[kb + e + 2u];
+      s3 += q[q_base + e + 3u] * k[kb + e + 3u];
+    }
+    for (; e < d; e++) { s0 += q[q_base + e] * k[kb + e]; }
+    let s = ((s0 + s1) + (s2 + s3)) * p.scale;
     scratch[s_base + j] = s;
     m = max(m, s);
   }
@@ -532,10 +546,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   l = reduce_sum(l, lid);
   storageBarrier();
   let inv = 1.0 / l;
-  for (var e = lid; e < d; e += 64u) {
+  let slice = lid / 16u;
+  let lane = lid % 16u;
+  for (var e = lane; e < d; e += 16u) {
     var acc = 0.0;
-    for (var j = 0u; j < limit; j++) { acc += scratch[s_base + j] * v[j * kv_cols + kv_base + e]; }
-    y[q_base + e] = acc * inv;
+    for (var j = slice; j < limit; j += 4u) { acc += scratch[s_base + j] * v[j * kv_cols + kv_base + e]; }
+    part[slice * 256u + e] = acc;
+  }
+  workgroupBarrier();
+  for (var e = lid; e < d; e += 64u) {
+    y[q_base + e] = ((part[e] + part[256u + e]) + (part[512u + e] + part[768u + e])) * inv;
   }
 }
 )";
@@ -971,7 +991,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   if (q.dtype() != DType::F32 || k.dtype() != DType::F32 || v.dtype() != DType::F32 || !on_gpu(k) ||
       !on_gpu(v) || q.rank() != 2 || k.rank() != 2 || v.rank() != 2 || heads < 1 || q.dim(1) % heads != 0 ||
       heads % kv_heads != 0 || k.dim(1) != kv_heads * (q.dim(1) / heads) || v.shape() != k.shape() ||
-      (o.causal && k.dim(0) < q.dim(0)) || k.dim(0) < 1)
+      q.dim(1) / heads > 256 || (o.causal && k.dim(0) < q.dim(0)) || k.dim(0) < 1)
     return unsupported(q, "attention of these tensors");
   const int64_t tq = q.dim(0), tk = k.dim(0), head_dim = q.dim(1) / heads;
   const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
