@@ -978,7 +978,7 @@ Tensor rope(const Tensor& x, int n_heads, int rotary_dim, float base, int64_t po
   for (int i = 0; i < rotary_dim / 2; ++i) {
     const double turns =
         std::pow(static_cast<double>(base), -2.0 * i / rotary_dim) / (2 * 3.14159265358979323846);
-    params[8 + i] = static_cast<uint32_t>(static_cast<uint64_t>(std::llround(turns * 4294967296.0)));
+    params[8 + i] = static_cast<uint32_t>(static_cast<uint64_t>(turns * 4294967296.0 + 0.5));  // rounded
   }
   rec.dispatch("nn_rope", kRope, params, {&x, &out}, static_cast<uint64_t>(x.elements()));
   return out;
