@@ -493,7 +493,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // for the scores (written to a scratch row [Tk]; each dot product in 4 partial sums, so a thread has 4 loads in
 // flight), reduce the max and the sum of exponentials, then sum probabilities times values with the keys split
 // in 4 slices of 16 threads (each thread its dims e = lane, lane + 16, ..; head_dim <= 256), the slices' sums
-// added in workgroup memory. A decoder step has one workgroup per head: its time is these chains' latency. Causal: query i sees keys up to
+// added in workgroup memory. A decoder step has one workgroup per head (8 on an H200's 132 SMs): the largest
+// item of its GPU time (bench/results/2026-12-04-moonshine-gpu.md). Causal: query i sees keys up to
 // Tk - Tq + i (a KV cache ahead of the queries).
 constexpr const char* kAttention = NN_WGSL_REDUCE R"(
 struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, pad: u32 };
