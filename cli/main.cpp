@@ -116,6 +116,7 @@ constexpr Command kCommands[] = {
      "                           ParakeetForTDT directory (config.json, model.safetensors, tokenizer.model)\n"
      "  --json                   {\"text\",\"tokens\",\"audio_s\",\"encode_ms\",\"decode_ms\",\"segments\"}\n"
      "  --threads T              threads (default: the cores, up to 8)\n"
+     "  --backend cpu|webgpu     where Moonshine runs (default cpu; webgpu: Dawn)\n"
      "  --vad FILE               Silero VAD (.onnx) that cuts audio over 20 s at pauses (default\n"
      "                           DIR/silero_vad.onnx; without one, long audio is cut at its quietest "
      "points)\n"},

@@ -1,5 +1,5 @@
-// sotto transcribe -m MODEL_DIR AUDIO.wav [--json] [--threads T] [--vad FILE]: Moonshine speech recognition on
-// the CPU. Any WAV rate and channel count (mixed down, resampled to 16 kHz with sotto's resampler). Audio longer
+// sotto transcribe -m MODEL_DIR AUDIO.wav [--json] [--threads T] [--vad FILE] [--backend cpu|webgpu]: Moonshine
+// speech recognition on the CPU, or (--backend webgpu) the same forward pass on WebGPU through Dawn. Any WAV rate and channel count (mixed down, resampled to 16 kHz with sotto's resampler). Audio longer
 // than the model's window is cut at pauses (models/asr/moonshine_windows.h) by Silero VAD when a VAD file is
 // found (--vad FILE, else MODEL_DIR/silero_vad.onnx), else at its quietest points, and the windows' texts are
 // joined.
@@ -12,6 +12,7 @@
 #include "audio/resample.h"
 #include "commands.h"
 #include "core/thread_pool.h"
+#include "gpu/device.h"
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/onnx.h"
@@ -20,6 +21,7 @@
 #include "models/asr/moonshine_windows.h"
 #include "models/asr/parakeet.h"
 #include "models/vad/silero.h"
+#include "nn/gpu_recorder.h"
 #include "nn/tensor.h"
 #include "transcribe_parakeet.h"
 
@@ -30,6 +32,9 @@ namespace {
 struct Options {
   std::string model_dir, audio_path, vad_path;
   bool json = false;
+  bool webgpu = false;
+  bool gpu_profile = false;  // --gpu-profile: each kernel's GPU time (timestamp queries) on stderr at the end
+  int repeats = 1;  // the timings reported are the median run's (the first run also compiles GPU pipelines)
   int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 };
 
@@ -41,6 +46,18 @@ std::string parse_options(std::span<char* const> args, Options& o) {
       o.model_dir = args[++i];
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--backend" && has_value) {
+      const std::string_view v = args[++i];
+      if (v != "cpu" && v != "webgpu") return "--backend takes cpu or webgpu";
+      o.webgpu = v == "webgpu";
+    } else if (a == "--gpu-profile") {
+      o.gpu_profile = true;
+    } else if (a == "--repeats" && has_value) {
+      const std::string v = args[++i];
+      char* end = nullptr;
+      const long r = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != 0 || r < 1 || r > 1000) return "--repeats takes a count from 1 to 1000";
+      o.repeats = static_cast<int>(r);
     } else if (a == "--vad" && has_value) {
       o.vad_path = args[++i];
     } else if (a == "--threads" && has_value) {
@@ -102,6 +119,7 @@ int run_transcribe(std::span<char* const> args) {
     auto audio = load_audio_16k(o.audio_path);
     if (!audio) return fail(audio.message());
     if (audio->empty()) return fail(cat(o.audio_path, ": the file holds no samples"));
+    if (o.webgpu) return fail("transcribe --backend webgpu: Parakeet runs on the CPU only so far");
     return run_transcribe_parakeet(o.model_dir, *audio, o.json, o.threads);
   }
   const std::string dir = o.model_dir + "/";
@@ -116,7 +134,16 @@ int run_transcribe(std::span<char* const> args) {
   if (audio->empty()) return fail(cat(o.audio_path, ": the file holds no samples"));
 
   ThreadPool pool(o.threads);
-  auto model = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), nn::Context::cpu(&pool));
+  std::unique_ptr<gpu::Device> device;  // outlives the model's context (declared first, destroyed last)
+  std::unique_ptr<nn::Context> ctx = nn::Context::cpu(&pool);
+  if (o.webgpu) {
+    auto opened = gpu::open_device({.request_timestamps = o.gpu_profile});
+    if (!opened) return fail(cat("transcribe --backend webgpu: ", opened.message()));
+    device = std::move(opened).value();
+    ctx = nn::Context::webgpu(*device);
+    ctx->gpu()->set_profiling(o.gpu_profile);
+  }
+  auto model = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), std::move(ctx));
   if (!model) return fail(cat(o.model_dir, ": ", model.message()));
 
   std::vector<float> probs;
@@ -129,6 +156,28 @@ int run_transcribe(std::span<char* const> args) {
 
   auto transcript = asr::transcribe_windows(model->weights, model->tokenizer, *audio, windows);
   if (!transcript) return fail(cat(o.audio_path, ": ", transcript.message()));
+  if (o.repeats >
+      1) {  // the same audio again: the median run's timings (the text is each run's, checked equal)
+    std::vector<double> encode = {transcript->encode_ms}, decode = {transcript->decode_ms},
+                        total = {transcript->encode_ms + transcript->decode_ms};
+    for (int r = 1; r < o.repeats; ++r) {
+      auto again = asr::transcribe_windows(model->weights, model->tokenizer, *audio, windows);
+      if (!again) return fail(cat(o.audio_path, ": ", again.message()));
+      if (again->text != transcript->text)
+        return fail(cat(o.audio_path, ": run ", r + 1, " gave another text"));
+      encode.push_back(again->encode_ms);
+      decode.push_back(again->decode_ms);
+      total.push_back(again->encode_ms + again->decode_ms);
+    }
+    for (auto* v : {&encode, &decode, &total}) std::sort(v->begin(), v->end());
+    const size_t mid = encode.size() / 2;
+    transcript->encode_ms = encode[mid];
+    transcript->decode_ms = decode[mid];
+    std::fprintf(stderr,
+                 "transcribe: %d runs, median encode %.2f ms, decode %.2f ms, total %.2f ms (min %.2f)\n",
+                 o.repeats, encode[mid], decode[mid], total[mid], total[0]);
+  }
+  if (o.gpu_profile && model->ctx->gpu()) std::fputs(model->ctx->gpu()->profile().c_str(), stderr);
   const double audio_s = static_cast<double>(audio->size()) / 16000;
   const std::string out = o.json
                               ? asr::transcript_json(*transcript, audio_s, o.threads, !probs.empty()) + "\n"

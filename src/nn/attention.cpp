@@ -185,7 +185,7 @@ Tensor attend_few_rows(const Tensor& q, const Tensor& k, const Tensor& v, const 
 }  // namespace
 
 Tensor attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const AttentionOptions& o) {
-  NN_CPU_ONLY(q0, "attention");
+  if (gpu_ops::on_gpu(q0)) return gpu_ops::attention(q0, k0, v0, o);
   const Tensor q = cpu::as_f32(q0), k = cpu::as_f32(k0), v = cpu::as_f32(v0);
   const Dims d = dims_of(q, k, o);
   if (d.tq < 6) return attend_few_rows(q, k, v, d, o.causal);
@@ -275,7 +275,7 @@ Tensor rope(const Tensor& x0, int n_heads, int rotary_dim, float base, int64_t p
 }  // namespace ref
 
 Tensor rope(const Tensor& x0, int n_heads, int rotary_dim, float base, int64_t position0, bool interleaved) {
-  NN_CPU_ONLY(x0, "rope");
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::rope(x0, n_heads, rotary_dim, base, position0, interleaved);
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.rank() == 2 && x.dim(1) % n_heads == 0 && rotary_dim % 2 == 0 &&
             rotary_dim <= x.dim(1) / n_heads);

@@ -1,10 +1,13 @@
-// WGSL kernels of the ops that run on the GPU so far. Each kernel: workgroups of 64 threads, one output element
-// per thread (index = global x + global y * 65535 * 64), inputs read once; element-wise kernels are
+// WGSL kernels of the ops that run on the GPU so far, each kernel's WGSL once, here. The first group: workgroups
+// of 64 threads, one output element per thread (index = global x + global y * 65535 * 64), inputs read once
+// (Moonshine's reductions, further down, give a workgroup to each row instead); element-wise kernels are
 // memory-bound (8-12 bytes per element), linear does K multiply-adds per output reading its x row and w row
 // (no tiling yet: these are the checked reference-grade kernels, not the tuned ones).
 #include "nn/gpu_ops.h"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "nn/gpu_recorder.h"
@@ -15,6 +18,35 @@ namespace {
 
 // Plain literals (no std::string globals: the wasm build has no atexit for their destructors).
 #define NN_WGSL_INDEX "fn index(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }\n"
+
+// The workgroup kernels (from kRows on) give one workgroup (64 threads) to each output row / group / (query, head) /
+// output element and reduce across it in workgroup memory (row = workgroup id x + y * 65535, uniform, so the
+// bounds check may return before the barriers).
+#define NN_WGSL_REDUCE                                              \
+  "fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }\n" \
+  "var<workgroup> red: array<f32, 64>;\n"                           \
+  "fn reduce_sum(v: f32, lid: u32) -> f32 {\n"                      \
+  "  red[lid] = v;\n"                                               \
+  "  workgroupBarrier();\n"                                         \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
+  "    if (lid < s) { red[lid] += red[lid + s]; }\n"                \
+  "    workgroupBarrier();\n"                                       \
+  "  }\n"                                                           \
+  "  let r = red[0];\n"                                             \
+  "  workgroupBarrier();\n"                                         \
+  "  return r;\n"                                                   \
+  "}\n"                                                             \
+  "fn reduce_max(v: f32, lid: u32) -> f32 {\n"                      \
+  "  red[lid] = v;\n"                                               \
+  "  workgroupBarrier();\n"                                         \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
+  "    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }\n"  \
+  "    workgroupBarrier();\n"                                       \
+  "  }\n"                                                           \
+  "  let r = red[0];\n"                                             \
+  "  workgroupBarrier();\n"                                         \
+  "  return r;\n"                                                   \
+  "}\n"
 
 constexpr const char* kBinary = NN_WGSL_INDEX R"(
 struct P { n: u32, nb: u32, op: u32, pad: u32 };
@@ -77,8 +109,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
-constexpr const char* kLinear = NN_WGSL_INDEX R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32 };
+// linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
+// (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
+// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them).
+constexpr const char* kLinearRows = NN_WGSL_INDEX R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -94,6 +129,88 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
   if (p.has_bias != 0u) { s += bias[c]; }
   y[i] = s;
+}
+)";
+
+// linear, tiled: a workgroup per 32 x 32 block of outputs, each thread 4 x 4 of them; K in chunks of 16 staged
+// in workgroup memory (the x rows and w rows of the block: each element read from memory once per block instead
+// of once per output). Each output still sums its K products in order from 0, as the plain loop would.
+constexpr const char* kLinear = R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<f32, 512>;
+var<workgroup> ws: array<f32, 512>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tile = wid.x + wid.y * 65535u;
+  let r0 = (tile / p.tiles_n) * 32u;
+  let c0 = (tile % p.tiles_n) * 32u;
+  if (r0 >= p.m) { return; }
+  let tx = lid % 8u;
+  let ty = lid / 8u;
+  var acc: array<array<f32, 4>, 4>;
+  for (var k0 = 0u; k0 < p.k; k0 += 16u) {
+    for (var e = lid; e < 512u; e += 64u) {
+      let row = e / 16u;
+      let kk = k0 + e % 16u;
+      var xv = 0.0;
+      if (r0 + row < p.m && kk < p.k) { xv = x[(r0 + row) * p.k + kk]; }
+      xs[e] = xv;
+      var wv = 0.0;
+      if (c0 + row < p.n && kk < p.k) { wv = w[(c0 + row) * p.k + kk]; }
+      ws[e] = wv;
+    }
+    workgroupBarrier();
+    let steps = min(16u, p.k - k0);
+    for (var kk = 0u; kk < steps; kk++) {
+      var a: array<f32, 4>;
+      var b: array<f32, 4>;
+      for (var i = 0u; i < 4u; i++) {
+        a[i] = xs[(ty * 4u + i) * 16u + kk];
+        b[i] = ws[(tx * 4u + i) * 16u + kk];
+      }
+      for (var i = 0u; i < 4u; i++) {
+        for (var j = 0u; j < 4u; j++) { acc[i][j] += a[i] * b[j]; }
+      }
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 4u; i++) {
+    let r = r0 + ty * 4u + i;
+    for (var j = 0u; j < 4u; j++) {
+      let c = c0 + tx * 4u + j;
+      if (r < p.m && c < p.n) {
+        var s = acc[i][j];
+        if (p.has_bias != 0u) { s += bias[c]; }
+        y[r * p.n + c] = s;
+      }
+    }
+  }
+}
+)";
+
+// conv1d's input unrolled for a product: row t of the output holds the in_g * K inputs output time t reads
+// (zero where the window leaves the padded input), so a groups = 1 convolution is linear(unrolled, w as
+// [Cout, Cin * K]) then a transpose. One element per thread.
+constexpr const char* kIm2col = NN_WGSL_INDEX R"(
+struct P { total: u32, cols: u32, kernel: u32, length: u32, stride: u32, pad: u32, dilation: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let t = i / p.cols;
+  let ck = i % p.cols;
+  let pos = i32(t * p.stride + (ck % p.kernel) * p.dilation) - i32(p.pad);
+  var v = 0.0;
+  if (pos >= 0 && pos < i32(p.length)) { v = x[(ck / p.kernel) * p.length + u32(pos)]; }
+  y[i] = v;
 }
 )";
 
@@ -202,9 +319,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
-// Softmax and layer norm over the last axis: one thread per row, three passes over it (max / mean, sum /
-// variance, write). Rows are short in the networks here (attention scores, channels); no workgroup reduction yet.
-constexpr const char* kRows = NN_WGSL_INDEX R"(
+// Softmax and layer norm over the last axis: a workgroup per row, its threads striding over the row for each
+// pass (max / mean, sum / variance, write), reduced in workgroup memory.
+constexpr const char* kRows = NN_WGSL_REDUCE R"(
 struct P { rows: u32, n: u32, op: u32, eps: f32, has_gamma: u32, has_beta: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -212,30 +329,333 @@ struct P { rows: u32, n: u32, op: u32, eps: f32, has_gamma: u32, has_beta: u32, 
 @group(0) @binding(3) var<storage, read> beta: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let r = index(g);
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let r = row_of(wid);
   if (r >= p.rows) { return; }
   let base = r * p.n;
   if (p.op == 0u) {
-    var m = x[base];
-    for (var i = 1u; i < p.n; i++) { m = max(m, x[base + i]); }
+    var m = -3.4e38;
+    for (var i = lid; i < p.n; i += 64u) { m = max(m, x[base + i]); }
+    m = reduce_max(m, lid);
     var s = 0.0;
-    for (var i = 0u; i < p.n; i++) { s += exp(x[base + i] - m); }
-    for (var i = 0u; i < p.n; i++) { y[base + i] = exp(x[base + i] - m) / s; }
+    for (var i = lid; i < p.n; i += 64u) { s += exp(x[base + i] - m); }
+    s = reduce_sum(s, lid);
+    for (var i = lid; i < p.n; i += 64u) { y[base + i] = exp(x[base + i] - m) / s; }
     return;
   }
   var mean = 0.0;
-  for (var i = 0u; i < p.n; i++) { mean += x[base + i]; }
-  mean /= f32(p.n);
+  for (var i = lid; i < p.n; i += 64u) { mean += x[base + i]; }
+  mean = reduce_sum(mean, lid) / f32(p.n);
   var v = 0.0;
-  for (var i = 0u; i < p.n; i++) { let d = x[base + i] - mean; v += d * d; }
-  let inv = 1.0 / sqrt(v / f32(p.n) + p.eps);
-  for (var i = 0u; i < p.n; i++) {
+  for (var i = lid; i < p.n; i += 64u) { let d = x[base + i] - mean; v += d * d; }
+  let inv = 1.0 / sqrt(reduce_sum(v, lid) / f32(p.n) + p.eps);
+  for (var i = lid; i < p.n; i += 64u) {
     var o = (x[base + i] - mean) * inv;
     if (p.has_gamma != 0u) { o *= gamma[i]; }
     if (p.has_beta != 0u) { o += beta[i]; }
     y[base + i] = o;
   }
+}
+)";
+
+// ---------------------------------------------------------------- Moonshine's kernels
+// Group norm of x [C, T] in three dispatches of this kernel (`stage`), each with a workgroup per (group, chunk of
+// the group's values): 0 sums each chunk; 1 reduces those partial sums to the mean and sums each chunk's squared
+// deviations (the CPU op's two passes); 2 reduces those to the variance and writes the chunk with the channel's
+// gamma and beta. Moonshine's one group holds 416 x ~2,500 values: one workgroup would take ~10 ms on an H200.
+constexpr const char* kGroupNorm = NN_WGSL_REDUCE R"(
+struct P { groups: u32, per: u32, length: u32, channels_per_group: u32, eps: f32, has_gamma: u32, has_beta: u32,
+           chunks: u32, stage: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read> beta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+fn total(grp: u32, which: u32, lid: u32) -> f32 {
+  var s = 0.0;
+  for (var c = lid; c < p.chunks; c += 64u) { s += partial[(which * p.groups + grp) * p.chunks + c]; }
+  return reduce_sum(s, lid);
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = row_of(wid);
+  let grp = w / p.chunks;
+  let chunk = w % p.chunks;
+  if (grp >= p.groups) { return; }
+  let size = (p.per + p.chunks - 1u) / p.chunks;
+  let begin = chunk * size;
+  let end = min(p.per, begin + size);
+  let base = grp * p.per;
+  if (p.stage == 0u) {
+    var s = 0.0;
+    for (var i = begin + lid; i < end; i += 64u) { s += x[base + i]; }
+    s = reduce_sum(s, lid);
+    if (lid == 0u) { partial[grp * p.chunks + chunk] = s; }
+    return;
+  }
+  let mean = total(grp, 0u, lid) / f32(p.per);
+  if (p.stage == 1u) {
+    var v = 0.0;
+    for (var i = begin + lid; i < end; i += 64u) { let d = x[base + i] - mean; v += d * d; }
+    v = reduce_sum(v, lid);
+    if (lid == 0u) { partial[(p.groups + grp) * p.chunks + chunk] = v; }
+    return;
+  }
+  let inv = 1.0 / sqrt(total(grp, 1u, lid) / f32(p.per) + p.eps);
+  for (var i = begin + lid; i < end; i += 64u) {
+    let c = grp * p.channels_per_group + i / p.length;
+    var o = (x[base + i] - mean) * inv;
+    if (p.has_gamma != 0u) { o *= gamma[c]; }
+    if (p.has_beta != 0u) { o += beta[c]; }
+    y[base + i] = o;
+  }
+}
+)";
+
+// x [rows, cols] -> [cols, rows], one output element per thread (4-byte elements).
+constexpr const char* kTranspose = NN_WGSL_INDEX R"(
+struct P { rows: u32, cols: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.rows * p.cols) { return; }
+  y[i] = x[(i % p.rows) * p.cols + i / p.rows];
+}
+)";
+
+// One part of a concat: the part [outer, n_part, inner] into the output [outer, n_out, inner] at `done` along
+// the axis (a dispatch per part; 4-byte elements).
+constexpr const char* kConcatPart = NN_WGSL_INDEX R"(
+struct P { total: u32, n_part: u32, n_out: u32, inner: u32, done: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let j = i % p.inner;
+  let r = i / p.inner;
+  y[((r / p.n_part) * p.n_out + p.done + r % p.n_part) * p.inner + j] = x[i];
+}
+)";
+
+// Rotary embedding, one output element per thread (it reads its pair partner). Each pair's frequency comes as
+// a 32-bit fixed-point fraction of a turn per position (inv_freq / 2 pi * 2^32, computed in double on the CPU),
+// so position * frequency mod one turn is an exact integer product wrapping at 2^32: the angle is good to
+// ~position * 2^-31 rad at any position (an f32 product would lose ~position * 2^-22). The fraction splits
+// exactly into a quarter turn and a remainder in [-pi/4, pi/4), where Taylor polynomials to x^9 / x^10 give
+// sin and cos within ~1e-9 (WGSL's own sin and cos only promise 2^-11; SwiftShader's are off by ~2e-4).
+constexpr const char* kRope = NN_WGSL_INDEX R"(
+struct P { total: u32, c: u32, head_dim: u32, rotary_dim: u32, position0: u32, interleaved: u32, pad0: u32,
+           pad1: u32, turns: array<vec4<u32>, 16> };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let t = i / p.c;
+  let e = (i % p.c) % p.head_dim;
+  if (e >= p.rotary_dim) { y[i] = x[i]; return; }
+  let half = p.rotary_dim / 2u;
+  var pair = e % half;
+  var first = e < half;
+  var partner = select(i - half, i + half, first);
+  if (p.interleaved != 0u) {
+    pair = e / 2u;
+    first = e % 2u == 0u;
+    partner = select(i - 1u, i + 1u, first);
+  }
+  let frac = (p.position0 + t) * p.turns[pair / 4u][pair % 4u];
+  let quarter = (frac + 0x20000000u) >> 30u;
+  let r = f32(bitcast<i32>(frac - (quarter << 30u))) * 1.4629180792671596e-09;
+  let r2 = r * r;
+  let s0 = r * (1.0 + r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0)))));
+  let c0 = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0)))));
+  var sn = s0;
+  var cs = c0;
+  if (quarter == 1u) { sn = c0; cs = -s0; }
+  if (quarter == 2u) { sn = -s0; cs = -c0; }
+  if (quarter == 3u) { sn = -c0; cs = s0; }
+  let xa = select(x[partner], x[i], first);
+  let xb = select(x[i], x[partner], first);
+  y[i] = select(xa * sn + xb * cs, xa * cs - xb * sn, first);
+}
+)";
+
+// Scaled dot-product attention: a workgroup per (query i, head h). Its threads take keys j = lid, lid + 64, ..
+// for the scores (written to a scratch row [Tk]; each dot product in 4 partial sums, so a thread has 4 loads in
+// flight), reduce the max and the sum of exponentials, then sum probabilities times values with the keys split
+// in 4 slices of 16 threads (each thread its dims e = lane, lane + 16, ..; head_dim <= 256), the slices' sums
+// added in workgroup memory. A decoder step has one workgroup per head (8 on an H200's 132 SMs): the largest
+// item of its GPU time (bench/results/2026-12-04-moonshine-gpu.md). Causal: query i sees keys up to
+// Tk - Tq + i (a KV cache ahead of the queries).
+constexpr const char* kAttention = NN_WGSL_REDUCE R"(
+struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, pad: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read_write> scratch: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> part: array<f32, 1024>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = row_of(wid);
+  if (w >= p.tq * p.heads) { return; }
+  let i = w / p.heads;
+  let h = w % p.heads;
+  let d = p.head_dim;
+  let kv_cols = p.kv_heads * d;
+  let kv_base = (h / (p.heads / p.kv_heads)) * d;
+  var limit = p.tk;
+  if (p.causal != 0u) { limit = min(p.tk, p.tk - p.tq + i + 1u); }
+  let q_base = i * p.heads * d + h * d;
+  let s_base = w * p.tk;
+  var m = -3.0e38;
+  for (var j = lid; j < limit; j += 64u) {
+    let kb = j * kv_cols + kv_base;
+    var s0 = 0.0;
+    var s1 = 0.0;
+    var s2 = 0.0;
+    var s3 = 0.0;
+    var e = 0u;
+    for (; e + 4u <= d; e += 4u) {
+      s0 += q[q_base + e] * k[kb + e];
+      s1 += q[q_base + e + 1u] * k[kb + e + 1u];
+      s2 += q[q_base + e + 2u] * k[kb + e + 2u];
+      s3 += q[q_base + e + 3u] * k[kb + e + 3u];
+    }
+    for (; e < d; e++) { s0 += q[q_base + e] * k[kb + e]; }
+    let s = ((s0 + s1) + (s2 + s3)) * p.scale;
+    scratch[s_base + j] = s;
+    m = max(m, s);
+  }
+  m = reduce_max(m, lid);
+  var l = 0.0;
+  for (var j = lid; j < limit; j += 64u) {
+    let z = exp(scratch[s_base + j] - m);
+    scratch[s_base + j] = z;
+    l += z;
+  }
+  l = reduce_sum(l, lid);
+  storageBarrier();
+  let inv = 1.0 / l;
+  let slice = lid / 16u;
+  let lane = lid % 16u;
+  for (var e = lane; e < d; e += 16u) {
+    var acc = 0.0;
+    for (var j = slice; j < limit; j += 4u) { acc += scratch[s_base + j] * v[j * kv_cols + kv_base + e]; }
+    part[slice * 256u + e] = acc;
+  }
+  workgroupBarrier();
+  for (var e = lid; e < d; e += 64u) {
+    y[q_base + e] = ((part[e] + part[256u + e]) + (part[512u + e] + part[768u + e])) * inv;
+  }
+}
+)";
+
+// Weight-only int8 linear, y = scale * (x . q) + offset * sum(x) + b (the CPU op's arithmetic; the graph's is
+// x . (q * scale + offset) in float): a workgroup per output element, its threads striding over K (adjacent
+// threads read adjacent weight bytes), the int8 weights read as words and unpacked with extractBits.
+constexpr const char* kLinearInt8 = NN_WGSL_REDUCE R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, scale: f32, offset: f32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let o = row_of(wid);
+  if (o >= p.m * p.n) { return; }
+  let r = o / p.n;
+  let c = o % p.n;
+  var s = 0.0;
+  var sx = 0.0;
+  for (var t = lid; t < p.k; t += 64u) {
+    let idx = c * p.k + t;
+    let qv = extractBits(bitcast<i32>(w[idx / 4u]), (idx % 4u) * 8u, 8u);
+    let xv = x[r * p.k + t];
+    s += xv * f32(qv);
+    sx += xv;
+  }
+  s = reduce_sum(s, lid);
+  sx = reduce_sum(sx, lid);
+  if (lid == 0u) {
+    var out = p.scale * s + p.offset * sx;
+    if (p.has_bias != 0u) { out += bias[c]; }
+    y[o] = out;
+  }
+}
+)";
+
+// Rows of a table [V, D] (F32, or I8 / U8 dequantized (q - zero_point) * scale) for each id (I32, or I64 read
+// from its low word), ids clamped into the table; one output element per thread.
+constexpr const char* kEmbedding = NN_WGSL_INDEX R"(
+struct P { total: u32, d: u32, vocab: u32, kind: u32, scale: f32, zero_point: i32, id_words: u32, pad: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> table: array<u32>;
+@group(0) @binding(2) var<storage, read> ids: array<i32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let row = i / p.d;
+  let id = u32(clamp(ids[row * p.id_words], 0, i32(p.vocab) - 1));
+  let idx = id * p.d + i % p.d;
+  if (p.kind == 0u) { y[i] = bitcast<f32>(table[idx]); return; }
+  let word = table[idx / 4u];
+  let shift = (idx % 4u) * 8u;
+  var qv = i32(extractBits(word, shift, 8u));
+  if (p.kind == 1u) { qv = extractBits(bitcast<i32>(word), shift, 8u); }
+  y[i] = f32(qv - p.zero_point) * p.scale;
+}
+)";
+
+// The first index of the largest value of each row: a workgroup per row, each thread's best over its stride,
+// then a tree over (value, index) pairs preferring the lower index on ties (ONNX ArgMax).
+constexpr const char* kArgmax = R"(
+fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
+struct P { rows: u32, n: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<i32>;
+var<workgroup> best_v: array<f32, 64>;
+var<workgroup> best_i: array<u32, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let r = row_of(wid);
+  if (r >= p.rows) { return; }
+  var bv = -3.4e38;
+  var bi = 0xffffffffu;
+  for (var j = lid; j < p.n; j += 64u) {
+    let v = x[r * p.n + j];
+    if (bi == 0xffffffffu || v > bv) { bv = v; bi = j; }
+  }
+  best_v[lid] = bv;
+  best_i[lid] = bi;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (lid < s) {
+      let ov = best_v[lid + s];
+      let oi = best_i[lid + s];
+      let mine = best_i[lid];
+      if (oi != 0xffffffffu && (mine == 0xffffffffu || ov > best_v[lid] || (ov == best_v[lid] && oi < mine))) {
+        best_v[lid] = ov;
+        best_i[lid] = oi;
+      }
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) { y[r] = i32(best_i[0]); }
 }
 )";
 
@@ -306,10 +726,21 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Shape shape = x.shape();
   shape[-1] = n;
   Tensor out = x.ctx().empty(shape);
-  const uint32_t params[] = {static_cast<uint32_t>(m), static_cast<uint32_t>(n), static_cast<uint32_t>(k),
-                             b.defined() ? 1u : 0u};
+  const int64_t tiles_m = (m + 31) / 32, tiles_n = (n + 31) / 32;
+  const uint32_t params[] = {static_cast<uint32_t>(m),
+                             static_cast<uint32_t>(n),
+                             static_cast<uint32_t>(k),
+                             b.defined() ? 1u : 0u,
+                             static_cast<uint32_t>(tiles_n),
+                             0,
+                             0,
+                             0};
   const Tensor& bias = b.defined() ? b : w;  // a binding must exist: w stands in, unread
-  rec.dispatch("nn_linear", kLinear, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(m * n));
+  if (m < 16)
+    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(m * n));
+  else
+    rec.dispatch("nn_linear", kLinear, params, {&x, &w, &bias, &out},
+                 static_cast<uint64_t>(tiles_m * tiles_n * 64));
   return out;
 }
 
@@ -371,6 +802,18 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
     return unsupported(x, "conv1d other than f32");
   const int64_t length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
   const int64_t out_len = (length + padding + padding_end - dilation * (kernel - 1) - 1) / stride + 1;
+  if (groups == 1 && cout * out_len * in_g * kernel >= (int64_t{1} << 22)) {
+    // Large convolutions (Moonshine's stem: 2 G multiply-adds for 10 s) as the tiled product: unroll the input
+    // windows, multiply, transpose back to [Cout, T'].
+    const int64_t cols = in_g * kernel;
+    Tensor unrolled = x.ctx().empty({out_len, cols});
+    const uint32_t p[] = {static_cast<uint32_t>(out_len * cols), static_cast<uint32_t>(cols),
+                          static_cast<uint32_t>(kernel),         static_cast<uint32_t>(length),
+                          static_cast<uint32_t>(stride),         static_cast<uint32_t>(padding),
+                          static_cast<uint32_t>(dilation),       0};
+    rec.dispatch("nn_im2col", kIm2col, p, {&x, &unrolled}, static_cast<uint64_t>(out_len * cols));
+    return gpu_ops::transpose(gpu_ops::linear(unrolled, w.reshape({cout, cols}), b));
+  }
   Tensor out = x.ctx().empty({cout, out_len});
   const uint32_t params[] = {static_cast<uint32_t>(cout),
                              static_cast<uint32_t>(out_len),
@@ -429,7 +872,188 @@ Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& 
                              gamma.defined() ? 1u : 0u,   beta.defined() ? 1u : 0u, 0,  0};
   const Tensor& g = gamma.defined() ? gamma : x;  // bindings must exist: x stands in, unread
   const Tensor& b = beta.defined() ? beta : x;
-  rec.dispatch("nn_rows", kRows, params, {&x, &g, &b, &out}, static_cast<uint64_t>(rows));
+  rec.dispatch("nn_rows", kRows, params, {&x, &g, &b, &out}, static_cast<uint64_t>(rows) * 64);
+  return out;
+}
+
+}  // namespace sotto::nn::gpu_ops
+
+namespace sotto::nn::gpu_ops {
+
+namespace {
+
+uint32_t u32(int64_t v) {
+  return static_cast<uint32_t>(v);
+}
+
+// Threads for `rows` workgroups of 64 (the workgroup kernels' rows).
+uint64_t workgroups(int64_t rows) {
+  return static_cast<uint64_t>(rows) * 64;
+}
+
+bool four_bytes(DType t) {
+  return t == DType::F32 || t == DType::I32;
+}
+
+}  // namespace
+
+Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor& beta, float eps) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || x.rank() < 1 || groups < 1 || x.dim(0) % groups != 0 ||
+      (gamma.defined() && gamma.dtype() != DType::F32) || (beta.defined() && beta.dtype() != DType::F32))
+    return unsupported(x, "group_norm of this tensor");
+  const int64_t channels = x.dim(0), length = x.elements() / channels, per_group = channels / groups;
+  Tensor out = x.ctx().empty(x.shape());
+  // Chunks of ~4,096 values (64 per thread), at most 256 per group: the partial sums a pass reduces stay short.
+  const int64_t per = per_group * length, chunks = std::clamp<int64_t>(per / 4096, 1, 256);
+  Tensor partial = x.ctx().empty({2 * groups * chunks});
+  const Tensor& g = gamma.defined() ? gamma : x;  // bindings must exist: x stands in, unread
+  const Tensor& b = beta.defined() ? beta : x;
+  for (uint32_t pass = 0; pass < 3; ++pass) {
+    const uint32_t params[] = {u32(groups),
+                               u32(per),
+                               u32(length),
+                               u32(per_group),
+                               bits(eps),
+                               gamma.defined() ? 1u : 0u,
+                               beta.defined() ? 1u : 0u,
+                               u32(chunks),
+                               pass,
+                               0,
+                               0,
+                               0};
+    rec.dispatch("nn_group_norm", kGroupNorm, params, {&x, &g, &b, &partial, &out},
+                 workgroups(groups * chunks));
+  }
+  return out;
+}
+
+Tensor transpose(const Tensor& x) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (!four_bytes(x.dtype()) || x.rank() != 2) return unsupported(x, "transpose of this tensor");
+  Tensor out = x.ctx().empty({x.dim(1), x.dim(0)}, x.dtype());
+  const uint32_t params[] = {u32(x.dim(0)), u32(x.dim(1)), 0, 0};
+  rec.dispatch("nn_transpose", kTranspose, params, {&x, &out}, static_cast<uint64_t>(x.elements()));
+  return out;
+}
+
+Tensor concat(std::span<const Tensor> parts, int axis) {
+  const Tensor& first = parts[0];
+  GpuRecorder& rec = *first.ctx().gpu();
+  if (rec.failed()) return empty_on(first);
+  const int a = axis < 0 ? first.rank() + axis : axis;
+  Shape shape = first.shape();
+  shape.dims[a] = 0;
+  for (const Tensor& p : parts) {
+    if (!on_gpu(p) || p.rank() != first.rank() || p.dtype() != first.dtype() || !four_bytes(p.dtype()))
+      return unsupported(first, "concat of these tensors");
+    for (int i = 0; i < p.rank(); ++i)
+      if (i != a && p.dim(i) != first.dim(i)) return unsupported(first, "concat of these tensors");
+    shape.dims[a] += p.dim(a);
+  }
+  int64_t inner = 1;
+  for (int i = a + 1; i < first.rank(); ++i) inner *= first.dim(i);
+  Tensor out = first.ctx().empty(shape, first.dtype());
+  int64_t done = 0;
+  for (const Tensor& p : parts) {
+    const uint32_t params[] = {
+        u32(p.elements()), u32(p.dim(a)), u32(shape.dims[a]), u32(inner), u32(done), 0, 0, 0};
+    rec.dispatch("nn_concat_part", kConcatPart, params, {&p, &out}, static_cast<uint64_t>(p.elements()));
+    done += p.dim(a);
+  }
+  return out;
+}
+
+Tensor rope(const Tensor& x, int n_heads, int rotary_dim, float base, int64_t position0, bool interleaved) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || n_heads < 1 || x.dim(1) % n_heads != 0 || rotary_dim < 2 ||
+      rotary_dim % 2 != 0 || rotary_dim > x.dim(1) / n_heads || rotary_dim > 128 || position0 < 0 ||
+      position0 + x.dim(0) > (int64_t{1} << 31))
+    return unsupported(x, "rope of this tensor");
+  Tensor out = x.ctx().empty(x.shape());
+  uint32_t params[8 + 64] = {u32(x.elements()), u32(x.dim(1)),  u32(x.dim(1) / n_heads),
+                             u32(rotary_dim),   u32(position0), interleaved ? 1u : 0u};
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const double turns =
+        std::pow(static_cast<double>(base), -2.0 * i / rotary_dim) / (2 * 3.14159265358979323846);
+    params[8 + i] = static_cast<uint32_t>(static_cast<uint64_t>(turns * 4294967296.0 + 0.5));  // rounded
+  }
+  rec.dispatch("nn_rope", kRope, params, {&x, &out}, static_cast<uint64_t>(x.elements()));
+  return out;
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  GpuRecorder& rec = *q.ctx().gpu();
+  if (rec.failed()) return empty_on(q);
+  const int64_t heads = o.n_heads, kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
+  if (q.dtype() != DType::F32 || k.dtype() != DType::F32 || v.dtype() != DType::F32 || !on_gpu(k) ||
+      !on_gpu(v) || q.rank() != 2 || k.rank() != 2 || v.rank() != 2 || heads < 1 || q.dim(1) % heads != 0 ||
+      heads % kv_heads != 0 || k.dim(1) != kv_heads * (q.dim(1) / heads) || v.shape() != k.shape() ||
+      q.dim(1) / heads > 256 || (o.causal && k.dim(0) < q.dim(0)) || k.dim(0) < 1)
+    return unsupported(q, "attention of these tensors");
+  const int64_t tq = q.dim(0), tk = k.dim(0), head_dim = q.dim(1) / heads;
+  const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  Tensor scratch = q.ctx().empty({tq * heads * tk});
+  Tensor out = q.ctx().empty(q.shape());
+  const uint32_t params[] = {
+      u32(tq), u32(tk), u32(heads), u32(kv_heads), u32(head_dim), o.causal ? 1u : 0u, bits(scale), 0};
+  rec.dispatch("nn_attention", kAttention, params, {&q, &k, &v, &scratch, &out}, workgroups(tq * heads));
+  return out;
+}
+
+Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || w.dtype() != DType::I8 || !on_gpu(w) || w.rank() != 2 ||
+      w.dim(1) != x.dim(-1) || (b.defined() && (b.dtype() != DType::F32 || b.elements() != w.dim(0))))
+    return unsupported(x, "linear_int8_affine of these tensors");
+  const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
+  Shape shape = x.shape();
+  shape[-1] = n;
+  Tensor out = x.ctx().empty(shape);
+  const uint32_t params[] = {u32(m), u32(n), u32(k), b.defined() ? 1u : 0u, bits(scale), bits(offset), 0, 0};
+  const Tensor& bias = b.defined() ? b : x;
+  rec.dispatch("nn_linear_int8", kLinearInt8, params, {&x, &w, &bias, &out}, workgroups(m * n));
+  return out;
+}
+
+Tensor embedding(const Tensor& table, const Tensor& ids) {
+  GpuRecorder& rec = *table.ctx().gpu();
+  if (rec.failed()) return empty_on(table);
+  const DType t = table.dtype();
+  if ((t != DType::F32 && t != DType::I8 && t != DType::U8) || table.rank() != 2 || !on_gpu(ids) ||
+      (ids.dtype() != DType::I32 && ids.dtype() != DType::I64))
+    return unsupported(table, "embedding of these tensors");
+  const int64_t n = ids.elements(), d = table.dim(1);
+  Tensor out = table.ctx().empty({n, d});
+  const uint32_t params[] = {u32(n * d),
+                             u32(d),
+                             u32(table.dim(0)),
+                             t == DType::F32  ? 0u
+                             : t == DType::I8 ? 1u
+                                              : 2u,
+                             bits(table.quant().scale),
+                             static_cast<uint32_t>(table.quant().zero_point),
+                             ids.dtype() == DType::I64 ? 2u : 1u,
+                             0};
+  rec.dispatch("nn_embedding", kEmbedding, params, {&table, &ids, &out}, static_cast<uint64_t>(n * d));
+  return out;
+}
+
+Tensor argmax(const Tensor& x) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || x.rank() < 1 || x.elements() == 0)
+    return unsupported(x, "argmax of this tensor");
+  const int64_t n = x.dim(-1), rows = x.elements() / n;
+  Shape shape;
+  for (int i = 0; i + 1 < x.rank(); ++i) shape.dims[shape.rank++] = x.dim(i);
+  Tensor out = x.ctx().empty(shape, DType::I32);
+  const uint32_t params[] = {u32(rows), u32(n), 0, 0};
+  rec.dispatch("nn_argmax", kArgmax, params, {&x, &out}, workgroups(rows));
   return out;
 }
 

@@ -1,6 +1,8 @@
 // The ops' GPU paths (gpu_ops.cpp): each records one WGSL dispatch on the inputs' context (nn/gpu_recorder.h).
 #pragma once
 
+#include <span>
+
 #include "nn/ops.h"
 
 namespace sotto::nn::gpu_ops {
@@ -21,6 +23,15 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
               int dilation, int groups);
 Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
             Tensor* h_out, Tensor* c_out);
+// Moonshine's ops (the kernels below the first group in gpu_ops.cpp).
+Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor& beta, float eps);
+Tensor transpose(const Tensor& x);
+Tensor concat(std::span<const Tensor> parts, int axis);
+Tensor rope(const Tensor& x, int n_heads, int rotary_dim, float base, int64_t position0, bool interleaved);
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
+Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b);
+Tensor embedding(const Tensor& table, const Tensor& ids);
+Tensor argmax(const Tensor& x);  // over the last axis -> I32
 // An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.
 Tensor unsupported(const Tensor& x, const char* op);
 

@@ -1,5 +1,7 @@
 #include "nn/gpu_recorder.h"
 
+#include <algorithm>
+
 #include "nn/tensor.h"
 
 namespace sotto::nn {
@@ -61,15 +63,38 @@ void GpuRecorder::dispatch(std::string_view name, std::string_view wgsl, std::sp
   d.groups_x = static_cast<uint32_t>(std::min<uint64_t>(groups, 65535));
   d.groups_y = static_cast<uint32_t>((groups + 65534) / 65535);
   plan_.push_back(d);
+  plan_names_.push_back(&pipeline->first);
 }
 
 Status GpuRecorder::flush() {
   SOTTO_TRY(status());
   if (plan_.empty()) return {};
-  Status s = device_.run(plan_);
+  std::vector<uint64_t> ns;
+  Status s = profiling_ ? device_.run_timed(plan_, &ns) : device_.run(plan_);
+  for (size_t i = 0; i < ns.size() && i < plan_names_.size(); ++i) {
+    auto& [count, total] = profile_[*plan_names_[i]];
+    count += 1;
+    total += ns[i];
+  }
   dispatches_run_ += plan_.size();
+  flushes_ += 1;
   plan_.clear();
+  plan_names_.clear();
   return s;
+}
+
+std::string GpuRecorder::profile() const {
+  std::vector<std::pair<uint64_t, std::string>> rows;
+  uint64_t all = 0;
+  for (const auto& [name, v] : profile_) {
+    rows.push_back({v.second, cat(name, ": ", v.first, " dispatches, ", v.second / 1000, " us")});
+    all += v.second;
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  std::string out = cat("nn/webgpu profile: ", flushes_, " submissions, ", dispatches_run_, " dispatches, ",
+                        all / 1000, " us of GPU time\n");
+  for (const auto& r : rows) out += "  " + r.second + "\n";
+  return out;
 }
 
 }  // namespace sotto::nn

@@ -6,7 +6,9 @@
 // through the pool, its buffers) creates no GPU object at all.
 //
 // Ops with a GPU kernel so far: add/sub/mul/div (suffix broadcast), scale, activation, and in f32 linear,
-// conv1d, lstm, pad_reflect, slice, softmax and layer_norm over the last axis (gpu_ops.cpp). The others mark the
+// conv1d, lstm, pad_reflect, slice, softmax and layer_norm over the last axis, group_norm, transpose, concat,
+// rope, attention (full, causal over a cache, cross, grouped KV), argmax over the last axis, embedding and
+// weight-only int8 linear_int8_affine: Moonshine's whole forward pass (gpu_ops.cpp). The others mark the
 // recorder failed and return an empty tensor; the failure comes back from the next read as one line. Reading
 // back is synchronous (native Dawn); the browser's asynchronous read is not wired yet.
 #pragma once
@@ -47,11 +49,19 @@ class GpuRecorder {
   // check that a repeated forward pass makes no new objects.
   uint64_t dispatches_run() const { return dispatches_run_; }
   uint64_t objects_made() const { return pipelines_.size() + uniforms_.size() + bind_groups_.size(); }
+  // Profiling (where the adapter has timestamp queries): every later flush times each dispatch on the GPU;
+  // profile() lists each kernel's dispatches and GPU milliseconds, the largest first, and the flushes' count.
+  void set_profiling(bool on) { profiling_ = on; }
+  std::string profile() const;
 
  private:
   gpu::Device& device_;
   std::string error_;
   std::vector<gpu::Dispatch> plan_;
+  std::vector<const std::string*> plan_names_;  // the kernel of each recorded dispatch (pipelines_' keys)
+  bool profiling_ = false;
+  uint64_t flushes_ = 0;
+  std::map<std::string, std::pair<uint64_t, uint64_t>, std::less<>> profile_;  // kernel: dispatches, GPU ns
   uint64_t dispatches_run_ = 0;
   std::map<std::string, gpu::PipelineHandle, std::less<>> pipelines_;
   std::map<std::vector<uint32_t>, gpu::BufferHandle> uniforms_;

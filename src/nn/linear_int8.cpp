@@ -8,6 +8,7 @@
 
 #include "cpu/cpu_features.h"
 #include "nn/cpu.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -73,6 +74,7 @@ Tensor linear_int8_affine(const Tensor& x0, const Tensor& w, float scale, float 
 }  // namespace ref
 
 Tensor linear_int8_affine(const Tensor& x0, const Tensor& w, float scale, float offset, const Tensor& b) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::linear_int8_affine(x0, w, scale, offset, b);
   const Tensor x = cpu::as_f32(x0);
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   NN_ASSERT(w.rank() == 2 && w.dim(1) == k && w.dtype() == DType::I8);

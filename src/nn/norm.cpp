@@ -58,7 +58,11 @@ Tensor softmax(const Tensor& x0, int axis) {
 
 // The first index of the largest value (ONNX ArgMax, select_last_index = 0).
 Tensor argmax(const Tensor& x0, int axis) {
-  NN_CPU_ONLY(x0, "argmax");
+  if (gpu_ops::on_gpu(x0)) {
+    if (cpu::axis_of(x0.shape(), axis) != x0.rank() - 1)
+      return gpu_ops::unsupported(x0, "argmax over a non-last axis");
+    return gpu_ops::argmax(x0);
+  }
   const Tensor x = cpu::as_f32(x0);
   const cpu::AxisSplit s = cpu::split_at(x.shape(), axis);
   Shape shape;
@@ -246,7 +250,7 @@ Tensor rms_norm(const Tensor& x0, const Tensor& gamma0, float eps) {
 }
 
 Tensor group_norm(const Tensor& x0, int groups, const Tensor& gamma0, const Tensor& beta0, float eps) {
-  NN_CPU_ONLY(x0, "group_norm");
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::group_norm(x0, groups, gamma0, beta0, eps);
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.dim(0) % groups == 0);
   Tensor gk, bk;

@@ -10,7 +10,7 @@
 namespace sotto::nn {
 
 Tensor transpose(const Tensor& x) {
-  NN_CPU_ONLY(x, "transpose");
+  if (gpu_ops::on_gpu(x)) return gpu_ops::transpose(x);
   NN_ASSERT(x.rank() == 2);
   const int order[2] = {1, 0};
   return permute(x, order);
@@ -51,7 +51,7 @@ Tensor permute(const Tensor& x, std::span<const int> order) {
 }
 
 Tensor concat(std::span<const Tensor> parts, int axis) {
-  NN_CPU_ONLY(parts[0], "concat");
+  if (gpu_ops::on_gpu(parts[0])) return gpu_ops::concat(parts, axis);
   NN_ASSERT(!parts.empty());
   const Tensor& first = parts[0];
   const int a = cpu::axis_of(first.shape(), axis);

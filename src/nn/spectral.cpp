@@ -148,7 +148,7 @@ Tensor istft(const Tensor& spectrum, const Tensor& window, int n_fft, int hop, b
 // ---------------------------------------------------------------- lookup and durations
 
 Tensor embedding(const Tensor& table, const Tensor& ids) {
-  NN_CPU_ONLY(table, "embedding");
+  if (gpu_ops::on_gpu(table)) return gpu_ops::embedding(table, ids);
   NN_ASSERT(table.rank() == 2);
   const std::vector<int64_t> idx = cpu::read_ints(ids);
   const int64_t vocab = table.dim(0), d = table.dim(1);

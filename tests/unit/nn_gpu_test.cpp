@@ -1,6 +1,7 @@
 // The op layer's GPU backend against the CPU references on fresh random inputs of odd sizes (SwiftShader in CI,
-// skipped with the reason where this machine has no WebGPU): element-wise arithmetic, activations, linear; a
-// repeated forward pass makes no new GPU objects; ops without a GPU kernel fail the read in one line.
+// skipped with the reason where this machine has no WebGPU): element-wise arithmetic, activations, linear, conv1d,
+// LSTM, Moonshine's ops; a repeated forward pass makes no new GPU objects; ops without a GPU kernel fail the read
+// in one line.
 #include "gpu/device.h"
 #include "gpu_test_support.h"
 #include "nn/gpu_recorder.h"
@@ -12,6 +13,7 @@ namespace {
 using testing::expect_close;
 using testing::floats;
 using testing::rand_int;
+using testing::rand_int8;
 using testing::rand_tensor;
 
 // The same tensor on the GPU context.
@@ -52,6 +54,12 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
                ref::linear(x, w, bias), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear");
   expect_close(download(*cpu, *gpu, linear(upload(*gpu, x), upload(*gpu, w))), ref::linear(x, w), 1e-5f * k,
                1e-5f, "gpu linear without bias");
+  // Several 32 x 32 output blocks each way, partial ones at the edges.
+  const int64_t m2 = rand_int(33, 100), n2 = rand_int(33, 100);
+  const Tensor x2 = rand_tensor(*cpu, {m2, k}), w2 = rand_tensor(*cpu, {n2, k}),
+               bias2 = rand_tensor(*cpu, {n2});
+  expect_close(download(*cpu, *gpu, linear(upload(*gpu, x2), upload(*gpu, w2), upload(*gpu, bias2))),
+               ref::linear(x2, w2, bias2), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear blocks");
   const Tensor gamma = rand_tensor(*cpu, {cols}), beta = rand_tensor(*cpu, {cols});
   expect_close(download(*cpu, *gpu, softmax(ga, -1)), ref::softmax(a, -1), 1e-6f, 1e-5f, "gpu softmax");
   expect_close(download(*cpu, *gpu, layer_norm(ga, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
@@ -91,6 +99,18 @@ TEST(NnGpu, ConvLstmPadSliceMatchTheReference) {
     expect_close(download(*cpu, *gpu, slice(upload(*gpu, x), 0, b0, b1)), slice(x, 0, b0, b1), 0, 0,
                  "gpu slice");
   }
+  {
+    // A convolution large enough (over 2^22 multiply-adds, groups 1) for the unrolled input times the tiled
+    // product, with several 32 x 32 blocks each way and a K that is no multiple of the 16-wide chunks.
+    const int64_t cin = rand_int(40, 61), cout = rand_int(60, 75), k = rand_int(5, 7), t = rand_int(500, 600);
+    const Conv1dOptions o{.stride = static_cast<int>(rand_int(1, 3)),
+                          .padding = static_cast<int>(rand_int(0, 3))};
+    const Tensor x = rand_tensor(*cpu, {cin, t}), w = rand_tensor(*cpu, {cout, cin, k}),
+                 bias = rand_tensor(*cpu, {cout});
+    expect_close(download(*cpu, *gpu, conv1d(upload(*gpu, x), upload(*gpu, w), upload(*gpu, bias), o)),
+                 ref::conv1d(x, w, bias, o), 1e-5f * static_cast<float>(cin * k), 1e-5f,
+                 "gpu conv1d unrolled");
+  }
   const int64_t in = rand_int(1, 30), h = rand_int(1, 40), steps = rand_int(1, 9);
   LstmWeights w;
   w.w_ih = rand_tensor(*cpu, {4 * h, in}, -0.5f, 0.5f);
@@ -108,6 +128,119 @@ TEST(NnGpu, ConvLstmPadSliceMatchTheReference) {
                  "gpu lstm");
     expect_close(download(*cpu, *gpu, hn), hr, 1e-5f, 1e-5f, "gpu lstm h");
     expect_close(download(*cpu, *gpu, cn), cr, 1e-5f, 1e-5f, "gpu lstm c");
+  }
+}
+
+// The same int8 / int32 tensor on the GPU context (its bytes, its quantization parameters).
+Tensor upload_raw(Context& gpu, const Tensor& cpu) {
+  const auto* p = cpu.data<uint8_t>();
+  return gpu.from_bytes(cpu.shape(), cpu.dtype(), {p, static_cast<size_t>(cpu.bytes())})
+      .with_quant(cpu.quant());
+}
+
+// Moonshine's ops: group norm, transpose, concat, partial rotary, attention (full, causal with a cache ahead of
+// the queries, cross, grouped KV heads), weight-only int8 linear, embedding (f32 and int8 tables), argmax.
+TEST(NnGpu, MoonshineOpsMatchTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 2; ++rep) {
+    // Group norm over [C, T] with 1..3 groups: two reductions of up to ~9,000 values in f32 (64 partial sums,
+    // then a tree) against the reference's double: relative error of the statistics ~1e-6.
+    const int groups = static_cast<int>(rand_int(1, 3));
+    const int64_t channels = groups * rand_int(1, 11), length = rand_int(1, 300);
+    const Tensor x = rand_tensor(*cpu, {channels, length}, -2.0f, 3.0f);
+    const Tensor gamma = rand_tensor(*cpu, {channels}), beta = rand_tensor(*cpu, {channels});
+    expect_close(
+        download(*cpu, *gpu,
+                 group_norm(upload(*gpu, x), groups, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
+        ref::group_norm(x, groups, gamma, beta, 1e-5f), 2e-5f, 2e-5f, "gpu group_norm");
+    expect_close(download(*cpu, *gpu, group_norm(upload(*gpu, x), groups, {}, {}, 1e-5f)),
+                 ref::group_norm(x, groups, {}, {}, 1e-5f), 2e-5f, 2e-5f, "gpu group_norm plain");
+    // One group of ~20,000 values: several chunks per group, reduced in three dispatches.
+    const Tensor big = rand_tensor(*cpu, {rand_int(40, 60), rand_int(300, 500)}, -2.0f, 3.0f);
+    const Tensor big_gamma = rand_tensor(*cpu, {big.dim(0)}), big_beta = rand_tensor(*cpu, {big.dim(0)});
+    expect_close(
+        download(*cpu, *gpu,
+                 group_norm(upload(*gpu, big), 1, upload(*gpu, big_gamma), upload(*gpu, big_beta), 1e-5f)),
+        ref::group_norm(big, 1, big_gamma, big_beta, 1e-5f), 2e-5f, 2e-5f, "gpu group_norm chunks");
+    // Copies: exact.
+    expect_close(download(*cpu, *gpu, transpose(upload(*gpu, x))), transpose(x), 0, 0, "gpu transpose");
+    const Tensor x2 = rand_tensor(*cpu, {rand_int(1, 7), length}),
+                 x3 = rand_tensor(*cpu, {channels, rand_int(1, 9)});
+    const Tensor rows[] = {x, x2}, cols[] = {x, x3, x};
+    const Tensor grows[] = {upload(*gpu, x), upload(*gpu, x2)},
+                 gcols[] = {upload(*gpu, x), upload(*gpu, x3), upload(*gpu, x)};
+    expect_close(download(*cpu, *gpu, concat(grows, 0)), concat(rows, 0), 0, 0, "gpu concat rows");
+    expect_close(download(*cpu, *gpu, concat(gcols, -1)), concat(cols, -1), 0, 0, "gpu concat columns");
+
+    // Rotary embedding on part of each head (odd head sizes, both pair layouts, positions past a cache). The
+    // angle is exact to ~position * 2^-31 rad; what remains is the device's sin and cos on [-pi, pi] (WGSL
+    // allows 2^-11 absolute, SwiftShader and real GPUs hold ~1e-6) times |x_a| + |x_b| <= 2.
+    const int heads = static_cast<int>(rand_int(1, 4));
+    const int64_t head_dim = 2 * rand_int(1, 13) + rand_int(0, 1), rotary = 2 * rand_int(1, head_dim / 2);
+    const int64_t steps = rand_int(1, 30), position0 = rand_int(0, 400);
+    const Tensor r = rand_tensor(*cpu, {steps, heads * head_dim});
+    for (bool interleaved : {false, true})
+      expect_close(
+          download(*cpu, *gpu,
+                   rope(upload(*gpu, r), heads, static_cast<int>(rotary), 10000.0f, position0, interleaved)),
+          ref::rope(r, heads, static_cast<int>(rotary), 10000.0f, position0, interleaved), 4e-6f, 1e-5f,
+          interleaved ? "gpu rope interleaved" : "gpu rope halves");
+
+    // Attention: f32 dot products of up to 40 terms and a softmax over up to 60 keys against double: 1e-5.
+    const int kv_heads = static_cast<int>(rand_int(1, 3)),
+              q_heads = kv_heads * static_cast<int>(rand_int(1, 3));
+    const int64_t d = rand_int(1, 40), tq = rand_int(1, 30), tk = tq + rand_int(0, 30);
+    const Tensor q = rand_tensor(*cpu, {tq, q_heads * d}), k = rand_tensor(*cpu, {tk, kv_heads * d}),
+                 v = rand_tensor(*cpu, {tk, kv_heads * d});
+    for (bool causal : {false, true}) {
+      const AttentionOptions o{.n_heads = q_heads, .n_kv_heads = kv_heads, .causal = causal};
+      expect_close(download(*cpu, *gpu, attention(upload(*gpu, q), upload(*gpu, k), upload(*gpu, v), o)),
+                   ref::attention(q, k, v, o), 1e-5f, 1e-5f,
+                   causal ? "gpu attention causal" : "gpu attention");
+    }
+    const Tensor q1 = slice(q, 0, tq - 1, tq);  // one decoder step over a cache (and over cross keys)
+    const AttentionOptions step{.n_heads = q_heads, .n_kv_heads = kv_heads, .causal = true};
+    expect_close(download(*cpu, *gpu, attention(upload(*gpu, q1), upload(*gpu, k), upload(*gpu, v), step)),
+                 ref::attention(q1, k, v, step), 1e-5f, 1e-5f, "gpu attention one step");
+
+    // Weight-only int8 linear (Moonshine's scale and offset ranges; the CPU op's tolerance, the same
+    // algebra: scale * (x . q) + offset * sum(x) in f32, the reference in double on q * scale + offset).
+    const int64_t m = rand_int(1, 9), kk = rand_int(1, 300), n = rand_int(1, 71);
+    const Tensor xi = rand_tensor(*cpu, {m, kk}), w = rand_int8(*cpu, {n, kk}, DType::I8),
+                 bias = rand_tensor(*cpu, {n});
+    const float sc = 0.003f + 0.02f * static_cast<float>(rand_int(0, 100)) / 100.0f;
+    const float offset = 0.3f * static_cast<float>(rand_int(-100, 100)) / 100.0f;
+    const float tol = 4e-6f * static_cast<float>(std::sqrt(static_cast<double>(kk)) + 1.0) * 3.0f;
+    const Tensor gw = upload_raw(*gpu, w);
+    expect_close(
+        download(*cpu, *gpu, linear_int8_affine(upload(*gpu, xi), gw, sc, offset, upload(*gpu, bias))),
+        ref::linear_int8_affine(xi, w, sc, offset, bias), tol, 1e-5f, "gpu linear_int8_affine");
+    expect_close(download(*cpu, *gpu, linear_int8_affine(upload(*gpu, xi), gw, sc, offset)),
+                 ref::linear_int8_affine(xi, w, sc, offset), tol, 1e-5f, "gpu linear_int8_affine no bias");
+
+    // Embedding: rows gathered exactly (f32), int8 rows dequantized (q - zero point) * scale exactly as the CPU.
+    const int64_t vocab = rand_int(1, 50), dim = rand_int(1, 37), n_ids = rand_int(1, 9);
+    std::vector<int32_t> id_values(static_cast<size_t>(n_ids));
+    for (int32_t& id : id_values) id = static_cast<int32_t>(rand_int(0, vocab - 1));
+    const Tensor ids = cpu->from_bytes(
+        {n_ids}, DType::I32, {reinterpret_cast<const uint8_t*>(id_values.data()), id_values.size() * 4});
+    const Tensor table = rand_tensor(*cpu, {vocab, dim});
+    const Tensor qtable =
+        rand_int8(*cpu, {vocab, dim}, DType::I8).with_quant({0.0173f, static_cast<int32_t>(rand_int(-3, 3))});
+    expect_close(download(*cpu, *gpu, embedding(upload(*gpu, table), upload_raw(*gpu, ids))),
+                 embedding(table, ids), 0, 0, "gpu embedding");
+    expect_close(download(*cpu, *gpu, embedding(upload_raw(*gpu, qtable), upload_raw(*gpu, ids))),
+                 embedding(qtable, ids), 0, 0, "gpu embedding int8");
+
+    // Argmax over rows (ties: the first index, as ONNX; a repeated maximum planted in one row).
+    const int64_t arows = rand_int(1, 5), an = rand_int(1, 3000);
+    std::vector<float> av = floats(rand_tensor(*cpu, {arows, an}));
+    if (an > 2) av[static_cast<size_t>(an - 1)] = av[1] = 2.0f;
+    const Tensor a = cpu->from_floats({arows, an}, av);
+    expect_close(download(*cpu, *gpu, argmax(upload(*gpu, a))), argmax(a), 0, 0, "gpu argmax");
   }
 }
 
