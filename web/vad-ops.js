@@ -2,6 +2,7 @@
 // wasm instance): Silero VAD and the speech segmenter through the C API (api/sotto.h). Audio crosses as
 // Float32Array; probabilities come back as Float32Array copies (wasm memory is shared and may move).
 import { readCString, readString } from './runtime.js';
+import { offsetOf, sizeOf } from './struct-layout.js';
 
 let wasm = null;
 let memory = null;
@@ -37,24 +38,26 @@ function floatsToWasm(samples) {
   return { ptr, length: f32.length };
 }
 
-// SottoVadOptions (api/sotto.h), 40 bytes, from vad-web-style names; frame_ms from the model.
+// SottoVadOptions (api/sotto.h; offsets from struct-layout.js) from vad-web-style names; frame_ms from the model.
+const V = (field) => offsetOf('SottoVadOptions', field);
 function writeVadOptions(ptr, o, frameMs) {
   wasm.sotto_vad_segmenter_defaults(ptr);
-  const d = new DataView(memory.buffer, ptr, 40);
-  if (o.positiveSpeechThreshold !== undefined) d.setFloat32(0, o.positiveSpeechThreshold, true);
-  if (o.negativeSpeechThreshold !== undefined) d.setFloat32(4, o.negativeSpeechThreshold, true);
-  if (o.redemptionMs !== undefined) d.setFloat64(8, o.redemptionMs, true);
-  if (o.preSpeechPadMs !== undefined) d.setFloat64(16, o.preSpeechPadMs, true);
-  if (o.minSpeechMs !== undefined) d.setFloat64(24, o.minSpeechMs, true);
-  d.setFloat64(32, frameMs, true);
+  const d = new DataView(memory.buffer, ptr, sizeOf('SottoVadOptions'));
+  if (o.positiveSpeechThreshold !== undefined) d.setFloat32(V('positive_threshold'), o.positiveSpeechThreshold, true);
+  if (o.negativeSpeechThreshold !== undefined) d.setFloat32(V('negative_threshold'), o.negativeSpeechThreshold, true);
+  if (o.redemptionMs !== undefined) d.setFloat64(V('redemption_ms'), o.redemptionMs, true);
+  if (o.preSpeechPadMs !== undefined) d.setFloat64(V('pre_speech_pad_ms'), o.preSpeechPadMs, true);
+  if (o.minSpeechMs !== undefined) d.setFloat64(V('min_speech_ms'), o.minSpeechMs, true);
+  d.setFloat64(V('frame_ms'), frameMs, true);
 }
 
 function readVadOptions(ptr) {
-  const d = new DataView(memory.buffer, ptr, 40);
+  const d = new DataView(memory.buffer, ptr, sizeOf('SottoVadOptions'));
   return {
-    positiveSpeechThreshold: d.getFloat32(0, true), negativeSpeechThreshold: d.getFloat32(4, true),
-    redemptionMs: d.getFloat64(8, true), preSpeechPadMs: d.getFloat64(16, true), minSpeechMs: d.getFloat64(24, true),
-    frameMs: d.getFloat64(32, true),
+    positiveSpeechThreshold: d.getFloat32(V('positive_threshold'), true),
+    negativeSpeechThreshold: d.getFloat32(V('negative_threshold'), true),
+    redemptionMs: d.getFloat64(V('redemption_ms'), true), preSpeechPadMs: d.getFloat64(V('pre_speech_pad_ms'), true),
+    minSpeechMs: d.getFloat64(V('min_speech_ms'), true), frameMs: d.getFloat64(V('frame_ms'), true),
   };
 }
 
@@ -76,7 +79,7 @@ async function vadLoad({ source, sampleRate = 16000 }, progress) {
   const handle = nextVad++;
   const info = { name, bytes: size, frameSamples: wasm.sotto_vad_frame_samples(vad), sampleRate: wasm.sotto_vad_sample_rate(vad) };
   vads.set(handle, { vad, ...info });
-  const options = wasm.sotto_alloc(40);
+  const options = wasm.sotto_alloc(sizeOf('SottoVadOptions'));
   writeVadOptions(options, {}, (1000 * info.frameSamples) / info.sampleRate);
   const defaults = readVadOptions(options);
   wasm.sotto_free(options);
@@ -146,13 +149,13 @@ function vadProcessClip({ handle, samples, sampleRate, segments, continueStream 
     if (segments) {
       const frameMs = (1000 * frameSamples) / modelRate;
       const seg = segmenterNew(segments, frameMs);
-      const segOut = wasm.sotto_alloc(16);
+      const segOut = wasm.sotto_alloc(sizeOf('SottoVadSegment'));
       try {
         out.segments = [];
         out.misfires = 0;
         const take = (event) => {
           if (event === 2) {
-            const [start, end] = new BigInt64Array(memory.buffer, segOut, 2);
+            const [start, end] = new BigInt64Array(memory.buffer, segOut + offsetOf('SottoVadSegment', 'start_frame'), 2);
             out.segments.push(segmentOut(Number(start), Number(end), frameMs));
           } else if (event === 3) out.misfires++;
         };
@@ -194,7 +197,7 @@ async function vadDecodeWav({ handle, source }, progress) {
 function vadClipJson({ handle, samples, options = {} }) {
   const { vad, frameSamples, sampleRate } = vadOf(handle);
   const input = floatsToWasm(samples);
-  const opts = wasm.sotto_alloc(40);
+  const opts = wasm.sotto_alloc(sizeOf('SottoVadOptions'));
   const lenPtr = wasm.sotto_alloc(4);
   try {
     writeVadOptions(opts, options, (1000 * frameSamples) / sampleRate);
@@ -207,7 +210,7 @@ function vadClipJson({ handle, samples, options = {} }) {
 }
 
 function segmenterNew(options, frameMs) {
-  const opts = wasm.sotto_alloc(40);
+  const opts = wasm.sotto_alloc(sizeOf('SottoVadOptions'));
   try {
     writeVadOptions(opts, options, frameMs);
     const seg = wasm.sotto_vad_segmenter_create(opts);
@@ -222,7 +225,7 @@ function vadSegmenterCreate({ handle, options = {} }) {
   const { frameSamples, sampleRate } = vadOf(handle);
   const frameMs = (1000 * frameSamples) / sampleRate;
   const id = nextVad++;
-  const opts = wasm.sotto_alloc(40);
+  const opts = wasm.sotto_alloc(sizeOf('SottoVadOptions'));
   writeVadOptions(opts, options, frameMs);
   const resolved = readVadOptions(opts);
   const seg = wasm.sotto_vad_segmenter_create(opts);
@@ -261,14 +264,14 @@ function vadSegmenterFeed({ handle, segmenter, samples, probabilities, firstFram
       wasm.sotto_free(probsPtr);
     }
   }
-  const segOut = wasm.sotto_alloc(16);
+  const segOut = wasm.sotto_alloc(sizeOf('SottoVadSegment'));
   const events = [];
   const TYPES = [null, 'start', 'end', 'misfire'];
   const take = (event, frame) => {
     if (!event) return;
     const e = { type: TYPES[event], frame };
     if (event === 2) {
-      const [start, end] = new BigInt64Array(memory.buffer, segOut, 2);
+      const [start, end] = new BigInt64Array(memory.buffer, segOut + offsetOf('SottoVadSegment', 'start_frame'), 2);
       Object.assign(e, segmentOut(Number(start), Number(end), frameMs));
     }
     events.push(e);

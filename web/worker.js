@@ -3,6 +3,7 @@
 // the page sends requests as messages: {id, op, ...args} -> {id, ok, result | error} (+ {id, progress}).
 import { GpuBridge, hasJspi } from './gpu.js';
 import { createSharedMemory, instantiate, isNode, parentChannel, readCString, readString, spawnWorker } from './runtime.js';
+import { offsetOf as at, sizeOf } from './struct-layout.js';
 import { vadOps } from './vad-ops.js';
 
 const HELPER_STACK_BYTES = 1 << 20;  // the same as thread 0's linker stack (-z stack-size)
@@ -354,18 +355,19 @@ function llmFormatTurn({ handle, system = '', user, firstTurn, replyClosed }) {
   }
 }
 
-// SottoSampling (api/sotto.h), 40 bytes.
+// SottoSampling (api/sotto.h; offsets from struct-layout.js).
 function writeSampling(ptr, o) {
-  const d = new DataView(memory.buffer, ptr, 40);
-  d.setInt32(0, o.greedy ? 1 : 0, true);
-  d.setFloat32(4, o.temperature ?? 0, true);  // greedy unless told otherwise (sotto_sampling_defaults)
-  d.setInt32(8, o.topK ?? 40, true);
-  d.setFloat32(12, o.topP ?? 0.95, true);
-  d.setFloat32(16, o.minP ?? 0.05, true);
-  d.setFloat32(20, o.repeatPenalty ?? 1, true);
-  d.setInt32(24, o.repeatLastN ?? 64, true);
-  d.setInt32(28, o.maxTokens ?? 64, true);
-  d.setBigUint64(32, BigInt.asUintN(64, BigInt(o.seed ?? 0)), true);
+  const d = new DataView(memory.buffer, ptr, sizeOf('SottoSampling'));
+  const S = (field) => at('SottoSampling', field);
+  d.setInt32(S('greedy'), o.greedy ? 1 : 0, true);
+  d.setFloat32(S('temperature'), o.temperature ?? 0, true);  // greedy unless told otherwise (sotto_sampling_defaults)
+  d.setInt32(S('top_k'), o.topK ?? 40, true);
+  d.setFloat32(S('top_p'), o.topP ?? 0.95, true);
+  d.setFloat32(S('min_p'), o.minP ?? 0.05, true);
+  d.setFloat32(S('repeat_penalty'), o.repeatPenalty ?? 1, true);
+  d.setInt32(S('repeat_last_n'), o.repeatLastN ?? 64, true);
+  d.setInt32(S('max_new_tokens'), o.maxTokens ?? 64, true);
+  d.setBigUint64(S('seed'), BigInt.asUintN(64, BigInt(o.seed ?? 0)), true);
 }
 
 const STOP_NAMES = ['', 'length', 'eog', 'stop_string', 'context_full'];
@@ -383,10 +385,10 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
   const m = model(handle);
   const { llm } = m;
   const ids = idsToWasm(promptIds);
-  const params = wasm.sotto_alloc(40);
+  const params = wasm.sotto_alloc(sizeOf('SottoSampling'));
   const stopBytes = encoder.encode(stops.map((s) => `${s}\0`).join(''));
   const stopsIn = toWasm(stopBytes);
-  const step = wasm.sotto_alloc(20);
+  const step = wasm.sotto_alloc(sizeOf('SottoStep'));
   const out = { ids: [], text: '', stop: '', promptIds };
   try {
     if (topLogprobs > 0)
@@ -406,8 +408,11 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
         status = wasm.sotto_llm_step(llm, step);
       }
       if (status !== 0) throw new Error(`sotto: ${lastError(llm)}`);
-      const [id, done, stop] = new Int32Array(memory.buffer, step, 3);
-      const [textBytes, textPtr] = new Uint32Array(memory.buffer, step + 12, 2);
+      const sv = new DataView(memory.buffer, step, sizeOf('SottoStep'));
+      const id = sv.getInt32(at('SottoStep', 'id'), true), done = sv.getInt32(at('SottoStep', 'done'), true);
+      const stop = sv.getInt32(at('SottoStep', 'stop'), true);
+      const textBytes = sv.getUint32(at('SottoStep', 'text_bytes'), true);
+      const textPtr = sv.getUint32(at('SottoStep', 'text'), true);
       const text = textBytes ? readString(memory, textPtr, textBytes) : '';
       if (id >= 0) out.ids.push(id);
       out.text += text;
@@ -417,18 +422,19 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
         break;
       }
     }
-    // SottoTimings (api/sotto.h), 48 bytes: five int32, 4 bytes of padding, three doubles.
-    const timings = wasm.sotto_alloc(48);
+    // SottoTimings (api/sotto.h; offsets from struct-layout.js).
+    const timings = wasm.sotto_alloc(sizeOf('SottoTimings'));
     wasm.sotto_llm_timings(llm, timings);
-    const tv = new DataView(memory.buffer, timings, 48);
+    const tv = new DataView(memory.buffer, timings, sizeOf('SottoTimings'));
+    const T = (field) => at('SottoTimings', field);
     Object.assign(out, {
-      nPrompt: tv.getInt32(0, true),
-      nDecoded: tv.getInt32(8, true),
-      nPast: tv.getInt32(12, true),
-      nDropped: tv.getInt32(16, true),
-      prefillMs: tv.getFloat64(24, true),
-      decodeMs: tv.getFloat64(32, true),
-      decodeTokensPerS: tv.getFloat64(40, true),
+      nPrompt: tv.getInt32(T('n_prompt'), true),
+      nDecoded: tv.getInt32(T('n_decoded'), true),
+      nPast: tv.getInt32(T('n_past'), true),
+      nDropped: tv.getInt32(T('n_dropped'), true),
+      prefillMs: tv.getFloat64(T('prefill_ms'), true),
+      decodeMs: tv.getFloat64(T('decode_ms'), true),
+      decodeTokensPerS: tv.getFloat64(T('decode_tokens_per_s'), true),
       replyClosed: wasm.sotto_llm_reply_closed(llm) === 1,
     });
     wasm.sotto_free(timings);
