@@ -27,6 +27,15 @@ float abs_value(float v) {
   return v < 0.0f ? -v : v;
 }
 
+// roundf() without libc (absent in the wasm build): halves away from zero. Exact for |v| < 2^31.
+int round_half_away(float v) {
+  const auto truncated = static_cast<int>(v);
+  const float fraction = v - static_cast<float>(truncated);
+  if (fraction >= 0.5f) return truncated + 1;
+  if (fraction <= -0.5f) return truncated - 1;
+  return truncated;
+}
+
 // ggml's nearest_int(): adding 1.5 * 2^23 leaves the integer rounded to nearest even in the mantissa
 // (valid for |v| < 2^22; callers stay within 127).
 int nearest_int(float v) {
@@ -36,12 +45,8 @@ int nearest_int(float v) {
   return static_cast<int>(bits & 0x007fffffu) - 0x00400000;
 }
 
-// One q8_0-style block as llama.cpp's x86 quantize_row_q8_0 / q8_1 (the AVX2 code that quantizes the
-// activations of every q4_0 / q5_0 / q8_0 / q4_1 / q5_1 dot product there): d = amax / 127 (stored as f16),
-// but the multiplier is id = 127 / amax (not 1 / d: the two differ in the last bit for some amax), and
-// q = x * id rounded half to even (_mm256_round_ps), not roundf's half away from zero as ggml's scalar
-// reference does. Both details flip single codes, which is enough to part greedy continuations at near-ties.
-// Each step is its own statement so nothing is fused into an FMA. Returns the unrounded d and sum(q), for q8_1.
+// One q8_0-style block: d = amax / 127 and q = roundf(x * (1 / d)), each step its own statement so nothing
+// is fused into an FMA. Returns the unrounded d and sum(q), for q8_1.
 struct Block32Result {
   float d;
   int sum;
@@ -50,12 +55,12 @@ Block32Result quantize_block32(const float* x, uint16_t* d_out, int8_t* qs) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) amax = amax < abs_value(x[i]) ? abs_value(x[i]) : amax;
   const float d = amax / 127.0f;
-  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
   *d_out = f32_to_f16(d);
   int sum = 0;
   for (int i = 0; i < 32; ++i) {
     const float scaled = x[i] * id;
-    const int q = nearest_int(scaled);
+    const int q = round_half_away(scaled);
     qs[i] = static_cast<int8_t>(q);
     sum += q;
   }

@@ -24,10 +24,9 @@
 
 namespace sotto {
 
-// ---- activation quantizers (llama.cpp's x86 arithmetic, bit for bit) -------------------------------------
+// ---- activation quantizers (ggml's reference arithmetic, bit for bit) -------------------------------------
 // n is a multiple of the block size (32, or 256 for q8_K).
-// q8_0: d = amax / 127 (stored as f16), q = x * (127 / amax) rounded half to even, as llama.cpp's AVX2
-// quantize_row_q8_0 (ggml's scalar reference instead rounds halves away from zero and multiplies by 1 / d).
+// q8_0: d = amax / 127, q = roundf(x / d) (computed as x * (1 / d), as ggml does).
 void quantize_activations_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_activations_q8_0_portable(const float* x, BlockQ8_0* y, int64_t n);
 // q8_1: as q8_0, plus s = d * sum(q) stored as f16.

@@ -1,9 +1,7 @@
-// Activation quantizers of cpu/quant_dot.h against llama.cpp's arithmetic, bit for bit: q8_0 and q8_1 against a
-// scalar restatement of llama.cpp's x86 AVX2 quantize_row_q8_0 / _q8_1 (ggml-cpu/arch/x86/quants.c: the code
-// that quantizes activations there, which differs from ggml's scalar reference), and q8_K against
-// core/quantize_ref (itself checked byte-for-byte against llama.cpp in dtype_reference_test.cpp). Inputs are
-// fresh random floats, including blocks with exact ties (x / d = k + 0.5) that tell round-half-away from
-// round-half-even apart.
+// Activation quantizers of cpu/quant_dot.h against ggml's reference arithmetic, bit for bit: q8_0 and q8_K
+// against core/quantize_ref (itself checked byte-for-byte against llama.cpp in dtype_reference_test.cpp), and
+// q8_1 against a restatement of ggml's quantize_row_q8_1_ref written here. Inputs are fresh random floats,
+// including blocks with exact ties (x / d = k + 0.5) that tell round-half-away from round-half-even apart.
 #include "cpu/quant_dot.h"
 
 #include <gtest/gtest.h>
@@ -13,9 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 #include <random>
-#include <type_traits>
 #include <vector>
 
 #include "core/half.h"
@@ -51,55 +47,23 @@ std::vector<float> random_activations(std::mt19937_64& rng, int64_t n) {
   return x;
 }
 
-// llama.cpp's x86 quantize_row_q8_0 / quantize_row_q8_1 (AVX2), restated in scalar: d = amax / 127 stored as
-// f16, but the multiplier is 127 / amax (not 1 / d), and x * id is rounded by _mm256_round_ps(_MM_ROUND_NEAREST),
-// i.e. half to even (std::nearbyint in the default rounding mode). q8_1 adds s = f16(d * sum(q)), unrounded d.
-template <class Block>
-void reference_q8(const float* x, Block* y, int64_t n) {
+// ggml's quantize_row_q8_1_ref, restated: q8_0's d and q, then s = f16(sum(q) * d) with the unrounded d.
+void reference_q8_1(const float* x, BlockQ8_1* y, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b) {
     float amax = 0.0f;
     for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
     const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[b].d = f32_to_f16(d);
     int sum = 0;
     for (int i = 0; i < 32; ++i) {
       const float v = x[32 * b + i] * id;
-      y[b].qs[i] = static_cast<int8_t>(std::nearbyint(v));
+      y[b].qs[i] = static_cast<int8_t>(std::roundf(v));
       sum += y[b].qs[i];
     }
-    if constexpr (std::is_same_v<Block, BlockQ8_1>) {
-      const float s = d * static_cast<float>(sum);
-      y[b].s = f32_to_f16(s);
-    }
+    const float s = static_cast<float>(sum) * d;
+    y[b].s = f32_to_f16(s);
   }
-}
-
-// The two details that made Q4_0 continuations part from llama.cpp's at near-ties, on hand-picked blocks:
-// exact halves round to even (ggml's scalar reference, roundf, rounds them away from zero), and the
-// multiplier is 127 / amax: for amax = 0x1.2022eep+0, x = -0x1.1cbbb6p+0 gives x * (127 / amax) = -125.5
-// exactly (-> -126) but x * (1 / (amax / 127)) = -125.49999 (-> -125).
-TEST(QuantDot, ActivationsQ8_0RoundAsLlamaCppX86) {
-  std::vector<float> x(64, 0.0f);
-  const float halves[] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, -125.5f};
-  const int8_t want_halves[] = {127, 0, 2, 2, 0, -2, -2, 126, -126};
-  for (size_t i = 0; i < std::size(halves); ++i) x[i] = halves[i];
-  x[32] = 0x1.2022eep+0f;
-  x[33] = -0x1.1cbbb6p+0f;
-  std::vector<BlockQ8_0> portable(2), fast(2);
-  std::vector<BlockQ8_1> q8_1(2);
-  quantize_activations_q8_0_portable(x.data(), portable.data(), 64);
-  quantize_activations_q8_0(x.data(), fast.data(), 64);  // AVX2 where the CPU has it
-  quantize_activations_q8_1(x.data(), q8_1.data(), 64);
-  for (size_t i = 0; i < std::size(halves); ++i) {
-    EXPECT_EQ(portable[0].qs[i], want_halves[i]) << "portable, x = " << halves[i];
-    EXPECT_EQ(fast[0].qs[i], want_halves[i]) << "dispatched, x = " << halves[i];
-    EXPECT_EQ(q8_1[0].qs[i], want_halves[i]) << "q8_1, x = " << halves[i];
-  }
-  EXPECT_EQ(portable[1].qs[0], 127);
-  EXPECT_EQ(portable[1].qs[1], -126);
-  EXPECT_EQ(fast[1].qs[1], -126);
-  EXPECT_EQ(q8_1[1].qs[1], -126);
 }
 
 TEST(QuantDot, ActivationsQ8_0MatchReferenceBitForBit) {
@@ -108,19 +72,19 @@ TEST(QuantDot, ActivationsQ8_0MatchReferenceBitForBit) {
     const std::vector<float> x = random_activations(rng, n);
     std::vector<BlockQ8_0> got(static_cast<size_t>(n / 32)), want(got.size());
     quantize_activations_q8_0(x.data(), got.data(), n);
-    reference_q8(x.data(), want.data(), n);
+    quantize_row_ref(DType::Q8_0, x.data(), want.data(), n);
     ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_0))) << "n=" << n;
   }
 }
 
-// The AVX2 quantizer (quantize_activations_q8_0 on an AVX2 machine) and the portable one, both against
-// llama.cpp's x86 arithmetic, including blocks of exact ties.
+// The AVX2 quantizer (quantize_activations_q8_0 on an AVX2 machine) and the portable one, both against ggml's
+// reference, including blocks of exact ties.
 TEST(QuantDot, ActivationsQ8_0BothInstructionSetsMatchReference) {
   std::mt19937_64 rng(test_seed() + 4);
   for (int64_t n : {32, 96, 896, 4864}) {
     const std::vector<float> x = random_activations(rng, n);
     std::vector<BlockQ8_0> want(static_cast<size_t>(n / 32)), portable(want.size()), fast(want.size());
-    reference_q8(x.data(), want.data(), n);
+    quantize_row_ref(DType::Q8_0, x.data(), want.data(), n);
     quantize_activations_q8_0_portable(x.data(), portable.data(), n);
     ASSERT_EQ(0, std::memcmp(portable.data(), want.data(), want.size() * sizeof(BlockQ8_0))) << "n=" << n;
 #if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
@@ -201,7 +165,7 @@ TEST(QuantDot, ActivationsQ8_1MatchReferenceBitForBit) {
     const std::vector<float> x = random_activations(rng, n);
     std::vector<BlockQ8_1> got(static_cast<size_t>(n / 32)), want(got.size());
     quantize_activations_q8_1(x.data(), got.data(), n);
-    reference_q8(x.data(), want.data(), n);
+    reference_q8_1(x.data(), want.data(), n);
     ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_1))) << "n=" << n;
   }
 }
