@@ -78,18 +78,35 @@ function logSpectrogram(x, n = 1024, hop = 256) {
   return frames;
 }
 
-// Mean |dB difference| over the bins of `a` within 50 dB of its peak (quieter bins are noise either way).
+// Mean |dB difference| over the bins of `a` within 50 dB of its peak (quieter bins are noise either way), after
+// aligning the two spectrograms in time (dynamic time warping, steps of one frame): this int8 model's durations
+// are rounded from float sums, so two correct builds can place a phoneme a duration frame (25 ms) apart
+// (issue #29: ONNX Runtime's CPU and wasm builds do), which shifts everything after it.
 function meanDbDistance(a, b) {
   const sa = logSpectrogram(a), sb = logSpectrogram(b);
   const peak = Math.max(...sa.map((f) => Math.max(...f)));
-  let sum = 0, count = 0;
-  for (let t = 0; t < Math.min(sa.length, sb.length); t++)
-    for (let k = 0; k < sa[t].length; k++)
-      if (sa[t][k] > peak - 50) {
-        sum += Math.abs(sa[t][k] - sb[t][k]);
+  const cost = (i, j) => {
+    let sum = 0, count = 0;
+    for (let k = 0; k < sa[i].length; k++)
+      if (sa[i][k] > peak - 50) {
+        sum += Math.abs(sa[i][k] - sb[j][k]);
         count++;
       }
-  return sum / count;
+    return count ? sum / count : 0;
+  };
+  // best[i][j]: [total cost, frames on the path] of the cheapest alignment of sa[0..i] with sb[0..j].
+  const best = sa.map(() => new Array(sb.length));
+  for (let i = 0; i < sa.length; i++)
+    for (let j = 0; j < sb.length; j++) {
+      const c = cost(i, j);
+      const from = i === 0 && j === 0 ? [0, 0]
+        : [i > 0 && j > 0 ? best[i - 1][j - 1] : null, i > 0 ? best[i - 1][j] : null, j > 0 ? best[i][j - 1] : null]
+          .filter(Boolean)
+          .reduce((m, p) => (p[0] / p[1] < m[0] / m[1] ? p : m));
+      best[i][j] = [from[0] + c, from[1] + 1];
+    }
+  const [total, frames] = best[sa.length - 1][sb.length - 1];
+  return total / frames;
 }
 
 let wasmAudio = null;
