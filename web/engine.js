@@ -7,7 +7,7 @@
 //   await engine.describe(file, { onProgress });               // a File/Blob, URL, or (Node) path -> info table
 //   await engine.gpu();                                        // WebGPU in the engine worker (web/gpu.js)
 //   await engine.gpuSelftest(); await engine.gpuOpCheck();     // the device seam; every kernel vs the CPU
-import { hasRelaxedSimd, isNode, spawnWorker } from './runtime.js';
+import { hasRelaxedSimd, isNode, spawnWorker, WorkerClient } from './runtime.js';
 
 const WASM_URLS = {
   simd128: new URL('../build/wasm-simd128/sotto.wasm', import.meta.url),
@@ -47,31 +47,13 @@ export class Engine {
   }
 
   #worker;
-  #nextId = 1;
-  #pending = new Map();
 
   constructor(worker) {
-    this.#worker = worker;
-    worker.onMessage((m) => {
-      const p = this.#pending.get(m.id);
-      if (!p) return;
-      if (m.progress) return p.onProgress?.(m.progress);
-      this.#pending.delete(m.id);
-      if (m.ok) p.resolve(m.result);
-      else p.reject(Object.assign(new Error(m.error), { workerStack: m.stack }));
-    });
-    worker.onError((e) => {
-      for (const p of this.#pending.values()) p.reject(e);
-      this.#pending.clear();
-    });
+    this.#worker = new WorkerClient(worker);
   }
 
   #call(op, args = {}, onProgress) {
-    const id = this.#nextId++;
-    return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject, onProgress });
-      this.#worker.post({ id, op, ...args });
-    });
+    return this.#worker.call(op, args, onProgress);
   }
 
   // {passed, threads, rows, cols, maxAbsError, tolerance, checksum, checksumRef, rowsPerThreadMin, ms}

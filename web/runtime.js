@@ -88,6 +88,47 @@ export async function spawnWorker(url) {
   };
 }
 
+// Requests to a worker as promises: {id, op, ...args} -> {id, ok, result | error, stack} (+ {id, progress} on
+// the way). The request's own id and op are written last, so no argument can overwrite them. Used for the
+// engine worker (web/engine.js) and the speech workers (web/speech-client.js).
+export class WorkerClient {
+  #worker;
+  #nextId = 1;
+  #pending = new Map();
+
+  constructor(worker) {
+    this.#worker = worker;
+    worker.onMessage((m) => {
+      const p = this.#pending.get(m.id);
+      if (!p) return;
+      if (m.progress) return p.onProgress?.(m.progress);
+      this.#pending.delete(m.id);
+      if (m.ok) p.resolve(m.result);
+      else p.reject(Object.assign(new Error(m.error), { workerStack: m.stack }));
+    });
+    worker.onError((e) => this.#rejectAll(e));
+  }
+
+  call(op, args = {}, onProgress = null) {
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject, onProgress });
+      this.#worker.post({ ...args, id, op });
+    });
+  }
+
+  // Stops the worker; with a reason, requests still waiting are rejected with it.
+  terminate(reason = null) {
+    if (reason) this.#rejectAll(reason);
+    this.#worker.terminate();
+  }
+
+  #rejectAll(e) {
+    for (const p of this.#pending.values()) p.reject(e);
+    this.#pending.clear();
+  }
+}
+
 // The current worker's link to whoever started it.
 export async function parentChannel() {
   if (isNode) {
