@@ -35,7 +35,21 @@ function join(dir, file) {
   return dir.endsWith('/') ? `${dir}${file}` : `${dir}/${file}`;
 }
 
-export class Asr {
+// What both Asr (inline) and AsrWorker (in a speech worker) build on their transcribe() and decodeWav().
+class AsrBase {
+  async transcribeWav(source) {
+    const samples = await this.decodeWav(source);
+    if (samples.length === 0) throw new Error('sotto: the WAV holds no samples');
+    return this.transcribe(samples);
+  }
+
+  // A callback for web/vad.js's segmenter: onSpeechEnd(audio) transcribes the segment and hands the result on.
+  onSpeechEnd(onResult) {
+    return (audio) => this.transcribe(audio).then(onResult);
+  }
+}
+
+export class Asr extends AsrBase {
   #wasm;
   #memory;
   #handle;
@@ -86,6 +100,7 @@ export class Asr {
   }
 
   constructor(wasm, memory) {
+    super();
     this.#wasm = wasm;
     this.#memory = memory;
     this.#handle = wasm.sotto_asr_create(1);
@@ -144,16 +159,6 @@ export class Asr {
     }
   }
 
-  async transcribeWav(source) {
-    const samples = await this.decodeWav(source);
-    if (samples.length === 0) throw new Error('sotto: the WAV holds no samples');
-    return this.transcribe(samples);
-  }
-
-  // A callback for web/vad.js's segmenter: onSpeechEnd(audio) transcribes the segment and hands the result on.
-  onSpeechEnd(onResult) {
-    return (audio) => this.transcribe(audio).then(onResult);
-  }
 
   dispose() {
     if (this.#handle) this.#wasm.sotto_asr_destroy(this.#handle);
@@ -168,7 +173,7 @@ function absolute(x) {
 }
 
 // The same Asr in a dedicated worker (web/speech-worker.js): what Asr.load returns in a page.
-class AsrWorker {
+class AsrWorker extends AsrBase {
   #worker;
   static async load(dir, { onProgress, vad, module }) {
     const worker = await SpeechWorker.start();
@@ -182,6 +187,7 @@ class AsrWorker {
   }
 
   constructor(worker) {
+    super();
     this.#worker = worker;
     this.worker = true;
   }
@@ -201,15 +207,6 @@ class AsrWorker {
     return this.#worker.call('asrDecodeWav', { source: absolute(source) });
   }
 
-  async transcribeWav(source) {
-    const samples = await this.decodeWav(source);
-    if (samples.length === 0) throw new Error('sotto: the WAV holds no samples');
-    return this.transcribe(samples);
-  }
-
-  onSpeechEnd(onResult) {
-    return (audio) => this.transcribe(audio).then(onResult);
-  }
 
   dispose() {
     this.#worker?.terminate();
