@@ -18,6 +18,7 @@
 #include "gpu_test_support.h"
 #include "io/file.h"
 #include "models/asr/moonshine.h"
+#include "moonshine_reference.h"
 #include "nn/gpu_recorder.h"
 #include "nn/ops.h"
 #include "nn/tensor.h"
@@ -25,38 +26,9 @@
 namespace sotto {
 namespace {
 
-std::string source_path(const std::string& rel) {
-  return std::string(SOTTO_SOURCE_DIR) + "/" + rel;
-}
-
-// ONNX Runtime's audio, encoder output and greedy tokens (BOS first) from the reference file; the file's
-// logits sections are not read here.
-struct Reference {
-  std::vector<float> audio, encoder;
-  uint32_t frames = 0, d_model = 0;
-  std::vector<int32_t> tokens;
-};
-
-bool read_reference(Reference& r) {
-  std::FILE* f = std::fopen(source_path("tests/data/moonshine_beckett_3s.bin").c_str(), "rb");
-  if (!f) return false;
-  char magic[4];
-  uint32_t h[6];
-  bool ok =
-      std::fread(magic, 1, 4, f) == 4 && std::memcmp(magic, "MSRF", 4) == 0 && std::fread(h, 4, 6, f) == 6;
-  if (ok) {
-    r.frames = h[2];
-    r.d_model = h[3];
-    r.audio.resize(h[1]);
-    r.encoder.resize(static_cast<size_t>(h[2]) * h[3]);
-    r.tokens.resize(h[4]);
-    ok = std::fread(r.audio.data(), 4, r.audio.size(), f) == r.audio.size() &&
-         std::fread(r.encoder.data(), 4, r.encoder.size(), f) == r.encoder.size() &&
-         std::fread(r.tokens.data(), 4, r.tokens.size(), f) == r.tokens.size();
-  }
-  std::fclose(f);
-  return ok;
-}
+using testing::read_moonshine_reference;
+using testing::source_path;
+using Reference = testing::MoonshineReference;
 
 struct Loaded {
   std::unique_ptr<ThreadPool> pool;
@@ -105,13 +77,13 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-#define NEED_MODELS()                                                                   \
-  std::string why;                                                                      \
-  Loaded* loaded = models(&why);                                                        \
-  if (!loaded) GTEST_SKIP() << why;                                                     \
-  Reference ref;                                                                        \
-  ASSERT_TRUE(read_reference(ref)) << "tests/data/moonshine_beckett_3s.bin unreadable"; \
-  [[maybe_unused]] nn::Context& gctx = *loaded->gpu.ctx;                                \
+#define NEED_MODELS()                                                                             \
+  std::string why;                                                                                \
+  Loaded* loaded = models(&why);                                                                  \
+  if (!loaded) GTEST_SKIP() << why;                                                               \
+  Reference ref;                                                                                  \
+  ASSERT_TRUE(read_moonshine_reference(ref)) << "tests/data/moonshine_beckett_3s.bin unreadable"; \
+  [[maybe_unused]] nn::Context& gctx = *loaded->gpu.ctx;                                          \
   [[maybe_unused]] nn::Context& cctx = *loaded->cpu.ctx
 
 bool slow_checks_skipped() {
