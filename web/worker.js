@@ -194,6 +194,22 @@ function withOutString(llm, call) {
   }
 }
 
+// Calls a C API function that writes token ids into (out, capacity) and returns how many there are (more than
+// capacity: call again with that room; negative: the error), and reads them.
+function withOutIds(llm, capacity, call) {
+  for (;;) {
+    const out = wasm.sotto_alloc(capacity * 4);
+    try {
+      const n = call(out, capacity);
+      if (n < 0) throw new Error(`sotto: ${lastError(llm)}`);
+      if (n <= capacity) return Array.from(new Int32Array(memory.buffer, out, n));
+      capacity = n;
+    } finally {
+      wasm.sotto_free(out);
+    }
+  }
+}
+
 // Streams the file into wasm memory (the only full copy), then reads the model in place: the weights stay in
 // those bytes, so the page holds the file once plus the KV cache and small buffers.
 // device 'webgpu': the forward pass runs on this worker's GPU (sotto_llm_load_on with the WebGPU backend);
@@ -290,18 +306,8 @@ function llmTokenize({ handle, text, addSpecial = true, parseSpecial = false }) 
   const { llm } = model(handle);
   const input = toWasm(text);
   try {
-    let capacity = input.bytes + 16;
-    for (;;) {
-      const out = wasm.sotto_alloc(capacity * 4);
-      try {
-        const n = wasm.sotto_llm_tokenize(llm, input.ptr, input.bytes, addSpecial ? 1 : 0, parseSpecial ? 1 : 0, out, capacity);
-        if (n < 0) throw new Error(`sotto: ${lastError(llm)}`);
-        if (n <= capacity) return Array.from(new Int32Array(memory.buffer, out, n));
-        capacity = n;
-      } finally {
-        wasm.sotto_free(out);
-      }
-    }
+    return withOutIds(llm, input.bytes + 16, (out, capacity) =>
+      wasm.sotto_llm_tokenize(llm, input.ptr, input.bytes, addSpecial ? 1 : 0, parseSpecial ? 1 : 0, out, capacity));
   } finally {
     wasm.sotto_free(input.ptr);
   }
@@ -324,19 +330,9 @@ function llmTokenizeTurn({ handle, system = null, user, firstTurn, replyClosed }
   const s = system === null ? null : toWasm(system);
   const u = toWasm(user);
   try {
-    let capacity = u.bytes + (s ? s.bytes : 0) + 64;
-    for (;;) {
-      const out = wasm.sotto_alloc(capacity * 4);
-      try {
-        const n = wasm.sotto_llm_tokenize_turn(llm, s ? s.ptr : 0, s ? s.bytes : 0, u.ptr, u.bytes, firstTurn ? 1 : 0,
-                                               replyClosed ? 1 : 0, out, capacity);
-        if (n < 0) throw new Error(`sotto: ${lastError(llm)}`);
-        if (n <= capacity) return Array.from(new Int32Array(memory.buffer, out, n));
-        capacity = n;
-      } finally {
-        wasm.sotto_free(out);
-      }
-    }
+    return withOutIds(llm, u.bytes + (s ? s.bytes : 0) + 64, (out, capacity) =>
+      wasm.sotto_llm_tokenize_turn(llm, s ? s.ptr : 0, s ? s.bytes : 0, u.ptr, u.bytes, firstTurn ? 1 : 0,
+                                   replyClosed ? 1 : 0, out, capacity));
   } finally {
     if (s) wasm.sotto_free(s.ptr);
     wasm.sotto_free(u.ptr);
