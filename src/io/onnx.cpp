@@ -329,8 +329,8 @@ class Parser {
       view.dims.push_back(static_cast<int64_t>(count));
     } else {
       if (has_other || name == "sparse_value" || name == "value_string" || name == "value_strings")
-        model_.unsupported.push_back(
-            {join_scope(scope, value_name), 0, cat("Constant attribute '", attr_name, "' is not read")});
+        model_.unsupported.push_back({join_scope(scope, value_name), 0,
+                                      cat("Constant attribute ", quoted(attr_name), " is not read")});
       return {};
     }
     return add_tensor(view, scope, value_name, OnnxTensorSource::Constant);

@@ -153,7 +153,7 @@ struct Parser {
   Status tensor(uint64_t pos, const std::string& scope) {
     SOTTO_ASSIGN(Flatbuffer::Table t, fb.table(pos, "initializer"));
     SOTTO_ASSIGN(std::string name, fb.string(t, 0, "initializer name"));
-    const std::string where = cat("initializer '", name, "'");
+    const std::string where = cat("initializer ", quoted(name));
     SOTTO_ASSIGN(Flatbuffer::Vector dims, fb.vector(t, 2, 8, where + " dims"));
     if (dims.count > 64) return error("ort: ", where, " has ", dims.count, " dims (at most 64)");
     SOTTO_ASSIGN(int32_t data_type, fb.scalar<int32_t>(t, 3, 0, where + " data_type"));
@@ -202,7 +202,7 @@ struct Parser {
     SOTTO_ASSIGN(n.name, fb.string(t, 0, "node name"));
     SOTTO_ASSIGN(n.domain, fb.string(t, 2, "node domain"));
     SOTTO_ASSIGN(n.op_type, fb.string(t, 5, "node op_type"));
-    const std::string where = cat("node '", n.name.empty() ? n.op_type : n.name, "'");
+    const std::string where = cat("node ", quoted(n.name.empty() ? n.op_type : n.name));
     SOTTO_ASSIGN(n.inputs, fb.strings(t, 8, where + " inputs"));
     SOTTO_ASSIGN(n.outputs, fb.strings(t, 9, where + " outputs"));
     n.scope = scope;

@@ -24,44 +24,49 @@ constexpr DTypeName kDTypes[] = {
 
 Result<TensorInfo> read_entry(const std::string& name, const JsonValue& entry, uint64_t data_offset,
                               uint64_t data_bytes, const uint8_t* file) {
-  if (!entry.is_object()) return error("safetensors: entry '", name, "' is not an object");
+  if (!entry.is_object()) return error("safetensors: entry ", quoted(name), " is not an object");
   TensorInfo t;
   t.name = name;
   const JsonValue* dtype = entry.find("dtype");
-  if (!dtype || !dtype->is_string()) return error("safetensors: tensor '", name, "' has no \"dtype\" string");
+  if (!dtype || !dtype->is_string())
+    return error("safetensors: tensor ", quoted(name), " has no \"dtype\" string");
   auto parsed = safetensors_dtype(dtype->text);
-  if (!parsed) return error("safetensors: tensor '", name, "' has unsupported dtype \"", dtype->text, "\"");
+  if (!parsed)
+    return error("safetensors: tensor ", quoted(name), " has unsupported dtype ", quoted(dtype->text));
   t.dtype = *parsed;
 
   const JsonValue* shape = entry.find("shape");
-  if (!shape || !shape->is_array()) return error("safetensors: tensor '", name, "' has no \"shape\" array");
+  if (!shape || !shape->is_array())
+    return error("safetensors: tensor ", quoted(name), " has no \"shape\" array");
   uint64_t n_elems = 1;
   for (const JsonValue& dim : shape->items) {
     auto d = dim.as_u64();
     if (!d || *d > static_cast<uint64_t>(INT64_MAX))
-      return error("safetensors: tensor '", name, "' has a shape entry that is not a non-negative integer");
-    if (*d != 0 && n_elems > UINT64_MAX / *d) return error("safetensors: tensor '", name, "' size overflows");
+      return error("safetensors: tensor ", quoted(name),
+                   " has a shape entry that is not a non-negative integer");
+    if (*d != 0 && n_elems > UINT64_MAX / *d)
+      return error("safetensors: tensor ", quoted(name), " size overflows");
     n_elems *= *d;
     t.shape.push_back(static_cast<int64_t>(*d));
   }
   auto size = dtype_bytes(t.dtype, n_elems);
-  if (!size) return error("safetensors: tensor '", name, "' size overflows");
+  if (!size) return error("safetensors: tensor ", quoted(name), " size overflows");
 
   const JsonValue* offsets = entry.find("data_offsets");
   if (!offsets || !offsets->is_array() || offsets->items.size() != 2)
-    return error("safetensors: tensor '", name, "' has no \"data_offsets\" [begin, end] pair");
+    return error("safetensors: tensor ", quoted(name), " has no \"data_offsets\" [begin, end] pair");
   auto begin = offsets->items[0].as_u64();
   auto end = offsets->items[1].as_u64();
   if (!begin || !end)
-    return error("safetensors: tensor '", name, "' data_offsets are not non-negative integers");
+    return error("safetensors: tensor ", quoted(name), " data_offsets are not non-negative integers");
   if (*begin > *end)
-    return error("safetensors: tensor '", name, "' data_offsets [", *begin, ", ", *end,
+    return error("safetensors: tensor ", quoted(name), " data_offsets [", *begin, ", ", *end,
                  "] end before they begin");
   if (*end > data_bytes)
-    return error("safetensors: tensor '", name, "' ends at byte ", data_offset + *end,
+    return error("safetensors: tensor ", quoted(name), " ends at byte ", data_offset + *end,
                  ", past the end of the file (", data_offset + data_bytes, " bytes)");
   if (*end - *begin != *size)
-    return error("safetensors: tensor '", name, "' has ", *end - *begin, " bytes of data but its ",
+    return error("safetensors: tensor ", quoted(name), " has ", *end - *begin, " bytes of data but its ",
                  dtype->text, " shape needs ", *size);
   t.offset = data_offset + *begin;
   t.bytes = *size;
@@ -113,7 +118,8 @@ Result<SafetensorsFile> parse_safetensors(std::span<const uint8_t> bytes) {
     if (name == "__metadata__") {
       if (!entry.is_object()) return error("safetensors: __metadata__ is not an object");
       for (const auto& [key, value] : entry.members) {
-        if (!value.is_string()) return error("safetensors: __metadata__ value '", key, "' is not a string");
+        if (!value.is_string())
+          return error("safetensors: __metadata__ value ", quoted(key), " is not a string");
         file.metadata.emplace_back(key, value.text);
       }
       continue;

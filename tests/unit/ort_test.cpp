@@ -338,7 +338,8 @@ TEST(Ort, RandomCorruptionNeverCrashes) {
       bytes[at] = static_cast<uint8_t>(rng() % 3 == 0 ? 0xff : rng());
     }
     auto model = parse_ort(bytes);
-    if (!model.ok()) EXPECT_EQ(model.status().message().find('\n'), std::string::npos);
+    if (!model.ok())
+      EXPECT_EQ(model.status().message().find('\n'), std::string::npos) << model.status().message();
   }
 }
 

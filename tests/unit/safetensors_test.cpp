@@ -164,7 +164,7 @@ TEST(Safetensors, EveryDtypeAndMetadata) {
 TEST(SafetensorsHostile, ExactMessages) {
   std::vector<uint8_t> data(16, 0x5a);
   EXPECT_EQ(parse_error(make_file(R"({"x":{"dtype":"F8_E4M3","shape":[16],"data_offsets":[0,16]}})", data)),
-            "safetensors: tensor 'x' has unsupported dtype \"F8_E4M3\"");
+            "safetensors: tensor 'x' has unsupported dtype 'F8_E4M3'");
   EXPECT_EQ(parse_error(make_file(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[16,0]}})", data)),
             "safetensors: tensor 'x' data_offsets [16, 0] end before they begin");
   std::string past_end = R"({"x":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})";  // 55 bytes
