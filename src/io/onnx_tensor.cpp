@@ -110,8 +110,8 @@ Status copy_fixed(const Spans& s, uint32_t width, uint64_t n, std::string_view f
                   std::vector<uint8_t>& out) {
   const uint64_t have = s.bytes();
   if (have % width != 0 || have / width != n)
-    return error("onnx: tensor '", who, "' has ", have / width, " values in ", field, " but its dims hold ",
-                 n);
+    return error("onnx: tensor ", quoted(who), " has ", have / width, " values in ", field,
+                 " but its dims hold ", n);
   out.resize(static_cast<size_t>(have));
   size_t at = 0;
   for (auto p : s.parts) {
@@ -128,25 +128,27 @@ Status copy_varints(const Spans& s, uint32_t width, bool is_unsigned, int64_t lo
   uint64_t count = 0;
   for (auto p : s.parts) {
     auto c = pb::count_packed_varints(p);
-    if (!c) return error("onnx: tensor '", who, "' has a cut-off varint in ", field);
+    if (!c) return error("onnx: tensor ", quoted(who), " has a cut-off varint in ", field);
     count += *c;
   }
   if (count != n)
-    return error("onnx: tensor '", who, "' has ", count, " values in ", field, " but its dims hold ", n);
+    return error("onnx: tensor ", quoted(who), " has ", count, " values in ", field, " but its dims hold ",
+                 n);
   // count <= the field's bytes, so this allocation is bounded by the file size times `width` (checked against
   // size_t for wasm32, where 8 bytes per 1-byte varint could pass 4 GiB).
-  if (n > SIZE_MAX / width) return error("onnx: tensor '", who, "' is too large to decode (", n, " values)");
+  if (n > SIZE_MAX / width)
+    return error("onnx: tensor ", quoted(who), " is too large to decode (", n, " values)");
   out.resize(static_cast<size_t>(n * width));
   uint64_t index = 0;
   for (auto p : s.parts) {
     size_t pos = 0;
     while (pos < p.size()) {
       auto v = pb::decode_varint(p, pos);
-      if (!v) return error("onnx: tensor '", who, "' has a varint over 10 bytes in ", field);
+      if (!v) return error("onnx: tensor ", quoted(who), " has a varint over 10 bytes in ", field);
       const bool in_range = is_unsigned ? *v <= static_cast<uint64_t>(hi)
                                         : static_cast<int64_t>(*v) >= lo && static_cast<int64_t>(*v) <= hi;
       if (!in_range)
-        return error("onnx: tensor '", who, "' ", field, "[", index,
+        return error("onnx: tensor ", quoted(who), " ", field, "[", index,
                      "] = ", is_unsigned ? cat(*v) : cat(static_cast<int64_t>(*v)), " does not fit its type");
       // Two's complement little-endian: the low `width` bytes of the 64-bit value are the narrowed value.
       std::memcpy(out.data() + index * width, &*v, width);
@@ -172,33 +174,34 @@ std::optional<uint64_t> parse_decimal(std::string_view s) {
 Status attach_external(const TensorProtoView& t, const std::string& who, uint64_t n_bytes,
                        const OnnxReadExternal& read_external, OnnxTensor& out) {
   const std::string& location = t.external_location;
-  if (location.empty()) return error("onnx: tensor '", who, "' has external data without a 'location' entry");
+  if (location.empty())
+    return error("onnx: tensor ", quoted(who), " has external data without a 'location' entry");
   if (location[0] == '/' || location[0] == '\\' || location.find("..") != std::string::npos ||
       location.find(':') != std::string::npos)
-    return error("onnx: tensor '", who, "' has external data at '", location,
+    return error("onnx: tensor ", quoted(who), " has external data at '", location,
                  "', outside the model's directory");
   uint64_t offset = 0;
   if (!t.external_offset.empty()) {
     const std::optional<uint64_t> v = parse_decimal(t.external_offset);
     if (!v)
-      return error("onnx: tensor '", who, "' has external data offset '", t.external_offset,
+      return error("onnx: tensor ", quoted(who), " has external data offset '", t.external_offset,
                    "', not a number");
     offset = *v;
   }
   if (!t.external_length.empty()) {
     const std::optional<uint64_t> v = parse_decimal(t.external_length);
     if (!v)
-      return error("onnx: tensor '", who, "' has external data length '", t.external_length,
+      return error("onnx: tensor ", quoted(who), " has external data length '", t.external_length,
                    "', not a number");
     if (*v != n_bytes)
-      return error("onnx: tensor '", who, "' has ", *v, " bytes of external data in '", location,
+      return error("onnx: tensor ", quoted(who), " has ", *v, " bytes of external data in '", location,
                    "' but its dims and type (", onnx_data_type_name(t.data_type), ") need ", n_bytes);
   }
   auto read = read_external(location);
-  if (!read.ok()) return error("onnx: tensor '", who, "': ", read.message());
+  if (!read.ok()) return error("onnx: tensor ", quoted(who), ": ", read.message());
   const std::span<const uint8_t> bytes = *read;
   if (offset > bytes.size() || n_bytes > bytes.size() - offset)
-    return error("onnx: tensor '", who, "' ends at byte ", offset + n_bytes, " of '", location,
+    return error("onnx: tensor ", quoted(who), " ends at byte ", offset + n_bytes, " of '", location,
                  "', past its end (", bytes.size(), " bytes)");
   out.from_file = true;
   out.file_data = bytes.data() + offset;
@@ -323,20 +326,20 @@ Status build_tensor(const TensorProtoView& t, std::span<const uint8_t> file, Onn
   // data_location EXTERNAL, or external_data entries standing in for the data a writer forgot to mark.
   const bool external = t.external || (t.has_external_entries && !has_any_data);
   if (external && !(read_external && *read_external))
-    return error("onnx: tensor '", who, "' keeps its data in an external file, which is not supported");
-  if (t.has_segment) return error("onnx: tensor '", who, "' is segmented, which is not supported");
+    return error("onnx: tensor ", quoted(who), " keeps its data in an external file, which is not supported");
+  if (t.has_segment) return error("onnx: tensor ", quoted(who), " is segmented, which is not supported");
   SOTTO_ASSIGN(DType dtype, dtype_from_onnx(t.data_type));
   const uint32_t width = onnx_elem_bytes(dtype);
 
   uint64_t n = 1;
   for (size_t i = 0; i < t.dims.size(); ++i) {
     const int64_t d = t.dims[i];
-    if (d < 0) return error("onnx: tensor '", who, "' has negative dim ", d, " at index ", i);
+    if (d < 0) return error("onnx: tensor ", quoted(who), " has negative dim ", d, " at index ", i);
     if (d != 0 && n > UINT64_MAX / static_cast<uint64_t>(d))
-      return error("onnx: tensor '", who, "' has dims whose product overflows 64 bits");
+      return error("onnx: tensor ", quoted(who), " has dims whose product overflows 64 bits");
     n *= static_cast<uint64_t>(d);
   }
-  if (n > UINT64_MAX / width) return error("onnx: tensor '", who, "' is too large (", n, " elements)");
+  if (n > UINT64_MAX / width) return error("onnx: tensor ", quoted(who), " is too large (", n, " elements)");
   const uint64_t n_bytes = n * width;
 
   out.tensor_name = t.name;
@@ -354,9 +357,10 @@ Status build_tensor(const TensorProtoView& t, std::span<const uint8_t> file, Onn
   if (external) return attach_external(t, who, n_bytes, *read_external, out);
 
   if (t.has_raw) {
-    if (typed_fields > 0) return error("onnx: tensor '", who, "' has both raw_data and typed data fields");
+    if (typed_fields > 0)
+      return error("onnx: tensor ", quoted(who), " has both raw_data and typed data fields");
     if (t.raw.size() != n_bytes)
-      return error("onnx: tensor '", who, "' has ", t.raw.size(),
+      return error("onnx: tensor ", quoted(who), " has ", t.raw.size(),
                    " bytes of raw_data but its dims and type (", onnx_data_type_name(t.data_type), ") need ",
                    n_bytes);
     out.from_file = true;
@@ -375,11 +379,11 @@ Status build_tensor(const TensorProtoView& t, std::span<const uint8_t> file, Onn
   const bool want_i32 = !(want_float || want_f64 || want_i64 || want_u64);
   if ((has_float && !want_float) || (has_f64 && !want_f64) || (has_i64 && !want_i64) ||
       (has_u64 && !want_u64) || (has_i32 && !want_i32))
-    return error("onnx: tensor '", who, "' of type ", onnx_data_type_name(t.data_type),
+    return error("onnx: tensor ", quoted(who), " of type ", onnx_data_type_name(t.data_type),
                  " stores values in a typed field meant for another type");
   if (typed_fields == 0) {
     if (n == 0) return {};
-    return error("onnx: tensor '", who, "' has no data (its dims hold ", n, " values)");
+    return error("onnx: tensor ", quoted(who), " has no data (its dims hold ", n, " values)");
   }
 
   Spans s;

@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "fuzz_support.h"
 #include "io/describe.h"
 #include "io/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> bytes(data, size);
   auto file = sotto::parse_gguf(bytes);
+  require_one_line_error(file);
   if (file.ok()) {
     for (const auto& t : file->tensors)
       if (t.offset > size || t.bytes > size - t.offset || t.data != data + t.offset) std::abort();

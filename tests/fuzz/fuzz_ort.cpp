@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "fuzz_support.h"
 #include "io/ort.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> bytes(data, size);
   auto model = sotto::parse_ort(bytes);
+  require_one_line_error(model);
   if (model.ok()) {
     uint32_t checksum = 0;
     for (const auto& t : model->tensors) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "fuzz_support.h"
 #include "io/describe.h"
 #include "io/json.h"
 #include "io/safetensors.h"
@@ -11,6 +12,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> bytes(data, size);
   auto file = sotto::parse_safetensors(bytes);
+  require_one_line_error(file);
   if (file.ok()) {
     for (const auto& t : file->tensors)
       if (t.offset > size || t.bytes > size - t.offset) std::abort();

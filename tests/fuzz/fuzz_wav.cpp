@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "audio/resample.h"
+#include "fuzz_support.h"
 #include "io/describe.h"
 #include "io/wav.h"
 
@@ -15,6 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> bytes(data, size);
   auto described = sotto::describe_wav(bytes);
   auto info = sotto::parse_wav(bytes);
+  require_one_line_error(info);
   if (info.ok() != described.ok()) std::abort();
   if (!info.ok()) return 0;
   if (info->data.data() + info->data.size() > data + size) std::abort();

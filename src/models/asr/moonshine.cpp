@@ -211,7 +211,8 @@ class GraphConstants {
       } else if (t.dtype == DType::U8) {
         for (size_t i = 0; i < c.values.size(); ++i) c.values[i] = static_cast<float>(t.data[i]);
       } else {
-        return error(file_, ": tensor '", name, "' is ", dtype_name(t.dtype), ", expected float32 or int8");
+        return error(file_, ": tensor ", quoted(name), " is ", dtype_name(t.dtype),
+                     ", expected float32 or int8");
       }
       if (c.shape.empty()) c.shape = {1};
       return c;
@@ -227,7 +228,8 @@ class GraphConstants {
       if (b.values.empty()) return Constant{};
       if (a.values.size() == 1) std::swap(a, b);
       if (b.values.size() != 1)
-        return error(file_, ": node '", n.name, "' (", n.op_type, ") combines two tensors; expected a scale");
+        return error(file_, ": node ", quoted(n.name), " (", n.op_type,
+                     ") combines two tensors; expected a scale");
       const float s = b.values[0];
       if (n.op_type == "Mul")
         for (float& v : a.values) v *= s;
@@ -242,24 +244,25 @@ class GraphConstants {
   // constant.
   Result<Constant> input_of(const std::string& output, int index = -1) const {
     auto it = producer_.find(output);
-    if (it == producer_.end()) return error(file_, ": no node writes '", output, "'");
+    if (it == producer_.end()) return error(file_, ": no node writes ", quoted(output));
     const OrtNode& n = *it->second;
     if (index >= 0) {
       if (static_cast<size_t>(index) >= n.inputs.size())
-        return error(file_, ": node '", n.name, "' has no input ", index);
+        return error(file_, ": node ", quoted(n.name), " has no input ", index);
       SOTTO_ASSIGN(Constant c, value(n.inputs[static_cast<size_t>(index)]));
-      if (c.values.empty()) return error(file_, ": input ", index, " of node '", n.name, "' is not a weight");
+      if (c.values.empty())
+        return error(file_, ": input ", index, " of node ", quoted(n.name), " is not a weight");
       return c;
     }
     Constant found;
     for (const std::string& in : n.inputs) {
       SOTTO_ASSIGN(Constant c, value(in));
       if (c.values.empty()) continue;
-      if (!found.values.empty()) return error(file_, ": node '", n.name, "' has two weight inputs");
+      if (!found.values.empty()) return error(file_, ": node ", quoted(n.name), " has two weight inputs");
       found = std::move(c);
     }
     if (found.values.empty())
-      return error(file_, ": node '", n.name, "' (writing '", output, "') has no weight");
+      return error(file_, ": node ", quoted(n.name), " (writing ", quoted(output), ") has no weight");
     return found;
   }
 
@@ -310,16 +313,16 @@ struct Loader {
   Result<Constant> checked(const std::string& output, int index, std::vector<int64_t> shape) const {
     SOTTO_ASSIGN(Constant c, g.input_of(output, index));
     if (c.shape != shape)
-      return error(g.file(), ": the weight of '", output, "' has shape ", shape_str(c.shape), ", expected ",
-                   shape_str(shape));
+      return error(g.file(), ": the weight of ", quoted(output), " has shape ", shape_str(c.shape),
+                   ", expected ", shape_str(shape));
     return c;
   }
   // A vector (norm gamma, bias) of `n` elements; [n, 1] (the group norm's) is accepted as [n].
   Result<Tensor> vec(const std::string& output, int index, int64_t n) const {
     SOTTO_ASSIGN(Constant c, g.input_of(output, index));
     if (c.values.size() != static_cast<size_t>(n) || c.shape[0] != n)
-      return error(g.file(), ": the weight of '", output, "' has shape ", shape_str(c.shape), ", expected [",
-                   n, "]");
+      return error(g.file(), ": the weight of ", quoted(output), " has shape ", shape_str(c.shape),
+                   ", expected [", n, "]");
     return ctx.from_floats({n}, c.values);
   }
   Result<Tensor> tensor(const std::string& output, int index, std::vector<int64_t> shape) const {

@@ -23,24 +23,24 @@ struct ConfigReader {
 
   Status int_field(std::string_view key, int& out, bool required = true) const {
     const JsonValue* v = obj.find(key);
-    if (!v) return required ? error(file, ": ", scope, "'", key, "' is missing") : Status{};
+    if (!v) return required ? error(file, ": ", scope, quoted(key), " is missing") : Status{};
     const auto n = v->as_u64();
     if (!n || *n > 1u << 24)
-      return error(file, ": ", scope, "'", key, "' is not a small non-negative integer");
+      return error(file, ": ", scope, quoted(key), " is not a small non-negative integer");
     out = static_cast<int>(*n);
     return {};
   }
   Status bool_field(std::string_view key, bool& out) const {
     const JsonValue* v = obj.find(key);
     if (!v) return {};
-    if (v->kind != JsonValue::Kind::Bool) return error(file, ": ", scope, "'", key, "' is not true/false");
+    if (v->kind != JsonValue::Kind::Bool) return error(file, ": ", scope, quoted(key), " is not true/false");
     out = v->boolean;
     return {};
   }
   Status string_field(std::string_view key, std::string& out) const {
     const JsonValue* v = obj.find(key);
     if (!v) return {};
-    if (!v->is_string()) return error(file, ": ", scope, "'", key, "' is not a string");
+    if (!v->is_string()) return error(file, ": ", scope, quoted(key), " is not a string");
     out = v->text;
     return {};
   }
@@ -83,7 +83,8 @@ Result<ParakeetConfig> parse_parakeet_config(std::string_view json_text, std::st
   const ConfigReader top{root, file_name, ""};
   SOTTO_TRY(top.string_field("model_type", model_type));
   if (model_type != "parakeet_tdt")
-    return error(file_name, ": model_type is '", model_type, "', expected 'parakeet_tdt' (ParakeetForTDT)");
+    return error(file_name, ": model_type is ", quoted(model_type),
+                 ", expected 'parakeet_tdt' (ParakeetForTDT)");
   const JsonValue* enc = root.find("encoder_config");
   if (!enc || !enc->is_object()) return error(file_name, ": 'encoder_config' is missing");
   const ConfigReader e{*enc, file_name, "encoder_config."};
@@ -137,9 +138,10 @@ Result<ParakeetConfig> parse_parakeet_config(std::string_view json_text, std::st
       c.subsampling_factor != 16)
     return error(file_name, ": subsampling_factor ", c.subsampling_factor, " is not a power of two up to 16");
   if (c.conv_kernel % 2 == 0) return error(file_name, ": conv_kernel_size ", c.conv_kernel, " is even");
-  if (act != "silu") return error(file_name, ": encoder hidden_act '", act, "' (only silu is implemented)");
+  if (act != "silu")
+    return error(file_name, ": encoder hidden_act ", quoted(act), " (only silu is implemented)");
   if (c.joint_activation != "relu")
-    return error(file_name, ": joint hidden_act '", c.joint_activation, "' (only relu is implemented)");
+    return error(file_name, ": joint hidden_act ", quoted(c.joint_activation), " (only relu is implemented)");
   if (c.n_mels != 128)
     return error(file_name, ": num_mel_bins ", c.n_mels, " (the nemo128 front end gives 128)");
   if (c.vocab_size < 2 || c.blank_id != c.vocab_size - 1)

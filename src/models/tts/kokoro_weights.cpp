@@ -49,8 +49,8 @@ class Loader {
     int64_t n = 1;
     for (int64_t d : s->shape) n *= d;
     if (n != c || s->dtype != DType::F32)
-      return fail(
-          error(source_.file_name(), ": tensor '", name, "' has ", n, " elements, expected ", c, " float32"));
+      return fail(error(source_.file_name(), ": tensor ", quoted(name), " has ", n, " elements, expected ", c,
+                        " float32"));
     return ctx_.from_bytes({c}, DType::F32, s->bytes);
   }
   float scalar(std::string_view name) {
