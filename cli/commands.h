@@ -38,5 +38,6 @@ int run_vad(std::span<char* const> args);         // vad.cpp
 int run_speak(std::span<char* const> args);       // speak.cpp
 int run_phonemize(std::span<char* const> args);   // phonemize.cpp: English text -> Kokoro phonemes
 int run_transcribe(std::span<char* const> args);  // transcribe.cpp
+int run_agent(std::span<char* const> args);       // agent.cpp: the voice agent on files
 
 }  // namespace sotto::cli

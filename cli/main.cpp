@@ -129,6 +129,26 @@ constexpr Command kCommands[] = {
      "[{text, "
      "phonemes, "
      "source}]}\n"},
+    {"agent", "agent --in QUESTION.wav --out ANSWER.wav [--json]",
+     "the voice agent on files: VAD -> Moonshine -> chat model -> Kokoro, each reply spoken piece by piece, "
+     "with the page's latency timeline",
+     run_agent,
+     "  --in FILE                the question(s): any WAV; each speech segment Silero VAD finds is a turn\n"
+     "  -o, --out FILE           the agent's voice (24 kHz float32 WAV; turns 0.3 s apart)\n"
+     "  --json                   {\"turns\":[{transcript, reply, voice_to_voice_ms, stages, pieces, ...}],\n"
+     "                           \"median_ms\", \"p90_ms\"} (bench/agent_latency.mjs's shape)\n"
+     "  -m, --model FILE         chat model (default models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf)\n"
+     "  --asr DIR                Moonshine directory (default models/moonshine-base-en)\n"
+     "  --tts FILE               Kokoro model (default models/kokoro/kokoro-v1.0.int8.onnx), voices/ beside "
+     "it\n"
+     "  --voice NAME             Kokoro voice (default af_heart; b* voices speak British English)\n"
+     "  --vad FILE               Silero VAD (default models/ or tests/fixtures/vad/silero_vad_v5.1.onnx)\n"
+     "  --system TEXT            system prompt (default: the agent page's, short spoken answers)\n"
+     "  -n, --n-predict N        reply tokens at most (default 160); replies are greedy\n"
+     "  --ctx N                  context positions (default 4096), kept across turns\n"
+     "  --first-words N          the reply's first spoken piece: at most N words (default 5; 0: a sentence)\n"
+     "  --endpoint-ms MS         silence that ends a turn (default 560, the page's)\n"
+     "  --threads T              threads of each model (default: the cores, up to 8)\n"},
     {"speak", "speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json]",
      "text-to-speech with Kokoro-82M v1.0 (int8 ONNX) into a 24 kHz WAV, written sentence by sentence",
      run_speak,

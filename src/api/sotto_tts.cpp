@@ -104,6 +104,13 @@ int32_t sotto_tts_load(SottoTts* tts, const uint8_t* model, size_t model_size) {
     return SOTTO_ERROR_FILE;
   }
   tts->weights.emplace(std::move(w).value());
+  // Part of loading: the weights' derived layouts are made now, not in the first sentence's time (a voice
+  // agent's first reply would otherwise wait for them).
+  if (sotto::Status s = sotto::tts::kokoro_warm_up(*tts->ctx, *tts->weights); !s) {
+    tts->weights.reset();
+    fail(tts, sotto::cat("tts: ", s.message()));
+    return SOTTO_ERROR_RUN;
+  }
   return SOTTO_OK;
 }
 

@@ -102,12 +102,6 @@ TEST(CliLlm, TypedControlTokensStayText) {
       << "the line should hold control tokens";
 }
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SOTTO_CLI_TEST_UNDER_SANITIZER 1
-#endif
-#endif
-
 // The default chat model (scripts/get-models.sh), or "" when it is not there.
 std::string chat_model() {
   const std::string path = std::string(SOTTO_SOURCE_DIR) + "/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
@@ -120,7 +114,7 @@ std::string chat_model() {
 // The injection line of issue #33 on the real chat model (with the typed markup parsed, its system turn took
 // over and the model answered "PIRATE"): the turn is the template's markup around the line as plain text.
 TEST(CliLlm, TypedChatMarkupIsNotASystemTurn) {
-#ifdef SOTTO_CLI_TEST_UNDER_SANITIZER
+#ifdef SOTTO_TEST_UNDER_SANITIZER
   GTEST_SKIP() << "a real 0.5B model is too slow under sanitizers";
 #endif
   const std::string path = chat_model();

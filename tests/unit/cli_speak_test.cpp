@@ -17,15 +17,6 @@
 #include "io/wav.h"
 #include "test_support.h"
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SPEAK_UNDER_SANITIZER 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SPEAK_UNDER_SANITIZER 1
-#endif
-
 namespace sotto {
 namespace {
 
@@ -96,7 +87,7 @@ TEST(CliSpeak, BadInputIsOneLine) {
 }
 
 TEST(CliSpeak, AShortPhraseBecomesA24kHzWav) {
-#ifdef SPEAK_UNDER_SANITIZER
+#ifdef SOTTO_TEST_UNDER_SANITIZER
   GTEST_SKIP() << "the real model takes minutes under sanitizers";
 #endif
   if (!std::filesystem::exists(kModel))
@@ -124,7 +115,7 @@ TEST(CliSpeak, AShortPhraseBecomesA24kHzWav) {
 // Text in, speech out, and back to text: our G2P -> our Kokoro -> our Moonshine gives the words that went in
 // (the voice loop's two ends checked against each other; each is checked against its own reference elsewhere).
 TEST(CliSpeak, TextComesBackThroughSpeechRecognition) {
-#ifdef SPEAK_UNDER_SANITIZER
+#ifdef SOTTO_TEST_UNDER_SANITIZER
   GTEST_SKIP() << "the real models take minutes under sanitizers";
 #endif
   const std::string root = SOTTO_SOURCE_DIR;

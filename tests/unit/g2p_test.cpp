@@ -465,10 +465,8 @@ TEST(G2p, ThousandWordsInFewMilliseconds) {
 #if !defined(NDEBUG) || defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "timing is only checked in optimised builds without sanitizers";
 #else
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#ifdef SOTTO_TEST_UNDER_SANITIZER
   GTEST_SKIP() << "timing is only checked without sanitizers";
-#endif
 #endif
   EXPECT_LT(best_ms, 10.0);
 #endif

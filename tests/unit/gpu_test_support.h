@@ -15,12 +15,7 @@
 
 #include "gpu/device.h"
 #include "gpu/llm_gpu.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SOTTO_GPU_TEST_UNDER_SANITIZER 1
-#endif
-#endif
+#include "test_support.h"
 
 namespace sotto::testing {
 
@@ -52,7 +47,7 @@ inline gpu::Device* open_test_device() {
   static bool tried = false;
   if (tried) return device.get();
   tried = true;
-#ifdef SOTTO_GPU_TEST_UNDER_SANITIZER
+#ifdef SOTTO_TEST_UNDER_SANITIZER
   // Dawn and SwiftShader are not instrumented: their worker threads and allocations would be reported (TSan,
   // LeakSanitizer) or run for many minutes. The plain build runs these tests.
   gpu_skip_reason() = "GPU tests are skipped under ASan/TSan (Dawn and SwiftShader are not instrumented)";

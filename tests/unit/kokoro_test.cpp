@@ -28,15 +28,7 @@
 #include "models/tts/kokoro.h"
 #include "nn/ops.h"
 #include "nn/weights.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define KOKORO_UNDER_SANITIZER 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define KOKORO_UNDER_SANITIZER 1
-#endif
+#include "test_support.h"
 
 namespace sotto::tts {
 namespace {
@@ -194,7 +186,7 @@ double log_mel_distance_db(std::span<const float> a, std::span<const float> b) {
 class KokoroReference : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-#ifdef KOKORO_UNDER_SANITIZER
+#ifdef SOTTO_TEST_UNDER_SANITIZER
     skip_ = "the real-model stages take minutes under sanitizers";
     return;
 #endif

@@ -17,14 +17,10 @@
 #include "moonshine_reference.h"
 #include "nn/ops.h"
 #include "nn/tensor.h"
+#include "test_support.h"
 
 // Under ThreadSanitizer the model's matrix products run ~10x slower: the forward-pass tests skip there (ASan
 // and the native build run them; the thread pool itself is TSan-checked by the op tests).
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SOTTO_MOONSHINE_SKIP_MODEL 1
-#endif
-#endif
 
 namespace sotto {
 namespace {
@@ -59,7 +55,7 @@ Loaded* model() {
   return loaded;
 }
 
-#ifdef SOTTO_MOONSHINE_SKIP_MODEL
+#ifdef SOTTO_TEST_UNDER_TSAN
 #define SKIP_UNDER_TSAN() GTEST_SKIP() << "skipped under ThreadSanitizer (the forward pass is too slow there)"
 #else
 #define SKIP_UNDER_TSAN() static_cast<void>(0)

@@ -15,6 +15,24 @@
 #include <string>
 #include <vector>
 
+// Defined when this build runs under AddressSanitizer or ThreadSanitizer (clang's __has_feature, GCC's
+// macros): real-model tests (minutes there) and timing checks (shadow memory changes what a byte costs) skip.
+// SOTTO_TEST_UNDER_TSAN: ThreadSanitizer alone.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SOTTO_TEST_UNDER_SANITIZER 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define SOTTO_TEST_UNDER_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SOTTO_TEST_UNDER_SANITIZER 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define SOTTO_TEST_UNDER_TSAN 1
+#endif
+#endif
+
 namespace sotto::testing {
 
 // Fresh random data per run (seeded from the clock), printed once so a failure can be replayed with

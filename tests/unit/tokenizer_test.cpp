@@ -261,10 +261,8 @@ double fastest_ms(const std::function<void()>& work) {
 // shared cache makes worse still (a 1/16 comparison measured 67x for linear code). Linear is 4; the bound is
 // 10, the fastest of three runs is taken, and the short run is floored at 1 ms.
 void expect_linear_growth(const Tokenizer& t, const std::string& text, bool parse_special) {
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#ifdef SOTTO_TEST_UNDER_SANITIZER
   GTEST_SKIP() << "the sanitizers' shadow memory changes what a byte costs with the working set's size";
-#endif
 #endif
   const std::string quarter = text.substr(0, text.size() / 4);
   const double ms_full = fastest_ms([&] { (void)t.tokenize(text, false, parse_special); });

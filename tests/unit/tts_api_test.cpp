@@ -13,15 +13,7 @@
 #include "io/file.h"
 #include "models/tts/kokoro.h"
 #include "nn/weights.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define TTS_API_UNDER_SANITIZER 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define TTS_API_UNDER_SANITIZER 1
-#endif
+#include "test_support.h"
 
 namespace {
 
@@ -64,7 +56,7 @@ TEST(TtsApi, BadInputGivesOneLineErrors) {
 }
 
 TEST(TtsApi, SpeaksWhatKokoroSpeaksAndReadsText) {
-#ifdef TTS_API_UNDER_SANITIZER
+#ifdef SOTTO_TEST_UNDER_SANITIZER
   GTEST_SKIP() << "a real-model synthesis takes minutes under sanitizers";
 #endif
   if (!std::filesystem::exists(kModel) || !std::filesystem::exists(kVoice))
