@@ -87,6 +87,10 @@ struct NnCheck {
         expect(conv1d_integer_dynamic_quantized_bias(qx, qw, qb, qo),
                ref::conv1d_integer_dynamic_quantized_bias(qx, qw, qb, qo), 0, 0);
       }
+      // Per-row broadcasts (a channel's scale or shift), on either side of the operator: exact.
+      const Tensor bx = random({3, size(1, 9), size(2, 37)}), bc = random({bx.dim(1), 1}, 0.5f, 2.0f);
+      expect(sub(bc, bx), ref::binary(bc, bx, '-'), 0, 0);
+      expect(div(bx, bc), ref::binary(bx, bc, '/'), 0, 0);
       // Snake's four-lane sine (tolerance as tests/unit/nn_snake_test.cpp).
       const Tensor snx = random({size(1, 9), size(1, 203)}, -50.0f, 50.0f),
                    sna = random({snx.dim(0)}, 0.1f, 20.0f);
