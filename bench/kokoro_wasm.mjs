@@ -51,7 +51,7 @@ for (const threads of o.threads) {
     const base = median(runs[0].map((x) => x.compute_ms));
     o.wasm.forEach((w, i) => {
       const ms = median(runs[i].map((x) => x.compute_ms)), audioS = runs[i][0].audio_s;
-      rows.push([threads, `${[...phonemes].length} phonemes`, w.replace(`${ROOT}/`, ''), audioS.toFixed(2),
+      rows.push([String(threads), `${[...phonemes].length} phonemes`, w.replace(`${ROOT}/`, ''), audioS.toFixed(2),
         ms.toFixed(0), (audioS * 1000 / ms).toFixed(2), (base / ms).toFixed(2)]);
       console.error(`threads ${threads}, ${[...phonemes].length} phonemes, ${w}: ${ms.toFixed(0)} ms`);
     });
