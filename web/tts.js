@@ -15,10 +15,12 @@
 // engine worker (web/worker.js) of an instance of its own with that many pool threads (one thread if that
 // worker cannot start); with one, on a wasm instance of its own in a dedicated worker (web/speech-worker.js)
 // or, with worker: false, on the calling thread (`engine` and `device` are ignored). Only the wasm module is
-// found by import.meta.url, in the WASM_URLS block the agent's one-file build replaces.
+// found by import.meta.url, in the WASM_URLS block the agent's one-file build replaces (the pool's worker is the
+// engine's, web/engine.js, which that build bundles).
 import { compileWasm, SpeechWorker } from './speech-client.js';
 import { copyIntoWasm, ttsOps } from './tts-ops.js';
-import { createSharedMemory, hasRelaxedSimd, instantiate, isNode, spawnWorker, WorkerClient } from './runtime.js';
+import { Engine } from './engine.js';
+import { createSharedMemory, hasRelaxedSimd, instantiate, isNode } from './runtime.js';
 
 const WASM_URLS = {
   simd128: new URL('../build/wasm-simd128/sotto.wasm', import.meta.url),
@@ -78,32 +80,24 @@ class WorkerEngine {
   }
 }
 
-// The same requests on the engine worker (web/worker.js) with a pool of `threads` (Web Workers sharing its
-// memory): the int8 convs of the decoder and generator (three quarters of a sentence's time) split their
-// outputs across the threads. Needs shared memory that can be waited on (a cross-origin isolated page, or Node).
+// The same requests on an engine of its own (web/engine.js: its worker, web/worker.js, with a pool of `threads`
+// Web Workers sharing its memory): the int8 convs of the decoder and generator (three fifths of a sentence's
+// time) split their outputs across the threads. Needs shared memory that can be waited on (a cross-origin
+// isolated page, or Node). Through Engine, so the agent's one-file build finds the worker as the engine's.
 class PoolEngine {
-  static async create(options = {}) {
-    const [module, raw] = await Promise.all([compileWasm(wasmUrlOf(options)),
-      spawnWorker(new URL('./worker.js', import.meta.url))]);
-    const worker = new WorkerClient(raw);
-    try {
-      const info = await worker.call('init', { module, threads: options.threads });
-      return new PoolEngine(worker, info.threads);
-    } catch (e) {
-      worker.terminate();
-      throw e;
-    }
+  static async create({ variant, wasmUrl, threads }) {
+    return new PoolEngine(await Engine.create({ threads, variant, wasmUrl }));
   }
-  #worker;
-  constructor(worker, threads) {
-    this.#worker = worker;
-    this.info = { threads, worker: true };
+  #engine;
+  constructor(engine) {
+    this.#engine = engine;
+    this.info = { threads: engine.info.threads, worker: true };
   }
   call(op, args = {}, onProgress) {
-    return this.#worker.call(op, args, onProgress);
+    return this.#engine.call(op, args, onProgress);
   }
   terminate() {
-    this.#worker.terminate(new Error('sotto: the speech engine was stopped'));
+    this.#engine.terminate();
   }
 }
 
