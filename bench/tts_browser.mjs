@@ -1,19 +1,56 @@
-// Kokoro in wasm (web/tts.js) in headless Chromium: load, then two sentences; prints the real-time factor of each
-// (audio seconds per compute second). Run: node bench/tts_browser.mjs (needs build/wasm-*, models/kokoro, g2p).
+// Kokoro in wasm (web/tts.js) in headless Chromium: load, then the short and the long sentence of
+// bench/kokoro.mjs as phonemes, on 1 and 2 pool threads (the page is cross-origin isolated: web/serve.mjs);
+// prints the real-time factor of each (audio seconds per compute second; the first call of each is a warm-up).
+//   node bench/tts_browser.mjs [--threads 1,2] [--repeats 3] [--variant simd128|relaxed]
+// (needs build/wasm-*, models/kokoro).
 import { chromium } from 'playwright-core';
 import { startServer } from '../web/serve.mjs';
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(name);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const threadsList = arg('--threads', '1,2').split(',').map(Number);
+const repeats = Number(arg('--repeats', '3'));
+const variant = arg('--variant', 'simd128');
+const PHRASES = [
+  'ðə kˈæt sˈæt.',
+  'həlˈoʊ wˈɜːld, ðɪs ɪz ɐ tˈɛst ʌv ðə spˈiʧ sˈɪstəm, ɹˈʌnɪŋ ˈɔn ɪts ˈOn ˈɛnʤən.',
+];
 const { server, url } = await startServer(0);
 const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: ['--no-sandbox'] });
-const page = await browser.newPage();
-await page.goto(new URL('/web/lab/', url).href).catch(() => {});
-const r = await page.evaluate(async () => {
-  const { Tts } = await import('/web/tts.js');
-  const t0 = performance.now();
-  const tts = await Tts.load('/models/kokoro/kokoro-v1.0.int8.onnx');
-  const loadMs = performance.now() - t0;
-  const a = await tts.speak('Hello world.');
-  const b = await tts.speak('The quick brown fox jumps over the lazy dog.');
-  return { loadMs, crossOriginIsolated, a: [a.audio.length, a.ms], b: [b.audio.length, b.ms] };
-});
-console.log(JSON.stringify(r), 'rtf', (r.a[0] / 24000) / (r.a[1] / 1000), (r.b[0] / 24000) / (r.b[1] / 1000));
-await browser.close(); server.close();
+try {
+  const page = await browser.newPage();
+  await page.goto(new URL('/web/lab/', url).href).catch(() => {});
+  for (const threads of threadsList) {
+    const r = await page.evaluate(async ({ threads, repeats, variant, PHRASES }) => {
+      const { Tts } = await import('/web/tts.js');
+      const t0 = performance.now();
+      const tts = await Tts.load('/models/kokoro/kokoro-v1.0.int8.onnx', { threads, variant });
+      const loadMs = performance.now() - t0;
+      const out = [];
+      for (const p of PHRASES) {
+        await tts.speakPhonemes(p);  // warm-up: the first call sizes the tensor pool
+        const ms = [];
+        let samples = 0;
+        for (let i = 0; i < repeats; i++) {
+          const a = await tts.speakPhonemes(p);
+          ms.push(a.ms);
+          samples = a.audio.length;
+        }
+        ms.sort((x, y) => x - y);
+        out.push({ phonemes: [...p].length, samples, ms: ms[ms.length >> 1] });
+      }
+      const info = { threads: tts.threads, worker: tts.worker };
+      await tts.dispose();
+      return { loadMs, crossOriginIsolated, info, out };
+    }, { threads, repeats, variant, PHRASES });
+    for (const o of r.out) {
+      console.log(`threads ${threads} (engine ${r.info.threads}, isolated ${r.crossOriginIsolated}), ${variant}, ${o.phonemes} phonemes: ` +
+        `${(o.samples / 24000).toFixed(2)} s audio in ${o.ms.toFixed(0)} ms = ${((o.samples / 24000) / (o.ms / 1000)).toFixed(2)}x real time`);
+    }
+  }
+} finally {
+  await browser.close();
+  server.close();
+}

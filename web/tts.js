@@ -10,12 +10,16 @@
 // Options of load: voices (a directory URL or, in Node, a path; default: voices/ beside the model), voice (the
 // default, 'af_heart'), g2p ({ 'en-us': source, 'en-gb': source }; default: ../g2p-en-us.bin and
 // ../g2p-en-gb.bin beside the model's directory, read when a voice of that language is first used), variant,
-// wasmUrl, onProgress({loaded, total}) for the model file, worker (default: true in a page, false in Node). It
-// runs on a wasm instance of its own, one thread, in a dedicated worker (web/speech-worker.js) or, with
-// worker: false, on the calling thread (`engine` and `device` are ignored). Only the wasm module is found by
-// import.meta.url, in the WASM_URLS block the agent's one-file build replaces.
+// wasmUrl, onProgress({loaded, total}) for the model file, worker (default: true in a page, false in Node),
+// threads (default 2 in a cross-origin isolated page with 4+ cores, else 1). With threads > 1 it runs on the
+// engine worker (web/worker.js) of an instance of its own with that many pool threads (one thread if that
+// worker cannot start); with one, on a wasm instance of its own in a dedicated worker (web/speech-worker.js)
+// or, with worker: false, on the calling thread (`engine` and `device` are ignored). Only the wasm module is
+// found by import.meta.url, in the WASM_URLS block the agent's one-file build replaces (the pool's worker is the
+// engine's, web/engine.js, which that build bundles).
 import { compileWasm, SpeechWorker } from './speech-client.js';
 import { copyIntoWasm, ttsOps } from './tts-ops.js';
+import { Engine } from './engine.js';
 import { createSharedMemory, hasRelaxedSimd, instantiate, isNode } from './runtime.js';
 
 const WASM_URLS = {
@@ -76,6 +80,35 @@ class WorkerEngine {
   }
 }
 
+// The same requests on an engine of its own (web/engine.js: its worker, web/worker.js, with a pool of `threads`
+// Web Workers sharing its memory): the int8 convs of the decoder and generator (three fifths of a sentence's
+// time) split their outputs across the threads. Needs shared memory that can be waited on (a cross-origin
+// isolated page, or Node). Through Engine, so the agent's one-file build finds the worker as the engine's.
+class PoolEngine {
+  static async create({ variant, wasmUrl, threads }) {
+    return new PoolEngine(await Engine.create({ threads, variant, wasmUrl }));
+  }
+  #engine;
+  constructor(engine) {
+    this.#engine = engine;
+    this.info = { threads: engine.info.threads, worker: true };
+  }
+  call(op, args = {}, onProgress) {
+    return this.#engine.call(op, args, onProgress);
+  }
+  terminate() {
+    this.#engine.terminate();
+  }
+}
+
+// Two threads where the page may share memory (cross-origin isolated) and has 4+ cores (the language model's
+// engine has its own 2 and runs while a reply is voiced), else one.
+export function defaultTtsThreads() {
+  if (isNode) return 1;
+  const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
+  return globalThis.crossOriginIsolated && cores >= 4 ? 2 : 1;
+}
+
 export const SAMPLE_RATE = 24000;
 // The English voices scripts/get-models.sh installs (kokoro-js 1.2.1's): a* American, b* British English.
 export const VOICES = ['af_heart', 'af_alloy', 'af_aoede', 'af_bella', 'af_jessica', 'af_kore', 'af_nicole', 'af_nova',
@@ -111,9 +144,13 @@ export class Tts {
   #voiceLoads = new Map();  // name -> Promise (a voice is read once)
   #g2pLoads = new Map();  // lang -> Promise
 
-  static async load(model, { voices, voice = 'af_heart', g2p = {}, variant, wasmUrl, onProgress, worker = !isNode } = {}) {
+  static async load(model, { voices, voice = 'af_heart', g2p = {}, variant, wasmUrl, onProgress, worker = !isNode,
+    threads = defaultTtsThreads() } = {}) {
     const own = true;
-    const e = await (worker ? WorkerEngine : InlineEngine).create({ variant, wasmUrl });
+    const pooled = threads > 1 && (isNode || globalThis.crossOriginIsolated);
+    const single = () => (worker ? WorkerEngine : InlineEngine).create({ variant, wasmUrl });
+    // A pool that cannot start (a bundle without web/worker.js beside this module) falls back to one thread.
+    const e = pooled ? await PoolEngine.create({ variant, wasmUrl, threads }).catch(single) : await single();
     try {
       const modelSource = absolute(model);
       const { tts: id, loadMs } = await e.call('ttsLoad', { model: modelSource }, onProgress);

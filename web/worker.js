@@ -4,6 +4,7 @@
 import { GpuBridge, hasJspi } from './gpu.js';
 import { createSharedMemory, instantiate, isNode, parentChannel, readCString, readString, spawnWorker } from './runtime.js';
 import { offsetOf as at, sizeOf } from './struct-layout.js';
+import { ttsOps } from './tts-ops.js';
 import { vadOps } from './vad-ops.js';
 
 const HELPER_STACK_BYTES = 1 << 20;  // the same as thread 0's linker stack (-z stack-size)
@@ -573,7 +574,9 @@ function nnCheck({ seed = 0 }) {
 }
 
 const ops = { init, selftest, kernelCheck, attentionCheck, nnCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmTokenizeTurn, llmGenerate,
-  ...vadOps(() => ({ wasm, memory, loadIntoWasm })) };
+  ...vadOps(() => ({ wasm, memory, loadIntoWasm })),
+  // Kokoro on this pool (web/tts.js with threads > 1): its int8 convs split across the helpers.
+  ...ttsOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).
 let queue = Promise.resolve();

@@ -36,6 +36,10 @@ void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_
                         int64_t ldb, int32_t* C, int64_t ldc);
 void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int32_t zp,
                        uint8_t* xt);
+// conv_integer_wasm.cpp: the same loops in SIMD128.
+void min_max_wasm(const float* x, int64_t n, float& lo, float& hi);
+void quantize_i16_wasm(const float* x, int64_t n, float scale, int32_t zero_point, int16_t* out);
+void time_rows_i16_wasm(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int16_t* xt);
 
 namespace {
 std::atomic<bool> g_allow_vnni{true};
@@ -59,6 +63,9 @@ void min_max(const float* x, int64_t n, float& lo, float& hi) {
 #if defined(__x86_64__) && !defined(__wasm__)
   if (cpu_use_avx2()) return min_max_avx2(x, n, lo, hi);
 #endif
+#if defined(__wasm_simd128__)
+  return min_max_wasm(x, n, lo, hi);
+#endif
   lo = 0.0f, hi = 0.0f;
   for (int64_t i = 0; i < n; ++i) {
     lo = std::min(lo, x[i]);
@@ -70,6 +77,9 @@ void min_max(const float* x, int64_t n, float& lo, float& hi) {
 void quantize_i16(const float* x, int64_t n, const QuantParams& q, int16_t* out) {
 #if defined(__x86_64__) && !defined(__wasm__)
   if (cpu_use_avx2()) return quantize_i16_avx2(x, n, q.scale, q.zero_point, out);
+#endif
+#if defined(__wasm_simd128__)
+  return quantize_i16_wasm(x, n, q.scale, q.zero_point, out);
 #endif
   const float zp = static_cast<float>(q.zero_point);
   for (int64_t i = 0; i < n; ++i) {
@@ -225,7 +235,12 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
 #endif
   } else {
     xt16 = scratch<int16_t>(ctx, rows, n_rows * cin, DType::I16);
+#if defined(__wasm_simd128__)
+    std::fill(xt16, xt16 + n_rows * cin, int16_t{0});
+    cpu::time_rows_i16_wasm(xq, cin, length, o.padding, xt16);
+#else
     time_rows<int16_t>(xq, cin, length, o.padding, n_rows, 0, 0, xt16);
+#endif
   }
   // acc [Cout, n] (row stride ldc) over outputs whose rows start every ldb_rows rows at `first` row.
   auto product = [&](int64_t n, int64_t first, int64_t ldb_rows, int32_t* acc, int64_t ldc) {

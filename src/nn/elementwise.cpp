@@ -1,5 +1,6 @@
 // Elementwise and broadcast arithmetic, activations, GLU, Snake. Memory-bound: one pass, threaded only when
-// large; same-shape and suffix-broadcast (bias rows) fast paths, the general broadcast walks an index.
+// large; same-shape, suffix-broadcast (bias rows) and per-row (channel scale / shift) fast paths, the general
+// broadcast walks an index.
 #include <cmath>
 #include <cstring>
 
@@ -67,6 +68,25 @@ bool is_suffix(const Shape& small, const Shape& big) {
   return true;
 }
 
+// One operand `col` holds one value per row of the other, `full` (its shape is full's with the last dimension 1,
+// leading dimensions possibly dropped: a per-channel scale or shift of [C, T], AdaIN's); col_first says which
+// side of the operator it is on. Row r of full uses col[r % n_col].
+template <char Op, bool ColFirst>
+void run_rows(const float* full, const float* col, float* o, int64_t n, int64_t length, int64_t n_col) {
+  for (int64_t i = 0, r = 0; i < n; i += length, r = r + 1 == n_col ? 0 : r + 1) {
+    const float c = col[r];
+    for (int64_t j = 0; j < length; ++j)
+      o[i + j] = ColFirst ? apply(Op, c, full[i + j]) : apply(Op, full[i + j], c);
+  }
+}
+
+bool is_row_column(const Shape& col, const Shape& full) {
+  if (col.rank < 1 || col.rank > full.rank || col[-1] != 1 || full[-1] == 1) return false;
+  for (int i = 2; i <= col.rank; ++i)
+    if (col[-i] != full[-i]) return false;
+  return true;
+}
+
 template <char Op>
 Tensor binary_fast(const Tensor& a0, const Tensor& b0) {
   const Tensor a = cpu::as_f32(a0), b = cpu::as_f32(b0);
@@ -78,6 +98,17 @@ Tensor binary_fast(const Tensor& a0, const Tensor& b0) {
   if (is_suffix(b.shape(), a.shape())) {
     Tensor out = a.ctx().empty(a.shape());
     run_suffix<Op>(a.f32(), b.f32(), out.f32(), a.elements(), b.elements());
+    return out;
+  }
+  // The general walk below costs an index update per element (slow in wasm): per-row columns go here.
+  if (is_row_column(b.shape(), a.shape())) {
+    Tensor out = a.ctx().empty(a.shape());
+    run_rows<Op, false>(a.f32(), b.f32(), out.f32(), a.elements(), a.dim(-1), b.elements());
+    return out;
+  }
+  if (is_row_column(a.shape(), b.shape())) {
+    Tensor out = a.ctx().empty(b.shape());
+    run_rows<Op, true>(b.f32(), a.f32(), out.f32(), b.elements(), b.dim(-1), a.elements());
     return out;
   }
   return ref::binary(a, b, Op);
@@ -330,7 +361,9 @@ Tensor snake(const Tensor& x0, const Tensor& alpha0) {
       int64_t t = 0;
       for (; t + 4 <= length; t += 4) {
         const vec::F4 v = vec::load(in + t), ax = v * vec::splat(a);
-        if (__builtin_reduce_max(__builtin_elementwise_abs(ax)) >= 8192.0f) break;
+        // A lane compare, not __builtin_reduce_max: that lowers to scalar fmaxf calls in wasm (3 % of Kokoro).
+        const vec::I4 big = __builtin_elementwise_abs(ax) >= vec::splat(8192.0f);
+        if ((big[0] | big[1] | big[2] | big[3]) != 0) break;
         const vec::F4 s = vec::sin4(ax);
         vec::store(o + t, v + s * s * vec::splat(inv));
       }

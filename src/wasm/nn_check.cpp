@@ -1,6 +1,7 @@
 // The op layer's CPU kernels as this wasm build compiles them (SIMD128 or relaxed SIMD) against their scalar
 // references (nn/ref.h) on fresh random inputs of odd sizes: the products (f32 dot tiles, int8 pairwise
-// multiply-add), convs (unrolled and in-place), the LSTM, vector activations, softmax, layer norm, attention.
+// multiply-add), convs (unrolled and in-place; the int8 conv bitwise), the LSTM, vector activations, Snake,
+// softmax, layer norm, attention.
 // web/worker.js's nnCheck op runs it; tests/web/nn_ops.test.mjs checks the result for both builds.
 #include <cmath>
 #include <cstdint>
@@ -72,6 +73,28 @@ struct NnCheck {
       expect(conv1d(cx, cw, cb, o), ref::conv1d(cx, cw, cb, o), 1e-5, 1e-5);
       const Tensor sx = random({1, 640}), sw = random({258, 1, 256});
       expect(conv1d(sx, sw, {}, {.stride = 128}), ref::conv1d(sx, sw, {}, {.stride = 128}), 1e-4, 1e-5);
+      // The int8 conv with ONNX Runtime's floored bias (conv_integer_wasm.cpp's range, quantization and int16
+      // rows of time, then the int16 product): bitwise the reference. Channels and steps past 8 reach the
+      // SIMD tiles and their scalar edges; odd dilations and strides split the outputs.
+      for (int c = 0; c < 3; ++c) {
+        const int64_t qin = size(1, 45), qout = size(1, 21), qk = size(1, 9), qt = size(3, 150);
+        Conv1dOptions qo{.padding = static_cast<int>(size(0, 5))};
+        if (c == 1) qo.dilation = static_cast<int>(size(2, 5));
+        if (c == 2) qo.stride = static_cast<int>(size(2, 5));
+        if (qt + 2 * qo.padding < qo.dilation * (qk - 1) + 1) continue;
+        const Tensor qx = random({qin, qt}, -1.5f, 3.0f), qw = random_int8({qout, qin, qk}),
+                     qb = random({qout});
+        expect(conv1d_integer_dynamic_quantized_bias(qx, qw, qb, qo),
+               ref::conv1d_integer_dynamic_quantized_bias(qx, qw, qb, qo), 0, 0);
+      }
+      // Per-row broadcasts (a channel's scale or shift), on either side of the operator: exact.
+      const Tensor bx = random({3, size(1, 9), size(2, 37)}), bc = random({bx.dim(1), 1}, 0.5f, 2.0f);
+      expect(sub(bc, bx), ref::binary(bc, bx, '-'), 0, 0);
+      expect(div(bx, bc), ref::binary(bx, bc, '/'), 0, 0);
+      // Snake's four-lane sine (tolerance as tests/unit/nn_snake_test.cpp).
+      const Tensor snx = random({size(1, 9), size(1, 203)}, -50.0f, 50.0f),
+                   sna = random({snx.dim(0)}, 0.1f, 20.0f);
+      expect(snake(snx, sna), ref::snake(snx, sna), 2e-5, 2e-6);
       const int64_t h = size(1, 33), in = size(1, 40), steps = size(1, 9);
       LstmWeights lw;
       lw.w_ih = random({4 * h, in}, -0.5f, 0.5f);
