@@ -7,7 +7,8 @@
 // models in Cache Storage), tokens=N (longest reply), endpoint=MS (the pause that ends a spoken turn), mic=1
 // (start the microphone once loaded), warmup=0, first=N (the reply's first spoken piece ends after at most N words,
 // sooner at a comma; 0: whole sentences), llmThreads=N (the language model's threads; default: one per core),
-// sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size).
+// sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size),
+// yield=0 (the language model keeps writing while the first spoken piece is synthesised).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
@@ -46,6 +47,10 @@ const ENDPOINT_MS = 560;
 // at most FIRST_WORDS words, cut at a comma when one comes sooner (sentences.js); later pieces are sentences,
 // synthesised while the one before plays.
 const FIRST_WORDS = 5;
+// The language model yields to the voice: once the first piece is written, its token loop pauses until that
+// piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
+// the reply is written while the first piece plays).
+const YIELD_TO_VOICE = true;
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -66,6 +71,7 @@ function loadSettings() {
   if (params.has('cache')) s.cache = params.get('cache') !== '0';
   s.firstWords = params.has('first') ? Number(params.get('first')) : FIRST_WORDS;
   s.llmThreads = params.has('llmThreads') ? Number(params.get('llmThreads')) : undefined;
+  s.yieldToVoice = params.has('yield') ? params.get('yield') !== '0' : YIELD_TO_VOICE;
   return s;
 }
 
@@ -514,7 +520,10 @@ async function runTurn(text, tl) {
   const queue = new SentenceQueue();
   if (s.tts) turn.synthesis = speak(turn, queue);
   const sentence = (x) => {
-    if (!tl.firstSentence) tl.firstSentence = now();
+    if (!tl.firstSentence) {
+      tl.firstSentence = now();
+      if (turn.synthesis && settings.yieldToVoice) pauseWriting(turn);
+    }
     turn.sentences.push(x);
     queue.push(x);
   };
@@ -558,6 +567,7 @@ async function runTurn(text, tl) {
     source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
     prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null,
+    writingPausedMs: turn.pausedAt ? Math.round((turn.resumedAt ?? now()) - turn.pausedAt) : null,
     longestStallMs: Math.round(s.longestStall),
   };
   agent.turns.push(record);
@@ -574,6 +584,19 @@ async function runTurn(text, tl) {
   s.turn = null;
   $('stop-button').disabled = true;
   setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
+}
+
+// The writing waits while the first piece is synthesised (YIELD_TO_VOICE); resumeWriting ends the wait, once.
+function pauseWriting(turn) {
+  if (!turn.stream?.pause || turn.cancelled) return;
+  turn.stream.pause();
+  turn.pausedAt = now();
+}
+
+function resumeWriting(turn) {
+  if (!turn.pausedAt || turn.resumedAt) return;
+  turn.resumedAt = now();
+  turn.stream.resume();
 }
 
 // Synthesis sentence by sentence, each clip queued for playback as soon as it exists (the next sentence is
@@ -599,6 +622,7 @@ async function speak(turn, queue) {
         break;
       }
       const clip = next.value;
+      resumeWriting(turn);
       const text = clip.text ?? turn.sentences[i];
       i++;
       const { id, done } = s.player.play(clip.audio, clip.sampleRate);
@@ -607,6 +631,8 @@ async function speak(turn, queue) {
     }
   } catch (e) {
     addMessage('system', fail('speech synthesis', e));
+  } finally {
+    resumeWriting(turn);
   }
   for (const { text, r } of await Promise.all(played)) {
     const part = heardPart(speakable(text ?? ''), r.played / Math.max(r.total, 1e-9));
