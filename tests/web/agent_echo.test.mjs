@@ -8,14 +8,14 @@ import { test } from 'node:test';
 
 import { EchoGate, EchoReference, RATE_HZ, rms } from '../../web/agent/echo.js';
 
-// Speech-like: noise in 4 Hz "syllables" with 60 ms gaps between them, at 24 kHz. Deterministic (an LCG).
-function voice(seconds, seed, level = 0.2, rate = 24000) {
+// Speech-like: noise in "syllables" of `period` s with 60 ms gaps between them, at 24 kHz. Deterministic (an LCG).
+function voice(seconds, seed, level = 0.2, rate = 24000, period = 0.25) {
   let x = seed >>> 0;
   const out = new Float32Array(Math.round(seconds * rate));
   for (let i = 0; i < out.length; i++) {
     x = (Math.imul(x, 1664525) + 1013904223) >>> 0;
-    const phase = (i / rate) % 0.25;
-    const envelope = phase < 0.19 ? Math.sin((Math.PI * phase) / 0.19) : 0;
+    const phase = (i / rate) % period;
+    const envelope = phase < period - 0.06 ? Math.sin((Math.PI * phase) / (period - 0.06)) : 0;
     out[i] = level * envelope * ((x / 2 ** 32) * 2 - 1);
   }
   return out;
@@ -96,4 +96,18 @@ test('a microphone silent under the voice (a good canceller) lets the user in at
   assert.equal(flags.slice(0, 6).some(Boolean), false, 'speech in the first 200 ms of the first voice counted as the user');
   const from = Math.ceil((2500 - 1000) / CHUNK_MS);  // the user at a tenth of the voice's level, from 2.5 s
   assert.equal(firstRun(flags.slice(from)), 1, 'the user was not let in at once');
+});
+
+test('a talker over the voice from its first word, with no echo of it, is let in once the voice has been heard 512 ms', () => {
+  for (const reference of ['speech', 'tone']) {
+    const ref = new EchoReference();
+    const played = reference === 'tone' ? Float32Array.from({ length: 72000 }, (_, i) => 0.2 * Math.sin((2 * Math.PI * 440 * i) / 24000)) : voice(3, 5);
+    ref.add(1000, played, 24000);
+    const talker = voice(3, 42, 0.1, RATE_HZ, 0.33);  // another speaker's rhythm
+    const gate = new EchoGate();
+    const flags = [];
+    for (let k = 1; k * CHUNK_MS < 2500; k++) flags.push(gate.update(rms(talker.subarray((k - 1) * CHUNK, k * CHUNK)), ref.window(1000 + k * CHUNK_MS, SPAN)));
+    const found = firstRun(flags);
+    assert.ok(found >= 0 && (found + 1) * CHUNK_MS <= 750, `${reference}: the talker let in after ${found < 0 ? 'never' : `${((found + 1) * CHUNK_MS).toFixed(0)} ms`}`);
+  }
 });

@@ -8,10 +8,11 @@
 // (start the microphone once loaded), warmup=0, first=N (the reply's first spoken piece ends after at most N words,
 // sooner at a comma; 0: whole sentences), llmThreads=N (the language model's threads; default: one per core),
 // sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size),
-// asrThreads=N (speech recognition's threads; default: one per core, at most 4), yield=0 (the language model keeps writing while the first spoken piece is synthesised), echo=GAIN and
-// echoDelay=MS (measurement: the agent's own voice added to the microphone, scaled and delayed, as a speaker with
-// no echo canceller; agent.setEcho() changes it), echoGate=0 (speech over the voice interrupts it whatever its
-// level against the echo).
+// asrThreads=N (speech recognition's threads; default: one per core, at most 4), yield=0 (the language model
+// keeps writing while the first spoken piece is synthesised), echo=GAIN and echoDelay=MS (measurement: the
+// agent's own voice added to the microphone, scaled and delayed, as a speaker with no echo canceller;
+// agent.setEcho() changes it), echoGate=0 (speech over the voice interrupts it whatever its level against the
+// echo).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
@@ -56,9 +57,10 @@ const FIRST_WORDS = 5;
 // the reply is written while the first piece plays).
 const YIELD_TO_VOICE = true;
 // Barge-in against the agent's own voice: while it plays, speech interrupts only once ECHO_CONFIRM_CHUNKS
-// microphone chunks in a row are louder than its echo explains (echo.js EchoGate: 3x the level predicted from
-// what played, 10 dB); 2 chunks are 64 ms, inside the barge-in's 150 ms bound. A segment that starts while the
-// voice plays and is never confirmed is taken for the echo and dropped, not transcribed.
+// microphone chunks in a row hold more than its echo (echo.js EchoGate: the microphone's level does not follow
+// what played, or is 3x (10 dB) over the echo that explains it); 2 chunks are 64 ms, inside the barge-in's
+// 150 ms bound. A segment that starts while the voice plays and is never confirmed is taken for the echo and
+// dropped, not transcribed.
 const ECHO_CONFIRM_CHUNKS = 2;
 const ECHO_SPAN_SAMPLES = Math.round(0.3 * ECHO_RATE_HZ);
 

@@ -67,45 +67,77 @@ export function rms(x) {
   return Math.sqrt(s / Math.max(1, x.length));
 }
 
-// Whether the microphone holds more than the agent's own voice, from levels alone (the browser's echo
-// canceller does the real work; this keeps its residue, or a speaker with no canceller, from interrupting the
-// agent or being taken for a question). The echo of a chunk is at most coupling x the loudest 32 ms of what
-// played over the last `spanMs` (whatever the room's delay, up to spanMs). Coupling (microphone level over
-// that) is the median of the chunks heard while the voice played, counted once the voice has played spanMs
-// (its echo has arrived by then), over the last `history` such chunks and across turns (the room stays): the
-// echo alone sets it as long as the user talks over the voice less than half that time (a barge-in ends the
-// voice sooner). A chunk is the user's when it is `margin` x louder than coupling predicts, or when nothing
-// plays and it is over the room's floor. Until the gate has heard the voice once, speech in the voice's first
-// spanMs is not the user's (nothing says yet what the echo is).
+// Whether the microphone holds more than the agent's own voice (the browser's echo canceller does the real
+// work; this keeps its residue, or a speaker with no canceller, from interrupting the agent or being taken for
+// a question). It compares level envelopes, one value per 32 ms chunk: what the microphone heard, and what
+// played. Over the last `history` chunks it finds the delay (0 .. maxLagChunks) at which the microphone's
+// envelope follows the played one best (Pearson correlation) and the line that maps one onto the other. The
+// microphone is the agent's echo where that correlation is high (>= minCorrelation) and the chunk is no
+// louder than `margin` x what the line predicts; anything else over the room's floor is the user: a talker
+// over the voice is not explained by it (the correlation falls) and is louder than its echo (the line). In a
+// voice's first minChunks (too short to find the delay) the last good fit judges (the room stays the same);
+// with none yet, the gate says not the user.
 export class EchoGate {
-  constructor({ margin = 3, spanMs = 300, history = 32, floor = 1e-3 } = {}) {
-    this.margin = margin;
-    this.spanSamples = Math.round((spanMs * RATE_HZ) / 1000);
-    this.history = history;
-    this.floor = floor;
-    this.ratios = [];  // microphone rms / loudest played rms, the last chunks heard while playing
-    this.coupling = null;
-    this.playedSamples = 0;  // how long the voice has been playing without a pause of spanMs
+  constructor({ margin = 3, history = 32, maxLagChunks = 10, minChunks = 16, minCorrelation = 0.7, floor = 1e-3 } = {}) {
+    Object.assign(this, { margin, history, maxLagChunks, minChunks, minCorrelation, floor });
+    this.mic = [];      // microphone rms per chunk
+    this.played = [];   // played rms per chunk, the same moments
+    this.playing = 0;   // chunks since the voice began (a pause of the reference's span ends it)
+    this.fit = null;    // {lag, correlation, a, b} of the last update
+    this.known = null;  // the last fit that explained the microphone
   }
 
-  // One microphone chunk's rms (`n` samples) against `played`, the reference's spanSamples up to the chunk's
-  // end. -> true when the chunk holds more than the echo.
-  update(micRms, played, n = 512) {
-    let loudest = 0;
-    for (let o = 0; o + 512 <= played.length; o += 256) loudest = Math.max(loudest, rms(played.subarray(o, o + 512)));
-    if (loudest < 1e-4) {
-      this.playedSamples = 0;
-      return micRms > this.floor;
+  // One microphone chunk's rms against `played`, the reference's samples up to the chunk's end (its last
+  // 512 are this chunk's moment). -> true when the chunk holds more than the echo.
+  update(micRms, played) {
+    const r = rms(played.subarray(Math.max(0, played.length - 512)));
+    let loud = 0;
+    for (let o = 0; o + 512 <= played.length; o += 256) loud = Math.max(loud, rms(played.subarray(o, o + 512)));
+    this.mic.push(micRms);
+    this.played.push(r);
+    if (this.mic.length > this.history) {
+      this.mic.shift();
+      this.played.shift();
     }
-    this.playedSamples += n;
-    const ratio = micRms / loudest;
-    if (this.playedSamples >= this.spanSamples) {
-      this.ratios.push(ratio);
-      if (this.ratios.length > this.history) this.ratios.shift();
-      const sorted = [...this.ratios].sort((a, b) => a - b);
-      this.coupling = sorted[sorted.length >> 1];
+    if (loud < 1e-4) {
+      this.playing = 0;
+      return micRms > this.floor;  // nothing played lately: the room and the user only
     }
-    if (this.coupling === null) return false;
-    return micRms > this.floor && ratio > this.margin * this.coupling;
+    this.playing++;
+    if (micRms <= this.floor) return false;
+    const n = this.mic.length;
+    const louder = (f) => micRms > this.margin * Math.max(f.a + f.b * this.played[Math.max(0, n - 1 - f.lag)], 0);
+    if (this.playing < this.minChunks) return this.known ? louder(this.known) : false;
+    let best = null;
+    for (let lag = 0; lag <= Math.min(this.maxLagChunks, n - 6); lag++) {
+      const c = correlate(this.mic, this.played, lag);
+      if (c && (!best || c.correlation > best.correlation)) best = { lag, ...c };
+    }
+    this.fit = best;
+    // A constant or silent reference (no variation to follow) explains nothing.
+    if (!best || best.correlation < this.minCorrelation) return true;
+    this.known = best;
+    return louder(best);
   }
+}
+
+// Pearson correlation of m[t] with p[t - lag] over the overlap, and the least-squares line m = a + b p.
+function correlate(m, p, lag) {
+  const n = m.length - lag;
+  let sm = 0, sp = 0;
+  for (let t = lag; t < m.length; t++) {
+    sm += m[t];
+    sp += p[t - lag];
+  }
+  const mm = sm / n, mp = sp / n;
+  let cov = 0, vm = 0, vp = 0;
+  for (let t = lag; t < m.length; t++) {
+    const dm = m[t] - mm, dp = p[t - lag] - mp;
+    cov += dm * dp;
+    vm += dm * dm;
+    vp += dp * dp;
+  }
+  if (vp < 1e-12 || vm < 1e-12) return null;
+  const b = cov / vp;
+  return { correlation: cov / Math.sqrt(vm * vp), a: mm - b * mp, b };
 }
