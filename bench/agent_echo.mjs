@@ -19,8 +19,8 @@ import { buildAgent } from '../web/agent/build.mjs';
 import { startServer } from '../web/serve.mjs';
 
 const { values: opts } = parseArgs({
-  options: { gains: { type: 'string', default: '0.03,0.1,0.3,1' }, json: { type: 'boolean', default: false }, tokens: { type: 'string', default: '40' },
-    question: { type: 'string', default: 'Tell me about the ocean in two sentences.' } },
+  options: { gains: { type: 'string', default: '0.03,0.1,0.3,1' }, json: { type: 'boolean', default: false }, tokens: { type: 'string', default: '60' },
+    question: { type: 'string', default: 'Describe the ocean in three sentences.' } },
 });
 const gains = opts.gains.split(',').map(Number);
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -48,7 +48,9 @@ try {
   await page.goto(`${base}agent/?profile=cpu&tokens=${opts.tokens}`);
   await page.waitForFunction(() => window.sottoAgent?.ready || window.sottoAgent?.status === 'error', null, { timeout: 600000 });
   await page.evaluate(() => window.sottoAgent.toggleMic());
-  for (const gate of [false, true]) {
+  // The gate first: the runs without it leave interrupted turns and the agent's answers to itself in the
+  // conversation, which make later replies odd.
+  for (const gate of [true, false]) {
     for (const gain of gains) {
       const row = await page.evaluate(async ({ gain, gate, question }) => {
         const a = window.sottoAgent;
@@ -67,8 +69,9 @@ try {
         const events = a.events.slice(e0);
         const turns = a.turns.slice(t0);
         const typed = turns.find((t) => t.source === 'typed');
+        const voiced = turns.filter((t) => t.reply && t.heard !== null);
         return {
-          gain, gate, speech_starts: events.filter((e) => e.type === 'speech-start').length,
+          gain, gate, voice_turns: voiced.length, speech_starts: events.filter((e) => e.type === 'speech-start').length,
           held: a.echo.held - held0, dropped: a.echo.dropped - dropped0,
           false_barge_in: !!typed?.cancelled, heard: typed?.heard ?? null, reply: typed?.reply ?? null,
           self_questions: turns.filter((t) => t.source === 'voice' && t.user).map((t) => t.user),

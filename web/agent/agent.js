@@ -777,7 +777,9 @@ agent.ask = ask;
 agent.toggleMic = toggleMic;
 agent.bargeIn = bargeIn;
 // Measurement: the agent's voice fed back into the microphone at `gain` (0: none), `delayMs` late; the gate on/off.
+// A new gain is a new room: the gate learns it afresh.
 agent.setEcho = (gain, { delayMs = settings.echoDelayMs, gate = settings.echoGate } = {}) => {
+  if (gain !== settings.echoGain && gain > 0) s.gate = new EchoGate();
   Object.assign(settings, { echoGain: gain, echoDelayMs: delayMs, echoGate: gate });
 };
 
