@@ -11,12 +11,15 @@
 // time to a first sentence, with the models' shares missing. Its numbers are labelled as such.
 //
 // --first N: the reply's first spoken piece ends after at most N words (sooner at a comma; 0: whole sentences;
-// the page's default otherwise); --llm-threads N: the language model's threads (default: one per core).
-// Without clips: the two spoken fixtures (tests/fixtures/audio/beckett.wav, sample.wav).
+// the page's default otherwise); --llm-threads N: the language model's threads (default: one per core);
+// --yield 0: the language model keeps writing while the first piece is synthesised (the page's default pauses it);
+// --asr-threads N: speech recognition's threads (default: one per core).
+// Without clips: the eight short spoken questions of bench/data/questions/ (bench/make_questions.mjs: our
+// Kokoro, eight voices); tests/fixtures/audio/beckett.wav and sample.wav are longer (10-12 s, several sentences).
 //
-//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [CLIP.wav...]
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [CLIP.wav...]
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,15 +34,18 @@ const { values: opts, positionals: clips } = parseArgs({
   options: {
     profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
     tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
-    first: { type: 'string' }, 'llm-threads': { type: 'string' },
+    first: { type: 'string' }, 'llm-threads': { type: 'string' }, yield: { type: 'string' }, 'asr-threads': { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
 if (opts.help) {
-  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [CLIP.wav...]');
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [CLIP.wav...]');
   process.exit(0);
 }
-if (!clips.length) clips.push(...['beckett.wav', 'sample.wav'].map((f) => fileURLToPath(new URL(`../tests/fixtures/audio/${f}`, import.meta.url))));
+if (!clips.length) {
+  const dir = fileURLToPath(new URL('data/questions/', import.meta.url));
+  clips.push(...readdirSync(dir).filter((f) => f.endsWith('.wav')).sort().map((f) => join(dir, f)));
+}
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const GPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=vulkan'];
 
@@ -70,6 +76,8 @@ async function runClip(clip, base, profileDir) {
     const q = new URLSearchParams({ profile: opts.profile, tokens: opts.tokens });
     if (opts.first !== undefined) q.set('first', opts.first);
     if (opts['llm-threads'] !== undefined) q.set('llmThreads', opts['llm-threads']);
+    if (opts.yield !== undefined) q.set('yield', opts.yield);
+    if (opts['asr-threads'] !== undefined) q.set('asrThreads', opts['asr-threads']);
     // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.
     const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);
     if (model) q.set('model', model);
@@ -84,20 +92,21 @@ async function runClip(clip, base, profileDir) {
     // Synthesis of a whole reply on one wasm thread of a loaded 2-core machine can take minutes.
     await page.waitForFunction(() => window.sottoAgent.segments.length <= window.sottoAgent.turns.length, null, { timeout: 420000 });
     if (opts.ask) await page.evaluate((t) => window.sottoAgent.ask(t), opts.ask);
-    const agent = await page.evaluate(() => ({ turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, speechWorkers: window.sottoAgent.speechWorkers, profile: window.sottoAgent.profile }));
+    const agent = await page.evaluate(() => ({ asrThreads: window.sottoAgent.asrThreads, turns: window.sottoAgent.turns, segments: window.sottoAgent.segments, speech: window.sottoAgent.speech, speechWorkers: window.sottoAgent.speechWorkers, profile: window.sottoAgent.profile }));
     // The clip's turn: the first spoken one that ran to its end (a clip of several utterances interrupts its own
     // earlier turns), else the first spoken one.
     const spoken = agent.turns.filter((t) => t.source === 'voice');
     const voice = spoken.find((t) => t.user && !t.cancelled) ?? spoken.find((t) => t.user) ?? spoken[0] ?? null;
     const typed = agent.turns.find((t) => t.source === 'typed') ?? null;
     return {
-      clip, seconds, device: agent.profile?.device, speech: agent.speech, segments: agent.segments.length,
+      clip, seconds, device: agent.profile?.device, asr_threads: agent.asrThreads ?? null, speech: agent.speech, segments: agent.segments.length,
       transcript: voice?.user ?? null, reply: voice?.reply ?? null,
       voice_to_voice_ms: voice?.stages.first_sound_ms ?? null,
       stages: voice?.stages ?? {},
       // The page's thread: the longest it went without running a 50 ms timer during the turn (ASR or TTS on it
       // blocks it for seconds; in their workers only the page's own work remains).
-      first_piece: voice?.firstPiece ?? null, longest_stall_ms: voice?.longestStallMs ?? null, speech_workers: agent.speechWorkers ?? null,
+      prefill_ms: voice?.prefillMs === null || voice?.prefillMs === undefined ? null : Math.round(voice.prefillMs), reused_cache: voice?.reusedCache ?? null,
+      first_piece: voice?.firstPiece ?? null, writing_paused_ms: voice?.writingPausedMs ?? null, longest_stall_ms: voice?.longestStallMs ?? null, speech_workers: agent.speechWorkers ?? null,
       typed: typed && { question: typed.user, reply: typed.reply, stages: typed.stages, decode_tokens_per_s: typed.decodeTokensPerS },
     };
   } finally {
@@ -123,7 +132,7 @@ try {
       const st = Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ');
       console.log(`${clip}: ${t.seconds.toFixed(1)} s, ${t.segments} segment(s) on ${t.device}; transcript ${t.transcript === null ? '(no speech recognition in this build)' : JSON.stringify(t.transcript)}`);
       console.log(`  reply ${t.reply === null ? '-' : JSON.stringify(t.reply)}; voice to voice ${t.voice_to_voice_ms ?? '- (needs speech recognition and synthesis)'}; stages (ms from end of speech): ${st || '-'}`);
-      console.log(`  first piece spoken ${JSON.stringify(t.first_piece)}; longest stall of the page's thread ${t.longest_stall_ms ?? '-'} ms; speech in workers ${JSON.stringify(t.speech_workers)}`);
+      console.log(`  first piece spoken ${JSON.stringify(t.first_piece)}; writing paused ${t.writing_paused_ms ?? '-'} ms; prefill ${t.prefill_ms ?? '-'} ms (cache reused: ${t.reused_cache}); longest stall of the page's thread ${t.longest_stall_ms ?? '-'} ms; speech in workers ${JSON.stringify(t.speech_workers)}`);
       if (t.typed) console.log(`  typed ${JSON.stringify(t.typed.question)}: ${Object.entries(t.typed.stages).map(([k, v]) => `${k} ${v}`).join(', ')}; ${t.typed.decode_tokens_per_s?.toFixed(1)} tokens/s; ${JSON.stringify(t.typed.reply)}`);
     }
   }

@@ -32,13 +32,13 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/src/wasm/libc.cpp ${CMAKE_SOURCE
 # Every function of the C API (src/api/sotto.h) is exported under its own name, read from the header, so the
 # API needs no wrapper per function (size_t is 32 bits in wasm32, as JS passes it). src/wasm/exports.cpp adds
 # what only the web has (memory, the thread pool, self-tests) and its own sotto_llm_create, which puts handles
-# on the engine's pool; sotto_llm_create_on_pool is C++ (a ThreadPool*), for that one.
+# on the engine's pool; sotto_llm_create_on_pool is C++ (a ThreadPool*), for that one (and the TTS's and ASR's).
 file(STRINGS ${CMAKE_SOURCE_DIR}/src/api/sotto.h SOTTO_API_DECLARATIONS REGEX "^[A-Za-z].*[ *]sotto_[a-z0-9_]+\\(")
 set(SOTTO_API_EXPORTS)
 foreach(declaration ${SOTTO_API_DECLARATIONS})
   string(REGEX MATCH "sotto_[a-z0-9_]+\\(" name "${declaration}")
   string(REPLACE "(" "" name "${name}")
-  if(NOT name MATCHES "^sotto_(llm|tts)_create(_on_pool)?$")
+  if(NOT name MATCHES "^sotto_(llm|tts)_create(_on_pool)?$" AND NOT name STREQUAL "sotto_asr_create_on_pool")
     list(APPEND SOTTO_API_EXPORTS --export=${name})
   endif()
 endforeach()

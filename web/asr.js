@@ -6,11 +6,14 @@
 //   const r = await asr.transcribeWav(fileOrUrlOrPath);                         // any WAV (resampled, mixed down)
 //   seg = await vad.segmenter({ onSpeechEnd: asr.onSpeechEnd((r) => show(r.text)) });   // web/vad.js's segments
 //
-// Where it runs: on a wasm instance of its own, one thread, in a dedicated worker (web/speech-worker.js; the
-// default in a page, so the page stays responsive while a 10 s clip takes a second or more) or, with
-// { worker: false } (the default in Node), on the calling thread. Pass { vad: 'silero_vad.onnx' } to cut
+// Where it runs: on a wasm instance of its own, in a dedicated worker (web/speech-worker.js; the default in a
+// page, so the page stays responsive while a 10 s clip takes a second or more) or, with { worker: false } (the
+// default in Node), on the calling thread. { threads: N } gives that instance a pool of N threads (helpers
+// are Web Workers, web/pool.js; the calling thread must be a worker, as the speech worker is).
+// A page needs cross-origin isolation for either (shared memory). Pass { vad: 'silero_vad.onnx' } to cut
 // audio over 20 s at pauses with Silero VAD; without it long audio is cut at its quietest points.
 import { compileWasm, SpeechWorker } from './speech-client.js';
+import { startPool } from './pool.js';
 import { createSharedMemory, hasRelaxedSimd, instantiate, isNode, readCString, readString } from './runtime.js';
 
 const WASM_URLS = {
@@ -56,8 +59,9 @@ export class Asr extends AsrBase {
 
   // dir: the model directory (URL or, in Node, a path) holding encoder_model.ort, decoder_model_merged.ort and
   // tokenizer.bin. Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source), variant
-  // ('relaxed' | 'simd128'), wasmUrl, module (a compiled WebAssembly.Module instead of either), worker.
-  static async load(dir, { onProgress, vad, variant, wasmUrl, module, worker = !isNode } = {}) {
+  // ('relaxed' | 'simd128'), wasmUrl, module (a compiled WebAssembly.Module instead of either), worker, threads
+  // (default 1; Moonshine's encoder and decoder matmuls split across them).
+  static async load(dir, { onProgress, vad, variant, wasmUrl, module, worker = !isNode, threads = 1 } = {}) {
     if (!module) {
       const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
       if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
@@ -65,11 +69,13 @@ export class Asr extends AsrBase {
       // A checkout with only the SIMD128 build: relaxed SIMD is faster, not needed.
       module = await compileWasm(url, wasmUrl || variant || chosen !== 'relaxed' ? null : WASM_URLS.simd128);
     }
-    if (worker) return AsrWorker.load(dir, { onProgress, vad, module });
+    if (worker) return AsrWorker.load(dir, { onProgress, vad, module, threads });
     const memory = createSharedMemory();
     const wasm = await instantiate(module, memory, 'asr');
     wasm.__wasm_call_ctors();
-    const asr = new Asr(wasm, memory);
+    // A pool of helpers on this instance, and the handle on it (sotto_asr_create's own pool is one thread).
+    const pooled = threads > 1 && typeof wasm.sotto_asr_create_shared === 'function';
+    const asr = new Asr(wasm, memory, pooled ? await startPool(wasm, memory, module, threads) : 1);
     const files = [];
     try {
       let loaded = 0;
@@ -99,11 +105,12 @@ export class Asr extends AsrBase {
     return asr;
   }
 
-  constructor(wasm, memory) {
+  constructor(wasm, memory, threads = 1) {
     super();
     this.#wasm = wasm;
     this.#memory = memory;
-    this.#handle = wasm.sotto_asr_create(1);
+    this.#handle = threads > 1 ? wasm.sotto_asr_create_shared() : wasm.sotto_asr_create(1);
+    this.threads = threads;
   }
 
   #copyIn(bytes) {
@@ -175,21 +182,23 @@ function absolute(x) {
 // The same Asr in a dedicated worker (web/speech-worker.js): what Asr.load returns in a page.
 class AsrWorker extends AsrBase {
   #worker;
-  static async load(dir, { onProgress, vad, module }) {
+  static async load(dir, { onProgress, vad, module, threads }) {
     const worker = await SpeechWorker.start();
+    let info;
     try {
-      await worker.call('asrLoad', { dir: absolute(dir), vad: vad && absolute(vad), module }, onProgress);
+      info = await worker.call('asrLoad', { dir: absolute(dir), vad: vad && absolute(vad), module, threads }, onProgress);
     } catch (e) {
       worker.terminate();
       throw e;
     }
-    return new AsrWorker(worker);
+    return new AsrWorker(worker, info?.threads ?? 1);
   }
 
-  constructor(worker) {
+  constructor(worker, threads) {
     super();
     this.#worker = worker;
     this.worker = true;
+    this.threads = threads;
   }
 
   #live() {

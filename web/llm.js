@@ -158,8 +158,12 @@ export class Llm {
   }
 
   async #run(promptIds, keepCache, options, extra = {}) {
-    const cancel = new Int32Array(new SharedArrayBuffer(4));
-    const onAbort = () => Atomics.store(cancel, 0, 1);
+    // [0] cancel, [1] pause (worker.js's token loop reads both between tokens); a chat stream shares its own.
+    const cancel = options.control ?? new Int32Array(new SharedArrayBuffer(8));
+    const onAbort = () => {
+      Atomics.store(cancel, 0, 1);
+      Atomics.notify(cancel, 1);  // a paused loop wakes to see it
+    };
     options.signal?.addEventListener('abort', onAbort);
     if (options.signal?.aborted) onAbort();
     try {
@@ -258,11 +262,12 @@ export class Llm {
     let finished = false;
     let failure = null;
     const controller = new AbortController();
+    const control = new Int32Array(new SharedArrayBuffer(8));
     const push = (c) => {
       queue.push(c);
       wake?.();
     };
-    this.#chatRun(messages, { ...options, signal: controller.signal }, (text) => push(chunk({ content: text }))).then(
+    this.#chatRun(messages, { ...options, signal: controller.signal, control }, (text) => push(chunk({ content: text }))).then(
       (r) => {
         const last = chunk({}, r.finishReason);
         last.timings = { prefillMs: r.prefillMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache };
@@ -288,6 +293,15 @@ export class Llm {
       async return() {
         controller.abort();
         return { value: undefined, done: true };
+      },
+      // Holds the writing between two tokens (the cores go to whatever else runs: the voice agent's first
+      // spoken piece) until resume(); tokens already written still arrive. Leaving the loop also resumes it.
+      pause() {
+        Atomics.store(control, 1, 1);
+      },
+      resume() {
+        Atomics.store(control, 1, 0);
+        Atomics.notify(control, 1);
       },
     };
   }

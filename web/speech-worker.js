@@ -1,5 +1,5 @@
 // A dedicated worker for speech recognition (Moonshine, web/asr.js) or synthesis (Kokoro, web/tts-ops.js): one
-// wasm instance of its own, one thread. The page (web/speech-client.js) starts one per model; calls into the
+// wasm instance of its own (recognition's with a pool of `threads`, web/pool.js; synthesis's one thread). The page (web/speech-client.js) starts one per model; calls into the
 // engine block this worker for their whole length (a sentence of Kokoro is seconds), never the page.
 import { Asr } from './asr.js';
 import { copyIntoWasm, ttsOps } from './tts-ops.js';
@@ -18,9 +18,9 @@ const ops = {
     return { threads: 1 };
   },
   // Recognition: web/asr.js's own instance, inline here.
-  async asrLoad({ dir, vad, module }, progress) {
-    asr = await Asr.load(dir, { module, vad, worker: false, onProgress: progress });
-    return true;
+  async asrLoad({ dir, vad, module, threads = 1 }, progress) {
+    asr = await Asr.load(dir, { module, vad, worker: false, threads, onProgress: progress });
+    return { threads: asr.threads };
   },
   asrTranscribe({ samples }) {
     return asr.transcribe(samples);

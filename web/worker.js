@@ -395,6 +395,9 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
     if (wasm.sotto_llm_begin(llm, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
       throw new Error(`sotto: ${lastError(llm)}`);
     for (;;) {
+      // cancel[1] = 1 (when the page passes two words) holds the loop here, between tokens, until it is 0 again
+      // or the call is cancelled: the voice agent gives the cores to the first spoken piece's synthesis.
+      while (cancel?.length > 1 && Atomics.load(cancel, 1) && !Atomics.load(cancel, 0)) Atomics.wait(cancel, 1, 1, 200);
       if (cancel && Atomics.load(cancel, 0)) {
         out.stop = 'cancelled';
         break;

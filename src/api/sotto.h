@@ -350,6 +350,7 @@ class ThreadPool;
  * Workers). The pool must outlive the handle. */
 SottoLlm* sotto_llm_create_on_pool(sotto::ThreadPool* pool);
 SottoTts* sotto_tts_create_on_pool(sotto::ThreadPool* pool);
+SottoAsr* sotto_asr_create_on_pool(sotto::ThreadPool* pool);
 #endif
 
 #endif /* SOTTO_API_SOTTO_H */

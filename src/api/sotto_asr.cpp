@@ -18,12 +18,19 @@
 
 struct SottoAsr {
   std::string last_error;
-  std::unique_ptr<sotto::ThreadPool> pool;
+  std::unique_ptr<sotto::ThreadPool> own_pool;
+  sotto::ThreadPool* pool = nullptr;  // own_pool, or the web engine's (sotto_asr_create_on_pool)
   std::optional<sotto::asr::MoonshineModel> model;
   std::unique_ptr<sotto::vad::SileroWeights> vad;
   std::vector<float> audio;
   std::string json;
 };
+
+SottoAsr* sotto_asr_create_on_pool(sotto::ThreadPool* pool) {
+  auto* asr = new SottoAsr();
+  asr->pool = pool;
+  return asr;
+}
 
 extern "C" {
 
@@ -32,7 +39,8 @@ SottoAsr* sotto_asr_create(int32_t n_threads) {
   n_threads = 1;  // helpers would be Web Workers nobody starts for this handle
 #endif
   auto* asr = new SottoAsr();
-  asr->pool = std::make_unique<sotto::ThreadPool>(n_threads < 1 ? 1 : n_threads);
+  asr->own_pool = std::make_unique<sotto::ThreadPool>(n_threads < 1 ? 1 : n_threads);
+  asr->pool = asr->own_pool.get();
   return asr;
 }
 
@@ -54,7 +62,7 @@ int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_siz
   }
   asr->model.reset();
   auto m = sotto::asr::load_moonshine({encoder, encoder_size}, {decoder, decoder_size},
-                                      {tokenizer, tokenizer_size}, sotto::nn::Context::cpu(asr->pool.get()));
+                                      {tokenizer, tokenizer_size}, sotto::nn::Context::cpu(asr->pool));
   if (!m) {
     asr->last_error = m.message();
     return SOTTO_ERROR_FILE;

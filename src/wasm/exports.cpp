@@ -95,5 +95,11 @@ SOTTO_EXPORT(sotto_tts_create) SottoTts* wasm_tts_create() {
   if (!pool) sotto_pool_create(1);
   return sotto_tts_create_on_pool(pool);
 }
+// Speech recognition on this module's pool, when the JS that made this instance started helpers for it
+// (web/asr.js with threads > 1, web/pool.js); sotto_asr_create keeps a one-thread pool of its own.
+SOTTO_EXPORT(sotto_asr_create_shared) SottoAsr* wasm_asr_create_shared() {
+  if (!pool) sotto_pool_create(1);
+  return sotto_asr_create_on_pool(pool);
+}
 
 }  // extern "C"

@@ -35,3 +35,25 @@ test('speech worker: Kokoro in the worker answers every request and matches the 
   }
   await assert.rejects(inWorker.sentences('x'), /disposed/);
 });
+
+const asrDir = `${repo}models/moonshine-base-en`;
+const needAsr = [`${asrDir}/encoder_model.ort`, `${repo}build/wasm-simd128/sotto.wasm`, `${repo}tests/fixtures/audio/beckett.wav`].find((f) => !existsSync(f));
+
+test('speech worker: Moonshine on a pool of two threads in the worker writes what one thread writes', { skip: needAsr && `${needAsr} missing`, timeout: 120_000 }, async () => {
+  const { Asr } = await import('../../web/asr.js');
+  const [pooled, single] = await Promise.all([Asr.load(asrDir, { worker: true, threads: 2 }), Asr.load(asrDir, { worker: false })]);
+  try {
+    assert.equal(pooled.threads, 2, 'the worker did not start its pool');
+    assert.equal(single.threads, 1);
+    const samples = await single.decodeWav(`${repo}tests/fixtures/audio/beckett.wav`);
+    const one = await single.transcribe(samples);
+    const two = await pooled.transcribe(samples);
+    assert.ok(one.text.trim().length > 10, JSON.stringify(one.text));
+    // The pool splits rows of each product, not sums: the same logits, the same greedy text.
+    assert.equal(two.text, one.text);
+    console.log(`beckett.wav: one thread ${Math.round(one.encode_ms + one.decode_ms)} ms, two threads ${Math.round(two.encode_ms + two.decode_ms)} ms (encode ${Math.round(one.encode_ms)} / ${Math.round(two.encode_ms)})`);
+  } finally {
+    pooled.dispose();
+    single.dispose();
+  }
+});

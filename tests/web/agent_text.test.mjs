@@ -55,6 +55,11 @@ test('sentences: the first piece is a short clause, cut at a comma or after N wh
     ['Paris is the capital. It is big.', ['Paris is the capital.', 'It is big.']],
     ['Yes. That is right, of course. More.', ['Yes. That is right,', 'of course. More.']],
     [REPLY, ['Paris is the capital of', `France. ${SENTENCES[1]}`, ...SENTENCES.slice(2)]],
+    // A number counts as the words it is read as: one that would make the first piece long starts the next.
+    ['The moon is approximately 384,400 kilometers away. That is far.', ['The moon is approximately', '384,400 kilometers away.', 'That is far.']],
+    ['It was built in 1990 by them. Yes.', ['It was built in', '1990 by them.', 'Yes.']],
+    ['I have 2 cats and 3 dogs here. Yes.', ['I have 2 cats and', '3 dogs here.', 'Yes.']],
+    ['About 12 people came, more or less.', ['About 12 people came,', 'more or less.']],
   ];
   for (const [reply, pieces] of cases) {
     for (let seed = 1; seed <= 30; seed++) {

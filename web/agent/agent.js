@@ -7,12 +7,18 @@
 // models in Cache Storage), tokens=N (longest reply), endpoint=MS (the pause that ends a spoken turn), mic=1
 // (start the microphone once loaded), warmup=0, first=N (the reply's first spoken piece ends after at most N words,
 // sooner at a comma; 0: whole sentences), llmThreads=N (the language model's threads; default: one per core),
-// sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size).
+// sha256=HEX (the language model's expected sum, where it is not a known file), chunk=BYTES (download chunk size),
+// asrThreads=N (speech recognition's threads; default: one per core, at most 4), yield=0 (the language model
+// keeps writing while the first spoken piece is synthesised), echo=GAIN and echoDelay=MS (measurement: the
+// agent's own voice added to the microphone, scaled and delayed, as a speaker with no echo canceller;
+// agent.setEcho() changes it), echoGate=0 (speech over the voice interrupts it whatever its level against the
+// echo).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
 import { Microphone, Player } from './audio.js';
 import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, modelUrl, savedBytes } from './models.js';
+import { EchoGate, EchoReference, RATE_HZ as ECHO_RATE_HZ, rms as rmsOf } from './echo.js';
 import { ensureIsolation } from './isolation.js';
 import { VadTrace, modelRow as panelRow, rate } from './panels.js';
 import { detectGpu, deviceFor } from './profile.js';
@@ -46,6 +52,17 @@ const ENDPOINT_MS = 560;
 // at most FIRST_WORDS words, cut at a comma when one comes sooner (sentences.js); later pieces are sentences,
 // synthesised while the one before plays.
 const FIRST_WORDS = 5;
+// The language model yields to the voice: once the first piece is written, its token loop pauses until that
+// piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
+// the reply is written while the first piece plays).
+const YIELD_TO_VOICE = true;
+// Barge-in against the agent's own voice: while it plays, speech interrupts only once ECHO_CONFIRM_CHUNKS
+// microphone chunks in a row hold more than its echo (echo.js EchoGate: the microphone's level does not follow
+// what played, or is 3x (10 dB) over the echo that explains it); 2 chunks are 64 ms, inside the barge-in's
+// 150 ms bound. A segment that starts while the voice plays and is never confirmed is taken for the echo and
+// dropped, not transcribed.
+const ECHO_CONFIRM_CHUNKS = 2;
+const ECHO_SPAN_SAMPLES = Math.round(0.3 * ECHO_RATE_HZ);
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -66,6 +83,11 @@ function loadSettings() {
   if (params.has('cache')) s.cache = params.get('cache') !== '0';
   s.firstWords = params.has('first') ? Number(params.get('first')) : FIRST_WORDS;
   s.llmThreads = params.has('llmThreads') ? Number(params.get('llmThreads')) : undefined;
+  s.asrThreads = params.has('asrThreads') ? Number(params.get('asrThreads')) : Math.min(4, navigator.hardwareConcurrency || 1);
+  s.yieldToVoice = params.has('yield') ? params.get('yield') !== '0' : YIELD_TO_VOICE;
+  s.echoGain = Number(params.get('echo') ?? 0);
+  s.echoDelayMs = Number(params.get('echoDelay') ?? 60);
+  s.echoGate = params.get('echoGate') !== '0';
   return s;
 }
 
@@ -91,6 +113,7 @@ const agent = {
   speech: { asr: false, tts: false },
   speechWorkers: { asr: false, tts: false },  // recognition / synthesis off this thread, in workers of their own
   errors: [],
+  echo: { dropped: 0, held: 0 },  // segments taken for the agent's own voice; speech starts not let interrupt at once
 };
 window.sottoAgent = agent;
 
@@ -104,6 +127,11 @@ const s = {
   speaking: false,     // VAD state
   samplesIn: 0,
   longestStall: 0,    // the longest this thread went without running a 50 ms timer, since the turn began
+  echoRef: new EchoReference(),  // what the voice played, for the echo gate (and the simulated echo)
+  gate: new EchoGate(),
+  userChunks: 0,      // microphone chunks in a row louder than the echo explains
+  echoSuspect: null,  // a speech segment that began while the voice played, not yet confirmed as the user's
+  clipAudio: new Map(),  // player clip id -> {audio, rate}, until it starts playing
 };
 
 // How responsive this thread stays (the VAD, the level meter and playback's queue run here): a 50 ms heartbeat
@@ -237,13 +265,16 @@ async function loadAsr(device, modules) {
     asrRow.done('not available yet', 'web/asr.js is not in this build: type your questions (the microphone still shows speech).', 'warn');
   } else {
     try {
-      s.asr = await modules.Asr.load(MODELS_BASE + ASR_DIR, { device, engine: s.llm.engine, onProgress: engineProgress(asrRow, 'reading') });
+      // Recognition runs between the user's last word and the language model's first, when nothing else
+      // computes: it takes every core (its own pool in its worker).
+      s.asr = await modules.Asr.load(MODELS_BASE + ASR_DIR, { device, engine: s.llm.engine, threads: settings.asrThreads, onProgress: engineProgress(asrRow, 'reading') });
       agent.speech.asr = true;
+      agent.asrThreads = s.asr.threads ?? 1;
       agent.speechWorkers.asr = !!s.asr.worker;
       // Warm-up on a second of silence: the first utterance should not pay for first-call costs.
       const t0 = now();
       if (params.get('warmup') !== '0') await s.asr.transcribe(new Float32Array(16000));
-      asrRow.done('ready', `${MODELS_BASE + ASR_DIR}${params.get('warmup') !== '0' ? ` · warm-up ${Math.round(now() - t0)} ms` : ''}`);
+      asrRow.done(`ready · ${agent.asrThreads} thread${agent.asrThreads > 1 ? 's' : ''}`, `${MODELS_BASE + ASR_DIR}${params.get('warmup') !== '0' ? ` · warm-up ${Math.round(now() - t0)} ms` : ''}`);
     } catch (e) {
       asrRow.done('failed', fail('speech recognition', e), 'bad');
     }
@@ -346,21 +377,49 @@ async function toggleMic() {
     s.segmenter ??= await s.vad.segmenter({
       ...VAD_OPTIONS,
       redemptionMs: settings.endpointMs,
-      onFrameProcessed: ({ isSpeech }) => (s.trace ??= new VadTrace($('vad-trace'))).push(isSpeech, s.speaking),
+      onFrameProcessed: ({ isSpeech }) => {
+        (s.trace ??= new VadTrace($('vad-trace'))).push(isSpeech, s.speaking);
+        if (s.echoSuspect && s.userChunks >= ECHO_CONFIRM_CHUNKS) {
+          // Louder than the echo: the user is talking over the voice after all.
+          const detected = s.echoSuspect;
+          s.echoSuspect = null;
+          bargeIn('speech', { ...detected, confirmedAfterMs: now() - detected.t });
+        }
+      },
       onSpeechStart: () => {
         setVadState(true);
         // Where in the microphone's stream speech was detected (ms of audio since it started, up to the chunk
         // being processed) and how long after the worklet sent that chunk: the VAD's share of a barge-in's delay.
         const detected = { streamMs: (s.samplesIn * 1000) / 16000, lagMs: s.lastChunkQueuedMs + now() - s.lastChunkAt };
-        agent.events.push({ t: now(), type: 'speech-start', ...detected });
+        const held = settings.echoGate && s.player?.playing && s.userChunks < ECHO_CONFIRM_CHUNKS;
+        agent.events.push({ t: now(), type: 'speech-start', ...detected, held });
+        if (held) {
+          agent.echo.held++;
+          s.echoSuspect = { t: now(), ...detected };
+          return;
+        }
         bargeIn('speech', detected);
       },
-      onVADMisfire: () => setVadState(false),
-      onSpeechEnd: (audio) => onUtterance(audio),
+      onVADMisfire: () => {
+        s.echoSuspect = null;
+        setVadState(false);
+      },
+      onSpeechEnd: (audio) => {
+        if (!s.echoSuspect) return onUtterance(audio);
+        // Never louder than the agent's own voice explains: its echo, not a question.
+        s.echoSuspect = null;
+        agent.echo.dropped++;
+        agent.events.push({ t: now(), type: 'echo-dropped', ms: Math.round((audio.length / 16000) * 1000) });
+        setVadState(false);
+      },
     });
     await ensurePlayer();
     s.mic = await Microphone.start({
       onChunk: (samples, rms, queuedMs) => {
+        const endMs = now() - queuedMs;  // when the chunk's last sample was captured, on this thread's clock
+        if (settings.echoGain > 0) rms = rmsOf(s.echoRef.mixInto(samples, endMs, settings.echoGain, settings.echoDelayMs));
+        const user = s.gate.update(rms, s.echoRef.window(endMs, ECHO_SPAN_SAMPLES));
+        s.userChunks = user ? s.userChunks + 1 : 0;
         s.samplesIn += samples.length;
         s.lastChunkAt = now();
         s.lastChunkQueuedMs = queuedMs;
@@ -475,6 +534,9 @@ async function ensurePlayer() {
   if (s.player || !s.tts) return;
   s.player = await Player.create({
     onStart: (id, at) => {
+      const clip = s.clipAudio.get(id);
+      s.clipAudio.delete(id);
+      if (clip) s.echoRef.add(at, clip.audio, clip.rate);
       const t = s.turn;
       if (t && t.clipIds.has(id) && !t.tl.firstSound) {
         t.tl.firstSound = at;
@@ -514,7 +576,10 @@ async function runTurn(text, tl) {
   const queue = new SentenceQueue();
   if (s.tts) turn.synthesis = speak(turn, queue);
   const sentence = (x) => {
-    if (!tl.firstSentence) tl.firstSentence = now();
+    if (!tl.firstSentence) {
+      tl.firstSentence = now();
+      if (turn.synthesis && settings.yieldToVoice) pauseWriting(turn);
+    }
     turn.sentences.push(x);
     queue.push(x);
   };
@@ -558,6 +623,7 @@ async function runTurn(text, tl) {
     source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
     prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null,
+    writingPausedMs: turn.pausedAt ? Math.round((turn.resumedAt ?? now()) - turn.pausedAt) : null,
     longestStallMs: Math.round(s.longestStall),
   };
   agent.turns.push(record);
@@ -574,6 +640,19 @@ async function runTurn(text, tl) {
   s.turn = null;
   $('stop-button').disabled = true;
   setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
+}
+
+// The writing waits while the first piece is synthesised (YIELD_TO_VOICE); resumeWriting ends the wait, once.
+function pauseWriting(turn) {
+  if (!turn.stream?.pause || turn.cancelled) return;
+  turn.stream.pause();
+  turn.pausedAt = now();
+}
+
+function resumeWriting(turn) {
+  if (!turn.pausedAt || turn.resumedAt) return;
+  turn.resumedAt = now();
+  turn.stream.resume();
 }
 
 // Synthesis sentence by sentence, each clip queued for playback as soon as it exists (the next sentence is
@@ -599,14 +678,18 @@ async function speak(turn, queue) {
         break;
       }
       const clip = next.value;
+      resumeWriting(turn);
       const text = clip.text ?? turn.sentences[i];
       i++;
       const { id, done } = s.player.play(clip.audio, clip.sampleRate);
+      s.clipAudio.set(id, { audio: clip.audio, rate: clip.sampleRate });
       turn.clipIds.add(id);
       played.push(done.then((r) => ({ text, r })));
     }
   } catch (e) {
     addMessage('system', fail('speech synthesis', e));
+  } finally {
+    resumeWriting(turn);
   }
   for (const { text, r } of await Promise.all(played)) {
     const part = heardPart(speakable(text ?? ''), r.played / Math.max(r.total, 1e-9));
@@ -637,6 +720,8 @@ async function bargeIn(why, detected = null) {
   turn.cancel();
   const wasPlaying = !!s.player?.playing;
   const stopping = s.player?.stop();
+  s.echoRef.stopAt(now());
+  s.clipAudio.clear();
   turn.stream?.return?.();
   const stopped = await stopping;
   // stopMs: until the page heard back; audioStopMs: until the voice stopped, on the audio clock.
@@ -691,6 +776,12 @@ $('set-voice').addEventListener('change', () => {
 agent.ask = ask;
 agent.toggleMic = toggleMic;
 agent.bargeIn = bargeIn;
+// Measurement: the agent's voice fed back into the microphone at `gain` (0: none), `delayMs` late; the gate on/off.
+// A new gain is a new room: the gate learns it afresh.
+agent.setEcho = (gain, { delayMs = settings.echoDelayMs, gate = settings.echoGate } = {}) => {
+  if (gain !== settings.echoGain && gain > 0) s.gate = new EchoGate();
+  Object.assign(settings, { echoGain: gain, echoDelayMs: delayMs, echoGate: gate });
+};
 
 if (await ensureIsolation({ onError: (e) => fail('service worker', e) })) {
   sessionStorage.removeItem('sotto-agent-sw-reload');

@@ -82,6 +82,8 @@ export async function buildAgent(outDir = join(repo, 'build', 'agent'), { speech
   const speech = { asr: modulePath('asr'), tts: modulePath('tts') };
 
   const helper = await bundle(join(web, 'helper-worker.js'));
+  const HELPER_WORKER = /new URL\('\.\/helper-worker\.js', import\.meta\.url\)/;
+  const HELPER_BLOB = "new URL(URL.createObjectURL(new Blob([__SOTTO_HELPER_SOURCE__], { type: 'text/javascript' })))";
   const worker = await bundle(join(web, 'worker.js'), [plugin('worker-assets', {
     'web/worker.js': (src) => substitute('web/worker.js', src, [[
       /new URL\('\.\/helper-worker\.js', import\.meta\.url\)/,
@@ -97,7 +99,8 @@ export async function buildAgent(outDir = join(repo, 'build', 'agent'), { speech
     ? await bundle(join(web, 'speech-worker.js'), [plugin('speech-worker-assets', {
       'web/asr.js': (src) => substitute('web/asr.js', src, [[WASM_URLS, WASM_GETTERS]]),
       'web/speech-client.js': (src) => substitute('web/speech-client.js', src, [[SPEECH_WORKER, SPEECH_WORKER_URL]]),
-    })])
+      'web/pool.js': (src) => substitute('web/pool.js', src, [[HELPER_WORKER, HELPER_BLOB]]),
+    })], { __SOTTO_HELPER_SOURCE__: JSON.stringify(helper) })
     : '';
 
   const assetsModule = `
@@ -134,9 +137,10 @@ export async function loadSpeechModules() { return { Asr, Tts }; }`;
     'web/asr.js': (src) => substitute('web/asr.js', src, [[WASM_URLS, WASM_GETTERS]]),
     'web/tts.js': (src) => substitute('web/tts.js', src, [[WASM_URLS, WASM_GETTERS]]),
     'web/speech-client.js': (src) => substitute('web/speech-client.js', src, [[SPEECH_WORKER, SPEECH_WORKER_URL]]),
+    'web/pool.js': (src) => substitute('web/pool.js', src, [[HELPER_WORKER, HELPER_BLOB]]),
     'web/agent/assets.js': () => assetsModule,
     'web/agent/speech.js': () => speechModule,
-  })]);
+  })], { __SOTTO_HELPER_SOURCE__: JSON.stringify(helper) });
   for (const [what, text] of [['page', js], ['worker', worker], ['helper', helper], ['speech worker', speechWorker]]) {
     if (/import\.meta\.url/.test(text)) throw new Error(`build-agent: the ${what} bundle still loads something by import.meta.url`);
   }

@@ -17,6 +17,13 @@ const MIN_CHARS = 12;
 // The first piece's clause cut: at a comma, semicolon, colon or dash after at least this many words.
 const FIRST_CLAUSE_MIN_WORDS = 3;
 
+// How many words a written word is read as, roughly: a number one per digit (384,400 is read as seven words,
+// 1990 as two; the digit count is between), anything else one.
+export function spokenWords(word) {
+  const digits = word.replace(/[^0-9]/g, '').length;
+  return Math.max(1, digits);
+}
+
 export class SentenceSplitter {
   #buffer = '';
   #first;
@@ -24,7 +31,9 @@ export class SentenceSplitter {
   // firstWords > 0: the reply's first piece ends early, where synthesis can start on it: at the first clause mark
   // (, ; : or a dash) after FIRST_CLAUSE_MIN_WORDS words, else after `firstWords` whole words, else at its
   // sentence's end, whichever comes first; never inside a word (a word is whole once whitespace follows it). The
-  // voice's time to a first sound grows with the length of the first piece it synthesises.
+  // voice's time to a first sound grows with the length of the first piece it synthesises, which is what it
+  // says: a number counts as the words it is read as (spokenWords), and one that would take the piece past
+  // `firstWords` starts the next piece instead, once the first has FIRST_CLAUSE_MIN_WORDS words.
   constructor({ minChars = MIN_CHARS, firstWords = 0 } = {}) {
     this.minChars = minChars;
     this.#first = firstWords > 0 ? firstWords : 0;
@@ -55,18 +64,26 @@ export class SentenceSplitter {
     const b = this.#buffer;
     let words = 0;
     let inWord = false;
+    let wordStart = 0;
+    let lastEnd = -1;  // where the word before this one ended
     for (let i = 0; i < b.length; i++) {
       const c = b[i];
       if (/\s/.test(c)) {
         if (inWord) {
-          words++;
+          const w = spokenWords(b.slice(wordStart, i));
+          if (w > 1 && words + w > this.#first && words >= FIRST_CLAUSE_MIN_WORDS) return lastEnd;
+          words += w;
+          lastEnd = i;
           inWord = false;
           const mark = /[,;:\u2014\u2013]$/.test(b.slice(0, i)) || /\s[-\u2014\u2013]$/.test(b.slice(0, i));
           if ((mark && words >= FIRST_CLAUSE_MIN_WORDS) || words >= this.#first) return i;
           // A sentence end comes out of #sentences() as a whole sentence.
           if (/[.!?]["')\]]?$/.test(b.slice(0, i)) && b.slice(0, i).trim().length >= this.minChars) return -1;
         }
-      } else inWord = true;
+      } else if (!inWord) {
+        inWord = true;
+        wordStart = i;
+      }
     }
     return -1;
   }
