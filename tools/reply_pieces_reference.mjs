@@ -29,6 +29,10 @@ const REPLIES = [
   '(Parenthetical sentence.) Another one follows [with brackets.] Done.',
   'A - dash after one word, then more words follow here.',
   'Short. Also short. This one is a bit longer. End',
+  'The moon is about 384,400 kilometres away from the Earth.',
+  'It was built in 1990 and rebuilt in 2005, after the fire.',
+  'Call 555 0199 now for help. Or 911.',
+  'About 3 or 4 people came, maybe 12.',
 ];
 
 // Token-like chunks: a deterministic mix of 1- to 5-character pieces (whole code points, as the model's

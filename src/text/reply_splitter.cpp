@@ -78,13 +78,23 @@ std::vector<std::string> ReplySplitter::push(std::string_view utf8) {
 long ReplySplitter::first_clause() const {
   size_t words = 0;
   bool in_word = false;
+  size_t word_start = 0;
+  long last_end = -1;  // where the word before this one ended
   for (size_t i = 0; i < buffer_.size(); ++i) {
     if (!js_space(buffer_[i])) {
+      if (!in_word) word_start = i;
       in_word = true;
       continue;
     }
     if (!in_word) continue;
-    ++words;
+    // A number counts as the words it is read as (one per digit, roughly); one that would take the piece past
+    // first_words_ starts the next piece instead, once this one has kFirstClauseMinWords words.
+    size_t digits = 0;
+    for (size_t k = word_start; k < i; ++k) digits += buffer_[k] >= '0' && buffer_[k] <= '9';
+    const size_t w = std::max<size_t>(1, digits);
+    if (w > 1 && words + w > first_words_ && words >= kFirstClauseMinWords) return last_end;
+    words += w;
+    last_end = static_cast<long>(i);
     in_word = false;
     // buffer_[i - 1] is the word's last character: a clause mark ends it, or the word is a lone dash.
     const char32_t last = buffer_[i - 1];

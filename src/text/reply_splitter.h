@@ -26,7 +26,8 @@ class ReplySplitter {
 
   // first_words > 0: the reply's first piece ends at the first clause mark after kFirstClauseMinWords words,
   // else after first_words whole words, else at its sentence's end, whichever comes first; never inside a word
-  // (a word is whole once whitespace follows it). 0: whole sentences only.
+  // (a word is whole once whitespace follows it); a number counts as the words it is read as (one per digit),
+  // and one that would take the piece past first_words starts the next piece instead. 0: whole sentences only.
   explicit ReplySplitter(size_t first_words = 0, size_t min_chars = kMinChars)
       : first_words_(first_words), min_chars_(min_chars) {}
 
