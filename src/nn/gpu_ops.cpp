@@ -134,7 +134,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 // linear, tiled: a workgroup per 32 x 32 block of outputs, each thread 4 x 4 of them; K in chunks of 16 staged
 // in workgroup memory (the x rows and w rows of the block: each element read from memory once per block instead
-// of once per output). Each output still sums its K products in order from 0, as the plain loop would.
+// of once per output), rows 17 words apart so the threads of a warp reading one k of different rows hit
+// different banks (16 apart, the 8 column groups' reads all fell in one bank). Each output still sums its K products in order from 0, as the plain loop would.
 constexpr const char* kLinear = R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
@@ -142,8 +143,8 @@ struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1:
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<f32, 512>;
-var<workgroup> ws: array<f32, 512>;
+var<workgroup> xs: array<f32, 544>;
+var<workgroup> ws: array<f32, 544>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let tile = wid.x + wid.y * 65535u;
@@ -159,10 +160,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kk = k0 + e % 16u;
       var xv = 0.0;
       if (r0 + row < p.m && kk < p.k) { xv = x[(r0 + row) * p.k + kk]; }
-      xs[e] = xv;
+      xs[row * 17u + e % 16u] = xv;
       var wv = 0.0;
       if (c0 + row < p.n && kk < p.k) { wv = w[(c0 + row) * p.k + kk]; }
-      ws[e] = wv;
+      ws[row * 17u + e % 16u] = wv;
     }
     workgroupBarrier();
     let steps = min(16u, p.k - k0);
@@ -170,8 +171,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       var a: array<f32, 4>;
       var b: array<f32, 4>;
       for (var i = 0u; i < 4u; i++) {
-        a[i] = xs[(ty * 4u + i) * 16u + kk];
-        b[i] = ws[(tx * 4u + i) * 16u + kk];
+        a[i] = xs[(ty * 4u + i) * 17u + kk];
+        b[i] = ws[(tx * 4u + i) * 17u + kk];
       }
       for (var i = 0u; i < 4u; i++) {
         for (var j = 0u; j < 4u; j++) { acc[i][j] += a[i] * b[j]; }
@@ -203,8 +204,8 @@ struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1:
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<f32, 256>;
-var<workgroup> ws: array<f32, 256>;
+var<workgroup> xs: array<f32, 272>;
+var<workgroup> ws: array<f32, 272>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let tile = wid.x + wid.y * 65535u;
@@ -220,18 +221,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kk = k0 + e % 16u;
       var xv = 0.0;
       if (r0 + row < p.m && kk < p.k) { xv = x[(r0 + row) * p.k + kk]; }
-      xs[e] = xv;
+      xs[row * 17u + e % 16u] = xv;
       var wv = 0.0;
       if (c0 + row < p.n && kk < p.k) { wv = w[(c0 + row) * p.k + kk]; }
-      ws[e] = wv;
+      ws[row * 17u + e % 16u] = wv;
     }
     workgroupBarrier();
     let steps = min(16u, p.k - k0);
     for (var kk = 0u; kk < steps; kk++) {
-      let a0 = xs[(ty * 2u) * 16u + kk];
-      let a1 = xs[(ty * 2u + 1u) * 16u + kk];
-      let b0 = ws[(tx * 2u) * 16u + kk];
-      let b1 = ws[(tx * 2u + 1u) * 16u + kk];
+      let a0 = xs[(ty * 2u) * 17u + kk];
+      let a1 = xs[(ty * 2u + 1u) * 17u + kk];
+      let b0 = ws[(tx * 2u) * 17u + kk];
+      let b1 = ws[(tx * 2u + 1u) * 17u + kk];
       acc[0][0] += a0 * b0;
       acc[0][1] += a0 * b1;
       acc[1][0] += a1 * b0;
