@@ -227,7 +227,7 @@ Tensor attention_rel_pos(const Tensor& q0, const Tensor& k0, const Tensor& v0, c
 
 Tensor attention_rel_pos(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& p0,
                          const Tensor& u0, const Tensor& bv0, const AttentionOptions& o) {
-  NN_CPU_ONLY(q0, "attention_rel_pos");
+  if (gpu_ops::on_gpu(q0)) return gpu_ops::attention_rel_pos(q0, k0, v0, p0, u0, bv0, o);
   const Tensor q = cpu::as_f32(q0), k = cpu::as_f32(k0), v = cpu::as_f32(v0), p = cpu::as_f32(p0);
   const Tensor u = cpu::as_f32(u0), bv = cpu::as_f32(bv0);
   const Dims d = dims_of(q, k, o);

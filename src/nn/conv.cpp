@@ -312,7 +312,7 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dO
 }  // namespace ref
 
 Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dOptions& o) {
-  NN_CPU_ONLY(x0, "conv2d");
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::conv2d(x0, w0, b, o);
   const Tensor x = cpu::as_f32(x0), w = cpu::weight_f32(w0);
   NN_ASSERT(x.rank() == 3 && w.rank() == 4);
   Context& ctx = x.ctx();

@@ -134,7 +134,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 // linear, tiled: a workgroup per 32 x 32 block of outputs, each thread 4 x 4 of them; K in chunks of 16 staged
 // in workgroup memory (the x rows and w rows of the block: each element read from memory once per block instead
-// of once per output). Each output still sums its K products in order from 0, as the plain loop would.
+// of once per output), rows 17 words apart so the threads of a warp reading one k of different rows hit
+// different banks (16 apart, the 8 column groups' reads all fell in one bank). Each output still sums its K products in order from 0, as the plain loop would.
 constexpr const char* kLinear = R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
@@ -142,8 +143,8 @@ struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1:
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<f32, 512>;
-var<workgroup> ws: array<f32, 512>;
+var<workgroup> xs: array<f32, 544>;
+var<workgroup> ws: array<f32, 544>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let tile = wid.x + wid.y * 65535u;
@@ -159,10 +160,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let kk = k0 + e % 16u;
       var xv = 0.0;
       if (r0 + row < p.m && kk < p.k) { xv = x[(r0 + row) * p.k + kk]; }
-      xs[e] = xv;
+      xs[row * 17u + e % 16u] = xv;
       var wv = 0.0;
       if (c0 + row < p.n && kk < p.k) { wv = w[(c0 + row) * p.k + kk]; }
-      ws[e] = wv;
+      ws[row * 17u + e % 16u] = wv;
     }
     workgroupBarrier();
     let steps = min(16u, p.k - k0);
@@ -170,8 +171,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       var a: array<f32, 4>;
       var b: array<f32, 4>;
       for (var i = 0u; i < 4u; i++) {
-        a[i] = xs[(ty * 4u + i) * 16u + kk];
-        b[i] = ws[(tx * 4u + i) * 16u + kk];
+        a[i] = xs[(ty * 4u + i) * 17u + kk];
+        b[i] = ws[(tx * 4u + i) * 17u + kk];
       }
       for (var i = 0u; i < 4u; i++) {
         for (var j = 0u; j < 4u; j++) { acc[i][j] += a[i] * b[j]; }
@@ -183,6 +184,66 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let r = r0 + ty * 4u + i;
     for (var j = 0u; j < 4u; j++) {
       let c = c0 + tx * 4u + j;
+      if (r < p.m && c < p.n) {
+        var s = acc[i][j];
+        if (p.has_bias != 0u) { s += bias[c]; }
+        y[r * p.n + c] = s;
+      }
+    }
+  }
+}
+)";
+
+// linear, tiled by 16 x 16 blocks, each thread 2 x 2 outputs (otherwise as kLinear): for products too small to
+// give 32 x 32 blocks to every core (Moonshine's encoder, M = N = 416: 169 blocks of 32 for an H200's 132 SMs,
+// 676 of 16).
+constexpr const char* kLinear16 = R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<f32, 272>;
+var<workgroup> ws: array<f32, 272>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tile = wid.x + wid.y * 65535u;
+  let r0 = (tile / p.tiles_n) * 16u;
+  let c0 = (tile % p.tiles_n) * 16u;
+  if (r0 >= p.m) { return; }
+  let tx = lid % 8u;
+  let ty = lid / 8u;
+  var acc: array<array<f32, 2>, 2>;
+  for (var k0 = 0u; k0 < p.k; k0 += 16u) {
+    for (var e = lid; e < 256u; e += 64u) {
+      let row = e / 16u;
+      let kk = k0 + e % 16u;
+      var xv = 0.0;
+      if (r0 + row < p.m && kk < p.k) { xv = x[(r0 + row) * p.k + kk]; }
+      xs[row * 17u + e % 16u] = xv;
+      var wv = 0.0;
+      if (c0 + row < p.n && kk < p.k) { wv = w[(c0 + row) * p.k + kk]; }
+      ws[row * 17u + e % 16u] = wv;
+    }
+    workgroupBarrier();
+    let steps = min(16u, p.k - k0);
+    for (var kk = 0u; kk < steps; kk++) {
+      let a0 = xs[(ty * 2u) * 17u + kk];
+      let a1 = xs[(ty * 2u + 1u) * 17u + kk];
+      let b0 = ws[(tx * 2u) * 17u + kk];
+      let b1 = ws[(tx * 2u + 1u) * 17u + kk];
+      acc[0][0] += a0 * b0;
+      acc[0][1] += a0 * b1;
+      acc[1][0] += a1 * b0;
+      acc[1][1] += a1 * b1;
+    }
+    workgroupBarrier();
+  }
+  for (var i = 0u; i < 2u; i++) {
+    let r = r0 + ty * 2u + i;
+    for (var j = 0u; j < 2u; j++) {
+      let c = c0 + tx * 2u + j;
       if (r < p.m && c < p.n) {
         var s = acc[i][j];
         if (p.has_bias != 0u) { s += bias[c]; }
@@ -444,6 +505,31 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// A concat of two parts in one dispatch (a decoder step's KV cache grown by one row: 2 dispatches a tensor
+// were 32 of a Moonshine step's ~200): each output element [outer, n_a + n_b, inner] reads from a or b.
+constexpr const char* kConcat2 = NN_WGSL_INDEX R"(
+struct P { total: u32, n_a: u32, n_b: u32, inner: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> a: array<u32>;
+@group(0) @binding(2) var<storage, read> b: array<u32>;
+@group(0) @binding(3) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let j = i % p.inner;
+  let r = i / p.inner;
+  let n = p.n_a + p.n_b;
+  let o = r / n;
+  let pos = r % n;
+  if (pos < p.n_a) {
+    y[i] = a[(o * p.n_a + pos) * p.inner + j];
+  } else {
+    y[i] = b[(o * p.n_b + pos - p.n_a) * p.inner + j];
+  }
+}
+)";
+
 // Rotary embedding, one output element per thread (it reads its pair partner). Each pair's frequency comes as
 // a 32-bit fixed-point fraction of a turn per position (inv_freq / 2 pi * 2^32, computed in double on the CPU),
 // so position * frequency mod one turn is an exact integer product wrapping at 2^32: the angle is good to
@@ -489,74 +575,109 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
-// Scaled dot-product attention: a workgroup per (query i, head h). Its threads take keys j = lid, lid + 64, ..
-// for the scores (written to a scratch row [Tk]; each dot product in 4 partial sums, so a thread has 4 loads in
-// flight), reduce the max and the sum of exponentials, then sum probabilities times values with the keys split
-// in 4 slices of 16 threads (each thread its dims e = lane, lane + 16, ..; head_dim <= 256), the slices' sums
-// added in workgroup memory. A decoder step has one workgroup per head (8 on an H200's 132 SMs): the largest
-// item of its GPU time (bench/results/2026-12-04-moonshine-gpu.md). Causal: query i sees keys up to
-// Tk - Tq + i (a KV cache ahead of the queries).
+// Scaled dot-product attention split over key blocks (flash-decoding): a workgroup per (query i, head h, block of
+// `block` <= 64 keys), so a decoder step's one query still fills the GPU (8 heads x ~26 blocks of 16 cross keys
+// for a 10 s clip, where a workgroup per head left 124 of an H200's 132 SMs idle and took ~110 us a dispatch).
+// The query row is staged in workgroup memory; thread j scores key j of the block; the block's max and sum of
+// exponentials are reduced in workgroup memory; thread e sums probabilities times values for dims e, e + 64, ..
+// (adjacent threads read adjacent values). A block writes (max, sum, unnormalised sums [D]) to `part`; the
+// combine kernel below rescales the blocks to the largest max and divides. With one block the workgroup writes
+// the output itself (no combine dispatch). Causal: query i sees keys up to Tk - Tq + i (a KV cache ahead of the
+// queries); a block past that writes max -3e38, sum 0.
 constexpr const char* kAttention = NN_WGSL_REDUCE R"(
-struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, pad: u32 };
+struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, block: u32,
+           blocks: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
 @group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> scratch: array<f32>;
+@group(0) @binding(4) var<storage, read_write> part: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
-var<workgroup> part: array<f32, 1024>;
+var<workgroup> qs: array<f32, 256>;
+var<workgroup> probs: array<f32, 64>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let w = row_of(wid);
-  if (w >= p.tq * p.heads) { return; }
-  let i = w / p.heads;
-  let h = w % p.heads;
+  if (w >= p.tq * p.heads * p.blocks) { return; }
+  let b = w % p.blocks;
+  let row = w / p.blocks;  // i * heads + h
+  let i = row / p.heads;
+  let h = row % p.heads;
   let d = p.head_dim;
   let kv_cols = p.kv_heads * d;
   let kv_base = (h / (p.heads / p.kv_heads)) * d;
   var limit = p.tk;
   if (p.causal != 0u) { limit = min(p.tk, p.tk - p.tq + i + 1u); }
   let q_base = i * p.heads * d + h * d;
-  let s_base = w * p.tk;
-  var m = -3.0e38;
-  for (var j = lid; j < limit; j += 64u) {
+  for (var e = lid; e < d; e += 64u) { qs[e] = q[q_base + e]; }
+  workgroupBarrier();
+  let j0 = b * p.block;
+  let j = j0 + lid;
+  var s = -3.0e38;
+  if (lid < p.block && j < limit) {
     let kb = j * kv_cols + kv_base;
     var s0 = 0.0;
     var s1 = 0.0;
-    var s2 = 0.0;
-    var s3 = 0.0;
     var e = 0u;
-    for (; e + 4u <= d; e += 4u) {
-      s0 += q[q_base + e] * k[kb + e];
-      s1 += q[q_base + e + 1u] * k[kb + e + 1u];
-      s2 += q[q_base + e + 2u] * k[kb + e + 2u];
-      s3 += q[q_base + e + 3u] * k[kb + e + 3u];
+    for (; e + 2u <= d; e += 2u) {
+      s0 += qs[e] * k[kb + e];
+      s1 += qs[e + 1u] * k[kb + e + 1u];
     }
-    for (; e < d; e++) { s0 += q[q_base + e] * k[kb + e]; }
-    let s = ((s0 + s1) + (s2 + s3)) * p.scale;
-    scratch[s_base + j] = s;
-    m = max(m, s);
+    if (e < d) { s0 += qs[e] * k[kb + e]; }
+    s = (s0 + s1) * p.scale;
   }
-  m = reduce_max(m, lid);
-  var l = 0.0;
-  for (var j = lid; j < limit; j += 64u) {
-    let z = exp(scratch[s_base + j] - m);
-    scratch[s_base + j] = z;
-    l += z;
-  }
-  l = reduce_sum(l, lid);
-  storageBarrier();
-  let inv = 1.0 / l;
-  let slice = lid / 16u;
-  let lane = lid % 16u;
-  for (var e = lane; e < d; e += 16u) {
-    var acc = 0.0;
-    for (var j = slice; j < limit; j += 4u) { acc += scratch[s_base + j] * v[j * kv_cols + kv_base + e]; }
-    part[slice * 256u + e] = acc;
-  }
-  workgroupBarrier();
+  let m = reduce_max(s, lid);
+  var z = 0.0;
+  if (lid < p.block && j < limit) { z = exp(s - m); }
+  probs[lid] = z;
+  let l = reduce_sum(z, lid);  // its barriers also publish probs
+  let n = min(p.block, select(0u, limit - j0, limit > j0));
+  let out = row * p.blocks + b;
   for (var e = lid; e < d; e += 64u) {
-    y[q_base + e] = ((part[e] + part[256u + e]) + (part[512u + e] + part[768u + e])) * inv;
+    var acc = 0.0;
+    for (var t = 0u; t < n; t++) { acc += probs[t] * v[(j0 + t) * kv_cols + kv_base + e]; }
+    if (p.blocks == 1u) {
+      y[q_base + e] = acc / l;
+    } else {
+      part[out * (d + 2u) + 2u + e] = acc;
+    }
+  }
+  if (p.blocks > 1u && lid == 0u) {
+    part[out * (d + 2u)] = m;
+    part[out * (d + 2u) + 1u] = l;
+  }
+}
+)";
+
+// The key blocks of one (query, head) combined: a workgroup per (query, head), its threads over the dims, each
+// block's sums scaled by exp(block max - overall max).
+constexpr const char* kAttentionCombine = R"(
+fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
+struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, block: u32,
+           blocks: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> part: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = row_of(wid);
+  if (row >= p.tq * p.heads) { return; }
+  let d = p.head_dim;
+  let stride = d + 2u;
+  let base = row * p.blocks * stride;
+  var m = -3.0e38;
+  for (var b = 0u; b < p.blocks; b++) { m = max(m, part[base + b * stride]); }
+  var l = 0.0;
+  for (var b = 0u; b < p.blocks; b++) { l += part[base + b * stride + 1u] * exp(part[base + b * stride] - m); }
+  let inv = 1.0 / l;
+  let i = row / p.heads;
+  let h = row % p.heads;
+  for (var e = lid; e < d; e += 64u) {
+    var acc = 0.0;
+    for (var b = 0u; b < p.blocks; b++) {
+      acc += part[base + b * stride + 2u + e] * exp(part[base + b * stride] - m);
+    }
+    y[i * p.heads * d + h * d + e] = acc * inv;
   }
 }
 )";
@@ -659,6 +780,219 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 )";
 
+// Argmax of long rows (a decoder step's 32,768 logits) in two dispatches of this kernel: stage 0 gives a
+// workgroup to each (row, chunk of 1,024 values) and writes the chunk's best (value, index); stage 1 gives a
+// workgroup to each row and picks the best of its chunks' pairs. Both prefer the lower index on ties, so the
+// result is the row's first maximum, as kArgmax's (one workgroup over 32,768 values took ~124 us on an H200).
+constexpr const char* kArgmaxChunks = R"(
+fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
+struct P { rows: u32, n: u32, chunks: u32, stage: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> part: array<u32>;
+@group(0) @binding(3) var<storage, read_write> y: array<i32>;
+var<workgroup> best_v: array<f32, 64>;
+var<workgroup> best_i: array<u32, 64>;
+fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
+  return i != 0xffffffffu && (bi == 0xffffffffu || v > bv || (v == bv && i < bi));
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = row_of(wid);
+  var bv = -3.4e38;
+  var bi = 0xffffffffu;
+  if (p.stage == 0u) {
+    if (w >= p.rows * p.chunks) { return; }
+    let r = w / p.chunks;
+    let begin = (w % p.chunks) * 1024u;
+    let end = min(p.n, begin + 1024u);
+    for (var j = begin + lid; j < end; j += 64u) {
+      let v = x[r * p.n + j];
+      if (better(v, j, bv, bi)) { bv = v; bi = j; }
+    }
+  } else {
+    if (w >= p.rows) { return; }
+    for (var c = lid; c < p.chunks; c += 64u) {
+      let at = 2u * (w * p.chunks + c);
+      let v = bitcast<f32>(part[at]);
+      let i = part[at + 1u];
+      if (better(v, i, bv, bi)) { bv = v; bi = i; }
+    }
+  }
+  best_v[lid] = bv;
+  best_i[lid] = bi;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (lid < s && better(best_v[lid + s], best_i[lid + s], best_v[lid], best_i[lid])) {
+      best_v[lid] = best_v[lid + s];
+      best_i[lid] = best_i[lid + s];
+    }
+    workgroupBarrier();
+  }
+  if (lid == 0u) {
+    if (p.stage == 0u) {
+      part[2u * w] = bitcast<u32>(best_v[0]);
+      part[2u * w + 1u] = best_i[0];
+    } else {
+      y[w] = i32(best_i[0]);
+    }
+  }
+}
+)";
+
+// ---------------------------------------------------------------- Parakeet's (FastConformer's) kernels
+// GLU along any axis, as [outer, 2 * half, inner]: the first half times sigmoid of the second; one output
+// element per thread.
+constexpr const char* kGlu = NN_WGSL_INDEX R"(
+struct P { total: u32, half: u32, inner: u32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  let j = i % p.inner;
+  let r = i / p.inner;
+  let o = r / p.half;
+  let a = (o * 2u * p.half + r % p.half) * p.inner + j;
+  y[i] = x[a] / (1.0 + exp(-x[a + p.half * p.inner]));
+}
+)";
+
+// permute of up to 6 dims (4-byte elements): each output element's input offset from the output's dims and
+// the input strides taken in the output's order; one element per thread.
+constexpr const char* kPermute = NN_WGSL_INDEX R"(
+struct P { total: u32, rank: u32, pad0: u32, pad1: u32, dims: array<vec4<u32>, 2>, strides: array<vec4<u32>, 2> };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<u32>;
+@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  var rest = i;
+  var src = 0u;
+  for (var a = i32(p.rank) - 1; a >= 0; a--) {
+    let n = p.dims[a / 4][a % 4];
+    src += (rest % n) * p.strides[a / 4][a % 4];
+    rest /= n;
+  }
+  y[i] = x[src];
+}
+)";
+
+// conv2d, x [Cin, H, W], w [Cout, Cin / groups, KH, KW]: one output (channel, row, column) per thread, its
+// in_g * KH * KW multiply-adds (Parakeet's subsampling: a 3 x 3 conv of one channel, depthwise 3 x 3 and
+// pointwise 1 x 1 convs of 256 channels).
+constexpr const char* kConv2d = NN_WGSL_INDEX R"(
+struct P { cout: u32, oh: u32, ow: u32, in_g: u32, h: u32, w: u32, kh: u32, kw: u32, stride_h: u32, stride_w: u32,
+           pad_h: u32, pad_w: u32, dil_h: u32, dil_w: u32, out_g: u32, has_bias: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> wt: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.cout * p.oh * p.ow) { return; }
+  let oc = i / (p.oh * p.ow);
+  let oy = (i / p.ow) % p.oh;
+  let ox = i % p.ow;
+  let c0 = (oc / p.out_g) * p.in_g;
+  var s = 0.0;
+  for (var c = 0u; c < p.in_g; c++) {
+    for (var ky = 0u; ky < p.kh; ky++) {
+      let yy = i32(oy * p.stride_h + ky * p.dil_h) - i32(p.pad_h);
+      if (yy < 0 || yy >= i32(p.h)) { continue; }
+      for (var kx = 0u; kx < p.kw; kx++) {
+        let xx = i32(ox * p.stride_w + kx * p.dil_w) - i32(p.pad_w);
+        if (xx < 0 || xx >= i32(p.w)) { continue; }
+        s += wt[((oc * p.in_g + c) * p.kh + ky) * p.kw + kx] * x[((c0 + c) * p.h + u32(yy)) * p.w + u32(xx)];
+      }
+    }
+  }
+  if (p.has_bias != 0u) { s += bias[oc]; }
+  y[i] = s;
+}
+)";
+
+// Transformer-XL relative-position attention (FastConformer), split over key blocks as kAttention (same
+// partial layout, same combine kernel): score(i, j) = ((q_i + u_h) . k_j + (q_i + v_h) . p_{T-1-i+j}) * scale,
+// p [2T - 1, H * D] the projected positions (the rel-shift as an index). Thread j of a block computes both dot
+// products of its key.
+constexpr const char* kAttentionRelPos = NN_WGSL_REDUCE R"(
+struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, block: u32,
+           blocks: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> k: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> pos: array<f32>;
+@group(0) @binding(5) var<storage, read> bias_u: array<f32>;
+@group(0) @binding(6) var<storage, read> bias_v: array<f32>;
+@group(0) @binding(7) var<storage, read_write> part: array<f32>;
+@group(0) @binding(8) var<storage, read_write> y: array<f32>;
+var<workgroup> qu: array<f32, 256>;
+var<workgroup> qv: array<f32, 256>;
+var<workgroup> probs: array<f32, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = row_of(wid);
+  if (w >= p.tq * p.heads * p.blocks) { return; }
+  let b = w % p.blocks;
+  let row = w / p.blocks;
+  let i = row / p.heads;
+  let h = row % p.heads;
+  let d = p.head_dim;
+  let cols = p.heads * d;
+  var limit = p.tk;
+  if (p.causal != 0u) { limit = min(p.tk, p.tk - p.tq + i + 1u); }
+  let q_base = i * cols + h * d;
+  for (var e = lid; e < d; e += 64u) {
+    let qe = q[q_base + e];
+    qu[e] = qe + bias_u[h * d + e];
+    qv[e] = qe + bias_v[h * d + e];
+  }
+  workgroupBarrier();
+  let j0 = b * p.block;
+  let j = j0 + lid;
+  var s = -3.0e38;
+  if (lid < p.block && j < limit) {
+    let kb = j * cols + h * d;
+    let pb = (p.tq - 1u - i + j) * cols + h * d;
+    var ac = 0.0;
+    var bd = 0.0;
+    for (var e = 0u; e < d; e++) {
+      ac += qu[e] * k[kb + e];
+      bd += qv[e] * pos[pb + e];
+    }
+    s = (ac + bd) * p.scale;
+  }
+  let m = reduce_max(s, lid);
+  var z = 0.0;
+  if (lid < p.block && j < limit) { z = exp(s - m); }
+  probs[lid] = z;
+  let l = reduce_sum(z, lid);
+  let n = min(p.block, select(0u, limit - j0, limit > j0));
+  let out = row * p.blocks + b;
+  for (var e = lid; e < d; e += 64u) {
+    var acc = 0.0;
+    for (var t = 0u; t < n; t++) { acc += probs[t] * v[(j0 + t) * cols + h * d + e]; }
+    if (p.blocks == 1u) {
+      y[q_base + e] = acc / l;
+    } else {
+      part[out * (d + 2u) + 2u + e] = acc;
+    }
+  }
+  if (p.blocks > 1u && lid == 0u) {
+    part[out * (d + 2u)] = m;
+    part[out * (d + 2u) + 1u] = l;
+  }
+}
+)";
+
 uint32_t bits(float f) {
   return std::bit_cast<uint32_t>(f);
 }
@@ -726,7 +1060,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Shape shape = x.shape();
   shape[-1] = n;
   Tensor out = x.ctx().empty(shape);
-  const int64_t tiles_m = (m + 31) / 32, tiles_n = (n + 31) / 32;
+  // 32 x 32 blocks where there are enough of them to fill a large GPU (~4 per core of an H200), else 16 x 16.
+  const bool small = ((m + 31) / 32) * ((n + 31) / 32) < 512;
+  const int64_t tile = small ? 16 : 32, tiles_m = (m + tile - 1) / tile, tiles_n = (n + tile - 1) / tile;
   const uint32_t params[] = {static_cast<uint32_t>(m),
                              static_cast<uint32_t>(n),
                              static_cast<uint32_t>(k),
@@ -739,8 +1075,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   if (m < 16)
     rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(m * n));
   else
-    rec.dispatch("nn_linear", kLinear, params, {&x, &w, &bias, &out},
-                 static_cast<uint64_t>(tiles_m * tiles_n * 64));
+    rec.dispatch(small ? "nn_linear16" : "nn_linear", small ? kLinear16 : kLinear, params,
+                 {&x, &w, &bias, &out}, static_cast<uint64_t>(tiles_m * tiles_n * 64));
   return out;
 }
 
@@ -956,6 +1292,12 @@ Tensor concat(std::span<const Tensor> parts, int axis) {
   int64_t inner = 1;
   for (int i = a + 1; i < first.rank(); ++i) inner *= first.dim(i);
   Tensor out = first.ctx().empty(shape, first.dtype());
+  if (parts.size() == 2) {
+    const uint32_t params[] = {u32(out.elements()), u32(parts[0].dim(a)), u32(parts[1].dim(a)), u32(inner)};
+    rec.dispatch("nn_concat2", kConcat2, params, {&parts[0], &parts[1], &out},
+                 static_cast<uint64_t>(out.elements()));
+    return out;
+  }
   int64_t done = 0;
   for (const Tensor& p : parts) {
     const uint32_t params[] = {
@@ -996,11 +1338,29 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     return unsupported(q, "attention of these tensors");
   const int64_t tq = q.dim(0), tk = k.dim(0), head_dim = q.dim(1) / heads;
   const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
-  Tensor scratch = q.ctx().empty({tq * heads * tk});
+  // Blocks of 64 keys, halved down to 16 while that leaves fewer than ~256 workgroups (a decoder step's one
+  // query: more, smaller blocks keep more of the GPU's cores busy).
+  int64_t block = 64;
+  while (block > 16 && tq * heads * ((tk + block - 1) / block) < 256) block /= 2;
+  const int64_t blocks = (tk + block - 1) / block;
+  Tensor part = q.ctx().empty({blocks > 1 ? tq * heads * blocks * (head_dim + 2) : 1});
   Tensor out = q.ctx().empty(q.shape());
-  const uint32_t params[] = {
-      u32(tq), u32(tk), u32(heads), u32(kv_heads), u32(head_dim), o.causal ? 1u : 0u, bits(scale), 0};
-  rec.dispatch("nn_attention", kAttention, params, {&q, &k, &v, &scratch, &out}, workgroups(tq * heads));
+  const uint32_t params[] = {u32(tq),
+                             u32(tk),
+                             u32(heads),
+                             u32(kv_heads),
+                             u32(head_dim),
+                             o.causal ? 1u : 0u,
+                             bits(scale),
+                             u32(block),
+                             u32(blocks),
+                             0,
+                             0,
+                             0};
+  rec.dispatch("nn_attention", kAttention, params, {&q, &k, &v, &part, &out},
+               workgroups(tq * heads * blocks));
+  if (blocks > 1)
+    rec.dispatch("nn_attention_combine", kAttentionCombine, params, {&part, &out}, workgroups(tq * heads));
   return out;
 }
 
@@ -1052,8 +1412,122 @@ Tensor argmax(const Tensor& x) {
   Shape shape;
   for (int i = 0; i + 1 < x.rank(); ++i) shape.dims[shape.rank++] = x.dim(i);
   Tensor out = x.ctx().empty(shape, DType::I32);
+  if (n > 4096) {
+    const int64_t chunks = (n + 1023) / 1024;
+    Tensor part = x.ctx().empty({rows * chunks * 2}, DType::I32);
+    for (uint32_t stage = 0; stage < 2; ++stage) {
+      const uint32_t params[] = {u32(rows), u32(n), u32(chunks), stage};
+      rec.dispatch("nn_argmax_chunks", kArgmaxChunks, params, {&x, &part, &out},
+                   workgroups(stage == 0 ? rows * chunks : rows));
+    }
+    return out;
+  }
   const uint32_t params[] = {u32(rows), u32(n), 0, 0};
   rec.dispatch("nn_argmax", kArgmax, params, {&x, &out}, workgroups(rows));
+  return out;
+}
+
+Tensor glu(const Tensor& x, int axis) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  const int a = axis < 0 ? x.rank() + axis : axis;
+  if (x.dtype() != DType::F32 || a < 0 || a >= x.rank() || x.dim(a) % 2 != 0)
+    return unsupported(x, "glu of this tensor");
+  int64_t inner = 1;
+  for (int i = a + 1; i < x.rank(); ++i) inner *= x.dim(i);
+  Shape shape = x.shape();
+  shape.dims[a] /= 2;
+  Tensor out = x.ctx().empty(shape);
+  const uint32_t params[] = {u32(out.elements()), u32(shape.dims[a]), u32(inner), 0};
+  rec.dispatch("nn_glu", kGlu, params, {&x, &out}, static_cast<uint64_t>(out.elements()));
+  return out;
+}
+
+Tensor permute(const Tensor& x, std::span<const int> order) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (!four_bytes(x.dtype()) || static_cast<int>(order.size()) != x.rank())
+    return unsupported(x, "permute of this tensor");
+  int64_t in_strides[Shape::kMaxRank] = {};
+  int64_t stride = 1;
+  for (int i = x.rank() - 1; i >= 0; --i) {
+    in_strides[i] = stride;
+    stride *= x.dim(i);
+  }
+  Shape shape;
+  shape.rank = x.rank();
+  uint32_t params[4 + 16] = {0, u32(x.rank()), 0, 0};
+  for (int i = 0; i < x.rank(); ++i) {
+    shape.dims[i] = x.dim(order[static_cast<size_t>(i)]);
+    params[4 + i] = u32(shape.dims[i]);
+    params[12 + i] = u32(in_strides[order[static_cast<size_t>(i)]]);
+  }
+  Tensor out = x.ctx().empty(shape, x.dtype());
+  params[0] = u32(out.elements());
+  rec.dispatch("nn_permute", kPermute, params, {&x, &out}, static_cast<uint64_t>(out.elements()));
+  return out;
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || !on_gpu(w) || x.rank() != 3 || w.rank() != 4 ||
+      o.groups < 1 || w.dim(0) % o.groups != 0 || w.dim(1) * o.groups != x.dim(0) ||
+      (b.defined() && b.dtype() != DType::F32))
+    return unsupported(x, "conv2d of these tensors");
+  const int64_t h = x.dim(1), wd = x.dim(2), cout = w.dim(0), in_g = w.dim(1), kh = w.dim(2), kw = w.dim(3);
+  const int64_t oh = (h + 2 * o.pad_h - o.dilation_h * (kh - 1) - 1) / o.stride_h + 1;
+  const int64_t ow = (wd + 2 * o.pad_w - o.dilation_w * (kw - 1) - 1) / o.stride_w + 1;
+  if (oh < 1 || ow < 1) return unsupported(x, "conv2d with no output");
+  Tensor out = x.ctx().empty({cout, oh, ow});
+  const uint32_t params[] = {u32(cout),
+                             u32(oh),
+                             u32(ow),
+                             u32(in_g),
+                             u32(h),
+                             u32(wd),
+                             u32(kh),
+                             u32(kw),
+                             u32(o.stride_h),
+                             u32(o.stride_w),
+                             u32(o.pad_h),
+                             u32(o.pad_w),
+                             u32(o.dilation_h),
+                             u32(o.dilation_w),
+                             u32(cout / o.groups),
+                             b.defined() ? 1u : 0u};
+  const Tensor& bias = b.defined() ? b : w;
+  rec.dispatch("nn_conv2d", kConv2d, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(out.elements()));
+  return out;
+}
+
+Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& p,
+                         const Tensor& pos_bias_u, const Tensor& pos_bias_v, const AttentionOptions& o) {
+  GpuRecorder& rec = *q.ctx().gpu();
+  if (rec.failed()) return empty_on(q);
+  const int64_t heads = o.n_heads;
+  const Tensor* all[] = {&q, &k, &v, &p, &pos_bias_u, &pos_bias_v};
+  for (const Tensor* t : all)
+    if (!on_gpu(*t) || t->dtype() != DType::F32) return unsupported(q, "attention_rel_pos of these tensors");
+  if (q.rank() != 2 || heads < 1 || q.dim(1) % heads != 0 || k.shape() != q.shape() ||
+      v.shape() != q.shape() || (o.n_kv_heads != 0 && o.n_kv_heads != heads) || p.rank() != 2 ||
+      p.dim(0) != 2 * q.dim(0) - 1 || p.dim(1) != q.dim(1) || pos_bias_u.elements() != q.dim(1) ||
+      pos_bias_v.elements() != q.dim(1) || q.dim(1) / heads > 256 || q.dim(0) < 1)
+    return unsupported(q, "attention_rel_pos of these tensors");
+  const int64_t t = q.dim(0), head_dim = q.dim(1) / heads;
+  const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  int64_t block = 64;
+  while (block > 16 && t * heads * ((t + block - 1) / block) < 256) block /= 2;
+  const int64_t blocks = (t + block - 1) / block;
+  Tensor part = q.ctx().empty({blocks > 1 ? t * heads * blocks * (head_dim + 2) : 1});
+  Tensor out = q.ctx().empty(q.shape());
+  const uint32_t params[] = {
+      u32(t),      u32(t), u32(heads), u32(heads), u32(head_dim), o.causal ? 1u : 0u, bits(scale), u32(block),
+      u32(blocks), 0,      0,          0};
+  rec.dispatch("nn_attention_rel_pos", kAttentionRelPos, params,
+               {&q, &k, &v, &p, &pos_bias_u, &pos_bias_v, &part, &out}, workgroups(t * heads * blocks));
+  if (blocks > 1)
+    rec.dispatch("nn_attention_combine", kAttentionCombine, params, {&part, &out}, workgroups(t * heads));
   return out;
 }
 

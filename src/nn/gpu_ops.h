@@ -32,6 +32,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b);
 Tensor embedding(const Tensor& table, const Tensor& ids);
 Tensor argmax(const Tensor& x);  // over the last axis -> I32
+// Parakeet's (FastConformer's) ops.
+Tensor glu(const Tensor& x, int axis);
+Tensor permute(const Tensor& x, std::span<const int> order);
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o);
+Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& p,
+                         const Tensor& pos_bias_u, const Tensor& pos_bias_v, const AttentionOptions& o);
 // An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.
 Tensor unsupported(const Tensor& x, const char* op);
 

@@ -6,7 +6,7 @@
 // Each op runs on the backend of its inputs' context (nn/tensor.h): eagerly on the CPU, recorded on the GPU
 // (so far add/sub/mul/div, scale, activation, and in f32 linear, conv1d, lstm, pad_reflect, slice, softmax,
 // layer_norm, group_norm, transpose, concat, rope, attention, argmax, embedding (f32 / int8 tables) and
-// linear_int8_affine: see nn/gpu_recorder.h; the others fail the next read with one line). Each op lives in one file of
+// linear_int8_affine, glu, permute, conv2d, attention_rel_pos: see nn/gpu_recorder.h; the others fail the next read with one line). Each op lives in one file of
 // src/nn/ with its plain scalar reference (namespace ref, declared in nn/ref.h, beside it: obviously right,
 // single-threaded) and its backends' kernels; tests/unit/nn_*_test.cpp check the CPU (AVX2 and portable, 1 and
 // 3 threads) and the GPU (SwiftShader) against the references on fresh random inputs of odd sizes,

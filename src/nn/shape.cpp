@@ -17,7 +17,7 @@ Tensor transpose(const Tensor& x) {
 }
 
 Tensor permute(const Tensor& x, std::span<const int> order) {
-  NN_CPU_ONLY(x, "permute");
+  if (gpu_ops::on_gpu(x)) return gpu_ops::permute(x, order);
   NN_ASSERT(static_cast<int>(order.size()) == x.rank());
   const int rank = x.rank();
   const uint32_t eb = element_bytes(x.dtype());

@@ -54,12 +54,18 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
                ref::linear(x, w, bias), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear");
   expect_close(download(*cpu, *gpu, linear(upload(*gpu, x), upload(*gpu, w))), ref::linear(x, w), 1e-5f * k,
                1e-5f, "gpu linear without bias");
-  // Several 32 x 32 output blocks each way, partial ones at the edges.
+  // Several output blocks each way (16 x 16 ones at these sizes), partial ones at the edges.
   const int64_t m2 = rand_int(33, 100), n2 = rand_int(33, 100);
   const Tensor x2 = rand_tensor(*cpu, {m2, k}), w2 = rand_tensor(*cpu, {n2, k}),
                bias2 = rand_tensor(*cpu, {n2});
   expect_close(download(*cpu, *gpu, linear(upload(*gpu, x2), upload(*gpu, w2), upload(*gpu, bias2))),
                ref::linear(x2, w2, bias2), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear blocks");
+  // Enough 32 x 32 blocks (>= 512) for the large-tile kernel; the sizes above take the 16 x 16 one.
+  const int64_t m3 = rand_int(700, 760), n3 = rand_int(730, 790), k3 = rand_int(1, 40);
+  const Tensor x3 = rand_tensor(*cpu, {m3, k3}), w3 = rand_tensor(*cpu, {n3, k3}),
+               bias3 = rand_tensor(*cpu, {n3});
+  expect_close(download(*cpu, *gpu, linear(upload(*gpu, x3), upload(*gpu, w3), upload(*gpu, bias3))),
+               ref::linear(x3, w3, bias3), 1e-5f * static_cast<float>(k3), 1e-5f, "gpu linear large blocks");
   const Tensor gamma = rand_tensor(*cpu, {cols}), beta = rand_tensor(*cpu, {cols});
   expect_close(download(*cpu, *gpu, softmax(ga, -1)), ref::softmax(a, -1), 1e-6f, 1e-5f, "gpu softmax");
   expect_close(download(*cpu, *gpu, layer_norm(ga, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
@@ -205,6 +211,20 @@ TEST(NnGpu, MoonshineOpsMatchTheReference) {
     const AttentionOptions step{.n_heads = q_heads, .n_kv_heads = kv_heads, .causal = true};
     expect_close(download(*cpu, *gpu, attention(upload(*gpu, q1), upload(*gpu, k), upload(*gpu, v), step)),
                  ref::attention(q1, k, v, step), 1e-5f, 1e-5f, "gpu attention one step");
+    // Long key ranges, split into blocks of 16..64 keys whose partial softmaxes are combined: one query over up
+    // to ~700 keys (a decoder step's cross-attention), and many causal queries over a longer cache.
+    const int64_t long_d = rand_int(1, 70), long_tq = rand_int(1, 80), long_tk = long_tq + rand_int(50, 700);
+    const Tensor lq = rand_tensor(*cpu, {long_tq, q_heads * long_d}),
+                 lk = rand_tensor(*cpu, {long_tk, kv_heads * long_d}),
+                 lv = rand_tensor(*cpu, {long_tk, kv_heads * long_d});
+    for (bool causal : {false, true}) {
+      const AttentionOptions o{.n_heads = q_heads, .n_kv_heads = kv_heads, .causal = causal};
+      const Tensor lq1 = slice(lq, 0, long_tq - 1, long_tq);
+      expect_close(download(*cpu, *gpu, attention(upload(*gpu, lq1), upload(*gpu, lk), upload(*gpu, lv), o)),
+                   ref::attention(lq1, lk, lv, o), 1e-5f, 1e-5f, "gpu attention blocks, one query");
+      expect_close(download(*cpu, *gpu, attention(upload(*gpu, lq), upload(*gpu, lk), upload(*gpu, lv), o)),
+                   ref::attention(lq, lk, lv, o), 1e-5f, 1e-5f, "gpu attention blocks");
+    }
 
     // Weight-only int8 linear (Moonshine's scale and offset ranges; the CPU op's tolerance, the same
     // algebra: scale * (x . q) + offset * sum(x) in f32, the reference in double on q * scale + offset).
@@ -241,6 +261,15 @@ TEST(NnGpu, MoonshineOpsMatchTheReference) {
     if (an > 2) av[static_cast<size_t>(an - 1)] = av[1] = 2.0f;
     const Tensor a = cpu->from_floats({arows, an}, av);
     expect_close(download(*cpu, *gpu, argmax(upload(*gpu, a))), argmax(a), 0, 0, "gpu argmax");
+    // Long rows (a decoder step's logits): chunks of 1,024 reduced in a second pass; the maximum planted twice
+    // in different chunks, so the first must win across chunks too.
+    const int64_t lrows = rand_int(1, 3), ln = rand_int(4097, 40000);
+    std::vector<float> lvals = floats(rand_tensor(*cpu, {lrows, ln}));
+    const auto first = static_cast<size_t>(rand_int(0, ln / 2)),
+               second = static_cast<size_t>(rand_int(ln / 2 + 1, ln - 1));
+    lvals[first] = lvals[second] = 3.0f;
+    const Tensor la = cpu->from_floats({lrows, ln}, lvals);
+    expect_close(download(*cpu, *gpu, argmax(upload(*gpu, la))), argmax(la), 0, 0, "gpu argmax chunks");
   }
 }
 
@@ -273,10 +302,10 @@ TEST(NnGpu, OpsWithoutAKernelFailTheReadInOneLine) {
   auto cpu = Context::cpu();
   auto gpu = Context::webgpu(*device);
   const Tensor x = upload(*gpu, rand_tensor(*cpu, {4, 6}));
-  const Tensor y = relu(glu(add(x, x)));  // glu has no GPU kernel yet; relu after it returns at once
+  const Tensor y = relu(cumsum(add(x, x), 1));  // cumsum has no GPU kernel yet; relu after it returns at once
   auto read = gpu->to_floats(y);
   ASSERT_FALSE(read.ok());
-  EXPECT_EQ(read.message(), "nn/webgpu: glu has no GPU kernel yet");
+  EXPECT_EQ(read.message(), "nn/webgpu: cumsum has no GPU kernel yet");
 }
 
 }  // namespace

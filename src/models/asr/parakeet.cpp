@@ -302,21 +302,21 @@ void ParakeetModel::use_half_matrices() {
 // computed as transformers does in float32: angle = float(position * inv_freq), then sin / cos.
 Tensor ParakeetModel::positions(int64_t t) {
   const int64_t d = weights_.config.d_model, n = 2 * t - 1;
-  Tensor pe = weights_.ctx->empty({n, d});
+  std::vector<float> pe(static_cast<size_t>(n * d));  // made here, then uploaded (the context may be a GPU's)
   std::vector<float> inv_freq(static_cast<size_t>(d / 2));
   for (int64_t k = 0; k < d / 2; ++k)
     inv_freq[static_cast<size_t>(k)] =
         static_cast<float>(1.0 / std::pow(10000.0, static_cast<double>(2 * k) / static_cast<double>(d)));
   for (int64_t r = 0; r < n; ++r) {
     const float pos = static_cast<float>(t - 1 - r);
-    float* row = pe.f32() + r * d;
+    float* row = pe.data() + r * d;
     for (int64_t k = 0; k < d / 2; ++k) {
       const float angle = pos * inv_freq[static_cast<size_t>(k)];
       row[2 * k] = static_cast<float>(std::sin(static_cast<double>(angle)));
       row[2 * k + 1] = static_cast<float>(std::cos(static_cast<double>(angle)));
     }
   }
-  return pe;
+  return weights_.ctx->from_floats({n, d}, pe);
 }
 
 Tensor ParakeetModel::block(const Tensor& x0, const ParakeetBlock& b, const Tensor& pos) {
@@ -378,7 +378,12 @@ TdtResult ParakeetModel::decode(const Tensor& encoder_out) {
   const ParakeetConfig& c = w.config;
   nn::Context& ctx = *w.ctx;
   const int64_t n_frames = encoder_out.dim(0), H = c.decoder_hidden, V = c.vocab_size;
-  const Tensor enc = nn::linear(encoder_out, w.enc_proj_w, w.enc_proj_b);  // [T', H], once for every frame
+  // [T', H], once for every frame; read to the host (a copy on the CPU, the GPU's one read of it).
+  auto read = [&](const Tensor& t) {  // empty when the read fails (an op without a GPU kernel)
+    auto v = ctx.to_floats(t);
+    return v.ok() ? std::move(*v) : std::vector<float>{};
+  };
+  const std::vector<float> enc = read(nn::linear(encoder_out, w.enc_proj_w, w.enc_proj_b));
 
   std::vector<Tensor> h(w.lstm.size()), cs(w.lstm.size());
   for (size_t i = 0; i < w.lstm.size(); ++i) h[i] = cs[i] = ctx.zeros({H});
@@ -400,10 +405,13 @@ TdtResult ParakeetModel::decode(const Tensor& encoder_out) {
 
   std::vector<float> logits;
   auto step = [&](int64_t t) {
+    if (enc.size() != static_cast<size_t>(n_frames * H)) return TdtStep{c.blank_id, 1};  // a failed read
     const Tensor row =
-        ctx.from_floats({H}, std::span<const float>(enc.f32() + t * H, static_cast<size_t>(H)));
+        ctx.from_floats({H}, std::span<const float>(enc.data() + t * H, static_cast<size_t>(H)));
     const Tensor out = nn::linear(nn::relu(nn::add(row, g)).reshape({1, H}), w.joint_w, w.joint_b);
-    const float* l = out.f32();
+    logits = read(out);
+    if (logits.size() != static_cast<size_t>(out.dim(1))) return TdtStep{c.blank_id, 1};
+    const float* l = logits.data();
     // First maximum wins ties, as torch.argmax does.
     const int64_t tok = std::max_element(l, l + V) - l;
     const int64_t dur = std::max_element(l + V, l + out.dim(1)) - (l + V);

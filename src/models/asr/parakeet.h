@@ -151,6 +151,12 @@ class ParakeetModel {
                                                      std::span<const uint8_t> safetensors_bytes,
                                                      std::string file_name = "model.safetensors",
                                                      int n_threads = 1);
+  // The same, then every weight copied onto `ctx` (nn::Context::webgpu: the encoder and the TDT loop's ops run
+  // on the GPU; the device must outlive the model). models/asr/parakeet_gpu.cpp.
+  static Result<std::unique_ptr<ParakeetModel>> load_on(std::unique_ptr<nn::Context> ctx,
+                                                        std::string_view config_json,
+                                                        std::span<const uint8_t> safetensors_bytes,
+                                                        std::string file_name = "model.safetensors");
   ~ParakeetModel();
 
   const ParakeetConfig& config() const { return weights_.config; }

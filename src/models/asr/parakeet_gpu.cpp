@@ -1,0 +1,52 @@
+// Parakeet on another context (the GPU's): the weights are read and checked on the CPU as load() does (batch
+// norm folded there), then each tensor is copied onto the new context. The forward pass is parakeet.cpp's,
+// unchanged: every op it calls has a GPU kernel (nn/gpu_ops.cpp).
+#include "models/asr/parakeet.h"
+
+namespace sotto::asr {
+
+Result<std::unique_ptr<ParakeetModel>> ParakeetModel::load_on(std::unique_ptr<nn::Context> ctx,
+                                                              std::string_view config_json,
+                                                              std::span<const uint8_t> safetensors_bytes,
+                                                              std::string file_name) {
+  SOTTO_ASSIGN(std::unique_ptr<ParakeetModel> m,
+               load(config_json, safetensors_bytes, std::move(file_name), 1));
+  ParakeetWeights& w = m->weights_;
+  nn::Context& to = *ctx;
+  Status failed;
+  auto move = [&](nn::Tensor& t) {
+    if (!t.defined() || !failed.ok()) return;
+    auto bytes = w.ctx->to_bytes(t);
+    if (!bytes.ok()) {
+      failed = bytes.status();
+      return;
+    }
+    nn::Tensor copy = to.from_bytes(t.shape(), t.dtype(), *bytes);
+    t = t.dtype() == DType::I8 || t.dtype() == DType::U8 ? copy.with_quant(t.quant()) : copy;
+  };
+  for (nn::Tensor* t : {&w.sub_conv0_w, &w.sub_conv0_b, &w.sub_linear_w, &w.sub_linear_b, &w.enc_proj_w,
+                        &w.enc_proj_b, &w.embedding, &w.dec_proj_w, &w.dec_proj_b, &w.joint_w, &w.joint_b})
+    move(*t);
+  for (auto* list : {&w.sub_dw_w, &w.sub_dw_b, &w.sub_pw_w, &w.sub_pw_b})
+    for (nn::Tensor& t : *list) move(t);
+  for (ParakeetBlock& b : w.blocks)
+    for (nn::Tensor* t :
+         {&b.ff1_norm_w,  &b.ff1_norm_b,  &b.ff1_w1,      &b.ff1_b1,     &b.ff1_w2,     &b.ff1_b2,
+          &b.attn_norm_w, &b.attn_norm_b, &b.wq,          &b.bq,         &b.wk,         &b.bk,
+          &b.wv,          &b.bv,          &b.wo,          &b.bo,         &b.w_pos,      &b.pos_bias_u,
+          &b.pos_bias_v,  &b.conv_norm_w, &b.conv_norm_b, &b.pw1_w,      &b.pw1_b,      &b.dw_w,
+          &b.dw_b,        &b.pw2_w,       &b.pw2_b,       &b.ff2_norm_w, &b.ff2_norm_b, &b.ff2_w1,
+          &b.ff2_b1,      &b.ff2_w2,      &b.ff2_b2,      &b.out_norm_w, &b.out_norm_b})
+      move(*t);
+  for (nn::LstmWeights& l : w.lstm)
+    for (nn::Tensor* t :
+         {&l.w_ih, &l.w_hh, &l.b, &l.w_ih_scales, &l.w_hh_scales, &l.w_ih_zero_points, &l.w_hh_zero_points})
+      move(*t);
+  SOTTO_TRY(failed);
+  // Every tensor now lives on `ctx`; the CPU context that held them goes (after them).
+  std::unique_ptr<nn::Context> cpu = std::move(w.ctx);
+  w.ctx = std::move(ctx);
+  return m;
+}
+
+}  // namespace sotto::asr
