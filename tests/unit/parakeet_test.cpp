@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -120,6 +121,27 @@ TEST(Parakeet, HalfMatricesKeepEveryToken) {
     EXPECT_LE(err, 5e-3) << clip;
     EXPECT_EQ((*model)->decode(enc).tokens, ref.ints(clip + ".tokens")) << clip;
     std::printf("  %s: float16 matrices, encoder max |diff| %.2e\n", clip.c_str(), err);
+  }
+}
+
+// Pre-packed matrices (the CPU path the CLI and the bench take): the encoder bit-identical to the unpacked
+// model's on every clip (the products sum in the same order), so also within transformers' tolerance above,
+// and the same tokens as transformers.
+TEST(Parakeet, PackedMatricesGiveTheSameEncoderBitForBit) {
+  auto plain = asr::ParakeetModel::open(kModelDir, 2);
+  auto packed = asr::ParakeetModel::open(kModelDir, 2);
+  ASSERT_TRUE(plain.ok() && packed.ok()) << plain.message() << packed.message();
+  (*packed)->use_packed_matrices();
+  Reference ref = open_reference();
+  ASSERT_TRUE(ref.source);
+  for (int i = 0; i < kClips; ++i) {
+    const std::string clip = "clip" + std::to_string(i);
+    nn::Shape mel_shape;
+    const std::vector<float> mel = ref.get(clip + ".mel", &mel_shape);
+    const nn::Tensor a = (*plain)->encode(mel, mel_shape[1]), b = (*packed)->encode(mel, mel_shape[1]);
+    ASSERT_EQ(a.shape(), b.shape()) << clip;
+    EXPECT_EQ(std::memcmp(a.f32(), b.f32(), static_cast<size_t>(a.elements()) * 4), 0) << clip;
+    EXPECT_EQ((*packed)->decode(b).tokens, ref.ints(clip + ".tokens")) << clip;
   }
 }
 
