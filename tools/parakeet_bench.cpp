@@ -1,6 +1,5 @@
 // sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--unpacked] [--check FILE]:
-// times
-// Parakeet TDT on the CPU over a synthetic clip (tones and noise; the weights are random in our benchmark
+// times Parakeet TDT on the CPU over a synthetic clip (tones and noise; the weights are random in our benchmark
 // files, so the content is moot): the mel front end, the encoder and the greedy TDT decoder, best of R runs
 // after one warm-up. With --check FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from
 // transformers) it also reports the encoder's largest difference from that reference. --half stores the

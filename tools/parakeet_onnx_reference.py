@@ -5,6 +5,8 @@ last_hidden_state) with torch.onnx, then times it in onnxruntime (CPU, intra-op 
 optimisations on) on the mel of a clip of the same length, and checks the output against torch.
 
   python3 tools/parakeet_onnx_reference.py /tmp/parakeet_v2 --threads 2 --seconds 6
+  python3 tools/parakeet_onnx_reference.py /tmp/parakeet_v2 --reuse --runs 5   # time that export again (no
+      # torch export or check; median and CPU time, for interleaving with sotto_parakeet_bench on a loaded host)
 """
 import argparse, os, shutil, time
 
