@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api/sotto.h"
 #include "audio/mel.h"
 #include "io/file.h"
 #include "models/asr/parakeet.h"
@@ -143,6 +144,40 @@ TEST(Parakeet, PackedMatricesGiveTheSameEncoderBitForBit) {
     EXPECT_EQ(std::memcmp(a.f32(), b.f32(), static_cast<size_t>(a.elements()) * 4), 0) << clip;
     EXPECT_EQ((*packed)->decode(b).tokens, ref.ints(clip + ".tokens")) << clip;
   }
+}
+
+// The C API the web page uses (sotto_asr_load_parakeet): the reference tokens in its JSON, and a config that
+// is not Parakeet's or a null buffer refused with one line.
+TEST(Parakeet, CApiLoadsAndTranscribes) {
+  auto config = MappedFile::open(kModelDir + "/config.json");
+  auto weights = MappedFile::open(kModelDir + "/model.safetensors");
+  ASSERT_TRUE(config.ok() && weights.ok());
+  SottoAsr* asr = sotto_asr_create(1);
+  EXPECT_NE(
+      sotto_asr_load_parakeet(asr, nullptr, 0, weights->bytes().data(), weights->bytes().size(), nullptr, 0),
+      0);
+  const std::string not_parakeet = R"({"model_type": "moonshine"})";
+  EXPECT_NE(
+      sotto_asr_load_parakeet(asr, reinterpret_cast<const uint8_t*>(not_parakeet.data()), not_parakeet.size(),
+                              weights->bytes().data(), weights->bytes().size(), nullptr, 0),
+      0);
+  EXPECT_NE(std::string(sotto_asr_last_error(asr)).find("parakeet_tdt"), std::string::npos)
+      << sotto_asr_last_error(asr);
+  ASSERT_EQ(sotto_asr_load_parakeet(asr, config->bytes().data(), config->bytes().size(),
+                                    weights->bytes().data(), weights->bytes().size(), nullptr, 0),
+            0)
+      << sotto_asr_last_error(asr);
+  Reference ref = open_reference();
+  ASSERT_TRUE(ref.source);
+  const std::vector<float> audio = ref.get("clip2.audio");
+  size_t n = 0;
+  const char* json = sotto_asr_transcribe_json(asr, audio.data(), audio.size(), &n);
+  ASSERT_TRUE(json) << sotto_asr_last_error(asr);
+  std::string want = "\"tokens\": [";
+  const std::vector<int32_t> tokens = ref.ints("clip2.tokens");
+  for (size_t i = 0; i < tokens.size(); ++i) want += (i ? ", " : "") + std::to_string(tokens[i]);
+  EXPECT_NE(std::string(json, n).find(want + "]"), std::string::npos) << json;
+  sotto_asr_destroy(asr);
 }
 
 // The loop's bookkeeping replayed on a real v2 decode's first 50 steps (frame, argmax token, duration): the
