@@ -14,6 +14,7 @@ int run_transcribe_parakeet(const std::string& model_dir, std::span<const float>
                             int threads) {
   auto model = asr::ParakeetModel::open(model_dir, threads);
   if (!model) return fail(cat(model_dir, ": ", model.message()));
+  (*model)->use_packed_matrices();  // CPU: each weight packed once for the product kernel, not per product
   asr::ParakeetVocab vocab;
   if (auto tok = MappedFile::open(model_dir + "/tokenizer.model"); tok.ok()) {
     auto v = asr::parse_sentencepiece_vocab(tok->bytes(), model_dir + "/tokenizer.model");

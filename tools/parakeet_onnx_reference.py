@@ -5,6 +5,8 @@ last_hidden_state) with torch.onnx, then times it in onnxruntime (CPU, intra-op 
 optimisations on) on the mel of a clip of the same length, and checks the output against torch.
 
   python3 tools/parakeet_onnx_reference.py /tmp/parakeet_v2 --threads 2 --seconds 6
+  python3 tools/parakeet_onnx_reference.py /tmp/parakeet_v2 --reuse --runs 5   # time that export again (no
+      # torch export or check; median and CPU time, for interleaving with sotto_parakeet_bench on a loaded host)
 """
 import argparse, os, shutil, time
 
@@ -19,7 +21,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--reuse", action="store_true",
+                    help="time MODEL_DIR/onnx_encoder/encoder.onnx from an earlier run (no export, no torch check)")
     args = ap.parse_args()
+    if args.reuse:
+        return time_only(args)
     torch.set_num_threads(args.threads)
     # Eager attention: the default SDPA path traces into a graph that disagrees with torch (max |diff| ~5).
     model = ParakeetForTDT.from_pretrained(args.model_dir, attn_implementation="eager").eval()
@@ -64,6 +70,27 @@ def main():
         want = enc(input_features=mel).last_hidden_state.numpy()
     print(f"{args.seconds} s ({frames} mel frames), {args.threads} threads: onnxruntime {ort.__version__} encoder "
           f"best of {args.runs} {best:.1f} ms; max |ort - torch| {np.abs(out - want).max():.2e}")
+
+
+def time_only(args):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(os.path.join(args.model_dir, "onnx_encoder", "encoder.onnx"), so,
+                                providers=["CPUExecutionProvider"])
+    frames = int(args.seconds * 100)
+    x = np.random.default_rng(0).standard_normal((1, frames, 128), dtype=np.float32)
+    times, cpu = [], []
+    for r in range(args.runs + 1):
+        t0, c0 = time.perf_counter(), time.process_time()
+        sess.run(None, {"input_features": x})
+        if r:
+            times.append((time.perf_counter() - t0) * 1e3)
+            cpu.append((time.process_time() - c0) * 1e3)
+    print(f"{args.seconds} s ({frames} mel frames), {args.threads} threads: onnxruntime {ort.__version__} encoder "
+          f"median of {args.runs} {float(np.median(times)):.1f} ms, best {min(times):.1f} ms; CPU time (all threads) "
+          f"median {float(np.median(cpu)):.1f} ms")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,21 @@ const WASM_URLS = {
 };
 const FILES = ['encoder_model.ort', 'decoder_model_merged.ort', 'tokenizer.bin'];
 
+// config.json's bytes when dir holds a Parakeet model (model_type "parakeet..."), else null (Moonshine has none).
+async function parakeetConfig(dir) {
+  let bytes;
+  try {
+    bytes = await readSource(join(dir, 'config.json'));
+  } catch {
+    return null;
+  }
+  try {
+    return String(JSON.parse(new TextDecoder().decode(bytes)).model_type ?? '').startsWith('parakeet') ? bytes : null;
+  } catch {
+    return null;
+  }
+}
+
 async function readSource(source) {
   if (typeof Blob !== 'undefined' && source instanceof Blob) return new Uint8Array(await source.arrayBuffer());
   if (isNode && typeof source === 'string' && !/^[a-z]+:\/\//i.test(source)) {
@@ -58,9 +73,10 @@ export class Asr extends AsrBase {
   #handle;
 
   // dir: the model directory (URL or, in Node, a path) holding encoder_model.ort, decoder_model_merged.ort and
-  // tokenizer.bin. Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source), variant
-  // ('relaxed' | 'simd128'), wasmUrl, module (a compiled WebAssembly.Module instead of either), worker, threads
-  // (default 1; Moonshine's encoder and decoder matmuls split across them).
+  // tokenizer.bin, or a Parakeet TDT directory (config.json with model_type parakeet_tdt, model.safetensors,
+  // optional tokenizer.model). Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source),
+  // variant ('relaxed' | 'simd128'), wasmUrl, module (a compiled WebAssembly.Module instead of either), worker,
+  // threads (default 1; the encoder and decoder matmuls split across them).
   static async load(dir, { onProgress, vad, variant, wasmUrl, module, worker = !isNode, threads = 1 } = {}) {
     if (!module) {
       const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
@@ -78,6 +94,19 @@ export class Asr extends AsrBase {
     const asr = new Asr(wasm, memory, pooled ? await startPool(wasm, memory, module, threads) : 1);
     const files = [];
     try {
+      // Parakeet TDT: the model type is read from config.json, as natively (`sotto transcribe -m DIR`).
+      const parakeet = await parakeetConfig(dir);
+      if (parakeet) {
+        // tokenizer.model is optional (without it the text is the token ids).
+        const tokenizer = await readSource(join(dir, 'tokenizer.model')).catch(() => new Uint8Array(0));
+        for (const bytes of [parakeet, await readSource(join(dir, 'model.safetensors')), tokenizer]) {
+          files.push(asr.#copyIn(bytes));
+        }
+        onProgress?.({ loaded: files.reduce((n, f) => n + f.size, 0), file: 'model.safetensors' });
+        if (wasm.sotto_asr_load_parakeet(asr.#handle, files[0].ptr, files[0].size, files[1].ptr, files[1].size,
+          files[2].ptr, files[2].size) !== 0) throw new Error(`sotto: ${asr.#error()}`);
+        return asr;
+      }
       let loaded = 0;
       for (const f of FILES) {
         const bytes = await readSource(join(dir, f));

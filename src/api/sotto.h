@@ -302,6 +302,11 @@ const char* sotto_asr_last_error(const SottoAsr* asr); /* "" when the last call 
 int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_size, const uint8_t* decoder,
                        size_t decoder_size, const uint8_t* tokenizer, size_t tokenizer_size);
 int32_t sotto_asr_load_vad(SottoAsr* asr, const uint8_t* onnx, size_t size);
+/* Parakeet TDT instead of Moonshine: config.json, model.safetensors (transformers' ParakeetForTDT) and NeMo's
+ * tokenizer.model (size 0: token ids as text). transcribe_json then gives {"text", "tokens"}. */
+int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_t config_size,
+                                const uint8_t* safetensors, size_t safetensors_size, const uint8_t* tokenizer,
+                                size_t tokenizer_size);
 /* Any WAV decoded, mixed down and resampled to 16 kHz; the samples live in the handle until its next call. */
 const float* sotto_asr_decode_wav(SottoAsr* asr, const uint8_t* bytes, size_t size, size_t* out_samples);
 /* Transcribes 16 kHz samples (audio over 20 s cut into windows at pauses); one line of JSON, no newline. */

@@ -1,5 +1,5 @@
-// The C API's speech recognition (api/sotto.h): a handle owns a Moonshine model (weights copied onto its CPU
-// context), an optional Silero VAD that cuts long audio at pauses, and the buffers it hands out.
+// The C API's speech recognition (api/sotto.h): a handle owns a Moonshine or a Parakeet TDT model (weights
+// copied onto its CPU context), an optional Silero VAD that cuts long audio at pauses, and the buffers it hands out.
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -9,10 +9,13 @@
 #include "api/sotto.h"
 #include "audio/resample.h"
 #include "core/thread_pool.h"
+#include "io/describe.h"
 #include "io/onnx.h"
 #include "io/wav.h"
 #include "models/asr/moonshine.h"
 #include "models/asr/moonshine_windows.h"
+#include "models/asr/parakeet.h"
+#include "models/asr/parakeet_vocab.h"
 #include "models/vad/silero.h"
 #include "nn/tensor.h"
 
@@ -21,6 +24,8 @@ struct SottoAsr {
   std::unique_ptr<sotto::ThreadPool> own_pool;
   sotto::ThreadPool* pool = nullptr;  // own_pool, or the web engine's (sotto_asr_create_on_pool)
   std::optional<sotto::asr::MoonshineModel> model;
+  std::unique_ptr<sotto::asr::ParakeetModel> parakeet;  // or this (sotto_asr_load_parakeet)
+  sotto::asr::ParakeetVocab parakeet_vocab;
   std::unique_ptr<sotto::vad::SileroWeights> vad;
   std::vector<float> audio;
   std::string json;
@@ -61,6 +66,7 @@ int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_siz
     return SOTTO_ERROR_ARGUMENT;
   }
   asr->model.reset();
+  asr->parakeet.reset();
   auto m = sotto::asr::load_moonshine({encoder, encoder_size}, {decoder, decoder_size},
                                       {tokenizer, tokenizer_size}, sotto::nn::Context::cpu(asr->pool));
   if (!m) {
@@ -68,6 +74,43 @@ int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_siz
     return SOTTO_ERROR_FILE;
   }
   asr->model.emplace(std::move(m).value());
+  return SOTTO_OK;
+}
+
+int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_t config_size,
+                                const uint8_t* safetensors, size_t safetensors_size, const uint8_t* tokenizer,
+                                size_t tokenizer_size) {
+  if (!asr) return SOTTO_ERROR_ARGUMENT;
+  asr->last_error.clear();
+  if (!config_json || !safetensors || (!tokenizer && tokenizer_size)) {
+    asr->last_error = "asr: null buffer";
+    return SOTTO_ERROR_ARGUMENT;
+  }
+  asr->model.reset();
+  asr->parakeet.reset();
+  asr->parakeet_vocab = {};
+  auto m = sotto::asr::ParakeetModel::load(
+      std::string_view(reinterpret_cast<const char*>(config_json), config_size),
+      {safetensors, safetensors_size}, "model.safetensors", asr->pool->n_threads());
+  if (!m) {
+    asr->last_error = m.message();
+    return SOTTO_ERROR_FILE;
+  }
+  if (tokenizer_size) {
+    auto v = sotto::asr::parse_sentencepiece_vocab({tokenizer, tokenizer_size}, "tokenizer.model");
+    if (!v) {
+      asr->last_error = v.message();
+      return SOTTO_ERROR_FILE;
+    }
+    if (sotto::Status s = sotto::asr::check_vocab_size(*v, (*m)->config().vocab_size, "tokenizer.model");
+        !s) {
+      asr->last_error = s.message();
+      return SOTTO_ERROR_FILE;
+    }
+    asr->parakeet_vocab = std::move(v).value();
+  }
+  (*m)->use_packed_matrices();
+  asr->parakeet = std::move(m).value();
   return SOTTO_OK;
 }
 
@@ -115,7 +158,7 @@ const char* sotto_asr_transcribe_json(SottoAsr* asr, const float* samples, size_
                                       size_t* out_bytes) {
   if (!asr) return nullptr;
   asr->last_error.clear();
-  if (!asr->model) {
+  if (!asr->model && !asr->parakeet) {
     asr->last_error = "asr: no model loaded";
     return nullptr;
   }
@@ -129,6 +172,24 @@ const char* sotto_asr_transcribe_json(SottoAsr* asr, const float* samples, size_
       asr->last_error = "asr: the audio holds NaN or infinite samples";
       return nullptr;
     }
+  if (asr->parakeet) {
+    auto r = asr->parakeet->transcribe(audio);
+    if (!r) {
+      asr->last_error = r.message();
+      return nullptr;
+    }
+    std::string text;
+    if (!asr->parakeet_vocab.pieces.empty()) {
+      text = sotto::asr::detokenize(asr->parakeet_vocab, r->tokens);
+    } else {
+      for (size_t i = 0; i < r->tokens.size(); ++i) text += sotto::cat(i ? " " : "", r->tokens[i]);
+    }
+    asr->json = sotto::cat("{\"text\": ", sotto::json_quote(text), ", \"tokens\": [");
+    for (size_t i = 0; i < r->tokens.size(); ++i) asr->json += sotto::cat(i ? ", " : "", r->tokens[i]);
+    asr->json += "]}";
+    if (out_bytes) *out_bytes = asr->json.size();
+    return asr->json.c_str();
+  }
   std::vector<float> probs;
   if (asr->vad && static_cast<double>(n_samples) > sotto::asr::WindowOptions{}.max_window_s * 16000) {
     sotto::vad::SileroVad v(*asr->vad);

@@ -40,3 +40,22 @@ void igemm_nt_avx2(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t ld
                    int64_t ldb, int32_t* C, int64_t ldc);
 
 }  // namespace sotto::nn::cpu
+
+namespace sotto::nn::cpu {
+
+// A constant B (a weight) copied once into the packed kernel's column panels, so that its products skip the
+// per-call copy of B (a quarter of a Linear's time over ~100 frames, where each weight element serves only
+// M rows). Panel p holds columns [p * W, p * W + W), k-major (panel[k * W + j]), W = gemm_panel_width() for
+// the kernel this CPU runs; N must be a multiple of W. The products are bit-identical to gemm_nt's packed
+// kernel on the same operands (gemm_prepacked.cpp).
+int64_t gemm_panel_width();
+void gemm_pack_b(int64_t N, int64_t K, const float* B, int64_t ldb, float* panels);
+// C[m * ldc + n] = sum_k A[m * lda + k] * B[n][k] for B given as gemm_pack_b's panels; any M >= 1 (rows are
+// padded in the kernel), split over ctx's threads in whole panels.
+void gemm_nt_prepacked(const Context& ctx, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                       const float* panels, float* C, int64_t ldc);
+// The kernels for one slice (gemm_prepacked_avx2.cpp: 16-column panels; gemm_prepacked.cpp: 8-column).
+void gemm_nt_prepacked_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* panels,
+                            float* C, int64_t ldc);
+
+}  // namespace sotto::nn::cpu

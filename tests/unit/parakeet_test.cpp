@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "api/sotto.h"
 #include "audio/mel.h"
 #include "io/file.h"
 #include "models/asr/parakeet.h"
@@ -121,6 +123,61 @@ TEST(Parakeet, HalfMatricesKeepEveryToken) {
     EXPECT_EQ((*model)->decode(enc).tokens, ref.ints(clip + ".tokens")) << clip;
     std::printf("  %s: float16 matrices, encoder max |diff| %.2e\n", clip.c_str(), err);
   }
+}
+
+// Pre-packed matrices (the CPU path the CLI and the bench take): the encoder bit-identical to the unpacked
+// model's on every clip (the products sum in the same order), so also within transformers' tolerance above,
+// and the same tokens as transformers.
+TEST(Parakeet, PackedMatricesGiveTheSameEncoderBitForBit) {
+  auto plain = asr::ParakeetModel::open(kModelDir, 2);
+  auto packed = asr::ParakeetModel::open(kModelDir, 2);
+  ASSERT_TRUE(plain.ok() && packed.ok()) << plain.message() << packed.message();
+  (*packed)->use_packed_matrices();
+  Reference ref = open_reference();
+  ASSERT_TRUE(ref.source);
+  for (int i = 0; i < kClips; ++i) {
+    const std::string clip = "clip" + std::to_string(i);
+    nn::Shape mel_shape;
+    const std::vector<float> mel = ref.get(clip + ".mel", &mel_shape);
+    const nn::Tensor a = (*plain)->encode(mel, mel_shape[1]), b = (*packed)->encode(mel, mel_shape[1]);
+    ASSERT_EQ(a.shape(), b.shape()) << clip;
+    EXPECT_EQ(std::memcmp(a.f32(), b.f32(), static_cast<size_t>(a.elements()) * 4), 0) << clip;
+    EXPECT_EQ((*packed)->decode(b).tokens, ref.ints(clip + ".tokens")) << clip;
+  }
+}
+
+// The C API the web page uses (sotto_asr_load_parakeet): the reference tokens in its JSON, and a config that
+// is not Parakeet's or a null buffer refused with one line.
+TEST(Parakeet, CApiLoadsAndTranscribes) {
+  auto config = MappedFile::open(kModelDir + "/config.json");
+  auto weights = MappedFile::open(kModelDir + "/model.safetensors");
+  ASSERT_TRUE(config.ok() && weights.ok());
+  SottoAsr* asr = sotto_asr_create(1);
+  EXPECT_NE(
+      sotto_asr_load_parakeet(asr, nullptr, 0, weights->bytes().data(), weights->bytes().size(), nullptr, 0),
+      0);
+  const std::string not_parakeet = R"({"model_type": "moonshine"})";
+  EXPECT_NE(
+      sotto_asr_load_parakeet(asr, reinterpret_cast<const uint8_t*>(not_parakeet.data()), not_parakeet.size(),
+                              weights->bytes().data(), weights->bytes().size(), nullptr, 0),
+      0);
+  EXPECT_NE(std::string(sotto_asr_last_error(asr)).find("parakeet_tdt"), std::string::npos)
+      << sotto_asr_last_error(asr);
+  ASSERT_EQ(sotto_asr_load_parakeet(asr, config->bytes().data(), config->bytes().size(),
+                                    weights->bytes().data(), weights->bytes().size(), nullptr, 0),
+            0)
+      << sotto_asr_last_error(asr);
+  Reference ref = open_reference();
+  ASSERT_TRUE(ref.source);
+  const std::vector<float> audio = ref.get("clip2.audio");
+  size_t n = 0;
+  const char* json = sotto_asr_transcribe_json(asr, audio.data(), audio.size(), &n);
+  ASSERT_TRUE(json) << sotto_asr_last_error(asr);
+  std::string want = "\"tokens\": [";
+  const std::vector<int32_t> tokens = ref.ints("clip2.tokens");
+  for (size_t i = 0; i < tokens.size(); ++i) want += (i ? ", " : "") + std::to_string(tokens[i]);
+  EXPECT_NE(std::string(json, n).find(want + "]"), std::string::npos) << json;
+  sotto_asr_destroy(asr);
 }
 
 // The loop's bookkeeping replayed on a real v2 decode's first 50 steps (frame, argmax token, duration): the

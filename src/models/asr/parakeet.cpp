@@ -7,6 +7,7 @@
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "io/json.h"
+#include "nn/gemm.h"
 
 namespace sotto::asr {
 
@@ -298,6 +299,38 @@ void ParakeetModel::use_half_matrices() {
   half(weights_.joint_w);
 }
 
+void ParakeetModel::use_packed_matrices() {
+  nn::Context& ctx = *weights_.ctx;
+  const int64_t width = nn::cpu::gemm_panel_width();
+  auto pack = [&](Tensor& t) {
+    if (!t.defined() || t.dtype() != DType::F32 || t.rank() != 2 || t.dim(0) % width != 0 ||
+        packed_.count(t.f32()))
+      return;
+    Tensor p = ctx.empty(t.shape());
+    nn::cpu::gemm_pack_b(t.dim(0), t.dim(1), t.f32(), t.dim(1), p.f32());
+    t = p;
+    packed_.insert(t.f32());
+  };
+  pack(weights_.sub_linear_w);
+  for (ParakeetBlock& b : weights_.blocks)
+    for (Tensor* t : {&b.ff1_w1, &b.ff1_w2, &b.wq, &b.wk, &b.wv, &b.wo, &b.w_pos, &b.pw1_w, &b.pw2_w,
+                      &b.ff2_w1, &b.ff2_w2})
+      pack(*t);
+}
+
+Tensor ParakeetModel::linear(const Tensor& x, const Tensor& w, const Tensor& b) const {
+  if (!w.defined() || !packed_.count(w.f32())) return nn::linear(x, w, b);
+  const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
+  nn::Shape shape = x.shape();
+  shape[-1] = n;
+  Tensor out = x.ctx().empty(shape);
+  nn::cpu::gemm_nt_prepacked(x.ctx(), m, n, k, x.f32(), k, w.f32(), out.f32(), n);
+  if (b.defined())
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) out.f32()[r * n + j] += b.f32()[j];
+  return out;
+}
+
 // Sinusoids for relative positions T-1 .. -(T-1) (row r holds position T-1-r), sin and cos interleaved,
 // computed as transformers does in float32: angle = float(position * inv_freq), then sin / cos.
 Tensor ParakeetModel::positions(int64_t t) {
@@ -322,24 +355,24 @@ Tensor ParakeetModel::positions(int64_t t) {
 Tensor ParakeetModel::block(const Tensor& x0, const ParakeetBlock& b, const Tensor& pos) {
   const ParakeetConfig& c = weights_.config;
   constexpr float eps = 1e-5f;
-  auto feed_forward = [](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
-                         const Tensor& b2) { return nn::linear(nn::silu(nn::linear(x, w1, b1)), w2, b2); };
+  auto feed_forward = [this](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
+                             const Tensor& b2) { return linear(nn::silu(linear(x, w1, b1)), w2, b2); };
   Tensor x = x0;
   x = nn::add(x, nn::scale(feed_forward(nn::layer_norm(x, b.ff1_norm_w, b.ff1_norm_b, eps), b.ff1_w1,
                                         b.ff1_b1, b.ff1_w2, b.ff1_b2),
                            0.5f));
 
   const Tensor h = nn::layer_norm(x, b.attn_norm_w, b.attn_norm_b, eps);
-  const Tensor q = nn::linear(h, b.wq, b.bq), k = nn::linear(h, b.wk, b.bk), v = nn::linear(h, b.wv, b.bv);
-  const Tensor p = nn::linear(pos, b.w_pos);
+  const Tensor q = linear(h, b.wq, b.bq), k = linear(h, b.wk, b.bk), v = linear(h, b.wv, b.bv);
+  const Tensor p = linear(pos, b.w_pos);
   const Tensor att = nn::attention_rel_pos(q, k, v, p, b.pos_bias_u, b.pos_bias_v, {.n_heads = c.n_heads});
-  x = nn::add(x, nn::linear(att, b.wo, b.bo));
+  x = nn::add(x, linear(att, b.wo, b.bo));
 
   // Conv module: pointwise and GLU time-major, the depthwise conv channels-major.
-  Tensor y = nn::glu(nn::linear(nn::layer_norm(x, b.conv_norm_w, b.conv_norm_b, eps), b.pw1_w, b.pw1_b), -1);
+  Tensor y = nn::glu(linear(nn::layer_norm(x, b.conv_norm_w, b.conv_norm_b, eps), b.pw1_w, b.pw1_b), -1);
   y = nn::transpose(nn::silu(nn::conv1d(nn::transpose(y), b.dw_w, b.dw_b,
                                         {.padding = (c.conv_kernel - 1) / 2, .groups = c.d_model})));
-  x = nn::add(x, nn::linear(y, b.pw2_w, b.pw2_b));
+  x = nn::add(x, linear(y, b.pw2_w, b.pw2_b));
 
   x = nn::add(x, nn::scale(feed_forward(nn::layer_norm(x, b.ff2_norm_w, b.ff2_norm_b, eps), b.ff2_w1,
                                         b.ff2_b1, b.ff2_w2, b.ff2_b2),
@@ -365,7 +398,7 @@ Tensor ParakeetModel::encode(std::span<const float> mel, int64_t n_frames) {
   const int64_t t = x.dim(1);
   const int order[] = {1, 0, 2};
   x = nn::permute(x, order).reshape({t, x.dim(0) * x.dim(2)});
-  x = nn::linear(x, w.sub_linear_w, w.sub_linear_b);
+  x = linear(x, w.sub_linear_w, w.sub_linear_b);
   if (c.scale_input) x = nn::scale(x, std::sqrt(static_cast<float>(c.d_model)));
 
   const Tensor pos = positions(t);

@@ -1,0 +1,53 @@
+#include <algorithm>
+
+#include "cpu/cpu_features.h"
+#include "nn/cpu.h"
+#include "nn/gemm.h"
+#include "nn/gemm_prepacked_kernel.h"
+
+namespace sotto::nn::cpu {
+
+namespace {
+typedef float F4 __attribute__((vector_size(16)));
+
+void prepacked_slice(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* panels,
+                     float* C, int64_t ldc) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return gemm_nt_prepacked_avx2(M, N, K, A, lda, panels, C, ldc);
+#endif
+  gemm_nt_prepacked_slice<F4, 4>(static_cast<Index>(M), static_cast<Index>(N), static_cast<Index>(K), A,
+                                 static_cast<Index>(lda), panels, C, static_cast<Index>(ldc));
+}
+}  // namespace
+
+int64_t gemm_panel_width() {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return 16;
+#endif
+  return 8;
+}
+
+void gemm_pack_b(int64_t N, int64_t K, const float* B, int64_t ldb, float* panels) {
+  const int64_t w = gemm_panel_width();
+  for (int64_t p = 0; p < N; p += w, panels += w * K)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < w; ++j) panels[k * w + j] = B[(p + j) * ldb + k];
+}
+
+// Threads take whole panels along N, or row blocks of 6 when M is the larger side (as gemm_nt splits).
+void gemm_nt_prepacked(const Context& ctx, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                       const float* panels, float* C, int64_t ldc) {
+  const int64_t w = gemm_panel_width();
+  if (M >= N) {
+    parallel_for(ctx, (M + kMr - 1) / kMr, kMr * N * K, [&](int64_t b, int64_t e) {
+      const int64_t m0 = b * kMr, m1 = std::min(M, e * kMr);
+      prepacked_slice(m1 - m0, N, K, A + m0 * lda, lda, panels, C + m0 * ldc, ldc);
+    });
+  } else {
+    parallel_for(ctx, N / w, w * M * K, [&](int64_t b, int64_t e) {
+      prepacked_slice(M, (e - b) * w, K, A, lda, panels + b * w * K, C + b * w, ldc);
+    });
+  }
+}
+
+}  // namespace sotto::nn::cpu

@@ -1,0 +1,84 @@
+// Parakeet TDT in WebAssembly through the JS Asr API (web/asr.js reads the model type from config.json, as
+// `sotto transcribe -m DIR` does natively): on the CI model (tests/data/parakeet/tdt_ci, random weights) every
+// reference clip's tokens from the wasm build are transformers' tokens (reference.safetensors, written by
+// tools/parakeet_make_test_model.py), which the native build also gives (tests/unit/parakeet_test.cpp), and the
+// native CLI's tokens on the same samples written as a WAV, and on tests/fixtures/audio/test.wav.
+// Run: node --test tests/web/parakeet_wasm.test.mjs   (needs build/wasm-simd128/sotto.wasm; the native
+// comparison also build/bin/sotto)
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+import { Asr } from '../../web/asr.js';
+import { fixtures, nativeCli, repo, wasmPath } from './vad_support.mjs';
+
+const modelDir = `${repo}tests/data/parakeet/tdt_ci`;
+const wasm = wasmPath('simd128');
+const skip = !existsSync(wasm) ? `no wasm build at ${wasm}` : false;
+
+// safetensors: 8-byte little-endian header length, a JSON header of {name: {dtype, shape, data_offsets}}, data.
+function readSafetensors(path) {
+  const bytes = readFileSync(path);
+  const n = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + n).toString('utf8'));
+  const get = (name) => {
+    const { dtype, data_offsets: [a, b] } = header[name];
+    const raw = bytes.subarray(8 + n + a, 8 + n + b);
+    const copy = new Uint8Array(raw).buffer;
+    if (dtype === 'F32') return new Float32Array(copy);
+    if (dtype === 'I64') return Array.from(new BigInt64Array(copy), Number);
+    if (dtype === 'I32') return Array.from(new Int32Array(copy));
+    throw new Error(`${path}: ${name} is ${dtype}`);
+  };
+  return { header, get };
+}
+
+function wav16(samples) {
+  const b = Buffer.alloc(44 + samples.length * 2);
+  b.write('RIFF', 0); b.writeUInt32LE(36 + samples.length * 2, 4); b.write('WAVEfmt ', 8);
+  b.writeUInt32LE(16, 16); b.writeUInt16LE(1, 20); b.writeUInt16LE(1, 22); b.writeUInt32LE(16000, 24);
+  b.writeUInt32LE(32000, 28); b.writeUInt16LE(2, 32); b.writeUInt16LE(16, 34); b.write('data', 36);
+  b.writeUInt32LE(samples.length * 2, 40);
+  samples.forEach((v, i) => b.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(v * 32767))), 44 + 2 * i));
+  return b;
+}
+
+test('Parakeet in wasm gives the reference tokens on every CI clip, and the native CLI\'s', { skip }, async () => {
+  const ref = readSafetensors(`${modelDir}/reference.safetensors`);
+  const asr = await Asr.load(modelDir, { wasmUrl: wasm, worker: false });
+  const dir = mkdtempSync(join(tmpdir(), 'sotto-parakeet-'));
+  try {
+    let clips = 0;
+    for (let i = 0; ref.header[`clip${i}.audio`]; ++i, ++clips) {
+      const audio = ref.get(`clip${i}.audio`);
+      const got = await asr.transcribe(audio);
+      assert.deepEqual(got.tokens, ref.get(`clip${i}.tokens`), `clip${i}: wasm vs transformers`);
+      if (existsSync(nativeCli)) {
+        // The same samples through 16-bit PCM for both builds.
+        const path = join(dir, `clip${i}.wav`);
+        writeFileSync(path, wav16(audio));
+        const r = spawnSync(nativeCli, ['transcribe', '-m', modelDir, path, '--json'], { encoding: 'utf8' });
+        assert.equal(r.status, 0, r.stderr);
+        const native = JSON.parse(r.stdout).tokens;
+        const viaWav = await asr.transcribeWav(path);
+        assert.deepEqual(viaWav.tokens, native, `clip${i}: wasm vs native on the WAV`);
+      }
+    }
+    assert.ok(clips >= 3, 'reference clips');
+    // A longer real recording (hundreds of tokens on random weights): wasm and native token for token.
+    const speech = `${fixtures}/audio/test.wav`;
+    if (existsSync(nativeCli) && existsSync(speech)) {
+      const r = spawnSync(nativeCli, ['transcribe', '-m', modelDir, speech, '--json'], { encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      const native = JSON.parse(r.stdout).tokens;
+      assert.ok(native.length > 100);
+      assert.deepEqual((await asr.transcribeWav(speech)).tokens, native, 'test.wav: wasm vs native');
+    }
+  } finally {
+    asr.dispose();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
