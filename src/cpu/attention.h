@@ -63,6 +63,7 @@ struct AttentionScratch {
   std::vector<float> q;               // the query rounded to f16, as f32
   std::vector<uint16_t> acc16;        // the f16 running sum of weighted values (and room for a copy)
   std::vector<float> max_score, sum;  // per head of a group (AttendGroupFn)
+  std::vector<float> k32, v32;        // a group's block of keys and values widened to f32
 };
 
 // One query head against n_keys cached positions (key p at k + p * k_stride, value at v + p * v_stride).

@@ -46,20 +46,35 @@ uint16_t to_f16(float x) {
 
 // ggml_vec_dot_f16: 4 accumulators x 8 lanes over whole steps, (a0 + a2) + (a1 + a3), the lanes folded with
 // two horizontal adds, then the leftover products in double.
-float dot_f16(const uint16_t* k, const float* q, int n) {
+// K as f16 bits, or already widened to f32 (exactly, so the same products and bits).
+__m256 load8(const uint16_t* p) {
+  return load_f16x8(p);
+}
+__m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+float widen(uint16_t h) {
+  return f16(h);
+}
+float widen(float x) {
+  return x;
+}
+
+template <class K>
+float dot_f16(const K* k, const float* q, int n) {
   const int n_steps = n - n % kStep;
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   for (int i = 0; i < n_steps; i += kStep) {
-    a0 = _mm256_fmadd_ps(load_f16x8(k + i), _mm256_loadu_ps(q + i), a0);
-    a1 = _mm256_fmadd_ps(load_f16x8(k + i + 8), _mm256_loadu_ps(q + i + 8), a1);
-    a2 = _mm256_fmadd_ps(load_f16x8(k + i + 16), _mm256_loadu_ps(q + i + 16), a2);
-    a3 = _mm256_fmadd_ps(load_f16x8(k + i + 24), _mm256_loadu_ps(q + i + 24), a3);
+    a0 = _mm256_fmadd_ps(load8(k + i), _mm256_loadu_ps(q + i), a0);
+    a1 = _mm256_fmadd_ps(load8(k + i + 8), _mm256_loadu_ps(q + i + 8), a1);
+    a2 = _mm256_fmadd_ps(load8(k + i + 16), _mm256_loadu_ps(q + i + 16), a2);
+    a3 = _mm256_fmadd_ps(load8(k + i + 24), _mm256_loadu_ps(q + i + 24), a3);
   }
   const __m256 folded = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
   const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(folded), _mm256_extractf128_ps(folded, 1));
   const __m128 t1 = _mm_hadd_ps(t0, t0);
   double sum = static_cast<double>(_mm_cvtss_f32(_mm_hadd_ps(t1, t1)));
-  for (int i = n_steps; i < n; ++i) sum += static_cast<double>(f16(k[i]) * q[i]);
+  for (int i = n_steps; i < n; ++i) sum += static_cast<double>(widen(k[i]) * q[i]);
   return static_cast<float>(sum);
 }
 
@@ -71,18 +86,28 @@ void scale_f16(uint16_t* acc, float factor, int n) {
 }
 
 // acc = f16(acc + v * weight): FMA on whole steps, product-then-sum on the rest (ggml_vec_mad_f16).
-void mad_f16(uint16_t* acc, const uint16_t* v, float weight, int n) {
+template <class V>
+void mad_f16(uint16_t* acc, const V* v, float weight, int n) {
   const int n_steps = n - n % kStep;
   const __m256 w = _mm256_set1_ps(weight);
   for (int d = 0; d < n_steps; d += 8)
-    store_f16x8(acc + d, _mm256_fmadd_ps(load_f16x8(v + d), w, load_f16x8(acc + d)));
+    store_f16x8(acc + d, _mm256_fmadd_ps(load8(v + d), w, load_f16x8(acc + d)));
   int d = n_steps;
   for (; d + 8 <= n; d += 8) {
-    __m256 product = _mm256_mul_ps(load_f16x8(v + d), w);
+    __m256 product = _mm256_mul_ps(load8(v + d), w);
     __asm__("" : "+x"(product));  // keep it unfused, see unfused_mul_add()
     store_f16x8(acc + d, _mm256_add_ps(load_f16x8(acc + d), product));
   }
-  for (; d < n; ++d) acc[d] = to_f16(unfused_mul_add(f16(v[d]), weight, f16(acc[d])));
+  for (; d < n; ++d) acc[d] = to_f16(unfused_mul_add(widen(v[d]), weight, f16(acc[d])));
+}
+
+// n rows of n_cols f16 values (row r at src + r * stride) widened to f32, packed.
+void widen_rows(const uint16_t* src, size_t stride, int n, int n_cols, float* dst) {
+  for (int r = 0; r < n; ++r, src += stride, dst += n_cols) {
+    int d = 0;
+    for (; d + 8 <= n_cols; d += 8) _mm256_storeu_ps(dst + d, load_f16x8(src + d));
+    for (; d < n_cols; ++d) dst[d] = f16(src[d]);
+  }
 }
 
 void attend_head_avx2(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
@@ -157,9 +182,27 @@ void attend_group_avx2(const float* q, size_t q_stride, int n_heads, const uint1
     for (; d < head_dim_k; ++d) q16h[d] = f16(to_f16(qh[d]));
   }
 
+  // Each block's keys and values are widened to f32 once for the group: the F16C conversions, not the
+  // multiply-adds, bound this loop, and otherwise every head would repeat them.
+  scratch.k32.resize(static_cast<size_t>(kGroupBlock) * head_dim_k);
+  scratch.v32.resize(static_cast<size_t>(kGroupBlock) * head_dim_v);
+  float* k32 = scratch.k32.data();
+  float* v32 = scratch.v32.data();
+  const bool widened = n_heads > 1;
   for (int p0 = 0; p0 < n_keys; p0 += kGroupBlock) {
     const int n_block = std::min(kGroupBlock, n_keys - p0);
+    if (widened) {
+      widen_rows(k + p0 * k_stride, k_stride, n_block, head_dim_k, k32);
+      widen_rows(v + p0 * v_stride, v_stride, n_block, head_dim_v, v32);
+    }
     for (int p = 0; p < n_block; ++p) {
+      if (widened) {
+        const float* kp = k32 + static_cast<size_t>(p) * head_dim_k;
+        for (int h = 0; h < n_heads; ++h)
+          scores[h * kGroupBlock + p] =
+              dot_f16(kp, q16 + static_cast<size_t>(h) * head_dim_k, head_dim_k) * scale;
+        continue;
+      }
       const uint16_t* kp = k + (p0 + p) * k_stride;
       for (int h = 0; h < n_heads; ++h)
         scores[h * kGroupBlock + p] =
@@ -167,6 +210,7 @@ void attend_group_avx2(const float* q, size_t q_stride, int n_heads, const uint1
     }
     for (int p = 0; p < n_block; ++p) {
       const uint16_t* vp = v + (p0 + p) * v_stride;
+      const float* vp32 = v32 + static_cast<size_t>(p) * head_dim_v;
       for (int h = 0; h < n_heads; ++h) {
         uint16_t* acc_h = acc + static_cast<size_t>(h) * head_dim_v;
         const float s = scores[h * kGroupBlock + p];
@@ -178,7 +222,10 @@ void attend_group_avx2(const float* q, size_t q_stride, int n_heads, const uint1
         } else {
           weight = std::exp(s - max_score[h]);
         }
-        mad_f16(acc_h, vp, weight, head_dim_v);
+        if (widened)
+          mad_f16(acc_h, vp32, weight, head_dim_v);
+        else
+          mad_f16(acc_h, vp, weight, head_dim_v);
         sum[h] = unfused_mul_add(sum[h], old_scale, weight);
       }
     }
