@@ -1,5 +1,7 @@
-// The language model on this machine's CPU: sotto against llama.cpp (through node-llama-cpp) on the same
-// GGUF files, with the same thread count, in one run. See bench/README.md for the method.
+// The language model on this machine's CPU: sotto against llama.cpp's own C API (build/bin/llama_capi, made by
+// bench/build_llama_capi.sh over node-llama-cpp's prebuilt libraries) on the same GGUF files, with the same
+// thread count, interleaved in one run. node-llama-cpp itself is used only for the sanity check of the tokens
+// (its per-token JavaScript cost made it a slower peer than llama.cpp is). See bench/README.md for the method.
 //
 //   node bench/llm_native.mjs [--threads 2] [--repeats 3] [--out bench/results/native-DATE.md] [--sotto PATH]
 //        [FILE.gguf ...]
@@ -8,21 +10,20 @@
 //
 // Without files it uses the three random-weight Qwen2.5-0.5B files in build/models/ (made first with
 // build/bin/sotto_make_random_gguf when missing). Needs build/bin/{sotto,sotto_bench_memory,
-// sotto_make_random_gguf} (cmake --preset release && cmake --build --preset release -j2).
+// sotto_make_random_gguf} (cmake --preset release && cmake --build --preset release -j2) and build/bin/llama_capi
+// (bash bench/build_llama_capi.sh).
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { loadLine, markdownTable, median, randomIds, rawDetails, writeReport } from './report.mjs';
+import { loadLine, markdownTable, median, rawDetails, writeReport } from './report.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = join(ROOT, 'build', 'bin');
 const DEFAULT_MODELS = ['q4_0', 'q8_0', 'q4_k_m'].map((t) => join(ROOT, 'build', 'models', `qwen2.5-0.5b-random-${t}.gguf`));
 const PREFILL_SIZES = [64, 256];
-const N_DECODE = 64;
-const DECODE_PROMPT = 16; // the same short prompt `sotto bench llm` decodes after
 const SANITY_PROMPT = 'Hello, my name is';
 const SANITY_TOKENS = 16;
 
@@ -53,38 +54,15 @@ function weightBytes(file) {
   return { bytes: info.tensors.reduce((s, t) => s + t.bytes, 0), tensors: info.tensors };
 }
 
-// ---------------------------------------------------------------- llama.cpp through node-llama-cpp
+// ---------------------------------------------------------------- llama.cpp
 
+// Only for the sanity check: llama.cpp's tokenization and top-5 of the same prompt.
 async function llamaSession(llama, file, threads) {
   const model = await llama.loadModel({ modelPath: file });
   const ctx = await model.createContext({ contextSize: 512, batchSize: 512, threads, sequences: 1 });
   const seq = ctx.getSequence();
-  // Ordinary (non-special) ids: Qwen2's specials start at 151643.
-  const prompt = randomIds(256, 42, 151643);
-  const firstToken = async (ids) => {
-    await seq.clearHistory();
-    const t0 = performance.now();
-    const it = seq.evaluate(ids, { temperature: 0, yieldEogToken: true });
-    await it.next(); // prefill + the logits of the last token + one greedy pick
-    const ms = performance.now() - t0;
-    await it.return();
-    return ms;
-  };
-  await firstToken(prompt.slice(0, DECODE_PROMPT)); // warm-up: pages mapped, threads started
   return {
     model,
-    async measure() {
-      const r = {};
-      for (const n of PREFILL_SIZES) r[`prefill_${n}_ms`] = await firstToken(prompt.slice(0, n));
-      await seq.clearHistory();
-      let count = 0, tFirst = 0;
-      for await (const _ of seq.evaluate(prompt.slice(0, DECODE_PROMPT), { temperature: 0, yieldEogToken: true })) {
-        if (count === 0) tFirst = performance.now();
-        if (++count > N_DECODE) break;
-      }
-      r.decode_ms_per_token = (performance.now() - tFirst) / N_DECODE;
-      return r;
-    },
     async sanity() {
       const ids = model.tokenize(SANITY_PROMPT);
       await seq.clearHistory();
@@ -103,6 +81,11 @@ async function llamaSession(llama, file, threads) {
       await model.dispose();
     },
   };
+}
+
+// llama.cpp's C API, measured as `sotto bench llm` measures sotto (bench/llama_capi.cpp).
+function capiMeasure(file, threads) {
+  return JSON.parse(run('llama_capi', ['-m', file, '--threads', String(threads), '--repeats', '1', '--json']));
 }
 
 function sottoMeasure(file, threads) {
@@ -150,13 +133,13 @@ async function main() {
   for (const file of opts.models) {
     const name = basename(file);
     const { bytes } = weightBytes(file);
-    const session = await llamaSession(llama, file, opts.threads);
     const ours = [], theirs = [];
     for (let r = 0; r < opts.repeats; ++r) { // interleaved, so both see the same background load
       ours.push(sottoMeasure(file, opts.threads));
-      theirs.push(await session.measure());
+      theirs.push(capiMeasure(file, opts.threads));
       console.error(`${name} round ${r + 1}: sotto ${JSON.stringify(ours.at(-1))} llama.cpp ${JSON.stringify(theirs.at(-1))}`);
     }
+    const session = await llamaSession(llama, file, opts.threads);
     const ref = await session.sanity();
     sanity.push(`${name}: ${compareSanity(sottoSanity(file, opts.threads, ref.ids), ref)}`);
     await session.dispose();
@@ -183,7 +166,7 @@ async function main() {
     `# sotto vs llama.cpp, native CPU, ${new Date().toISOString().slice(0, 10)}`,
     '',
     `${cpu}, ${cpus().length} logical CPUs; ${opts.threads} threads; sotto: ${opts.sotto}; median of ${opts.repeats} interleaved rounds; ` +
-      `llama.cpp through node-llama-cpp ${nlcVersion} (prebuilt CPU binary, F16 KV cache, flash attention auto, batch 512).`,
+      `llama.cpp: its C API (build/bin/llama_capi) over node-llama-cpp ${nlcVersion}'s prebuilt CPU libraries (F16 KV cache, flash attention auto, batch 512).`,
     `Read bandwidth (sotto_bench_memory, ${opts.threads} threads, ${bandwidth.mib} MiB): ${gbps} GB/s (best ${bandwidth.best_gb_per_s}). ` +
       `${loadLine(loadBefore)}.`,
     `ratio = sotto / llama.cpp speed (> 1: sotto faster). % of bandwidth = weight bytes per token / time per token / read bandwidth.`,

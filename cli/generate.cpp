@@ -531,9 +531,11 @@ int run_chat(std::span<char* const> all_args) {
 
 // bench llm: prefill of 64 and 256 tokens and decode of 64 tokens after a 16-token prompt (--depth N: after
 // N), median of repeats, after one untimed warm-up pass (it maps the file's pages and starts the threads).
-// --json prints
+// --turn K also times a K-token prompt appended at the depth (the next chat turn). The prompt up to the depth
+// is computed once; every timed repeat cuts the cache back to it (bench/llama_capi.cpp measures llama.cpp the
+// same way). --json prints
 //   {"model", "threads", "repeats", "prefill_64_ms", "prefill_256_ms", "decode_after", "decode_ms_per_token",
-//    "decode_tokens_per_s"}
+//    "decode_tokens_per_s", "turn", "turn_ms"}
 int run_bench(std::span<char* const> all_args) {
   std::vector<char*> rest;
   auto webgpu = take_backend(all_args, rest);
@@ -545,6 +547,7 @@ int run_bench(std::span<char* const> all_args) {
   std::string model_path;
   int threads = default_threads(), repeats = 5;
   int n_decode_prompt = 16;  // --depth
+  int n_turn = 0;            // --turn
   bool json = false;
   for (ArgCursor cursor("bench llm", args.subspan(1)); !cursor.done();) {
     const std::string_view a = cursor.next();
@@ -564,6 +567,9 @@ int run_bench(std::span<char* const> all_args) {
     } else if (a == "--depth") {
       if (!(v = cursor.whole(a, 1, 16384))) return usage_error(v.message());
       n_decode_prompt = static_cast<int>(*v);
+    } else if (a == "--turn") {
+      if (!(v = cursor.whole(a, 0, 4096))) return usage_error(v.message());
+      n_turn = static_cast<int>(*v);
     } else {
       return usage_error(cat("bench llm: unknown option '", a, "'"));
     }
@@ -574,7 +580,7 @@ int run_bench(std::span<char* const> all_args) {
   const LlamaWeights& w = model->weights;
   ThreadPool pool(threads);
   const int n_decode = 64;
-  const int n_prompt = std::max(256, n_decode_prompt);
+  const int n_prompt = std::max(256, n_decode_prompt + n_turn);
   auto ctx = make_llama_context(w, n_prompt + n_decode + 1);
   if (!ctx) return fail(ctx.message());
 
@@ -604,15 +610,32 @@ int run_bench(std::span<char* const> all_args) {
     }
     prefill_ms[p] = median(ms);
   }
+  auto at_depth = run_prompt(n_decode_prompt);
+  if (!at_depth) return fail(at_depth.message());
+  const int32_t first = argmax(*at_depth);
+  double turn_ms = 0;
+  if (n_turn > 0) {
+    std::vector<double> ms;
+    for (int r = 0; r < repeats; ++r) {
+      ctx->kv.n_past = n_decode_prompt;
+      const double t0 = now_ms();
+      auto logits =
+          forward(pool, w, *ctx,
+                  std::span<const int32_t>(prompt.data() + n_decode_prompt, static_cast<size_t>(n_turn)));
+      if (!logits) return fail(logits.message());
+      ms.push_back(now_ms() - t0);
+    }
+    turn_ms = median(ms);
+  }
   std::vector<double> decode_ms;
   for (int r = 0; r < repeats; ++r) {
-    auto logits = run_prompt(n_decode_prompt);
-    if (!logits) return fail(logits.message());
+    ctx->kv.n_past = n_decode_prompt;
+    int32_t id = first;
     const double t0 = now_ms();
     for (int i = 0; i < n_decode; ++i) {
-      const int32_t id = argmax(*logits);
-      logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
+      auto logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
       if (!logits) return fail(logits.message());
+      id = argmax(*logits);
     }
     decode_ms.push_back((now_ms() - t0) / n_decode);
   }
@@ -621,7 +644,8 @@ int run_bench(std::span<char* const> all_args) {
     print(cat("{\"model\":", json_quote(model_path), ",\"threads\":", threads, ",\"repeats\":", repeats,
               ",\"prefill_64_ms\":", prefill_ms[0], ",\"prefill_256_ms\":", prefill_ms[1],
               ",\"decode_after\":", n_decode_prompt, ",\"decode_ms_per_token\":", ms_per_token,
-              ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token, "}\n"));
+              ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token, ",\"turn\":", n_turn,
+              ",\"turn_ms\":", turn_ms, "}\n"));
     return kExitOk;
   }
   std::printf("%s: %s, %d layers, n_embd %d, %d threads, median of %d\n", model_path.c_str(),
@@ -629,6 +653,7 @@ int run_bench(std::span<char* const> all_args) {
   for (int p = 0; p < 2; ++p)
     std::printf("  prefill %3d tokens: %9.2f ms  (%.1f tokens/s)\n", prefill_tokens[p], prefill_ms[p],
                 1000.0 * prefill_tokens[p] / prefill_ms[p]);
+  if (n_turn > 0) std::printf("  prefill %d tokens at %d: %.2f ms\n", n_turn, n_decode_prompt, turn_ms);
   std::printf("  decode %d tokens after %d: %.1f tokens/s\n", n_decode, n_decode_prompt,
               1000.0 / ms_per_token);
   return kExitOk;

@@ -75,6 +75,7 @@ constexpr Command kCommands[] = {
      "  --attention f16|f32      webgpu: attention's sum of values (default f16, the CPU's bits; f32 is "
      "faster)\n"
      "  --depth N                decode after a prompt of N tokens (default 16)\n"
+     "  --turn K                 also time a K-token prompt appended at the depth (a chat turn)\n"
      "  --json                   one JSON object\n"},
     {"gpu-check", "gpu-check [--seed S]",
      "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",

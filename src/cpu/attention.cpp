@@ -366,13 +366,52 @@ void attention_f16_ref(const AttentionArgs& a) {
   for (int i = 0; i < a.n_query * a.n_head; ++i) attend_pair(attend_head_ref, a, i, scratch);
 }
 
+namespace {
+
+// Grouped: the work is (query token, KV head, slice of that KV head's query heads). One token (decode) has
+// only n_head_kv groups, fewer than the threads for some models (Gemma 3 270M: 1), so its groups are cut into
+// as many slices as it takes to give every thread one; a prompt's many tokens keep whole groups.
+void attention_grouped(ThreadPool& pool, const AttentionArgs& a, AttendGroupFn attend_group) {
+  const int group = a.n_head / a.n_head_kv;
+  const int tokens_groups = a.n_query * a.n_head_kv;
+  const int n_slices = std::min(group, (pool.n_threads() + tokens_groups - 1) / tokens_groups);
+  const int units = tokens_groups * n_slices;
+  pool.run(
+      [&](int ith, int nth) {
+        AttentionScratch scratch;
+        for (int i = ith; i < units; i += nth) {
+          const int t = i / (a.n_head_kv * n_slices), kv_head = i / n_slices % a.n_head_kv,
+                    slice = i % n_slices;
+          const int h0 = kv_head * group + group * slice / n_slices;
+          const int h1 = kv_head * group + group * (slice + 1) / n_slices;
+          const int pos = a.pos0 + t;
+          const int first = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
+          attend_group(
+              a.q + static_cast<size_t>(t) * a.n_head * a.head_dim_k + static_cast<size_t>(h0) * a.head_dim_k,
+              static_cast<size_t>(a.head_dim_k), h1 - h0,
+              a.k + static_cast<size_t>(first) * a.k_row + static_cast<size_t>(kv_head) * a.head_dim_k,
+              static_cast<size_t>(a.k_row),
+              a.v + static_cast<size_t>(first) * a.v_row + static_cast<size_t>(kv_head) * a.head_dim_v,
+              static_cast<size_t>(a.v_row), pos + 1 - first, a.head_dim_k, a.head_dim_v, a.scale,
+              a.out + static_cast<size_t>(t) * a.n_head * a.head_dim_v +
+                  static_cast<size_t>(h0) * a.head_dim_v,
+              static_cast<size_t>(a.head_dim_v), scratch);
+        }
+      },
+      std::min(pool.n_threads(), units));
+}
+
+}  // namespace
+
 // Pairs are dealt round-robin: in a prompt, later tokens see more keys, and interleaving keeps the threads'
 // shares within one token's work of each other. Fewer than 4 pairs per thread is not worth waking a thread.
 void attention_f16(ThreadPool& pool, const AttentionArgs& a) {
-  const AttendHeadFn attend_head = attention_kernels().attend_head;  // chosen once for all threads
+  const AttentionKernels& kernels = attention_kernels();  // chosen once for all threads
+  const AttendHeadFn attend_head = kernels.attend_head;
   const int pairs = a.n_query * a.n_head;
   const int n_active = std::min(pool.n_threads(), std::max(1, pairs / 4));
   if (attend_head == attend_head_portable) return attention_portable_widened(pool, a, n_active);
+  if (kernels.attend_group) return attention_grouped(pool, a, kernels.attend_group);
   pool.run(
       [&](int ith, int nth) {
         AttentionScratch scratch;

@@ -59,15 +59,25 @@ struct AttentionArgs {
 
 // Per-thread buffers of the one-head kernel, grown on first use.
 struct AttentionScratch {
-  std::vector<float> scores;    // one per key
-  std::vector<float> q;         // the query rounded to f16, as f32
-  std::vector<uint16_t> acc16;  // the f16 running sum of weighted values (and room for a copy)
+  std::vector<float> scores;          // one per key
+  std::vector<float> q;               // the query rounded to f16, as f32
+  std::vector<uint16_t> acc16;        // the f16 running sum of weighted values (and room for a copy)
+  std::vector<float> max_score, sum;  // per head of a group (AttendGroupFn)
+  std::vector<float> k32, v32;        // a group's block of keys and values widened to f32
 };
 
 // One query head against n_keys cached positions (key p at k + p * k_stride, value at v + p * v_stride).
 using AttendHeadFn = void (*)(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v,
                               size_t v_stride, int n_keys, int head_dim_k, int head_dim_v, float scale,
                               float* out, AttentionScratch& scratch);
+
+// n_heads query heads that read the same KV head (query head h at q + h * q_stride, its output at out + h *
+// out_stride), against the same n_keys positions: attend_head for each, the bits unchanged, with each key and
+// value row read once for the group.
+using AttendGroupFn = void (*)(const float* q, size_t q_stride, int n_heads, const uint16_t* k,
+                               size_t k_stride, const uint16_t* v, size_t v_stride, int n_keys,
+                               int head_dim_k, int head_dim_v, float scale, float* out, size_t out_stride,
+                               AttentionScratch& scratch);
 
 // The scalar reference: the formulas above, one element at a time, obviously right.
 void attend_head_ref(const float* q, const uint16_t* k, size_t k_stride, const uint16_t* v, size_t v_stride,
@@ -91,6 +101,7 @@ bool attention_relaxed_madd_fused();
 struct AttentionKernels {
   const char* name;
   AttendHeadFn attend_head;
+  AttendGroupFn attend_group = nullptr;  // when set, attention_f16 runs the heads of a KV head together
 };
 const AttentionKernels& attention_kernels();
 extern const AttentionKernels kAttentionPortable;  // plain C++, auto-vectorized (SIMD128 in wasm)
