@@ -149,7 +149,9 @@ constexpr Command kCommands[] = {
      "  --ctx N                  context positions (default 4096), kept across turns\n"
      "  --first-words N          the reply's first spoken piece: at most N words (default 5; 0: a sentence)\n"
      "  --endpoint-ms MS         silence that ends a turn (default 560, the page's)\n"
-     "  --threads T              threads of each model (default: the cores, up to 8)\n"},
+     "  --threads T              threads of each model (default: the cores, up to 8)\n"
+     "  --no-warm-up             skip the page's warm-up (a greeting that puts the system prompt in the "
+     "cache)\n"},
     {"speak", "speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json]",
      "text-to-speech with Kokoro-82M v1.0 (int8 ONNX) into a 24 kHz WAV, written sentence by sentence",
      run_speak,
