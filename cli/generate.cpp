@@ -535,7 +535,7 @@ int run_chat(std::span<char* const> all_args) {
 // is computed once; every timed repeat cuts the cache back to it (bench/llama_capi.cpp measures llama.cpp the
 // same way). --json prints
 //   {"model", "threads", "repeats", "prefill_64_ms", "prefill_256_ms", "decode_after", "decode_ms_per_token",
-//    "decode_tokens_per_s", "turn", "turn_ms"}
+//    "decode_tokens_per_s"} (the wasm CLI's keys), and with --turn also "turn", "turn_ms"
 int run_bench(std::span<char* const> all_args) {
   std::vector<char*> rest;
   auto webgpu = take_backend(all_args, rest);
@@ -644,8 +644,8 @@ int run_bench(std::span<char* const> all_args) {
     print(cat("{\"model\":", json_quote(model_path), ",\"threads\":", threads, ",\"repeats\":", repeats,
               ",\"prefill_64_ms\":", prefill_ms[0], ",\"prefill_256_ms\":", prefill_ms[1],
               ",\"decode_after\":", n_decode_prompt, ",\"decode_ms_per_token\":", ms_per_token,
-              ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token, ",\"turn\":", n_turn,
-              ",\"turn_ms\":", turn_ms, "}\n"));
+              ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token,
+              n_turn > 0 ? cat(",\"turn\":", n_turn, ",\"turn_ms\":", turn_ms) : std::string(), "}\n"));
     return kExitOk;
   }
   std::printf("%s: %s, %d layers, n_embd %d, %d threads, median of %d\n", model_path.c_str(),
