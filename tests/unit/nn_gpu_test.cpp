@@ -16,17 +16,8 @@ using testing::rand_int;
 using testing::rand_int8;
 using testing::rand_tensor;
 
-// The same tensor on the GPU context.
-Tensor upload(Context& gpu, const Tensor& cpu) {
-  return gpu.from_floats(cpu.shape(), floats(cpu));
-}
-
-// The GPU tensor's values as a CPU tensor (reading runs what was recorded).
-Tensor download(Context& cpu, Context& gpu, const Tensor& t) {
-  auto v = gpu.to_floats(t);
-  EXPECT_TRUE(v.ok()) << v.message();
-  return cpu.from_floats(t.shape(), v.ok() ? *v : std::vector<float>(static_cast<size_t>(t.elements())));
-}
+using testing::download;
+using testing::upload;
 
 TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
   gpu::Device* device = sotto::testing::open_test_device();

@@ -85,4 +85,16 @@ struct Backends {
   }
 };
 
+// The same tensor on another context (the GPU's, in the GPU tests).
+inline Tensor upload(Context& gpu, const Tensor& cpu) {
+  return gpu.from_floats(cpu.shape(), floats(cpu));
+}
+
+// A GPU tensor's values as a CPU tensor (reading runs what was recorded); a failed read is a test failure.
+inline Tensor download(Context& cpu, Context& gpu, const Tensor& t) {
+  auto v = gpu.to_floats(t);
+  EXPECT_TRUE(v.ok()) << v.message();
+  return cpu.from_floats(t.shape(), v.ok() ? *v : std::vector<float>(static_cast<size_t>(t.elements())));
+}
+
 }  // namespace sotto::nn::testing
