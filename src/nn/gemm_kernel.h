@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 namespace sotto::nn::cpu {
 namespace {
@@ -219,9 +220,13 @@ bool packed_fits(Index M, Index N, Index K) {
   return M >= kMr && N >= 2 * L && K >= 4;
 }
 
-template <class V, int L>
-void gemm_nt_packed(Index M, Index N, Index K, const float* A, Index lda, const float* B, Index ldb, float* C,
-                    Index ldc) {
+// The blocked product gemm_nt_packed and gemm_nt_prepacked share: k blocks of at most kPackKc, A packed by row
+// blocks, and B's panels for columns n0.. and depths k0.. from b_panels(n0, nc, k0, kc), which returns the
+// first NR-wide panel and the floats from column j's panel to column j + NR's divided by NR (so column j's
+// panel is at first + j * that). Each element of C is summed in the same order whoever supplies the panels.
+template <class V, int L, class BPanels>
+void gemm_nt_blocked(Index M, Index N, Index K, const float* A, Index lda, float* C, Index ldc,
+                     BPanels b_panels) {
   constexpr Index NR = 2 * L;
   const Index k_blocks = (K + kPackKc - 1) / kPackKc;
   const Index kc_max = (K + k_blocks - 1) / k_blocks;
@@ -229,22 +234,36 @@ void gemm_nt_packed(Index M, Index N, Index K, const float* A, Index lda, const 
   const Index nc_max = std::min(kPackNc, (N + NR - 1) / NR * NR);
   // Uninitialised scratch (every element read is written by a pack first).
   std::unique_ptr<float[]> a_pack(new float[static_cast<size_t>(mc_max * kc_max)]);
-  std::unique_ptr<float[]> b_pack(new float[static_cast<size_t>(nc_max * kc_max)]);
   for (Index n0 = 0; n0 < N; n0 += nc_max) {
     const Index nc = std::min(nc_max, N - n0);
     for (Index k0 = 0; k0 < K; k0 += kc_max) {
       const Index kc = std::min(kc_max, K - k0);
-      pack_panels<NR>(B + n0 * ldb, ldb, nc, k0, kc, b_pack.get());
+      const auto [b, b_per_column] = b_panels(n0, nc, k0, kc);
       for (Index m0 = 0; m0 < M; m0 += mc_max) {
         const Index mc = std::min(mc_max, M - m0);
         pack_panels<kMr>(A + m0 * lda, lda, mc, k0, kc, a_pack.get());
         for (Index j = 0; j < nc; j += NR)
           for (Index i = 0; i < mc; i += kMr)
-            micro_kernel<V, L>(kc, a_pack.get() + i * kc, b_pack.get() + j * kc, C + (m0 + i) * ldc + n0 + j,
+            micro_kernel<V, L>(kc, a_pack.get() + i * kc, b + j * b_per_column, C + (m0 + i) * ldc + n0 + j,
                                ldc, std::min(kMr, mc - i), std::min(NR, nc - j), k0 > 0);
       }
     }
   }
+}
+
+template <class V, int L>
+void gemm_nt_packed(Index M, Index N, Index K, const float* A, Index lda, const float* B, Index ldb, float* C,
+                    Index ldc) {
+  constexpr Index NR = 2 * L;
+  const Index k_blocks = (K + kPackKc - 1) / kPackKc;
+  const Index kc_max = (K + k_blocks - 1) / k_blocks;
+  const Index nc_max = std::min(kPackNc, (N + NR - 1) / NR * NR);
+  std::unique_ptr<float[]> b_pack(new float[static_cast<size_t>(nc_max * kc_max)]);
+  // B packed per (column block, k block) into scratch: panel j at j * kc.
+  gemm_nt_blocked<V, L>(M, N, K, A, lda, C, ldc, [&](Index n0, Index nc, Index k0, Index kc) {
+    pack_panels<NR>(B + n0 * ldb, ldb, nc, k0, kc, b_pack.get());
+    return std::pair<const float*, Index>(b_pack.get(), kc);
+  });
 }
 
 template <class V, int L>
