@@ -14,6 +14,7 @@
 
 #include "cli_support.h"
 #include "io/json.h"
+#include "io/wav.h"
 #include "test_support.h"
 
 namespace sotto {
@@ -120,56 +121,11 @@ TEST(CliAgent, SilenceIsNoTurn) {
   // Two seconds of 16 kHz silence (16-bit PCM).
   const std::string silence = ::testing::TempDir() + "sotto_agent_silence.wav";
   {
+    auto wav = encode_wav(Audio{16000, 1, std::vector<float>(32000, 0.0f)}, WavEncoding::PcmS16);
+    ASSERT_TRUE(wav.ok()) << wav.message();
     std::FILE* f = std::fopen(silence.c_str(), "wb");
     ASSERT_TRUE(f);
-    const uint32_t n = 32000, bytes = n * 2;
-    const uint8_t header[44] = {'R',
-                                'I',
-                                'F',
-                                'F',
-                                static_cast<uint8_t>((36 + bytes) & 255),
-                                static_cast<uint8_t>(((36 + bytes) >> 8) & 255),
-                                static_cast<uint8_t>((36 + bytes) >> 16),
-                                0,
-                                'W',
-                                'A',
-                                'V',
-                                'E',
-                                'f',
-                                'm',
-                                't',
-                                ' ',
-                                16,
-                                0,
-                                0,
-                                0,
-                                1,
-                                0,
-                                1,
-                                0,
-                                0x80,
-                                0x3e,
-                                0,
-                                0,
-                                0,
-                                0x7d,
-                                0,
-                                0,
-                                2,
-                                0,
-                                16,
-                                0,
-                                'd',
-                                'a',
-                                't',
-                                'a',
-                                static_cast<uint8_t>(bytes & 255),
-                                static_cast<uint8_t>((bytes >> 8) & 255),
-                                static_cast<uint8_t>(bytes >> 16),
-                                0};
-    std::fwrite(header, 1, sizeof header, f);
-    const std::vector<uint8_t> zeros(bytes, 0);
-    std::fwrite(zeros.data(), 1, zeros.size(), f);
+    std::fwrite(wav->data(), 1, wav->size(), f);
     std::fclose(f);
   }
   auto run = run_sotto("agent --in '" + silence + "' --out /tmp/sotto_agent_silence_out.wav" + model_args());
