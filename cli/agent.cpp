@@ -25,6 +25,7 @@
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/json.h"
+#include "llm_turn.h"
 #include "options.h"
 #include "text/reply_splitter.h"
 #include "wav_stream.h"
@@ -234,17 +235,12 @@ Status warm_up(const Options& o, Pipeline& p) {
   size_t n = 0;
   if (!sotto_asr_transcribe_json(p.asr, silence.data(), silence.size(), &n))
     return error("agent: warm-up: ", sotto_asr_last_error(p.asr));
-  constexpr std::string_view kGreeting = "Hello.";
-  std::vector<int32_t> ids(1024);
-  const int32_t got =
-      sotto_llm_tokenize_turn(p.llm, o.system.data(), o.system.size(), kGreeting.data(), kGreeting.size(), 1,
-                              0, ids.data(), static_cast<int32_t>(ids.size()));
-  if (got < 0 || static_cast<size_t>(got) > ids.size()) return {};  // a system prompt this long: no warm-up
-  ids.resize(static_cast<size_t>(got));
+  auto ids = tokenize_turn(p.llm, &o.system, "Hello.", true, false);
+  if (!ids) return error("agent: warm-up: ", ids.message());
   SottoSampling sampling;
   sotto_sampling_defaults(&sampling);
   sampling.max_new_tokens = 24;
-  if (sotto_llm_begin(p.llm, ids.data(), ids.size(), &sampling, nullptr, 0, 0) != SOTTO_OK)
+  if (sotto_llm_begin(p.llm, ids->data(), ids->size(), &sampling, nullptr, 0, 0) != SOTTO_OK)
     return error("agent: warm-up: ", sotto_llm_last_error(p.llm));
   SottoStep step{};
   do {
@@ -278,20 +274,13 @@ Status run_turn(const Options& o, Pipeline& p, std::span<const float> speech, do
 
   // The reply: the turn's prompt (the system prompt on the first turn), prefill, then token by token.
   const int32_t reply_closed = p.first_turn ? 0 : sotto_llm_reply_closed(p.llm);
-  std::vector<int32_t> ids(1024);
-  for (int pass = 0; pass < 2; ++pass) {
-    const int32_t got = sotto_llm_tokenize_turn(
-        p.llm, o.system.data(), o.system.size(), turn.transcript.data(), turn.transcript.size(),
-        p.first_turn ? 1 : 0, reply_closed, ids.data(), static_cast<int32_t>(ids.size()));
-    if (got < 0) return error("agent: ", sotto_llm_last_error(p.llm));
-    const bool fits = static_cast<size_t>(got) <= ids.size();
-    ids.resize(static_cast<size_t>(got));
-    if (fits) break;
-  }
+  auto ids = tokenize_turn(p.llm, &o.system, turn.transcript, p.first_turn, reply_closed != 0);
+  if (!ids) return error("agent: ", ids.message());
   SottoSampling sampling;
   sotto_sampling_defaults(&sampling);  // greedy: the same reply on every run
   sampling.max_new_tokens = o.max_tokens;
-  if (sotto_llm_begin(p.llm, ids.data(), ids.size(), &sampling, nullptr, 0, p.first_turn ? 0 : 1) != SOTTO_OK)
+  if (sotto_llm_begin(p.llm, ids->data(), ids->size(), &sampling, nullptr, 0, p.first_turn ? 0 : 1) !=
+      SOTTO_OK)
     return error("agent: ", sotto_llm_last_error(p.llm));
   p.first_turn = false;
 

@@ -38,6 +38,7 @@
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/gguf.h"
+#include "llm_turn.h"
 #include "models/llm/generate.h"
 #include "models/llm/llama.h"
 #include "options.h"
@@ -215,21 +216,6 @@ Result<std::vector<int32_t>> tokenize(SottoLlm* llm, std::string_view text, bool
   for (;;) {
     const int32_t n = sotto_llm_tokenize(llm, text.data(), text.size(), add_special, parse_special,
                                          ids.data(), static_cast<int32_t>(ids.size()));
-    if (n < 0) return error(sotto_llm_last_error(llm));
-    const bool fits = static_cast<size_t>(n) <= ids.size();
-    ids.resize(static_cast<size_t>(n));
-    if (fits) return ids;
-  }
-}
-
-// One user turn of a chat (sotto_llm_tokenize_turn): the system prompt and the user's text stay text.
-Result<std::vector<int32_t>> tokenize_turn(SottoLlm* llm, const std::string* system, std::string_view user,
-                                           bool first_turn, bool reply_closed) {
-  std::vector<int32_t> ids(user.size() + (system ? system->size() : 0) + 64);
-  for (;;) {
-    const int32_t n = sotto_llm_tokenize_turn(
-        llm, system ? system->data() : nullptr, system ? system->size() : 0, user.data(), user.size(),
-        first_turn, reply_closed, ids.data(), static_cast<int32_t>(ids.size()));
     if (n < 0) return error(sotto_llm_last_error(llm));
     const bool fits = static_cast<size_t>(n) <= ids.size();
     ids.resize(static_cast<size_t>(n));
