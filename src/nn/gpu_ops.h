@@ -3,6 +3,7 @@
 
 #include <span>
 
+#include "nn/fused.h"
 #include "nn/ops.h"
 
 namespace sotto::nn::gpu_ops {
@@ -38,6 +39,8 @@ Tensor permute(const Tensor& x, std::span<const int> order);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o);
 Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& p,
                          const Tensor& pos_bias_u, const Tensor& pos_bias_v, const AttentionOptions& o);
+// nn/fused.h's decoder-step product (gpu_fused.cpp).
+Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
 // An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.
 Tensor unsupported(const Tensor& x, const char* op);
 

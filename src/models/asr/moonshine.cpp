@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "api/clock.h"
+#include "nn/fused.h"
 #include "nn/ops.h"
 
 namespace sotto::asr {
@@ -51,7 +52,8 @@ Tensor embed(const MoonshineMatrix& table, const Tensor& ids) {
 
 }  // namespace
 
-MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const Tensor& encoded) {
+MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const Tensor& encoded,
+                                              int64_t capacity) {
   MoonshineDecoderState s;
   for (const MoonshineDecoderLayer& l : w.decoder) {
     s.cross_k.push_back(nn::linear(encoded, l.cross_k));
@@ -59,8 +61,98 @@ MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const T
   }
   s.self_k.resize(w.decoder.size());
   s.self_v.resize(w.decoder.size());
+  bool fused =
+      capacity > 0 && w.embedding.w.dtype() == DType::I8 && w.embedding.w.ctx().backend() == nn::Backend::Gpu;
+  for (const MoonshineDecoderLayer& l : w.decoder)
+    fused = fused && l.qkv.defined() && l.o.w.dtype() == DType::I8 && l.cross_q.w.dtype() == DType::I8 &&
+            l.cross_o.w.dtype() == DType::I8 && l.up.w.dtype() == DType::I8 && l.down.w.dtype() == DType::I8;
+  if (fused) {
+    s.capacity = capacity;
+    nn::Context& ctx = encoded.ctx();
+    for (size_t i = 0; i < w.decoder.size(); ++i) {
+      s.self_k[i] = ctx.empty({capacity, w.config.d_model});
+      s.self_v[i] = ctx.empty({capacity, w.config.d_model});
+    }
+  }
   return s;
 }
+
+namespace {
+
+// The first n rows of a preallocated cache [capacity, d]: its storage seen with fewer rows (rows past n are
+// not yet written; the attention reads only these).
+Tensor leading_rows(const Tensor& cache, int64_t n) {
+  return cache.reshape({n, cache.dim(1)});
+}
+
+nn::Int8LinearFused product(const MoonshineMatrix& m) {
+  nn::Int8LinearFused f;
+  f.w = m.w;
+  f.scale[0] = m.scale;
+  f.offset[0] = m.offset;
+  return f;
+}
+
+// The decoder step of moonshine_decode in fused GPU dispatches (nn/fused.h), the same arithmetic in the same
+// order: per layer the stacked q/k/v product (norm, rope, KV-cache append), self-attention, o (+ residual),
+// cross q (norm), cross-attention, cross o (+ residual), up (norm, bias, gated SiLU), down (bias, residual).
+Tensor decode_fused(const MoonshineWeights& w, MoonshineDecoderState& s, Tensor x, int64_t n,
+                    bool all_logits) {
+  const MoonshineConfig& c = w.config;
+  const int64_t d = c.d_model;
+  for (size_t i = 0; i < w.decoder.size(); ++i) {
+    const MoonshineDecoderLayer& l = w.decoder[i];
+    nn::Int8LinearFused qkv;
+    qkv.w = l.qkv;
+    qkv.segment = d;
+    qkv.scale = l.qkv_scale;
+    qkv.offset = l.qkv_offset;
+    qkv.norm_gamma = l.attn_norm;
+    qkv.norm_eps = c.norm_eps;
+    qkv.rope_columns = 2 * d;
+    qkv.head_dim = c.head_dim;
+    qkv.rotary_dim = c.rotary_dim;
+    qkv.rope_base = c.rope_base;
+    qkv.position0 = s.n_past;
+    qkv.cache_k = s.self_k[i];
+    qkv.cache_v = s.self_v[i];
+    qkv.cache_row = s.n_past;
+    const Tensor q = nn::linear_int8_fused(x, qkv);
+    const Tensor att =
+        nn::attention(q, leading_rows(s.self_k[i], s.n_past + n), leading_rows(s.self_v[i], s.n_past + n),
+                      {.n_heads = c.n_heads, .causal = true});
+    nn::Int8LinearFused o = product(l.o);
+    o.residual = x;
+    x = nn::linear_int8_fused(att, o);
+
+    nn::Int8LinearFused cq = product(l.cross_q);
+    cq.norm_gamma = l.cross_norm;
+    cq.norm_eps = c.norm_eps;
+    const Tensor cross =
+        nn::attention(nn::linear_int8_fused(x, cq), s.cross_k[i], s.cross_v[i], {.n_heads = c.n_heads});
+    nn::Int8LinearFused co = product(l.cross_o);
+    co.residual = x;
+    x = nn::linear_int8_fused(cross, co);
+
+    nn::Int8LinearFused up = product(l.up);
+    up.norm_gamma = l.mlp_norm;
+    up.norm_eps = c.norm_eps;
+    up.bias = l.up_b;
+    up.gated_silu = true;
+    nn::Int8LinearFused down = product(l.down);
+    down.bias = l.down_b;
+    down.residual = x;
+    x = nn::linear_int8_fused(nn::linear_int8_fused(x, up), down);
+  }
+  s.n_past += n;
+  if (!all_logits && n > 1) x = nn::slice(x, 0, n - 1, n);
+  nn::Int8LinearFused head = product(w.embedding);
+  head.norm_gamma = w.decoder_norm;
+  head.norm_eps = c.norm_eps;
+  return nn::linear_int8_fused(x, head);
+}
+
+}  // namespace
 
 Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& s, std::span<const int32_t> ids,
                         bool all_logits) {
@@ -70,6 +162,7 @@ Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& s, std
   const Tensor id_tensor =
       ctx.from_bytes({n}, DType::I32, {reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 4});
   Tensor x = embed(w.embedding, id_tensor);
+  if (s.capacity > 0) return decode_fused(w, s, x, n, all_logits);
 
   for (size_t i = 0; i < w.decoder.size(); ++i) {
     const MoonshineDecoderLayer& l = w.decoder[i];
@@ -116,13 +209,13 @@ Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::spa
   const double t0 = now_ms();
   const Tensor audio = ctx.from_floats({static_cast<int64_t>(samples.size())}, samples);
   const Tensor encoded = moonshine_encode(w, audio);
-  MoonshineDecoderState state = moonshine_decoder_start(w, encoded);
+  const auto max_tokens =
+      static_cast<size_t>(static_cast<double>(audio_16k.size()) / c.sample_rate_hz * c.max_tokens_per_s) + 1;
+  MoonshineDecoderState state = moonshine_decoder_start(w, encoded, static_cast<int64_t>(max_tokens) + 1);
   (void)ctx.to_floats(nn::slice(encoded, 0, 0, 1));  // on the GPU, waits for the encoder: encode_ms is honest
   const double t1 = now_ms();
   r.encode_ms = t1 - t0;
 
-  const auto max_tokens =
-      static_cast<size_t>(static_cast<double>(audio_16k.size()) / c.sample_rate_hz * c.max_tokens_per_s) + 1;
   int32_t token = c.bos;
   while (r.tokens.size() < max_tokens) {
     // The argmax where the logits are (on the GPU a 4-byte read instead of the 128 KB row); ties: the first.
@@ -331,7 +424,7 @@ struct Loader {
   // A weight read as int8 with its scale and offset when the graph dequantizes it (input `index` of the node
   // writing `output`), else as F32. `transpose`: stored [in, out] (MatMul), returned [out, in].
   Result<MoonshineMatrix> int8_matrix(const std::string& output, int index, int64_t in, int64_t out,
-                                      bool transpose) const {
+                                      bool transpose, std::vector<uint8_t>* keep = nullptr) const {
     const std::vector<int64_t> stored =
         transpose ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in};
     SOTTO_ASSIGN(Constant c, checked(output, index, stored));  // checks the shape, whatever the storage
@@ -351,6 +444,7 @@ struct Loader {
         for (int64_t i = 0; i < in; ++i)
           bytes[static_cast<size_t>(o * in + i)] = transpose ? q[i * out + o] : q[o * in + i];
       m.w = ctx.from_bytes({out, in}, DType::I8, bytes);
+      if (keep) keep->insert(keep->end(), bytes.begin(), bytes.end());
       return m;
     }
     std::vector<float> t(c.values.size());
@@ -417,9 +511,15 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       const std::string p = cat("/model/decoder/layers.", i, "/");
       MoonshineDecoderLayer l;
       SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.q, ld.int8_matrix(p + "self_attn/q_proj/MatMul_output_0", 1, d, d, true));
-      SOTTO_ASSIGN(l.k, ld.int8_matrix(p + "self_attn/k_proj/MatMul_output_0", 1, d, d, true));
-      SOTTO_ASSIGN(l.v, ld.int8_matrix(p + "self_attn/v_proj/MatMul_output_0", 1, d, d, true));
+      std::vector<uint8_t> qkv;
+      SOTTO_ASSIGN(l.q, ld.int8_matrix(p + "self_attn/q_proj/MatMul_output_0", 1, d, d, true, &qkv));
+      SOTTO_ASSIGN(l.k, ld.int8_matrix(p + "self_attn/k_proj/MatMul_output_0", 1, d, d, true, &qkv));
+      SOTTO_ASSIGN(l.v, ld.int8_matrix(p + "self_attn/v_proj/MatMul_output_0", 1, d, d, true, &qkv));
+      if (ctx.backend() == nn::Backend::Gpu && qkv.size() == static_cast<size_t>(3 * d * d)) {
+        l.qkv = ctx.from_bytes({3 * d, d}, DType::I8, qkv);
+        l.qkv_scale = {l.q.scale, l.k.scale, l.v.scale, 1.0f};
+        l.qkv_offset = {l.q.offset, l.k.offset, l.v.offset, 0.0f};
+      }
       SOTTO_ASSIGN(l.o, ld.int8_matrix(p + "self_attn/dense/MatMul_output_0", 1, d, d, true));
       SOTTO_ASSIGN(l.cross_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
       SOTTO_ASSIGN(l.cross_q, ld.int8_matrix(p + "encoder_attn/q_proj/MatMul_output_0", 1, d, d, true));

@@ -36,6 +36,7 @@
 // tokenizer.bin: 32,000 entries [u8 length][bytes] (ids 0/1/2 <unk>/<s>/</s>, 3..258 raw bytes, "▁" a space).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -81,6 +82,10 @@ struct MoonshineMatrix {
 struct MoonshineDecoderLayer {
   nn::Tensor attn_norm;
   MoonshineMatrix q, k, v, o;
+  // On the GPU with int8 q, k, v: the three stacked [3 x 416, 416], each with its scale and offset (one fused
+  // dispatch: norm, product, rope, KV-cache append; nn/fused.h).
+  nn::Tensor qkv;
+  std::array<float, 4> qkv_scale = {1, 1, 1, 1}, qkv_offset = {0, 0, 0, 0};
   nn::Tensor cross_norm;
   MoonshineMatrix cross_q, cross_o;
   nn::Tensor cross_k, cross_v;  // F32 [416, 416]: applied once per utterance to every encoder frame
@@ -122,10 +127,16 @@ nn::Tensor moonshine_encode(const MoonshineWeights& w, const nn::Tensor& audio);
 // attention cache.
 struct MoonshineDecoderState {
   std::vector<nn::Tensor> cross_k, cross_v;  // per layer [T_enc, 416]
-  std::vector<nn::Tensor> self_k, self_v;    // per layer [n_past, 416]
+  std::vector<nn::Tensor> self_k, self_v;    // per layer [n_past, 416], or [capacity, 416] preallocated
   int64_t n_past = 0;
+  // > 0: the GPU's fused decoder step (nn/fused.h: ~10 dispatches a layer instead of ~25), the self-attention
+  // cache preallocated for this many tokens and appended in place.
+  int64_t capacity = 0;
 };
-MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const nn::Tensor& encoded);
+// `capacity`: the most tokens (BOS included) this utterance will feed; on the GPU, with the stacked q/k/v
+// weights loaded, it selects the fused decoder step. 0: the op-by-op step (any backend, any length).
+MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const nn::Tensor& encoded,
+                                              int64_t capacity = 0);
 // Feeds `ids` (n tokens at positions n_past ..), appends to the cache, returns the logits of the last token
 // [1, vocab], or of every token [n, vocab] with `all_logits` (teacher forcing).
 nn::Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& state,

@@ -1,0 +1,52 @@
+// Fused ops: a weight-only int8 product together with the small ops around it in a transformer decoder step
+// (the layer norm before it, per-segment quantization of concatenated matrices, bias, rotary embedding, gated
+// SiLU, the residual add, the KV-cache append). On the GPU each call is one dispatch where the separate ops
+// were 2-6: a Moonshine decoder step on an H200 was ~200 dispatches of ~10 us each, bound by their count, not
+// by the 41 MB of weights it reads. On the CPU the op is its plain scalar reference (models keep their unfused
+// CPU path, which is faster there).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "nn/tensor.h"
+
+namespace sotto::nn {
+
+struct Int8LinearFused {
+  // W: I8 [N, K], dequantized w = q * scale[s] + offset[s] for the rows of segment s = row / segment (at most
+  // 4 segments; segment 0: one segment of N rows). Several per-tensor quantized matrices stacked (q, k, v)
+  // keep their own scale and offset.
+  Tensor w;
+  int64_t segment = 0;
+  std::array<float, 4> scale = {1, 1, 1, 1}, offset = {0, 0, 0, 0};
+  // Layer norm without bias of each row of x first: (x - mean) / sqrt(var + eps) * gamma (undefined: none).
+  Tensor norm_gamma;
+  float norm_eps = 1e-5f;
+  Tensor bias;  // F32 [N] or undefined
+  // Rotary embedding, interleaved pairs (2i, 2i+1) (GPT-J), on output columns [0, rope_columns) in heads of
+  // head_dim (even) whose first rotary_dim dims rotate, row r of x at position position0 + r.
+  int64_t rope_columns = 0;
+  int head_dim = 0, rotary_dim = 0;
+  float rope_base = 10000.0f;
+  int64_t position0 = 0;
+  // Gated SiLU: the output is [M, N / 2], y[:, j] * silu(y[:, j + N / 2]).
+  bool gated_silu = false;
+  Tensor residual;  // [M, N_out] added last, or undefined
+  // KV-cache append (3 segments): segment 1's columns go to rows cache_row .. cache_row + M - 1 of cache_k and
+  // segment 2's to cache_v (both F32 [R, segment]), and the output holds segment 0 only ([M, segment]). The
+  // caches are written in place: rows past every view of them read so far, so no earlier
+  // result changes.
+  Tensor cache_k, cache_v;
+  int64_t cache_row = 0;
+};
+
+// x [M, K] F32 -> [M, N_out]: N_out = N, N / 2 (gated) or segment (KV-cache append). Order of the arithmetic:
+// norm, product (scale * (x . q) + offset * sum(x), as linear_int8_affine), bias, rope, gate, residual.
+Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
+
+namespace ref {
+Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
+}
+
+}  // namespace sotto::nn
