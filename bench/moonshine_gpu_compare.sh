@@ -3,11 +3,11 @@
 # with BIN_DIR's sotto (same texts as the CPU backend on every clip, beckett.wav timings, the GPU profile), then
 # BASE_DIR's sotto on beckett.wav (the op-by-op decoder step), then sotto_tests' GPU checks on the real GPU.
 #
-#   bench/moonshine_gpu_compare.sh BIN_DIR BASE_DIR MODEL_DIR [OUT_DIR] [REPEATS]
+#   bench/moonshine_gpu_compare.sh BIN_DIR BASE_DIR MODEL_DIR [OUT_DIR] [REPEATS] [OTHER_DIR]
 #
 # BIN_DIR: sotto and sotto_tests (built with -static-libstdc++ -static-libgcc) and libwebgpu_wrapper.so (npm
 # bun-webgpu-linux-x64); BASE_DIR: the earlier sotto with the libstdc++.so.6 / libgcc_s.so.1 it was linked
-# against; MODEL_DIR: models/moonshine-base-en. SOTTO_BUILT_IN: the source directory sotto_tests was built in
+# against; OTHER_DIR: a third sotto (static) timed the same way; MODEL_DIR: models/moonshine-base-en. SOTTO_BUILT_IN: the source directory sotto_tests was built in
 # (linked to this checkout, its models/ to MODEL_DIR's parent, where they do not exist).
 set -uo pipefail
 bin=$1
@@ -25,6 +25,11 @@ bash bench/moonshine_gpu.sh "$bin" "$models" "$out" "$repeats" 2>&1 | tee "$out/
 echo "earlier build ($base/sotto), beckett.wav (10 s), --backend webgpu, $repeats runs:"
 LD_LIBRARY_PATH=$base "$base/sotto" transcribe -m "$models" tests/fixtures/audio/beckett.wav --backend webgpu \
   --repeats "$repeats" --json 2>&1 | tee "$out/beckett_base.txt"
+if [ -n "${6:-}" ]; then
+  echo "other build ($6/sotto), beckett.wav (10 s), --backend webgpu, $repeats runs:"
+  "$6/sotto" transcribe -m "$models" tests/fixtures/audio/beckett.wav --backend webgpu --repeats "$repeats" \
+    --json 2>&1 | tee "$out/beckett_other.txt"
+fi
 src=${SOTTO_BUILT_IN:-}
 if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
 [ -e models/moonshine-base-en ] || { mkdir -p models && ln -s "$models" models/moonshine-base-en; }

@@ -12,17 +12,18 @@ namespace sotto::nn::gpu_ops {
 
 namespace {
 
-// A workgroup of 64 threads computes 8 rows of W for one row of x: 8 threads a row, striding over K in words
-// of 4 int8 weights (or bytes, when K is not a multiple of 4), adjacent threads reading adjacent words. With a
+// A workgroup of 64 threads computes `rows` (1 or 2) rows of W for one row of x: `lanes` threads a row, striding
+// over K in words of 4 int8 weights (or bytes, when K is not a multiple of 4), adjacent threads reading adjacent
+// words, their sums reduced in workgroup memory. With a
 // norm, every workgroup first reduces its x row's mean and variance (K floats from cache: cheaper than another
-// dispatch) and normalises x as it reads it. Gated: the workgroup's rows are 4 value rows and the 4 gate rows
-// N / 2 further on. Rope pairs (2i, 2i+1) sit in one workgroup (8-row groups start at even rows, heads have
+// dispatch) and normalises x as it reads it. Gated: the workgroup's rows are a value row and its gate row
+// N / 2 further on. Rope pairs (2i, 2i+1) sit in one workgroup (2-row groups start at even rows, heads have
 // even width); their angle is the rope kernel's exact fixed-point turn (gpu_ops.cpp, kRope).
 constexpr const char* kLinearInt8Fused = R"(
 fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
 struct P { m: u32, n: u32, k: u32, n_out: u32, flags: u32, eps: f32, segment: u32, groups: u32,
-           rope_cols: u32, head_dim: u32, rotary_dim: u32, position0: u32, cache_row: u32, pad0: u32, pad1: u32,
-           pad2: u32, scale: vec4<f32>, offset: vec4<f32>, turns: array<vec4<u32>, 16> };
+           rope_cols: u32, head_dim: u32, rotary_dim: u32, position0: u32, cache_row: u32, lanes: u32, rows: u32,
+           pad0: u32, scale: vec4<f32>, offset: vec4<f32>, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<u32>;
@@ -66,15 +67,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var i = lid; i < p.k; i += 64u) { let d = x[xb + i] - mean; v += d * d; }
     inv = 1.0 / sqrt(reduce_sum(v, lid) / f32(p.k) + p.eps);
   }
-  let slot = lid / 8u;
-  let lane = lid % 8u;
+  let slot = lid / p.lanes;
+  let lane = lid % p.lanes;
+  let hr = p.rows / 2u;
   let half = p.n / 2u;
-  var row = g * 8u + slot;
+  var row = g * p.rows + slot;
   var valid = row < p.n;
   if (gated) {
-    let j = g * 4u + slot % 4u;
+    let j = g * hr + slot % hr;
     valid = j < half;
-    row = select(j, half + j, slot >= 4u);
+    row = select(j, half + j, slot >= hr);
   }
   var s = 0.0;
   var sx = 0.0;
@@ -82,7 +84,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (p.k % 4u == 0u) {
       let words = p.k / 4u;
       let wb = row * words;
-      for (var t = lane; t < words; t += 8u) {
+      for (var t = lane; t < words; t += p.lanes) {
         let qw = bitcast<i32>(w[wb + t]);
         let kk = xb + t * 4u;
         var xv = vec4<f32>(x[kk], x[kk + 1u], x[kk + 2u], x[kk + 3u]);
@@ -96,7 +98,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         sx += xv.x + xv.y + xv.z + xv.w;
       }
     } else {
-      for (var t = lane; t < p.k; t += 8u) {
+      for (var t = lane; t < p.k; t += p.lanes) {
         let idx = row * p.k + t;
         let qv = extractBits(bitcast<i32>(w[idx / 4u]), (idx % 4u) * 8u, 8u);
         var xv = x[xb + t];
@@ -109,27 +111,30 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   red[lid] = s;
   red_x[lid] = sx;
   workgroupBarrier();
-  if (lane == 0u) {
-    var a = 0.0;
-    var b = 0.0;
-    for (var i = 0u; i < 8u; i++) {
-      a += red[lid + i];
-      b += red_x[lid + i];
+  for (var h = p.lanes / 2u; h > 0u; h >>= 1u) {
+    if (lane < h) {
+      red[lid] += red[lid + h];
+      red_x[lid] += red_x[lid + h];
     }
+    workgroupBarrier();
+  }
+  if (lane == 0u) {
+    let a = red[lid];
+    let b = red_x[lid];
     let seg = min(row / p.segment, 3u);
     var out = p.scale[seg] * a + p.offset[seg] * b;
     if ((p.flags & 2u) != 0u && valid) { out += bias[row]; }
     res[slot] = out;
   }
   workgroupBarrier();
-  // The epilogue: thread e < 8 finishes the workgroup's row e (gated: thread e < 4 its output e).
-  if (lid >= 8u) { return; }
-  var col = g * 8u + lid;
+  // The epilogue: thread e < rows finishes the workgroup's row e (gated: thread e < rows / 2 its output e).
+  if (lid >= p.rows) { return; }
+  var col = g * p.rows + lid;
   if (gated) {
-    if (lid >= 4u) { return; }
-    col = g * 4u + lid;
+    if (lid >= hr) { return; }
+    col = g * hr + lid;
     if (col >= half) { return; }
-    var val = res[lid] * (res[lid + 4u] * sigmoid(res[lid + 4u]));
+    var val = res[lid] * (res[lid + hr] * sigmoid(res[lid + hr]));
     if ((p.flags & 4u) != 0u) { val += residual[r * p.n_out + col]; }
     y[r * p.n_out + col] = val;
     return;
@@ -209,7 +214,11 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   Shape shape = x.shape();
   shape[-1] = n_out;
   Tensor out = x.ctx().empty(shape);
-  const int64_t groups = f.gated_silu ? (n / 2 + 3) / 4 : (n + 7) / 8;
+  // Threads a row: 32 (2 rows a workgroup: rope pairs and gate pairs stay together), 64 for long rows
+  // without either. A decoder step's products are latency-bound (one x row, 52-416 workgroups for most), so
+  // each thread's loop over K is kept to a few iterations.
+  const int64_t lanes = (k >= 1024 && !f.gated_silu && f.rope_columns == 0) ? 64 : 32, rows = 64 / lanes;
+  const int64_t groups = f.gated_silu ? (n / 2 + rows / 2 - 1) / (rows / 2) : (n + rows - 1) / rows;
   const uint32_t flags = (f.norm_gamma.defined() ? 1u : 0u) | (f.bias.defined() ? 2u : 0u) |
                          (f.residual.defined() ? 4u : 0u) | (f.gated_silu ? 8u : 0u) | (split ? 16u : 0u);
   uint32_t params[24 + 64] = {word(m),
@@ -224,7 +233,9 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
                               word(f.head_dim > 0 ? f.head_dim : 2),
                               word(f.rotary_dim),
                               word(f.position0),
-                              word(f.cache_row)};
+                              word(f.cache_row),
+                              word(lanes),
+                              word(rows)};
   for (int i = 0; i < 4; ++i) {
     params[16 + i] = float_bits(f.scale[static_cast<size_t>(i)]);
     params[20 + i] = float_bits(f.offset[static_cast<size_t>(i)]);

@@ -649,6 +649,81 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 )";
 
+// kAttention for heads of at most 64 dims, a multiple of 4 (Moonshine's 52), read as vec4: a key's score is
+// d / 4 loads instead of d, and the probability-weighted sum splits the block's keys over 4 groups of 16
+// threads (thread e4 of a group sums dims 4 e4 .. 4 e4 + 3), reduced in workgroup memory. A decoder step's
+// attention is latency-bound (8-208 workgroups, each a chain of dependent loads): fewer, wider loads are the
+// gain. Same partial layout and combine kernel.
+constexpr const char* kAttention4 = NN_WGSL_REDUCE R"(
+struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, block: u32,
+           blocks: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> part: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> qs: array<vec4<f32>, 16>;
+var<workgroup> probs: array<f32, 64>;
+var<workgroup> acc4: array<vec4<f32>, 64>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = row_of(wid);
+  if (w >= p.tq * p.heads * p.blocks) { return; }
+  let b = w % p.blocks;
+  let row = w / p.blocks;  // i * heads + h
+  let i = row / p.heads;
+  let h = row % p.heads;
+  let d = p.head_dim;
+  let d4 = d / 4u;
+  let kv4 = p.kv_heads * d / 4u;
+  let kvb4 = (h / (p.heads / p.kv_heads)) * d4;
+  var limit = p.tk;
+  if (p.causal != 0u) { limit = min(p.tk, p.tk - p.tq + i + 1u); }
+  let q_base = i * p.heads * d + h * d;
+  if (lid < d4) { qs[lid] = q[q_base / 4u + lid]; }
+  workgroupBarrier();
+  let j0 = b * p.block;
+  let j = j0 + lid;
+  var s = -3.0e38;
+  if (lid < p.block && j < limit) {
+    let kb = j * kv4 + kvb4;
+    var a = vec4<f32>(0.0);
+    for (var e = 0u; e < d4; e++) { a += qs[e] * k[kb + e]; }
+    s = (a.x + a.y + a.z + a.w) * p.scale;
+  }
+  let m = reduce_max(s, lid);
+  var z = 0.0;
+  if (lid < p.block && j < limit) { z = exp(s - m); }
+  probs[lid] = z;
+  let l = reduce_sum(z, lid);  // its barriers also publish probs
+  let n = min(p.block, select(0u, limit - j0, limit > j0));
+  let grp = lid / 16u;
+  let e4 = lid % 16u;
+  var acc = vec4<f32>(0.0);
+  if (e4 < d4) {
+    for (var t = grp; t < n; t += 4u) { acc += probs[t] * v[(j0 + t) * kv4 + kvb4 + e4]; }
+  }
+  acc4[lid] = acc;
+  workgroupBarrier();
+  let out = row * p.blocks + b;
+  if (lid < d4) {
+    let tot = acc4[lid] + acc4[lid + 16u] + acc4[lid + 32u] + acc4[lid + 48u];
+    for (var c = 0u; c < 4u; c++) {
+      if (p.blocks == 1u) {
+        y[q_base + 4u * lid + c] = tot[c] / l;
+      } else {
+        part[out * (d + 2u) + 2u + 4u * lid + c] = tot[c];
+      }
+    }
+  }
+  if (p.blocks > 1u && lid == 0u) {
+    part[out * (d + 2u)] = m;
+    part[out * (d + 2u) + 1u] = l;
+  }
+}
+)";
+
 // The key blocks of one (query, head) combined: a workgroup per (query, head), its threads over the dims, each
 // block's sums scaled by exp(block max - overall max).
 constexpr const char* kAttentionCombine = R"(
@@ -1358,8 +1433,14 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
                              0,
                              0,
                              0};
-  rec.dispatch("nn_attention", kAttention, params, {&q, &k, &v, &part, &out},
-               workgroups(tq * heads * blocks));
+  auto vec4_view = [](const Tensor& t) { return t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0; };
+  if (head_dim % 4 == 0 && head_dim <= 64 && (kv_heads * head_dim) % 4 == 0 && vec4_view(q) && vec4_view(k) &&
+      vec4_view(v))
+    rec.dispatch("nn_attention4", kAttention4, params, {&q, &k, &v, &part, &out},
+                 workgroups(tq * heads * blocks));
+  else
+    rec.dispatch("nn_attention", kAttention, params, {&q, &k, &v, &part, &out},
+                 workgroups(tq * heads * blocks));
   if (blocks > 1)
     rec.dispatch("nn_attention_combine", kAttentionCombine, params, {&part, &out}, workgroups(tq * heads));
   return out;

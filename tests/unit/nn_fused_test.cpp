@@ -149,8 +149,11 @@ TEST(NnFused, GpuMatchesTheReference) {
     for (bool word_k : {true, false}) {
       Case c = make_case(*cpu, word_k, kind % 3);
       if (kind == 3) {  // the plain product: no option at all
+        // Long rows (64 threads a row in the kernel), bytes or words.
+        c.k = word_k ? 4 * rand_int(256, 300) : 4 * rand_int(256, 300) + rand_int(1, 3);
+        c.x = rand_tensor(*cpu, {c.m, c.k}, -2.0f, 2.0f);
         Int8LinearFused plain;
-        plain.w = c.f.w;
+        plain.w = rand_int8(*cpu, {c.n, c.k}, DType::I8);
         plain.scale = c.f.scale;
         plain.offset = c.f.offset;
         c.f = plain;

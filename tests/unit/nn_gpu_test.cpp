@@ -216,6 +216,21 @@ TEST(NnGpu, MoonshineOpsMatchTheReference) {
       expect_close(download(*cpu, *gpu, attention(upload(*gpu, lq), upload(*gpu, lk), upload(*gpu, lv), o)),
                    ref::attention(lq, lk, lv, o), 1e-5f, 1e-5f, "gpu attention blocks");
     }
+    // Heads of a multiple of 4 dims up to 64 take the vec4 kernel: one query over a cache of up to 64 keys (one
+    // block), over ~700 keys (blocks combined), and several causal queries.
+    const int64_t d4 = 4 * rand_int(1, 16), tk4 = rand_int(1, 64), long_tk4 = rand_int(65, 700);
+    for (int64_t keys : {tk4, long_tk4}) {
+      const int64_t queries = rand_int(1, 5);
+      const Tensor q4 = rand_tensor(*cpu, {queries, q_heads * d4}),
+                   k4 = rand_tensor(*cpu, {keys, kv_heads * d4}),
+                   v4 = rand_tensor(*cpu, {keys, kv_heads * d4});
+      const AttentionOptions o{.n_heads = q_heads, .n_kv_heads = kv_heads, .causal = queries <= keys};
+      expect_close(download(*cpu, *gpu, attention(upload(*gpu, q4), upload(*gpu, k4), upload(*gpu, v4), o)),
+                   ref::attention(q4, k4, v4, o), 1e-5f, 1e-5f, "gpu attention vec4");
+      const Tensor q41 = slice(q4, 0, 0, 1);
+      expect_close(download(*cpu, *gpu, attention(upload(*gpu, q41), upload(*gpu, k4), upload(*gpu, v4), o)),
+                   ref::attention(q41, k4, v4, o), 1e-5f, 1e-5f, "gpu attention vec4, one query");
+    }
 
     // Weight-only int8 linear (Moonshine's scale and offset ranges; the CPU op's tolerance, the same
     // algebra: scale * (x . q) + offset * sum(x) in f32, the reference in double on q * scale + offset).
