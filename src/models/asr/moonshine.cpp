@@ -7,6 +7,7 @@
 
 #include "api/clock.h"
 #include "nn/fused.h"
+#include "nn/gpu_recorder.h"
 #include "nn/ops.h"
 
 namespace sotto::asr {
@@ -156,11 +157,16 @@ Tensor decode_fused(const MoonshineWeights& w, MoonshineDecoderState& s, Tensor 
 
 Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& s, std::span<const int32_t> ids,
                         bool all_logits) {
-  const MoonshineConfig& c = w.config;
   nn::Context& ctx = w.embedding.w.ctx();
-  const auto n = static_cast<int64_t>(ids.size());
-  const Tensor id_tensor =
-      ctx.from_bytes({n}, DType::I32, {reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 4});
+  const Tensor id_tensor = ctx.from_bytes({static_cast<int64_t>(ids.size())}, DType::I32,
+                                          {reinterpret_cast<const uint8_t*>(ids.data()), ids.size() * 4});
+  return moonshine_decode_ids(w, s, id_tensor, all_logits);
+}
+
+Tensor moonshine_decode_ids(const MoonshineWeights& w, MoonshineDecoderState& s, const Tensor& id_tensor,
+                            bool all_logits) {
+  const MoonshineConfig& c = w.config;
+  const int64_t n = id_tensor.elements();
   Tensor x = embed(w.embedding, id_tensor);
   if (s.capacity > 0) return decode_fused(w, s, x, n, all_logits);
 
@@ -195,6 +201,55 @@ Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& s, std
   return apply(w.embedding, nn::layer_norm(x, w.decoder_norm, {}, c.norm_eps));
 }
 
+namespace {
+
+// Greedy decoding with one step in flight on the GPU: step t + 1 is recorded and submitted with step t's argmax
+// as its input id (a GPU tensor) before token t is read, so recording, encoding and the 4-byte read of one step
+// overlap the GPU's work on the next (the read waits for its own copy only). When token t is EOS, step t + 1
+// was wasted work (its cache row is never read). The tokens are those of the one-at-a-time loop.
+Result<std::vector<int32_t>> decode_pipelined(const MoonshineWeights& w, MoonshineDecoderState& s,
+                                              size_t max_tokens) {
+  nn::Context& ctx = w.embedding.w.ctx();
+  nn::GpuRecorder& rec = *ctx.gpu();
+  struct Step {
+    Tensor token;  // I32 [1] on the GPU
+    gpu::ReadHandle read = 0;
+  };
+  auto submit = [&](const Tensor& ids) -> Result<Step> {
+    Step st;
+    st.token = nn::argmax(moonshine_decode_ids(w, s, ids, false));
+    SOTTO_TRY(rec.flush());
+    SOTTO_ASSIGN(st.read, rec.device().start_read(st.token.gpu_buffer(), st.token.gpu_offset(), 4));
+    return st;
+  };
+  const int32_t bos = w.config.bos;
+  SOTTO_ASSIGN(Step current,
+               submit(ctx.from_bytes({1}, DType::I32, {reinterpret_cast<const uint8_t*>(&bos), 4})));
+  std::vector<int32_t> tokens;
+  while (tokens.size() < max_tokens) {
+    Step next;
+    const bool more = tokens.size() + 1 < max_tokens;
+    if (more) {
+      SOTTO_ASSIGN(next, submit(current.token));
+    }
+    int32_t best = 0;
+    const gpu::DeviceStatus st = rec.device().finish_read(current.read, &best);
+    if (st == gpu::DeviceStatus::Pending)
+      return error("moonshine: reading a token back needs an asynchronous wait here (not supported yet)");
+    if (st != gpu::DeviceStatus::Ok)
+      return error("moonshine: reading a token failed: ", rec.device().last_error());
+    if (best == w.config.eos || !more) {
+      if (best != w.config.eos) tokens.push_back(best);
+      break;
+    }
+    tokens.push_back(best);
+    current = std::move(next);
+  }
+  return tokens;
+}
+
+}  // namespace
+
 Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::span<const float> audio_16k) {
   const MoonshineConfig& c = w.config;
   if (audio_16k.empty()) return error("moonshine: no audio");
@@ -216,6 +271,11 @@ Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::spa
   const double t1 = now_ms();
   r.encode_ms = t1 - t0;
 
+  if (state.capacity > 0 && ctx.gpu()) {
+    SOTTO_ASSIGN(r.tokens, decode_pipelined(w, state, max_tokens));
+    r.decode_ms = now_ms() - t1;
+    return r;
+  }
   int32_t token = c.bos;
   while (r.tokens.size() < max_tokens) {
     // The argmax where the logits are (on the GPU a 4-byte read instead of the 128 KB row); ties: the first.

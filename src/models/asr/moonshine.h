@@ -141,6 +141,9 @@ MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const n
 // [1, vocab], or of every token [n, vocab] with `all_logits` (teacher forcing).
 nn::Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& state,
                             std::span<const int32_t> ids, bool all_logits = false);
+// The same with the ids as a tensor on the model's context (I32 [n]): on the GPU, the previous step's argmax.
+nn::Tensor moonshine_decode_ids(const MoonshineWeights& w, MoonshineDecoderState& state,
+                                const nn::Tensor& ids, bool all_logits = false);
 
 struct MoonshineResult {
   std::vector<int32_t> tokens;  // without BOS and EOS
