@@ -1416,8 +1416,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   // Blocks of 64 keys, halved down to 16 while that leaves fewer than ~256 workgroups (a decoder step's one
   // query: more, smaller blocks keep more of the GPU's cores busy), except that up to 64 keys stay one block:
   // the combine dispatch it saves costs more (~10 us on an H200) than one workgroup scoring 64 keys.
+  // The vec4 kernel keeps blocks of 64: its probability-weighted sum splits a block over 4 thread groups, and
+  // fewer blocks make the combine dispatch shorter (it loops over them).
+  const bool wide = head_dim % 4 == 0 && head_dim <= 64;
   int64_t block = 64;
-  while (block > 16 && tk > 64 && tq * heads * ((tk + block - 1) / block) < 256) block /= 2;
+  while (!wide && block > 16 && tk > 64 && tq * heads * ((tk + block - 1) / block) < 256) block /= 2;
   const int64_t blocks = (tk + block - 1) / block;
   Tensor part = q.ctx().empty({blocks > 1 ? tq * heads * blocks * (head_dim + 2) : 1});
   Tensor out = q.ctx().empty(q.shape());

@@ -147,10 +147,9 @@ Tensor decode_fused(const MoonshineWeights& w, MoonshineDecoderState& s, Tensor 
   }
   s.n_past += n;
   if (!all_logits && n > 1) x = nn::slice(x, 0, n - 1, n);
-  nn::Int8LinearFused head = product(w.embedding);
-  head.norm_gamma = w.decoder_norm;
-  head.norm_eps = c.norm_eps;
-  return nn::linear_int8_fused(x, head);
+  // The final norm as its own dispatch: inside the head's product each of its 16,384 workgroups would reduce
+  // the row's mean and variance again.
+  return nn::linear_int8_fused(nn::layer_norm(x, w.decoder_norm, {}, c.norm_eps), product(w.embedding));
 }
 
 }  // namespace
