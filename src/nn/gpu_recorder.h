@@ -9,7 +9,8 @@
 // conv1d, lstm, pad_reflect, slice, softmax and layer_norm over the last axis, group_norm, transpose, concat,
 // rope, attention (full, causal over a cache, cross, grouped KV), argmax over the last axis, embedding and
 // weight-only int8 linear_int8_affine: Moonshine's whole forward pass; glu, permute, conv2d and
-// attention_rel_pos: Parakeet's (gpu_ops.cpp). The others mark the
+// attention_rel_pos: Parakeet's (gpu_ops.cpp); nn/fused.h's linear_int8_fused, a decoder step's norm + int8 product +
+// bias + rope + gate + residual + KV-cache append in one dispatch (gpu_fused.cpp). The others mark the
 // recorder failed and return an empty tensor; the failure comes back from the next read as one line. Reading
 // back is synchronous (native Dawn); the browser's asynchronous read is not wired yet.
 #pragma once
