@@ -11,12 +11,12 @@
 // asrThreads=N (speech recognition's threads; default: one per core, at most 4), yield=0 (the language model
 // keeps writing while the first spoken piece is synthesised), echo=GAIN and echoDelay=MS (measurement: the
 // agent's own voice added to the microphone, scaled and delayed, as a speaker with no echo canceller;
-// agent.setEcho() changes it), echoGate=0 (speech over the voice interrupts it whatever its level against the
+// agent.setEcho() changes it), trim=0 (play the voice's clips with the silence around them), echoGate=0 (speech over the voice interrupts it whatever its level against the
 // echo), speculate=MS (transcribe a pause this long, before the endpoint confirms it; 0: only at the endpoint).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
-import { Microphone, Player } from './audio.js';
+import { Microphone, Player, trimSilence } from './audio.js';
 import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, modelUrl, savedBytes } from './models.js';
 import { EchoGate, EchoReference, RATE_HZ as ECHO_RATE_HZ, rms as rmsOf } from './echo.js';
 import { ensureIsolation } from './isolation.js';
@@ -91,6 +91,7 @@ function loadSettings() {
   s.asrThreads = params.has('asrThreads') ? Number(params.get('asrThreads')) : Math.min(4, navigator.hardwareConcurrency || 1);
   s.yieldToVoice = params.has('yield') ? params.get('yield') !== '0' : YIELD_TO_VOICE;
   s.speculateMs = params.has('speculate') ? Number(params.get('speculate')) : SPECULATE_MS;
+  s.trim = params.get('trim') !== '0';
   s.echoGain = Number(params.get('echo') ?? 0);
   s.echoDelayMs = Number(params.get('echoDelay') ?? 60);
   s.echoGate = params.get('echoGate') !== '0';
@@ -594,7 +595,8 @@ async function ensurePlayer() {
       if (clip) s.echoRef.add(at, clip.audio, clip.rate);
       const t = s.turn;
       if (t && t.clipIds.has(id) && !t.tl.firstSound) {
-        t.tl.firstSound = at;
+        // The first audible sample: the clip's start plus the silence it opens with.
+        t.tl.firstSound = at + (clip?.leadMs ?? 0);
         agent.events.push({ t: at, type: 'first-sound' });
         setStatus('speaking', 'speaking');
       }
@@ -742,8 +744,12 @@ async function speak(turn, queue) {
       resumeWriting(turn);
       const text = clip.text ?? turn.sentences[i];
       i++;
-      const { id, done } = s.player.play(clip.audio, clip.sampleRate);
-      s.clipAudio.set(id, { audio: clip.audio, rate: clip.sampleRate });
+      // Without the voice's silence in front (and behind a clause that the next piece continues).
+      const clause = !/[.!?…]["')\]]*\s*$/.test(text ?? '');
+      const { samples: audio, leadMs } = settings.trim ? trimSilence(clip.audio, clip.sampleRate, { tailMs: clause ? 60 : null })
+        : trimSilence(clip.audio, clip.sampleRate, { leadMs: Infinity });
+      const { id, done } = s.player.play(audio, clip.sampleRate);
+      s.clipAudio.set(id, { audio, rate: clip.sampleRate, leadMs });
       turn.clipIds.add(id);
       played.push(done.then((r) => ({ text, r })));
     }
