@@ -15,11 +15,12 @@
 // --yield 0: the language model keeps writing while the first piece is synthesised (the page's default pauses it);
 // --asr-threads N: speech recognition's threads (default: one per core).
 // --speculate MS: the pause after which the page transcribes a segment before its endpoint (0: off; the page's
-// default otherwise).
+// default otherwise); --trim 0: the voice's clips keep the silence Kokoro puts around them (the first sound is
+// the first audible sample either way).
 // Without clips: the eight short spoken questions of bench/data/questions/ (bench/make_questions.mjs: our
 // Kokoro, eight voices); tests/fixtures/audio/beckett.wav and sample.wav are longer (10-12 s, several sentences).
 //
-//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [CLIP.wav...]
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [CLIP.wav...]
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -37,11 +38,11 @@ const { values: opts, positionals: clips } = parseArgs({
     profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
     tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
     first: { type: 'string' }, 'llm-threads': { type: 'string' }, yield: { type: 'string' }, 'asr-threads': { type: 'string' },
-    speculate: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    speculate: { type: 'string' }, trim: { type: 'string' }, help: { type: 'boolean', short: 'h' },
   },
 });
 if (opts.help) {
-  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [CLIP.wav...]');
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [CLIP.wav...]');
   process.exit(0);
 }
 if (!clips.length) {
@@ -81,6 +82,7 @@ async function runClip(clip, base, profileDir) {
     if (opts.yield !== undefined) q.set('yield', opts.yield);
     if (opts['asr-threads'] !== undefined) q.set('asrThreads', opts['asr-threads']);
     if (opts.speculate !== undefined) q.set('speculate', opts.speculate);
+    if (opts.trim !== undefined) q.set('trim', opts.trim);
     // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.
     const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);
     if (model) q.set('model', model);
