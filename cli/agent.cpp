@@ -60,7 +60,7 @@ struct Options {
   bool warm_up = true;        // the page's warm-up (warmup=0 there turns it off)
   int max_tokens = 160;       // the page's default
   int ctx = 4096;             // the page's default context
-  int first_words = 5;        // the page's FIRST_WORDS
+  int first_words = 4;        // the page's FIRST_WORDS
   double endpoint_ms = 560;   // the page's ENDPOINT_MS (the segmenter's redemption time)
   double speculate_ms = 190;  // the page's SPECULATE_MS (0: recognition only at the endpoint)
   int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));

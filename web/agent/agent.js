@@ -55,8 +55,11 @@ const SPECULATE_MS = 190;
 // The reply's first spoken piece: its synthesis is the largest share of the time to the first sound (Kokoro in
 // wasm makes about half a second of audio per second on one core of a 2-core machine), so it is a short clause,
 // at most FIRST_WORDS words, cut at a comma when one comes sooner (sentences.js); later pieces are sentences,
-// synthesised while the one before plays.
-const FIRST_WORDS = 5;
+// synthesised while the one before plays. Kokoro's time grows with the audio it makes (about 4 words to 1.9 s
+// with its silences, 5 to 2.1 s, 3 to 1.6 s): 4 words took 0.7-0.9x the time of 5 in interleaved runs
+// (bench/results/agent-speculate-2026-12-04.md), and 3 no less than 4 while cutting phrases more often
+// ("The sky is | blue").
+const FIRST_WORDS = 4;
 // The language model yields to the voice: once the first piece is written, its token loop pauses until that
 // piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
 // the reply is written while the first piece plays).
