@@ -11,8 +11,9 @@
 // asrThreads=N (speech recognition's threads; default: one per core, at most 4), yield=0 (the language model
 // keeps writing while the first spoken piece is synthesised), echo=GAIN and echoDelay=MS (measurement: the
 // agent's own voice added to the microphone, scaled and delayed, as a speaker with no echo canceller;
-// agent.setEcho() changes it), trim=0 (play the voice's clips with the silence around them), echoGate=0 (speech over the voice interrupts it whatever its level against the
-// echo), speculate=MS (transcribe a pause this long, before the endpoint confirms it; 0: only at the endpoint).
+// agent.setEcho() changes it), echoGate=0 (speech over the voice interrupts it whatever its level against the
+// echo), speculate=MS (transcribe the segment after this much silence, before the endpoint confirms it; 0: only
+// at the endpoint), trim=0 (play the voice's clips with the silence Kokoro puts around them).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
@@ -55,10 +56,9 @@ const SPECULATE_MS = 190;
 // The reply's first spoken piece: its synthesis is the largest share of the time to the first sound (Kokoro in
 // wasm makes about half a second of audio per second on one core of a 2-core machine), so it is a short clause,
 // at most FIRST_WORDS words, cut at a comma when one comes sooner (sentences.js); later pieces are sentences,
-// synthesised while the one before plays. Kokoro's time grows with the audio it makes (about 4 words to 1.9 s
-// with its silences, 5 to 2.1 s, 3 to 1.6 s): 4 words took 0.7-0.9x the time of 5 in interleaved runs
-// (bench/results/agent-speculate-2026-12-04.md), and 3 no less than 4 while cutting phrases more often
-// ("The sky is | blue").
+// synthesised while the one before plays. Kokoro's time grows with the audio it makes (3 words ~1.6 s of it
+// with its silences, 4 ~1.9 s, 5 ~2.1 s): in one interleaved measurement 3 and 4 words both took 0.8x the time
+// of 5 (bench/results/agent-speculate-2026-12-04.md), and 3 cuts phrases more often ("The sky is | blue").
 const FIRST_WORDS = 4;
 // The language model yields to the voice: once the first piece is written, its token loop pauses until that
 // piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
