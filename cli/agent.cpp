@@ -10,11 +10,15 @@
 // silence the segmenter waits for, in audio time: the input arrives at real-time speed, and the VAD keeps up
 // with it), then the wall-clock time of each stage after it. One process on the cores in turn: the language
 // model stops while a piece is synthesised (the page's policy: the voice first), so the first sound is
-// transcript + prefill + the first piece's tokens + its synthesis.
+// transcript + prefill + the first piece's tokens + its synthesis. As the page does, recognition starts
+// speculatively once the segment has speculate_ms of silence: when the endpoint follows with nothing but
+// silence, the transcript was ready at that point plus the recognition's time (or at the endpoint, if
+// sooner), which is where the later stages start.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,11 +57,12 @@ struct Options {
       vad_path;  // default: first of models/silero_vad_v5.1.onnx, tests/fixtures/vad/silero_vad_v5.1.onnx
   std::string system = kSystemPrompt;
   bool json = false;
-  bool warm_up = true;       // the page's warm-up (warmup=0 there turns it off)
-  int max_tokens = 160;      // the page's default
-  int ctx = 4096;            // the page's default context
-  int first_words = 5;       // the page's FIRST_WORDS
-  double endpoint_ms = 560;  // the page's ENDPOINT_MS (the segmenter's redemption time)
+  bool warm_up = true;        // the page's warm-up (warmup=0 there turns it off)
+  int max_tokens = 160;       // the page's default
+  int ctx = 4096;             // the page's default context
+  int first_words = 4;        // the page's FIRST_WORDS
+  double endpoint_ms = 560;   // the page's ENDPOINT_MS (the segmenter's redemption time)
+  double speculate_ms = 190;  // the page's SPECULATE_MS (0: recognition only at the endpoint)
   int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 };
 
@@ -105,6 +110,10 @@ std::string parse_options(std::span<char* const> args, Options& o) {
       auto v = cursor.number(a, 64, 5000);
       if (!v) return v.message();
       o.endpoint_ms = *v;
+    } else if (a == "--speculate-ms") {
+      auto v = cursor.number(a, 0, 5000);
+      if (!v) return v.message();
+      o.speculate_ms = *v;
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--no-warm-up") {
@@ -141,6 +150,7 @@ struct Turn {
   double endpoint_ms = 0, asr_ms = 0, transcript_ms = 0, first_token_ms = -1, first_piece_ms = -1,
          first_sound_ms = -1, reply_done_ms = 0;
   double prefill_ms = 0, decode_tokens_per_s = 0, synthesis_ms = 0, audio_s = 0;
+  bool speculative = false;  // transcribed during the endpoint's pause
   int prompt_tokens = 0, reply_tokens = 0;
   std::string transcript, reply, first_piece, stop;
   std::vector<std::string> pieces;
@@ -252,20 +262,41 @@ Status warm_up(const Options& o, Pipeline& p) {
   return {};
 }
 
-// One spoken turn: `speech` is the segment's 16 kHz audio; t0 is when its end was detected (now_ms()).
-Status run_turn(const Options& o, Pipeline& p, std::span<const float> speech, double t0, Turn& turn,
-                WavStream& wav) {
-  const auto since = [&](double t) { return turn.endpoint_ms + (t - t0); };
-  // Recognition.
+// Recognition of 16 kHz audio -> its text.
+Result<std::string> transcribe(Pipeline& p, std::span<const float> speech) {
   size_t n = 0;
   const char* asr_json = sotto_asr_transcribe_json(p.asr, speech.data(), speech.size(), &n);
   if (!asr_json) return error("agent: transcribe: ", sotto_asr_last_error(p.asr));
   SOTTO_ASSIGN(JsonValue asr_doc, parse_json(std::string_view(asr_json, n)));
   const JsonValue* text = asr_doc.find("text");
-  turn.transcript = text ? text->text : "";
-  const double transcribed = now_ms();
-  turn.asr_ms = transcribed - t0;
-  turn.transcript_ms = since(transcribed);
+  return text ? text->text : std::string();
+}
+
+// A transcript made during the endpoint's pause: its text, and when it was ready (ms from the end of speech).
+struct Speculation {
+  std::string text;
+  double asr_ms = 0, ready_ms = 0;
+};
+
+// One spoken turn: `speech` is the segment's 16 kHz audio; its end was detected just now. `early`: the
+// segment's speculative transcript, when nothing but silence followed it.
+Status run_turn(const Options& o, Pipeline& p, std::span<const float> speech, const Speculation* early,
+                Turn& turn, WavStream& wav) {
+  double t0 = now_ms();
+  double stage0 = turn.endpoint_ms;  // where the stages after recognition count from
+  const auto since = [&](double t) { return stage0 + (t - t0); };
+  if (early) {
+    turn.transcript = early->text;
+    turn.asr_ms = early->asr_ms;
+    turn.transcript_ms = std::max(turn.endpoint_ms, early->ready_ms);
+    turn.speculative = true;
+    stage0 = turn.transcript_ms;
+  } else {
+    SOTTO_ASSIGN(turn.transcript, transcribe(p, speech));
+    const double transcribed = now_ms();
+    turn.asr_ms = transcribed - t0;
+    turn.transcript_ms = since(transcribed);
+  }
   if (turn.transcript.find_first_not_of(" \t\n") == std::string::npos) {
     turn.reply_done_ms = turn.transcript_ms;
     turn.stop = "no words heard";
@@ -349,8 +380,9 @@ std::string turn_json(const Options& o, const Turn& t) {
       "],\"transcript\":", json_quote(t.transcript), ",\"reply\":", json_quote(t.reply),
       ",\"voice_to_voice_ms\":", t.first_sound_ms >= 0 ? cat(stage(t.first_sound_ms)) : std::string("null"),
       ",\"stages\":", stages, ",\"first_piece\":", json_quote(t.first_piece), ",\"pieces\":", pieces,
-      ",\"stop\":", json_quote(t.stop), ",\"prompt_tokens\":", t.prompt_tokens,
-      ",\"reply_tokens\":", t.reply_tokens, ",\"prefill_ms\":", stage(t.prefill_ms),
+      ",\"stop\":", json_quote(t.stop), ",\"speculative_asr\":", t.speculative ? "true" : "false",
+      ",\"prompt_tokens\":", t.prompt_tokens, ",\"reply_tokens\":", t.reply_tokens,
+      ",\"prefill_ms\":", stage(t.prefill_ms),
       ",\"decode_tokens_per_s\":", std::round(t.decode_tokens_per_s * 10) / 10,
       ",\"synthesis_ms\":", stage(t.synthesis_ms), ",\"reply_audio_s\":", std::round(t.audio_s * 100) / 100,
       "}");
@@ -416,6 +448,18 @@ int run_agent(std::span<char* const> args) {
   std::vector<float> padded(frame);
   double vad_ms = 0;
   int64_t last_speech_frame = -1;
+  // Speculative recognition (the page's speculate()): the open segment's first frame (as the segmenter counts
+  // it: pre_speech_pad frames before its first speech frame, never before the last segment's end), its speech
+  // frames, the silent frames in a row, and the speculation made in this pause.
+  const int spec_frames =
+      o.speculate_ms > 0 ? std::max(1, static_cast<int>(std::lround(o.speculate_ms / frame_ms))) : 0;
+  const int64_t pad_frames = std::lround(vad_options.pre_speech_pad_ms / frame_ms);
+  const int min_speech_frames =
+      std::max(1, static_cast<int>(std::lround(vad_options.min_speech_ms / frame_ms)));
+  int64_t open_from = 0, closed_at = 0;
+  int speech_frames = 0, silent_run = 0;
+  bool open = false;
+  std::optional<Speculation> spec;
   Status status;
   for (size_t at = 0, f = 0; at < input.size() + frame && status; at += frame, ++f) {
     SottoVadSegment seg{};
@@ -428,7 +472,33 @@ int run_agent(std::span<char* const> args) {
       const float prob = sotto_vad_process(p.vad, padded.data(), frame);
       vad_ms += now_ms() - t;
       if (prob >= vad_options.negative_threshold) last_speech_frame = static_cast<int64_t>(f);
+      silent_run = prob < vad_options.negative_threshold ? silent_run + 1 : 0;
+      if (silent_run == 0) spec.reset();  // speech again: the pause was not the end
+      if (open && prob >= vad_options.positive_threshold) ++speech_frames;
+      if (open && spec_frames && silent_run == spec_frames && speech_frames >= min_speech_frames && !spec) {
+        // The segment so far, this frame included, transcribed now; in a live stream the recognition runs
+        // while the endpoint's silence goes on, so it is ready spec_frames after the speech plus its time.
+        const size_t from = static_cast<size_t>(open_from) * frame;
+        const size_t to = std::min(input.size(), (f + 1) * frame);
+        const double asr_start = now_ms();
+        auto text = transcribe(p, std::span<const float>(input).subspan(from, to - from));
+        if (!text) {
+          status = text.status();
+          break;
+        }
+        const double asr_ms = now_ms() - asr_start;
+        spec = Speculation{std::move(*text), asr_ms, spec_frames * frame_ms + asr_ms};
+      }
       event = sotto_vad_segmenter_push(segmenter, prob, &seg);
+      if (event == SOTTO_VAD_SPEECH_START) {
+        open = true;
+        open_from = std::max(closed_at, static_cast<int64_t>(f) - pad_frames);
+        speech_frames = 1;
+        spec.reset();
+      } else if (event == SOTTO_VAD_SPEECH_END || event == SOTTO_VAD_MISFIRE) {
+        open = false;
+        closed_at = static_cast<int64_t>(f) + 1;
+      }
     } else {
       event = sotto_vad_segmenter_finish(segmenter, &seg);  // the input ends: an open segment ends with it
     }
@@ -449,8 +519,13 @@ int run_agent(std::span<char* const> args) {
       const std::vector<float> silence(static_cast<size_t>(kSilenceBetweenTurnsS * kTtsRateHz), 0.0f);
       status = wav.append(silence);
     }
+    // The speculation stands when the segment is its audio and then only silence (and the input did not end
+    // inside the pause: then the segment is cut there).
+    const bool early = spec && !input_ended && static_cast<int64_t>(seg.start_frame) == open_from;
     if (status)
-      status = run_turn(o, p, std::span<const float>(input).subspan(from, to - from), now_ms(), turn, wav);
+      status = run_turn(o, p, std::span<const float>(input).subspan(from, to - from),
+                        early ? &*spec : nullptr, turn, wav);
+    spec.reset();
     turns.push_back(std::move(turn));
   }
   sotto_vad_segmenter_destroy(segmenter);

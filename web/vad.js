@@ -264,6 +264,8 @@ export class VadSegmenter {
   #speaking = false;
   #speechFrames = 0;
   #queue = Promise.resolve();
+  #openFrom = 0;  // the first frame of the open segment's audio (its pre-speech pad), while #speaking
+  #closedAt = 0;  // the frame after the last segment's end or misfire (a segment's pad starts no earlier)
 
   constructor(vad, engine, handle, id, options, callbacks) {
     this.vad = vad;
@@ -281,6 +283,17 @@ export class VadSegmenter {
   process(samples) {
     const input = toFloat32(samples);
     return (this.#queue = this.#queue.then(() => this.#feed(input, false)));
+  }
+
+  // The audio of the segment still open, from its pre-speech pad to the last frame processed (null when none
+  // is): what onSpeechEnd would hand over if the segment ended at this frame, which it begins with when it
+  // does end later. Call it from onFrameProcessed: the voice agent transcribes it during the end-of-turn pause.
+  openSegmentAudio() {
+    if (!this.#speaking) return null;
+    const frames = this.#frames.slice(Math.max(0, this.#openFrom - this.#keptFrom));
+    const audio = new Float32Array(frames.length * this.vad.frameSamples);
+    frames.forEach((f, i) => audio.set(f, i * f.length));
+    return audio;
   }
 
   // End of the stream: a segment still open ends (onSpeechEnd or onVADMisfire); a partial frame is dropped.
@@ -309,6 +322,8 @@ export class VadSegmenter {
   #restart() {
     this.#speaking = false;
     this.#speechFrames = 0;
+    this.#openFrom = 0;
+    this.#closedAt = 0;
     this.#pending = new Float32Array(0);
     this.#frames = [];
     this.#keptFrom = 0;
@@ -355,6 +370,10 @@ export class VadSegmenter {
   #emit(e) {
     const cb = this.#callbacks;
     this.#speaking = e.type === 'start';
+    // As models/vad/segmenter.cpp: a segment starts pre_speech_pad frames before its first speech frame, and
+    // never before the end of the one before it.
+    if (e.type === 'start') this.#openFrom = Math.max(this.#closedAt, e.frame - (this.#padFrames - 1));
+    else this.#closedAt = e.type === 'end' ? e.endFrame : e.frame + 1;
     if (e.type === 'start') cb.onSpeechStart?.();
     else if (e.type === 'misfire') cb.onVADMisfire?.();
     else if (e.type === 'end') {

@@ -100,6 +100,8 @@ TEST(CliAgent, ASpokenQuestionGetsASpokenAnswer) {
     last = ms;
   }
   EXPECT_EQ(turn.find("voice_to_voice_ms")->text, stages->find("first_sound_ms")->text);
+  // Recognised during the endpoint's pause (--speculate-ms) or at the endpoint; said either way.
+  EXPECT_TRUE(turn.find("speculative_asr")) << run.out;
   // The answer is speech that says the reply: our recogniser hears most of its words.
   auto heard = run_sotto("transcribe -m '" + kSource + "/models/moonshine-base-en' '" + answer + "' --json");
   ASSERT_EQ(heard.exit_code, 0) << heard.err;

@@ -116,3 +116,32 @@ test('model locations: Hugging Face shorthand and page URLs become download URLs
   assert.match(modelUrl('https://example.com/m.gguf', base).error, /only from its own site or Hugging Face.*https:\/\/example\.com/);
   assert.match(modelUrl('http://huggingface.co/a/b/resolve/main/m.gguf', base).error, /Content-Security-Policy/);
 });
+
+test('trimSilence: the voice clip without the silence around it, the lead kept and reported', async () => {
+  const { trimSilence } = await import('../../web/agent/audio.js');
+  const rate = 24000;
+  // Random odd lengths: silence (exact zeros and sub-threshold noise), a tone, silence again.
+  for (let k = 0; k < 20; k++) {
+    const lead = 1 + Math.floor(Math.random() * 9000), body = 1 + Math.floor(Math.random() * 5000), tail = Math.floor(Math.random() * 9000);
+    const a = new Float32Array(lead + body + tail);
+    for (let i = 0; i < a.length; i++) a[i] = (Math.random() - 0.5) * 0.01;  // |x| < 0.005: under the threshold
+    for (let i = 0; i < body; i++) a[lead + i] = 0.3 * (i % 2 ? 1 : -1);
+    const r = trimSilence(a, rate, { leadMs: 20, tailMs: 60 });
+    const keepLead = Math.min(lead, Math.round(0.02 * rate)), keepTail = Math.min(tail, Math.round(0.06 * rate));
+    assert.equal(r.samples.length, keepLead + body + keepTail, `lead ${lead} body ${body} tail ${tail}`);
+    assert.equal(r.samples[keepLead], a[lead]);
+    assert.equal(r.samples.byteOffset, (lead - keepLead) * 4);
+    assert.ok(Math.abs(r.leadMs - (keepLead / rate) * 1000) < 1e-9);
+    // tailMs null: the tail as it is; an unbounded lead: nothing cut in front, its length reported.
+    assert.equal(trimSilence(a, rate, { tailMs: null }).samples.length, keepLead + body + tail);
+    const whole = trimSilence(a, rate, { leadMs: Infinity });
+    assert.equal(whole.samples.length, a.length);
+    assert.ok(Math.abs(whole.leadMs - (lead / rate) * 1000) < 1e-9);
+  }
+  // Nothing audible (zeros, NaN): played as it is.
+  for (const a of [new Float32Array(100), Float32Array.from([NaN, 0, NaN])]) {
+    const r = trimSilence(a, rate, { tailMs: 60 });
+    assert.equal(r.samples.length, a.length);
+    assert.equal(r.leadMs, 0);
+  }
+});

@@ -12,11 +12,12 @@
 // keeps writing while the first spoken piece is synthesised), echo=GAIN and echoDelay=MS (measurement: the
 // agent's own voice added to the microphone, scaled and delayed, as a speaker with no echo canceller;
 // agent.setEcho() changes it), echoGate=0 (speech over the voice interrupts it whatever its level against the
-// echo).
+// echo), speculate=MS (transcribe the segment after this much silence, before the endpoint confirms it; 0: only
+// at the endpoint), trim=0 (play the voice's clips with the silence Kokoro puts around them).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
-import { Microphone, Player } from './audio.js';
+import { Microphone, Player, trimSilence } from './audio.js';
 import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, modelUrl, savedBytes } from './models.js';
 import { EchoGate, EchoReference, RATE_HZ as ECHO_RATE_HZ, rms as rmsOf } from './echo.js';
 import { ensureIsolation } from './isolation.js';
@@ -47,11 +48,18 @@ const TTS_VOICES = 'kokoro/voices/';
 // sooner but may cut off a speaker who hesitates. The pre-speech pad keeps the first syllable.
 const VAD_OPTIONS = { preSpeechPadMs: 320, minSpeechMs: 250 };
 const ENDPOINT_MS = 560;
+// Speculative recognition: once the VAD has heard SPECULATE_MS of silence in a segment (well inside the
+// endpoint's pause), the segment so far is transcribed; if the endpoint then comes with nothing but silence after
+// that point, the transcript is already there (recognition, 0.3-0.4 s of a 2-core machine, leaves the critical
+// path). Any frame that is not silence after it discards it, and the endpoint's whole segment is transcribed.
+const SPECULATE_MS = 190;
 // The reply's first spoken piece: its synthesis is the largest share of the time to the first sound (Kokoro in
 // wasm makes about half a second of audio per second on one core of a 2-core machine), so it is a short clause,
 // at most FIRST_WORDS words, cut at a comma when one comes sooner (sentences.js); later pieces are sentences,
-// synthesised while the one before plays.
-const FIRST_WORDS = 5;
+// synthesised while the one before plays. Kokoro's time grows with the audio it makes (3 words ~1.6 s of it
+// with its silences, 4 ~1.9 s, 5 ~2.1 s): in one interleaved measurement 3 and 4 words both took 0.8x the time
+// of 5 (bench/results/agent-speculate-2026-12-04.md), and 3 cuts phrases more often ("The sky is | blue").
+const FIRST_WORDS = 4;
 // The language model yields to the voice: once the first piece is written, its token loop pauses until that
 // piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
 // the reply is written while the first piece plays).
@@ -85,6 +93,8 @@ function loadSettings() {
   s.llmThreads = params.has('llmThreads') ? Number(params.get('llmThreads')) : undefined;
   s.asrThreads = params.has('asrThreads') ? Number(params.get('asrThreads')) : Math.min(4, navigator.hardwareConcurrency || 1);
   s.yieldToVoice = params.has('yield') ? params.get('yield') !== '0' : YIELD_TO_VOICE;
+  s.speculateMs = params.has('speculate') ? Number(params.get('speculate')) : SPECULATE_MS;
+  s.trim = params.get('trim') !== '0';
   s.echoGain = Number(params.get('echo') ?? 0);
   s.echoDelayMs = Number(params.get('echoDelay') ?? 60);
   s.echoGate = params.get('echoGate') !== '0';
@@ -132,6 +142,9 @@ const s = {
   userChunks: 0,      // microphone chunks in a row louder than the echo explains
   echoSuspect: null,  // a speech segment that began while the voice played, not yet confirmed as the user's
   clipAudio: new Map(),  // player clip id -> {audio, rate}, until it starts playing
+  silentFrames: 0,    // VAD frames in a row under the silence threshold
+  realSpeech: false,  // the open segment has minSpeechMs of speech (it will not be a misfire)
+  spec: null,         // speculative recognition of the open segment: {samples, started, result}
 };
 
 // How responsive this thread stays (the VAD, the level meter and playback's queue run here): a 50 ms heartbeat
@@ -379,6 +392,7 @@ async function toggleMic() {
       redemptionMs: settings.endpointMs,
       onFrameProcessed: ({ isSpeech }) => {
         (s.trace ??= new VadTrace($('vad-trace'))).push(isSpeech, s.speaking);
+        speculate(isSpeech);
         if (s.echoSuspect && s.userChunks >= ECHO_CONFIRM_CHUNKS) {
           // Louder than the echo: the user is talking over the voice after all.
           const detected = s.echoSuspect;
@@ -386,8 +400,11 @@ async function toggleMic() {
           bargeIn('speech', { ...detected, confirmedAfterMs: now() - detected.t });
         }
       },
+      onSpeechRealStart: () => (s.realSpeech = true),
       onSpeechStart: () => {
         setVadState(true);
+        s.realSpeech = false;
+        s.spec = null;
         // Where in the microphone's stream speech was detected (ms of audio since it started, up to the chunk
         // being processed) and how long after the worklet sent that chunk: the VAD's share of a barge-in's delay.
         const detected = { streamMs: (s.samplesIn * 1000) / 16000, lagMs: s.lastChunkQueuedMs + now() - s.lastChunkAt };
@@ -402,10 +419,13 @@ async function toggleMic() {
       },
       onVADMisfire: () => {
         s.echoSuspect = null;
+        s.spec = null;
         setVadState(false);
       },
       onSpeechEnd: (audio) => {
-        if (!s.echoSuspect) return onUtterance(audio);
+        const spec = s.spec;
+        s.spec = null;
+        if (!s.echoSuspect) return onUtterance(audio, spec);
         // Never louder than the agent's own voice explains: its echo, not a question.
         s.echoSuspect = null;
         agent.echo.dropped++;
@@ -448,7 +468,32 @@ function setVadState(speech) {
   el.textContent = speech === null ? 'off' : speech ? 'speech' : 'silence';
 }
 
-function onUtterance(audio) {
+// Called for every VAD frame (before the frame's own segment events). A silent frame that completes
+// speculateMs of silence in a segment that is real speech starts recognition of the segment so far
+// (openSegmentAudio ends with this frame); any frame that is not silence afterwards discards that
+// recognition (its result is never used: the endpoint's segment is transcribed whole).
+function speculate(p) {
+  const silent = p < s.segmenter.options.negativeSpeechThreshold;
+  s.silentFrames = silent ? s.silentFrames + 1 : 0;
+  if (!silent) {
+    if (s.spec) {
+      s.spec = null;
+      agent.events.push({ t: now(), type: 'speculation-dropped' });
+    }
+    return;
+  }
+  const frames = Math.max(1, Math.round(settings.speculateMs / s.segmenter.options.frameMs));
+  if (!settings.speculateMs || !s.asr || !s.speaking || !s.realSpeech || s.echoSuspect || s.spec || s.silentFrames !== frames) return;
+  const audio = s.segmenter.openSegmentAudio();
+  if (!audio) return;
+  const spec = { samples: audio.length, started: now(), result: null };
+  // A failure here is not the user's: the endpoint's own recognition runs instead.
+  spec.result = s.asr.transcribe(audio).then((r) => ({ r, at: now() }), () => null);
+  s.spec = spec;
+  agent.events.push({ t: spec.started, type: 'speculation', samples: audio.length });
+}
+
+function onUtterance(audio, spec = null) {
   setVadState(false);
   const detectedAt = now();
   const ms = (audio.length / 16000) * 1000;
@@ -463,10 +508,12 @@ function onUtterance(audio) {
   $('segments').prepend(li);
   // The speech really ended redemptionMs before the segmenter could be sure of it.
   const timeline = { source: 'voice', endOfSpeech: detectedAt - settings.endpointMs, detected: detectedAt };
-  s.busy = s.busy.then(() => voiceTurn(audio, timeline));
+  // The speculative transcript stands for the segment when the segment is its audio plus the silence since.
+  if (spec && spec.samples > audio.length) spec = null;
+  s.busy = s.busy.then(() => voiceTurn(audio, timeline, spec));
 }
 
-async function voiceTurn(audio, tl) {
+async function voiceTurn(audio, tl, spec = null) {
   tl.started = now();  // after the turn before this one has finished (a cancelled prefill runs to its end)
   s.longestStall = 0;
   if (!s.asr) {
@@ -483,20 +530,32 @@ async function voiceTurn(audio, tl) {
     return;
   }
   setStatus('thinking', 'transcribing…');
-  tl.asrStart = now();
   let text = '';
-  try {
-    const r = await s.asr.transcribe(audio);
-    text = (r.text ?? '').trim();
-    tl.asr = r;
-  } catch (e) {
-    addMessage('system', fail('speech recognition', e));
+  const early = spec && (await spec.result);
+  if (early) {
+    // Recognised during the pause: the transcript is there when the recognition was, or now if later.
+    tl.asrStart = spec.started;
+    tl.speculative = true;
+    tl.asrSamples = spec.samples;
+    text = (early.r.text ?? '').trim();
+    tl.asr = early.r;
+    tl.transcript = Math.max(early.at, tl.started);
+  } else {
+    tl.asrStart = now();
+    tl.asrSamples = audio.length;
+    try {
+      const r = await s.asr.transcribe(audio);
+      text = (r.text ?? '').trim();
+      tl.asr = r;
+    } catch (e) {
+      addMessage('system', fail('speech recognition', e));
+    }
+    tl.transcript = now();
   }
-  tl.transcript = now();
   if (text && s.speaking) {
     // The user is talking again: that was a pause, not the end of the question. Its words open the next one.
     s.carry = s.carry ? `${s.carry} ${text}` : text;
-    agent.turns.push({ source: 'voice', user: text, reply: '', heard: '', cancelled: true, stages: stagesOf(tl), note: 'joined to the next utterance' });
+    agent.turns.push({ source: 'voice', user: text, reply: '', heard: '', cancelled: true, stages: stagesOf(tl), note: 'joined to the next utterance', ...asrOf(tl) });
     renderTimeline();
     return;
   }
@@ -539,7 +598,8 @@ async function ensurePlayer() {
       if (clip) s.echoRef.add(at, clip.audio, clip.rate);
       const t = s.turn;
       if (t && t.clipIds.has(id) && !t.tl.firstSound) {
-        t.tl.firstSound = at;
+        // The first audible sample: the clip's start plus the silence it opens with.
+        t.tl.firstSound = at + (clip?.leadMs ?? 0);
         agent.events.push({ t: at, type: 'first-sound' });
         setStatus('speaking', 'speaking');
       }
@@ -622,7 +682,7 @@ async function runTurn(text, tl) {
   const record = {
     source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
-    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null,
+    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null, ...asrOf(tl),
     writingPausedMs: turn.pausedAt ? Math.round((turn.resumedAt ?? now()) - turn.pausedAt) : null,
     longestStallMs: Math.round(s.longestStall),
   };
@@ -640,6 +700,12 @@ async function runTurn(text, tl) {
   s.turn = null;
   $('stop-button').disabled = true;
   setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
+}
+
+// How a voice turn's transcript was made: during the pause (speculative) or at the endpoint, and of how many
+// samples (the segment's, or its part before the pause).
+function asrOf(tl) {
+  return tl.source === 'voice' ? { speculativeAsr: !!tl.speculative, asrSamples: tl.asrSamples ?? null } : {};
 }
 
 // The writing waits while the first piece is synthesised (YIELD_TO_VOICE); resumeWriting ends the wait, once.
@@ -681,8 +747,12 @@ async function speak(turn, queue) {
       resumeWriting(turn);
       const text = clip.text ?? turn.sentences[i];
       i++;
-      const { id, done } = s.player.play(clip.audio, clip.sampleRate);
-      s.clipAudio.set(id, { audio: clip.audio, rate: clip.sampleRate });
+      // Without the voice's silence in front (and behind a clause that the next piece continues).
+      const clause = !/[.!?…]["')\]]*\s*$/.test(text ?? '');
+      const { samples: audio, leadMs } = settings.trim ? trimSilence(clip.audio, clip.sampleRate, { tailMs: clause ? 60 : null })
+        : trimSilence(clip.audio, clip.sampleRate, { leadMs: Infinity });
+      const { id, done } = s.player.play(audio, clip.sampleRate);
+      s.clipAudio.set(id, { audio, rate: clip.sampleRate, leadMs });
       turn.clipIds.add(id);
       played.push(done.then((r) => ({ text, r })));
     }

@@ -183,6 +183,23 @@ export function resampleLinear(samples, fromHz, toHz) {
   return out;
 }
 
+// A synthesised clip without the silence the voice puts around it: Kokoro starts every clip with 0.25-0.4 s of
+// digital silence and ends it with 0.35-0.5 s, which the first piece would otherwise play before its first word
+// (voice-to-voice latency) and every joint twice (a clause cut at a comma mid-sentence sounds broken). Keeps
+// leadMs before the first sample over `threshold` (|x|; the voice peaks at 0.3-0.5) and, with tailMs, that
+// much after the last one (null: the tail as it is, a sentence's natural pause). -> {samples (a view), leadMs
+// (the silence left in front, for the first audible sample's time)}
+export function trimSilence(samples, rateHz, { threshold = 0.01, leadMs = 20, tailMs = null } = {}) {
+  let first = 0;
+  while (first < samples.length && !(Math.abs(samples[first]) > threshold)) first++;
+  if (first === samples.length) return { samples, leadMs: 0 };  // no sound at all: played as it is
+  let last = samples.length - 1;
+  while (last > first && !(Math.abs(samples[last]) > threshold)) last--;
+  const from = Math.max(0, first - Math.round((leadMs / 1000) * rateHz));
+  const to = tailMs === null ? samples.length : Math.min(samples.length, last + 1 + Math.round((tailMs / 1000) * rateHz));
+  return { samples: samples.subarray(from, to), leadMs: ((first - from) / rateHz) * 1000 };
+}
+
 // The agent's voice. play() queues one clip (a sentence): -> {id, done}, done resolving when it has been rendered
 // in full or cut short: {id, played (seconds), total (seconds), complete}. onStart(id, atMs) tells when a clip's first sample
 // went out (performance.now() time). stop() cuts everything now (a barge-in) and resolves once the worklet has
