@@ -464,7 +464,8 @@ bool WordRules::get_word(std::string_view word_in, Pos pos, int stress2, NextSou
 // A lexicon word's own phonemes (no spelling, no stress change): what tools/g2p_affixes.py learned from.
 bool WordRules::known_stem(const std::string& stem, std::string& ps) const {
   ps.clear();
-  return in_lexicon(stem) && lookup(stem, Pos::X, kNoStress, nullptr, ps) && !ps.empty();
+  Lexicon::Entry e;
+  return gold_or_silver(stem, false, e) && lex_.pronunciation(e, Tag::Default, ps) && !ps.empty();
 }
 
 // As tools/g2p_affixes.py's apply(): the rules come grouped by affix, suffixes longest first, then prefixes.
