@@ -402,8 +402,9 @@ uint32_t crc32(std::string_view s) {
 }
 
 // Lexicon words the letter-to-sound model never saw (tools/g2p_lts_train.py holds out words whose crc32 is
-// 0 mod 20), read by the model alone: the C++ tables must give what the trainer measured (US 58.1 %, GB
-// 62.0 % exact on all held-out words; these lists are every 4th of them).
+// 0 mod 20), read by the model alone: the C++ tables must give what the trainer measured (US 59.0 %, GB
+// 62.7 % exact on all held-out words; these lists are every 4th of them). With misaki's rules and the affix
+// rules first (read_as_unknown): US 64.2 %, GB 65.7 % on these lists; the floors sit ~1 point under.
 bool held_out(std::string_view w) {
   return crc32(w) % 20 == 0;
 }
@@ -462,11 +463,11 @@ void letter_to_sound_test(Lang lang, const char* list, double min_exact, double 
 }
 
 TEST(G2p, UsLetterToSoundOnHeldOutWords) {
-  letter_to_sound_test(Lang::EnUs, "tests/data/g2p/lts_heldout_us.tsv", 0.56, 0.62);
+  letter_to_sound_test(Lang::EnUs, "tests/data/g2p/lts_heldout_us.tsv", 0.585, 0.63);
 }
 
 TEST(G2p, GbLetterToSoundOnHeldOutWords) {
-  letter_to_sound_test(Lang::EnGb, "tests/data/g2p/lts_heldout_gb.tsv", 0.59, 0.64);
+  letter_to_sound_test(Lang::EnGb, "tests/data/g2p/lts_heldout_gb.tsv", 0.61, 0.645);
 }
 
 // 1,000 words of prose, numbers and names: the time one phonemize() call takes natively.
