@@ -36,8 +36,8 @@ from pathlib import Path
 STRESS = 'ˈˌ'
 VOWELS = set('AIOQWYaiuæɑɒɔəɛɜɪʊʌᵻ')
 # The chain of contexts: (letters left, letters right) at each level.
-# Five letters a side read US dev words (crc32 % 20 == 1, trained without them) 59.0 % exactly, four 57.6 %;
-# dropping contexts seen once instead cost 3.7 points.
+# Five letters a side read US dev words (crc32 % 20 == 1: left out of the tables, not of the alignment's EM)
+# 59.0 % exactly, four 57.6 %; dropping contexts seen once instead cost 3.7 points.
 LEVELS = [(0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (2, 3), (3, 3), (3, 4), (4, 4), (4, 5), (5, 5)]
 PAD = max(max(lr) for lr in LEVELS)
 MAX_CHUNK = 2
