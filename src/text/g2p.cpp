@@ -373,6 +373,7 @@ class Phonemizer {
       rules_.spell(w, out);
       return;
     }
+    if (rules_.affixes(w, out)) return;
     out += lts_.read(w);
   }
 
@@ -620,7 +621,8 @@ std::vector<WordPhonemes> G2p::words(std::string_view text) const {
 
 std::string G2p::read_as_unknown(std::string_view word, bool (*hidden)(std::string_view)) const {
   std::string ps;
-  if (!WordRules(lex_, hidden).word(word, Pos::X, NextSound{}, ps)) ps = lts_.read(word);
+  const WordRules rules(lex_, hidden);
+  if (!rules.word(word, Pos::X, NextSound{}, ps) && !rules.affixes(word, ps)) ps = lts_.read(word);
   return to_utf8(ps);
 }
 

@@ -96,6 +96,43 @@ bool from_utf8(std::string_view utf8, std::string& out) {
   return true;
 }
 
+// "SOTTOAFX" u32 version(1) u32 n_rules, then per rule: u8 kind, str8 letters, str8 key, u8 drop, str8 add
+// (tools/g2p_affixes.py).
+Status Lexicon::load_affixes(std::span<const uint8_t> b, std::string_view name) {
+  Reader r{b};
+  if (b.empty()) return {};
+  if (b.size() < 16 || std::memcmp(b.data(), "SOTTOAFX", 8) != 0)
+    return error("g2p: ", name, ": the affix rules have no SOTTOAFX magic");
+  r.pos = 8;
+  if (const uint32_t version = r.u32(); version != 1)
+    return error("g2p: ", name, ": affix rules of version ", version, ", expected 1");
+  const uint32_t n = r.u32();
+  if (n > b.size() / 5)
+    return error("g2p: ", name, ": ", n, " affix rules do not fit in ", b.size(), " bytes");
+  affixes_.reserve(n);
+  for (uint32_t i = 0; i < n && !r.failed; ++i) {
+    AffixRule rule;
+    if (!r.skip(1)) break;
+    rule.prefix = b[r.pos - 1] == 1;
+    rule.letters = std::string(r.str8());
+    std::string key, add;
+    const std::string_view key_utf8 = r.str8();
+    if (!r.skip(1)) break;
+    rule.drop = b[r.pos - 1];
+    const std::string_view add_utf8 = r.str8();
+    if (r.failed) break;
+    if (!from_utf8(key_utf8, key) || key.size() != 1 || !from_utf8(add_utf8, rule.add) ||
+        rule.letters.empty())
+      return error("g2p: ", name, ": affix rule ", i, " is not one sotto can read");
+    for (char c : rule.letters)
+      if (c < 'a' || c > 'z') return error("g2p: ", name, ": affix rule ", i, " has letters other than a-z");
+    rule.key = key[0];
+    affixes_.push_back(std::move(rule));
+  }
+  if (r.failed || r.pos != b.size()) return error("g2p: ", name, ": the affix rules are cut off or overlong");
+  return {};
+}
+
 Result<Lexicon> Lexicon::load(std::span<const uint8_t> bytes, std::string_view name) {
   Lexicon lex;
   lex.image_.assign(bytes.begin(), bytes.end());
@@ -104,9 +141,9 @@ Result<Lexicon> Lexicon::load(std::span<const uint8_t> bytes, std::string_view n
     return error("g2p: ", name, " is not a sotto G2P lexicon (no SOTTOG2P magic)");
   r.pos = 8;
   const uint32_t version = r.u32();
-  if (version != 2)
+  if (version != 2 && version != 3)
     return error("g2p: ", name, " has version ", version,
-                 ", expected 2 (make it again: bash scripts/get-models.sh g2p)");
+                 ", expected 2 or 3 (make it again: bash scripts/get-models.sh g2p)");
   lex.british_ = r.u32() != 0;
   const uint32_t n_symbols = r.u32();
   if (n_symbols > 254) return error("g2p: ", name, " lists ", n_symbols, " phoneme symbols (at most 254)");
@@ -179,6 +216,13 @@ Result<Lexicon> Lexicon::load(std::span<const uint8_t> bytes, std::string_view n
   lex.lts_offset_ = r.pos;
   if (!r.skip(lts_bytes) || r.failed) return error("g2p: ", name, " ends early (", bytes.size(), " bytes)");
   lex.lts_bytes_ = lts_bytes;
+  if (version >= 3) {  // the affix rules (tools/g2p_affixes.py)
+    const uint32_t affix_bytes = r.u32();
+    const size_t start = r.pos;
+    if (!r.skip(affix_bytes) || r.failed)
+      return error("g2p: ", name, " ends early (", bytes.size(), " bytes)");
+    SOTTO_TRY(lex.load_affixes(std::span<const uint8_t>(lex.image_).subspan(start, affix_bytes), name));
+  }
   return lex;
 }
 

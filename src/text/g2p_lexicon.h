@@ -61,6 +61,18 @@ class Lexicon {
   // the entry holds none (a heteronym variant may be empty).
   bool pronunciation(Entry e, Tag tag, std::string& out) const;
 
+  // How a known word's phonemes change with a suffix or prefix (tools/g2p_affixes.py), in the order to try
+  // them: suffixes longest first (for one suffix, the rules keyed by the stem's last phoneme, then '*'), then
+  // prefixes longest first. Empty for a version 2 file.
+  struct AffixRule {
+    bool prefix = false;
+    std::string letters;  // a-z
+    char key = '*';       // suffix: the stem's last phoneme byte or '*'; prefix: signature S U s u (see .py)
+    uint8_t drop = 0;     // phonemes taken off the stem's end
+    std::string add;      // phoneme bytes appended (suffix) or put before (prefix)
+  };
+  const std::vector<AffixRule>& affixes() const { return affixes_; }
+
   size_t entries(Tier tier) const { return tables_[static_cast<int>(tier)].n_entries; }
   size_t bytes() const { return image_.size(); }
   // The letter-to-sound tables the file carries after the dictionaries (empty if none); see g2p_lts.h.
@@ -73,6 +85,7 @@ class Lexicon {
     size_t data = 0, data_bytes = 0;
   };
   uint32_t block_start(const Table& t, uint32_t i) const;
+  Status load_affixes(std::span<const uint8_t> bytes, std::string_view name);
 
   std::vector<uint8_t> image_;
   bool british_ = false;
@@ -80,6 +93,7 @@ class Lexicon {
   uint8_t tag_of_code_[256] = {};   // file tag code -> Tag
   Table tables_[2];
   size_t lts_offset_ = 0, lts_bytes_ = 0;
+  std::vector<AffixRule> affixes_;
 };
 
 }  // namespace sotto::g2p

@@ -1,7 +1,7 @@
 // Letter-to-sound for words in no lexicon: our own model, trained by tools/g2p_lts_train.py on misaki's
 // lexicon (data/g2p/lts-en-*.bin, carried at the end of each g2p-en-*.bin lexicon file). Each letter is
 // aligned with zero, one or two phonemes (a stress mark rides with its vowel); a letter's phonemes are those
-// of the widest letter context around it seen in training (up to four letters each side), backing off to
+// of the widest letter context around it seen in training (up to five letters each side), backing off to
 // narrower ones.
 #pragma once
 

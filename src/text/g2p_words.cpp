@@ -461,6 +461,75 @@ bool WordRules::get_word(std::string_view word_in, Pos pos, int stress2, NextSou
   return stem_ing(word, pos, stress2 == kNoStress ? 1 : stress2, next, out);
 }
 
+// A lexicon word's own phonemes (no spelling, no stress change): what tools/g2p_affixes.py learned from.
+bool WordRules::known_stem(const std::string& stem, std::string& ps) const {
+  ps.clear();
+  Lexicon::Entry e;
+  return gold_or_silver(stem, false, e) && lex_.pronunciation(e, Tag::Default, ps) && !ps.empty();
+}
+
+// As tools/g2p_affixes.py's apply(): the rules come grouped by affix, suffixes longest first, then prefixes.
+bool WordRules::affixes(std::string_view word, std::string& out) const {
+  const std::vector<Lexicon::AffixRule>& rules = lex_.affixes();
+  if (rules.empty() || word.size() > 64) return false;
+  const std::string w = lowercase(word);
+  for (char c : w)
+    if (!is_lower(c)) return false;
+  std::string ps;
+  // The first stem the lexicon knows: the word less the suffix, that + e (a vowel suffix), a final i read as
+  // y, a doubled final consonant made single.
+  auto suffix_stem = [&](std::string_view suffix) {
+    const std::string base = w.substr(0, w.size() - suffix.size());
+    if (base.size() < 2 || (suffix == "s" && base.back() == 's')) return false;
+    if (known_stem(base, ps)) return true;
+    if (contains("aeiouy", suffix[0]) && known_stem(base + "e", ps)) return true;
+    if (base.back() == 'i' && known_stem(base.substr(0, base.size() - 1) + "y", ps)) return true;
+    const size_t n = base.size();
+    return n >= 3 && base[n - 1] == base[n - 2] && contains("bdgklmnprtvz", base[n - 1]) &&
+           known_stem(base.substr(0, n - 1), ps);
+  };
+  // S: the first vowel has the primary stress, else U; lowercase when the first sound is k or ɡ.
+  auto signature = [](std::string_view p) {
+    char s = 'U';
+    for (size_t i = 0; i < p.size(); ++i)
+      if (is_vowel(p[i])) {
+        s = i > 0 && p[i - 1] == kPrimary ? 'S' : 'U';
+        break;
+      }
+    size_t first = 0;
+    while (first < p.size() && (p[first] == kPrimary || p[first] == kSecondary)) ++first;
+    const bool velar = first < p.size() && (p[first] == 'k' || p[first] == kG);
+    return velar ? static_cast<char>(s + 32) : s;
+  };
+  for (size_t i = 0; i < rules.size();) {
+    size_t end = i;
+    while (end < rules.size() && rules[end].prefix == rules[i].prefix &&
+           rules[end].letters == rules[i].letters)
+      ++end;
+    const std::string_view letters = rules[i].letters;
+    if (!rules[i].prefix && w.size() >= letters.size() + 2 && ends_with(w, letters) && suffix_stem(letters)) {
+      for (size_t k = i; k < end; ++k) {
+        const Lexicon::AffixRule& r = rules[k];
+        if ((r.key != '*' && r.key != ps.back()) || ps.size() <= r.drop) continue;
+        out += std::string_view(ps).substr(0, ps.size() - r.drop);
+        out += r.add;
+        return true;
+      }
+    } else if (rules[i].prefix && w.size() >= letters.size() + 3 &&
+               w.compare(0, letters.size(), letters) == 0 && known_stem(w.substr(letters.size()), ps)) {
+      const char sig = signature(ps);
+      for (size_t k = i; k < end; ++k)
+        if (rules[k].key == sig) {
+          out += rules[k].add;
+          out += ps;
+          return true;
+        }
+    }
+    i = end;
+  }
+  return false;
+}
+
 bool WordRules::word(std::string_view word, Pos pos, NextSound next, std::string& out) const {
   if (word.empty() || word.size() > 64) return false;
   const int stress2 = all_lower(word) ? kNoStress : all_upper(word) ? 4 : 1;

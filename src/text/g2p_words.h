@@ -47,6 +47,10 @@ class WordRules {
   void add_ed(std::string& ps) const;
   bool add_ing(std::string& ps) const;
   bool british() const { return lex_.british(); }
+  // A word the lexicon does not know read as a known word with a suffix or prefix, by the lexicon's affix
+  // rules (Lexicon::affixes, learned by tools/g2p_affixes.py): "abolishers" from "abolish", "unhappiness"
+  // from "happiness". Case is ignored; false when no rule fits.
+  bool affixes(std::string_view word, std::string& out) const;
 
  private:
   bool gold_or_silver(std::string_view word, bool gold_only, Lexicon::Entry& e) const;
@@ -57,6 +61,7 @@ class WordRules {
   bool stem_s(std::string_view word, Pos pos, int stress2, NextSound next, std::string& out) const;
   bool stem_ed(std::string_view word, Pos pos, int stress2, NextSound next, std::string& out) const;
   bool stem_ing(std::string_view word, Pos pos, int stress2, NextSound next, std::string& out) const;
+  bool known_stem(const std::string& stem, std::string& ps) const;
 
   const Lexicon& lex_;
   bool (*hidden_)(std::string_view);

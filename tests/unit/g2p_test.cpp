@@ -362,6 +362,34 @@ TEST(G2p, BrokenLexiconIsAClearError) {
     auto r = G2p::load(bad, "flipped.bin");
     if (r.ok()) (void)r->phonemize("The quick brown fox jumps over the lazy dog.");
   }
+  // The affix rules are the file's last section: cut inside it, or flipped there.
+  for (size_t back : {size_t{1}, size_t{7}, size_t{300}}) {
+    auto r = G2p::load(std::span<const uint8_t>(image.data(), image.size() - back), "cut.bin");
+    EXPECT_FALSE(r.ok()) << back;
+  }
+  for (int i = 0; i < 50; ++i) {
+    std::vector<uint8_t> bad = image;
+    bad[bad.size() - 1 - rng() % 8192] ^= static_cast<uint8_t>(1 + rng() % 255);
+    auto r = G2p::load(bad, "flipped.bin");
+    if (r.ok()) (void)r->read_as_unknown("unhappinesses overdoers", nullptr);
+  }
+}
+
+// Words the lexicon does not hold read as a known word with an affix (tools/g2p_affixes.py's rules): each word
+// here hidden from the lexicon comes out as the lexicon has it, from its stem's phonemes.
+bool hide_affix_examples(std::string_view w) {
+  for (std::string_view h : {"abolishers", "unfriendliness", "hopelessness", "overreacting", "nonsmokers"})
+    if (w == h) return true;
+  return false;
+}
+
+TEST(G2p, AffixRulesReadDerivedWords) {
+  NEED_MODEL(Lang::EnUs);
+  ASSERT_FALSE(g2p->lexicon().affixes().empty()) << "models/g2p-en-us.bin has no affix rules (version 2?)";
+  for (const char* w : {"abolishers", "unfriendliness", "hopelessness", "overreacting", "nonsmokers"}) {
+    const std::string lexicon = g2p->phonemize(w);
+    EXPECT_EQ(g2p->read_as_unknown(w, hide_affix_examples), lexicon) << w;
+  }
 }
 
 uint32_t crc32(std::string_view s) {
@@ -374,8 +402,9 @@ uint32_t crc32(std::string_view s) {
 }
 
 // Lexicon words the letter-to-sound model never saw (tools/g2p_lts_train.py holds out words whose crc32 is
-// 0 mod 20), read by the model alone: the C++ tables must give what the trainer measured (US 58.1 %, GB
-// 62.0 % exact on all held-out words; these lists are every 4th of them).
+// 0 mod 20), read by the model alone: the C++ tables must give what the trainer measured (US 59.0 %, GB
+// 62.7 % exact on all held-out words; these lists are every 4th of them). With misaki's rules and the affix
+// rules first (read_as_unknown): US 64.2 %, GB 65.7 % on these lists; the floors sit ~1 point under.
 bool held_out(std::string_view w) {
   return crc32(w) % 20 == 0;
 }
@@ -423,8 +452,8 @@ void letter_to_sound_test(Lang lang, const char* list, double min_exact, double 
   }
   std::printf(
       "[ g2p     ] %s: %d held-out words: letter-to-sound %.1f%% exact, %.1f%% ignoring stress; with "
-      "misaki's "
-      "suffix rules on the stems left first %.1f%% (espeak-ng, Kokoro's usual fallback: %.1f%%)\n",
+      "misaki's -s/-ed/-ing and the affix rules on the known stems left first %.1f%% (espeak-ng, Kokoro's "
+      "usual fallback: %.1f%%)\n",
       list, n, 100.0 * exact / n, 100.0 * no_stress / n, 100.0 * reading_ok / n,
       100.0 * espeak_agreement(lang == Lang::EnUs ? "tests/data/g2p/espeak_heldout_us.tsv"
                                                   : "tests/data/g2p/espeak_heldout_gb.tsv"));
@@ -434,11 +463,11 @@ void letter_to_sound_test(Lang lang, const char* list, double min_exact, double 
 }
 
 TEST(G2p, UsLetterToSoundOnHeldOutWords) {
-  letter_to_sound_test(Lang::EnUs, "tests/data/g2p/lts_heldout_us.tsv", 0.56, 0.56);
+  letter_to_sound_test(Lang::EnUs, "tests/data/g2p/lts_heldout_us.tsv", 0.585, 0.63);
 }
 
 TEST(G2p, GbLetterToSoundOnHeldOutWords) {
-  letter_to_sound_test(Lang::EnGb, "tests/data/g2p/lts_heldout_gb.tsv", 0.59, 0.59);
+  letter_to_sound_test(Lang::EnGb, "tests/data/g2p/lts_heldout_gb.tsv", 0.61, 0.645);
 }
 
 // 1,000 words of prose, numbers and names: the time one phonemize() call takes natively.

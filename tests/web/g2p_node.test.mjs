@@ -1,7 +1,7 @@
 // The G2P in wasm (web/g2p.js, SIMD128 build, Node) against the native one: `node web/cli.mjs phonemize`
 // must print byte for byte what `build/bin/sotto phonemize` prints, plain, --sentences and --json, in both
-// languages, for every text of tests/data/g2p/texts.txt and texts_license.txt and some bad input; and the
-// lexicon loads in the page's engine quickly (the time is printed).
+// languages, for every text of tests/data/g2p/texts.txt and texts_license.txt, words in no lexicon and some bad
+// input; and the lexicon loads in the page's engine quickly (the time is printed).
 // Run: node --test tests/web/g2p_node.test.mjs   (needs build/wasm-simd128, build/bin/sotto or SOTTO_CLI,
 // and models/g2p-en-*.bin from scripts/get-models.sh g2p; skips without them)
 import assert from 'node:assert/strict';
@@ -32,6 +32,8 @@ test('wasm phonemize prints what the native CLI prints', { skip }, () => {
   const input = Buffer.concat([
     Buffer.from(texts().join('\n') + '\n'),
     Buffer.from('Emoji 🎉, other scripts 你好, invalid \xff\xfe bytes, 100% of $3.50 at 10:05.\n', 'latin1'),
+    // Words in no lexicon: the affix rules (un-, over-, -ness, -ers, ...) and the letter-to-sound model.
+    Buffer.from('Unfriendlinesses overgropedly nonsmokers blorfiness Snargers rezintleishly quandling.\n'),
   ]);
   for (const lang of ['en-us', 'en-gb']) {
     for (const flags of [[], ['--sentences'], ['--json']]) {
