@@ -5,7 +5,7 @@
 // page's, messaging included, from the call: to the first audio (the whole piece, or its first chunk), to the
 // first audible sample were the chunks played on arrival, and to the piece's last sample.
 //
-//   node bench/tts_first_piece.mjs [--variants SPEC,...] [--repeats 5] [--first-chunk-ms 300] [--out FILE.md]
+//   node bench/tts_first_piece.mjs [--variants SPEC,...] [--repeats 5] [--pieces 1-4] [--first-chunk-ms 300] [--out FILE.md]
 //
 // A variant SPEC is threads[:whole|stream][:WASM] (WASM: a URL path under the repository, default the relaxed
 // build the agent page picks in Chromium), e.g. 1:whole,2:whole,2:stream,1:whole:/build/base/sotto.wasm.
@@ -29,7 +29,8 @@ const repeats = Number(arg('--repeats', '5'));
 const firstChunkMs = Number(arg('--first-chunk-ms', '300'));
 const out = arg('--out', null);
 // The agent's first pieces (web/agent: at most five words, or up to a comma).
-const PIECES = ['The capital of France is', 'Sure, I can help!', 'Hello! How can I help', 'I am doing well,'];
+const PIECES = ['The capital of France is', 'Sure, I can help!', 'Hello! How can I help', 'I am doing well,']
+  .slice(0, Number(arg('--pieces', '4')));
 
 const load0 = loadavg();
 const { server, url } = await startServer(0);
@@ -110,7 +111,7 @@ const report = [
   `# Kokoro's first spoken piece in headless Chromium (${new Date().toISOString().slice(0, 10)})`, '',
   `${cpus()[0].model}, ${cpus().length} cores; load average ${load0.map((x) => x.toFixed(1)).join(' ')} at the start, ` +
   `${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; median of ${repeats}, variants interleaved (order rotated each round).`,
-  `Command: node bench/tts_first_piece.mjs --variants ${variants.map((v) => v.spec).join(',')} --repeats ${repeats} --first-chunk-ms ${firstChunkMs}`, '',
+  `Command: node bench/tts_first_piece.mjs --variants ${variants.map((v) => v.spec).join(',')} --repeats ${repeats} --pieces ${PIECES.length} --first-chunk-ms ${firstChunkMs}`, '',
   markdownTable(['piece', 'threads (got)', 'mode', 'wasm', 'audio s', 'first audio ms', 'first audible ms', 'whole piece ms', 'audible: first variant / this'], table,
     { format: (x) => x }), '',
 ].join('\n');

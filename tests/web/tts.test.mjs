@@ -178,8 +178,10 @@ test('tts.stream of text: our G2P\'s phonemes, the same samples as those phoneme
 
 // Streaming (tts.streamPhonemes, tts.stream with chunks): the generator runs window by window, so the chunks
 // differ from the whole sentence's audio only by its AdaINs' normalisation over each window
-// (models/tts/kokoro.h). Joined, they are exactly as long as the whole sentence, spectrally within what the
-// native build's audio is held to (MAX_MEAN_DB above), and Moonshine hears the same words in both.
+// (models/tts/kokoro.h). Joined, they are exactly as long as the whole sentence, and Moonshine hears the same
+// words in both. Not the same audio: 2.6 dB mean log-spectral distance measured here (the wasm build against
+// the native one: ~1.3-1.6 dB, MAX_MEAN_DB above), SNR ~1.4 dB; the bound catches a misplaced window.
+const MAX_STREAM_DB = 3.5;
 test('tts.stream in chunks: the whole sentence\'s length, its spectrum within bounds, the same words heard', { skip, timeout: 300_000 }, async () => {
   const tts = await Tts.load(model, { voices: `${repo}models/kokoro/voices/` });
   try {
@@ -211,7 +213,7 @@ test('tts.stream in chunks: the whole sentence\'s length, its spectrum within bo
     const d = meanDbDistance(whole.audio, joined);
     console.log(`streamed in ${chunks.length} chunks vs whole: SNR ${(10 * Math.log10(signal / noise)).toFixed(1)} dB, ` +
       `max |diff| ${maxAbs.toFixed(4)}, mean log-spectral distance ${d.toFixed(3)} dB`);
-    assert.ok(d <= MAX_MEAN_DB, `mean log-spectral distance ${d} dB > ${MAX_MEAN_DB}`);
+    assert.ok(d <= MAX_STREAM_DB, `mean log-spectral distance ${d} dB > ${MAX_STREAM_DB}`);
     // One window (a first chunk longer than the sentence) is the whole computation: the same samples.
     const one = [];
     for await (const c of tts.streamPhonemes(phonemes, { firstChunkMs: 60_000 })) one.push(c);
