@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 
-import { Tts } from '../../web/tts.js';
+import { speechStart, Tts } from '../../web/tts.js';
 import { nativeCli, repo, wasmPath } from './vad_support.mjs';
 
 const model = `${repo}models/kokoro/kokoro-v1.0.int8.onnx`;
@@ -214,6 +214,14 @@ test('tts.stream in chunks: the whole sentence\'s length, its spectrum within bo
     console.log(`streamed in ${chunks.length} chunks vs whole: SNR ${(10 * Math.log10(signal / noise)).toFixed(1)} dB, ` +
       `max |diff| ${maxAbs.toFixed(4)}, mean log-spectral distance ${d.toFixed(3)} dB`);
     assert.ok(d <= MAX_STREAM_DB, `mean log-spectral distance ${d} dB > ${MAX_STREAM_DB}`);
+    // trimStart: the first sentence starts 30 ms before its first sample above -50 dBFS, the rest untouched.
+    assert.equal(speechStart(new Float32Array(100)), -1);
+    assert.equal(speechStart(Float32Array.from({ length: 3000 }, (_, i) => (i >= 2000 ? 0.5 : 0))), 2000 - 720);
+    const lead = speechStart(whole.audio);
+    assert.ok(lead > 0.1 * 24000, `Kokoro opens with silence: ${lead} samples`);
+    const trimmed = [];
+    for await (const c of tts.stream(text, { trimStart: true })) trimmed.push(c);
+    assert.deepEqual(trimmed[0].audio, whole.audio.subarray(lead));
     // One window (a first chunk longer than the sentence) is the whole computation: the same samples.
     const one = [];
     for await (const c of tts.streamPhonemes(phonemes, { firstChunkMs: 60_000 })) one.push(c);
