@@ -147,6 +147,42 @@ export function ttsOps(env) {
         for (const q of [v.ptr, p.ptr, lenPtr]) wasm.sotto_free(q);
       }
     },
+    // Streaming (sotto_tts_stream_*): begin runs all of the first piece but its vocoder -> { ms }; each next
+    // vocodes the next chunk -> { audio (null once all was given), ms, more (chunks left after this one) }.
+    ttsStreamBegin({ tts: id, voice, phonemes, speed = 1, firstChunkMs = 300 }) {
+      const h = handle(id);
+      const { wasm } = env();
+      const v = stringIn(voice);
+      const p = stringIn(phonemes);
+      try {
+        const t0 = performance.now();
+        if (wasm.sotto_tts_stream_begin(h, v.ptr, v.size, p.ptr, p.size, speed, firstChunkMs) !== 0) {
+          throw new Error(`sotto: ${lastError(h)}`);
+        }
+        return { ms: performance.now() - t0 };
+      } finally {
+        for (const q of [v.ptr, p.ptr]) wasm.sotto_free(q);
+      }
+    },
+    ttsStreamNext({ tts: id }) {
+      const h = handle(id);
+      const { wasm, memory } = env();
+      const lenPtr = wasm.sotto_alloc(4);
+      try {
+        const t0 = performance.now();
+        const out = wasm.sotto_tts_stream_next(h, lenPtr);
+        const ms = performance.now() - t0;
+        if (!out) {
+          const why = lastError(h);
+          if (why) throw new Error(`sotto: ${why}`);
+          return { audio: null, ms, more: false };
+        }
+        const n = new Uint32Array(memory.buffer, lenPtr, 1)[0];
+        return { audio: new Float32Array(memory.buffer, out, n).slice(), ms, more: wasm.sotto_tts_stream_more(h) === 1 };
+      } finally {
+        wasm.sotto_free(lenPtr);
+      }
+    },
     ttsDispose({ tts: id }) {
       const h = handles.get(id);
       if (h) env().wasm.sotto_tts_destroy(h);

@@ -5,15 +5,16 @@
 //   tts.voices                                          // ['af_heart', ...] (each read on first use)
 //   const { audio, sampleRate, phonemes } = await tts.speak('Hello there.', { voice: 'af_heart', speed: 1 });
 //   for await (const { audio, sampleRate, text, phonemes } of tts.stream(sentencesOrText, { voice })) play(audio);
+//   for await (const { audio, last } of tts.streamPhonemes('həlˈO.', { voice })) play(audio);  // chunks, sooner
 //   await tts.speakPhonemes('həlˈO.', { voice })        // phonemes as `sotto speak --phonemes` takes them
 //
 // Options of load: voices (a directory URL or, in Node, a path; default: voices/ beside the model), voice (the
 // default, 'af_heart'), g2p ({ 'en-us': source, 'en-gb': source }; default: ../g2p-en-us.bin and
 // ../g2p-en-gb.bin beside the model's directory, read when a voice of that language is first used), variant,
 // wasmUrl, onProgress({loaded, total}) for the model file, worker (default: true in a page, false in Node),
-// threads (default 2 in a cross-origin isolated page with 4+ cores, else 1). With threads > 1 it runs on the
-// engine worker (web/worker.js) of an instance of its own with that many pool threads (one thread if that
-// worker cannot start); with one, on a wasm instance of its own in a dedicated worker (web/speech-worker.js)
+// threads (default 2 in a cross-origin isolated page with 2+ cores, else 1: defaultTtsThreads). With threads > 1
+// it runs on the engine worker (web/worker.js) of an instance of its own with that many pool threads (one
+// thread if that worker cannot start); with one, on a wasm instance of its own in a dedicated worker (web/speech-worker.js)
 // or, with worker: false, on the calling thread (`engine` and `device` are ignored). Only the wasm module is
 // found by import.meta.url, in the WASM_URLS block the agent's one-file build replaces (the pool's worker is the
 // engine's, web/engine.js, which that build bundles).
@@ -101,12 +102,17 @@ class PoolEngine {
   }
 }
 
-// Two threads where the page may share memory (cross-origin isolated) and has 4+ cores (the language model's
-// engine has its own 2 and runs while a reply is voiced), else one.
+// Two threads where the page may share memory (cross-origin isolated) and has 2+ cores, else one. On 2 cores
+// too: the agent page pauses the language model while the reply's first piece is synthesised (the piece the
+// user waits for), so both cores are free then, and the int8 convs of the decoder and generator (most of a
+// piece's time) split across them. Later pieces share the cores with the model's writing; idle helpers sleep.
+// A page URL's ?ttsThreads=N overrides (for measuring).
 export function defaultTtsThreads() {
   if (isNode) return 1;
+  const asked = Number(new URLSearchParams(globalThis.location?.search ?? '').get('ttsThreads'));
+  if (asked >= 1) return Math.min(8, Math.floor(asked));
   const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
-  return globalThis.crossOriginIsolated && cores >= 4 ? 2 : 1;
+  return globalThis.crossOriginIsolated && cores >= 2 ? 2 : 1;
 }
 
 export const SAMPLE_RATE = 24000;
@@ -134,6 +140,16 @@ function absolute(source) {
 
 // b* voices (bf_emma, or a file bm_george.bin) speak British English.
 const langOf = (voice) => (voice.slice(voice.lastIndexOf('/') + 1).startsWith('b') ? 'en-gb' : 'en-us');
+
+// Where speech starts in Kokoro's audio: every sentence opens with the silence of its leading pad (~0.3 s, below
+// -70 dBFS), which a voice agent's first piece need not make the user wait through. -> the index `keepMs`
+// before the first sample above `threshold` (-50 dBFS), or -1 when there is none.
+export function speechStart(audio, { threshold = 0.003, keepMs = 30 } = {}) {
+  let i = 0;
+  while (i < audio.length && Math.abs(audio[i]) <= threshold) i++;
+  if (i === audio.length) return -1;
+  return Math.max(0, i - Math.round((keepMs * SAMPLE_RATE) / 1000));
+}
 
 export class Tts {
   #engine;
@@ -246,16 +262,61 @@ export class Tts {
     return { audio, sampleRate: SAMPLE_RATE, phonemes: sentences.map((s) => s.phonemes).join(' '), sentences, ms };
   }
 
+  // Phonemes -> an async iterable of { audio, sampleRate, ms, last } chunks as the vocoder makes them: the first
+  // (firstChunkMs of audio, default 300) once the text side, the decoder and that much of the generator have
+  // run, then chunks of twice the length before (the generator, ~85 % of a sentence's work, runs window by
+  // window: models/tts/kokoro.h). Played back to back they are the sentence; they differ from speakPhonemes'
+  // audio only by the generator's normalisation over each window (log-mel distance within what two correct
+  // ONNX Runtime builds differ by). ms: compute time of this chunk (the first's includes the text side). One
+  // stream at a time per Tts: a new one (or leaving this loop early) abandons the one in progress.
+  async *streamPhonemes(phonemes, { voice = this.defaultVoice, speed = 1, firstChunkMs = 300 } = {}) {
+    this.#live();
+    await this.#voice(voice);
+    const id = this.#id;
+    const begin = await this.#engine.call('ttsStreamBegin', { tts: id, voice, phonemes, speed, firstChunkMs });
+    let ms = begin.ms;
+    for (;;) {
+      const r = await this.#engine.call('ttsStreamNext', { tts: id });
+      if (!r.audio) return;
+      yield { audio: r.audio, sampleRate: SAMPLE_RATE, ms: ms + r.ms, last: !r.more };
+      ms = 0;
+      if (!r.more) return;
+    }
+  }
+
   // A string, or an async (or plain) iterable of sentences as they are written (an LLM's reply) -> an async
   // iterable of { audio, sampleRate, text, phonemes, ms }, one per sentence, each computed only when the one
   // before has been taken (a player that wants the next ready while one plays pulls ahead).
-  async *stream(input, { voice = this.defaultVoice, speed = 1 } = {}) {
+  // With { chunks: true } (or { chunks: { firstChunkMs } }) each sentence comes as streamPhonemes' chunks
+  // instead, the sooner to be heard: { audio, sampleRate, text, phonemes, ms, chunk (0, 1, ...), last (the
+  // sentence's final chunk) }; play them back to back.
+  // With { trimStart: true } the first sentence's leading silence is cut to 30 ms before its speech
+  // (speechStart): the reply is heard ~0.3 s sooner (the agent page's "first sound" is the clip's start, so its
+  // timeline does not show this). Later sentences keep theirs: it is the pause between sentences.
+  async *stream(input, { voice = this.defaultVoice, speed = 1, chunks = false, trimStart = false } = {}) {
     const pieces = typeof input === 'string' ? [input] : input;
+    let trimming = trimStart;  // until the first sound
     for await (const piece of pieces) {
       for (const s of await this.sentences(piece, { voice })) {
         if (!s.phonemes) continue;
+        if (chunks) {
+          let chunk = 0;
+          for await (const c of this.streamPhonemes(s.phonemes, { voice, speed, ...(chunks === true ? {} : chunks) })) {
+            let { audio } = c;
+            if (trimming) {
+              const at = speechStart(audio);
+              if (at < 0 && !c.last) continue;  // a chunk of silence only
+              audio = audio.subarray(Math.max(0, at));
+              trimming = false;
+            }
+            yield { ...c, audio, text: s.text, phonemes: s.phonemes, chunk: chunk++ };
+          }
+          continue;
+        }
         const r = await this.speakPhonemes(s.phonemes, { voice, speed });
-        yield { audio: r.audio, sampleRate: SAMPLE_RATE, text: s.text, phonemes: s.phonemes, ms: r.ms };
+        const audio = trimming ? r.audio.subarray(Math.max(0, speechStart(r.audio))) : r.audio;
+        trimming = false;
+        yield { audio, sampleRate: SAMPLE_RATE, text: s.text, phonemes: s.phonemes, ms: r.ms };
       }
     }
   }

@@ -2,6 +2,7 @@
 // the caller's bytes), the voices added by name, up to two G2P lexicons (en-us, en-gb: a voice whose name starts
 // with 'b' reads British English) and the buffers it hands out. Text goes through our G2P into sentences; each
 // sentence's phonemes are one Kokoro call (long ones split at 510 symbols), the audio concatenated at 24 kHz.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -26,6 +27,16 @@ struct SottoTts {
   std::optional<sotto::g2p::G2p> g2p_us, g2p_gb;
   std::vector<float> audio;
   size_t pieces = 0;  // Kokoro calls the last sotto_tts_speak made
+  // sotto_tts_stream_*: the pieces still to speak, and the one being vocoded chunk by chunk.
+  struct Streaming {
+    std::vector<std::vector<int64_t>> pieces;
+    size_t next_piece = 0;
+    const sotto::tts::KokoroVoice* voice = nullptr;
+    float speed = 1;
+    int64_t first_chunk_frames = 1;
+    std::optional<sotto::tts::KokoroStream> piece;
+  };
+  std::optional<Streaming> stream;
   std::string json;
 };
 
@@ -54,6 +65,22 @@ const sotto::g2p::G2p* g2p_for(SottoTts* tts, std::string_view voice) {
   if (g) return &*g;
   return fail(tts, sotto::cat("tts: no ", british ? "en-gb" : "en-us", " G2P lexicon loaded for voice '",
                               voice, "' (sotto_tts_load_g2p)"));
+}
+
+// Streaming: the next piece's front (kokoro_stream_begin), or no piece when all were started. False on failure.
+bool start_piece(SottoTts* tts) {
+  SottoTts::Streaming& s = *tts->stream;
+  s.piece.reset();
+  if (s.next_piece == s.pieces.size()) return true;
+  const std::vector<int64_t>& ids = s.pieces[s.next_piece++];
+  auto piece = sotto::tts::kokoro_stream_begin(*tts->ctx, *tts->weights, ids, s.voice->style(ids.size()),
+                                               s.speed, s.first_chunk_frames);
+  if (!piece) {
+    fail(tts, sotto::cat("tts: ", piece.message()));
+    return false;
+  }
+  s.piece.emplace(std::move(piece).value());
+  return true;
 }
 
 }  // namespace
@@ -199,6 +226,78 @@ const float* sotto_tts_speak(SottoTts* tts, const char* voice, size_t voice_byte
 
 size_t sotto_tts_last_pieces(const SottoTts* tts) {
   return tts ? tts->pieces : 0;
+}
+
+int32_t sotto_tts_stream_begin(SottoTts* tts, const char* voice, size_t voice_bytes, const char* phonemes,
+                               size_t phoneme_bytes, float speed, float first_chunk_ms) {
+  if (!tts) return SOTTO_ERROR_ARGUMENT;
+  tts->last_error.clear();
+  tts->stream.reset();
+  auto refuse = [&](std::string why) {
+    fail(tts, std::move(why));
+    return SOTTO_ERROR_ARGUMENT;
+  };
+  if (!tts->weights) return refuse("tts: no model loaded");
+  if ((!voice && voice_bytes) || (!phonemes && phoneme_bytes)) return refuse("tts: null buffer");
+  if (!(speed >= 0.25f && speed <= 4.0f)) return refuse("tts: speed must be in 0.25 .. 4");
+  if (!(first_chunk_ms >= 0.0f && first_chunk_ms <= 60000.0f))
+    return refuse("tts: first_chunk_ms must be in 0 .. 60000");
+  if (phoneme_bytes > kMaxPhonemeBytes)
+    return refuse(sotto::cat("tts: ", phoneme_bytes, " bytes of phonemes is more than one call speaks (",
+                             kMaxPhonemeBytes, "); split the text"));
+  const std::string_view p(phonemes, phoneme_bytes);
+  auto all_ids = sotto::tts::kokoro_phoneme_ids(p);  // every symbol checked before any work
+  if (!all_ids) return refuse(sotto::cat("tts: ", all_ids.message()));
+  const sotto::tts::KokoroVoice* v = find_voice(tts, {voice, voice_bytes});
+  if (!v) return SOTTO_ERROR_ARGUMENT;
+  SottoTts::Streaming s;
+  for (const std::string& piece : sotto::tts::kokoro_split_phonemes(p)) {
+    auto ids = sotto::tts::kokoro_phoneme_ids(piece);
+    if (!ids) return refuse(sotto::cat("tts: ", ids.message()));
+    s.pieces.push_back(std::move(ids).value());
+  }
+  s.voice = v;
+  s.speed = speed;
+  // 12.5 ms per decoded frame (300 samples at 24 kHz).
+  s.first_chunk_frames = std::max<int64_t>(1, std::lround(first_chunk_ms / 12.5f));
+  tts->stream.emplace(std::move(s));
+  // The first piece's text side and decoder now: begin is where the caller waits for them.
+  if (!start_piece(tts)) {
+    tts->stream.reset();
+    return SOTTO_ERROR_RUN;
+  }
+  return SOTTO_OK;
+}
+
+const float* sotto_tts_stream_next(SottoTts* tts, size_t* out_samples) {
+  if (out_samples) *out_samples = 0;
+  if (!tts) return nullptr;
+  tts->last_error.clear();
+  if (!tts->stream) return nullptr;
+  SottoTts::Streaming& s = *tts->stream;
+  if (s.piece && s.piece->done() && !start_piece(tts)) {
+    tts->stream.reset();
+    return nullptr;
+  }
+  if (!s.piece) {  // every piece given out
+    tts->stream.reset();
+    return nullptr;
+  }
+  auto chunk = sotto::tts::kokoro_stream_next(*tts->ctx, *tts->weights, *s.piece);
+  if (!chunk) {
+    tts->stream.reset();
+    return fail(tts, sotto::cat("tts: ", chunk.message()));
+  }
+  tts->audio = std::move(chunk).value();
+  tts->audio.reserve(1);
+  if (out_samples) *out_samples = tts->audio.size();
+  return tts->audio.data();
+}
+
+int32_t sotto_tts_stream_more(const SottoTts* tts) {
+  if (!tts || !tts->stream) return 0;
+  const SottoTts::Streaming& s = *tts->stream;
+  return (s.piece && !s.piece->done()) || s.next_piece < s.pieces.size() ? 1 : 0;
 }
 
 }  // extern "C"

@@ -140,7 +140,8 @@ std::shared_ptr<Storage> Context::allocate(uint64_t bytes) {
       else
         gpu_->fail(buffer.message());
     } else {
-      s->host.resize(bytes + 64);
+      s->host.reset(new uint8_t[bytes + 64]);  // default-initialised: not zero-filled
+      std::memset(s->host.get() + bytes, 0, 64);
     }
   }
   return std::shared_ptr<Storage>(s, [](Storage* p) { p->ctx->release(p); });

@@ -136,8 +136,11 @@ struct DerivedLayout {
 struct Storage {
   Context* ctx = nullptr;
   uint64_t bytes = 0;
-  std::vector<uint8_t> host;  // CPU (over-allocated by 64 bytes so SIMD tails may read past the end)
-  uint32_t gpu_buffer = 0;    // GPU
+  // CPU: bytes + 64 (SIMD tails may read past the end; those 64 are zeroed). The rest is not zero-filled:
+  // ops write their whole output (empty() promises nothing, and a pooled storage comes back holding old
+  // values anyway), and filling every fresh buffer cost 5-8 % of a Kokoro piece in wasm.
+  std::unique_ptr<uint8_t[]> host;
+  uint32_t gpu_buffer = 0;  // GPU
   // Tensor::derived()'s layouts of views of this storage; dropped when the storage returns to the pool.
   std::vector<DerivedLayout> derived;
   std::atomic_flag derived_lock;  // a spin lock: no pthread mutex in sotto's wasm libc
@@ -188,7 +191,7 @@ class Context {
 
 // Inline: ops index tensors element by element, and a call per element costs more than the work (wasm).
 inline uint8_t* Tensor::host_bytes() const {
-  return storage_ ? storage_->host.data() + offset_ : nullptr;
+  return storage_ ? storage_->host.get() + offset_ : nullptr;
 }
 
 // Bytes of one element of a plain (non-block) dtype.

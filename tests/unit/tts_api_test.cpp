@@ -53,6 +53,14 @@ TEST(TtsApi, BadInputGivesOneLineErrors) {
   EXPECT_EQ(sotto_tts_phonemize_json(t.h, "af_heart", 8, "Hi.", 3, nullptr), nullptr);
   EXPECT_NE(t.error().find("en-us"), std::string::npos) << t.error();
   EXPECT_EQ(sotto_tts_last_pieces(t.h), 0u);
+  EXPECT_EQ(sotto_tts_stream_begin(t.h, "af_heart", 8, "hˈI", 4, 1.0f, 300.0f), SOTTO_ERROR_ARGUMENT);
+  EXPECT_EQ(t.error(), "tts: no model loaded");
+  n = 7;
+  EXPECT_EQ(sotto_tts_stream_next(t.h, &n), nullptr);  // nothing begun: the end, no error
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(t.error(), "");
+  EXPECT_EQ(sotto_tts_stream_more(t.h), 0);
+  EXPECT_EQ(sotto_tts_stream_more(nullptr), 0);
 }
 
 TEST(TtsApi, SpeaksWhatKokoroSpeaksAndReadsText) {
@@ -95,6 +103,23 @@ TEST(TtsApi, SpeaksWhatKokoroSpeaksAndReadsText) {
   ASSERT_TRUE(want.ok()) << want.message();
   EXPECT_EQ(got, *want);
   EXPECT_GT(n, 6000u);
+
+  // Streamed with a first chunk longer than the piece: one chunk, the same samples; then the end.
+  EXPECT_EQ(sotto_tts_stream_begin(t.h, "af_heart", 8, "h€", 4, 1.0f, 300.0f), SOTTO_ERROR_ARGUMENT);
+  EXPECT_TRUE(one_line(t.error())) << t.error();
+  EXPECT_EQ(sotto_tts_stream_begin(t.h, "af_heart", 8, phonemes.data(), phonemes.size(), 1.0f, -1.0f),
+            SOTTO_ERROR_ARGUMENT);
+  ASSERT_EQ(sotto_tts_stream_begin(t.h, "af_heart", 8, phonemes.data(), phonemes.size(), 1.0f, 60000.0f),
+            SOTTO_OK)
+      << t.error();
+  EXPECT_EQ(sotto_tts_stream_more(t.h), 1);
+  const float* chunk = sotto_tts_stream_next(t.h, &n);
+  ASSERT_NE(chunk, nullptr) << t.error();
+  EXPECT_EQ(std::vector<float>(chunk, chunk + n), *want);
+  EXPECT_EQ(sotto_tts_stream_more(t.h), 0);
+  EXPECT_EQ(sotto_tts_stream_next(t.h, &n), nullptr);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(t.error(), "");
 
   if (!std::filesystem::exists(kLexicon))
     GTEST_SKIP() << kLexicon << " is absent (bash scripts/get-models.sh g2p)";

@@ -4,6 +4,7 @@
 // tokens but the LSTMs are sequential.
 #include "models/tts/kokoro.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <numeric>
@@ -257,9 +258,9 @@ nn::Tensor kokoro_generator(const KokoroWeights& w, const nn::Tensor& decoded, c
 }
 
 // ---------------------------------------------------------------- the whole pass
-Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w,
-                                        std::span<const int64_t> ids, std::span<const float> style,
-                                        float speed, KokoroTrace* trace, KokoroStageMs* stage_ms) {
+namespace {
+
+Status check_piece(std::span<const int64_t> ids, std::span<const float> style, float speed) {
   if (ids.empty()) return error("kokoro: no phonemes to speak");
   if (ids.size() > static_cast<size_t>(kKokoroMaxPhonemes))
     return error("kokoro: ", ids.size(), " phoneme ids in one piece; at most ", kKokoroMaxPhonemes,
@@ -267,7 +268,18 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
   if (style.size() != static_cast<size_t>(kKokoroStyleDim))
     return error("kokoro: style has ", style.size(), " values, expected ", kKokoroStyleDim);
   if (!(speed >= 0.25f && speed <= 4.0f)) return error("kokoro: speed ", speed, " is outside 0.25 .. 4");
+  return {};
+}
 
+// Everything before the generator, for the whole piece: the decoder's output and the source's spectrum.
+struct KokoroFront {
+  nn::Tensor style, decoded, har;
+};
+
+Result<KokoroFront> kokoro_front(nn::Context& ctx, const KokoroWeights& w, std::span<const int64_t> ids,
+                                 std::span<const float> style, float speed, KokoroTrace* trace,
+                                 KokoroStageMs& ms) {
+  SOTTO_TRY(check_piece(ids, style, speed));
   std::vector<int64_t> padded(ids.size() + 2, 0);
   std::copy(ids.begin(), ids.end(), padded.begin() + 1);
   const int64_t t = static_cast<int64_t>(padded.size());
@@ -275,7 +287,6 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
       ctx.from_bytes({t}, DType::I64, {reinterpret_cast<const uint8_t*>(padded.data()), padded.size() * 8});
   const nn::Tensor style_t = ctx.from_floats({1, kKokoroStyleDim}, style);
 
-  KokoroStageMs ms;
   double mark = now_ms();
   auto lap = [&mark](double& into) {
     const double now = now_ms();
@@ -304,13 +315,84 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
   const nn::Tensor source = kokoro_harmonic_source(w, f0);
   const nn::Tensor har = kokoro_source_spectrum(w, source);
   lap(ms.source);
-  const nn::Tensor audio = kokoro_generator(w, decoded, har, style_t);
-  lap(ms.generator);
-  if (stage_ms != nullptr) *stage_ms += ms;
   if (trace != nullptr) {
     *trace = {bert, d, ctx.from_floats({t}, sums), en, f0, noise, t_en, asr, decoded, source, har, durations};
   }
+  return KokoroFront{style_t, decoded, har};
+}
+
+}  // namespace
+
+Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w,
+                                        std::span<const int64_t> ids, std::span<const float> style,
+                                        float speed, KokoroTrace* trace, KokoroStageMs* stage_ms) {
+  KokoroStageMs ms;
+  SOTTO_ASSIGN(KokoroFront front, kokoro_front(ctx, w, ids, style, speed, trace, ms));
+  const double mark = now_ms();
+  const nn::Tensor audio = kokoro_generator(w, front.decoded, front.har, front.style);
+  ms.generator += now_ms() - mark;
+  if (stage_ms != nullptr) *stage_ms += ms;
   return ctx.to_floats(audio);
+}
+
+// ---------------------------------------------------------------- streaming one piece
+Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& w,
+                                         std::span<const int64_t> ids, std::span<const float> style,
+                                         float speed, int64_t first_chunk_frames, KokoroStageMs* stage_ms) {
+  KokoroStageMs ms;
+  SOTTO_ASSIGN(KokoroFront front, kokoro_front(ctx, w, ids, style, speed, nullptr, ms));
+  if (stage_ms != nullptr) *stage_ms += ms;
+  KokoroStream s;
+  s.frames = front.decoded.dim(1);
+  s.chunk = std::max<int64_t>(1, first_chunk_frames);
+  s.decoded = std::move(front.decoded);
+  s.har = std::move(front.har);
+  s.style = std::move(front.style);
+  return s;
+}
+
+Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeights& w, KokoroStream& s,
+                                              KokoroStageMs* stage_ms) {
+  if (s.done()) return std::vector<float>{};
+  constexpr int64_t kSamplesPerDecodedFrame = kKokoroSamplesPerFrame / 2;  // 300
+  constexpr int64_t kHarPerDecodedFrame = 60;  // har frames (hop 5) per decoded frame
+  const double mark = now_ms();
+  const int64_t a = s.next;
+  int64_t b = std::min(s.frames, a + s.chunk);
+  // A remainder shorter than the margin is not worth a window of its own (its context would cost more).
+  if (s.frames - b <= kKokoroStreamMarginFrames) b = s.frames;
+  const int64_t a0 = std::max<int64_t>(0, a - kKokoroStreamMarginFrames);
+  const int64_t b0 = std::min(s.frames, b + kKokoroStreamMarginFrames);
+
+  // The window as a short piece of its own: decoded frames [a0, b0) and the matching har frames (the
+  // spectrum's frame 60 k is centred on sample 300 k, and the generator wants 60 n + 1 of them for n frames).
+  const bool whole = a0 == 0 && b0 == s.frames;
+  const nn::Tensor x = whole ? s.decoded : nn::slice(s.decoded, 1, a0, b0);
+  const nn::Tensor har =
+      whole ? s.har : nn::slice(s.har, 1, kHarPerDecodedFrame * a0, kHarPerDecodedFrame * b0 + 1);
+  SOTTO_ASSIGN(std::vector<float> window, ctx.to_floats(kokoro_generator(w, x, har, s.style)));
+
+  // window[k] is the piece's sample 300 a0 + k (up to the windowed AdaIN statistics).
+  const size_t begin = static_cast<size_t>((a - a0) * kSamplesPerDecodedFrame);
+  const size_t end = static_cast<size_t>((b - a0) * kSamplesPerDecodedFrame);
+  std::vector<float> out(window.begin() + static_cast<std::ptrdiff_t>(begin),
+                         window.begin() + static_cast<std::ptrdiff_t>(end));
+  // Crossfade: the previous window's samples just past its chunk fade out as this window's fade in.
+  const size_t fade = std::min(s.tail.size(), out.size());
+  for (size_t i = 0; i < fade; ++i) {
+    const float in = (static_cast<float>(i) + 0.5f) / static_cast<float>(fade);
+    out[i] = s.tail[i] * (1.0f - in) + out[i] * in;
+  }
+  s.tail.clear();
+  if (b < s.frames) {
+    const size_t tail_end = std::min(window.size(), end + static_cast<size_t>(kKokoroStreamFadeSamples));
+    s.tail.assign(window.begin() + static_cast<std::ptrdiff_t>(end),
+                  window.begin() + static_cast<std::ptrdiff_t>(tail_end));
+  }
+  s.next = b;
+  s.chunk *= 2;
+  if (stage_ms != nullptr) stage_ms->generator += now_ms() - mark;
+  return out;
 }
 
 Status kokoro_warm_up(nn::Context& ctx, const KokoroWeights& w) {

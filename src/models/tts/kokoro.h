@@ -198,6 +198,46 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
                                         float speed, KokoroTrace* trace = nullptr,
                                         KokoroStageMs* stage_ms = nullptr);
 
+// ---------------------------------------------------------------- streaming one piece
+// The generator (the iSTFTNet vocoder: ~85 % of a piece's multiply-adds) run on windows of the decoded frames,
+// so a piece's first audio exists after a fraction of its time: kokoro_stream_begin runs everything up to the
+// decoder's output and the harmonic source's spectrum for the whole piece (the source's phase is a cumulative
+// sum over the piece, so it is made once), then each kokoro_stream_next runs the generator on the next chunk of
+// decoded frames (300 samples each) with kKokoroStreamMarginFrames of context on each side (the generator's
+// convolutions reach ~12 frames: ups0 +-1, its resblocks +-6 and the noise branch's +-3.6 at 10 samples a
+// frame, then +-2 more at 60), keeps the chunk's middle, and crossfades kKokoroStreamFadeSamples into the
+// previous chunk's tail. Chunks double in length, so the pipeline keeps ahead of playback when synthesis is
+// faster than real time, and a piece no longer than the first chunk plus its margin is one window: the
+// whole-piece audio, bit for bit.
+//
+// Not bit-exact for longer pieces: every AdaIN in the generator (48 of them) normalises each channel by its
+// mean and variance over the window, not over the whole piece, so a chunk's level and timbre move slightly
+// (measured in tests/unit/kokoro_stream_test.cpp: the log-mel distance to the whole-piece audio, against the
+// distance between two correct ONNX Runtime builds).
+inline constexpr int64_t kKokoroStreamMarginFrames = 12;  // decoded frames (12.5 ms each) of context a side
+inline constexpr int64_t kKokoroStreamFadeSamples = 300;  // one decoded frame
+
+struct KokoroStream {
+  nn::Tensor decoded;       // [512, 2F]
+  nn::Tensor har;           // [22, 120 F + 1]
+  nn::Tensor style;         // [1, 256]
+  int64_t frames = 0;       // decoded frames, 2F
+  int64_t next = 0;         // the first decoded frame not yet given out
+  int64_t chunk = 0;        // the next chunk's length in decoded frames
+  std::vector<float> tail;  // the last chunk's audio just past its end, faded out into the next chunk
+  bool done() const { return next >= frames; }
+};
+
+// Validates like kokoro_speak, runs the text side, the prosody, the decoder and the harmonic source.
+// first_chunk_frames: the first chunk's decoded frames (at least 1; 32 = 0.4 s of audio).
+Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& w,
+                                         std::span<const int64_t> ids, std::span<const float> style,
+                                         float speed, int64_t first_chunk_frames,
+                                         KokoroStageMs* stage_ms = nullptr);
+// The next chunk's 24 kHz audio (empty once done()). Chunks concatenated are the piece, 600 F samples.
+Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeights& w, KokoroStream& stream,
+                                              KokoroStageMs* stage_ms = nullptr);
+
 // One short pass (a few ids, a zero style) so the weights' derived layouts (int8 rows for the VNNI product,
 // int16 copies) are made and kept before the first real call: otherwise the first sentence pays for them.
 Status kokoro_warm_up(nn::Context& ctx, const KokoroWeights& w);
