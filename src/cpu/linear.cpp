@@ -159,9 +159,13 @@ void tile_rows(QuantDotTileFn fn, DType act, const void* weights, int64_t cols, 
   }
 }
 
-// The tile kernel for a prompt of n tokens against weights of type w, or nullptr (use the row kernels).
-QuantDotTileFn prompt_tile_kernel(DType w, int64_t n) {
+// The tile kernel for a prompt of n tokens against `rows` rows of type w, or nullptr (use the row kernels).
+// q4_0's tiles add in block order, so they serve only the matrices that take block order for single tokens
+// too (quant_dot.h): the others keep the row kernels' 8-lane order, and a prompt gives the same logits as the
+// same tokens one at a time.
+QuantDotTileFn prompt_tile_kernel(DType w, int64_t rows, int64_t n) {
   if (n < kTileMinTokens) return nullptr;
+  if (w == DType::Q4_0 && !quant_dot_block_order(w, rows)) return nullptr;
   return quant_dot_tile(w);
 }
 
@@ -174,7 +178,7 @@ uint16_t load_u16(const uint8_t* p) {
 
 void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_t cols, const float* x,
             int64_t n, float* y, LinearScratch& scratch) {
-  const QuantDotRowsFn fn = quant_dot_rows(w);  // chosen once, so every thread runs the same variant
+  const QuantDotRowsFn fn = quant_dot_rows_for(w, rows);  // chosen once: every thread runs the same variant
   if (!fn || rows <= 0 || n <= 0) return;
   const size_t stride = activation_bytes(w, cols);
   if (scratch.xq.size() < stride * static_cast<size_t>(n)) scratch.xq.resize(stride * static_cast<size_t>(n));
@@ -184,7 +188,7 @@ void linear(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_
   const bool parallel_quantize = n >= 4 && pool.n_threads() > 1;
   if (!parallel_quantize)
     for (int64_t t = 0; t < n; ++t) quantize_activations(w, x + t * cols, cols, xq + t * stride);
-  const QuantDotTileFn tile_fn = prompt_tile_kernel(w, n);
+  const QuantDotTileFn tile_fn = prompt_tile_kernel(w, rows, n);
   const DType act = activation_type(w);
   TileVec* tiles = tile_fn ? reserve_tiles(scratch, act, n, cols) : nullptr;
   RowChunks chunks(rows, pool.n_threads());
@@ -213,7 +217,7 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
   QuantDotRowsFn fns[kMaxJobs];
   bool shared = n_jobs > 0 && n_jobs <= kMaxJobs;
   for (int j = 0; shared && j < n_jobs; ++j) {
-    fns[j] = quant_dot_rows(jobs[j].w);
+    fns[j] = quant_dot_rows_for(jobs[j].w, jobs[j].rows);
     shared = fns[j] != nullptr && activation_type(jobs[j].w) == activation_type(jobs[0].w);
   }
   if (!shared) {
@@ -232,7 +236,7 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
   QuantDotTileFn tile_fns[kMaxJobs];
   bool any_tiles = false;
   for (int j = 0; j < n_jobs; ++j) {
-    tile_fns[j] = prompt_tile_kernel(jobs[j].w, n);
+    tile_fns[j] = prompt_tile_kernel(jobs[j].w, jobs[j].rows, n);
     any_tiles = any_tiles || tile_fns[j] != nullptr;
   }
   const DType act = activation_type(w0);
@@ -262,7 +266,7 @@ void linear_shared_x(ThreadPool& pool, const LinearJob* jobs, int n_jobs, int64_
 
 void linear_filled_x(ThreadPool& pool, DType w, const void* weights, int64_t rows, int64_t cols, float* x,
                      FillX fill, void* ctx, float* y, LinearScratch& scratch) {
-  const QuantDotRowsFn fn = quant_dot_rows(w);
+  const QuantDotRowsFn fn = quant_dot_rows_for(w, rows);
   if (!fn || rows <= 0) {  // as linear(): y untouched, but x is still the caller's
     fill(ctx, 0, cols);
     return;

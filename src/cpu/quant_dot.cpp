@@ -27,15 +27,6 @@ float abs_value(float v) {
   return v < 0.0f ? -v : v;
 }
 
-// roundf() without libc (absent in the wasm build): halves away from zero. Exact for |v| < 2^31.
-int round_half_away(float v) {
-  const auto truncated = static_cast<int>(v);
-  const float fraction = v - static_cast<float>(truncated);
-  if (fraction >= 0.5f) return truncated + 1;
-  if (fraction <= -0.5f) return truncated - 1;
-  return truncated;
-}
-
 // ggml's nearest_int(): adding 1.5 * 2^23 leaves the integer rounded to nearest even in the mantissa
 // (valid for |v| < 2^22; callers stay within 127).
 int nearest_int(float v) {
@@ -45,8 +36,11 @@ int nearest_int(float v) {
   return static_cast<int>(bits & 0x007fffffu) - 0x00400000;
 }
 
-// One q8_0-style block: d = amax / 127 and q = roundf(x * (1 / d)), each step its own statement so nothing
-// is fused into an FMA. Returns the unrounded d and sum(q), for q8_1.
+// One q8_0-style block as llama.cpp's x86 quantizer (ggml-cpu/arch/x86/quants.c quantize_row_q8_0, also its
+// repack's quantize_mat) computes it: d = amax / 127 kept as f16, q = x * (127 / amax) rounded half to even
+// (ggml's reference quantizer multiplies by 1 / d and rounds halves away from zero: a different code for some
+// values, which changes near-tie tokens; the x86 form is the one our llama.cpp reference runs). Each step is
+// its own statement so nothing is fused into an FMA. Returns the unrounded d and sum(q), for q8_1.
 struct Block32Result {
   float d;
   int sum;
@@ -55,12 +49,12 @@ Block32Result quantize_block32(const float* x, uint16_t* d_out, int8_t* qs) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) amax = amax < abs_value(x[i]) ? abs_value(x[i]) : amax;
   const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   *d_out = f32_to_f16(d);
   int sum = 0;
   for (int i = 0; i < 32; ++i) {
     const float scaled = x[i] * id;
-    const int q = round_half_away(scaled);
+    const int q = nearest_int(scaled);
     qs[i] = static_cast<int8_t>(q);
     sum += q;
   }
@@ -433,6 +427,40 @@ void rows_quantized(const void* weights, int64_t cols, const void* xq, int64_t n
   }
 }
 
+// ---- q4_0 in block order (quant_dot.h): acc = fma(f32(isum), f32(d_w) * f32(d_x), acc), blocks in order.
+// The wasm builds have no scalar FMA; there the product (exact in f64: 16-bit integer times f32) and the sum
+// are formed in f64 and rounded once to f32 (an FMA except where that rounding lands on an f32 tie: a rare
+// double rounding, the same as the wasm row kernels').
+float fma_f32(float a, float b, float c) {
+#if defined(__wasm__)
+  return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) + static_cast<double>(c));
+#else
+  return __builtin_fmaf(a, b, c);
+#endif
+}
+
+void q4_0_block_order(const void* weights, int64_t cols, const void* xq, int64_t n, size_t xq_stride,
+                      float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const int64_t n_blocks = cols / 32;
+  const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ4_0);
+  const auto* w = static_cast<const uint8_t*>(weights);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t t = 0; t < n; ++t) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + static_cast<size_t>(t) * xq_stride);
+      float acc = 0.0f;
+      Decoded decoded;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        decode_q4_0(w + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(b) * sizeof(BlockQ4_0),
+                    decoded);
+        const float scale = decoded.d * f16_to_f32(xb[b].d);
+        acc = fma_f32(static_cast<float>(dot_unscaled(decoded.q, xb[b].qs, 2)), scale, acc);
+      }
+      y[t * y_stride + r] = acc;
+    }
+  }
+}
+
 // ---- float weights: f32 / f16 / bf16 weights with activations in the same type, summed in f32
 template <class T, float (*kToF32)(T)>
 void rows_float(const void* weights, int64_t cols, const void* xq, int64_t n, size_t xq_stride, float* y,
@@ -463,6 +491,44 @@ void rows_float(const void* weights, int64_t cols, const void* xq, int64_t n, si
   }
 }
 
+// f16 weights as llama.cpp's x86 CPU backend computes them (ggml_vec_dot_f16 built for AVX-512, the variant
+// it loads on such CPUs): four accumulators of 16 f32 lanes over chunks of 64 values, each value added with
+// an FMA; the four reduced as (a0 + a2) + (a1 + a3), then the 16 lanes as _mm512_reduce_add_ps does (halves,
+// quarters, then [0,1] + [2,3]); the values past the last whole chunk added in f64, each product rounded to
+// f32 first; the sum rounded to f32 at the end. Tokens one at a time, as ggml's mul_mat does for f16.
+float f16_lanes_total(const float (&lanes)[64]) {
+  float v[16];
+  for (int l = 0; l < 16; ++l) v[l] = (lanes[l] + lanes[32 + l]) + (lanes[16 + l] + lanes[48 + l]);
+  float h8[8], h4[4];
+  for (int l = 0; l < 8; ++l) h8[l] = v[8 + l] + v[l];
+  for (int l = 0; l < 4; ++l) h4[l] = h8[4 + l] + h8[l];
+  return (h4[0] + h4[2]) + (h4[1] + h4[3]);
+}
+
+void rows_f16_ggml(const void* weights, int64_t cols, const void* xq, int64_t n, size_t xq_stride, float* y,
+                   int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const auto* w = static_cast<const uint8_t*>(weights);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  const int64_t whole = cols / 64 * 64;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* wr = w + static_cast<size_t>(r) * static_cast<size_t>(cols) * 2;
+    for (int64_t t = 0; t < n; ++t) {
+      const uint8_t* xt = x + static_cast<size_t>(t) * xq_stride;
+      float lanes[64] = {};
+      for (int64_t c = 0; c < whole; c += 64)
+        for (int l = 0; l < 64; ++l)
+          lanes[l] = fma_f32(f16_to_f32(load<uint16_t>(wr + 2 * (c + l))),
+                             f16_to_f32(load<uint16_t>(xt + 2 * (c + l))), lanes[l]);
+      double sum = whole > 0 ? static_cast<double>(f16_lanes_total(lanes)) : 0.0;
+      for (int64_t c = whole; c < cols; ++c) {
+        const float product = f16_to_f32(load<uint16_t>(wr + 2 * c)) * f16_to_f32(load<uint16_t>(xt + 2 * c));
+        sum += static_cast<double>(product);
+      }
+      y[t * y_stride + r] = static_cast<float>(sum);
+    }
+  }
+}
+
 float identity_f32(float v) {
   return v;
 }
@@ -482,7 +548,7 @@ QuantDotRowsFn quant_dot_portable_generic(DType w) {
     case DType::F32:
       return rows_float<float, identity_f32>;
     case DType::F16:
-      return rows_float<uint16_t, f16_to_f32>;
+      return rows_f16_ggml;
     case DType::BF16:
       return rows_float<uint16_t, bf16_to_f32>;
     case DType::Q4_0:
@@ -554,6 +620,23 @@ QuantDotTileFn quant_dot_tile([[maybe_unused]] DType w) {
   return quant_dot_tile_wasm(w);
 #endif
   return nullptr;
+}
+
+bool quant_dot_block_order(DType w, int64_t rows) {
+  return w == DType::Q4_0 && rows % 8 == 0;
+}
+
+QuantDotRowsFn quant_dot_block_order_portable() {
+  return q4_0_block_order;
+}
+
+QuantDotRowsFn quant_dot_rows_for(DType w, int64_t rows) {
+  if (!quant_dot_block_order(w, rows)) return quant_dot_rows(w);
+#if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
+  if (cpu_use_avx2())
+    return cpu_features().avx512_vnni ? quant_dot_block_order_vnni() : quant_dot_block_order_avx2();
+#endif
+  return quant_dot_block_order_portable();
 }
 
 QuantDotRowsFn quant_dot_rows(DType w) {

@@ -24,9 +24,10 @@
 
 namespace sotto {
 
-// ---- activation quantizers (ggml's reference arithmetic, bit for bit) -------------------------------------
+// ---- activation quantizers (llama.cpp's x86 arithmetic, bit for bit) -------------------------------------
 // n is a multiple of the block size (32, or 256 for q8_K).
-// q8_0: d = amax / 127, q = roundf(x / d) (computed as x * (1 / d), as ggml does).
+// q8_0: d = amax / 127 (kept as f16), q = x * (127 / amax) rounded half to even, as llama.cpp's x86 quantizer
+// computes it (ggml's reference one rounds x * (1 / d) halves away from zero).
 void quantize_activations_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_activations_q8_0_portable(const float* x, BlockQ8_0* y, int64_t n);
 // q8_1: as q8_0, plus s = d * sum(q) stored as f16.
@@ -67,6 +68,28 @@ void quantize_activations_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_activations_q8_K_avx2(const float* x, BlockQ8_K* y, int64_t n);  // likewise
 #endif
 QuantDotRowsFn quant_dot_rows(DType w);
+
+// ---- block order: the float order of llama.cpp's repacked q4_0 (its CPU backend on x86) -------------------
+// llama.cpp's CPU backend on x86 (AVX2 and up) repacks every q4_0 matrix whose row count is a multiple of 8
+// (ggml-cpu/repack.cpp, q4_0_8x8_q8_0) and multiplies it one output per f32 lane: per block, the block's
+// integer sum is exact, then acc = fma(f32(isum), f32(d_w) * f32(d_x), acc), blocks in order from acc = 0; for
+// prompts and for single tokens alike. Other q4_0 matrices go through ggml_vec_dot_q4_0_q8_0 (8 lanes, the row
+// kernels above), again for prompts and single tokens. The last bits of these sums decide greedy tokens at
+// near-ties (a tiny model such as stories260K amplifies a last-bit difference to ~0.05 nats within a few
+// positions, through the q8_0 codes of later activations), so the model follows the same rule on every
+// target: quant_dot_rows_for() gives the block-order kernel exactly where llama.cpp repacks.
+bool quant_dot_block_order(DType w, int64_t rows);
+// The kernel for a matrix of `rows` rows of type w: quant_dot_rows(w), or the block-order q4_0 kernel where
+// quant_dot_block_order(w, rows).
+QuantDotRowsFn quant_dot_rows_for(DType w, int64_t rows);
+QuantDotRowsFn quant_dot_block_order_portable();  // quant_dot.cpp: decoded blocks, one scalar chain
+#if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
+QuantDotRowsFn quant_dot_block_order_avx2();  // quant_dot_fast_avx2.cpp: eight rows per pass, a row per lane
+QuantDotRowsFn quant_dot_block_order_vnni();  // quant_dot_fast_vnni_avx2.cpp: the same with vpdpbusd
+#endif
+#if defined(__wasm_simd128__)
+QuantDotRowsFn quant_dot_block_order_wasm();  // quant_dot_fast_wasm.cpp: four rows per pass, a row per lane
+#endif
 
 // ---- prompt tiles: one token per 32-bit lane (AVX-512 VNNI; relaxed-SIMD wasm) ----------------------------
 // The row kernels above keep ggml's AVX2 float order: 8 lanes of partial sums per (row, token), one FMA and one

@@ -365,6 +365,40 @@ struct BF16 {
   }
 };
 
+// f16 weights in llama.cpp's x86 order (quant_dot.cpp rows_f16_ggml, the scalar form of the same steps): a
+// 16-lane accumulator as two 8-lane halves, four of them over chunks of 64 values, one FMA per value.
+void rows_f16_ggml(const void* weights, int64_t cols, const void* xq, int64_t n, size_t xq_stride, float* y,
+                   int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const auto* w = static_cast<const uint8_t*>(weights);
+  const auto* x = static_cast<const uint8_t*>(xq);
+  const int64_t whole = cols / 64 * 64;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* wr = w + static_cast<size_t>(r) * static_cast<size_t>(cols) * 2;
+    for (int64_t t = 0; t < n; ++t) {
+      const uint8_t* xt = x + static_cast<size_t>(t) * xq_stride;
+      __m256 acc[8];
+      for (auto& a : acc) a = _mm256_setzero_ps();
+      for (int64_t c = 0; c < whole; c += 64)
+        for (int k = 0; k < 8; ++k)
+          acc[k] =
+              _mm256_fmadd_ps(F16::load8(wr + 2 * (c + 8 * k)), F16::load8(xt + 2 * (c + 8 * k)), acc[k]);
+      double sum = 0.0;
+      if (whole > 0) {
+        // acc[2j], acc[2j + 1]: lanes 0..7 and 8..15 of accumulator j. (a0 + a2) + (a1 + a3), then the 16
+        // lanes: upper 8 + lower 8, upper 4 + lower 4, [0,1] + [2,3], lane 0 + lane 1.
+        const __m256 lo = _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6]));
+        const __m256 hi = _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]));
+        const __m256 h8 = _mm256_add_ps(hi, lo);
+        const __m128 h4 = _mm_add_ps(_mm256_extractf128_ps(h8, 1), _mm256_castps256_ps128(h8));
+        const __m128 h2 = _mm_add_ps(h4, _mm_movehl_ps(h4, h4));
+        sum = static_cast<double>(_mm_cvtss_f32(_mm_add_ss(h2, _mm_movehdup_ps(h2))));
+      }
+      for (int64_t c = whole; c < cols; ++c) sum += static_cast<double>(f16(wr + 2 * c) * f16(xt + 2 * c));
+      y[t * y_stride + r] = static_cast<float>(sum);
+    }
+  }
+}
+
 // Tiles of up to 2 rows x 4 tokens (8 accumulators), 8 elements per step; scalar tail for odd widths.
 template <class F>
 void rows_float(const void* weights, int64_t cols, const void* xq, int64_t n, size_t xq_stride, float* y,
@@ -417,7 +451,7 @@ QuantDotRowsFn quant_dot_avx2_generic(DType w) {
     case DType::F32:
       return rows_float<F32>;
     case DType::F16:
-      return rows_float<F16>;
+      return rows_f16_ggml;
     case DType::BF16:
       return rows_float<BF16>;
     case DType::Q4_0:

@@ -9,11 +9,10 @@ namespace sotto {
 namespace {
 
 // ============================================================================ activation quantizer
-// q8_0 with the portable quantizer's exact arithmetic: d = amax / 127 and id = 1 / d in scalar f32, then
-// q = round half away from zero of x * id, computed as trunc(v) + (frac >= 0.5) - (frac <= -0.5), the same
-// exact steps as round_half_away() in quant_dot.cpp (never _mm256_round_ps, which rounds halves to even).
+// q8_0 with the portable quantizer's exact arithmetic (llama.cpp's x86 one): d = amax / 127 and id = 127 /
+// amax in scalar f32, q = x * id rounded half to even (cvtps in the default rounding mode).
 void quantize_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n) {
-  const __m256 sign_bit = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* xb = x + 32 * b;
     __m256 v[4];
@@ -25,19 +24,12 @@ void quantize_q8_0_avx2(const float* x, BlockQ8_0* y, int64_t n) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = _mm_cvtss_f32(m) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax_value = _mm_cvtss_f32(m);
+    const float d = amax_value / 127.0f;
+    const float id = amax_value != 0.0f ? 127.0f / amax_value : 0.0f;
     y[b].d = f32_to_f16(d);
     __m256i q[4];
-    for (int i = 0; i < 4; ++i) {
-      const __m256 scaled = _mm256_mul_ps(v[i], _mm256_set1_ps(id));
-      const __m256 truncated = _mm256_round_ps(scaled, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __m256 fraction = _mm256_sub_ps(scaled, truncated);
-      const __m256 up = _mm256_and_ps(_mm256_cmp_ps(fraction, half, _CMP_GE_OQ), one);
-      const __m256 down =
-          _mm256_and_ps(_mm256_cmp_ps(fraction, _mm256_sub_ps(_mm256_setzero_ps(), half), _CMP_LE_OQ), one);
-      q[i] = _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(truncated, up), down));
-    }
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], _mm256_set1_ps(id)));
     // i32 -> i8 (values within [-127, 127], so the saturating packs are exact); packs work per 128-bit half,
     // the final permute restores element order.
     const __m256i q16 = _mm256_packs_epi32(q[0], q[1]), q16b = _mm256_packs_epi32(q[2], q[3]);
@@ -114,6 +106,10 @@ void quantize_activations_q8_K_avx2(const float* x, BlockQ8_K* y, int64_t n) {
 
 QuantDotRowsFn quant_dot_avx2_fast(DType w) {
   return fast_kernel(w);
+}
+
+QuantDotRowsFn quant_dot_block_order_avx2() {
+  return q4_0_block_order;
 }
 
 }  // namespace sotto

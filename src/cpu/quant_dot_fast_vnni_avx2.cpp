@@ -26,6 +26,10 @@ QuantDotRowsFn quant_dot_avx2_vnni(DType w) {
   return fast_kernel(w);
 }
 
+QuantDotRowsFn quant_dot_block_order_vnni() {
+  return q4_0_block_order;
+}
+
 // ============================================================================ prompt tiles (quant_dot.h)
 namespace {
 

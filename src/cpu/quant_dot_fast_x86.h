@@ -512,6 +512,108 @@ void rows_fast(const void* weights, int64_t cols, const void* xq, int64_t n, siz
   }
 }
 
+// ============================================================================ q4_0 in block order
+// quant_dot.h's block order (llama.cpp's repacked q4_0 on x86): one output row per f32 lane. Eight rows pass
+// together: per block and token, each row's 8 integer lanes (Q4_0Fast's exact sums of 4) are added into one
+// lane by a tree of hadds (exact in i32), then one conversion and one FMA with the 8 rows' f32(d_w) * f32(d_x)
+// add the block to the 8 running sums, as llama.cpp's gemv does. Rows past the last group of 8 take the same
+// steps one lane at a time.
+
+// Lane i = the sum of the 8 lanes of v[i].
+__m256i lane_totals8(const __m256i (&v)[8]) {
+  const __m256i g0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i g1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20), _mm256_permute2x128_si256(g0, g1, 0x31));
+}
+
+int32_t lane_total(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+template <int T>
+void q4_0_block_order_tokens(const uint8_t* w, int64_t n_blocks, size_t row_bytes,
+                             const Vec* const (&x_tokens)[T], float* y, int64_t y_stride, int64_t t0,
+                             int64_t row_begin, int64_t row_end) {
+  constexpr size_t kBlock = sizeof(BlockQ4_0);
+  const float* d_x[T];
+  for (int t = 0; t < T; ++t) d_x[t] = reinterpret_cast<const float*>(x_tokens[t] + 2 * n_blocks);
+  int64_t r = row_begin;
+  for (; r + 8 <= row_end; r += 8) {
+    const uint8_t* rows = w + static_cast<size_t>(r) * row_bytes;
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      const uint8_t* blocks = rows + static_cast<size_t>(b) * kBlock;
+      const __m256 d_w = _mm256_cvtph_ps(block_scales8(blocks, row_bytes));
+      for (int t = 0; t < T; ++t) {
+        const Vec* x = x_tokens[t] + 2 * b;
+        __m256i isum[8];
+        for (int i = 0; i < 8; ++i)
+          isum[i] = dot4_add(load_vec(x[1]), nibbles32(blocks + static_cast<size_t>(i) * row_bytes + 2),
+                             load_vec(x[0]));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lane_totals8(isum)),
+                                 _mm256_mul_ps(d_w, _mm256_set1_ps(d_x[t][b])), acc[t]);
+      }
+    }
+    for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * y_stride + r, acc[t]);
+  }
+  for (; r < row_end; ++r) {
+    const uint8_t* row = w + static_cast<size_t>(r) * row_bytes;
+    for (int t = 0; t < T; ++t) {
+      __m128 acc = _mm_setzero_ps();
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const uint8_t* block = row + static_cast<size_t>(b) * kBlock;
+        const Vec* x = x_tokens[t] + 2 * b;
+        const int32_t total = lane_total(dot4_add(load_vec(x[1]), nibbles32(block + 2), load_vec(x[0])));
+        acc = _mm_fmadd_ss(_mm_set_ss(static_cast<float>(total)), _mm_set_ss(f16(block) * d_x[t][b]), acc);
+      }
+      y[(t0 + t) * y_stride + r] = _mm_cvtss_f32(acc);
+    }
+  }
+}
+
+// Tiles of up to 4 tokens, each prepared once (as rows_fast<Q4_0Fast>).
+void q4_0_block_order(const void* weights, int64_t cols, const void* xq, int64_t n, size_t xq_stride,
+                      float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const int64_t n_blocks = cols / 32;
+  const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ4_0);
+  const size_t prepared_stride = static_cast<size_t>(n_blocks) * 2 + static_cast<size_t>(n_blocks + 7) / 8;
+  const auto* x = static_cast<const uint8_t*>(xq);
+  const auto* w = static_cast<const uint8_t*>(weights);
+  Vec* prepared = prepared_scratch(prepared_stride * 4);
+  for (int64_t t0 = 0; t0 < n; t0 += 4) {
+    const int tokens = static_cast<int>(n - t0 < 4 ? n - t0 : 4);
+    const Vec* x_tokens[4];
+    for (int t = 0; t < tokens; ++t) {
+      Q4_0Fast::prepare(x + static_cast<size_t>(t0 + t) * xq_stride, n_blocks,
+                        prepared + static_cast<size_t>(t) * prepared_stride);
+      x_tokens[t] = prepared + static_cast<size_t>(t) * prepared_stride;
+    }
+    switch (tokens) {
+      case 4:
+        q4_0_block_order_tokens<4>(w, n_blocks, row_bytes,
+                                   {x_tokens[0], x_tokens[1], x_tokens[2], x_tokens[3]}, y, y_stride, t0,
+                                   row_begin, row_end);
+        break;
+      case 3:
+        q4_0_block_order_tokens<3>(w, n_blocks, row_bytes, {x_tokens[0], x_tokens[1], x_tokens[2]}, y,
+                                   y_stride, t0, row_begin, row_end);
+        break;
+      case 2:
+        q4_0_block_order_tokens<2>(w, n_blocks, row_bytes, {x_tokens[0], x_tokens[1]}, y, y_stride, t0,
+                                   row_begin, row_end);
+        break;
+      default:
+        q4_0_block_order_tokens<1>(w, n_blocks, row_bytes, {x_tokens[0]}, y, y_stride, t0, row_begin,
+                                   row_end);
+        break;
+    }
+  }
+}
+
 // The kernel of each weight type this file has; nullptr for the others.
 QuantDotRowsFn fast_kernel(DType w) {
   switch (w) {

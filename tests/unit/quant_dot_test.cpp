@@ -1,7 +1,9 @@
-// Activation quantizers of cpu/quant_dot.h against ggml's reference arithmetic, bit for bit: q8_0 and q8_K
-// against core/quantize_ref (itself checked byte-for-byte against llama.cpp in dtype_reference_test.cpp), and
-// q8_1 against a restatement of ggml's quantize_row_q8_1_ref written here. Inputs are fresh random floats,
-// including blocks with exact ties (x / d = k + 0.5) that tell round-half-away from round-half-even apart.
+// Activation quantizers of cpu/quant_dot.h against the arithmetic they follow, bit for bit: q8_0 and q8_1
+// against a restatement written here of llama.cpp's x86 quantizer (ggml-cpu/arch/x86/quants.c
+// quantize_row_q8_0 / _q8_1: d = amax / 127, q = x * (127 / amax) rounded half to even), and q8_K against
+// core/quantize_ref (ggml's reference, itself checked byte-for-byte against llama.cpp in
+// dtype_reference_test.cpp). Inputs are fresh random floats, including blocks with exact ties (x / d = k + 0.5)
+// that tell round-half-away from round-half-even apart.
 #include "cpu/quant_dot.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +18,7 @@
 
 #include "core/half.h"
 #include "core/quantize_ref.h"
+#include "core/thread_pool.h"
 #include "cpu/cpu_features.h"
 #include "cpu/linear.h"
 #include "test_support.h"
@@ -47,23 +50,45 @@ std::vector<float> random_activations(std::mt19937_64& rng, int64_t n) {
   return x;
 }
 
-// ggml's quantize_row_q8_1_ref, restated: q8_0's d and q, then s = f16(sum(q) * d) with the unrounded d.
+// llama.cpp's x86 q8_0 / q8_1 quantizer, restated: d = amax / 127 (f16), q = nearbyint(x * (127 / amax)) in the
+// default rounding mode (halves to even); q8_1 adds s = f16(d * sum(q)) with the unrounded d.
+float reference_block(const float* x, uint16_t* d_out, int8_t* qs, int* sum) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  *d_out = f32_to_f16(d);
+  *sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    const float v = x[i] * id;
+    qs[i] = static_cast<int8_t>(std::nearbyint(v));
+    *sum += qs[i];
+  }
+  return d;
+}
+
+void reference_q8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  int sum = 0;
+  for (int64_t b = 0; b < n / 32; ++b) reference_block(x + 32 * b, &y[b].d, y[b].qs, &sum);
+}
+
 void reference_q8_1(const float* x, BlockQ8_1* y, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b) {
-    float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = f32_to_f16(d);
     int sum = 0;
-    for (int i = 0; i < 32; ++i) {
-      const float v = x[32 * b + i] * id;
-      y[b].qs[i] = static_cast<int8_t>(std::roundf(v));
-      sum += y[b].qs[i];
-    }
-    const float s = static_cast<float>(sum) * d;
-    y[b].s = f32_to_f16(s);
+    const float d = reference_block(x + 32 * b, &y[b].d, y[b].qs, &sum);
+    y[b].s = f32_to_f16(d * static_cast<float>(sum));
   }
+}
+
+// The tie blocks above must tell the two roundings apart, or the tests below could not see a quantizer that
+// rounds halves away from zero (ggml's reference, core/quantize_ref).
+TEST(QuantDot, ActivationsQ8_0DifferFromGgmlReferenceAtTies) {
+  std::mt19937_64 rng(test_seed() + 6);
+  const std::vector<float> x = random_activations(rng, 4864);
+  std::vector<BlockQ8_0> got(4864 / 32), ggml_ref(got.size());
+  quantize_activations_q8_0(x.data(), got.data(), 4864);
+  quantize_row_ref(DType::Q8_0, x.data(), ggml_ref.data(), 4864);
+  EXPECT_NE(0, std::memcmp(got.data(), ggml_ref.data(), got.size() * sizeof(BlockQ8_0)));
 }
 
 TEST(QuantDot, ActivationsQ8_0MatchReferenceBitForBit) {
@@ -72,19 +97,19 @@ TEST(QuantDot, ActivationsQ8_0MatchReferenceBitForBit) {
     const std::vector<float> x = random_activations(rng, n);
     std::vector<BlockQ8_0> got(static_cast<size_t>(n / 32)), want(got.size());
     quantize_activations_q8_0(x.data(), got.data(), n);
-    quantize_row_ref(DType::Q8_0, x.data(), want.data(), n);
+    reference_q8_0(x.data(), want.data(), n);
     ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_0))) << "n=" << n;
   }
 }
 
-// The AVX2 quantizer (quantize_activations_q8_0 on an AVX2 machine) and the portable one, both against ggml's
-// reference, including blocks of exact ties.
+// The AVX2 quantizer (quantize_activations_q8_0 on an AVX2 machine) and the portable one, both against
+// llama.cpp's x86 arithmetic, including blocks of exact ties.
 TEST(QuantDot, ActivationsQ8_0BothInstructionSetsMatchReference) {
   std::mt19937_64 rng(test_seed() + 4);
   for (int64_t n : {32, 96, 896, 4864}) {
     const std::vector<float> x = random_activations(rng, n);
     std::vector<BlockQ8_0> want(static_cast<size_t>(n / 32)), portable(want.size()), fast(want.size());
-    quantize_row_ref(DType::Q8_0, x.data(), want.data(), n);
+    reference_q8_0(x.data(), want.data(), n);
     quantize_activations_q8_0_portable(x.data(), portable.data(), n);
     ASSERT_EQ(0, std::memcmp(portable.data(), want.data(), want.size() * sizeof(BlockQ8_0))) << "n=" << n;
 #if defined(SOTTO_HAVE_AVX2_QUANT_DOT)
@@ -158,6 +183,89 @@ TEST(QuantDot, FastAvx2KernelsKeepGgmlFloatOrderBitForBit) {
   }
 }
 #endif
+
+// q4_0 in block order (quant_dot.h: llama.cpp's repacked q4_0): the kernel of this CPU against the portable
+// one (decoded blocks, one scalar FMA chain per output) bit for bit, for 1..9 tokens and row ranges that take
+// the 8-row passes and the single rows after them; the portable kernel against the double-precision
+// reference. linear() must give a prompt the same bits as its tokens one at a time, for a row count that takes
+// block order (its tiles) and one that does not (the 8-lane row kernels).
+TEST(QuantDot, Q4_0BlockOrderMatchesPortableAndPromptsMatchTokens) {
+  std::mt19937_64 rng(test_seed() + 7);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  EXPECT_TRUE(quant_dot_block_order(DType::Q4_0, 64));
+  EXPECT_FALSE(quant_dot_block_order(DType::Q4_0, 172));
+  EXPECT_FALSE(quant_dot_block_order(DType::Q8_0, 64));
+  for (int64_t cols : {32, 96, 896}) {
+    const int64_t rows = 24, n = 9;
+    std::vector<float> w_values(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(n * cols));
+    for (float& v : w_values) v = uniform(rng);
+    for (float& v : x) v = uniform(rng);
+    std::vector<uint8_t> w(static_cast<size_t>(rows * cols / 32) * sizeof(BlockQ4_0));
+    quantize_row_ref(DType::Q4_0, w_values.data(), w.data(), rows * cols);
+    const size_t stride = activation_bytes(DType::Q4_0, cols);
+    std::vector<uint8_t> xq(stride * n);
+    for (int64_t k = 0; k < n; ++k)
+      quantize_activations(DType::Q4_0, x.data() + k * cols, cols, xq.data() + k * stride);
+    for (int64_t tokens = 1; tokens <= n; ++tokens) {
+      std::vector<float> fast(static_cast<size_t>(tokens * rows)), portable(fast.size());
+      quant_dot_rows_for(DType::Q4_0, rows)(w.data(), cols, xq.data(), tokens, stride, fast.data(), rows, 0,
+                                            3);
+      quant_dot_rows_for(DType::Q4_0, rows)(w.data(), cols, xq.data(), tokens, stride, fast.data(), rows, 3,
+                                            rows);
+      quant_dot_block_order_portable()(w.data(), cols, xq.data(), tokens, stride, portable.data(), rows, 0,
+                                       rows);
+      ASSERT_EQ(0, std::memcmp(fast.data(), portable.data(), fast.size() * sizeof(float)))
+          << "cols=" << cols << " tokens=" << tokens;
+    }
+    std::vector<float> want(static_cast<size_t>(n * rows));
+    linear_ref(DType::Q4_0, w.data(), rows, cols, x.data(), n, want.data());
+    std::vector<float> portable(want.size());
+    quant_dot_block_order_portable()(w.data(), cols, xq.data(), n, stride, portable.data(), rows, 0, rows);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(portable[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << "cols=" << cols << " i=" << i;
+    for (int64_t use_rows : {rows, rows - 3}) {  // block order, then the 8-lane kernels
+      ThreadPool pool(2);
+      LinearScratch scratch;
+      std::vector<float> prompt(static_cast<size_t>(n * use_rows)), one(static_cast<size_t>(use_rows));
+      linear(pool, DType::Q4_0, w.data(), use_rows, cols, x.data(), n, prompt.data(), scratch);
+      for (int64_t k = 0; k < n; ++k) {
+        linear(pool, DType::Q4_0, w.data(), use_rows, cols, x.data() + k * cols, 1, one.data(), scratch);
+        ASSERT_EQ(0, std::memcmp(one.data(), prompt.data() + k * use_rows, one.size() * sizeof(float)))
+            << "cols=" << cols << " rows=" << use_rows << " token " << k;
+      }
+    }
+  }
+}
+
+// f16 weights in llama.cpp's x86 order (quant_dot.cpp rows_f16_ggml): this CPU's kernel against the portable
+// one bit for bit (widths below, at and past whole chunks of 64), and against the double-precision reference.
+TEST(QuantDot, F16GgmlOrderMatchesPortableAndReference) {
+  std::mt19937_64 rng(test_seed() + 8);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int64_t cols : {8, 64, 172, 200}) {
+    const int64_t rows = 5, n = 3;
+    std::vector<float> w_values(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(n * cols));
+    for (float& v : w_values) v = uniform(rng);
+    for (float& v : x) v = uniform(rng);
+    std::vector<uint8_t> w(static_cast<size_t>(rows * cols) * 2);
+    for (size_t i = 0; i < w_values.size(); ++i) {
+      const uint16_t h = f32_to_f16(w_values[i]);
+      std::memcpy(w.data() + 2 * i, &h, 2);
+    }
+    const size_t stride = activation_bytes(DType::F16, cols);
+    std::vector<uint8_t> xq(stride * n);
+    for (int64_t k = 0; k < n; ++k)
+      quantize_activations(DType::F16, x.data() + k * cols, cols, xq.data() + k * stride);
+    std::vector<float> got(static_cast<size_t>(n * rows)), portable(got.size()), want(got.size());
+    quant_dot_rows(DType::F16)(w.data(), cols, xq.data(), n, stride, got.data(), rows, 0, rows);
+    quant_dot_portable_generic(DType::F16)(w.data(), cols, xq.data(), n, stride, portable.data(), rows, 0,
+                                           rows);
+    ASSERT_EQ(0, std::memcmp(got.data(), portable.data(), got.size() * sizeof(float))) << "cols=" << cols;
+    linear_ref(DType::F16, w.data(), rows, cols, x.data(), n, want.data());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << "cols=" << cols << " i=" << i;
+  }
+}
 
 TEST(QuantDot, ActivationsQ8_1MatchReferenceBitForBit) {
   std::mt19937_64 rng(test_seed() + 1);

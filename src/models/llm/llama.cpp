@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/half.h"
 #include "cpu/attention.h"
@@ -349,6 +350,46 @@ float silu(float x) {
   return x / (1.0f + std::exp(-x));
 }
 
+// a * b + c rounded once to f32 where it matters: the product of two f32 is exact in f64, the sum rounds to f64
+// and then to f32 (a true FMA except where that second rounding meets an f32 tie, about 1 in 2^29). Plain f64
+// arithmetic, so every target (natively without -mfma, wasm without a scalar FMA) gets the same bits fast.
+float fma_f64(float a, float b, float c) {
+  return static_cast<float>(static_cast<double>(a) * static_cast<double>(b) + static_cast<double>(c));
+}
+
+// 2^k for |k| <= 126, exactly.
+float pow2(int k) {
+  const uint32_t bits = static_cast<uint32_t>(k + 127) << 23;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+// llama.cpp's vector exp (ggml-cpu/vec.h ggml_v_expf, the AVX-512 form its x86 backend runs), lane by lane:
+// exp(x) = 2^n * p(b), n = round(x / ln 2), b = x - n ln 2 in two steps, p a degree-5 polynomial; |n| > 192
+// gives 0 or infinity. It differs from libm's expf in the last bit for many x, and ggml's swiglu takes it for
+// all but the last n_ff % 16 values of a row.
+float ggml_vector_expf(float x) {
+  const float r = 0x1.8p23f;
+  const float z = fma_f64(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = fma_f64(-n, 0x1.7f7d1cp-20f, fma_f64(-n, 0x1.62e4p-1f, x));
+  if (n > 192.0f || n < -192.0f) return n <= 0.0f ? 0.0f : std::numeric_limits<float>::infinity();
+  const float u = b * b;
+  const float j = fma_f64(
+      fma_f64(fma_f64(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fma_f64(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)), u,
+      fma_f64(0x1.ffffecp-1f, b, 1.0f));
+  const int k = static_cast<int>(n), half = k / 2;  // two exact scalings, one rounding (as vscalefps)
+  return (j * pow2(half)) * pow2(k - half);
+}
+
+// ggml_vec_swiglu_f32's silu for element i of a row of n_ff values: the vector exp for the whole groups of
+// 16, libm's for the rest (ggml_silu_f32).
+float swiglu_silu(float x, int64_t i, int64_t n_ff) {
+  if (i < n_ff - n_ff % 16) return x / (1.0f + ggml_vector_expf(0.0f - x));
+  return silu(x);
+}
+
 // ggml_scale, ggml_tanh, ggml_scale; tanh in double rounded to f32 (the wasm build has no tanhf).
 void softcap(float* logits, int n, float cap) {
   const float inv_cap = 1.0f / cap;
@@ -443,6 +484,7 @@ void mlp(ThreadPool& pool, const LlamaWeights& w, const LlamaLayer& l, LlamaCont
                              {l.ffn_up.dtype, l.ffn_up.data, l.ffn_up.rows, up}};
   linear_shared_x(pool, jobs, 2, l.ffn_gate.cols, h, n, ctx.linear_scratch);
   const bool gelu = w.hp.ffn_activation == FfnActivation::Gelu;
+  const int64_t n_ff = l.ffn_gate.rows;
   if (n == 1) {  // decode: the activation is computed by the threads of ffn_down's pass, each on its share
     linear_filled_x(
         pool, l.ffn_down.dtype, l.ffn_down.data, l.ffn_down.rows, l.ffn_down.cols, gate,
@@ -450,7 +492,7 @@ void mlp(ThreadPool& pool, const LlamaWeights& w, const LlamaLayer& l, LlamaCont
           if (gelu) {
             for (int64_t i = begin; i < end; ++i) gate[i] = gelu_f16_lookup(w.gelu_f16, gate[i]) * up[i];
           } else {
-            for (int64_t i = begin; i < end; ++i) gate[i] = silu(gate[i]) * up[i];
+            for (int64_t i = begin; i < end; ++i) gate[i] = swiglu_silu(gate[i], i, n_ff) * up[i];
           }
         },
         out, ctx.linear_scratch);
@@ -464,7 +506,8 @@ void mlp(ThreadPool& pool, const LlamaWeights& w, const LlamaLayer& l, LlamaCont
     if (w.hp.ffn_activation == FfnActivation::Gelu) {
       for (size_t i = begin; i < end; ++i) gate[i] = gelu_f16_lookup(w.gelu_f16, gate[i]) * up[i];
     } else {
-      for (size_t i = begin; i < end; ++i) gate[i] = silu(gate[i]) * up[i];
+      for (size_t i = begin; i < end; ++i)
+        gate[i] = swiglu_silu(gate[i], static_cast<int64_t>(i) % n_ff, n_ff) * up[i];
     }
   });
   matmul(pool, l.ffn_down, gate, n, out, ctx.linear_scratch);
