@@ -346,7 +346,8 @@ const float* sotto_tts_speak(SottoTts* tts, const char* voice, size_t voice_byte
 size_t sotto_tts_last_pieces(const SottoTts* tts);
 /* The same audio in chunks as they are made (a voice agent's first sound): begin runs everything of the first
  * piece but its vocoder (the generator, most of the time); each next returns the next chunk, valid until the
- * next call: first_chunk_ms of audio (at least 12.5), then twice the last, piece after piece. next returns null
+ * next call: first_chunk_ms of audio (at least 12.5) after the piece's leading pause, then twice the last, piece
+ * after piece. next returns null
  * with *out_samples 0 once all is given (sotto_tts_last_error "") or on failure (the reason there). Chunks
  * joined are sotto_tts_speak's audio up to the generator's per-window normalisation (models/tts/kokoro.h). */
 int32_t sotto_tts_stream_begin(SottoTts* tts, const char* voice, size_t voice_bytes, const char* phonemes,

@@ -38,8 +38,11 @@ after(async () => {
   server?.close();
 });
 
-test('a spoken question gets a spoken answer (real ASR and TTS in wasm)', { skip, timeout: 240_000 }, async () => {
-  const { page, logs, context } = await openAgent(browser, base, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=24&mic=1`);
+// ?stream=1: the voice played in chunks as the vocoder makes them (tts.stream's { chunks }); the same checks, and
+// what was heard is the reply's sentences whole (every chunk of each played).
+for (const [name, query] of [['', ''], [' (the voice streamed in chunks)', '&stream=1']])
+test(`a spoken question gets a spoken answer (real ASR and TTS in wasm)${name}`, { skip, timeout: 240_000 }, async () => {
+  const { page, logs, context } = await openAgent(browser, base, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=24&mic=1${query}`);
   try {
     await waitReady(page, 120_000);
     await page.waitForFunction(() => window.sottoAgent.turns.some((t) => t.stages?.first_sound_ms > 0), null, { timeout: 180_000, polling: 250 });
@@ -60,6 +63,11 @@ test('a spoken question gets a spoken answer (real ASR and TTS in wasm)', { skip
     assert.ok(t.longestStallMs < Math.max(1000, synthesisMs * 0.75), `the page's thread stalled ${t.longestStallMs} ms (synthesis ${synthesisMs} ms)`);
     console.log(`heard ${JSON.stringify(t.user.slice(0, 60))}; replied ${JSON.stringify(t.reply.slice(0, 60))}; ` +
                 `ms from end of speech: ${JSON.stringify(st)}; first piece ${JSON.stringify(t.firstPiece)}; longest stall ${t.longestStallMs} ms`);
+    if (query) {
+      await page.waitForFunction(() => window.sottoAgent.turns.some((x) => x.stages?.first_sound_ms > 0 && x.heard !== undefined && x.stages.reply_done_ms > 0), null, { timeout: 120_000, polling: 250 });
+      const done = (await page.evaluate(() => window.sottoAgent.turns)).find((x) => x.stages?.first_sound_ms > 0);
+      assert.ok(done.heard && done.heard.trim().startsWith(t.firstPiece), `heard ${JSON.stringify(done.heard)} starts with the first piece`);
+    }
     assert.deepEqual(logs.filter((l) => !/404|Failed to load resource/.test(l)), []);
   } finally {
     await context.close();

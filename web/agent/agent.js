@@ -60,6 +60,12 @@ const SPECULATE_MS = 190;
 // with its silences, 4 ~1.9 s, 5 ~2.1 s): in one interleaved measurement 3 and 4 words both took 0.8x the time
 // of 5 (bench/results/agent-speculate-2026-12-04.md), and 3 cuts phrases more often ("The sky is | blue").
 const FIRST_WORDS = 4;
+// ?stream=1: each sentence is vocoded and played in chunks (tts.stream's { chunks }), the first FIRST_CHUNK_MS
+// of audio as soon as the text side, the decoder and that window of the generator have run (the generator is
+// ~85 % of a piece in wasm). The chunks are normalised window by window, so they are close to the whole
+// sentence's audio but not the same (models/tts/kokoro.h); off by default until that is exact.
+const STREAM_VOICE = false;
+const FIRST_CHUNK_MS = 300;
 // The language model yields to the voice: once the first piece is written, its token loop pauses until that
 // piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
 // the reply is written while the first piece plays).
@@ -95,6 +101,8 @@ function loadSettings() {
   s.yieldToVoice = params.has('yield') ? params.get('yield') !== '0' : YIELD_TO_VOICE;
   s.speculateMs = params.has('speculate') ? Number(params.get('speculate')) : SPECULATE_MS;
   s.trim = params.get('trim') !== '0';
+  s.streamVoice = params.has('stream') ? params.get('stream') !== '0' : STREAM_VOICE;
+  s.firstChunkMs = params.has('firstChunk') ? Number(params.get('firstChunk')) : FIRST_CHUNK_MS;
   s.echoGain = Number(params.get('echo') ?? 0);
   s.echoDelayMs = Number(params.get('echoDelay') ?? 60);
   s.echoGate = params.get('echoGate') !== '0';
@@ -597,6 +605,12 @@ async function ensurePlayer() {
       s.clipAudio.delete(id);
       if (clip) s.echoRef.add(at, clip.audio, clip.rate);
       const t = s.turn;
+      if (t && t.clipIds.has(id) && clip) {
+        // Silence the voice did not mean: a clip (a sentence, or a chunk of one) that starts after the one before
+        // has run out, because synthesis fell behind playback (the worklet reports starts to a few ms).
+        if (t.voiceEnd !== undefined && at > t.voiceEnd + 20) t.voiceGapMs = (t.voiceGapMs ?? 0) + (at - t.voiceEnd);
+        t.voiceEnd = Math.max(at, t.voiceEnd ?? 0) + (clip.audio.length / clip.rate) * 1000;
+      }
       if (t && t.clipIds.has(id) && !t.tl.firstSound) {
         // The first audible sample: the clip's start plus the silence it opens with.
         t.tl.firstSound = at + (clip?.leadMs ?? 0);
@@ -684,7 +698,7 @@ async function runTurn(text, tl) {
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
     prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null, ...asrOf(tl),
     writingPausedMs: turn.pausedAt ? Math.round((turn.resumedAt ?? now()) - turn.pausedAt) : null,
-    longestStallMs: Math.round(s.longestStall),
+    longestStallMs: Math.round(s.longestStall), voiceGapMs: Math.round(turn.voiceGapMs ?? 0),
   };
   agent.turns.push(record);
   const meta = document.createElement('span');
@@ -729,12 +743,14 @@ async function speak(turn, queue) {
     const voice = $('set-voice').value || undefined;
     let i = 0;
     // tts.stream voices an async iterable sentence by sentence; a module with only speak() gets one call each.
-    const clips = s.tts.stream ? s.tts.stream(queue, { voice }) : (async function* () {
+    const chunks = settings.streamVoice ? { firstChunkMs: settings.firstChunkMs } : false;
+    const clips = s.tts.stream ? s.tts.stream(queue, { voice, chunks }) : (async function* () {
       for await (const text of queue) yield { ...(await s.tts.speak(text, { voice })), text };
     })();
     // A barge-in does not wait for the piece being synthesised (seconds in the worker): the loop leaves at once,
     // the worker's result is dropped, and the next turn's recognition and language model start meanwhile.
     const it = clips[Symbol.asyncIterator]();
+    let sentence = null;  // the sentence being played: { text, clips: [done promises], sounding }
     for (;;) {
       const pending = it.next();
       pending.catch(() => {});  // a dropped piece's failure is nobody's error; a live one's is thrown by the race
@@ -744,26 +760,52 @@ async function speak(turn, queue) {
         break;
       }
       const clip = next.value;
-      resumeWriting(turn);
-      const text = clip.text ?? turn.sentences[i];
-      i++;
-      // Without the voice's silence in front (and behind a clause that the next piece continues).
-      const clause = !/[.!?…]["')\]]*\s*$/.test(text ?? '');
-      const { samples: audio, leadMs } = settings.trim ? trimSilence(clip.audio, clip.sampleRate, { tailMs: clause ? 60 : null })
-        : trimSilence(clip.audio, clip.sampleRate, { leadMs: Infinity });
+      const chunked = clip.chunk !== undefined;
+      // The writing resumes when the first piece is wholly synthesised (its last chunk), not at its first sound:
+      // the rest of its vocoding would compete with the language model.
+      if (!chunked || clip.last) resumeWriting(turn);
+      if (!chunked || clip.chunk === 0) {
+        sentence = { text: clip.text ?? turn.sentences[i], clips: [], sounding: false };
+        i++;
+        played.push(sentence);
+      }
+      // Without the voice's silence in front (and behind a clause that the next piece continues). A chunked
+      // sentence trims its front until its first sound (a first chunk of silence only is skipped) and its tail
+      // on its last chunk.
+      const clause = !/[.!?…]["')\]]*\s*$/.test(sentence.text ?? '');
+      const lastOfSentence = !chunked || clip.last;
+      let audio = clip.audio, leadMs = 0;
+      if (settings.trim) {
+        const tailMs = lastOfSentence && clause ? 60 : null;
+        if (!sentence.sounding) {
+          const t = trimSilence(audio, clip.sampleRate, { tailMs });
+          if (t.samples === audio && t.leadMs === 0 && chunked && !clip.last) continue;  // silence only
+          ({ samples: audio, leadMs } = t);
+        } else if (tailMs !== null) {
+          ({ samples: audio } = trimSilence(audio, clip.sampleRate, { leadMs: Infinity, tailMs }));
+        }
+      } else if (!sentence.sounding) {
+        ({ samples: audio, leadMs } = trimSilence(audio, clip.sampleRate, { leadMs: Infinity }));
+      }
+      sentence.sounding = true;
       const { id, done } = s.player.play(audio, clip.sampleRate);
       s.clipAudio.set(id, { audio, rate: clip.sampleRate, leadMs });
       turn.clipIds.add(id);
-      played.push(done.then((r) => ({ text, r })));
+      sentence.clips.push(done);
     }
   } catch (e) {
     addMessage('system', fail('speech synthesis', e));
   } finally {
     resumeWriting(turn);
   }
-  for (const { text, r } of await Promise.all(played)) {
-    const part = heardPart(speakable(text ?? ''), r.played / Math.max(r.total, 1e-9));
-    if (part) turn.heard.push(r.complete ? text : part);
+  // What was heard of each sentence: the share of its audio (all its chunks) that played.
+  for (const { text, clips } of played) {
+    const rs = await Promise.all(clips);
+    if (!rs.length) continue;
+    const total = rs.reduce((n, r) => n + r.total, 0), heard = rs.reduce((n, r) => n + r.played, 0);
+    const complete = rs.every((r) => r.complete);
+    const part = heardPart(speakable(text ?? ''), heard / Math.max(total, 1e-9));
+    if (part) turn.heard.push(complete ? text : part);
   }
 }
 

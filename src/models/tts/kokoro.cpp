@@ -274,6 +274,7 @@ Status check_piece(std::span<const int64_t> ids, std::span<const float> style, f
 // Everything before the generator, for the whole piece: the decoder's output and the source's spectrum.
 struct KokoroFront {
   nn::Tensor style, decoded, har;
+  int64_t lead_frames = 0;  // the leading pad's aligned frames: the pause before the piece's first phoneme
 };
 
 Result<KokoroFront> kokoro_front(nn::Context& ctx, const KokoroWeights& w, std::span<const int64_t> ids,
@@ -318,7 +319,7 @@ Result<KokoroFront> kokoro_front(nn::Context& ctx, const KokoroWeights& w, std::
   if (trace != nullptr) {
     *trace = {bert, d, ctx.from_floats({t}, sums), en, f0, noise, t_en, asr, decoded, source, har, durations};
   }
-  return KokoroFront{style_t, decoded, har};
+  return KokoroFront{style_t, decoded, har, durations.empty() ? 0 : durations.front()};
 }
 
 }  // namespace
@@ -344,7 +345,10 @@ Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& 
   if (stage_ms != nullptr) *stage_ms += ms;
   KokoroStream s;
   s.frames = front.decoded.dim(1);
-  s.chunk = std::max<int64_t>(1, first_chunk_frames);
+  // Counted from the first phoneme: the leading pad's frames (~0.3 s of near-silence, 2 decoded frames per
+  // aligned one) would otherwise fill a short first chunk, and the first sound would wait for the second.
+  s.lead = 2 * front.lead_frames;
+  s.chunk = std::max<int64_t>(1, first_chunk_frames) + s.lead;
   s.decoded = std::move(front.decoded);
   s.har = std::move(front.har);
   s.style = std::move(front.style);

@@ -224,12 +224,14 @@ struct KokoroStream {
   int64_t frames = 0;       // decoded frames, 2F
   int64_t next = 0;         // the first decoded frame not yet given out
   int64_t chunk = 0;        // the next chunk's length in decoded frames
+  int64_t lead = 0;         // decoded frames of the piece's leading pause (the first chunk has them too)
   std::vector<float> tail;  // the last chunk's audio just past its end, faded out into the next chunk
   bool done() const { return next >= frames; }
 };
 
 // Validates like kokoro_speak, runs the text side, the prosody, the decoder and the harmonic source.
-// first_chunk_frames: the first chunk's decoded frames (at least 1; 32 = 0.4 s of audio).
+// first_chunk_frames: the first chunk's decoded frames (at least 1; 32 = 0.4 s of audio) after the piece's
+// leading pause (the pad's frames, ~0.3 s of near-silence, come in the first chunk too).
 Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& w,
                                          std::span<const int64_t> ids, std::span<const float> style,
                                          float speed, int64_t first_chunk_frames,
