@@ -21,7 +21,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import { loadLlama } from '../../tools/llama_reference.mjs';
-import { FIRST_STEP_TOLERANCE, N_GENERATE, REAL_MODELS, cases, nearTieMatch, reference } from '../../tools/real_models.mjs';
+import { FIRST_STEP_TOLERANCE, NEAR_TIE, N_GENERATE, REAL_MODELS, cases, nearTieMatch, reference } from '../../tools/real_models.mjs';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const nativeCli = process.env.SOTTO_CLI ?? `${repo}build/bin/sotto`;
@@ -148,7 +148,23 @@ test('lab page: the default model is offered with its reason, loads, and writes 
     assert.match(result.info, /qwen2\.5-coder-0\.5b-instruct-q4_k_m\.gguf: qwen2, 24 layers/);
     const native = JSON.parse(execFileSync(nativeCli, ['generate', '-m', defaultModel, '-p', prompt, '-n', '16', '--greedy', '--json'],
                                            { encoding: 'utf8' }));
-    assert.deepEqual(result.ids, native.ids, 'lab page (wasm) vs native CLI');
+    // Token for token, or until a near tie of native's (top-2 margin below NEAR_TIE, the bound the tests against
+    // llama.cpp use), where the page's token must be native's second choice: native x86 follows llama.cpp's
+    // order of sums for q4_0/q8_0 and its activation quantizer, the wasm build its own order for the K-quants.
+    // On "The capital of France is" they part at step 2, where native's margin is 0.106 and llama.cpp's 0.008
+    // (native keeps llama.cpp's token; wasm takes its second, as both builds did before).
+    const at = native.ids.findIndex((id, i) => result.ids[i] !== id);
+    if (at !== -1) {
+      const step = JSON.parse(execFileSync(nativeCli, ['generate', '-m', defaultModel, '--prompt-ids',
+        JSON.stringify([...native.prompt_ids, ...native.ids.slice(0, at)]), '-n', '1', '--greedy', '--json', '--top-logprobs', '2'],
+      { encoding: 'utf8' }));
+      const [best, second] = step.top_logprobs;
+      assert.equal(best.id, native.ids[at], `native's step ${at} again`);
+      assert.ok(result.ids[at] === second.id && best.logprob - second.logprob < NEAR_TIE,
+                `lab page (wasm) vs native CLI part at step ${at}: ${result.ids[at]} against ${best.id} (native margin ` +
+                `${(best.logprob - second.logprob).toFixed(4)} over ${second.id}); wasm ${JSON.stringify(result.ids)}, native ${JSON.stringify(native.ids)}`);
+      t.diagnostic(`lab page: native's tokens for ${at} steps, then native's near tie (margin ${(best.logprob - second.logprob).toFixed(4)})`);
+    }
     t.diagnostic(`lab page: ${result.info}`);
   } finally {
     await browser.close();
