@@ -7,7 +7,7 @@
 // microphone's own capture latency (a few ms on the fake device) is outside what the page can see.
 // Run: node --test tests/web/agent_bargein.test.mjs
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -16,7 +16,7 @@ import { chromium } from 'playwright-core';
 
 import { startServer } from '../../web/serve.mjs';
 import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, repo, skipReason, waitReady } from './agent_support.mjs';
+import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, repo, skipReason, waitReady, writeWav } from './agent_support.mjs';
 
 const skip = skipReason();
 const BOUND_MS = 150;
@@ -46,22 +46,6 @@ function clipWithSilence(speech, silenceMs, out) {
   throw new Error(`${speech}: no speech onset found`);
 }
 
-function writeWav(out, pcm) {
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + pcm.length, 4);
-  header.write('WAVEfmt ', 8);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(16000, 24);
-  header.writeUInt32LE(32000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36);
-  header.writeUInt32LE(pcm.length, 40);
-  writeFileSync(out, Buffer.concat([header, pcm]));
-}
 
 before(async () => {
   if (skip) return;

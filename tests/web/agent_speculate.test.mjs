@@ -9,7 +9,7 @@
 //     both halves and ends within the endpoint's silence of the segment's end).
 // Run: node --test tests/web/agent_speculate.test.mjs
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -20,7 +20,7 @@ import { Engine } from '../../web/engine.js';
 import { Vad } from '../../web/vad.js';
 import { startServer } from '../../web/serve.mjs';
 import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, repo, skipReason, wasmDir } from './agent_support.mjs';
+import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, repo, skipReason, wasmDir, writeWav } from './agent_support.mjs';
 import { readWav16 } from './vad_support.mjs';
 
 const skip = skipReason();
@@ -88,21 +88,8 @@ function pausedClip(dir, pauseMs) {
   const pcm = (x) => Math.max(-32768, Math.min(32767, Math.round(x * 32768)));
   for (let i = 0; i < cut; i++) out[i] = pcm(samples[i]);
   for (let i = cut; i < samples.length; i++) out[i + pause] = pcm(samples[i]);
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + out.byteLength, 4);
-  header.write('WAVEfmt ', 8);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(16000, 24);
-  header.writeUInt32LE(32000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36);
-  header.writeUInt32LE(out.byteLength, 40);
   const path = join(dir, `capital-pause-${pauseMs}.wav`);
-  writeFileSync(path, Buffer.concat([header, Buffer.from(out.buffer)]));
+  writeWav(path, Buffer.from(out.buffer));
   return path;
 }
 

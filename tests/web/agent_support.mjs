@@ -1,7 +1,7 @@
 // What the agent page's tests share: building the one-file page once, opening it with every request recorded
 // and checked against what the page may ask for, and waiting for it to be ready.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -66,4 +66,22 @@ export function assertOnlyAllowed(requests, base) {
   const origin = new URL(base).origin;
   const bad = requests.filter((u) => !allowedRequest(u, origin));
   assert.deepEqual(bad, [], 'the page requested something other than itself and the model files');
+}
+
+// A 16 kHz mono 16-bit WAV of the given PCM bytes (a fake microphone's clip).
+export function writeWav(out, pcm) {
+  const header = Buffer.alloc(44);
+  header.write('RIFF', 0);
+  header.writeUInt32LE(36 + pcm.length, 4);
+  header.write('WAVEfmt ', 8);
+  header.writeUInt32LE(16, 16);
+  header.writeUInt16LE(1, 20);
+  header.writeUInt16LE(1, 22);
+  header.writeUInt32LE(16000, 24);
+  header.writeUInt32LE(32000, 28);
+  header.writeUInt16LE(2, 32);
+  header.writeUInt16LE(16, 34);
+  header.write('data', 36);
+  header.writeUInt32LE(pcm.length, 40);
+  writeFileSync(out, Buffer.concat([header, pcm]));
 }
