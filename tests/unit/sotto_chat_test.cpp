@@ -161,12 +161,20 @@ TEST(SottoChat, FullContextDropsTheOldestTurnsAndGoesOn) {
   for (const char* line :
        {"Once upon a time", "The dog ran", "The cat sat", "Lily went", "Tom and Sue", "One day"}) {
     const std::vector<int32_t> ids = tokenize_turn(chat.get(), nullptr, line, conversation.empty(), true);
+    SottoTimings before{};
+    ASSERT_EQ(sotto_llm_timings(chat.get(), &before), SOTTO_OK);
     ASSERT_EQ(sotto_llm_begin(chat.get(), ids.data(), ids.size(), &s, nullptr, 0, !conversation.empty()),
               SOTTO_OK)
         << sotto_llm_last_error(chat.get());
     conversation.insert(conversation.end(), ids.begin(), ids.end());
     SottoTimings t{};
     ASSERT_EQ(sotto_llm_timings(chat.get(), &t), SOTTO_OK);
+    // A begin that dropped turns moved the positions before it: rolling back to one of them is refused (and
+    // changes nothing: the reply below is still checked).
+    if (t.n_dropped > dropped_before) {
+      EXPECT_EQ(sotto_llm_rollback(chat.get(), std::min(before.n_past, t.n_past)), SOTTO_ERROR_ARGUMENT);
+      EXPECT_NE(std::string(sotto_llm_last_error(chat.get())).find("dropped old turns"), std::string::npos);
+    }
     // What the cache holds: BOS, then everything after the dropped tokens.
     std::vector<int32_t> kept(conversation.begin(), conversation.begin() + 1);
     kept.insert(kept.end(), conversation.begin() + 1 + t.n_dropped, conversation.end());
