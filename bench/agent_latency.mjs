@@ -17,11 +17,12 @@
 // --speculate MS: the pause after which the page transcribes a segment before its endpoint (0: off; the page's
 // default otherwise); --trim 0: the voice's clips keep the silence Kokoro puts around them (the first sound is
 // the first audible sample either way); --stream 1: the voice is vocoded and played in chunks, the first of
-// --first-chunk MS of audio (Kokoro's leading silence included).
+// --first-chunk MS of audio (Kokoro's leading silence included); --prefill 0: no speculative prefill (the page
+// prefills the speculative transcript's turn during the pause by default).
 // Without clips: the eight short spoken questions of bench/data/questions/ (bench/make_questions.mjs: our
 // Kokoro, eight voices); tests/fixtures/audio/beckett.wav and sample.wav are longer (10-12 s, several sentences).
 //
-//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--stream 0|1] [--first-chunk MS] [CLIP.wav...]
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--stream 0|1] [--first-chunk MS] [--prefill 0|1] [CLIP.wav...]
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -39,11 +40,11 @@ const { values: opts, positionals: clips } = parseArgs({
     profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
     tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
     first: { type: 'string' }, 'llm-threads': { type: 'string' }, yield: { type: 'string' }, 'asr-threads': { type: 'string' },
-    speculate: { type: 'string' }, trim: { type: 'string' }, stream: { type: 'string' }, 'first-chunk': { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    speculate: { type: 'string' }, trim: { type: 'string' }, stream: { type: 'string' }, 'first-chunk': { type: 'string' }, prefill: { type: 'string' }, help: { type: 'boolean', short: 'h' },
   },
 });
 if (opts.help) {
-  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--stream 0|1] [--first-chunk MS] [CLIP.wav...]');
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--stream 0|1] [--first-chunk MS] [--prefill 0|1] [CLIP.wav...]');
   process.exit(0);
 }
 if (!clips.length) {
@@ -86,6 +87,7 @@ async function runClip(clip, base, profileDir) {
     if (opts.trim !== undefined) q.set('trim', opts.trim);
     if (opts.stream !== undefined) q.set('stream', opts.stream);
     if (opts['first-chunk'] !== undefined) q.set('firstChunk', opts['first-chunk']);
+    if (opts.prefill !== undefined) q.set('prefill', opts.prefill);
     // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.
     const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);
     if (model) q.set('model', model);
@@ -114,7 +116,7 @@ async function runClip(clip, base, profileDir) {
       // The page's thread: the longest it went without running a 50 ms timer during the turn (ASR or TTS on it
       // blocks it for seconds; in their workers only the page's own work remains).
       prefill_ms: voice?.prefillMs === null || voice?.prefillMs === undefined ? null : Math.round(voice.prefillMs), reused_cache: voice?.reusedCache ?? null,
-      first_piece: voice?.firstPiece ?? null, speculative_asr: voice?.speculativeAsr ?? null, writing_paused_ms: voice?.writingPausedMs ?? null, longest_stall_ms: voice?.longestStallMs ?? null, voice_gap_ms: voice?.voiceGapMs ?? null, speech_workers: agent.speechWorkers ?? null,
+      first_piece: voice?.firstPiece ?? null, speculative_asr: voice?.speculativeAsr ?? null, speculative_prefill: voice?.speculativePrefill ?? null, writing_paused_ms: voice?.writingPausedMs ?? null, longest_stall_ms: voice?.longestStallMs ?? null, voice_gap_ms: voice?.voiceGapMs ?? null, speech_workers: agent.speechWorkers ?? null,
       typed: typed && { question: typed.user, reply: typed.reply, stages: typed.stages, decode_tokens_per_s: typed.decodeTokensPerS },
     };
   } finally {
@@ -140,7 +142,7 @@ try {
       const st = Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ');
       console.log(`${clip}: ${t.seconds.toFixed(1)} s, ${t.segments} segment(s) on ${t.device}; transcript ${t.transcript === null ? '(no speech recognition in this build)' : JSON.stringify(t.transcript)}`);
       console.log(`  reply ${t.reply === null ? '-' : JSON.stringify(t.reply)}; voice to voice ${t.voice_to_voice_ms ?? '- (needs speech recognition and synthesis)'}; stages (ms from end of speech): ${st || '-'}`);
-      console.log(`  first piece spoken ${JSON.stringify(t.first_piece)}; writing paused ${t.writing_paused_ms ?? '-'} ms; prefill ${t.prefill_ms ?? '-'} ms (cache reused: ${t.reused_cache}); longest stall of the page's thread ${t.longest_stall_ms ?? '-'} ms; gaps in the voice ${t.voice_gap_ms ?? '-'} ms; recognised during the pause: ${t.speculative_asr}; speech in workers ${JSON.stringify(t.speech_workers)}`);
+      console.log(`  first piece spoken ${JSON.stringify(t.first_piece)}; writing paused ${t.writing_paused_ms ?? '-'} ms; prefill ${t.prefill_ms ?? '-'} ms (cache reused: ${t.reused_cache}); longest stall of the page's thread ${t.longest_stall_ms ?? '-'} ms; gaps in the voice ${t.voice_gap_ms ?? '-'} ms; recognised during the pause: ${t.speculative_asr}; prefilled during it: ${t.speculative_prefill}; speech in workers ${JSON.stringify(t.speech_workers)}`);
       if (t.typed) console.log(`  typed ${JSON.stringify(t.typed.question)}: ${Object.entries(t.typed.stages).map(([k, v]) => `${k} ${v}`).join(', ')}; ${t.typed.decode_tokens_per_s?.toFixed(1)} tokens/s; ${JSON.stringify(t.typed.reply)}`);
     }
   }

@@ -13,7 +13,10 @@
 // transcript + prefill + the first piece's tokens + its synthesis. As the page does, recognition starts
 // speculatively once the segment has speculate_ms of silence: when the endpoint follows with nothing but
 // silence, the transcript was ready at that point plus the recognition's time (or at the endpoint, if
-// sooner), which is where the later stages start.
+// sooner), which is where the later stages start. The speculative transcript's chat turn is prefilled then
+// too (--speculative-prefill 1, the default, as the page): a confirmed transcript goes straight to writing,
+// ready at the speculation's point plus recognition plus prefill; a dropped one is rolled back
+// (sotto_llm_rollback) to before the turn, so the conversation in the cache is as if it had never run.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -57,12 +60,13 @@ struct Options {
       vad_path;  // default: first of models/silero_vad_v5.1.onnx, tests/fixtures/vad/silero_vad_v5.1.onnx
   std::string system = kSystemPrompt;
   bool json = false;
-  bool warm_up = true;        // the page's warm-up (warmup=0 there turns it off)
-  int max_tokens = 160;       // the page's default
-  int ctx = 4096;             // the page's default context
-  int first_words = 4;        // the page's FIRST_WORDS
-  double endpoint_ms = 560;   // the page's ENDPOINT_MS (the segmenter's redemption time)
-  double speculate_ms = 190;  // the page's SPECULATE_MS (0: recognition only at the endpoint)
+  bool warm_up = true;              // the page's warm-up (warmup=0 there turns it off)
+  int max_tokens = 160;             // the page's default
+  int ctx = 4096;                   // the page's default context
+  int first_words = 4;              // the page's FIRST_WORDS
+  double endpoint_ms = 560;         // the page's ENDPOINT_MS (the segmenter's redemption time)
+  double speculate_ms = 190;        // the page's SPECULATE_MS (0: recognition only at the endpoint)
+  bool speculative_prefill = true;  // the page's SPECULATIVE_PREFILL (?prefill=0 there)
   int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 };
 
@@ -114,6 +118,10 @@ std::string parse_options(std::span<char* const> args, Options& o) {
       auto v = cursor.number(a, 0, 5000);
       if (!v) return v.message();
       o.speculate_ms = *v;
+    } else if (a == "--speculative-prefill") {
+      int v = 1;
+      bad = whole(v, 0, 1);
+      o.speculative_prefill = v != 0;
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--no-warm-up") {
@@ -151,6 +159,7 @@ struct Turn {
          first_sound_ms = -1, reply_done_ms = 0;
   double prefill_ms = 0, decode_tokens_per_s = 0, synthesis_ms = 0, audio_s = 0;
   bool speculative = false;  // transcribed during the endpoint's pause
+  bool prefilled = false;    // ... and its chat turn prefilled then
   int prompt_tokens = 0, reply_tokens = 0;
   std::string transcript, reply, first_piece, stop;
   std::vector<std::string> pieces;
@@ -272,11 +281,55 @@ Result<std::string> transcribe(Pipeline& p, std::span<const float> speech) {
   return text ? text->text : std::string();
 }
 
-// A transcript made during the endpoint's pause: its text, and when it was ready (ms from the end of speech).
+// A transcript made during the endpoint's pause: its text, and when it was ready (ms from the end of speech);
+// with its chat turn prefilled (held before its first token), where the cache was before it and the prefill's
+// time (run after the recognition, in the same pause).
 struct Speculation {
   std::string text;
   double asr_ms = 0, ready_ms = 0;
+  bool prefilled = false;
+  int32_t n_past_before = 0;
+  double prefill_ms = 0;
 };
+
+// The chat turn for `transcript`: its prompt (the system prompt on the first turn) and its prefill.
+Status begin_turn(const Options& o, Pipeline& p, const std::string& transcript) {
+  const int32_t reply_closed = p.first_turn ? 0 : sotto_llm_reply_closed(p.llm);
+  auto ids = tokenize_turn(p.llm, &o.system, transcript, p.first_turn, reply_closed != 0);
+  if (!ids) return error("agent: ", ids.message());
+  SottoSampling sampling;
+  sotto_sampling_defaults(&sampling);  // greedy: the same reply on every run
+  sampling.max_new_tokens = o.max_tokens;
+  if (sotto_llm_begin(p.llm, ids->data(), ids->size(), &sampling, nullptr, 0, p.first_turn ? 0 : 1) !=
+      SOTTO_OK)
+    return error("agent: ", sotto_llm_last_error(p.llm));
+  return {};
+}
+
+bool has_words(const std::string& text) {
+  return text.find_first_not_of(" \t\n") != std::string::npos;
+}
+
+// Prefills the speculation's turn now (the page's startPrefill).
+Status prefill_speculation(const Options& o, Pipeline& p, Speculation& spec) {
+  if (!o.speculative_prefill || !has_words(spec.text)) return {};
+  SottoTimings before{};
+  sotto_llm_timings(p.llm, &before);
+  const double t = now_ms();
+  SOTTO_TRY(begin_turn(o, p, spec.text));
+  spec.prefill_ms = now_ms() - t;
+  spec.n_past_before = before.n_past;
+  spec.prefilled = true;
+  return {};
+}
+
+// A speculation not used: its prefilled turn goes, the cache back to before it (the page's dropSpec).
+Status drop_speculation(Pipeline& p, std::optional<Speculation>& spec) {
+  if (spec && spec->prefilled && sotto_llm_rollback(p.llm, spec->n_past_before) != SOTTO_OK)
+    return error("agent: ", sotto_llm_last_error(p.llm));
+  spec.reset();
+  return {};
+}
 
 // One spoken turn: `speech` is the segment's 16 kHz audio; its end was detected just now. `early`: the
 // segment's speculative transcript, when nothing but silence followed it.
@@ -290,29 +343,24 @@ Status run_turn(const Options& o, Pipeline& p, std::span<const float> speech, co
     turn.asr_ms = early->asr_ms;
     turn.transcript_ms = std::max(turn.endpoint_ms, early->ready_ms);
     turn.speculative = true;
-    stage0 = turn.transcript_ms;
+    stage0 = early->prefilled ? std::max(turn.endpoint_ms, early->ready_ms + early->prefill_ms)
+                              : turn.transcript_ms;
   } else {
     SOTTO_ASSIGN(turn.transcript, transcribe(p, speech));
     const double transcribed = now_ms();
     turn.asr_ms = transcribed - t0;
     turn.transcript_ms = since(transcribed);
   }
-  if (turn.transcript.find_first_not_of(" \t\n") == std::string::npos) {
+  if (!has_words(turn.transcript)) {
     turn.reply_done_ms = turn.transcript_ms;
     turn.stop = "no words heard";
     return {};
   }
 
-  // The reply: the turn's prompt (the system prompt on the first turn), prefill, then token by token.
-  const int32_t reply_closed = p.first_turn ? 0 : sotto_llm_reply_closed(p.llm);
-  auto ids = tokenize_turn(p.llm, &o.system, turn.transcript, p.first_turn, reply_closed != 0);
-  if (!ids) return error("agent: ", ids.message());
-  SottoSampling sampling;
-  sotto_sampling_defaults(&sampling);  // greedy: the same reply on every run
-  sampling.max_new_tokens = o.max_tokens;
-  if (sotto_llm_begin(p.llm, ids->data(), ids->size(), &sampling, nullptr, 0, p.first_turn ? 0 : 1) !=
-      SOTTO_OK)
-    return error("agent: ", sotto_llm_last_error(p.llm));
+  // The reply: the turn's prompt (the system prompt on the first turn), prefill (already done during the pause
+  // when the speculation's was), then token by token.
+  turn.prefilled = early && early->prefilled;
+  if (!turn.prefilled) SOTTO_TRY(begin_turn(o, p, turn.transcript));
   p.first_turn = false;
 
   text::ReplySplitter split(static_cast<size_t>(o.first_words));
@@ -348,7 +396,8 @@ Status run_turn(const Options& o, Pipeline& p, std::span<const float> speech, co
   turn.reply_done_ms = since(now_ms());
   SottoTimings timings{};
   sotto_llm_timings(p.llm, &timings);
-  turn.prefill_ms = timings.prefill_ms;
+  // A prefilled turn's prefill_ms counts its wait for the endpoint too: its own time is the speculation's.
+  turn.prefill_ms = turn.prefilled ? early->prefill_ms : timings.prefill_ms;
   turn.decode_tokens_per_s = timings.decode_tokens_per_s;
   turn.prompt_tokens = timings.n_prompt;
   turn.reply_tokens = timings.n_generated;
@@ -381,8 +430,8 @@ std::string turn_json(const Options& o, const Turn& t) {
       ",\"voice_to_voice_ms\":", t.first_sound_ms >= 0 ? cat(stage(t.first_sound_ms)) : std::string("null"),
       ",\"stages\":", stages, ",\"first_piece\":", json_quote(t.first_piece), ",\"pieces\":", pieces,
       ",\"stop\":", json_quote(t.stop), ",\"speculative_asr\":", t.speculative ? "true" : "false",
-      ",\"prompt_tokens\":", t.prompt_tokens, ",\"reply_tokens\":", t.reply_tokens,
-      ",\"prefill_ms\":", stage(t.prefill_ms),
+      ",\"speculative_prefill\":", t.prefilled ? "true" : "false", ",\"prompt_tokens\":", t.prompt_tokens,
+      ",\"reply_tokens\":", t.reply_tokens, ",\"prefill_ms\":", stage(t.prefill_ms),
       ",\"decode_tokens_per_s\":", std::round(t.decode_tokens_per_s * 10) / 10,
       ",\"synthesis_ms\":", stage(t.synthesis_ms), ",\"reply_audio_s\":", std::round(t.audio_s * 100) / 100,
       "}");
@@ -473,7 +522,8 @@ int run_agent(std::span<char* const> args) {
       vad_ms += now_ms() - t;
       if (prob >= vad_options.negative_threshold) last_speech_frame = static_cast<int64_t>(f);
       silent_run = prob < vad_options.negative_threshold ? silent_run + 1 : 0;
-      if (silent_run == 0) spec.reset();  // speech again: the pause was not the end
+      if (silent_run == 0) status = drop_speculation(p, spec);  // speech again: the pause was not the end
+      if (!status) break;
       if (open && prob >= vad_options.positive_threshold) ++speech_frames;
       if (open && spec_frames && silent_run == spec_frames && speech_frames >= min_speech_frames && !spec) {
         // The segment so far, this frame included, transcribed now; in a live stream the recognition runs
@@ -488,13 +538,14 @@ int run_agent(std::span<char* const> args) {
         }
         const double asr_ms = now_ms() - asr_start;
         spec = Speculation{std::move(*text), asr_ms, spec_frames * frame_ms + asr_ms};
+        if (status = prefill_speculation(o, p, *spec); !status) break;
       }
       event = sotto_vad_segmenter_push(segmenter, prob, &seg);
       if (event == SOTTO_VAD_SPEECH_START) {
         open = true;
         open_from = std::max(closed_at, static_cast<int64_t>(f) - pad_frames);
         speech_frames = 1;
-        spec.reset();
+        if (status = drop_speculation(p, spec); !status) break;
       } else if (event == SOTTO_VAD_SPEECH_END || event == SOTTO_VAD_MISFIRE) {
         open = false;
         closed_at = static_cast<int64_t>(f) + 1;
@@ -522,6 +573,7 @@ int run_agent(std::span<char* const> args) {
     // The speculation stands when the segment is its audio and then only silence (and the input did not end
     // inside the pause: then the segment is cut there).
     const bool early = spec && !input_ended && static_cast<int64_t>(seg.start_frame) == open_from;
+    if (!early && status) status = drop_speculation(p, spec);
     if (status)
       status = run_turn(o, p, std::span<const float>(input).subspan(from, to - from),
                         early ? &*spec : nullptr, turn, wav);

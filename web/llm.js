@@ -68,6 +68,7 @@ export class Llm {
   #handle;
   #conversation = null;  // {system, turns, replyClosed}: what the KV cache holds, when a chat may extend it
   #autoDevice;           // device 'auto': move to the CPU when the GPU is lost
+  #chain = Promise.resolve();  // the chat turn in progress (#chatRun)
 
   constructor(engine, ownEngine, info, autoDevice) {
     this.#engine = engine;
@@ -179,6 +180,10 @@ export class Llm {
 
   // OpenAI-shaped chat: messages [{role: 'system' | 'user' | 'assistant', content}], the last one the user's.
   // stream: true -> an async iterator of chat.completion.chunk objects; otherwise a chat.completion.
+  // speculative: true (with stream) prefills the turn and holds before its first token until the stream's
+  // resume() (the turn is wanted: the reply comes without a prefill's wait) or return() (it is not: the KV
+  // cache is rolled back to before it, and the next chat goes on from the conversation before it). Chats run
+  // one at a time, so a held turn must be resumed or returned before the next one runs.
   chat(messages, options = {}) {
     if (!options.stream) return this.#chatComplete(messages, options);
     return this.#chatStream(messages, options);
@@ -186,8 +191,12 @@ export class Llm {
 
   // A chat turn on whichever device holds the model (#onAnyDevice: after a move the whole conversation is
   // prefilled again on the CPU, as the cache went with the GPU).
+  // Turns run one after the other: a turn's prompt depends on what the one before left in the cache (a held
+  // speculative turn, below, decides that only when it is resumed or rolled back).
   #chatRun(messages, options, onText) {
-    return this.#onAnyDevice(() => this.#chatTurn(messages, options, onText));
+    const run = this.#chain.then(() => this.#onAnyDevice(() => this.#chatTurn(messages, options, onText)));
+    this.#chain = run.catch(() => {});
+    return run;
   }
 
   // The prompt ids of the new turn, and whether they continue what the KV cache holds.
@@ -223,11 +232,26 @@ export class Llm {
 
   async #chatTurn(messages, options, onText) {
     const { system, turns, keepCache, ids } = await this.#chatPrompt(messages);
+    const before = this.#conversation;
     this.#conversation = null;  // until this turn has finished
     const r = await this.#run(ids, keepCache, { ...options, onToken: (text, id) => {
       if (text) onText(text);
       options.onToken?.(text, id);
     } });
+    if (options.speculative && r.stop === 'cancelled' && !r.ids.length) {
+      // A speculative turn given up before its first token: the cache goes back to before its prefill (exactly,
+      // sotto_llm_rollback), so the next turn extends the conversation as if it had never run. Without a kept
+      // cache there is nothing to go back to: the next turn starts afresh.
+      if (keepCache) {
+        try {
+          await this.#engine.call('llmRollback', { handle: this.#handle, nPast: r.nPastBefore });
+          this.#conversation = before;
+        } catch {
+          this.#conversation = null;
+        }
+      }
+      return { ...r, finishReason: 'stop', keepCache, rolledBack: true };
+    }
     // A stop string leaves tokens in the cache past the reply's text: the next turn starts afresh then.
     if (r.stop !== 'stop_string')
       this.#conversation = { system, turns: [...turns, { role: 'assistant', content: r.text }], replyClosed: r.replyClosed };
@@ -263,6 +287,7 @@ export class Llm {
     let failure = null;
     const controller = new AbortController();
     const control = new Int32Array(new SharedArrayBuffer(8));
+    if (options.speculative) Atomics.store(control, 1, 1);  // held after the prefill until resume()
     const push = (c) => {
       queue.push(c);
       wake?.();
@@ -270,7 +295,7 @@ export class Llm {
     this.#chatRun(messages, { ...options, signal: controller.signal, control }, (text) => push(chunk({ content: text }))).then(
       (r) => {
         const last = chunk({}, r.finishReason);
-        last.timings = { prefillMs: r.prefillMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache };
+        last.timings = { prefillMs: r.prefillMs, beginMs: r.beginMs, decodeTokensPerS: r.decodeTokensPerS, reusedCache: r.keepCache, rolledBack: !!r.rolledBack, nPast: r.nPast };
         push(last);
         finished = true;
         wake?.();

@@ -290,6 +290,14 @@ function llmToCpu({ handle }) {
   return { ...info, device: 'cpu' };
 }
 
+// Rolls the model's KV cache back to its first nPast positions (sotto_llm_rollback): a speculatively prefilled
+// turn that is not wanted, undone exactly (nPast: the nPastBefore of the llmGenerate that prefilled it).
+function llmRollback({ handle, nPast }) {
+  const { llm } = model(handle);
+  if (wasm.sotto_llm_rollback(llm, nPast) !== 0) throw new Error(`sotto: ${lastError(llm)}`);
+  return true;
+}
+
 // Tests only: destroys this engine's GPU device, as a driver reset or a lost adapter would.
 async function gpuLoseDevice() {
   const device = gpu.device;
@@ -375,6 +383,14 @@ const BACKEND_CPU = 0;
 const BACKEND_WEBGPU = 1;
 const GPU_ATTENTION_F32 = 1;  // sotto.h SottoGpuOption
 
+function nPastOf(llm) {
+  const timings = wasm.sotto_alloc(sizeOf('SottoTimings'));
+  wasm.sotto_llm_timings(llm, timings);
+  const n = new DataView(memory.buffer, timings, sizeOf('SottoTimings')).getInt32(at('SottoTimings', 'n_past'), true);
+  wasm.sotto_free(timings);
+  return n;
+}
+
 // Prefills `promptIds`, then steps token by token, posting {id, text} for each as progress so the page sees
 // tokens as they come. `cancel` (an Int32Array on a SharedArrayBuffer) set to 1 ends it after the current
 // token. keepCache continues the conversation in the KV cache (the C API carries the last unprocessed token).
@@ -392,8 +408,11 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
       out.topLogprobs = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_top_logprobs(llm, ids, promptIds.length, topLogprobs, len)));
     writeSampling(params, sampling);
     wasm.sotto_llm_set_end_ids(llm, 0, ignoreEos ? 0 : -1);  // ignoreEos: only the length and stop strings end it
+    out.nPastBefore = nPastOf(llm);  // where sotto_llm_rollback undoes this call
+    const t0 = performance.now();
     if (wasm.sotto_llm_begin(llm, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
       throw new Error(`sotto: ${lastError(llm)}`);
+    out.beginMs = performance.now() - t0;  // the prefill on the CPU (prefillMs also counts a held wait after it)
     for (;;) {
       // cancel[1] = 1 (when the page passes two words) holds the loop here, between tokens, until it is 0 again
       // or the call is cancelled: the voice agent gives the cores to the first spoken piece's synthesis.
@@ -576,7 +595,7 @@ function nnCheck({ seed = 0 }) {
   }
 }
 
-const ops = { init, selftest, kernelCheck, attentionCheck, nnCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmTokenizeTurn, llmGenerate,
+const ops = { init, selftest, kernelCheck, attentionCheck, nnCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmTokenizeTurn, llmGenerate, llmRollback,
   ...vadOps(() => ({ wasm, memory, loadIntoWasm })),
   // Kokoro on this pool (web/tts.js with threads > 1): its int8 convs split across the helpers.
   ...ttsOps(() => ({ wasm, memory, loadIntoWasm })) };

@@ -171,6 +171,14 @@ int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const S
  * (EOS and the end-of-turn tokens its vocabulary has, the default); 0 leaves none, so only the length limit
  * and stop strings end it (llama.cpp's ignore_eos, for benchmarks); > 0 uses `ids`. */
 int32_t sotto_llm_set_end_ids(SottoLlm* llm, const int32_t* ids, int32_t n_ids);
+/* Rolls the context back to its first n_past positions (0 <= n_past <= sotto_llm_timings' n_past) and ends the
+ * generation in progress: what ran after n_past is forgotten, and the next sotto_llm_begin with keep_cache = 1
+ * continues from there. Rolled back to where a begin started (n_past as sotto_llm_timings gave just before
+ * it), the context is what it would be had that begin never run, the previous reply's unrun last token
+ * included: a turn prefilled speculatively and then not wanted is undone exactly. Fails (SOTTO_ERROR_ARGUMENT)
+ * past the end, or into positions that the last begin moved when it dropped old turns to make room. Both
+ * backends. */
+int32_t sotto_llm_rollback(SottoLlm* llm, int32_t n_past);
 /* Writes one token (after running the previous one through the model). After the end: done = 1, id = -1.
  * On the GPU in WebAssembly: SOTTO_PENDING while the token is on its way (see the top of this file). */
 int32_t sotto_llm_step(SottoLlm* llm, SottoStep* out);

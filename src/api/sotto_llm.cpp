@@ -66,6 +66,14 @@ struct SottoLlm {
   size_t n_keep = 0;
   std::optional<size_t> first_turn_keep;  // from sotto_llm_tokenize_turn(first_turn), taken by the next begin
   int32_t n_dropped = 0;
+
+  // For sotto_llm_rollback: where the last begin started (the cache's positions then), the unrun token it put
+  // in front of its prompt, whether it dropped old turns (positions before it then moved), and the token a
+  // rollback hands back to the next begin (the carried token of the generation it rolled back to).
+  int begin_at = 0;
+  int32_t begin_carried = sotto::kNoToken;
+  bool begin_dropped = false;
+  int32_t carry = sotto::kNoToken;
 };
 
 namespace {
@@ -230,10 +238,10 @@ std::string ids_json(const std::vector<int32_t>& ids) {
 // back to the prefix and the turns after the dropped ones go in front of `prompt`, to run again at their new
 // positions (recomputing them is exact; re-rotating their cached keys would not be, bit for bit). Returns
 // where the new turn starts among the cache's ids once `prompt` has run.
-size_t make_room(SottoLlm& llm, bool keep_cache, std::vector<int32_t>& prompt, int max_new_tokens) {
+size_t make_room(SottoLlm& llm, bool keep_cache, bool carried_in_front, std::vector<int32_t>& prompt,
+                 int max_new_tokens) {
   std::vector<int32_t>& cache = llm.cache_ids;
-  const size_t carried =
-      keep_cache && llm.generated && llm.generation.result().unprocessed != sotto::kNoToken;
+  const size_t carried = keep_cache && carried_in_front;
   if (!keep_cache) {
     cache.clear();
     llm.turn_starts.clear();
@@ -562,16 +570,25 @@ int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const S
     if (len) options.stop_strings.emplace_back(stops + at, len);
     at += len + 1;
   }
+  for (size_t i = 0; i < n_ids; ++i)
+    if (ids[i] < 0 || ids[i] >= llm->weights.hp.n_vocab)
+      return fail(
+          llm, SOTTO_ERROR_ARGUMENT,
+          cat("llm: token id ", ids[i], " is outside the vocabulary (", llm->weights.hp.n_vocab, ")"));
   std::vector<int32_t> prompt;
-  const int32_t carried = llm->generated ? llm->generation.result().unprocessed : sotto::kNoToken;
-  if (keep_cache && carried != sotto::kNoToken) prompt.push_back(carried);
+  const int32_t carried = !keep_cache      ? sotto::kNoToken
+                          : llm->generated ? llm->generation.result().unprocessed
+                                           : llm->carry;
+  llm->carry = sotto::kNoToken;
+  if (carried != sotto::kNoToken) prompt.push_back(carried);
   if (!keep_cache) llm->model->clear();
   prompt.insert(prompt.end(), ids, ids + n_ids);
-  for (int32_t id : prompt)
-    if (id < 0 || id >= llm->weights.hp.n_vocab)
-      return fail(llm, SOTTO_ERROR_ARGUMENT,
-                  cat("llm: token id ", id, " is outside the vocabulary (", llm->weights.hp.n_vocab, ")"));
-  const size_t turn_start = make_room(*llm, keep_cache != 0, prompt, options.max_new_tokens);
+  const int32_t dropped_before = llm->n_dropped;
+  llm->begin_at = llm->model->n_past();
+  llm->begin_carried = carried;
+  const size_t turn_start =
+      make_room(*llm, keep_cache != 0, carried != sotto::kNoToken, prompt, options.max_new_tokens);
+  llm->begin_dropped = llm->n_dropped != dropped_before;
   llm->prompt_ids.assign(ids, ids + n_ids);
   llm->result_top_logprobs = std::move(llm->pending_top_logprobs);
   llm->pending_top_logprobs.clear();
@@ -586,6 +603,47 @@ int32_t sotto_llm_begin(SottoLlm* llm, const int32_t* ids, size_t n_ids, const S
   llm->cache_ids.insert(llm->cache_ids.end(), prompt.begin(), prompt.end());
   llm->turn_starts.push_back(turn_start);
   llm->generated = true;
+  return SOTTO_OK;
+}
+
+int32_t sotto_llm_rollback(SottoLlm* llm, int32_t n_past) {
+  if (!ready(llm, false, true)) return SOTTO_ERROR_ARGUMENT;
+  const int now = llm->model->n_past();
+  if (n_past < 0 || n_past > now)
+    return fail(llm, SOTTO_ERROR_ARGUMENT,
+                cat("llm: rollback to position ", n_past, ": the cache holds ", now, " positions"));
+  if (llm->begin_dropped && n_past > static_cast<int>(llm->n_keep) && n_past <= llm->begin_at)
+    return fail(
+        llm, SOTTO_ERROR_ARGUMENT,
+        cat("llm: rollback to position ", n_past,
+            ": the last begin dropped old turns to make room, so the positions before it moved (begin "
+            "again without the cache)"));
+  // The record of the conversation takes in the generation's written tokens (all but the one still unrun), as
+  // the next begin would, and the generation is over: what follows n_past is gone.
+  int32_t unrun = sotto::kNoToken;
+  if (llm->generated) {
+    const sotto::GenerateResult& r = llm->generation.result();
+    llm->cache_ids.insert(llm->cache_ids.end(), r.ids.begin(), r.ids.end());
+    if (!r.ids.empty() && r.unprocessed == r.ids.back()) llm->cache_ids.pop_back();
+    unrun = r.unprocessed;
+    llm->generated = false;
+  }
+  // Back to where a begin started: that begin's carried token goes in front of the next one again, so the
+  // cache becomes what it would have been had that begin never run. Back to now: the generation's own.
+  if (n_past == now && llm->cache_ids.size() == static_cast<size_t>(now)) {
+    if (unrun != sotto::kNoToken) llm->carry = unrun;
+  } else {
+    llm->carry = n_past == llm->begin_at ? llm->begin_carried : sotto::kNoToken;
+  }
+  if (llm->cache_ids.size() == static_cast<size_t>(now)) {
+    llm->cache_ids.resize(static_cast<size_t>(n_past));
+    std::erase_if(llm->turn_starts, [&](size_t start) { return start >= static_cast<size_t>(n_past); });
+  } else {  // not a conversation this handle ran: the next begin with the cache starts no record of it
+    llm->cache_ids.clear();
+    llm->turn_starts.clear();
+  }
+  llm->begin_dropped = false;
+  llm->model->truncate(n_past);
   return SOTTO_OK;
 }
 
@@ -638,6 +696,7 @@ const char* sotto_llm_top_logprobs(SottoLlm* llm, const int32_t* ids, size_t n_i
   llm->cache_ids.clear();
   llm->turn_starts.clear();
   llm->generated = false;
+  llm->carry = sotto::kNoToken;
   auto logits = sotto::forward(*llm->pool, llm->weights, *llm->ctx, {ids, n_ids});
   if (!logits) return fail(llm, SOTTO_ERROR_RUN, logits.message()), nullptr;
   llm->pending_top_logprobs = sotto::top_logprobs_json(*logits, top_n);

@@ -60,6 +60,9 @@ TEST(CliAgent, BadInputIsOneLine) {
   auto bad_n = run_sotto("agent --in a.wav --out b.wav -n 0");
   EXPECT_EQ(bad_n.exit_code, 2);
   EXPECT_NE(bad_n.err.find("-n must be"), std::string::npos) << bad_n.err;
+  auto bad_prefill = run_sotto("agent --in a.wav --out b.wav --speculative-prefill 2");
+  EXPECT_EQ(bad_prefill.exit_code, 2);
+  EXPECT_NE(bad_prefill.err.find("--speculative-prefill"), std::string::npos) << bad_prefill.err;
   auto no_file = run_sotto("agent --in /nonexistent.wav --out /tmp/sotto_agent_x.wav");
   EXPECT_EQ(no_file.exit_code, 1);
   EXPECT_EQ(std::count(no_file.err.begin(), no_file.err.end(), '\n'), 1) << no_file.err;

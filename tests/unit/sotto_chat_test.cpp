@@ -161,12 +161,20 @@ TEST(SottoChat, FullContextDropsTheOldestTurnsAndGoesOn) {
   for (const char* line :
        {"Once upon a time", "The dog ran", "The cat sat", "Lily went", "Tom and Sue", "One day"}) {
     const std::vector<int32_t> ids = tokenize_turn(chat.get(), nullptr, line, conversation.empty(), true);
+    SottoTimings before{};
+    ASSERT_EQ(sotto_llm_timings(chat.get(), &before), SOTTO_OK);
     ASSERT_EQ(sotto_llm_begin(chat.get(), ids.data(), ids.size(), &s, nullptr, 0, !conversation.empty()),
               SOTTO_OK)
         << sotto_llm_last_error(chat.get());
     conversation.insert(conversation.end(), ids.begin(), ids.end());
     SottoTimings t{};
     ASSERT_EQ(sotto_llm_timings(chat.get(), &t), SOTTO_OK);
+    // A begin that dropped turns moved the positions before it: rolling back to one of them is refused (and
+    // changes nothing: the reply below is still checked).
+    if (t.n_dropped > dropped_before) {
+      EXPECT_EQ(sotto_llm_rollback(chat.get(), std::min(before.n_past, t.n_past)), SOTTO_ERROR_ARGUMENT);
+      EXPECT_NE(std::string(sotto_llm_last_error(chat.get())).find("dropped old turns"), std::string::npos);
+    }
     // What the cache holds: BOS, then everything after the dropped tokens.
     std::vector<int32_t> kept(conversation.begin(), conversation.begin() + 1);
     kept.insert(kept.end(), conversation.begin() + 1 + t.n_dropped, conversation.end());
@@ -201,6 +209,63 @@ TEST(SottoChat, FullContextDropsTheOldestTurnsAndGoesOn) {
   const std::vector<int32_t> huge(static_cast<size_t>(n_ctx) + 1, ids.back());
   EXPECT_EQ(sotto_llm_begin(chat.get(), huge.data(), huge.size(), &s, nullptr, 0, 1), SOTTO_ERROR_RUN);
   EXPECT_NE(std::string(sotto_llm_last_error(chat.get())).find("context"), std::string::npos);
+}
+
+// A turn prefilled speculatively and then not wanted (the voice agent's user went on speaking): rolled back to
+// where its begin started, the next turns are token for token those of a conversation that never had it, the
+// previous reply's unrun last token and the cache kept across later turns included; with a few tokens of its
+// reply already written, or none.
+TEST(SottoChat, RollbackUndoesASpeculativeTurn) {
+  const std::vector<uint8_t> bytes = read_fixture("llm/stories260K.gguf");
+  ASSERT_FALSE(bytes.empty()) << "missing fixture llm/stories260K.gguf";
+  SottoSampling s;
+  sotto_sampling_defaults(&s);
+  s.greedy = 0;
+  s.temperature = 0.8f;
+  s.seed = 1234;
+  s.max_new_tokens = 12;
+  for (int written : {0, 3}) {
+    LlmPtr spec = make_llm(2), plain = make_llm(2);
+    ASSERT_EQ(sotto_llm_load(spec.get(), bytes.data(), bytes.size(), 256), SOTTO_OK);
+    ASSERT_EQ(sotto_llm_load(plain.get(), bytes.data(), bytes.size(), 256), SOTTO_OK);
+    for (SottoLlm* llm :
+         {spec.get(), plain.get()})  // replies end at their length: the last token stays unrun
+      ASSERT_EQ(sotto_llm_set_end_ids(llm, nullptr, 0), SOTTO_OK);
+    auto turn = [&](SottoLlm* llm, const char* line, bool first) {
+      const std::vector<int32_t> ids = tokenize_turn(llm, nullptr, line, first, true);
+      EXPECT_EQ(sotto_llm_begin(llm, ids.data(), ids.size(), &s, nullptr, 0, !first), SOTTO_OK)
+          << sotto_llm_last_error(llm);
+      return run_to_end(llm);
+    };
+    EXPECT_EQ(turn(spec.get(), "Once upon a time", true), turn(plain.get(), "Once upon a time", true));
+    SottoTimings before{};
+    ASSERT_EQ(sotto_llm_timings(spec.get(), &before), SOTTO_OK);
+    // The speculative turn: prefilled (and `written` tokens of its reply), then rolled back.
+    const std::vector<int32_t> ids = tokenize_turn(spec.get(), nullptr, "The dog ran", false, true);
+    ASSERT_EQ(sotto_llm_begin(spec.get(), ids.data(), ids.size(), &s, nullptr, 0, 1), SOTTO_OK);
+    SottoStep step{};
+    for (int i = 0; i < written; ++i) ASSERT_EQ(sotto_llm_step(spec.get(), &step), SOTTO_OK);
+    SottoTimings during{};
+    sotto_llm_timings(spec.get(), &during);
+    EXPECT_GT(during.n_past, before.n_past + static_cast<int32_t>(ids.size()) - 1);
+    EXPECT_EQ(sotto_llm_rollback(spec.get(), during.n_past + 1), SOTTO_ERROR_ARGUMENT);
+    EXPECT_EQ(sotto_llm_rollback(spec.get(), -1), SOTTO_ERROR_ARGUMENT);
+    ASSERT_EQ(sotto_llm_rollback(spec.get(), before.n_past), SOTTO_OK) << sotto_llm_last_error(spec.get());
+    SottoTimings after{};
+    sotto_llm_timings(spec.get(), &after);
+    EXPECT_EQ(after.n_past, before.n_past);
+    EXPECT_EQ(sotto_llm_step(spec.get(), &step), SOTTO_ERROR_ARGUMENT) << "the generation went with it";
+    // The real turn and one more, against the conversation that never had the speculative one.
+    for (const char* line : {"The cat sat", "Lily went"}) {
+      const std::vector<int32_t> a = turn(spec.get(), line, false), b = turn(plain.get(), line, false);
+      EXPECT_EQ(a, b) << line << ", " << written << " speculative tokens written";
+      EXPECT_EQ(a.size(), 12u);
+      SottoTimings ta{}, tb{};
+      sotto_llm_timings(spec.get(), &ta);
+      sotto_llm_timings(plain.get(), &tb);
+      EXPECT_EQ(ta.n_past, tb.n_past) << line;
+    }
+  }
 }
 
 }  // namespace

@@ -20,12 +20,11 @@ import { Engine } from '../../web/engine.js';
 import { Vad } from '../../web/vad.js';
 import { startServer } from '../../web/serve.mjs';
 import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, repo, skipReason, wasmDir, writeWav } from './agent_support.mjs';
+import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, pausedClip, repo, skipReason, wasmDir } from './agent_support.mjs';
 import { readWav16 } from './vad_support.mjs';
 
 const skip = skipReason();
 const VAD_OPTIONS = { preSpeechPadMs: 320, minSpeechMs: 250, redemptionMs: 560 };  // the page's (agent.js)
-const QUESTION = `${repo}bench/data/questions/capital.wav`;
 
 test('openSegmentAudio: every open segment so far is the start of the segment onSpeechEnd hands over', { skip }, async () => {
   const engine = await Engine.create({ threads: 1, variant: 'simd128', wasmUrl: `${wasmDir}/wasm-simd128/sotto.wasm` });
@@ -72,26 +71,6 @@ test('openSegmentAudio: every open segment so far is the start of the segment on
     engine.terminate();
   }
 });
-
-// capital.wav with `pauseMs` of silence cut into the middle of its speech, as a 16 kHz WAV file.
-function pausedClip(dir, pauseMs) {
-  const { samples } = readWav16(QUESTION);
-  const loud = [];
-  for (let i = 0; i < samples.length; i += 320) {
-    let e = 0;
-    for (let j = i; j < Math.min(samples.length, i + 320); j++) e += samples[j] * samples[j];
-    if (e / 320 > 1e-4) loud.push(i);
-  }
-  const cut = loud[Math.floor(loud.length / 2)];
-  const pause = Math.round((pauseMs / 1000) * 16000);
-  const out = new Int16Array(samples.length + pause);
-  const pcm = (x) => Math.max(-32768, Math.min(32767, Math.round(x * 32768)));
-  for (let i = 0; i < cut; i++) out[i] = pcm(samples[i]);
-  for (let i = cut; i < samples.length; i++) out[i + pause] = pcm(samples[i]);
-  const path = join(dir, `capital-pause-${pauseMs}.wav`);
-  writeWav(path, Buffer.from(out.buffer));
-  return path;
-}
 
 let browser = null;
 let server = null;

@@ -2,10 +2,11 @@
 // and checked against what the page may ask for, and waiting for it to be ready.
 import assert from 'node:assert/strict';
 import { existsSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { CHROMIUM } from './browser_support.mjs';
+import { readWav16 } from './vad_support.mjs';
 
 export const repo = fileURLToPath(new URL('../../', import.meta.url));
 // Resolved: Chromium refuses a fake-capture file whose path holds '..'.
@@ -84,4 +85,24 @@ export function writeWav(out, pcm) {
   header.write('data', 36);
   header.writeUInt32LE(pcm.length, 40);
   writeFileSync(out, Buffer.concat([header, pcm]));
+}
+
+// capital.wav with `pauseMs` of silence cut into the middle of its speech, as a 16 kHz WAV file.
+export function pausedClip(dir, pauseMs) {
+  const { samples } = readWav16(`${repo}bench/data/questions/capital.wav`);
+  const loud = [];
+  for (let i = 0; i < samples.length; i += 320) {
+    let e = 0;
+    for (let j = i; j < Math.min(samples.length, i + 320); j++) e += samples[j] * samples[j];
+    if (e / 320 > 1e-4) loud.push(i);
+  }
+  const cut = loud[Math.floor(loud.length / 2)];
+  const pause = Math.round((pauseMs / 1000) * 16000);
+  const out = new Int16Array(samples.length + pause);
+  const pcm = (x) => Math.max(-32768, Math.min(32767, Math.round(x * 32768)));
+  for (let i = 0; i < cut; i++) out[i] = pcm(samples[i]);
+  for (let i = cut; i < samples.length; i++) out[i + pause] = pcm(samples[i]);
+  const path = join(dir, `capital-pause-${pauseMs}.wav`);
+  writeWav(path, Buffer.from(out.buffer));
+  return path;
 }

@@ -65,6 +65,12 @@ const FIRST_WORDS = 4;
 // ~85 % of a piece in wasm). The chunks are normalised window by window, so they are close to the whole
 // sentence's audio but not the same (models/tts/kokoro.h); off by default until that is exact.
 const STREAM_VOICE = false;
+// Speculative prefill (?prefill=0 turns it off): once the speculative transcript exists, the chat turn it makes
+// is prefilled into the language model's KV cache and held before its first token (llm.js chat's speculative);
+// at the endpoint a confirmed transcript goes straight to writing (the prefill, ~0.35-0.5 s on the CPU, is off
+// the critical path), and a dropped one is rolled back to before the turn (sotto_llm_rollback) so the real turn
+// extends the conversation exactly as it would have without it.
+const SPECULATIVE_PREFILL = true;
 const FIRST_CHUNK_MS = 300;
 // The language model yields to the voice: once the first piece is written, its token loop pauses until that
 // piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
@@ -100,6 +106,9 @@ function loadSettings() {
   s.asrThreads = params.has('asrThreads') ? Number(params.get('asrThreads')) : Math.min(4, navigator.hardwareConcurrency || 1);
   s.yieldToVoice = params.has('yield') ? params.get('yield') !== '0' : YIELD_TO_VOICE;
   s.speculateMs = params.has('speculate') ? Number(params.get('speculate')) : SPECULATE_MS;
+  s.prefill = params.has('prefill') ? params.get('prefill') !== '0' : SPECULATIVE_PREFILL;
+  // ?seed=N: every reply samples from this seed (tests compare replies); otherwise a fresh one each.
+  s.seed = params.has('seed') ? Number(params.get('seed')) : undefined;
   s.trim = params.get('trim') !== '0';
   s.streamVoice = params.has('stream') ? params.get('stream') !== '0' : STREAM_VOICE;
   s.firstChunkMs = params.has('firstChunk') ? Number(params.get('firstChunk')) : FIRST_CHUNK_MS;
@@ -152,7 +161,9 @@ const s = {
   clipAudio: new Map(),  // player clip id -> {audio, rate}, until it starts playing
   silentFrames: 0,    // VAD frames in a row under the silence threshold
   realSpeech: false,  // the open segment has minSpeechMs of speech (it will not be a misfire)
-  spec: null,         // speculative recognition of the open segment: {samples, started, result}
+  spec: null,         // speculative recognition of the open segment: {samples, started, result, prefill}
+  queued: 0,          // turns queued or running on s.busy (a speculative prefill starts only when none is)
+  prefilled: null,    // the speculative prefill held in the model, not yet taken or dropped
 };
 
 // How responsive this thread stays (the VAD, the level meter and playback's queue run here): a 50 ms heartbeat
@@ -412,6 +423,7 @@ async function toggleMic() {
       onSpeechStart: () => {
         setVadState(true);
         s.realSpeech = false;
+        dropSpec(s.spec);
         s.spec = null;
         // Where in the microphone's stream speech was detected (ms of audio since it started, up to the chunk
         // being processed) and how long after the worklet sent that chunk: the VAD's share of a barge-in's delay.
@@ -427,6 +439,7 @@ async function toggleMic() {
       },
       onVADMisfire: () => {
         s.echoSuspect = null;
+        dropSpec(s.spec);
         s.spec = null;
         setVadState(false);
       },
@@ -485,6 +498,7 @@ function speculate(p) {
   s.silentFrames = silent ? s.silentFrames + 1 : 0;
   if (!silent) {
     if (s.spec) {
+      dropSpec(s.spec);
       s.spec = null;
       agent.events.push({ t: now(), type: 'speculation-dropped' });
     }
@@ -499,6 +513,45 @@ function speculate(p) {
   spec.result = s.asr.transcribe(audio).then((r) => ({ r, at: now() }), () => null);
   s.spec = spec;
   agent.events.push({ t: spec.started, type: 'speculation', samples: audio.length });
+  if (settings.prefill && s.llm) spec.prefill = spec.result.then((early) => startPrefill(spec, early));
+}
+
+// The chat turn a voice turn would run for `text` (runTurn): the earlier words nobody heard a reply to first.
+function turnMessages(text) {
+  const user = s.carry ? `${s.carry} ${text}` : text;
+  return { user, messages: [{ role: 'system', content: SYSTEM_PROMPT }, ...s.history, { role: 'user', content: user }] };
+}
+
+function chatOptions() {
+  return { maxTokens: settings.tokens, temperature: 0.7, topP: 0.9, repeatPenalty: 1.05, seed: settings.seed };
+}
+
+// The speculative transcript's turn, prefilled and held (llm.js chat's speculative) while the endpoint's
+// silence runs out. Only when the page is idle: a turn queued or running owns the model, and its history is
+// not this one's.
+function startPrefill(spec, early) {
+  const text = (early?.r?.text ?? '').trim();
+  if (!text || s.spec !== spec || s.queued || s.turn || !s.llm) return null;
+  const { messages } = turnMessages(text);
+  const prefill = { key: JSON.stringify(messages), started: now() };
+  prefill.stream = s.llm.chat(messages, { stream: true, speculative: true, ...chatOptions() });
+  s.prefilled = prefill;
+  agent.events.push({ t: prefill.started, type: 'prefill' });
+  return prefill;
+}
+
+// A prefilled turn given up: rolled back (llm.js), and the model free for the next chat.
+function dropPrefill(prefill) {
+  if (!prefill || prefill.taken) return;
+  prefill.taken = true;
+  prefill.stream.return();
+  if (s.prefilled === prefill) s.prefilled = null;
+  agent.events.push({ t: now(), type: 'prefill-dropped' });
+}
+
+// A speculation that will not be used: its prefilled turn (if any) goes.
+function dropSpec(spec) {
+  spec?.prefill?.then(dropPrefill);
 }
 
 function onUtterance(audio, spec = null) {
@@ -517,8 +570,12 @@ function onUtterance(audio, spec = null) {
   // The speech really ended redemptionMs before the segmenter could be sure of it.
   const timeline = { source: 'voice', endOfSpeech: detectedAt - settings.endpointMs, detected: detectedAt };
   // The speculative transcript stands for the segment when the segment is its audio plus the silence since.
-  if (spec && spec.samples > audio.length) spec = null;
-  s.busy = s.busy.then(() => voiceTurn(audio, timeline, spec));
+  if (spec && spec.samples > audio.length) {
+    dropSpec(spec);
+    spec = null;
+  }
+  s.queued++;
+  s.busy = s.busy.then(() => voiceTurn(audio, timeline, spec)).finally(() => s.queued--);
 }
 
 async function voiceTurn(audio, tl, spec = null) {
@@ -563,16 +620,18 @@ async function voiceTurn(audio, tl, spec = null) {
   if (text && s.speaking) {
     // The user is talking again: that was a pause, not the end of the question. Its words open the next one.
     s.carry = s.carry ? `${s.carry} ${text}` : text;
+    dropSpec(spec);
     agent.turns.push({ source: 'voice', user: text, reply: '', heard: '', cancelled: true, stages: stagesOf(tl), note: 'joined to the next utterance', ...asrOf(tl) });
     renderTimeline();
     return;
   }
   if (!text) {
+    dropSpec(spec);
     addMessage('system', '(nothing recognised)');
     setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
     return;
   }
-  await runTurn(text, tl);
+  await runTurn(text, tl, early ? spec : null);
 }
 
 // ---------------------------------------------------------------- conversation
@@ -625,19 +684,30 @@ function ask(text) {
   text = text.trim();
   if (!text || !s.llm) return Promise.resolve();
   const tl = { source: 'typed', endOfSpeech: now() };
+  s.queued++;
   return (s.busy = s.busy.then(() => {
     tl.transcript = now();  // typed: the question is there once the turn before has finished
     s.longestStall = 0;
     return runTurn(text, tl);
-  }));
+  }).finally(() => s.queued--));
 }
 
-async function runTurn(text, tl) {
+async function runTurn(text, tl, spec = null) {
   await ensurePlayer();
   // Words of an earlier utterance that got no heard reply (a pause mid-question, or a reply cut before its first
   // word) belong to this question: shown and sent with it.
-  text = s.carry ? `${s.carry} ${text}` : text;
+  const { user, messages } = turnMessages(text);
+  text = user;
   s.carry = '';
+  // The turn prefilled during the pause, when it is this very turn (same words, same conversation before it).
+  const prefill = await spec?.prefill;
+  const held = prefill && !prefill.taken && prefill.key === JSON.stringify(messages) ? prefill : null;
+  if (held) {
+    held.taken = true;
+    s.prefilled = null;
+  } else dropSpec(spec);
+  // Any other turn held in the model (a question typed during a spoken one's pause) would hold this one's chat.
+  dropPrefill(s.prefilled);
   const turn = { tl, text, written: '', sentences: [], heard: [], clipIds: new Set(), cancelled: false, stream: null, synthesis: null };
   turn.cancelling = new Promise((resolve) => (turn.cancel = resolve));  // resolves (to undefined) on a barge-in
   s.turn = turn;
@@ -660,9 +730,12 @@ async function runTurn(text, tl) {
   s.history.push({ role: 'user', content: text });
   let timings = null;
   try {
-    turn.stream = s.llm.chat([{ role: 'system', content: SYSTEM_PROMPT }, ...s.history], {
-      stream: true, maxTokens: settings.tokens, temperature: 0.7, topP: 0.9, repeatPenalty: 1.05,
-    });
+    if (held) {
+      turn.stream = held.stream;
+      tl.prefilled = held.started;
+      agent.events.push({ t: now(), type: 'prefill-used' });
+      held.stream.resume();
+    } else turn.stream = s.llm.chat(messages, { stream: true, ...chatOptions() });
     for await (const chunk of turn.stream) {
       const delta = chunk.choices[0].delta.content ?? '';
       if (chunk.timings) timings = chunk.timings;
@@ -687,6 +760,9 @@ async function runTurn(text, tl) {
   let remembered = turn.written;
   if (s.tts) {
     remembered = turn.heard.join(' ');
+    // All of it heard (the pieces are spoken trimmed): the text as written, which the KV cache holds, so the
+    // next turn extends the cache rather than prefilling the whole conversation again.
+    if (remembered === turn.written.trim()) remembered = turn.written;
     if (turn.cancelled && remembered !== turn.written) markUnspoken(body, remembered, turn.written);
   }
   if (turn.cancelled && !remembered.trim()) {
@@ -696,7 +772,7 @@ async function runTurn(text, tl) {
   const record = {
     source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
-    prefillMs: timings?.prefillMs ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null, ...asrOf(tl),
+    prefillMs: (held ? timings?.beginMs : timings?.prefillMs) ?? null, speculativePrefill: !!held, nPast: timings?.nPast ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null, ...asrOf(tl),
     writingPausedMs: turn.pausedAt ? Math.round((turn.resumedAt ?? now()) - turn.pausedAt) : null,
     longestStallMs: Math.round(s.longestStall), voiceGapMs: Math.round(turn.voiceGapMs ?? 0),
   };
