@@ -94,8 +94,7 @@ namespace {
 constexpr uint32_t kDerivedInt16TapMajor = 5;  // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
 constexpr uint32_t kDerivedInt8TapMajor = 6;   // the same as int8 (when every w - zp fits), for VNNI
 constexpr uint32_t kDerivedRowSums = 7;        // int32 [Cout]: sum of each row of the int8 layout
-constexpr uint32_t kDerivedTapPairs =
-    12;  // int16 [Cout, (2 ceil(K/2) + floor(K/2)) Cin]: tap_pairs' A1 A2 A3
+constexpr uint32_t kDerivedTapPairs = 12;      // int16 [Cout, leaves]: tap_pair_weights
 
 int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
   const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
@@ -162,46 +161,84 @@ void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, 
 // sum_k W_k . G[u + k] (K taps of Cin). For the outputs u = 2q, 2q + 1 and the taps 2j, 2j + 1 (a zero tap
 // W_K when K is odd), with a = G[u+2j], b = G[u+2j+1], c = G[u+2j+2]:
 //   W_2j a + W_2j+1 b = W_2j (a - b) + (W_2j + W_2j+1) b,   W_2j b + W_2j+1 c = (W_2j + W_2j+1) b - W_2j+1 (b - c)
-// so three products of ceil(K/2), ceil(K/2) and floor(K/2) taps give both outputs: 17 of 22 multiply-adds for
-// Kokoro's k=11 convs, 11 of 14 for k=7, 5 of 6 for k=3 (the int16 product runs at the multiply-add
-// instruction's rate in wasm, so fewer multiply-adds is what remains). Each product reads rows of E[w] =
-// G[2w] - G[2w+1], O[w] = G[2w+1] or F[w] = G[2w+1] - G[2w+2]: contiguous windows again, so the same igemm_nt.
-// Integers throughout: differences and weight sums are within +-510 (int16), a product within 130,050
-// (510 x 255) and an output within 2 ceil(K/2) Cin 130,050 (< 2^31 while ceil(K/2) Cin <= 8,000), so the
-// result is the direct product's, exactly. A last odd output is one direct column.
-struct TapPairs {
-  int64_t p1 = 0, p0 = 0, lda = 0;  // ceil(K/2), floor(K/2), the derived weight's row length
-  const int16_t* a = nullptr;       // [Cout, lda]: A1 (W_2j) | A2 (W_2j + W_2j+1) | A3 (W_2j+1), taps of Cin
-};
+// so three products of ceil(K/2), ceil(K/2) and floor(K/2) taps over Q = ceil(n/2) outputs give both
+// outputs. Each reads rows of E[w] = G[2w] - G[2w+1], O[w] = G[2w+1] or F[w] = G[2w+1] - G[2w+2]: again a
+// stride-1 product over rows of time, so the same split applies to each (depth 2: 26 of 44 multiply-adds
+// for Kokoro's k=11 convs, 17 of 28 for k=7, 8 of 12 for k=3; the int16 product already runs near the
+// multiply-add instruction's rate in wasm, so fewer multiply-adds is what remains). Rows past G's end read
+// as zero: they meet only a zero tap or an output past n. Integers throughout: at depth d values and weights
+// are within 255 * 2^d (int16), and sums within 2 taps Cin (255 * 2^d)^2, which tap_pair_depth keeps under
+// 2^31, so the result is the direct product's, exactly.
+int tap_pair_depth(int64_t kernel, int64_t cin) {
+  int depth = 0;
+  for (int d = 1; d <= 2 && kernel >= 2; ++d) {
+    const int64_t taps = (kernel + (int64_t{1} << d) - 1) >> d, bound = int64_t{255} << d;
+    if (2 * taps * cin * bound * bound < (int64_t{1} << 31)) depth = d;
+  }
+  return depth;
+}
 
-Tensor tap_pair_weights(const Tensor& wk, int64_t kernel) {  // wk: int16 [Cout, K, Cin]
-  const int64_t cout = wk.dim(0), cin = wk.dim(2), p1 = (kernel + 1) / 2, p0 = kernel / 2;
-  const int64_t lda = (2 * p1 + p0) * cin;
-  Tensor t = wk.ctx().empty({cout, lda}, DType::I16);
+// The leaf weight blocks of the split, depth first (A1's, A2's, A3's), of one weight row w [taps, Cin].
+void tap_pair_leaves(const std::vector<int32_t>& w, int64_t taps, int64_t cin, int depth,
+                     std::vector<int16_t>& out) {
+  if (depth == 0 || taps < 2) {
+    for (int32_t v : w) out.push_back(static_cast<int16_t>(v));
+    return;
+  }
+  const int64_t p1 = (taps + 1) / 2, p0 = taps / 2;
+  std::vector<int32_t> a1(static_cast<size_t>(p1 * cin)), a2(a1.size()), a3(static_cast<size_t>(p0 * cin));
+  for (int64_t j = 0; j < p1; ++j)
+    for (int64_t i = 0; i < cin; ++i) {
+      const auto at = [&](int64_t k) { return k < taps ? w[static_cast<size_t>(k * cin + i)] : 0; };
+      const auto out_at = static_cast<size_t>(j * cin + i);
+      a1[out_at] = at(2 * j);
+      a2[out_at] = at(2 * j) + at(2 * j + 1);
+      if (j < p0) a3[out_at] = at(2 * j + 1);
+    }
+  tap_pair_leaves(a1, p1, cin, depth - 1, out);
+  tap_pair_leaves(a2, p1, cin, depth - 1, out);
+  tap_pair_leaves(a3, p0, cin, depth - 1, out);
+}
+
+int64_t tap_pair_length(int64_t taps, int64_t cin, int depth) {  // of a row of leaves
+  if (depth == 0 || taps < 2) return taps * cin;
+  return 2 * tap_pair_length((taps + 1) / 2, cin, depth - 1) + tap_pair_length(taps / 2, cin, depth - 1);
+}
+
+Tensor tap_pair_weights(const Tensor& wk, int64_t kernel, int depth) {  // wk: int16 [Cout, K, Cin]
+  const int64_t cout = wk.dim(0), cin = wk.dim(2), length = tap_pair_length(kernel, cin, depth);
+  Tensor t = wk.ctx().empty({cout, length}, DType::I16);
+  std::vector<int32_t> w(static_cast<size_t>(kernel * cin));
+  std::vector<int16_t> leaves;
   for (int64_t oc = 0; oc < cout; ++oc) {
-    const int16_t* w = wk.data<int16_t>() + oc * kernel * cin;
-    int16_t* a = t.data<int16_t>() + oc * lda;
-    for (int64_t j = 0; j < p1; ++j)
-      for (int64_t i = 0; i < cin; ++i) {
-        const int32_t even = w[2 * j * cin + i], odd = 2 * j + 1 < kernel ? w[(2 * j + 1) * cin + i] : 0;
-        a[j * cin + i] = static_cast<int16_t>(even);
-        a[(p1 + j) * cin + i] = static_cast<int16_t>(even + odd);
-        if (j < p0) a[(2 * p1 + j) * cin + i] = static_cast<int16_t>(odd);
-      }
+    const int16_t* src = wk.data<int16_t>() + oc * kernel * cin;
+    std::copy(src, src + kernel * cin, w.begin());
+    leaves.clear();
+    tap_pair_leaves(w, kernel, cin, depth, leaves);
+    std::copy(leaves.begin(), leaves.end(), t.data<int16_t>() + oc * length);
   }
   return t;
 }
 
-// acc [Cout, n] (row stride ldc) = the stride-1 product over rows G [n + K - 1, Cin]. n >= 2, K >= 2.
-void tap_pair_product(Context& ctx, const TapPairs& tp, const int16_t* wk, int64_t cout, int64_t cin,
-                      int64_t kernel, const int16_t* g, int64_t n, int32_t* acc, int64_t ldc) {
-  const int64_t q = n / 2, rows1 = q + tp.p1 - 1, rows0 = q + tp.p0 - 1;
-  Tensor ke, ko, kf, ks;
+// acc [Cout, n] (row stride ldc) = the stride-1 product of `taps` taps over rows G [g_rows, Cin] (rows past
+// g_rows read as zero), with a's leaves of the split at this depth (row stride lda).
+void tap_pair_product(Context& ctx, const int16_t* a, int64_t lda, int64_t cout, int64_t cin, int64_t taps,
+                      int depth, const int16_t* g, int64_t g_rows, int64_t n, int32_t* acc, int64_t ldc) {
+  if (depth == 0 || taps < 2) {  // a leaf: G holds n + taps - 1 rows here
+    cpu::igemm_nt(ctx, cout, n, taps * cin, a, lda, g, cin, acc, ldc);
+    return;
+  }
+  const int64_t p1 = (taps + 1) / 2, p0 = taps / 2, q = (n + 1) / 2, rows1 = q + p1 - 1, rows0 = q + p0 - 1;
+  const int64_t len1 = tap_pair_length(p1, cin, depth - 1);
+  Tensor ke, ko, kf, ks, kz;
   int16_t* e = scratch<int16_t>(ctx, ke, rows1 * cin, DType::I16);
   int16_t* o = scratch<int16_t>(ctx, ko, rows1 * cin, DType::I16);
   int16_t* f = scratch<int16_t>(ctx, kf, rows0 * cin, DType::I16);
+  int16_t* zero = scratch<int16_t>(ctx, kz, cin, DType::I16);
+  std::fill(zero, zero + cin, int16_t{0});
+  auto row = [&](int64_t r) { return r < g_rows ? g + r * cin : zero; };
   for (int64_t w = 0; w < rows1; ++w) {
-    const int16_t *g0 = g + 2 * w * cin, *g1 = g0 + cin, *g2 = g1 + cin;
+    const int16_t *g0 = row(2 * w), *g1 = row(2 * w + 1), *g2 = row(2 * w + 2);
     int16_t *ew = e + w * cin, *ow = o + w * cin, *fw = f + w * cin;
     for (int64_t i = 0; i < cin; ++i) ew[i] = static_cast<int16_t>(g0[i] - g1[i]), ow[i] = g1[i];
     if (w < rows0)
@@ -209,16 +246,15 @@ void tap_pair_product(Context& ctx, const TapPairs& tp, const int16_t* wk, int64
   }
   int32_t* s = scratch<int32_t>(ctx, ks, 3 * cout * q, DType::I32);
   int32_t *s1 = s, *s2 = s + cout * q, *s3 = s + 2 * cout * q;
-  cpu::igemm_nt(ctx, cout, q, tp.p1 * cin, tp.a, tp.lda, e, cin, s1, q);
-  cpu::igemm_nt(ctx, cout, q, tp.p1 * cin, tp.a + tp.p1 * cin, tp.lda, o, cin, s2, q);
-  cpu::igemm_nt(ctx, cout, q, tp.p0 * cin, tp.a + 2 * tp.p1 * cin, tp.lda, f, cin, s3, q);
+  tap_pair_product(ctx, a, lda, cout, cin, p1, depth - 1, e, rows1, q, s1, q);
+  tap_pair_product(ctx, a + len1, lda, cout, cin, p1, depth - 1, o, rows1, q, s2, q);
+  tap_pair_product(ctx, a + 2 * len1, lda, cout, cin, p0, depth - 1, f, rows0, q, s3, q);
   for (int64_t oc = 0; oc < cout; ++oc) {
     int32_t* y = acc + oc * ldc;
     const int32_t *r1 = s1 + oc * q, *r2 = s2 + oc * q, *r3 = s3 + oc * q;
-    for (int64_t u = 0; u < q; ++u) y[2 * u] = r1[u] + r2[u], y[2 * u + 1] = r2[u] - r3[u];
+    for (int64_t u = 0; u < n / 2; ++u) y[2 * u] = r1[u] + r2[u], y[2 * u + 1] = r2[u] - r3[u];
+    if (n % 2) y[n - 1] = r1[q - 1] + r2[q - 1];
   }
-  if (n % 2)
-    cpu::igemm_nt(ctx, cout, 1, kernel * cin, wk, kernel * cin, g + (n - 1) * cin, cin, acc + n - 1, ldc);
 }
 
 }  // namespace
@@ -284,11 +320,9 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   });
 
   // The tap pairs on the int16 product of a stride-1 conv (the VNNI product's u8 rows cannot hold differences).
-  TapPairs tp;
-  if (!use8 && s == 1 && kernel >= 2 && (kernel + 1) / 2 * cin <= 8000) {
-    const Tensor pairs = w.derived(kDerivedTapPairs, [&] { return tap_pair_weights(wk, kernel); });
-    tp = {(kernel + 1) / 2, kernel / 2, pairs.dim(1), pairs.data<int16_t>()};
-  }
+  const int depth = !use8 && s == 1 ? tap_pair_depth(kernel, cin) : 0;
+  const Tensor pairs =
+      depth > 0 ? w.derived(kDerivedTapPairs, [&] { return tap_pair_weights(wk, kernel, depth); }) : Tensor{};
 
   Tensor quantized, rows, gathered, sums;
   int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
@@ -328,9 +362,9 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
       return;
     }
 #endif
-    if (tp.a && ldb_rows == 1 && n >= 2)
-      return tap_pair_product(ctx, tp, wk.data<int16_t>(), cout, cin, kernel, xt16 + first * cin, n, acc,
-                              ldc);
+    if (depth > 0 && ldb_rows == 1 && n >= 4)
+      return tap_pair_product(ctx, pairs.data<int16_t>(), pairs.dim(1), cout, cin, kernel, depth,
+                              xt16 + first * cin, n + kernel - 1, n, acc, ldc);
     cpu::igemm_nt(ctx, cout, n, row, wk.data<int16_t>(), row, xt16 + first * cin, ldb_rows * cin, acc, ldc);
   };
   const int32_t zp = q.zero_point;
