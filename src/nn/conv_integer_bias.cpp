@@ -178,26 +178,29 @@ int tap_pair_depth(int64_t kernel, int64_t cin) {
   return depth;
 }
 
-// The leaf weight blocks of the split, depth first (A1's, A2's, A3's), of one weight row w [taps, Cin].
-void tap_pair_leaves(const std::vector<int32_t>& w, int64_t taps, int64_t cin, int depth,
-                     std::vector<int16_t>& out) {
+// The leaf weight blocks of the split, depth first (A1's, A2's, A3's), of one weight row w [taps, Cin],
+// written at out (advanced past them). level[d] is scratch for the blocks made at depth d (3 ceil(K/2) Cin).
+void tap_pair_leaves(const int32_t* w, int64_t taps, int64_t cin, int depth, std::vector<int32_t>* level,
+                     int16_t*& out) {
   if (depth == 0 || taps < 2) {
-    for (int32_t v : w) out.push_back(static_cast<int16_t>(v));
+    for (int64_t i = 0; i < taps * cin; ++i) *out++ = static_cast<int16_t>(w[i]);
     return;
   }
   const int64_t p1 = (taps + 1) / 2, p0 = taps / 2;
-  std::vector<int32_t> a1(static_cast<size_t>(p1 * cin)), a2(a1.size()), a3(static_cast<size_t>(p0 * cin));
-  for (int64_t j = 0; j < p1; ++j)
+  int32_t* a1 = level[depth].data();
+  int32_t *a2 = a1 + p1 * cin, *a3 = a2 + p1 * cin;
+  for (int64_t j = 0; j < p1; ++j) {
+    const int32_t* even = w + 2 * j * cin;
+    const int32_t* odd = 2 * j + 1 < taps ? even + cin : nullptr;
     for (int64_t i = 0; i < cin; ++i) {
-      const auto at = [&](int64_t k) { return k < taps ? w[static_cast<size_t>(k * cin + i)] : 0; };
-      const auto out_at = static_cast<size_t>(j * cin + i);
-      a1[out_at] = at(2 * j);
-      a2[out_at] = at(2 * j) + at(2 * j + 1);
-      if (j < p0) a3[out_at] = at(2 * j + 1);
+      a1[j * cin + i] = even[i];
+      a2[j * cin + i] = even[i] + (odd ? odd[i] : 0);
+      if (odd) a3[j * cin + i] = odd[i];
     }
-  tap_pair_leaves(a1, p1, cin, depth - 1, out);
-  tap_pair_leaves(a2, p1, cin, depth - 1, out);
-  tap_pair_leaves(a3, p0, cin, depth - 1, out);
+  }
+  tap_pair_leaves(a1, p1, cin, depth - 1, level, out);
+  tap_pair_leaves(a2, p1, cin, depth - 1, level, out);
+  tap_pair_leaves(a3, p0, cin, depth - 1, level, out);
 }
 
 int64_t tap_pair_length(int64_t taps, int64_t cin, int depth) {  // of a row of leaves
@@ -209,13 +212,13 @@ Tensor tap_pair_weights(const Tensor& wk, int64_t kernel, int depth) {  // wk: i
   const int64_t cout = wk.dim(0), cin = wk.dim(2), length = tap_pair_length(kernel, cin, depth);
   Tensor t = wk.ctx().empty({cout, length}, DType::I16);
   std::vector<int32_t> w(static_cast<size_t>(kernel * cin));
-  std::vector<int16_t> leaves;
+  std::vector<int32_t> level[3];
+  for (int d = 1; d <= depth; ++d) level[d].resize(static_cast<size_t>(3 * ((kernel + 1) / 2) * cin));
   for (int64_t oc = 0; oc < cout; ++oc) {
     const int16_t* src = wk.data<int16_t>() + oc * kernel * cin;
     std::copy(src, src + kernel * cin, w.begin());
-    leaves.clear();
-    tap_pair_leaves(w, kernel, cin, depth, leaves);
-    std::copy(leaves.begin(), leaves.end(), t.data<int16_t>() + oc * length);
+    int16_t* out = t.data<int16_t>() + oc * length;
+    tap_pair_leaves(w.data(), kernel, cin, depth, level, out);
   }
   return t;
 }
