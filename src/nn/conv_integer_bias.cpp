@@ -94,6 +94,7 @@ namespace {
 constexpr uint32_t kDerivedInt16TapMajor = 5;  // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
 constexpr uint32_t kDerivedInt8TapMajor = 6;   // the same as int8 (when every w - zp fits), for VNNI
 constexpr uint32_t kDerivedRowSums = 7;        // int32 [Cout]: sum of each row of the int8 layout
+constexpr uint32_t kDerivedTapPairs = 12;      // int16 [Cout, leaves]: tap_pair_weights
 
 int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
   const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
@@ -153,6 +154,116 @@ void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, 
         for (int64_t i = i0; i < i1; ++i) dst[i] = static_cast<T>(xq[i * length + t] + add);
       }
     }
+  }
+}
+
+// Exact tap pairs (Winograd's F(2,2) on integers) for a stride-1 product over rows of time G: y[u] =
+// sum_k W_k . G[u + k] (K taps of Cin). For the outputs u = 2q, 2q + 1 and the taps 2j, 2j + 1 (a zero tap
+// W_K when K is odd), with a = G[u+2j], b = G[u+2j+1], c = G[u+2j+2]:
+//   W_2j a + W_2j+1 b = W_2j (a - b) + (W_2j + W_2j+1) b,   W_2j b + W_2j+1 c = (W_2j + W_2j+1) b - W_2j+1 (b - c)
+// so three products of ceil(K/2), ceil(K/2) and floor(K/2) taps over Q = ceil(n/2) outputs give both
+// outputs. Each reads rows of E[w] = G[2w] - G[2w+1], O[w] = G[2w+1] or F[w] = G[2w+1] - G[2w+2]: again a
+// stride-1 product over rows of time, so the same split applies to each (depth 2: 26 of 44 multiply-adds
+// for Kokoro's k=11 convs, 17 of 28 for k=7, 8 of 12 for k=3; the int16 product already runs near the
+// multiply-add instruction's rate in wasm, so fewer multiply-adds is what remains). Rows past G's end read
+// as zero: they meet only a zero tap or an output past n. Integers throughout: at depth d values and weights
+// are within 255 * 2^d (int16), and sums within 2 taps Cin (255 * 2^d)^2, which tap_pair_depth keeps under
+// 2^31, so the result is the direct product's, exactly.
+int tap_pair_depth(int64_t kernel, int64_t cin) {
+  int depth = 0;
+  for (int d = 1; d <= 2 && kernel >= 2; ++d) {
+    const int64_t taps = (kernel + (int64_t{1} << d) - 1) >> d, bound = int64_t{255} << d;
+    if (2 * taps * cin * bound * bound < (int64_t{1} << 31)) depth = d;
+  }
+  return depth;
+}
+
+// The leaf weight blocks of the split, depth first (A1's, A2's, A3's), of one weight row w [taps, Cin],
+// written at out (advanced past them). level[d] is scratch for the blocks made at depth d (3 ceil(K/2) Cin).
+void tap_pair_leaves(const int32_t* w, int64_t taps, int64_t cin, int depth, std::vector<int32_t>* level,
+                     int16_t*& out) {
+  if (depth == 0 || taps < 2) {
+    for (int64_t i = 0; i < taps * cin; ++i) *out++ = static_cast<int16_t>(w[i]);
+    return;
+  }
+  const int64_t p1 = (taps + 1) / 2, p0 = taps / 2;
+  int32_t* a1 = level[depth].data();
+  int32_t *a2 = a1 + p1 * cin, *a3 = a2 + p1 * cin;
+  for (int64_t j = 0; j < p1; ++j) {
+    const int32_t* even = w + 2 * j * cin;
+    const int32_t* odd = 2 * j + 1 < taps ? even + cin : nullptr;
+    for (int64_t i = 0; i < cin; ++i) {
+      a1[j * cin + i] = even[i];
+      a2[j * cin + i] = even[i] + (odd ? odd[i] : 0);
+      if (odd) a3[j * cin + i] = odd[i];
+    }
+  }
+  tap_pair_leaves(a1, p1, cin, depth - 1, level, out);
+  tap_pair_leaves(a2, p1, cin, depth - 1, level, out);
+  tap_pair_leaves(a3, p0, cin, depth - 1, level, out);
+}
+
+int64_t tap_pair_length(int64_t taps, int64_t cin, int depth) {  // of a row of leaves
+  if (depth == 0 || taps < 2) return taps * cin;
+  return 2 * tap_pair_length((taps + 1) / 2, cin, depth - 1) + tap_pair_length(taps / 2, cin, depth - 1);
+}
+
+Tensor tap_pair_weights(const Tensor& wk, int64_t kernel, int depth) {  // wk: int16 [Cout, K, Cin]
+  const int64_t cout = wk.dim(0), cin = wk.dim(2), length = tap_pair_length(kernel, cin, depth);
+  Tensor t = wk.ctx().empty({cout, length}, DType::I16);
+  std::vector<int32_t> w(static_cast<size_t>(kernel * cin));
+  std::vector<int32_t> level[3];
+  for (int d = 1; d <= depth; ++d) level[d].resize(static_cast<size_t>(3 * ((kernel + 1) / 2) * cin));
+  for (int64_t oc = 0; oc < cout; ++oc) {
+    const int16_t* src = wk.data<int16_t>() + oc * kernel * cin;
+    std::copy(src, src + kernel * cin, w.begin());
+    int16_t* out = t.data<int16_t>() + oc * length;
+    tap_pair_leaves(w.data(), kernel, cin, depth, level, out);
+  }
+  return t;
+}
+
+// out = a - b over n int16 (never overflows here: |a|, |b| <= 510). Pointer-width indexes and no aliasing, so
+// it vectorises (64-bit indexes on wasm32 and possible overlap kept it scalar: 4 % of the generator).
+void difference_row(const int16_t* __restrict a, const int16_t* __restrict b, int16_t* __restrict out,
+                    std::ptrdiff_t n) {
+  for (std::ptrdiff_t i = 0; i < n; ++i) out[i] = static_cast<int16_t>(a[i] - b[i]);
+}
+
+// acc [Cout, n] (row stride ldc) = the stride-1 product of `taps` taps over rows G [g_rows, Cin] (rows past
+// g_rows read as zero), with a's leaves of the split at this depth (row stride lda).
+void tap_pair_product(Context& ctx, const int16_t* a, int64_t lda, int64_t cout, int64_t cin, int64_t taps,
+                      int depth, const int16_t* g, int64_t g_rows, int64_t n, int32_t* acc, int64_t ldc) {
+  if (depth == 0 || taps < 2) {  // a leaf: G holds n + taps - 1 rows here
+    cpu::igemm_nt(ctx, cout, n, taps * cin, a, lda, g, cin, acc, ldc);
+    return;
+  }
+  const int64_t p1 = (taps + 1) / 2, p0 = taps / 2, q = (n + 1) / 2, rows1 = q + p1 - 1, rows0 = q + p0 - 1;
+  const int64_t len1 = tap_pair_length(p1, cin, depth - 1);
+  Tensor ke, ko, kf, ks, kz;
+  int16_t* e = scratch<int16_t>(ctx, ke, rows1 * cin, DType::I16);
+  int16_t* o = scratch<int16_t>(ctx, ko, rows1 * cin, DType::I16);
+  int16_t* f = scratch<int16_t>(ctx, kf, rows0 * cin, DType::I16);
+  int16_t* zero = scratch<int16_t>(ctx, kz, cin, DType::I16);
+  std::fill(zero, zero + cin, int16_t{0});
+  auto row = [&](int64_t r) { return r < g_rows ? g + r * cin : zero; };
+  for (int64_t w = 0; w < rows1; ++w) {
+    const int16_t *g0 = row(2 * w), *g1 = row(2 * w + 1), *g2 = row(2 * w + 2);
+    int16_t *ew = e + w * cin, *ow = o + w * cin, *fw = f + w * cin;
+    difference_row(g0, g1, ew, cin);
+    std::memcpy(ow, g1, static_cast<size_t>(cin) * sizeof(int16_t));
+    if (w < rows0) difference_row(g1, g2, fw, cin);
+  }
+  int32_t* s = scratch<int32_t>(ctx, ks, 3 * cout * q, DType::I32);
+  int32_t *s1 = s, *s2 = s + cout * q, *s3 = s + 2 * cout * q;
+  tap_pair_product(ctx, a, lda, cout, cin, p1, depth - 1, e, rows1, q, s1, q);
+  tap_pair_product(ctx, a + len1, lda, cout, cin, p1, depth - 1, o, rows1, q, s2, q);
+  tap_pair_product(ctx, a + 2 * len1, lda, cout, cin, p0, depth - 1, f, rows0, q, s3, q);
+  for (int64_t oc = 0; oc < cout; ++oc) {
+    int32_t* y = acc + oc * ldc;
+    const int32_t *r1 = s1 + oc * q, *r2 = s2 + oc * q, *r3 = s3 + oc * q;
+    for (int64_t u = 0; u < n / 2; ++u) y[2 * u] = r1[u] + r2[u], y[2 * u + 1] = r2[u] - r3[u];
+    if (n % 2) y[n - 1] = r1[q - 1] + r2[q - 1];
   }
 }
 
@@ -218,6 +329,11 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
     return t16;
   });
 
+  // The tap pairs on the int16 product of a stride-1 conv (the VNNI product's u8 rows cannot hold differences).
+  const int depth = !use8 && s == 1 ? tap_pair_depth(kernel, cin) : 0;
+  const Tensor pairs =
+      depth > 0 ? w.derived(kDerivedTapPairs, [&] { return tap_pair_weights(wk, kernel, depth); }) : Tensor{};
+
   Tensor quantized, rows, gathered, sums;
   int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
   cpu::quantize_i16(x.f32(), cin * length, q, xq);
@@ -236,7 +352,9 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   } else {
     xt16 = scratch<int16_t>(ctx, rows, n_rows * cin, DType::I16);
 #if defined(__wasm_simd128__)
-    std::fill(xt16, xt16 + n_rows * cin, int16_t{0});
+    // Only the padding rows are zeroed: the transpose writes every row of x (a whole-buffer fill cost as much).
+    std::fill(xt16, xt16 + o.padding * cin, int16_t{0});
+    std::fill(xt16 + (o.padding + length) * cin, xt16 + n_rows * cin, int16_t{0});
     cpu::time_rows_i16_wasm(xq, cin, length, o.padding, xt16);
 #else
     time_rows<int16_t>(xq, cin, length, o.padding, n_rows, 0, 0, xt16);
@@ -254,9 +372,10 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
       return;
     }
 #endif
-    {
-      cpu::igemm_nt(ctx, cout, n, row, wk.data<int16_t>(), row, xt16 + first * cin, ldb_rows * cin, acc, ldc);
-    }
+    if (depth > 0 && ldb_rows == 1 && n >= 4)
+      return tap_pair_product(ctx, pairs.data<int16_t>(), pairs.dim(1), cout, cin, kernel, depth,
+                              xt16 + first * cin, n + kernel - 1, n, acc, ldc);
+    cpu::igemm_nt(ctx, cout, n, row, wk.data<int16_t>(), row, xt16 + first * cin, ldb_rows * cin, acc, ldc);
   };
   const int32_t zp = q.zero_point;
   auto correction = [&](int64_t oc) { return use8 ? zp * sums8.data<int32_t>()[oc] : 0; };

@@ -1,7 +1,7 @@
 // The op layer's CPU kernels as this wasm build compiles them (SIMD128 or relaxed SIMD) against their scalar
 // references (nn/ref.h) on fresh random inputs of odd sizes: the products (f32 dot tiles, int8 pairwise
 // multiply-add), convs (unrolled and in-place; the int8 conv bitwise), the LSTM, vector activations, Snake,
-// softmax, layer norm, attention.
+// softmax, layer, instance and group norm, attention.
 // web/worker.js's nnCheck op runs it; tests/web/nn_ops.test.mjs checks the result for both builds.
 #include <cmath>
 #include <cstdint>
@@ -87,6 +87,14 @@ struct NnCheck {
         expect(conv1d_integer_dynamic_quantized_bias(qx, qw, qb, qo),
                ref::conv1d_integer_dynamic_quantized_bias(qx, qw, qb, qo), 0, 0);
       }
+      // Instance norm (Kokoro's AdaIN; nn/norm.cpp's 8-lane sums) and group norm, as tests/unit/nn_ops_test.cpp.
+      const int64_t gc = size(1, 7), gl = size(1, 300);
+      const Tensor gx = random({gc, gl}, -2.0f, 3.0f), gg = random({gc}), gb = random({gc});
+      expect(instance_norm(gx, gg, gb, 1e-5f), ref::group_norm(gx, static_cast<int>(gc), gg, gb, 1e-5f), 2e-5,
+             2e-5);
+      const Tensor gx2 = random({2 * gc, gl}, -2.0f, 3.0f), gg2 = random({2 * gc}), gb2 = random({2 * gc});
+      expect(group_norm(gx2, static_cast<int>(gc), gg2, gb2, 1e-5f),
+             ref::group_norm(gx2, static_cast<int>(gc), gg2, gb2, 1e-5f), 2e-5, 2e-5);
       // Per-row broadcasts (a channel's scale or shift), on either side of the operator: exact.
       const Tensor bx = random({3, size(1, 9), size(2, 37)}), bc = random({bx.dim(1), 1}, 0.5f, 2.0f);
       expect(sub(bc, bx), ref::binary(bc, bx, '-'), 0, 0);
