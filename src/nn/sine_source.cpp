@@ -7,12 +7,14 @@
 #include <cmath>
 #include <vector>
 
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 
 namespace sotto::nn {
 
 Tensor sine_source(const Tensor& f0, int harmonics, int upsample, float sample_rate_hz, float amplitude,
                    float voiced_threshold_hz) {
+  NN_CPU_ONLY(f0, "sine_source");
   assert(f0.rank() == 1 && f0.dtype() == DType::F32 && f0.ctx().backend() == Backend::Cpu);
   const int64_t n = f0.dim(0);
   const int64_t samples = n * upsample;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 
 namespace sotto::nn {
@@ -78,6 +79,7 @@ void fft_radix2(const Complex* in, size_t n_in, const float* window, size_t n, c
 }  // namespace
 
 Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop) {
+  NN_CPU_ONLY(signal, "stft_onnxruntime");
   assert(signal.rank() == 1 && signal.dtype() == DType::F32 && window.elements() == n_fft);
   assert(signal.ctx().backend() == Backend::Cpu);
   const size_t n = static_cast<size_t>(n_fft);

@@ -1,0 +1,570 @@
+// GPU kernels of the ops Kokoro adds to the op layer: snake, AdaIN / instance norm (group norm's kernel), the
+// ONNX export's atan2, resize, repeat by durations, transposed conv1d, batched f32 matmul, and ONNX Runtime's
+// dynamic int8 (DynamicQuantizeLinear to uint8, then MatMulInteger / ConvInteger accumulation). Plain kernels,
+// one output per thread (64 per workgroup), checked against nn/ref.h; not tuned yet.
+//
+// Dynamic int8 on the GPU: the range is two workgroup reductions (chunks, then one workgroup over the chunks'
+// partials) writing scale and zero point into a 4-float tensor that later kernels read: no read back to the host.
+// The arithmetic is the CPU's, step for step: scale = (max - min) / 255, zero point and q by WGSL's round (half to
+// even), integer sums in i32 (|sum| < 255 * 255 * K: K up to 33,000 fits), then f32(sum) * (x_scale * w_scale).
+// Every division there is div_rn (correctly rounded, in integer arithmetic): WGSL's own division may be 2.5 ulp
+// off, and one ulp at a rounding boundary is a whole quantization step.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include "nn/gpu_ops.h"
+#include "nn/gpu_recorder.h"
+
+namespace sotto::nn::gpu_ops {
+
+namespace {
+
+#define NN_WGSL_INDEX_K "fn index(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }\n"
+
+uint32_t u32(int64_t v) {
+  return static_cast<uint32_t>(v);
+}
+
+uint32_t fbits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
+
+Tensor none_on(const Tensor& x) {
+  return x.ctx().empty({0});
+}
+
+// y = x + sin(alpha_c x)^2 / alpha_c over x [C, T].
+constexpr const char* kSnake = NN_WGSL_INDEX_K R"(
+struct P { n: u32, length: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> alpha: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.n) { return; }
+  let a = alpha[i / p.length];
+  let v = x[i];
+  let s = sin(a * v);
+  y[i] = v + s * s * (1.0 / a);
+}
+)";
+
+// The export's Atan + Where: atan(y / x), +- float(pi) where x < 0.
+constexpr const char* kAtan2 = NN_WGSL_INDEX_K R"(
+struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> ys: array<f32>;
+@group(0) @binding(2) var<storage, read> xs: array<f32>;
+@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.n) { return; }
+  let yv = ys[i];
+  let xv = xs[i];
+  let a = atan(yv / xv);
+  var r = a;
+  if (xv < 0.0) { r = select(a - 3.14159274101257324, a + 3.14159274101257324, yv > 0.0); }
+  o[i] = r;
+}
+)";
+
+// Along the last axis from a table of (i0, i1, w1) per output position (made on the host as the reference
+// makes it): y = x[i0] + (x[i1] - x[i0]) w1.
+constexpr const char* kResize = NN_WGSL_INDEX_K R"(
+struct P { n: u32, in_len: u32, out_len: u32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> table: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.n) { return; }
+  let r = i / p.out_len;
+  let d = i % p.out_len;
+  let a = x[r * p.in_len + u32(table[3u * d])];
+  let b = x[r * p.in_len + u32(table[3u * d + 1u])];
+  y[i] = a + (b - a) * table[3u * d + 2u];
+}
+)";
+
+// Rows gathered by an index table (repeat by durations): y[r, :] = x[rows[r], :].
+constexpr const char* kGatherRows = NN_WGSL_INDEX_K R"(
+struct P { n: u32, cols: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> rows: array<u32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.n) { return; }
+  y[i] = x[rows[i / p.cols] * p.cols + i % p.cols];
+}
+)";
+
+// Transposed conv1d, gathered: output (oc, p) sums w[i][oc][k] x[i][t] over the taps k with
+// t = (p + pad - k dilation) / stride a whole step inside the input, and the group's input channels.
+constexpr const char* kConvTranspose = NN_WGSL_INDEX_K R"(
+struct P { cout: u32, out_len: u32, in_g: u32, out_g: u32, kernel: u32, length: u32, stride: u32, padding: u32,
+           dilation: u32, has_bias: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.cout * p.out_len) { return; }
+  let oc = o / p.out_len;
+  let pos = o % p.out_len;
+  let grp = oc / p.out_g;
+  let ocl = oc % p.out_g;
+  var s = 0.0;
+  for (var k = 0u; k < p.kernel; k++) {
+    let q = i32(pos + p.padding) - i32(k * p.dilation);
+    if (q < 0 || u32(q) % p.stride != 0u) { continue; }
+    let t = u32(q) / p.stride;
+    if (t >= p.length) { continue; }
+    for (var i = 0u; i < p.in_g; i++) {
+      let ci = grp * p.in_g + i;
+      s += w[(ci * p.out_g + ocl) * p.kernel + k] * x[ci * p.length + t];
+    }
+  }
+  if (p.has_bias != 0u) { s += bias[oc]; }
+  y[o] = s;
+}
+)";
+
+// a [B, M, K] . b [K, N] (shared) or [B, K, N], one output per thread.
+constexpr const char* kMatmul = NN_WGSL_INDEX_K R"(
+struct P { batches: u32, m: u32, k: u32, n: u32, shared_b: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.batches * p.m * p.n) { return; }
+  let bi = o / (p.m * p.n);
+  let r = (o / p.n) % p.m;
+  let c = o % p.n;
+  var boff = 0u;
+  if (p.shared_b == 0u) { boff = bi * p.k * p.n; }
+  var s = 0.0;
+  for (var t = 0u; t < p.k; t++) { s += a[(bi * p.m + r) * p.k + t] * b[boff + t * p.n + c]; }
+  y[o] = s;
+}
+)";
+
+// a / b correctly rounded (to nearest, ties to even), as the CPU's division is: WGSL allows 2.5 ulp, and
+// compilers turn division by a constant into a multiply by its reciprocal (SwiftShader's scale = range / 255 came
+// out an ulp off). The significands' long division, 26 quotient bits, then rounding on the remainder. Normal
+// finite operands with a normal quotient (what quantization scales and activations are); 0 / b is 0.
+#define NN_WGSL_DIV_RN                                                                 \
+  "fn div_rn(a: f32, b: f32) -> f32 {\n"                                               \
+  "  if (a == 0.0) { return 0.0; }\n"                                                  \
+  "  let fa = frexp(abs(a));\n"                                                        \
+  "  let fb = frexp(abs(b));\n"                                                        \
+  "  let mb = u32(fb.fract * 16777216.0);\n"                                           \
+  "  var r = u32(fa.fract * 16777216.0);\n"                                            \
+  "  var q = 0u;\n"                                                                    \
+  "  for (var i = 0u; i < 26u; i++) {\n"                                               \
+  "    q <<= 1u;\n"                                                                    \
+  "    if (r >= mb) { r -= mb; q |= 1u; }\n"                                           \
+  "    r <<= 1u;\n"                                                                    \
+  "  }\n"                                                                              \
+  "  var drop = 1u;\n"                                                                 \
+  "  if (q >= 33554432u) { drop = 2u; }\n"                                             \
+  "  let mask = (1u << drop) - 1u;\n"                                                  \
+  "  let rest = q & mask;\n"                                                           \
+  "  let half = 1u << (drop - 1u);\n"                                                  \
+  "  var m = q >> drop;\n"                                                             \
+  "  if (rest > half || (rest == half && (r != 0u || (m & 1u) == 1u))) { m += 1u; }\n" \
+  "  let v = ldexp(f32(m), fa.exp - fb.exp - 25 + i32(drop));\n"                       \
+  "  return select(v, -v, (a < 0.0) != (b < 0.0));\n"                                  \
+  "}\n"
+
+#define NN_WGSL_MINMAX                                                                                   \
+  "var<workgroup> lo_s: array<f32, 64>;\n"                                                               \
+  "var<workgroup> hi_s: array<f32, 64>;\n"                                                               \
+  "fn reduce_lo_hi(lo: f32, hi: f32, lid: u32) -> vec2<f32> {\n"                                         \
+  "  lo_s[lid] = lo;\n"                                                                                  \
+  "  hi_s[lid] = hi;\n"                                                                                  \
+  "  workgroupBarrier();\n"                                                                              \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                                                            \
+  "    if (lid < s) { lo_s[lid] = min(lo_s[lid], lo_s[lid + s]); hi_s[lid] = max(hi_s[lid], hi_s[lid + " \
+  "s]); }\n"                                                                                             \
+  "    workgroupBarrier();\n"                                                                            \
+  "  }\n"                                                                                                \
+  "  return vec2<f32>(lo_s[0], hi_s[0]);\n"                                                              \
+  "}\n"
+
+// DynamicQuantizeLinear's range. Stage 0: workgroup w reduces chunk w of x into partial[2w], partial[2w+1].
+// Stage 1: one workgroup reduces the partials and writes qp = (scale, zero point, min, max).
+constexpr const char* kQuantRange = NN_WGSL_MINMAX NN_WGSL_DIV_RN R"(
+struct P { n: u32, chunks: u32, stage: u32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(3) var<storage, read_write> qp: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  var lo = 0.0;
+  var hi = 0.0;
+  if (p.stage == 0u) {
+    let w = wid.x;
+    if (w >= p.chunks) { return; }
+    let size = (p.n + p.chunks - 1u) / p.chunks;
+    let end = min(p.n, (w + 1u) * size);
+    for (var i = w * size + lid; i < end; i += 64u) { lo = min(lo, x[i]); hi = max(hi, x[i]); }
+    let r = reduce_lo_hi(lo, hi, lid);
+    if (lid == 0u) { partial[2u * w] = r.x; partial[2u * w + 1u] = r.y; }
+    return;
+  }
+  for (var c = lid; c < p.chunks; c += 64u) { lo = min(lo, partial[2u * c]); hi = max(hi, partial[2u * c + 1u]); }
+  let r = reduce_lo_hi(lo, hi, lid);
+  if (lid == 0u) {
+    var scale = 1.0;
+    if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
+    let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+    qp[0] = scale;
+    qp[1] = zp;
+    qp[2] = r.x;
+    qp[3] = r.y;
+  }
+}
+)";
+
+// x quantized to uint8, four to a word (thread j packs elements 4j .. 4j + 3).
+constexpr const char* kQuantize = NN_WGSL_INDEX_K NN_WGSL_DIV_RN R"(
+struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read_write> q: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let j = index(g);
+  if (4u * j >= p.n) { return; }
+  let scale = qp[0];
+  let zp = qp[1];
+  var word = 0u;
+  for (var e = 0u; e < 4u; e++) {
+    let i = 4u * j + e;
+    if (i < p.n) {
+      let v = clamp(round(div_rn(x[i], scale)) + zp, 0.0, 255.0);
+      word |= u32(v) << (8u * e);
+    }
+  }
+  q[j] = word;
+}
+)";
+
+#define NN_WGSL_BYTES                                                                \
+  "fn ubyte(a: u32, i: u32) -> i32 { return i32((a >> (8u * (i % 4u))) & 255u); }\n" \
+  "fn sbyte(a: u32, i: u32) -> i32 { return extractBits(bitcast<i32>(a), 8u * (i % 4u), 8u); }\n"
+
+// MatMulInteger on the quantized x [M, K] (uint8) and w [K, N] (int8 or uint8; signed_w), per-column zero
+// points (int8 / uint8 zp_signed) and scales when has_col, else the uniform's per-tensor ones.
+constexpr const char* kMatmulInteger = NN_WGSL_INDEX_K NN_WGSL_BYTES R"(
+struct P { m: u32, n: u32, k: u32, signed_w: u32, has_col: u32, zp_signed: u32, w_zp: i32, w_scale: f32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> scales: array<f32>;
+@group(0) @binding(5) var<storage, read> zps: array<u32>;
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.m * p.n) { return; }
+  let r = o / p.n;
+  let c = o % p.n;
+  let xzp = i32(qp[1]);
+  var wzp = p.w_zp;
+  var ws = p.w_scale;
+  if (p.has_col != 0u) {
+    ws = scales[c];
+    if (p.zp_signed != 0u) { wzp = sbyte(zps[c / 4u], c); } else { wzp = ubyte(zps[c / 4u], c); }
+  }
+  var acc = 0i;
+  for (var t = 0u; t < p.k; t++) {
+    let xi = r * p.k + t;
+    let wi = t * p.n + c;
+    var wv = ubyte(w[wi / 4u], wi);
+    if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
+    acc += (ubyte(xq[xi / 4u], xi) - xzp) * (wv - wzp);
+  }
+  y[o] = f32(acc) * (qp[0] * ws);
+}
+)";
+
+// ConvInteger on the quantized x [Cin, T] and w [Cout, Cin, K] (groups 1), padding taps contributing 0 (the
+// zero point), then the bias rounded down to the output step as ONNX Runtime's quantized graph adds it:
+// floor(b / step) * step, step = x_scale * w_scale.
+constexpr const char* kConvInteger = NN_WGSL_INDEX_K NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, stride: u32, padding: u32, dilation: u32,
+           signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.cout * p.out_len) { return; }
+  let oc = o / p.out_len;
+  let t = o % p.out_len;
+  let xzp = i32(qp[1]);
+  var acc = 0i;
+  for (var k = 0u; k < p.kernel; k++) {
+    let pos = i32(t * p.stride + k * p.dilation) - i32(p.padding);
+    if (pos < 0 || pos >= i32(p.length)) { continue; }
+    for (var i = 0u; i < p.cin; i++) {
+      let wi = (oc * p.cin + i) * p.kernel + k;
+      var wv = ubyte(w[wi / 4u], wi);
+      if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
+      let xi = i * p.length + u32(pos);
+      acc += (ubyte(xq[xi / 4u], xi) - xzp) * (wv - p.w_zp);
+    }
+  }
+  let step = qp[0] * p.w_scale;
+  var v = f32(acc) * step;
+  if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+  y[o] = v;
+}
+)";
+
+}  // namespace
+
+Tensor snake(const Tensor& x, const Tensor& alpha) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(alpha) || alpha.dtype() != DType::F32 ||
+      alpha.elements() != x.dim(0) || x.elements() == 0)
+    return unsupported(x, "snake of these tensors");
+  Tensor out = x.ctx().empty(x.shape());
+  const uint32_t params[] = {u32(x.elements()), u32(x.dim(1)), 0, 0};
+  rec.dispatch("nn_snake", kSnake, params, {&x, &alpha, &out}, static_cast<uint64_t>(x.elements()));
+  return out;
+}
+
+Tensor adain(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  if (!on_gpu(gamma) || !on_gpu(beta)) return unsupported(x, "adain with host gamma / beta");
+  return gpu_ops::group_norm(x, static_cast<int>(x.dim(0)), gpu_ops::scale(gamma, 1.0f, 1.0f), beta, eps);
+}
+
+Tensor atan2(const Tensor& y, const Tensor& x) {
+  GpuRecorder& rec = *y.ctx().gpu();
+  if (rec.failed()) return none_on(y);
+  if (y.dtype() != DType::F32 || !on_gpu(x) || x.dtype() != DType::F32 || !(x.shape() == y.shape()))
+    return unsupported(y, "atan2 of these tensors");
+  Tensor out = y.ctx().empty(y.shape());
+  const uint32_t params[] = {u32(y.elements()), 0, 0, 0};
+  rec.dispatch("nn_atan2", kAtan2, params, {&y, &x, &out}, static_cast<uint64_t>(y.elements()));
+  return out;
+}
+
+Tensor resize(const Tensor& x, int64_t length, ResizeMode mode) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.elements() == 0 || length < 1)
+    return unsupported(x, "resize of this tensor");
+  const int64_t in_len = x.dim(-1), rows = x.elements() / in_len;
+  // The same (i0, i1, w1) as the CPU op computes in double, uploaded (3 floats per output position).
+  std::vector<float> table(static_cast<size_t>(3 * length));
+  const double ratio = static_cast<double>(in_len) / static_cast<double>(length);
+  for (int64_t d = 0; d < length; ++d) {
+    int64_t i0 = 0, i1 = 0;
+    float w1 = 0.0f;
+    if (mode == ResizeMode::Nearest) {
+      i0 = i1 =
+          std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<double>(d) * ratio)), in_len - 1);
+    } else {
+      double src = mode == ResizeMode::LinearHalfPixel
+                       ? (static_cast<double>(d) + 0.5) * ratio - 0.5
+                       : (length > 1 ? static_cast<double>(d) * static_cast<double>(in_len - 1) /
+                                           static_cast<double>(length - 1)
+                                     : 0.0);
+      src = std::max(0.0, src);
+      i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(src)), in_len - 1);
+      i1 = std::min<int64_t>(i0 + 1, in_len - 1);
+      w1 = static_cast<float>(src - static_cast<double>(i0));
+    }
+    table[static_cast<size_t>(3 * d)] = static_cast<float>(i0);
+    table[static_cast<size_t>(3 * d + 1)] = static_cast<float>(i1);
+    table[static_cast<size_t>(3 * d + 2)] = w1;
+  }
+  const Tensor t = x.ctx().from_floats({3 * length}, table);
+  Shape shape = x.shape();
+  shape[-1] = length;
+  Tensor out = x.ctx().empty(shape);
+  const uint32_t params[] = {u32(rows * length), u32(in_len), u32(length), 0};
+  rec.dispatch("nn_resize", kResize, params, {&x, &t, &out}, static_cast<uint64_t>(rows * length));
+  return out;
+}
+
+Tensor repeat_by_durations(const Tensor& x, std::span<const int64_t> reps) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || static_cast<int64_t>(reps.size()) != x.dim(0))
+    return unsupported(x, "repeat_by_durations of these tensors");
+  std::vector<uint32_t> rows;
+  for (size_t t = 0; t < reps.size(); ++t)
+    for (int64_t k = 0; k < reps[t]; ++k) rows.push_back(static_cast<uint32_t>(t));
+  const int64_t total = static_cast<int64_t>(rows.size()), cols = x.dim(1);
+  Tensor out = x.ctx().empty({total, cols});
+  if (total == 0) return out;
+  const Tensor index = x.ctx().from_bytes({total}, DType::I32,
+                                          {reinterpret_cast<const uint8_t*>(rows.data()), rows.size() * 4});
+  const uint32_t params[] = {u32(total * cols), u32(cols), 0, 0};
+  rec.dispatch("nn_gather_rows", kGatherRows, params, {&x, &index, &out},
+               static_cast<uint64_t>(total * cols));
+  return out;
+}
+
+Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvTranspose1dOptions& o,
+                        int64_t out_len) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w) || w.dtype() != DType::F32 || w.rank() != 3 ||
+      w.dim(0) != x.dim(0) || o.groups < 1 || x.dim(0) % o.groups != 0 || out_len < 1 ||
+      (b.defined() && (!on_gpu(b) || b.dtype() != DType::F32)))
+    return unsupported(x, "conv_transpose1d of these tensors");
+  const int64_t out_g = w.dim(1), cout = out_g * o.groups;
+  Tensor out = x.ctx().empty({cout, out_len});
+  const uint32_t params[] = {u32(cout),
+                             u32(out_len),
+                             u32(x.dim(0) / o.groups),
+                             u32(out_g),
+                             u32(w.dim(2)),
+                             u32(x.dim(1)),
+                             u32(o.stride),
+                             u32(o.padding),
+                             u32(o.dilation),
+                             b.defined() ? 1u : 0u,
+                             0,
+                             0};
+  const Tensor& bias = b.defined() ? b : w;
+  rec.dispatch("nn_conv_transpose1d", kConvTranspose, params, {&x, &w, &bias, &out},
+               static_cast<uint64_t>(cout * out_len));
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  GpuRecorder& rec = *a.ctx().gpu();
+  if (rec.failed()) return none_on(a);
+  if (a.dtype() != DType::F32 || !on_gpu(b) || b.dtype() != DType::F32 || a.rank() < 2 || b.rank() < 2 ||
+      a.dim(-1) != b.dim(-2) || a.elements() == 0)
+    return unsupported(a, "matmul of these tensors");
+  const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1), batches = a.elements() / (m * k);
+  const bool shared = b.rank() == 2;
+  if (!shared && b.elements() != batches * k * n) return unsupported(a, "matmul of these tensors");
+  Shape shape = a.shape();
+  shape[-1] = n;
+  Tensor out = a.ctx().empty(shape);
+  const uint32_t params[] = {u32(batches), u32(m), u32(k), u32(n), shared ? 1u : 0u, 0, 0, 0};
+  rec.dispatch("nn_matmul", kMatmul, params, {&a, &b, &out}, static_cast<uint64_t>(batches * m * n));
+  return out;
+}
+
+Tensor dynamic_quantize_linear(const Tensor& x, Tensor* params) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.elements() == 0)
+    return unsupported(x, "dynamic_quantize_linear of this tensor");
+  Context& ctx = x.ctx();
+  const int64_t n = x.elements();
+  // Chunks of ~4,096 values, at most 1,024: the second stage's one workgroup reads 2 floats per chunk.
+  const int64_t chunks = std::clamp<int64_t>(n / 4096, 1, 1024);
+  Tensor partial = ctx.empty({2 * chunks});
+  Tensor qp = ctx.empty({4});
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    const uint32_t p[] = {u32(n), u32(chunks), stage, 0};
+    rec.dispatch("nn_quant_range", kQuantRange, p, {&x, &partial, &qp},
+                 stage == 0 ? static_cast<uint64_t>(chunks) * 64 : 64);
+  }
+  Tensor q = ctx.empty(x.shape(), DType::U8);
+  const uint32_t p[] = {u32(n), 0, 0, 0};
+  rec.dispatch("nn_quantize", kQuantize, p, {&x, &qp, &q}, static_cast<uint64_t>((n + 3) / 4));
+  if (params) *params = qp;
+  return q;
+}
+
+Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
+                              const Tensor& w_zero_points) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  const bool col = w_scales.defined() || w_zero_points.defined();
+  if (x.dtype() != DType::F32 || !on_gpu(w) || w.rank() != 2 || x.dim(-1) != w.dim(0) ||
+      (w.dtype() != DType::I8 && w.dtype() != DType::U8) ||
+      (col && (!on_gpu(w_scales) || !on_gpu(w_zero_points) || w_scales.dtype() != DType::F32 ||
+               w_scales.elements() != w.dim(1) || w_zero_points.elements() != w.dim(1) ||
+               (w_zero_points.dtype() != DType::I8 && w_zero_points.dtype() != DType::U8))))
+    return unsupported(x, "matmul_integer_dynamic of these tensors");
+  const int64_t k = x.dim(-1), n = w.dim(1), m = x.elements() / k;
+  Tensor qp;
+  const Tensor xq = dynamic_quantize_linear(x, &qp);
+  Shape shape = x.shape();
+  shape[-1] = n;
+  Tensor out = x.ctx().empty(shape);
+  const uint32_t params[] = {u32(m),
+                             u32(n),
+                             u32(k),
+                             w.dtype() == DType::I8 ? 1u : 0u,
+                             col ? 1u : 0u,
+                             col && w_zero_points.dtype() == DType::I8 ? 1u : 0u,
+                             static_cast<uint32_t>(w.quant().zero_point),
+                             fbits(w.quant().scale)};
+  const Tensor& s = col ? w_scales : qp;  // bindings must exist: stand-ins, unread
+  const Tensor& z = col ? w_zero_points : qp;
+  rec.dispatch("nn_matmul_integer", kMatmulInteger, params, {&xq, &qp, &w, &s, &z, &out},
+               static_cast<uint64_t>(m * n));
+  return out;
+}
+
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w) || w.rank() != 3 || w.dim(1) != x.dim(0) ||
+      (w.dtype() != DType::I8 && w.dtype() != DType::U8) || o.groups != 1 ||
+      (b.defined() && (!on_gpu(b) || b.dtype() != DType::F32 || b.elements() != w.dim(0))))
+    return unsupported(x, "conv1d_integer_dynamic_quantized_bias of these tensors");
+  const int64_t length = x.dim(1), cout = w.dim(0), kernel = w.dim(2);
+  const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
+  const int64_t out_len = (length + o.padding + pad_end - o.dilation * (kernel - 1) - 1) / o.stride + 1;
+  if (out_len < 1) return unsupported(x, "conv1d_integer_dynamic_quantized_bias of these tensors");
+  Tensor qp;
+  const Tensor xq = dynamic_quantize_linear(x, &qp);
+  Tensor out = x.ctx().empty({cout, out_len});
+  const uint32_t params[] = {u32(cout),
+                             u32(out_len),
+                             u32(x.dim(0)),
+                             u32(kernel),
+                             u32(length),
+                             u32(o.stride),
+                             u32(o.padding),
+                             u32(o.dilation),
+                             w.dtype() == DType::I8 ? 1u : 0u,
+                             static_cast<uint32_t>(w.quant().zero_point),
+                             fbits(w.quant().scale),
+                             b.defined() ? 1u : 0u};
+  const Tensor& bias = b.defined() ? b : qp;
+  rec.dispatch("nn_conv_integer", kConvInteger, params, {&xq, &qp, &w, &bias, &out},
+               static_cast<uint64_t>(cout * out_len));
+  return out;
+}
+
+}  // namespace sotto::nn::gpu_ops
