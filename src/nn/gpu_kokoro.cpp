@@ -346,6 +346,62 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// One step of ONNX Runtime's DynamicQuantizeLSTM: each workgroup quantizes h (the whole of it, redundantly: H is
+// a few hundred) into workgroup memory, then each thread owns one hidden unit j: its four gate rows' integer sums
+// sum_k (hq_k - zp_h) (w[k][col] - zp_col), gates = gx + sum * (h_scale * w_scale) + bias, the cell update. The
+// state buffer holds h twice (read one half, write the other: p.flip) and c: [3H].
+constexpr const char* kLstmInt8Step = NN_WGSL_MINMAX NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
+struct P { hidden: u32, t: u32, flip: u32, signed_w: u32, zp_mode: u32, w_zp: i32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> gx: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read> cols: array<f32>;
+@group(0) @binding(4) var<storage, read> zps: array<u32>;
+@group(0) @binding(5) var<storage, read_write> state: array<f32>;
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+var<workgroup> hq: array<i32, 1024>;
+fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let hn = p.hidden;
+  let h_in = p.flip * hn;
+  let h_out = (1u - p.flip) * hn;
+  var lo = 0.0;
+  var hi = 0.0;
+  for (var k = lid; k < hn; k += 64u) { lo = min(lo, state[h_in + k]); hi = max(hi, state[h_in + k]); }
+  let r = reduce_lo_hi(lo, hi, lid);
+  var scale = 1.0;
+  if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
+  let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  for (var k = lid; k < hn; k += 64u) {
+    hq[k] = i32(clamp(round(div_rn(state[h_in + k], scale)) + zp, 0.0, 255.0)) - i32(zp);
+  }
+  workgroupBarrier();
+  let j = wid.x * 64u + lid;
+  if (j >= hn) { return; }
+  let n = 4u * hn;
+  var gate: array<f32, 4>;
+  for (var g = 0u; g < 4u; g++) {
+    let col = g * hn + j;
+    var wzp = p.w_zp;
+    if (p.zp_mode == 1u) { wzp = sbyte(zps[col / 4u], col); }
+    if (p.zp_mode == 2u) { wzp = ubyte(zps[col / 4u], col); }
+    var acc = 0i;
+    for (var k = 0u; k < hn; k++) {
+      let wi = k * n + col;
+      var wv = ubyte(w[wi / 4u], wi);
+      if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
+      acc += hq[k] * (wv - wzp);
+    }
+    gate[g] = gx[p.t * n + col] + f32(acc) * (scale * cols[col]) + cols[n + col];
+  }
+  let c = sigm(gate[1]) * state[2u * hn + j] + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
+  state[2u * hn + j] = c;
+  let h = sigm(gate[3]) * tanh(clamp(c, -15.0, 15.0));
+  state[h_out + j] = h;
+  y[p.t * hn + j] = h;
+}
+)";
 }  // namespace
 
 Tensor snake(const Tensor& x, const Tensor& alpha) {
@@ -565,6 +621,60 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
   rec.dispatch("nn_conv_integer", kConvInteger, params, {&xq, &qp, &w, &bias, &out},
                static_cast<uint64_t>(cout * out_len));
   return out;
+}
+
+}  // namespace sotto::nn::gpu_ops
+
+namespace sotto::nn::gpu_ops {
+
+Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
+                 Tensor* h_out, Tensor* c_out) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  const int64_t hidden = w.w_hh.dim(0), n = 4 * hidden, steps = x.dim(0);
+  auto col_ok = [&](const Tensor& t, DType d) {
+    return !t.defined() ||
+           (on_gpu(t) && t.elements() == n && (t.dtype() == d || (d == DType::I8 && t.dtype() == DType::U8)));
+  };
+  if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w.w_hh) || w.w_hh.rank() != 2 ||
+      w.w_hh.dim(1) != n || hidden > 1024 || (w.w_hh.dtype() != DType::I8 && w.w_hh.dtype() != DType::U8) ||
+      !col_ok(w.w_hh_scales, DType::F32) || !col_ok(w.w_hh_zero_points, DType::I8) ||
+      (w.b.defined() && (!on_gpu(w.b) || w.b.elements() != n)) || (h0.defined() && h0.elements() != hidden) ||
+      (c0.defined() && c0.elements() != hidden))
+    return unsupported(x, "lstm (int8) of these tensors");
+  Context& ctx = x.ctx();
+  const Tensor gx = gpu_ops::matmul_integer_dynamic(x, w.w_ih, w.w_ih_scales, w.w_ih_zero_points);  // [T, 4H]
+  // cols: the recurrent scales then the bias; state: h, h, c.
+  const Tensor scales =
+      w.w_hh_scales.defined()
+          ? w.w_hh_scales
+          : ctx.from_floats({n}, std::vector<float>(static_cast<size_t>(n), w.w_hh.quant().scale));
+  const Tensor bias = w.b.defined() ? w.b : ctx.zeros({n});
+  const Tensor both[2] = {scales, bias};
+  const Tensor cols = gpu_ops::concat(both, 0);
+  const Tensor zero = ctx.zeros({hidden});
+  const Tensor parts[3] = {h0.defined() ? h0.reshape({hidden}) : zero, zero,
+                           c0.defined() ? c0.reshape({hidden}) : zero};
+  const Tensor state = gpu_ops::concat(parts, 0);
+  Tensor y = ctx.empty({steps, hidden});
+  const uint32_t zp_mode = !w.w_hh_zero_points.defined()             ? 0u
+                           : w.w_hh_zero_points.dtype() == DType::I8 ? 1u
+                                                                     : 2u;
+  const Tensor& zps = w.w_hh_zero_points.defined() ? w.w_hh_zero_points : cols;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = reverse ? steps - 1 - s : s;
+    const uint32_t params[] = {u32(hidden), u32(t),
+                               u32(s % 2),  w.w_hh.dtype() == DType::I8 ? 1u : 0u,
+                               zp_mode,     static_cast<uint32_t>(w.w_hh.quant().zero_point),
+                               0,           0};
+    rec.dispatch("nn_lstm_int8_step", kLstmInt8Step, params, {&gx, &w.w_hh, &cols, &zps, &state, &y},
+                 static_cast<uint64_t>((hidden + 63) / 64 * 64));
+  }
+  const int64_t last = steps % 2;  // the half the last step wrote
+  if (h_out)
+    *h_out = gpu_ops::scale(gpu_ops::slice(state, 0, last * hidden, (last + 1) * hidden), 1.0f, 0.0f);
+  if (c_out) *c_out = gpu_ops::scale(gpu_ops::slice(state, 0, 2 * hidden, 3 * hidden), 1.0f, 0.0f);
+  return y;
 }
 
 }  // namespace sotto::nn::gpu_ops

@@ -1247,7 +1247,8 @@ Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h
             Tensor* h_out, Tensor* c_out) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return empty_on(x);
-  if (w.int8() || w.w_hh.dtype() != DType::F32 || (w.b.defined() && w.b.dtype() != DType::F32))
+  if (w.int8()) return lstm_int8(x, w, reverse, h0, c0, h_out, c_out);
+  if (w.w_hh.dtype() != DType::F32 || (w.b.defined() && w.b.dtype() != DType::F32))
     return unsupported(x, "lstm other than f32");
   Context& ctx = x.ctx();
   const int64_t steps = x.dim(0), hidden = w.w_hh.dim(1);

@@ -173,5 +173,43 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
   }
 }
 
+TEST(NnGpuKokoro, Int8LstmFollowsTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 2; ++rep) {
+    const int64_t in = rand_int(1, 30), h = rand_int(1, 90), steps = rand_int(1, 9);
+    LstmWeights w;
+    w.w_ih = rand_int8(*cpu, {in, 4 * h}, DType::I8).with_quant({.scale = 0.01f, .zero_point = 3});
+    w.w_hh = rand_int8(*cpu, {h, 4 * h}, DType::I8).with_quant({.scale = 0.008f, .zero_point = -2});
+    w.b = rand_tensor(*cpu, {4 * h});
+    if (rep == 1) {  // per-column recurrent scales and zero points
+      w.w_hh_scales = rand_tensor(*cpu, {4 * h}, 0.002f, 0.01f);
+      w.w_hh_zero_points = rand_int8(*cpu, {4 * h}, DType::I8);
+    }
+    LstmWeights gw = w;
+    gw.w_ih = upload_bytes(*gpu, w.w_ih);
+    gw.w_hh = upload_bytes(*gpu, w.w_hh);
+    gw.b = upload(*gpu, w.b);
+    if (rep == 1) {
+      gw.w_hh_scales = upload(*gpu, w.w_hh_scales);
+      gw.w_hh_zero_points = upload_bytes(*gpu, w.w_hh_zero_points);
+    }
+    const Tensor x = rand_tensor(*cpu, {steps, in}, -2.0f, 2.0f);
+    const bool reverse = rand_int(0, 1) == 1;
+    Tensor h_last, c_last;
+    const Tensor got = download(*cpu, *gpu, lstm(upload(*gpu, x), gw, reverse, {}, {}, &h_last, &c_last));
+    Tensor want_h, want_c;
+    const Tensor want = ref::lstm(x, w, reverse, {}, {}, &want_h, &want_c);
+    // The integer products are exact, but the cell runs in float here and in double in the reference: h can
+    // differ by float rounding and, where that crosses a rounding boundary of the next step's quantization, by
+    // one step of h's scale (range / 255) times a weight: 2e-3 bounds it over 9 steps.
+    expect_close(got, want, 2e-3f, 0, "gpu int8 lstm");
+    expect_close(download(*cpu, *gpu, h_last), want_h, 2e-3f, 0, "gpu int8 lstm h");
+    expect_close(download(*cpu, *gpu, c_last), want_c, 2e-3f, 0, "gpu int8 lstm c");
+  }
+}
+
 }  // namespace
 }  // namespace sotto::nn
