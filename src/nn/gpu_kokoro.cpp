@@ -402,6 +402,113 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   y[p.t * hn + j] = h;
 }
 )";
+
+// sine_source, stage 1: one thread per harmonic runs the export's cumulative phase over the frames in its float
+// order (the phase reaches 10^4..10^5 rad: its low bits are the CumSum's, not a tidier sum's).
+constexpr const char* kSinePhase = NN_WGSL_DIV_RN R"(
+struct P { n: u32, harmonics: u32, upsample: u32, rate: f32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> f: array<f32>;
+@group(0) @binding(2) var<storage, read_write> phase: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let h = g.x;
+  if (h >= p.harmonics) { return; }
+  var cumulative = 0.0;
+  for (var j = 0u; j < p.n; j++) {
+    let v = div_rn(f[j] * f32(h + 1u), p.rate);
+    cumulative += v - floor(v);
+    phase[h * p.n + j] = ((cumulative * 2.0) * 3.14159274101257324) * f32(p.upsample);
+  }
+}
+)";
+
+// sine_source, stage 2: per (sample, harmonic) the linear (half-pixel) upsampling of the phase and its sine. The
+// phase is reduced by 2 pi in two parts (Cody-Waite: 6.28125 has 8 bits, so k * 6.28125 is exact for k < 2^16)
+// before WGSL's sin, which is specified on [-pi, pi] only.
+constexpr const char* kSineSamples = NN_WGSL_INDEX_K NN_WGSL_DIV_RN R"(
+struct P { n: u32, harmonics: u32, upsample: u32, samples: u32, amplitude: f32, threshold: f32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> f: array<f32>;
+@group(0) @binding(2) var<storage, read> phase: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.samples * p.harmonics) { return; }
+  let s = o / p.harmonics;
+  let h = o % p.harmonics;
+  var x = div_rn(f32(s) + 0.5, f32(p.upsample)) - 0.5;
+  x = min(max(x, 0.0), f32(p.n - 1u));
+  let i0 = u32(x);
+  var i1 = p.n - 1u;
+  if (i0 + 1u < p.n) { i1 = i0 + 1u; }
+  var w0 = abs(x - f32(i1));
+  var w1 = abs(x - f32(i0));
+  if (i0 == i1) { w0 = 0.5; w1 = 0.5; }
+  let value = w0 * phase[h * p.n + i0] + w1 * phase[h * p.n + i1];
+  let k = round(value * 0.15915494309189535);
+  let r = (value - k * 6.28125) - k * 0.0019353071795864769;
+  var out = 0.0;
+  if (f[s / p.upsample] > p.threshold) { out = sin(r) * p.amplitude; }
+  y[o] = out;
+}
+)";
+
+// ONNX Runtime's STFT for a length that is no power of two (Bluestein), one frame per thread, operation for
+// operation as nn/stft_onnxruntime.cpp does it, with its tables (chirp, twiddles, the filter's transform).
+constexpr const char* kStftBluestein = NN_WGSL_INDEX_K R"(
+struct P { frames: u32, n: u32, m: u32, bits: u32, hop: u32, bins: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> win: array<f32>;
+@group(0) @binding(3) var<storage, read> tables: array<vec2<f32>>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+fn cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> { return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
+fn rev(v: u32, bits: u32) -> u32 { return reverseBits(v) >> (32u - bits); }
+fn fft(a: ptr<function, array<vec2<f32>, 64>>) {
+  var o: array<vec2<f32>, 64>;
+  for (var i = 0u; i < p.m; i++) { o[i] = cmul(cmul(vec2<f32>(1.0, 0.0), (*a)[rev(i, p.bits)]), vec2<f32>(1.0, 0.0)); }
+  var cur = 0u;
+  for (var size = 2u; size <= p.m; size <<= 1u) {
+    let mid = size >> 1u;
+    cur++;
+    for (var k = 0u; k < mid; k++) {
+      let fw = tables[p.n + rev(k, cur)];
+      let sw = tables[p.n + rev(mid + k, cur)];
+      for (var j = 0u; j < p.m; j += size) {
+        let even = o[k + j];
+        let odd = o[k + j + mid];
+        o[k + j] = even + cmul(fw, odd);
+        o[k + j + mid] = even + cmul(sw, odd);
+      }
+    }
+  }
+  *a = o;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let t = index(g);
+  if (t >= p.frames) { return; }
+  var a: array<vec2<f32>, 64>;
+  for (var k = 0u; k < p.m; k++) { a[k] = vec2<f32>(0.0, 0.0); }
+  for (var k = 0u; k < p.n; k++) {
+    let v = vec2<f32>(x[t * p.hop + k], 0.0) * win[k];
+    a[k] = cmul(v, tables[k]);
+  }
+  fft(&a);
+  for (var k = 0u; k < p.m; k++) { a[k] = cmul(a[k], tables[p.n + p.m + k]); }
+  fft(&a);
+  for (var k = 0u; k < p.bins; k++) {
+    var c = a[0];
+    if (k != 0u) { c = a[p.m - k]; }
+    c = c / f32(p.m);
+    let v = cmul(c, tables[k]) * 1.0;
+    y[k * p.frames + t] = v.x;
+    y[(p.bins + k) * p.frames + t] = v.y;
+  }
+}
+)";
 }  // namespace
 
 Tensor snake(const Tensor& x, const Tensor& alpha) {
@@ -675,6 +782,57 @@ Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tens
     *h_out = gpu_ops::scale(gpu_ops::slice(state, 0, last * hidden, (last + 1) * hidden), 1.0f, 0.0f);
   if (c_out) *c_out = gpu_ops::scale(gpu_ops::slice(state, 0, 2 * hidden, 3 * hidden), 1.0f, 0.0f);
   return y;
+}
+
+}  // namespace sotto::nn::gpu_ops
+
+namespace sotto::nn {
+void stft_onnxruntime_tables(int n_fft, std::vector<float>& chirp, std::vector<float>& twiddles,
+                             std::vector<float>& b_fft, int& m);
+}  // namespace sotto::nn
+
+namespace sotto::nn::gpu_ops {
+
+Tensor sine_source(const Tensor& f0, int harmonics, int upsample, float sample_rate_hz, float amplitude,
+                   float voiced_threshold_hz) {
+  GpuRecorder& rec = *f0.ctx().gpu();
+  if (rec.failed()) return none_on(f0);
+  if (f0.dtype() != DType::F32 || f0.rank() != 1 || f0.elements() == 0 || harmonics < 1 || upsample < 1)
+    return unsupported(f0, "sine_source of this tensor");
+  const int64_t n = f0.dim(0), samples = n * upsample;
+  Tensor phase = f0.ctx().empty({harmonics, n});
+  const uint32_t p1[] = {u32(n), u32(harmonics), u32(upsample), fbits(sample_rate_hz)};
+  rec.dispatch("nn_sine_phase", kSinePhase, p1, {&f0, &phase}, static_cast<uint64_t>(harmonics));
+  Tensor out = f0.ctx().empty({samples, harmonics});
+  const uint32_t p2[] = {
+      u32(n), u32(harmonics), u32(upsample), u32(samples), fbits(amplitude), fbits(voiced_threshold_hz), 0,
+      0};
+  rec.dispatch("nn_sine_samples", kSineSamples, p2, {&f0, &phase, &out},
+               static_cast<uint64_t>(samples * harmonics));
+  return out;
+}
+
+Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop) {
+  GpuRecorder& rec = *signal.ctx().gpu();
+  if (rec.failed()) return none_on(signal);
+  std::vector<float> chirp, twiddles, b_fft;
+  int m = 0;
+  if (n_fft >= 2) stft_onnxruntime_tables(n_fft, chirp, twiddles, b_fft, m);
+  if (signal.dtype() != DType::F32 || signal.rank() != 1 || !on_gpu(window) || window.elements() != n_fft ||
+      m == 0 || m > 64 || hop < 1 || signal.dim(0) < n_fft)
+    return unsupported(signal,
+                       "stft_onnxruntime of this length (the GPU kernel takes Bluestein lengths <= 33)");
+  const int64_t frames = (signal.dim(0) - n_fft) / hop + 1, bins = n_fft / 2 + 1;
+  std::vector<float> tables = chirp;
+  tables.insert(tables.end(), twiddles.begin(), twiddles.end());
+  tables.insert(tables.end(), b_fft.begin(), b_fft.end());
+  const Tensor t = signal.ctx().from_floats({static_cast<int64_t>(tables.size())}, tables);
+  Tensor out = signal.ctx().empty({2, bins, frames});
+  const uint32_t params[] = {u32(frames), u32(n_fft), u32(m), u32(std::countr_zero(static_cast<uint32_t>(m))),
+                             u32(hop),    u32(bins),  0,      0};
+  rec.dispatch("nn_stft_bluestein", kStftBluestein, params, {&signal, &window, &t, &out},
+               static_cast<uint64_t>(frames));
+  return out;
 }
 
 }  // namespace sotto::nn::gpu_ops

@@ -53,6 +53,9 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const
                         int64_t out_len);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dynamic_quantize_linear(const Tensor& x, Tensor* params);
+Tensor sine_source(const Tensor& f0, int harmonics, int upsample, float sample_rate_hz, float amplitude,
+                   float voiced_threshold_hz);
+Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop);
 // lstm with int8 weights (ONNX Runtime's DynamicQuantizeLSTM, as nn::lstm's CPU path): one dispatch per step.
 Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
                  Tensor* h_out, Tensor* c_out);

@@ -211,5 +211,34 @@ TEST(NnGpuKokoro, Int8LstmFollowsTheReference) {
   }
 }
 
+TEST(NnGpuKokoro, SineSourceAndStftFollowTheCpuOps) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  // Kokoro's harmonic source: 9 harmonics, 300 samples per frame, some frames unvoiced (<= 10 Hz).
+  const int64_t n = rand_int(1, 61);
+  std::vector<float> f(static_cast<size_t>(n));
+  for (float& v : f) v = rand_int(0, 3) == 0 ? 5.0f : static_cast<float>(rand_int(60, 400)) + 0.37f;
+  const Tensor f0 = cpu->from_floats({n}, f);
+  // The phase is the same float CumSum here and there; the upsampling's two products may be fused into one
+  // rounding on the GPU (an ulp of a phase of ~10^4 rad is ~2e-3 rad) and WGSL's sin holds 2^-11 after the
+  // reduction: amplitude 0.1 x 3e-3 bounds both.
+  expect_close(download(*cpu, *gpu, sine_source(upload(*gpu, f0), 9, 300, 24000.0f, 0.1f, 10.0f)),
+               sine_source(f0, 9, 300, 24000.0f, 0.1f, 10.0f), 3e-4f, 0, "gpu sine_source");
+
+  // Kokoro's STFT: n_fft 20 (Bluestein, m = 64), hop 5, a Hann window, odd lengths.
+  const int64_t length = rand_int(20, 700);
+  const Tensor signal = rand_tensor(*cpu, {length});
+  std::vector<float> hann(20);
+  for (size_t i = 0; i < hann.size(); ++i)
+    hann[i] = 0.5f - 0.5f * std::cos(2.0f * 3.14159265f * static_cast<float>(i) / 20.0f);
+  const Tensor window = cpu->from_floats({20}, hann);
+  // The same float operations in the same order: equal where the adapter fuses nothing (SwiftShader), else an
+  // ulp per complex product; 1e-5 on values of ~1.
+  expect_close(download(*cpu, *gpu, stft_onnxruntime(upload(*gpu, signal), upload(*gpu, window), 20, 5)),
+               stft_onnxruntime(signal, window, 20, 5), 1e-5f, 1e-5f, "gpu stft_onnxruntime");
+}
+
 }  // namespace
 }  // namespace sotto::nn
