@@ -1072,9 +1072,13 @@ uint32_t bits(float f) {
   return std::bit_cast<uint32_t>(f);
 }
 
+// Leading 1s of `small` do not count ([1, X] against [T, X] reads as [X]: the same memory).
 bool is_suffix(const Shape& small, const Shape& big) {
-  if (small.rank > big.rank) return false;
-  for (int i = 1; i <= small.rank; ++i)
+  int lead = 0;
+  while (lead < small.rank && small.dims[lead] == 1) ++lead;
+  const int rank = small.rank - lead;
+  if (rank > big.rank) return false;
+  for (int i = 1; i <= rank; ++i)
     if (small[-i] != big[-i]) return false;
   return true;
 }
