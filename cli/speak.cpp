@@ -1,5 +1,6 @@
-// sotto speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T]: Kokoro
-// text-to-speech (src/models/tts/kokoro.h) into a 24 kHz float32 WAV. Long input is split into pieces of at
+// sotto speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T]
+// [--backend cpu|webgpu]: Kokoro text-to-speech (src/models/tts/kokoro.h) into a 24 kHz float32 WAV; webgpu runs
+// the same forward pass with its tensors on the GPU (Dawn), reading back the durations and the audio. Long input is split into pieces of at
 // most 510 phonemes at sentence ends; each piece's audio is appended to OUT.wav (header rewritten, so the file
 // is valid) before the next piece is computed, so a player can start on the first sentence.
 #include <cstdio>
@@ -12,8 +13,10 @@
 #include "api/clock.h"
 #include "commands.h"
 #include "core/thread_pool.h"
+#include "gpu/device.h"
 #include "io/file.h"
 #include "models/tts/kokoro.h"
+#include "nn/gpu_recorder.h"
 #include "nn/weights.h"
 #include "text/g2p.h"
 #include "wav_stream.h"
@@ -27,7 +30,7 @@ constexpr size_t kMaxPhonemeBytes = 16384;
 
 struct Options {
   std::string model_path, voice, phonemes, text, out_path, lexicon;
-  bool has_text = false, json = false;
+  bool has_text = false, json = false, webgpu = false;
   double speed = 1.0;
   int threads = 2;
 };
@@ -58,6 +61,10 @@ std::string parse_options(std::span<char* const> args, Options& o) {
       const long t = std::strtol(args[++i], &end, 10);
       if (*end != '\0' || t < 1 || t > 256) return "--threads takes a count in 1 .. 256";
       o.threads = static_cast<int>(t);
+    } else if (a == "--backend" && has_value) {
+      const std::string_view v = args[++i];
+      if (v != "cpu" && v != "webgpu") return "--backend takes cpu or webgpu";
+      o.webgpu = v == "webgpu";
     } else if (a == "--json") {
       o.json = true;
     } else {
@@ -135,9 +142,20 @@ int run_speak(std::span<char* const> args) {
                                  model_file->bytes());
   if (!source) return fail(cat(o.model_path, ": ", source.message()));
   ThreadPool pool(o.threads);
+  std::unique_ptr<gpu::Device> device;  // outlives the GPU context (declared first, destroyed last)
   std::unique_ptr<nn::Context> ctx = nn::Context::cpu(&pool);
   auto weights = tts::load_kokoro_weights(*ctx, **source);
   if (!weights) return fail(cat("not a Kokoro v1.0 int8 model: ", weights.message()));
+  if (o.webgpu) {
+    auto opened = gpu::open_device({});
+    if (!opened) return fail(cat("speak --backend webgpu: ", opened.message()));
+    device = std::move(opened).value();
+    std::unique_ptr<nn::Context> gpu_ctx = nn::Context::webgpu(*device);
+    auto on_gpu = tts::kokoro_weights_to_gpu(*gpu_ctx, *weights);
+    if (!on_gpu) return fail(cat("speak --backend webgpu: ", on_gpu.message()));
+    weights = std::move(on_gpu);
+    ctx = std::move(gpu_ctx);
+  }
 
   WavStream wav;
   if (Status s = wav.open(o.out_path, tts::kKokoroSampleRateHz); !s) return fail(s.message());
@@ -159,14 +177,14 @@ int run_speak(std::span<char* const> args) {
   const double compute_ms = now_ms() - start_ms;
   const double audio_s = static_cast<double>(wav.samples()) / tts::kKokoroSampleRateHz;
   if (o.json) {
-    const std::string out =
-        cat("{\"samples\":", wav.samples(), ",\"sample_rate\":", tts::kKokoroSampleRateHz,
-            ",\"audio_s\":", audio_s, ",\"compute_ms\":", compute_ms, ",\"first_audio_ms\":", first_audio_ms,
-            ",\"phonemes\":", ids_check->size(), ",\"sentences\":", pieces.size(), ",\"threads\":", o.threads,
-            ",\"stages_ms\":{\"albert\":", stage_ms.albert, ",\"duration\":", stage_ms.duration,
-            ",\"prosody\":", stage_ms.prosody, ",\"text_encoder\":", stage_ms.text_encoder,
-            ",\"decoder\":", stage_ms.decoder, ",\"source\":", stage_ms.source,
-            ",\"generator\":", stage_ms.generator, "}}\n");
+    const std::string out = cat(
+        "{\"samples\":", wav.samples(), ",\"sample_rate\":", tts::kKokoroSampleRateHz,
+        ",\"audio_s\":", audio_s, ",\"compute_ms\":", compute_ms, ",\"first_audio_ms\":", first_audio_ms,
+        ",\"phonemes\":", ids_check->size(), ",\"sentences\":", pieces.size(), ",\"threads\":", o.threads,
+        ",\"backend\":\"", o.webgpu ? "webgpu" : "cpu", "\"", ",\"stages_ms\":{\"albert\":", stage_ms.albert,
+        ",\"duration\":", stage_ms.duration, ",\"prosody\":", stage_ms.prosody,
+        ",\"text_encoder\":", stage_ms.text_encoder, ",\"decoder\":", stage_ms.decoder,
+        ",\"source\":", stage_ms.source, ",\"generator\":", stage_ms.generator, "}}\n");
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
     std::fprintf(stdout,

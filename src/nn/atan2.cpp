@@ -3,6 +3,7 @@
 #include <cassert>
 #include <cmath>
 
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 
 namespace sotto::nn {
@@ -17,8 +18,8 @@ float atan2_onnx(float y, float x) {
 }  // namespace ref
 
 Tensor atan2(const Tensor& y, const Tensor& x) {
+  if (gpu_ops::on_gpu(y)) return gpu_ops::atan2(y, x);
   assert(y.shape() == x.shape() && y.dtype() == DType::F32 && x.dtype() == DType::F32);
-  assert(y.ctx().backend() == Backend::Cpu);
   Tensor out = y.ctx().empty(y.shape());
   const float* ys = y.f32();
   const float* xs = x.f32();

@@ -242,7 +242,8 @@ Tensor conv_transpose1d(const Tensor& x0, const Tensor& w0, const Tensor& b,
 
 Tensor conv_transpose1d(const Tensor& x0, const Tensor& w0, const Tensor& b,
                         const ConvTranspose1dOptions& o) {
-  NN_CPU_ONLY(x0, "conv_transpose1d");
+  if (gpu_ops::on_gpu(x0))
+    return gpu_ops::conv_transpose1d(x0, w0, b, o, transposed_length(x0.dim(1), w0.dim(2), o));
   const Tensor x = cpu::as_f32(x0), w = cpu::as_f32(w0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3 && x.dim(0) == w.dim(0));
   Context& ctx = x.ctx();

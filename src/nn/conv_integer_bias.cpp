@@ -22,6 +22,7 @@
 #include "cpu/cpu_features.h"
 #include "nn/cpu.h"
 #include "nn/gemm.h"
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -281,6 +282,7 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
 
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, const Tensor& b,
                                              const Conv1dOptions& o) {
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::conv1d_integer_dynamic_quantized_bias(x0, w, b, o);
   assert(x0.ctx().backend() == Backend::Cpu && (!b.defined() || (b.dtype() == DType::F32 && b.rank() == 1)));
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3 && (w.dtype() == DType::I8 || w.dtype() == DType::U8));

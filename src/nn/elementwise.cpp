@@ -346,7 +346,7 @@ Tensor glu(const Tensor& x, int axis) {
 }
 
 Tensor snake(const Tensor& x0, const Tensor& alpha0) {
-  NN_CPU_ONLY(x0, "snake");
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::snake(x0, alpha0);
   const Tensor x = cpu::as_f32(x0), alpha = cpu::as_f32(alpha0);
   NN_ASSERT(x.rank() == 2 && alpha.elements() == x.dim(0));
   const int64_t channels = x.dim(0), length = x.dim(1);

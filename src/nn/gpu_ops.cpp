@@ -1072,9 +1072,13 @@ uint32_t bits(float f) {
   return std::bit_cast<uint32_t>(f);
 }
 
+// Leading 1s of `small` do not count ([1, X] against [T, X] reads as [X]: the same memory).
 bool is_suffix(const Shape& small, const Shape& big) {
-  if (small.rank > big.rank) return false;
-  for (int i = 1; i <= small.rank; ++i)
+  int lead = 0;
+  while (lead < small.rank && small.dims[lead] == 1) ++lead;
+  const int rank = small.rank - lead;
+  if (rank > big.rank) return false;
+  for (int i = 1; i <= rank; ++i)
     if (small[-i] != big[-i]) return false;
   return true;
 }
@@ -1247,7 +1251,8 @@ Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h
             Tensor* h_out, Tensor* c_out) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return empty_on(x);
-  if (w.int8() || w.w_hh.dtype() != DType::F32 || (w.b.defined() && w.b.dtype() != DType::F32))
+  if (w.int8()) return lstm_int8(x, w, reverse, h0, c0, h_out, c_out);
+  if (w.w_hh.dtype() != DType::F32 || (w.b.defined() && w.b.dtype() != DType::F32))
     return unsupported(x, "lstm other than f32");
   Context& ctx = x.ctx();
   const int64_t steps = x.dim(0), hidden = w.w_hh.dim(1);

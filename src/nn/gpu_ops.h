@@ -41,6 +41,28 @@ Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, cons
                          const Tensor& pos_bias_u, const Tensor& pos_bias_v, const AttentionOptions& o);
 // nn/fused.h's decoder-step product (gpu_fused.cpp).
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
+// Kokoro's ops (gpu_kokoro.cpp). repeat_by_durations takes the durations on the host (the forward reads them
+// back once); conv_transpose1d the output length the CPU op computes; dynamic_quantize_linear returns uint8 and
+// sets *params to a GPU tensor (scale, zero point, min, max) that the int8 products read.
+Tensor snake(const Tensor& x, const Tensor& alpha);
+Tensor adain(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+Tensor atan2(const Tensor& y, const Tensor& x);
+Tensor resize(const Tensor& x, int64_t length, ResizeMode mode);
+Tensor repeat_by_durations(const Tensor& x, std::span<const int64_t> reps);
+Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvTranspose1dOptions& o,
+                        int64_t out_len);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor dynamic_quantize_linear(const Tensor& x, Tensor* params);
+Tensor sine_source(const Tensor& f0, int harmonics, int upsample, float sample_rate_hz, float amplitude,
+                   float voiced_threshold_hz);
+Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop);
+// lstm with int8 weights (ONNX Runtime's DynamicQuantizeLSTM, as nn::lstm's CPU path): one dispatch per step.
+Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
+                 Tensor* h_out, Tensor* c_out);
+Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
+                              const Tensor& w_zero_points);
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o);
 // An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.
 Tensor unsupported(const Tensor& x, const char* op);
 

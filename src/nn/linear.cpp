@@ -144,7 +144,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
 }  // namespace ref
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
-  NN_CPU_ONLY(a0, "matmul");
+  if (gpu_ops::on_gpu(a0)) return gpu_ops::matmul(a0, b0);
   const Tensor a = cpu::as_f32(a0), b = b0.rank() == 2 ? b0 : cpu::as_f32(b0);
   NN_ASSERT(a.rank() >= 2 && b.rank() >= 2 && a.dim(-1) == b.dim(-2));
   const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1);
@@ -204,7 +204,7 @@ bool conv_integer_use_vnni();
 
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
                               const Tensor& w_zero_points) {
-  NN_CPU_ONLY(x, "matmul_integer_dynamic");
+  if (gpu_ops::on_gpu(x)) return gpu_ops::matmul_integer_dynamic(x, w, w_scales, w_zero_points);
   NN_ASSERT(w.rank() == 2 && (w.dtype() == DType::I8 || w.dtype() == DType::U8) && x.dim(-1) == w.dim(0));
 #if defined(__x86_64__) && !defined(__wasm__)
   if (cpu::conv_integer_use_vnni())

@@ -174,7 +174,6 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
 }
 
 Tensor bilstm(const Tensor& x, const LstmWeights& forward, const LstmWeights& backward) {
-  NN_CPU_ONLY(x, "bilstm");
   const Tensor parts[2] = {lstm(x, forward, false), lstm(x, backward, true)};
   return concat(parts, 1);
 }

@@ -309,13 +309,12 @@ Tensor group_norm(const Tensor& x0, int groups, const Tensor& gamma0, const Tens
 }
 
 Tensor instance_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
-  NN_CPU_ONLY(x, "instance_norm");
   return group_norm(x, static_cast<int>(x.dim(0)), gamma, beta, eps);
 }
 
 // AdaIN: the style's gamma enters as (1 + gamma), as StyleTTS2's AdaIN1d writes it.
 Tensor adain(const Tensor& x, const Tensor& gamma0, const Tensor& beta0, float eps) {
-  NN_CPU_ONLY(x, "adain");
+  if (gpu_ops::on_gpu(x)) return gpu_ops::adain(x, gamma0, beta0, eps);
   const Tensor gamma = cpu::as_f32(gamma0), beta = cpu::as_f32(beta0);
   Tensor one_plus = scale(gamma, 1.0f, 1.0f);
   return instance_norm(x, one_plus, beta, eps);

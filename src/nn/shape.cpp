@@ -139,7 +139,7 @@ Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after) {
 // LinearHalfPixel: src = (dst + 0.5) * in / out - 0.5 clamped at 0 (PyTorch align_corners=False).
 // LinearAlignCorners: src = dst * (in - 1) / (out - 1).
 Tensor resize(const Tensor& x0, int64_t length, ResizeMode mode) {
-  NN_CPU_ONLY(x0, "resize");
+  if (gpu_ops::on_gpu(x0)) return gpu_ops::resize(x0, length, mode);
   const Tensor x = cpu::as_f32(x0);
   const int64_t in_len = x.dim(-1);
   const int64_t rows = x.elements() / in_len;

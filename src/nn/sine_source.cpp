@@ -7,12 +7,15 @@
 #include <cmath>
 #include <vector>
 
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 
 namespace sotto::nn {
 
 Tensor sine_source(const Tensor& f0, int harmonics, int upsample, float sample_rate_hz, float amplitude,
                    float voiced_threshold_hz) {
+  if (gpu_ops::on_gpu(f0))
+    return gpu_ops::sine_source(f0, harmonics, upsample, sample_rate_hz, amplitude, voiced_threshold_hz);
   assert(f0.rank() == 1 && f0.dtype() == DType::F32 && f0.ctx().backend() == Backend::Cpu);
   const int64_t n = f0.dim(0);
   const int64_t samples = n * upsample;

@@ -2,6 +2,7 @@
 // windowed DFT basis: the analysis frames overlap in the signal, so they are read in place as rows `hop`
 // apart (gemm_nt's ldb), never copied. n_fft is small in the vocoders that use these (Kokoro's iSTFTNet:
 // 20), where a basis product beats an FFT.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -162,7 +163,21 @@ Tensor embedding(const Tensor& table, const Tensor& ids) {
 }
 
 Tensor repeat_by_durations(const Tensor& x0, const Tensor& durations) {
-  NN_CPU_ONLY(x0, "repeat_by_durations");
+  if (gpu_ops::on_gpu(x0)) {
+    // The durations decide the output's shape, so the host needs them: read back when they live on the GPU.
+    std::vector<int64_t> reps;
+    if (gpu_ops::on_gpu(durations)) {
+      auto bytes = durations.ctx().to_bytes(durations);
+      if (!bytes.ok() || durations.dtype() != DType::I64)
+        return gpu_ops::unsupported(x0, "repeat_by_durations of these durations");
+      reps.resize(bytes->size() / 8);
+      std::memcpy(reps.data(), bytes->data(), reps.size() * 8);
+      reps.resize(std::min<size_t>(reps.size(), static_cast<size_t>(durations.elements())));
+    } else {
+      reps = cpu::read_ints(durations);
+    }
+    return gpu_ops::repeat_by_durations(x0, reps);
+  }
   const Tensor x = cpu::as_f32(x0);
   const std::vector<int64_t> reps = cpu::read_ints(durations);
   NN_ASSERT(x.rank() == 2 && static_cast<int64_t>(reps.size()) == x.dim(0));

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "nn/gpu_ops.h"
 #include "nn/ops.h"
 
 namespace sotto::nn {
@@ -77,7 +78,38 @@ void fft_radix2(const Complex* in, size_t n_in, const float* window, size_t n, c
 
 }  // namespace
 
+// The Bluestein tables exactly as the loop below makes them (gpu_kokoro.cpp's STFT kernel reads them), each as
+// interleaved (re, im) floats: chirp [n], twiddles [m], the chirp filter's transform [m]; m = 0 when n is a
+// power of two (not handled there).
+void stft_onnxruntime_tables(int n_fft, std::vector<float>& chirp_out, std::vector<float>& twiddles_out,
+                             std::vector<float>& b_fft_out, int& m_out) {
+  const size_t n = static_cast<size_t>(n_fft);
+  m_out = 0;
+  if ((n & (n - 1)) == 0) return;
+  size_t m = 1;
+  while (m <= 2 * n - 2) m <<= 1;
+  const float pi = static_cast<float>(3.14159265358979323846);
+  std::vector<Complex> chirp(n), b(m, Complex(0, 0)), b_fft(m);
+  for (size_t k = 0; k < n; ++k) {
+    const float exponent = -1.0f * pi * static_cast<float>(k) * static_cast<float>(k) / static_cast<float>(n);
+    chirp[k] = Complex(std::cos(exponent), std::sin(exponent));
+    b[k] = std::conj(chirp[k]);
+  }
+  for (size_t k = m - n + 1; k < m; ++k) b[k] = b[m - k];
+  const std::vector<Complex> v = twiddles(m);
+  fft_radix2(b.data(), m, nullptr, m, v, b_fft.data());
+  auto flat = [](const std::vector<Complex>& c, std::vector<float>& out) {
+    out.resize(2 * c.size());
+    for (size_t i = 0; i < c.size(); ++i) out[2 * i] = c[i].real(), out[2 * i + 1] = c[i].imag();
+  };
+  flat(chirp, chirp_out);
+  flat(v, twiddles_out);
+  flat(b_fft, b_fft_out);
+  m_out = static_cast<int>(m);
+}
+
 Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop) {
+  if (gpu_ops::on_gpu(signal)) return gpu_ops::stft_onnxruntime(signal, window, n_fft, hop);
   assert(signal.rank() == 1 && signal.dtype() == DType::F32 && window.elements() == n_fft);
   assert(signal.ctx().backend() == Backend::Cpu);
   const size_t n = static_cast<size_t>(n_fft);

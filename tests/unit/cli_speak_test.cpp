@@ -74,6 +74,7 @@ TEST(CliSpeak, BadInputIsOneLine) {
   expect_one_line_error(speak(base + "--text 'hello' --lexicon /no/such/g2p-en-us.bin"), 1, "speak: --text:");
   expect_one_line_error(speak(base + "--text 'hello' --phonemes 'a'"), 2, "not both");
   expect_one_line_error(speak(base + "--phonemes 'a' --speed 9"), 2, "--speed");
+  expect_one_line_error(speak(base + "--phonemes 'a' --backend cuda"), 2, "--backend takes cpu or webgpu");
   const std::string small = temp_file("sotto_voice_small.bin", 1000);
   expect_one_line_error(speak("-m '" + kModel + "' --voice '" + small + "' -o /tmp/x.wav --phonemes 'a'"), 1,
                         "has 1000 bytes, expected 522240");

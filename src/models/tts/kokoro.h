@@ -150,6 +150,8 @@ struct KokoroWeights {
 // Reads and checks every tensor (names, shapes, dtypes): a file that is not this Kokoro export fails with one
 // line naming the first tensor that does not fit.
 Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSource& source);
+// The same weights copied to a GPU context (kokoro_gpu.cpp): the forward pass then runs there.
+Result<KokoroWeights> kokoro_weights_to_gpu(nn::Context& gpu, const KokoroWeights& cpu);
 
 // ---------------------------------------------------------------- the forward pass, by stage
 // Each stage takes what ONNX Runtime's graph feeds it, so tests can run one stage on ONNX Runtime's own inputs

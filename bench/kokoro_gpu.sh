@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Kokoro-82M on WebGPU (Dawn's Vulkan backend on the vendor driver) against our CPU backend on the same machine:
+# one ~5 s sentence (77 phoneme ids, af_heart), R runs each, the median compute_ms (load and the warm-up pass,
+# which compiles the GPU pipelines, are outside it) and real-time factor; the two backends' lengths compared.
+#
+#   bench/kokoro_gpu.sh BIN_DIR MODEL [OUT_DIR] [REPEATS]
+#
+# BIN_DIR holds sotto (built with -static-libstdc++ -static-libgcc) and libwebgpu_wrapper.so (npm
+# bun-webgpu-linux-x64); MODEL is kokoro-v1.0.int8.onnx with voices/af_heart.bin beside it. On the device machines
+# the Vulkan loader is carried as a .deb (see /work/.library/device/README.md) and the NVIDIA ICD is named with
+# VK_DRIVER_FILES.
+set -uo pipefail
+bin=$1
+model=$2
+out=${3:-${OUT:-/tmp}}
+repeats=${4:-5}
+for f in ${DEBS:-.gl/*.deb}; do [ -f "$f" ] && dpkg -x "$f" /; done
+ldconfig
+nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
+export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$bin/libwebgpu_wrapper.so}
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+threads=$(nproc)
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $threads threads"
+phonemes='həlˈoʊ wˈɜːld, ðɪs ɪz ɐ tˈɛst ʌv ðə spˈiʧ sˈɪstəm, ɹˈʌnɪŋ ˈɔn ɪts ˈOn ˈɛnʤən.'
+status=0
+for backend in webgpu cpu; do
+  for r in $(seq 1 "$repeats"); do
+    if ! timeout 240 "$bin/sotto" speak -m "$model" --voice af_heart --phonemes "$phonemes" --backend "$backend" \
+      --threads "$threads" -o "$out/kokoro_$backend.wav" --json >"$out/kokoro_${backend}_$r.json" 2>"$out/err.txt"; then
+      echo "$backend run $r failed: $(cat "$out/err.txt")"
+      status=1
+      break
+    fi
+    echo "$backend run $r: $(cat "$out/kokoro_${backend}_$r.json")"
+  done
+  ms=$(cat "$out"/kokoro_"${backend}"_*.json 2>/dev/null | sed -n 's/.*"compute_ms":\([0-9.]*\).*/\1/p' | sort -n)
+  n=$(echo "$ms" | grep -c .)
+  if [ "$n" -gt 0 ]; then
+    median=$(echo "$ms" | sed -n "$(((n + 1) / 2))p")
+    audio=$(sed -n 's/.*"audio_s":\([0-9.]*\).*/\1/p' "$out/kokoro_${backend}_1.json")
+    echo "$backend: median compute $median ms over $n runs for $audio s of audio: $(awk "BEGIN{printf \"%.1f\", $audio * 1000 / $median}")x real time"
+  fi
+done
+g=$(sed -n 's/.*"samples":\([0-9]*\).*/\1/p' "$out/kokoro_webgpu_1.json" 2>/dev/null)
+c=$(sed -n 's/.*"samples":\([0-9]*\).*/\1/p' "$out/kokoro_cpu_1.json" 2>/dev/null)
+echo "samples: webgpu ${g:-none}, cpu ${c:-none}"
+exit $status

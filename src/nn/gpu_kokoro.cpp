@@ -1,0 +1,838 @@
+// GPU kernels of the ops Kokoro adds to the op layer: snake, AdaIN / instance norm (group norm's kernel), the
+// ONNX export's atan2, resize, repeat by durations, transposed conv1d, batched f32 matmul, and ONNX Runtime's
+// dynamic int8 (DynamicQuantizeLinear to uint8, then MatMulInteger / ConvInteger accumulation). Plain kernels,
+// one output per thread (64 per workgroup), checked against nn/ref.h; not tuned yet.
+//
+// Dynamic int8 on the GPU: the range is two workgroup reductions (chunks, then one workgroup over the chunks'
+// partials) writing scale and zero point into a 4-float tensor that later kernels read: no read back to the host.
+// The arithmetic is the CPU's, step for step: scale = (max - min) / 255, zero point and q by WGSL's round (half to
+// even), integer sums in i32 (|sum| < 255 * 255 * K: K up to 33,000 fits), then f32(sum) * (x_scale * w_scale).
+// Every division there is div_rn (correctly rounded, in integer arithmetic): WGSL's own division may be 2.5 ulp
+// off, and one ulp at a rounding boundary is a whole quantization step.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include "nn/gpu_ops.h"
+#include "nn/gpu_recorder.h"
+
+namespace sotto::nn::gpu_ops {
+
+namespace {
+
+#define NN_WGSL_INDEX_K "fn index(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }\n"
+
+uint32_t u32(int64_t v) {
+  return static_cast<uint32_t>(v);
+}
+
+uint32_t fbits(float f) {
+  return std::bit_cast<uint32_t>(f);
+}
+
+Tensor none_on(const Tensor& x) {
+  return x.ctx().empty({0});
+}
+
+// y = x + sin(alpha_c x)^2 / alpha_c over x [C, T].
+constexpr const char* kSnake = NN_WGSL_INDEX_K R"(
+struct P { n: u32, length: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> alpha: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.n) { return; }
+  let a = alpha[i / p.length];
+  let v = x[i];
+  let s = sin(a * v);
+  y[i] = v + s * s * (1.0 / a);
+}
+)";
+
+// The export's Atan + Where: atan(y / x), +- float(pi) where x < 0.
+constexpr const char* kAtan2 = NN_WGSL_INDEX_K R"(
+struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> ys: array<f32>;
+@group(0) @binding(2) var<storage, read> xs: array<f32>;
+@group(0) @binding(3) var<storage, read_write> o: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.n) { return; }
+  let yv = ys[i];
+  let xv = xs[i];
+  let a = atan(yv / xv);
+  var r = a;
+  if (xv < 0.0) { r = select(a - 3.14159274101257324, a + 3.14159274101257324, yv > 0.0); }
+  o[i] = r;
+}
+)";
+
+// Along the last axis from a table of (i0, i1, w1) per output position (made on the host as the reference
+// makes it): y = x[i0] + (x[i1] - x[i0]) w1.
+constexpr const char* kResize = NN_WGSL_INDEX_K R"(
+struct P { n: u32, in_len: u32, out_len: u32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> table: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.n) { return; }
+  let r = i / p.out_len;
+  let d = i % p.out_len;
+  let a = x[r * p.in_len + u32(table[3u * d])];
+  let b = x[r * p.in_len + u32(table[3u * d + 1u])];
+  y[i] = a + (b - a) * table[3u * d + 2u];
+}
+)";
+
+// Rows gathered by an index table (repeat by durations): y[r, :] = x[rows[r], :].
+constexpr const char* kGatherRows = NN_WGSL_INDEX_K R"(
+struct P { n: u32, cols: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> rows: array<u32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.n) { return; }
+  y[i] = x[rows[i / p.cols] * p.cols + i % p.cols];
+}
+)";
+
+// Transposed conv1d, gathered: output (oc, p) sums w[i][oc][k] x[i][t] over the taps k with
+// t = (p + pad - k dilation) / stride a whole step inside the input, and the group's input channels.
+constexpr const char* kConvTranspose = NN_WGSL_INDEX_K R"(
+struct P { cout: u32, out_len: u32, in_g: u32, out_g: u32, kernel: u32, length: u32, stride: u32, padding: u32,
+           dilation: u32, has_bias: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.cout * p.out_len) { return; }
+  let oc = o / p.out_len;
+  let pos = o % p.out_len;
+  let grp = oc / p.out_g;
+  let ocl = oc % p.out_g;
+  var s = 0.0;
+  for (var k = 0u; k < p.kernel; k++) {
+    let q = i32(pos + p.padding) - i32(k * p.dilation);
+    if (q < 0 || u32(q) % p.stride != 0u) { continue; }
+    let t = u32(q) / p.stride;
+    if (t >= p.length) { continue; }
+    for (var i = 0u; i < p.in_g; i++) {
+      let ci = grp * p.in_g + i;
+      s += w[(ci * p.out_g + ocl) * p.kernel + k] * x[ci * p.length + t];
+    }
+  }
+  if (p.has_bias != 0u) { s += bias[oc]; }
+  y[o] = s;
+}
+)";
+
+// a [B, M, K] . b [K, N] (shared) or [B, K, N], one output per thread.
+constexpr const char* kMatmul = NN_WGSL_INDEX_K R"(
+struct P { batches: u32, m: u32, k: u32, n: u32, shared_b: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.batches * p.m * p.n) { return; }
+  let bi = o / (p.m * p.n);
+  let r = (o / p.n) % p.m;
+  let c = o % p.n;
+  var boff = 0u;
+  if (p.shared_b == 0u) { boff = bi * p.k * p.n; }
+  var s = 0.0;
+  for (var t = 0u; t < p.k; t++) { s += a[(bi * p.m + r) * p.k + t] * b[boff + t * p.n + c]; }
+  y[o] = s;
+}
+)";
+
+// a / b correctly rounded (to nearest, ties to even), as the CPU's division is: WGSL allows 2.5 ulp, and
+// compilers turn division by a constant into a multiply by its reciprocal (SwiftShader's scale = range / 255 came
+// out an ulp off). The significands' long division, 26 quotient bits, then rounding on the remainder. Normal
+// finite operands with a normal quotient (what quantization scales and activations are); 0 / b is 0.
+#define NN_WGSL_DIV_RN                                                                 \
+  "fn div_rn(a: f32, b: f32) -> f32 {\n"                                               \
+  "  if (a == 0.0) { return 0.0; }\n"                                                  \
+  "  let fa = frexp(abs(a));\n"                                                        \
+  "  let fb = frexp(abs(b));\n"                                                        \
+  "  let mb = u32(fb.fract * 16777216.0);\n"                                           \
+  "  var r = u32(fa.fract * 16777216.0);\n"                                            \
+  "  var q = 0u;\n"                                                                    \
+  "  for (var i = 0u; i < 26u; i++) {\n"                                               \
+  "    q <<= 1u;\n"                                                                    \
+  "    if (r >= mb) { r -= mb; q |= 1u; }\n"                                           \
+  "    r <<= 1u;\n"                                                                    \
+  "  }\n"                                                                              \
+  "  var drop = 1u;\n"                                                                 \
+  "  if (q >= 33554432u) { drop = 2u; }\n"                                             \
+  "  let mask = (1u << drop) - 1u;\n"                                                  \
+  "  let rest = q & mask;\n"                                                           \
+  "  let half = 1u << (drop - 1u);\n"                                                  \
+  "  var m = q >> drop;\n"                                                             \
+  "  if (rest > half || (rest == half && (r != 0u || (m & 1u) == 1u))) { m += 1u; }\n" \
+  "  let v = ldexp(f32(m), fa.exp - fb.exp - 25 + i32(drop));\n"                       \
+  "  return select(v, -v, (a < 0.0) != (b < 0.0));\n"                                  \
+  "}\n"
+
+#define NN_WGSL_MINMAX                                                                                   \
+  "var<workgroup> lo_s: array<f32, 64>;\n"                                                               \
+  "var<workgroup> hi_s: array<f32, 64>;\n"                                                               \
+  "fn reduce_lo_hi(lo: f32, hi: f32, lid: u32) -> vec2<f32> {\n"                                         \
+  "  lo_s[lid] = lo;\n"                                                                                  \
+  "  hi_s[lid] = hi;\n"                                                                                  \
+  "  workgroupBarrier();\n"                                                                              \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                                                            \
+  "    if (lid < s) { lo_s[lid] = min(lo_s[lid], lo_s[lid + s]); hi_s[lid] = max(hi_s[lid], hi_s[lid + " \
+  "s]); }\n"                                                                                             \
+  "    workgroupBarrier();\n"                                                                            \
+  "  }\n"                                                                                                \
+  "  return vec2<f32>(lo_s[0], hi_s[0]);\n"                                                              \
+  "}\n"
+
+// DynamicQuantizeLinear's range. Stage 0: workgroup w reduces chunk w of x into partial[2w], partial[2w+1].
+// Stage 1: one workgroup reduces the partials and writes qp = (scale, zero point, min, max).
+constexpr const char* kQuantRange = NN_WGSL_MINMAX NN_WGSL_DIV_RN R"(
+struct P { n: u32, chunks: u32, stage: u32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(3) var<storage, read_write> qp: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  var lo = 0.0;
+  var hi = 0.0;
+  if (p.stage == 0u) {
+    let w = wid.x;
+    if (w >= p.chunks) { return; }
+    let size = (p.n + p.chunks - 1u) / p.chunks;
+    let end = min(p.n, (w + 1u) * size);
+    for (var i = w * size + lid; i < end; i += 64u) { lo = min(lo, x[i]); hi = max(hi, x[i]); }
+    let r = reduce_lo_hi(lo, hi, lid);
+    if (lid == 0u) { partial[2u * w] = r.x; partial[2u * w + 1u] = r.y; }
+    return;
+  }
+  for (var c = lid; c < p.chunks; c += 64u) { lo = min(lo, partial[2u * c]); hi = max(hi, partial[2u * c + 1u]); }
+  let r = reduce_lo_hi(lo, hi, lid);
+  if (lid == 0u) {
+    var scale = 1.0;
+    if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
+    let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+    qp[0] = scale;
+    qp[1] = zp;
+    qp[2] = r.x;
+    qp[3] = r.y;
+  }
+}
+)";
+
+// x quantized to uint8, four to a word (thread j packs elements 4j .. 4j + 3).
+constexpr const char* kQuantize = NN_WGSL_INDEX_K NN_WGSL_DIV_RN R"(
+struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read_write> q: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let j = index(g);
+  if (4u * j >= p.n) { return; }
+  let scale = qp[0];
+  let zp = qp[1];
+  var word = 0u;
+  for (var e = 0u; e < 4u; e++) {
+    let i = 4u * j + e;
+    if (i < p.n) {
+      let v = clamp(round(div_rn(x[i], scale)) + zp, 0.0, 255.0);
+      word |= u32(v) << (8u * e);
+    }
+  }
+  q[j] = word;
+}
+)";
+
+#define NN_WGSL_BYTES                                                                \
+  "fn ubyte(a: u32, i: u32) -> i32 { return i32((a >> (8u * (i % 4u))) & 255u); }\n" \
+  "fn sbyte(a: u32, i: u32) -> i32 { return extractBits(bitcast<i32>(a), 8u * (i % 4u), 8u); }\n"
+
+// MatMulInteger on the quantized x [M, K] (uint8) and w [K, N] (int8 or uint8; signed_w), per-column zero
+// points (int8 / uint8 zp_signed) and scales when has_col, else the uniform's per-tensor ones.
+constexpr const char* kMatmulInteger = NN_WGSL_INDEX_K NN_WGSL_BYTES R"(
+struct P { m: u32, n: u32, k: u32, signed_w: u32, has_col: u32, zp_signed: u32, w_zp: i32, w_scale: f32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> scales: array<f32>;
+@group(0) @binding(5) var<storage, read> zps: array<u32>;
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.m * p.n) { return; }
+  let r = o / p.n;
+  let c = o % p.n;
+  let xzp = i32(qp[1]);
+  var wzp = p.w_zp;
+  var ws = p.w_scale;
+  if (p.has_col != 0u) {
+    ws = scales[c];
+    if (p.zp_signed != 0u) { wzp = sbyte(zps[c / 4u], c); } else { wzp = ubyte(zps[c / 4u], c); }
+  }
+  var acc = 0i;
+  for (var t = 0u; t < p.k; t++) {
+    let xi = r * p.k + t;
+    let wi = t * p.n + c;
+    var wv = ubyte(w[wi / 4u], wi);
+    if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
+    acc += (ubyte(xq[xi / 4u], xi) - xzp) * (wv - wzp);
+  }
+  y[o] = f32(acc) * (qp[0] * ws);
+}
+)";
+
+// ConvInteger on the quantized x [Cin, T] and w [Cout, Cin, K] (groups 1), padding taps contributing 0 (the
+// zero point), then the bias rounded down to the output step as ONNX Runtime's quantized graph adds it:
+// floor(b / step) * step, step = x_scale * w_scale.
+constexpr const char* kConvInteger = NN_WGSL_INDEX_K NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, stride: u32, padding: u32, dilation: u32,
+           signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.cout * p.out_len) { return; }
+  let oc = o / p.out_len;
+  let t = o % p.out_len;
+  let xzp = i32(qp[1]);
+  var acc = 0i;
+  for (var k = 0u; k < p.kernel; k++) {
+    let pos = i32(t * p.stride + k * p.dilation) - i32(p.padding);
+    if (pos < 0 || pos >= i32(p.length)) { continue; }
+    for (var i = 0u; i < p.cin; i++) {
+      let wi = (oc * p.cin + i) * p.kernel + k;
+      var wv = ubyte(w[wi / 4u], wi);
+      if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
+      let xi = i * p.length + u32(pos);
+      acc += (ubyte(xq[xi / 4u], xi) - xzp) * (wv - p.w_zp);
+    }
+  }
+  let step = qp[0] * p.w_scale;
+  var v = f32(acc) * step;
+  if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+  y[o] = v;
+}
+)";
+
+// One step of ONNX Runtime's DynamicQuantizeLSTM: each workgroup quantizes h (the whole of it, redundantly: H is
+// a few hundred) into workgroup memory, then each thread owns one hidden unit j: its four gate rows' integer sums
+// sum_k (hq_k - zp_h) (w[k][col] - zp_col), gates = gx + sum * (h_scale * w_scale) + bias, the cell update. The
+// state buffer holds h twice (read one half, write the other: p.flip) and c: [3H].
+constexpr const char* kLstmInt8Step = NN_WGSL_MINMAX NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
+struct P { hidden: u32, t: u32, flip: u32, signed_w: u32, zp_mode: u32, w_zp: i32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> gx: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read> cols: array<f32>;
+@group(0) @binding(4) var<storage, read> zps: array<u32>;
+@group(0) @binding(5) var<storage, read_write> state: array<f32>;
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+var<workgroup> hq: array<i32, 1024>;
+fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let hn = p.hidden;
+  let h_in = p.flip * hn;
+  let h_out = (1u - p.flip) * hn;
+  var lo = 0.0;
+  var hi = 0.0;
+  for (var k = lid; k < hn; k += 64u) { lo = min(lo, state[h_in + k]); hi = max(hi, state[h_in + k]); }
+  let r = reduce_lo_hi(lo, hi, lid);
+  var scale = 1.0;
+  if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
+  let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  for (var k = lid; k < hn; k += 64u) {
+    hq[k] = i32(clamp(round(div_rn(state[h_in + k], scale)) + zp, 0.0, 255.0)) - i32(zp);
+  }
+  workgroupBarrier();
+  let j = wid.x * 64u + lid;
+  if (j >= hn) { return; }
+  let n = 4u * hn;
+  var gate: array<f32, 4>;
+  for (var g = 0u; g < 4u; g++) {
+    let col = g * hn + j;
+    var wzp = p.w_zp;
+    if (p.zp_mode == 1u) { wzp = sbyte(zps[col / 4u], col); }
+    if (p.zp_mode == 2u) { wzp = ubyte(zps[col / 4u], col); }
+    var acc = 0i;
+    for (var k = 0u; k < hn; k++) {
+      let wi = k * n + col;
+      var wv = ubyte(w[wi / 4u], wi);
+      if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
+      acc += hq[k] * (wv - wzp);
+    }
+    gate[g] = gx[p.t * n + col] + f32(acc) * (scale * cols[col]) + cols[n + col];
+  }
+  let c = sigm(gate[1]) * state[2u * hn + j] + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
+  state[2u * hn + j] = c;
+  let h = sigm(gate[3]) * tanh(clamp(c, -15.0, 15.0));
+  state[h_out + j] = h;
+  y[p.t * hn + j] = h;
+}
+)";
+
+// sine_source, stage 1: one thread per harmonic runs the export's cumulative phase over the frames in its float
+// order (the phase reaches 10^4..10^5 rad: its low bits are the CumSum's, not a tidier sum's).
+constexpr const char* kSinePhase = NN_WGSL_DIV_RN R"(
+struct P { n: u32, harmonics: u32, upsample: u32, rate: f32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> f: array<f32>;
+@group(0) @binding(2) var<storage, read_write> phase: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let h = g.x;
+  if (h >= p.harmonics) { return; }
+  var cumulative = 0.0;
+  for (var j = 0u; j < p.n; j++) {
+    let v = div_rn(f[j] * f32(h + 1u), p.rate);
+    cumulative += v - floor(v);
+    phase[h * p.n + j] = ((cumulative * 2.0) * 3.14159274101257324) * f32(p.upsample);
+  }
+}
+)";
+
+// sine_source, stage 2: per (sample, harmonic) the linear (half-pixel) upsampling of the phase and its sine. The
+// phase is reduced by 2 pi in two parts (Cody-Waite: 6.28125 has 8 bits, so k * 6.28125 is exact for k < 2^16)
+// before WGSL's sin, which is specified on [-pi, pi] only.
+constexpr const char* kSineSamples = NN_WGSL_INDEX_K NN_WGSL_DIV_RN R"(
+struct P { n: u32, harmonics: u32, upsample: u32, samples: u32, amplitude: f32, threshold: f32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> f: array<f32>;
+@group(0) @binding(2) var<storage, read> phase: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.samples * p.harmonics) { return; }
+  let s = o / p.harmonics;
+  let h = o % p.harmonics;
+  var x = div_rn(f32(s) + 0.5, f32(p.upsample)) - 0.5;
+  x = min(max(x, 0.0), f32(p.n - 1u));
+  let i0 = u32(x);
+  var i1 = p.n - 1u;
+  if (i0 + 1u < p.n) { i1 = i0 + 1u; }
+  var w0 = abs(x - f32(i1));
+  var w1 = abs(x - f32(i0));
+  if (i0 == i1) { w0 = 0.5; w1 = 0.5; }
+  let value = w0 * phase[h * p.n + i0] + w1 * phase[h * p.n + i1];
+  let k = round(value * 0.15915494309189535);
+  let r = (value - k * 6.28125) - k * 0.0019353071795864769;
+  var out = 0.0;
+  if (f[s / p.upsample] > p.threshold) { out = sin(r) * p.amplitude; }
+  y[o] = out;
+}
+)";
+
+// ONNX Runtime's STFT for a length that is no power of two (Bluestein), one frame per thread, operation for
+// operation as nn/stft_onnxruntime.cpp does it, with its tables (chirp, twiddles, the filter's transform).
+constexpr const char* kStftBluestein = NN_WGSL_INDEX_K R"(
+struct P { frames: u32, n: u32, m: u32, bits: u32, hop: u32, bins: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> win: array<f32>;
+@group(0) @binding(3) var<storage, read> tables: array<vec2<f32>>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+fn cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> { return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
+fn rev(v: u32, bits: u32) -> u32 { return reverseBits(v) >> (32u - bits); }
+fn fft(a: ptr<function, array<vec2<f32>, 64>>) {
+  var o: array<vec2<f32>, 64>;
+  for (var i = 0u; i < p.m; i++) { o[i] = cmul(cmul(vec2<f32>(1.0, 0.0), (*a)[rev(i, p.bits)]), vec2<f32>(1.0, 0.0)); }
+  var cur = 0u;
+  for (var size = 2u; size <= p.m; size <<= 1u) {
+    let mid = size >> 1u;
+    cur++;
+    for (var k = 0u; k < mid; k++) {
+      let fw = tables[p.n + rev(k, cur)];
+      let sw = tables[p.n + rev(mid + k, cur)];
+      for (var j = 0u; j < p.m; j += size) {
+        let even = o[k + j];
+        let odd = o[k + j + mid];
+        o[k + j] = even + cmul(fw, odd);
+        o[k + j + mid] = even + cmul(sw, odd);
+      }
+    }
+  }
+  *a = o;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let t = index(g);
+  if (t >= p.frames) { return; }
+  var a: array<vec2<f32>, 64>;
+  for (var k = 0u; k < p.m; k++) { a[k] = vec2<f32>(0.0, 0.0); }
+  for (var k = 0u; k < p.n; k++) {
+    let v = vec2<f32>(x[t * p.hop + k], 0.0) * win[k];
+    a[k] = cmul(v, tables[k]);
+  }
+  fft(&a);
+  for (var k = 0u; k < p.m; k++) { a[k] = cmul(a[k], tables[p.n + p.m + k]); }
+  fft(&a);
+  for (var k = 0u; k < p.bins; k++) {
+    var c = a[0];
+    if (k != 0u) { c = a[p.m - k]; }
+    c = c / f32(p.m);
+    let v = cmul(c, tables[k]) * 1.0;
+    y[k * p.frames + t] = v.x;
+    y[(p.bins + k) * p.frames + t] = v.y;
+  }
+}
+)";
+}  // namespace
+
+Tensor snake(const Tensor& x, const Tensor& alpha) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(alpha) || alpha.dtype() != DType::F32 ||
+      alpha.elements() != x.dim(0) || x.elements() == 0)
+    return unsupported(x, "snake of these tensors");
+  Tensor out = x.ctx().empty(x.shape());
+  const uint32_t params[] = {u32(x.elements()), u32(x.dim(1)), 0, 0};
+  rec.dispatch("nn_snake", kSnake, params, {&x, &alpha, &out}, static_cast<uint64_t>(x.elements()));
+  return out;
+}
+
+Tensor adain(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
+  if (!on_gpu(gamma) || !on_gpu(beta)) return unsupported(x, "adain with host gamma / beta");
+  return gpu_ops::group_norm(x, static_cast<int>(x.dim(0)), gpu_ops::scale(gamma, 1.0f, 1.0f), beta, eps);
+}
+
+Tensor atan2(const Tensor& y, const Tensor& x) {
+  GpuRecorder& rec = *y.ctx().gpu();
+  if (rec.failed()) return none_on(y);
+  if (y.dtype() != DType::F32 || !on_gpu(x) || x.dtype() != DType::F32 || !(x.shape() == y.shape()))
+    return unsupported(y, "atan2 of these tensors");
+  Tensor out = y.ctx().empty(y.shape());
+  const uint32_t params[] = {u32(y.elements()), 0, 0, 0};
+  rec.dispatch("nn_atan2", kAtan2, params, {&y, &x, &out}, static_cast<uint64_t>(y.elements()));
+  return out;
+}
+
+Tensor resize(const Tensor& x, int64_t length, ResizeMode mode) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.elements() == 0 || length < 1)
+    return unsupported(x, "resize of this tensor");
+  const int64_t in_len = x.dim(-1), rows = x.elements() / in_len;
+  // The same (i0, i1, w1) as the CPU op computes in double, uploaded (3 floats per output position).
+  std::vector<float> table(static_cast<size_t>(3 * length));
+  const double ratio = static_cast<double>(in_len) / static_cast<double>(length);
+  for (int64_t d = 0; d < length; ++d) {
+    int64_t i0 = 0, i1 = 0;
+    float w1 = 0.0f;
+    if (mode == ResizeMode::Nearest) {
+      i0 = i1 =
+          std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<double>(d) * ratio)), in_len - 1);
+    } else {
+      double src = mode == ResizeMode::LinearHalfPixel
+                       ? (static_cast<double>(d) + 0.5) * ratio - 0.5
+                       : (length > 1 ? static_cast<double>(d) * static_cast<double>(in_len - 1) /
+                                           static_cast<double>(length - 1)
+                                     : 0.0);
+      src = std::max(0.0, src);
+      i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(src)), in_len - 1);
+      i1 = std::min<int64_t>(i0 + 1, in_len - 1);
+      w1 = static_cast<float>(src - static_cast<double>(i0));
+    }
+    table[static_cast<size_t>(3 * d)] = static_cast<float>(i0);
+    table[static_cast<size_t>(3 * d + 1)] = static_cast<float>(i1);
+    table[static_cast<size_t>(3 * d + 2)] = w1;
+  }
+  const Tensor t = x.ctx().from_floats({3 * length}, table);
+  Shape shape = x.shape();
+  shape[-1] = length;
+  Tensor out = x.ctx().empty(shape);
+  const uint32_t params[] = {u32(rows * length), u32(in_len), u32(length), 0};
+  rec.dispatch("nn_resize", kResize, params, {&x, &t, &out}, static_cast<uint64_t>(rows * length));
+  return out;
+}
+
+Tensor repeat_by_durations(const Tensor& x, std::span<const int64_t> reps) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || static_cast<int64_t>(reps.size()) != x.dim(0))
+    return unsupported(x, "repeat_by_durations of these tensors");
+  std::vector<uint32_t> rows;
+  for (size_t t = 0; t < reps.size(); ++t)
+    for (int64_t k = 0; k < reps[t]; ++k) rows.push_back(static_cast<uint32_t>(t));
+  const int64_t total = static_cast<int64_t>(rows.size()), cols = x.dim(1);
+  Tensor out = x.ctx().empty({total, cols});
+  if (total == 0) return out;
+  const Tensor index = x.ctx().from_bytes({total}, DType::I32,
+                                          {reinterpret_cast<const uint8_t*>(rows.data()), rows.size() * 4});
+  const uint32_t params[] = {u32(total * cols), u32(cols), 0, 0};
+  rec.dispatch("nn_gather_rows", kGatherRows, params, {&x, &index, &out},
+               static_cast<uint64_t>(total * cols));
+  return out;
+}
+
+Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvTranspose1dOptions& o,
+                        int64_t out_len) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w) || w.dtype() != DType::F32 || w.rank() != 3 ||
+      w.dim(0) != x.dim(0) || o.groups < 1 || x.dim(0) % o.groups != 0 || out_len < 1 ||
+      (b.defined() && (!on_gpu(b) || b.dtype() != DType::F32)))
+    return unsupported(x, "conv_transpose1d of these tensors");
+  const int64_t out_g = w.dim(1), cout = out_g * o.groups;
+  Tensor out = x.ctx().empty({cout, out_len});
+  const uint32_t params[] = {u32(cout),
+                             u32(out_len),
+                             u32(x.dim(0) / o.groups),
+                             u32(out_g),
+                             u32(w.dim(2)),
+                             u32(x.dim(1)),
+                             u32(o.stride),
+                             u32(o.padding),
+                             u32(o.dilation),
+                             b.defined() ? 1u : 0u,
+                             0,
+                             0};
+  const Tensor& bias = b.defined() ? b : w;
+  rec.dispatch("nn_conv_transpose1d", kConvTranspose, params, {&x, &w, &bias, &out},
+               static_cast<uint64_t>(cout * out_len));
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  GpuRecorder& rec = *a.ctx().gpu();
+  if (rec.failed()) return none_on(a);
+  if (a.dtype() != DType::F32 || !on_gpu(b) || b.dtype() != DType::F32 || a.rank() < 2 || b.rank() < 2 ||
+      a.dim(-1) != b.dim(-2) || a.elements() == 0)
+    return unsupported(a, "matmul of these tensors");
+  const int64_t m = a.dim(-2), k = a.dim(-1), n = b.dim(-1), batches = a.elements() / (m * k);
+  const bool shared = b.rank() == 2;
+  if (!shared && b.elements() != batches * k * n) return unsupported(a, "matmul of these tensors");
+  Shape shape = a.shape();
+  shape[-1] = n;
+  Tensor out = a.ctx().empty(shape);
+  const uint32_t params[] = {u32(batches), u32(m), u32(k), u32(n), shared ? 1u : 0u, 0, 0, 0};
+  rec.dispatch("nn_matmul", kMatmul, params, {&a, &b, &out}, static_cast<uint64_t>(batches * m * n));
+  return out;
+}
+
+Tensor dynamic_quantize_linear(const Tensor& x, Tensor* params) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.elements() == 0)
+    return unsupported(x, "dynamic_quantize_linear of this tensor");
+  Context& ctx = x.ctx();
+  const int64_t n = x.elements();
+  // Chunks of ~4,096 values, at most 1,024: the second stage's one workgroup reads 2 floats per chunk.
+  const int64_t chunks = std::clamp<int64_t>(n / 4096, 1, 1024);
+  Tensor partial = ctx.empty({2 * chunks});
+  Tensor qp = ctx.empty({4});
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    const uint32_t p[] = {u32(n), u32(chunks), stage, 0};
+    rec.dispatch("nn_quant_range", kQuantRange, p, {&x, &partial, &qp},
+                 stage == 0 ? static_cast<uint64_t>(chunks) * 64 : 64);
+  }
+  Tensor q = ctx.empty(x.shape(), DType::U8);
+  const uint32_t p[] = {u32(n), 0, 0, 0};
+  rec.dispatch("nn_quantize", kQuantize, p, {&x, &qp, &q}, static_cast<uint64_t>((n + 3) / 4));
+  if (params) *params = qp;
+  return q;
+}
+
+Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
+                              const Tensor& w_zero_points) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  const bool col = w_scales.defined() || w_zero_points.defined();
+  if (x.dtype() != DType::F32 || !on_gpu(w) || w.rank() != 2 || x.dim(-1) != w.dim(0) ||
+      (w.dtype() != DType::I8 && w.dtype() != DType::U8) ||
+      (col && (!on_gpu(w_scales) || !on_gpu(w_zero_points) || w_scales.dtype() != DType::F32 ||
+               w_scales.elements() != w.dim(1) || w_zero_points.elements() != w.dim(1) ||
+               (w_zero_points.dtype() != DType::I8 && w_zero_points.dtype() != DType::U8))))
+    return unsupported(x, "matmul_integer_dynamic of these tensors");
+  const int64_t k = x.dim(-1), n = w.dim(1), m = x.elements() / k;
+  Tensor qp;
+  const Tensor xq = dynamic_quantize_linear(x, &qp);
+  Shape shape = x.shape();
+  shape[-1] = n;
+  Tensor out = x.ctx().empty(shape);
+  const uint32_t params[] = {u32(m),
+                             u32(n),
+                             u32(k),
+                             w.dtype() == DType::I8 ? 1u : 0u,
+                             col ? 1u : 0u,
+                             col && w_zero_points.dtype() == DType::I8 ? 1u : 0u,
+                             static_cast<uint32_t>(w.quant().zero_point),
+                             fbits(w.quant().scale)};
+  const Tensor& s = col ? w_scales : qp;  // bindings must exist: stand-ins, unread
+  const Tensor& z = col ? w_zero_points : qp;
+  rec.dispatch("nn_matmul_integer", kMatmulInteger, params, {&xq, &qp, &w, &s, &z, &out},
+               static_cast<uint64_t>(m * n));
+  return out;
+}
+
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w) || w.rank() != 3 || w.dim(1) != x.dim(0) ||
+      (w.dtype() != DType::I8 && w.dtype() != DType::U8) || o.groups != 1 ||
+      (b.defined() && (!on_gpu(b) || b.dtype() != DType::F32 || b.elements() != w.dim(0))))
+    return unsupported(x, "conv1d_integer_dynamic_quantized_bias of these tensors");
+  const int64_t length = x.dim(1), cout = w.dim(0), kernel = w.dim(2);
+  const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
+  const int64_t out_len = (length + o.padding + pad_end - o.dilation * (kernel - 1) - 1) / o.stride + 1;
+  if (out_len < 1) return unsupported(x, "conv1d_integer_dynamic_quantized_bias of these tensors");
+  Tensor qp;
+  const Tensor xq = dynamic_quantize_linear(x, &qp);
+  Tensor out = x.ctx().empty({cout, out_len});
+  const uint32_t params[] = {u32(cout),
+                             u32(out_len),
+                             u32(x.dim(0)),
+                             u32(kernel),
+                             u32(length),
+                             u32(o.stride),
+                             u32(o.padding),
+                             u32(o.dilation),
+                             w.dtype() == DType::I8 ? 1u : 0u,
+                             static_cast<uint32_t>(w.quant().zero_point),
+                             fbits(w.quant().scale),
+                             b.defined() ? 1u : 0u};
+  const Tensor& bias = b.defined() ? b : qp;
+  rec.dispatch("nn_conv_integer", kConvInteger, params, {&xq, &qp, &w, &bias, &out},
+               static_cast<uint64_t>(cout * out_len));
+  return out;
+}
+
+}  // namespace sotto::nn::gpu_ops
+
+namespace sotto::nn::gpu_ops {
+
+Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
+                 Tensor* h_out, Tensor* c_out) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  const int64_t hidden = w.w_hh.dim(0), n = 4 * hidden, steps = x.dim(0);
+  auto col_ok = [&](const Tensor& t, DType d) {
+    return !t.defined() ||
+           (on_gpu(t) && t.elements() == n && (t.dtype() == d || (d == DType::I8 && t.dtype() == DType::U8)));
+  };
+  if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w.w_hh) || w.w_hh.rank() != 2 ||
+      w.w_hh.dim(1) != n || hidden > 1024 || (w.w_hh.dtype() != DType::I8 && w.w_hh.dtype() != DType::U8) ||
+      !col_ok(w.w_hh_scales, DType::F32) || !col_ok(w.w_hh_zero_points, DType::I8) ||
+      (w.b.defined() && (!on_gpu(w.b) || w.b.elements() != n)) || (h0.defined() && h0.elements() != hidden) ||
+      (c0.defined() && c0.elements() != hidden))
+    return unsupported(x, "lstm (int8) of these tensors");
+  Context& ctx = x.ctx();
+  const Tensor gx = gpu_ops::matmul_integer_dynamic(x, w.w_ih, w.w_ih_scales, w.w_ih_zero_points);  // [T, 4H]
+  // cols: the recurrent scales then the bias; state: h, h, c.
+  const Tensor scales =
+      w.w_hh_scales.defined()
+          ? w.w_hh_scales
+          : ctx.from_floats({n}, std::vector<float>(static_cast<size_t>(n), w.w_hh.quant().scale));
+  const Tensor bias = w.b.defined() ? w.b : ctx.zeros({n});
+  const Tensor both[2] = {scales, bias};
+  const Tensor cols = gpu_ops::concat(both, 0);
+  const Tensor zero = ctx.zeros({hidden});
+  const Tensor parts[3] = {h0.defined() ? h0.reshape({hidden}) : zero, zero,
+                           c0.defined() ? c0.reshape({hidden}) : zero};
+  const Tensor state = gpu_ops::concat(parts, 0);
+  Tensor y = ctx.empty({steps, hidden});
+  const uint32_t zp_mode = !w.w_hh_zero_points.defined()             ? 0u
+                           : w.w_hh_zero_points.dtype() == DType::I8 ? 1u
+                                                                     : 2u;
+  const Tensor& zps = w.w_hh_zero_points.defined() ? w.w_hh_zero_points : cols;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = reverse ? steps - 1 - s : s;
+    const uint32_t params[] = {u32(hidden), u32(t),
+                               u32(s % 2),  w.w_hh.dtype() == DType::I8 ? 1u : 0u,
+                               zp_mode,     static_cast<uint32_t>(w.w_hh.quant().zero_point),
+                               0,           0};
+    rec.dispatch("nn_lstm_int8_step", kLstmInt8Step, params, {&gx, &w.w_hh, &cols, &zps, &state, &y},
+                 static_cast<uint64_t>((hidden + 63) / 64 * 64));
+  }
+  const int64_t last = steps % 2;  // the half the last step wrote
+  if (h_out)
+    *h_out = gpu_ops::scale(gpu_ops::slice(state, 0, last * hidden, (last + 1) * hidden), 1.0f, 0.0f);
+  if (c_out) *c_out = gpu_ops::scale(gpu_ops::slice(state, 0, 2 * hidden, 3 * hidden), 1.0f, 0.0f);
+  return y;
+}
+
+}  // namespace sotto::nn::gpu_ops
+
+namespace sotto::nn {
+void stft_onnxruntime_tables(int n_fft, std::vector<float>& chirp, std::vector<float>& twiddles,
+                             std::vector<float>& b_fft, int& m);
+}  // namespace sotto::nn
+
+namespace sotto::nn::gpu_ops {
+
+Tensor sine_source(const Tensor& f0, int harmonics, int upsample, float sample_rate_hz, float amplitude,
+                   float voiced_threshold_hz) {
+  GpuRecorder& rec = *f0.ctx().gpu();
+  if (rec.failed()) return none_on(f0);
+  if (f0.dtype() != DType::F32 || f0.rank() != 1 || f0.elements() == 0 || harmonics < 1 || upsample < 1)
+    return unsupported(f0, "sine_source of this tensor");
+  const int64_t n = f0.dim(0), samples = n * upsample;
+  Tensor phase = f0.ctx().empty({harmonics, n});
+  const uint32_t p1[] = {u32(n), u32(harmonics), u32(upsample), fbits(sample_rate_hz)};
+  rec.dispatch("nn_sine_phase", kSinePhase, p1, {&f0, &phase}, static_cast<uint64_t>(harmonics));
+  Tensor out = f0.ctx().empty({samples, harmonics});
+  const uint32_t p2[] = {
+      u32(n), u32(harmonics), u32(upsample), u32(samples), fbits(amplitude), fbits(voiced_threshold_hz), 0,
+      0};
+  rec.dispatch("nn_sine_samples", kSineSamples, p2, {&f0, &phase, &out},
+               static_cast<uint64_t>(samples * harmonics));
+  return out;
+}
+
+Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop) {
+  GpuRecorder& rec = *signal.ctx().gpu();
+  if (rec.failed()) return none_on(signal);
+  std::vector<float> chirp, twiddles, b_fft;
+  int m = 0;
+  if (n_fft >= 2) stft_onnxruntime_tables(n_fft, chirp, twiddles, b_fft, m);
+  if (signal.dtype() != DType::F32 || signal.rank() != 1 || !on_gpu(window) || window.elements() != n_fft ||
+      m == 0 || m > 64 || hop < 1 || signal.dim(0) < n_fft)
+    return unsupported(signal,
+                       "stft_onnxruntime of this length (the GPU kernel takes Bluestein lengths <= 33)");
+  const int64_t frames = (signal.dim(0) - n_fft) / hop + 1, bins = n_fft / 2 + 1;
+  std::vector<float> tables = chirp;
+  tables.insert(tables.end(), twiddles.begin(), twiddles.end());
+  tables.insert(tables.end(), b_fft.begin(), b_fft.end());
+  const Tensor t = signal.ctx().from_floats({static_cast<int64_t>(tables.size())}, tables);
+  Tensor out = signal.ctx().empty({2, bins, frames});
+  const uint32_t params[] = {u32(frames), u32(n_fft), u32(m), u32(std::countr_zero(static_cast<uint32_t>(m))),
+                             u32(hop),    u32(bins),  0,      0};
+  rec.dispatch("nn_stft_bluestein", kStftBluestein, params, {&signal, &window, &t, &out},
+               static_cast<uint64_t>(frames));
+  return out;
+}
+
+}  // namespace sotto::nn::gpu_ops

@@ -1,0 +1,244 @@
+// Kokoro's GPU kernels (nn/gpu_kokoro.cpp) against the scalar references on fresh random inputs of odd sizes
+// (SwiftShader in CI; skipped with the reason where this machine has no WebGPU). Tolerances: gathers and the
+// integer products are exact (the int8 path: the quantized bytes equal the reference's, and each output is
+// the reference's integer sum times the same float scale: at most one rounding apart where the adapter fuses the
+// multiply and the bias add); float sums are in a different order than the reference's double sums, so
+// 1e-5 per term; WGSL's sin holds 2^-11 absolute on [-pi, pi] and its atan 4096 ulp (both near a few float ulps
+// on SwiftShader).
+#include <cmath>
+#include <cstring>
+
+#include "gpu/device.h"
+#include "gpu_test_support.h"
+#include "nn/gpu_ops.h"
+#include "nn/gpu_recorder.h"
+#include "nn/ref.h"
+#include "nn_test_support.h"
+
+namespace sotto::nn {
+namespace {
+
+using testing::download;
+using testing::expect_close;
+using testing::floats;
+using testing::rand_int;
+using testing::rand_int8;
+using testing::rand_tensor;
+using testing::upload;
+
+// An int8 / uint8 CPU tensor's bytes on the GPU, with its quantization.
+Tensor upload_bytes(Context& gpu, const Tensor& t) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(t.elements()));
+  std::memcpy(bytes.data(), t.data<uint8_t>(), bytes.size());
+  Tensor g = gpu.from_bytes(t.shape(), t.dtype(), bytes);
+  return t.dtype() == DType::I8 || t.dtype() == DType::U8 ? g.with_quant(t.quant()) : g;
+}
+
+TEST(NnGpuKokoro, SnakeAdainAtan2ResizeRepeatMatchTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const int64_t c = rand_int(1, 13), t = rand_int(1, 301);
+  const Tensor x = rand_tensor(*cpu, {c, t}, -3.0f, 3.0f), alpha = rand_tensor(*cpu, {c}, 0.5f, 1.5f);
+  const Tensor gx = upload(*gpu, x);
+  // |alpha x| <= 4.5: sin within ~2^-11 there, sin^2 / alpha within 2 * 2^-11 / 0.5.
+  expect_close(download(*cpu, *gpu, snake(gx, upload(*gpu, alpha))), ref::snake(x, alpha), 4e-3f, 0,
+               "gpu snake");
+
+  const Tensor gamma = rand_tensor(*cpu, {c}), beta = rand_tensor(*cpu, {c});
+  const Tensor one_plus = ref::binary(gamma, cpu->from_floats({1}, std::vector<float>{1.0f}), '+');
+  expect_close(download(*cpu, *gpu, adain(gx, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
+               ref::group_norm(x, static_cast<int>(c), one_plus, beta, 1e-5f), 2e-5f, 2e-5f, "gpu adain");
+  expect_close(download(*cpu, *gpu, instance_norm(gx, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
+               ref::group_norm(x, static_cast<int>(c), gamma, beta, 1e-5f), 2e-5f, 2e-5f,
+               "gpu instance_norm");
+
+  // atan2 with both signs of x and y, and exact zeros in y.
+  Tensor yv = rand_tensor(*cpu, {c, t}, -2.0f, 2.0f);
+  std::vector<float> ys = floats(yv);
+  for (size_t i = 0; i < ys.size(); i += 7) ys[i] = 0.0f;
+  yv = cpu->from_floats({c, t}, ys);
+  expect_close(download(*cpu, *gpu, atan2(upload(*gpu, yv), gx)), atan2(yv, x), 2e-6f, 2e-6f, "gpu atan2");
+
+  for (ResizeMode mode : {ResizeMode::Nearest, ResizeMode::LinearHalfPixel, ResizeMode::LinearAlignCorners}) {
+    const int64_t out_len = rand_int(1, 3 * t);
+    // The same source positions and weights as the CPU op: one float lerp apart at most.
+    expect_close(download(*cpu, *gpu, resize(gx, out_len, mode)), resize(x, out_len, mode), 1e-6f, 1e-6f,
+                 "gpu resize " + std::to_string(static_cast<int>(mode)));
+  }
+
+  std::vector<int64_t> reps(static_cast<size_t>(c));
+  for (int64_t& r : reps) r = rand_int(0, 5);
+  reps[0] = 1;
+  const Tensor durations =
+      cpu->from_bytes({c}, DType::I64, {reinterpret_cast<const uint8_t*>(reps.data()), reps.size() * 8});
+  expect_close(download(*cpu, *gpu, gpu_ops::repeat_by_durations(gx, reps)),
+               repeat_by_durations(x, durations), 0, 0, "gpu repeat_by_durations");
+}
+
+TEST(NnGpuKokoro, ConvTransposeAndMatmulMatchTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 4; ++rep) {
+    // Kokoro's shapes in small: depthwise stride 2 (groups = channels), stride 10 / 6 upsampling, the inverse
+    // STFT's stride 5 with one output channel.
+    const int groups = rep == 0 ? static_cast<int>(rand_int(2, 9)) : static_cast<int>(rand_int(1, 2));
+    const int64_t in_g = rep == 0 ? 1 : rand_int(1, 9), out_g = rep == 0 ? 1 : rand_int(1, 7);
+    const int64_t k = rand_int(1, 21), t = rand_int(1, 40);
+    ConvTranspose1dOptions o;
+    o.stride = static_cast<int>(rand_int(1, 10));
+    o.padding = static_cast<int>(rand_int(0, std::min<int64_t>(5, (k - 1) / 2)));  // a positive length
+    o.output_padding = rep == 1 ? static_cast<int>(rand_int(0, o.stride - 1)) : 0;
+    o.dilation = rep == 2 ? 2 : 1;
+    o.groups = groups;
+    const Tensor x = rand_tensor(*cpu, {groups * in_g, t}), w = rand_tensor(*cpu, {groups * in_g, out_g, k});
+    const Tensor bias = rand_tensor(*cpu, {groups * out_g});
+    const Tensor b = rep == 3 ? Tensor{} : bias;
+    expect_close(
+        download(*cpu, *gpu,
+                 conv_transpose1d(upload(*gpu, x), upload(*gpu, w), b.defined() ? upload(*gpu, b) : b, o)),
+        ref::conv_transpose1d(x, w, b, o), 1e-5f * static_cast<float>(in_g * k), 1e-5f,
+        "gpu conv_transpose1d");
+  }
+  const int64_t batches = rand_int(1, 5), m = rand_int(1, 70), k = rand_int(1, 30), n = rand_int(1, 9);
+  const Tensor a = rand_tensor(*cpu, {batches, m, k}), shared = rand_tensor(*cpu, {k, n}),
+               per = rand_tensor(*cpu, {batches, k, n});
+  expect_close(download(*cpu, *gpu, matmul(upload(*gpu, a), upload(*gpu, shared))), ref::matmul(a, shared),
+               1e-5f * static_cast<float>(k), 1e-5f, "gpu matmul shared");
+  expect_close(download(*cpu, *gpu, matmul(upload(*gpu, a), upload(*gpu, per))), ref::matmul(a, per),
+               1e-5f * static_cast<float>(k), 1e-5f, "gpu matmul batched");
+}
+
+TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  // DynamicQuantizeLinear: the same bytes, scale and zero point (ranges all positive, all negative, mixed; sizes
+  // past one chunk of the range reduction).
+  for (auto [lo, hi] : {std::pair{-2.0f, 3.0f}, std::pair{0.5f, 4.0f}, std::pair{-5.0f, -0.25f}}) {
+    const int64_t n = rand_int(1, 20000);
+    const Tensor x = rand_tensor(*cpu, {n}, lo, hi);
+    Tensor qp;
+    const Tensor q = gpu_ops::dynamic_quantize_linear(upload(*gpu, x), &qp);
+    auto bytes = gpu->to_bytes(q);
+    auto params = gpu->to_floats(qp);
+    ASSERT_TRUE(bytes.ok() && params.ok()) << bytes.message() << params.message();
+    const Tensor want = dynamic_quantize_linear(x);
+    EXPECT_EQ((*params)[0], want.quant().scale);
+    EXPECT_EQ(static_cast<int32_t>((*params)[1]), want.quant().zero_point);
+    ASSERT_GE(bytes->size(), static_cast<size_t>(n));
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) differ += (*bytes)[i] != want.data<uint8_t>()[i];
+    EXPECT_EQ(differ, 0) << "of " << n << " quantized values";
+  }
+
+  // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones.
+  const int64_t m = rand_int(1, 9), k = rand_int(1, 300), n = rand_int(1, 70);
+  const Tensor x = rand_tensor(*cpu, {m, k}, -3.0f, 2.0f);
+  for (DType wt : {DType::I8, DType::U8}) {
+    const Tensor w =
+        rand_int8(*cpu, {k, n}, wt).with_quant({.scale = 0.013f, .zero_point = wt == DType::U8 ? 128 : 0});
+    const Tensor scales = rand_tensor(*cpu, {n}, 0.001f, 0.02f), zps = rand_int8(*cpu, {n}, DType::I8);
+    const Tensor gw = upload_bytes(*gpu, w), gx = upload(*gpu, x);
+    // One rounding of the product's float scale apart at most (the integer sums are equal).
+    expect_close(
+        download(*cpu, *gpu, matmul_integer_dynamic(gx, gw, upload(*gpu, scales), upload_bytes(*gpu, zps))),
+        ref::matmul_integer_dynamic(x, w, scales, zps), 0, 2.4e-7f, "gpu matmul_integer per column");
+    expect_close(download(*cpu, *gpu, matmul_integer_dynamic(gx, gw)), ref::matmul_integer_dynamic(x, w), 0,
+                 2.4e-7f, "gpu matmul_integer per tensor");
+  }
+
+  // ConvInteger with the bias rounded down to the output step (Kokoro's convs): stride, dilation, padding.
+  for (int rep = 0; rep < 3; ++rep) {
+    const int64_t cin = rand_int(1, 40), cout = rand_int(1, 30), kk = rand_int(1, 7),
+                  t = rand_int(kk * 2, 90);
+    const Conv1dOptions o{.stride = rep == 1 ? 2 : 1,
+                          .padding = static_cast<int>(rand_int(0, kk / 2 + 1)),
+                          .dilation = rep == 2 ? static_cast<int>(rand_int(2, 5)) : 1};
+    if (o.dilation * (kk - 1) + 1 > t + 2 * o.padding) continue;
+    const Tensor xc = rand_tensor(*cpu, {cin, t}, -1.5f, 2.5f);
+    const Tensor w =
+        rand_int8(*cpu, {cout, cin, kk}, DType::I8).with_quant({.scale = 0.007f, .zero_point = 0});
+    const Tensor b = rand_tensor(*cpu, {cout}, -0.5f, 0.5f);
+    const Tensor want = ref::conv1d_integer_dynamic_quantized_bias(xc, w, b, o);
+    // The integer sum times the step, plus the floored bias: two roundings, one of them maybe fused.
+    expect_close(download(*cpu, *gpu,
+                          conv1d_integer_dynamic_quantized_bias(upload(*gpu, xc), upload_bytes(*gpu, w),
+                                                                upload(*gpu, b), o)),
+                 want, 1e-6f, 4e-7f, "gpu conv_integer");
+  }
+}
+
+TEST(NnGpuKokoro, Int8LstmFollowsTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 2; ++rep) {
+    const int64_t in = rand_int(1, 20), h = rand_int(1, 40), steps = rand_int(1, 7);
+    LstmWeights w;
+    w.w_ih = rand_int8(*cpu, {in, 4 * h}, DType::I8).with_quant({.scale = 0.01f, .zero_point = 3});
+    w.w_hh = rand_int8(*cpu, {h, 4 * h}, DType::I8).with_quant({.scale = 0.008f, .zero_point = -2});
+    w.b = rand_tensor(*cpu, {4 * h});
+    if (rep == 1) {  // per-column recurrent scales and zero points
+      w.w_hh_scales = rand_tensor(*cpu, {4 * h}, 0.002f, 0.01f);
+      w.w_hh_zero_points = rand_int8(*cpu, {4 * h}, DType::I8);
+    }
+    LstmWeights gw = w;
+    gw.w_ih = upload_bytes(*gpu, w.w_ih);
+    gw.w_hh = upload_bytes(*gpu, w.w_hh);
+    gw.b = upload(*gpu, w.b);
+    if (rep == 1) {
+      gw.w_hh_scales = upload(*gpu, w.w_hh_scales);
+      gw.w_hh_zero_points = upload_bytes(*gpu, w.w_hh_zero_points);
+    }
+    const Tensor x = rand_tensor(*cpu, {steps, in}, -2.0f, 2.0f);
+    const bool reverse = rand_int(0, 1) == 1;
+    Tensor h_last, c_last;
+    const Tensor got = download(*cpu, *gpu, lstm(upload(*gpu, x), gw, reverse, {}, {}, &h_last, &c_last));
+    Tensor want_h, want_c;
+    const Tensor want = ref::lstm(x, w, reverse, {}, {}, &want_h, &want_c);
+    // The integer products are exact, but the cell runs in float here and in double in the reference: h can
+    // differ by float rounding and, where that crosses a rounding boundary of the next step's quantization, by
+    // one step of h's scale (range / 255) times a weight: 2e-3 bounds it over 7 steps.
+    expect_close(got, want, 2e-3f, 0, "gpu int8 lstm");
+    expect_close(download(*cpu, *gpu, h_last), want_h, 2e-3f, 0, "gpu int8 lstm h");
+    expect_close(download(*cpu, *gpu, c_last), want_c, 2e-3f, 0, "gpu int8 lstm c");
+  }
+}
+
+TEST(NnGpuKokoro, SineSourceAndStftFollowTheCpuOps) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  // Kokoro's harmonic source: 9 harmonics, 300 samples per frame, some frames unvoiced (<= 10 Hz).
+  const int64_t n = rand_int(1, 23);
+  std::vector<float> f(static_cast<size_t>(n));
+  for (float& v : f) v = rand_int(0, 3) == 0 ? 5.0f : static_cast<float>(rand_int(60, 400)) + 0.37f;
+  const Tensor f0 = cpu->from_floats({n}, f);
+  // The phase is the same float CumSum here and there; the upsampling's two products may be fused into one
+  // rounding on the GPU (an ulp of a phase of ~10^4 rad is ~2e-3 rad) and WGSL's sin holds 2^-11 after the
+  // reduction: amplitude 0.1 x 3e-3 bounds both.
+  expect_close(download(*cpu, *gpu, sine_source(upload(*gpu, f0), 9, 300, 24000.0f, 0.1f, 10.0f)),
+               sine_source(f0, 9, 300, 24000.0f, 0.1f, 10.0f), 3e-4f, 0, "gpu sine_source");
+
+  // Kokoro's STFT: n_fft 20 (Bluestein, m = 64), hop 5, a Hann window, odd lengths.
+  const int64_t length = rand_int(20, 400);
+  const Tensor signal = rand_tensor(*cpu, {length});
+  std::vector<float> hann(20);
+  for (size_t i = 0; i < hann.size(); ++i)
+    hann[i] = 0.5f - 0.5f * std::cos(2.0f * 3.14159265f * static_cast<float>(i) / 20.0f);
+  const Tensor window = cpu->from_floats({20}, hann);
+  // The same float operations in the same order: equal where the adapter fuses nothing (SwiftShader), else an
+  // ulp per complex product; 1e-5 on values of ~1.
+  expect_close(download(*cpu, *gpu, stft_onnxruntime(upload(*gpu, signal), upload(*gpu, window), 20, 5)),
+               stft_onnxruntime(signal, window, 20, 5), 1e-5f, 1e-5f, "gpu stft_onnxruntime");
+}
+
+}  // namespace
+}  // namespace sotto::nn
