@@ -282,8 +282,7 @@ class Phonemizer {
     }
     std::vector<Part> parts = split_parts(t.text);
     if (parts.size() == 1) {
-      fallback(t.text, t.ps);
-      t.source = Source::LetterToSound;
+      t.source = fallback(t.text, t.ps);
       return;
     }
     // Right to left: the longest run of parts ending at `right` that the lexicon knows; a part alone
@@ -317,8 +316,7 @@ class Phonemizer {
               d.size() > 3 || (d.size() > 1 && d[0] == '0') ? digit_words(d) : cardinal_words(to_u64(d)),
               p.ps);
         } else {
-          fallback(p.text, p.ps);
-          any_lts = true;
+          any_lts |= fallback(p.text, p.ps) == Source::LetterToSound;
         }
       }
       p.done = true;
@@ -355,8 +353,8 @@ class Phonemizer {
   }
 
   // Words the lexicon and its rules do not know: short all-caps words and words without vowel letters are
-  // spelled (initialisms), the rest go to the letter-to-sound model.
-  void fallback(std::string_view w, std::string& out) const {
+  // spelled (initialisms), the rest go to the affix rules, then the letter-to-sound model. Says which read it.
+  Source fallback(std::string_view w, std::string& out) const {
     size_t letters = 0, vowels = 0, caps = 0;
     for (char c : w) {
       if (!is_alpha(c)) continue;
@@ -365,16 +363,17 @@ class Phonemizer {
       const char l = lowercase(std::string_view(&c, 1))[0];
       vowels += l == 'a' || l == 'e' || l == 'i' || l == 'o' || l == 'u' || l == 'y';
     }
-    if (letters == 0) return;
+    if (letters == 0) return Source::LetterToSound;
     if ((caps == letters && letters <= 5) || (vowels == 0 && letters <= 5) || letters == 1) {
-      if (rules_.spell(w, out)) return;
+      if (rules_.spell(w, out)) return Source::Spelled;
     }
     if (letters > 40) {  // not a word: spell it (bounded work, still speakable)
       rules_.spell(w, out);
-      return;
+      return Source::Spelled;
     }
-    if (rules_.affixes(w, out)) return;
+    if (rules_.affixes(w, out)) return Source::Affix;
     out += lts_.read(w);
+    return Source::LetterToSound;
   }
 
   // misaki's resolve_tokens: parts of one word are joined with spaces when the word mixes letters with digits
@@ -584,6 +583,8 @@ const char* source_name(Source s) {
       return "punctuation";
     case Source::Spelled:
       return "spelled";
+    case Source::Affix:
+      return "affix";
   }
   return "?";
 }

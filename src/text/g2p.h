@@ -28,9 +28,10 @@ enum class Lang : uint8_t { EnUs, EnGb };
 inline constexpr size_t kMaxPhonemesPerCall = 510;
 
 // Where a word's phonemes came from.
-enum class Source : uint8_t { Lexicon, Rule, Number, LetterToSound, Punctuation, Spelled };
+// Affix: a word in no lexicon read as a known word with a suffix or prefix (the lexicon's affix rules).
+enum class Source : uint8_t { Lexicon, Rule, Number, LetterToSound, Punctuation, Spelled, Affix };
 
-// "lexicon", "rule", "number", "letter-to-sound", "punctuation", "spelled".
+// "lexicon", "rule", "number", "letter-to-sound", "punctuation", "spelled", "affix".
 const char* source_name(Source s);
 
 struct WordPhonemes {

@@ -501,5 +501,16 @@ TEST(G2p, ThousandWordsInFewMilliseconds) {
 #endif
 }
 
+// Each word in no lexicon is labelled by what read it: the affix rules ("overcaffeinated" = over- +
+// "caffeinated") or the letter-to-sound model; words the lexicon's own rules read stay "lexicon".
+TEST(G2pSource, UnknownWordsSayWhatReadThem) {
+  NEED_MODEL(Lang::EnUs);
+  const std::vector<WordPhonemes> ws = g2p->words("overcaffeinated zorgvelt happiness");
+  ASSERT_EQ(ws.size(), 3u);
+  EXPECT_STREQ(source_name(ws[0].source), "affix") << ws[0].text;
+  EXPECT_STREQ(source_name(ws[1].source), "letter-to-sound") << ws[1].text;
+  EXPECT_STREQ(source_name(ws[2].source), "lexicon") << ws[2].text;
+}
+
 }  // namespace
 }  // namespace sotto::g2p
