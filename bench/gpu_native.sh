@@ -48,7 +48,7 @@ for type in q4_0 q4_k_m; do
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 1 --timings --fusion off 2>&1 |
     tee -a "$out/gpu_bench_$type.txt"
 done
-# The hand-written layer kernels (src/gpu/layer_kernel.h; attention sums in f32), both files, after 16 and
+# The hand-written layer kernels (src/models/llm/gpu/layer_kernel.h; attention sums in f32), both files, after 16 and
 # 1,024 prompt tokens, all layers in one dispatch and one a dispatch (bench/README.md, sessions 17-18).
 for type in q4_0 q4_k_m; do
   for args in "--depth 16" "--depth 1024" "--depth 16 --layers-per-dispatch 1"; do
@@ -59,7 +59,7 @@ for type in q4_0 q4_k_m; do
 done
 # Attention's sum of values: f16 key by key (the CPU's bits, the default) against f32 a chunk of keys at a
 # time, its keys split over many workgroups per head, decoding after a short and long prompts
-# (gpu/llm_gpu.h AttentionSum).
+# (models/llm/gpu/llm_gpu.h AttentionSum).
 q4_0="$models/qwen2.5-0.5b-random-q4_0.gguf"
 for depth in 16 1024 4096; do
   for sum in f16 f32; do

@@ -78,7 +78,7 @@ constexpr Command kCommands[] = {
      "  --turn K                 also time a K-token prompt appended at the depth (a chat turn)\n"
      "  --json                   one JSON object\n"},
     {"gpu-check", "gpu-check [--seed S]",
-     "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",
+     "every GPU kernel against the CPU on fresh random inputs (models/llm/gpu/op_check.h), on this machine's GPU",
      run_gpu_check, "  --seed S                 seed of the random inputs (default 1)\n"},
     {"gpu-probe", "gpu-probe [--token | --bandwidth]",
      "what plan fusion costs on this machine's GPU: the grid barrier, plain against atomic loads",

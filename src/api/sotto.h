@@ -47,7 +47,7 @@ enum SottoBackend {
 enum SottoGpuOption {
   /* Attention sums the values in f32 a chunk of keys at a time instead of in f16 key by key as the CPU backend
    * (and llama.cpp's CPU) do: faster, the more so the longer the context, but the logits are no longer the CPU
-   * backend's bit for bit, so greedy text can part from it at near-ties (gpu/llm_gpu.h AttentionSum). */
+   * backend's bit for bit, so greedy text can part from it at near-ties (models/llm/gpu/llm_gpu.h AttentionSum). */
   SOTTO_GPU_ATTENTION_F32 = 1,
   /* Decode through the fused plan (one dispatch per layer, gpu/fusion.h) whenever its load-time check passes,
    * rather than only where it measured faster than the separate dispatches (the default). */

@@ -19,7 +19,7 @@
 
 #include "core/thread_pool.h"
 #include "cpu/gelu.h"
-#include "gpu/llm_gpu.h"
+#include "models/llm/gpu/llm_gpu.h"
 #include "gpu_test_support.h"
 #include "io/gguf.h"
 #include "io/json.h"

@@ -1,11 +1,11 @@
-// LlmGpu's fused decode plan (gpu/llm_gpu.h, gpu/fusion.h): the embedding, one dispatch per layer, the output
+// LlmGpu's fused decode plan (models/llm/gpu/llm_gpu.h, gpu/fusion.h): the embedding, one dispatch per layer, the output
 // head and argmax as recorded, then a copy of the failure flag next to the token.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "gpu/llm_gpu.h"
+#include "models/llm/gpu/llm_gpu.h"
 
 namespace sotto::gpu {
 

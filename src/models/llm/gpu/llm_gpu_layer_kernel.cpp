@@ -1,4 +1,4 @@
-// LlmGpu's decode plan with the layers as gpu/layer_kernel.h's hand-written persistent kernel: the embedding, one
+// LlmGpu's decode plan with the layers as models/llm/gpu/layer_kernel.h's hand-written persistent kernel: the embedding, one
 // dispatch for the layers (one for each run of layers whose weights share a buffer: all of Qwen2.5-0.5B's), one
 // writing their new k and v rows, the output head and argmax as recorded, then the failure flag next to the
 // token (the fused plan's shape, so run_decode(), finish() and the unfused rerun serve both).
@@ -8,8 +8,8 @@
 #include <functional>
 #include <limits>
 
-#include "gpu/layer_kernel.h"
-#include "gpu/llm_gpu.h"
+#include "models/llm/gpu/layer_kernel.h"
+#include "models/llm/gpu/llm_gpu.h"
 
 namespace sotto::gpu {
 

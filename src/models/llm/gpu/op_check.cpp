@@ -1,5 +1,5 @@
-// The op harness of gpu/op_check.h: random inputs, one plan per op, readback, comparison with the CPU.
-#include "gpu/op_check.h"
+// The op harness of models/llm/gpu/op_check.h: random inputs, one plan per op, readback, comparison with the CPU.
+#include "models/llm/gpu/op_check.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-// The WGSL of gpu/layer_kernel.h: a llama/qwen2 decoder layer for one token as one persistent dispatch.
-#include "gpu/layer_kernel.h"
+// The WGSL of models/llm/gpu/layer_kernel.h: a llama/qwen2 decoder layer for one token as one persistent dispatch.
+#include "models/llm/gpu/layer_kernel.h"
 
 #include <algorithm>
 #include <cstring>

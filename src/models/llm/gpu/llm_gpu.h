@@ -54,7 +54,7 @@ namespace sotto::gpu {
 // Plan fusion: Auto builds and checks it where the adapter is a GPU (on SwiftShader, a CPU, it only costs time) and
 // keeps it if it decodes faster.
 struct FusionOptions {
-  // Layers: the layers as the hand-written persistent kernel of gpu/layer_kernel.h, all in one dispatch where
+  // Layers: the layers as the hand-written persistent kernel of models/llm/gpu/layer_kernel.h, all in one dispatch where
   // their weights share a buffer (checked within a tolerance), where the model has its shape; otherwise as Off.
   enum class Mode { Auto, On, Off, Layers };
   Mode mode = Mode::Auto;
@@ -109,7 +109,7 @@ class LlmGpu {
   // "return to JS and call finish() again".
   Status start_finish();
   DeviceStatus finish(int32_t* token);
-  // Sampling on the GPU (gpu/sample_state.h, gpu/kernels_sampling.cpp): after submit(), writes the token
+  // Sampling on the GPU (models/llm/gpu/sample_state.h, gpu/kernels_sampling.cpp): after submit(), writes the token
   // the CPU Sampler would draw with `params` from these logits (u: that Sampler's next_draw(); `history`:
   // prompt and written tokens, for the repetition penalty) into the token buffer, in a second small run;
   // start_finish() and finish() then read it as they read the argmax. Plain greedy needs none of this.
@@ -191,7 +191,7 @@ class LlmGpu {
   Status record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out);
   // The fused decode plan from decode_ (llm_gpu_fusion.cpp), checked against it; fusion_status_ says why not.
   Status build_fused(const FusionOptions& options);
-  // The same with gpu/layer_kernel.h's kernels (llm_gpu_layer_kernel.cpp), checked within a tolerance.
+  // The same with models/llm/gpu/layer_kernel.h's kernels (llm_gpu_layer_kernel.cpp), checked within a tolerance.
   Status build_layer_kernels(const FusionOptions& options);
   uint64_t decode_activation_bytes() const;
   // What both load-time checks share (llm_gpu_fusion.cpp): `n` tokens at positions 0 .. (fixed ids) through the
@@ -241,7 +241,7 @@ class LlmGpu {
   uint32_t sync_words_ = 0;
   bool use_fused_ = false, last_run_fused_ = false;
   // The failure flag's value when it was last seen raised: the layer kernels put there which barrier gave up
-  // and the arrivals its counter held (gpu/layer_kernel.cpp grid_sync); give_up_detail() words it.
+  // and the arrivals its counter held (models/llm/gpu/layer_kernel.cpp grid_sync); give_up_detail() words it.
   uint32_t last_give_up_ = 0;
   int decode_give_ups_ = 0;                    // fused tokens rerun after a give-up, while decoding
   static constexpr int kFusedGiveUpLimit = 3;  // the give-up that turns the fused plan off
