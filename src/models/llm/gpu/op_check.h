@@ -9,6 +9,8 @@
 //               RMSNorm fused in: 1e-3 (an f32 vs double sum of squares can move one q8_0 code by 1).
 //   norm_quant  y vs rms_norm in double (rel. 1e-5); q8_0 codes vs the CPU quantizer on the CPU's y: at most
 //               1 apart (a float-rounding difference in y can move a value across a rounding boundary).
+//   quantize    q8_0 alone (no norm) vs the CPU's quantize_activations_q8_0, halfway cases included: codes
+//               and scales exact.
 //   embed       vs dequantize_row_ref: exact.
 //   rope_kv     q and the f16 K cache vs the CPU formula with the same cos/sin table: 1e-5 / one f16 ulp.
 //   attention   vs attend_head_ref (cpu/attention.h) on the same f16 cache: 2e-3 of max |v| (GPU exp differs
