@@ -10,8 +10,8 @@
 #
 #   bench/gpu_native.sh [BIN_DIR] [OUT_DIR]
 #
-# Since session 17 `--fusion auto` (the default, the first runs below) may keep the hand-written layer kernels
-# (since session 18 all layers in one dispatch); they are also measured on their own (--fusion layers).
+# `--fusion auto` (the default, the first runs below) chooses the hand-written layer kernels by rule on a GPU
+# (all layers in one dispatch); they are also measured on their own (--fusion layers).
 #
 # BIN_DIR holds sotto, sotto_make_random_gguf, libwebgpu_wrapper.so and ggml-vocab-qwen2.gguf (default
 # .gpubench, which the device runs carry); results go to OUT_DIR (default $OUT, else /tmp). On the device
@@ -41,7 +41,7 @@ done
 "$bin/sotto" gpu-probe --token 2>&1 | tee -a "$out/gpu_probe.txt"
 for type in q4_0 q4_k_m; do
   file="$models/qwen2.5-0.5b-random-$type.gguf"
-  # The default (--fusion auto: the layer kernels where they are faster at load), then --fusion on: decode
+  # The default (--fusion auto: the layer kernels by rule on a GPU), then --fusion on: decode
   # measured both through the rewritten fused plan (one dispatch per layer) and the separate dispatches.
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 2>&1 | tee "$out/gpu_bench_$type.txt"
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 --fusion on 2>&1 | tee -a "$out/gpu_bench_$type.txt"

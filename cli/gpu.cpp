@@ -26,13 +26,13 @@
 #include "api/clock.h"
 #include "commands.h"
 #include "gpu/device.h"
-#include "models/llm/gpu/llm_gpu.h"
-#include "models/llm/gpu/op_check.h"
 #include "gpu/ops.h"
 #include "gpu_bandwidth.h"
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/gguf.h"
+#include "models/llm/gpu/llm_gpu.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/llama.h"
 #include "models/llm/sampler.h"
 
@@ -70,7 +70,6 @@ Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_
   gpu::DeviceOptions options;
   options.request_timestamps = timestamps;
   SOTTO_ASSIGN(m->device, gpu::open_device(options));
-  fusion.clock_ms = &now_ms;
   SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx, 0, fusion, attention_sum));
   return m;
 }

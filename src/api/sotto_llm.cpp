@@ -268,7 +268,6 @@ int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int3
     auto device = sotto::gpu::open_device();
     if (!device) return fail(llm, SOTTO_ERROR_RUN, device.message());
     sotto::gpu::FusionOptions fusion;
-    fusion.clock_ms = &sotto::now_ms;  // Auto keeps the fused plan only where it decodes faster
     if (llm->gpu_options & SOTTO_GPU_FUSED) fusion.mode = sotto::gpu::FusionOptions::Mode::On;
     const auto attention_sum = (llm->gpu_options & SOTTO_GPU_ATTENTION_F32) ? sotto::gpu::AttentionSum::F32
                                                                             : sotto::gpu::AttentionSum::F16;
