@@ -2,6 +2,7 @@
 #include "models/llm/gpu/op_check.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -222,10 +223,12 @@ struct Checker {
   // the rest random at scales from 2^-20 to 2^12, where 127 / amax and 1 / (amax / 127) give another code for
   // a few values.
   Status quantize_q8_0(int n) {
+    // 2^e for normal e, from its bits (wasm's libc has no ldexp).
+    auto pow2 = [](int e) { return std::bit_cast<float>(static_cast<uint32_t>(127 + e) << 23); };
     std::vector<float> x = rng.vec(static_cast<size_t>(n));
     const int ties = std::min(n / 32, 4);
     for (int b = 0; b < ties; ++b) {
-      const float unit = std::ldexp(1.0f, b * 3 - 4);
+      const float unit = pow2(b * 3 - 4);
       for (int i = 0; i < 32; ++i) {
         const int k = (i * 7 + b) % 127;  // k + 1/2 for k in [0, 126], both signs
         x[static_cast<size_t>(32 * b + i)] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(k) + 0.5f) * unit;
@@ -233,7 +236,7 @@ struct Checker {
       x[static_cast<size_t>(32 * b + 31)] = 127.0f * unit;  // the block's amax
     }
     for (int b = ties; b < n / 32; ++b) {
-      const float s = std::ldexp(1.0f, static_cast<int>(rng.next() % 33) - 20);
+      const float s = pow2(static_cast<int>(rng.next() % 33) - 20);
       for (int i = 0; i < 32; ++i) x[static_cast<size_t>(32 * b + i)] *= s;
     }
     std::vector<BlockQ8_0> q(static_cast<size_t>(n / 32));
