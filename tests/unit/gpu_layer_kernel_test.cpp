@@ -17,10 +17,10 @@
 
 #include "core/half.h"
 #include "core/quantize_ref.h"
-#include "models/llm/gpu/layer_kernel.h"
-#include "models/llm/gpu/llm_gpu.h"
 #include "gpu_test_support.h"
 #include "io/gguf.h"
+#include "models/llm/gpu/layer_kernel.h"
+#include "models/llm/gpu/llm_gpu.h"
 #include "models/llm/llama.h"
 #include "test_support.h"
 

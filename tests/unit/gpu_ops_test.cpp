@@ -10,9 +10,9 @@
 #include <cstdlib>
 
 #include "gpu/device.h"
-#include "models/llm/gpu/op_check.h"
 #include "gpu/ops.h"
 #include "gpu_test_support.h"
+#include "models/llm/gpu/op_check.h"
 #include "test_support.h"
 
 namespace sotto::gpu {

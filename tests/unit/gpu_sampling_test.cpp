@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "models/llm/gpu/llm_gpu.h"
-#include "models/llm/gpu/op_check.h"
 #include "gpu_test_support.h"
 #include "io/gguf.h"
 #include "llm_reference.h"
+#include "models/llm/gpu/llm_gpu.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/llama.h"
 #include "models/llm/sampler.h"
 #include "test_support.h"

@@ -11,8 +11,8 @@
 #include "core/quantize_ref.h"
 #include "cpu/gelu.h"
 #include "cpu/quant_dot.h"
-#include "models/llm/gpu/op_check.h"
 #include "gpu/ops.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/sampler.h"
 
 namespace sotto::gpu {

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "models/llm/gpu/op_check.h"
 #include "gpu/ops.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/gpu/sample_state.h"
 #include "models/llm/sampler.h"
 

@@ -9,8 +9,8 @@
 
 #include "core/quantize_ref.h"
 #include "gpu/kernels_wgsl.h"
-#include "models/llm/gpu/op_check.h"
 #include "gpu/ops.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/sampler.h"
 
 namespace sotto::gpu {

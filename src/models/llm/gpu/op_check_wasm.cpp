@@ -8,9 +8,9 @@
 #include <string>
 
 #include "gpu/device.h"
-#include "models/llm/gpu/op_check.h"
 #include "gpu/webgpu_imports_wasm.h"
 #include "io/describe.h"
+#include "models/llm/gpu/op_check.h"
 
 namespace sotto::gpu {
 namespace {
