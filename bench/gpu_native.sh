@@ -10,8 +10,8 @@
 #
 #   bench/gpu_native.sh [BIN_DIR] [OUT_DIR]
 #
-# Since session 17 `--fusion auto` (the default, the first runs below) may keep the hand-written layer kernels
-# (since session 18 all layers in one dispatch); they are also measured on their own (--fusion layers).
+# `--fusion auto` (the default, the first runs below) chooses the hand-written layer kernels by rule on a GPU
+# (all layers in one dispatch); they are also measured on their own (--fusion layers).
 #
 # BIN_DIR holds sotto, sotto_make_random_gguf, libwebgpu_wrapper.so and ggml-vocab-qwen2.gguf (default
 # .gpubench, which the device runs carry); results go to OUT_DIR (default $OUT, else /tmp). On the device
@@ -41,14 +41,14 @@ done
 "$bin/sotto" gpu-probe --token 2>&1 | tee -a "$out/gpu_probe.txt"
 for type in q4_0 q4_k_m; do
   file="$models/qwen2.5-0.5b-random-$type.gguf"
-  # The default (--fusion auto: the layer kernels where they are faster at load), then --fusion on: decode
+  # The default (--fusion auto: the layer kernels by rule on a GPU), then --fusion on: decode
   # measured both through the rewritten fused plan (one dispatch per layer) and the separate dispatches.
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 2>&1 | tee "$out/gpu_bench_$type.txt"
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 5 --fusion on 2>&1 | tee -a "$out/gpu_bench_$type.txt"
   "$bin/sotto" bench llm --backend webgpu -m "$file" --repeats 1 --timings --fusion off 2>&1 |
     tee -a "$out/gpu_bench_$type.txt"
 done
-# The hand-written layer kernels (src/gpu/layer_kernel.h; attention sums in f32), both files, after 16 and
+# The hand-written layer kernels (src/models/llm/gpu/layer_kernel.h; attention sums in f32), both files, after 16 and
 # 1,024 prompt tokens, all layers in one dispatch and one a dispatch (bench/README.md, sessions 17-18).
 for type in q4_0 q4_k_m; do
   for args in "--depth 16" "--depth 1024" "--depth 16 --layers-per-dispatch 1"; do
@@ -59,7 +59,7 @@ for type in q4_0 q4_k_m; do
 done
 # Attention's sum of values: f16 key by key (the CPU's bits, the default) against f32 a chunk of keys at a
 # time, its keys split over many workgroups per head, decoding after a short and long prompts
-# (gpu/llm_gpu.h AttentionSum).
+# (models/llm/gpu/llm_gpu.h AttentionSum).
 q4_0="$models/qwen2.5-0.5b-random-q4_0.gguf"
 for depth in 16 1024 4096; do
   for sum in f16 f32; do

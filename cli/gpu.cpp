@@ -1,4 +1,4 @@
-// sotto bench llm --backend webgpu: the language model on the GPU (gpu/llm_gpu.h) through Dawn. (generate and
+// sotto bench llm --backend webgpu: the language model on the GPU (models/llm/gpu/llm_gpu.h) through Dawn. (generate and
 // chat run on the GPU through the C API: cli/generate.cpp.)
 //
 //   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto|layers]
@@ -7,13 +7,13 @@
 //                                      [--fusion-copy WORDS] [--layers-leave-out BITS]
 //                                      [--layers-per-dispatch N]
 //
-// --attention f32: attention sums the values in f32 (gpu/llm_gpu.h AttentionSum; not the CPU's bits).
+// --attention f32: attention sums the values in f32 (models/llm/gpu/llm_gpu.h AttentionSum; not the CPU's bits).
 // --depth N: decode after a prompt of N tokens (default 16), to see how decoding slows as the context grows.
 //
 // Prefill runs through the prompt plan and, for comparison, token by token through the decode plan (the two
 // runs' logits are printed side by side). --timings adds each op's GPU time from timestamp queries (when the
 // adapter has them) and the large matrix x vector ops' GB/s next to a measured buffer-copy bandwidth.
-// sotto gpu-check runs the op harness (gpu/op_check.h) on this machine's GPU, once for each kernel path it
+// sotto gpu-check runs the op harness (models/llm/gpu/op_check.h) on this machine's GPU, once for each kernel path it
 // can take (packed dot or not, subgroup reductions or not, f16 casts or not).
 #include <algorithm>
 #include <cmath>
@@ -26,13 +26,13 @@
 #include "api/clock.h"
 #include "commands.h"
 #include "gpu/device.h"
-#include "gpu/llm_gpu.h"
-#include "gpu/op_check.h"
 #include "gpu/ops.h"
 #include "gpu_bandwidth.h"
 #include "io/describe.h"
 #include "io/file.h"
 #include "io/gguf.h"
+#include "models/llm/gpu/llm_gpu.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/llama.h"
 #include "models/llm/sampler.h"
 
@@ -70,7 +70,6 @@ Result<std::unique_ptr<GpuModel>> open_gpu_model(const std::string& path, int n_
   gpu::DeviceOptions options;
   options.request_timestamps = timestamps;
   SOTTO_ASSIGN(m->device, gpu::open_device(options));
-  fusion.clock_ms = &now_ms;
   SOTTO_ASSIGN(m->llm, gpu::LlmGpu::create(*m->device, m->weights, n_ctx, 0, fusion, attention_sum));
   return m;
 }

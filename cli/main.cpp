@@ -59,8 +59,8 @@ constexpr Command kCommands[] = {
      "  --repeats N              repeats; medians are printed\n"
      "  --backend cpu|webgpu     webgpu: on the GPU (dispatches per token; --timings: per-op GPU time, "
      "GB/s)\n"
-     "  --fusion on|off|auto     webgpu: each layer as one dispatch (default auto: on a GPU, if its check "
-     "passes)\n"
+     "  --fusion on|off|auto     webgpu: on = the separate kernels rewritten as one dispatch per layer; "
+     "default auto: the layer kernels below on a GPU where they fit, else separate dispatches\n"
      "  --fusion layers          webgpu: the layers as a hand-written persistent kernel (llama/qwen2, "
      "q4_0/q5_0/q8_0/q4_K/q6_K)\n"
      "  --layers-leave-out BITS  webgpu, with --fusion layers and --fused-grid: phases left out (timing "
@@ -78,7 +78,8 @@ constexpr Command kCommands[] = {
      "  --turn K                 also time a K-token prompt appended at the depth (a chat turn)\n"
      "  --json                   one JSON object\n"},
     {"gpu-check", "gpu-check [--seed S]",
-     "every GPU kernel against the CPU on fresh random inputs (gpu/op_check.h), on this machine's GPU",
+     "every GPU kernel against the CPU on fresh random inputs (models/llm/gpu/op_check.h), on this machine's "
+     "GPU",
      run_gpu_check, "  --seed S                 seed of the random inputs (default 1)\n"},
     {"gpu-probe", "gpu-probe [--token | --bandwidth]",
      "what plan fusion costs on this machine's GPU: the grid barrier, plain against atomic loads",

@@ -99,7 +99,7 @@ export class Engine {
     return this.#call('gpuSelftest', { n, seed, mode });
   }
 
-  // The op-by-op cross-backend harness (src/gpu/op_check.h) on this engine's GPU; needs JSPI (Chromium).
+  // The op-by-op cross-backend harness (src/models/llm/gpu/op_check.h) on this engine's GPU; needs JSPI (Chromium).
   // -> {ok, error | adapter, packed_dot, text, checks: [{op, shape, error, tolerance, passed}], ms}
   gpuOpCheck({ seed, packedDot } = {}) {
     return this.#call('gpuOpCheck', { seed, packedDot });

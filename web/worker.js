@@ -529,7 +529,7 @@ async function llmGpuProfile({ handle }) {
   return { timestamps, timings: named };
 }
 
-// The op-by-op harness (src/gpu/op_check.h) on this engine's device: it reads back synchronously, so it runs
+// The op-by-op harness (src/models/llm/gpu/op_check.h) on this engine's device: it reads back synchronously, so it runs
 // through WebAssembly.promising and suspends on each pending read. -> {ok, error | adapter, text, checks}
 async function gpuOpCheck({ seed = 1, packedDot = true } = {}) {
   if (!hasJspi()) throw new Error('webgpu: the op harness needs JS Promise Integration (WebAssembly.Suspending; Chromium 137+), which this runtime lacks');

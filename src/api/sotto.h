@@ -47,10 +47,11 @@ enum SottoBackend {
 enum SottoGpuOption {
   /* Attention sums the values in f32 a chunk of keys at a time instead of in f16 key by key as the CPU backend
    * (and llama.cpp's CPU) do: faster, the more so the longer the context, but the logits are no longer the CPU
-   * backend's bit for bit, so greedy text can part from it at near-ties (gpu/llm_gpu.h AttentionSum). */
+   * backend's bit for bit, so greedy text can part from it at near-ties (models/llm/gpu/llm_gpu.h AttentionSum). */
   SOTTO_GPU_ATTENTION_F32 = 1,
-  /* Decode through the fused plan (one dispatch per layer, gpu/fusion.h) whenever its load-time check passes,
-   * rather than only where it measured faster than the separate dispatches (the default). */
+  /* Decode through the rewritten fused plan (one dispatch per layer, gpu/fusion.h) whenever its load-time check
+   * passes, rather than the default's rule (models/llm/gpu/llm_gpu.h FusionOptions: the hand-written layer
+   * kernels on a GPU where the model has their shape, else the separate dispatches; nothing timed at load). */
   SOTTO_GPU_FUSED = 2,
 };
 

@@ -1,6 +1,6 @@
 // The C API's language model (api/sotto.h): a handle owns the parsed GGUF views, the weights (pointing into
 // the caller's bytes), the tokenizer, the model on its backend (a CPU context with its KV cache, or the GPU
-// plan of gpu/llm_gpu.h on a device) and the generation in progress. Both backends go through the same
+// plan of models/llm/gpu/llm_gpu.h on a device) and the generation in progress. Both backends go through the same
 // Generation (models/llm/generate.h), so the rules of writing text are one piece of code. Every entry point
 // checks its arguments, turns errors into a status code and keeps the message on the handle.
 #include "api/sotto.h"
@@ -16,12 +16,12 @@
 #include "api/clock.h"
 #include "core/thread_pool.h"
 #include "gpu/device.h"
-#include "gpu/llm_gpu.h"
-#include "gpu/sample_state.h"
 #include "io/describe.h"
 #include "io/gguf.h"
 #include "models/llm/chat_template.h"
 #include "models/llm/generate.h"
+#include "models/llm/gpu/gpu_token_model.h"
+#include "models/llm/gpu/llm_gpu.h"
 #include "models/llm/llama.h"
 #include "text/tokenizer.h"
 
@@ -79,109 +79,6 @@ struct SottoLlm {
 namespace {
 
 using sotto::cat;
-
-// The GPU plan as a TokenModel: the next token is chosen on the GPU (the decode plan's argmax, or the sampling
-// tail run after it with the Sampler's draw and the recent ids: gpu/sample_state.h), and stays in its token
-// buffer for the next step, so only the 4-byte id travels, once per token.
-//
-// Decoding runs one step ahead: the step after a token needs nothing from the CPU (its input is that choice,
-// already in the token buffer; a sampled choice needs the Sampler's next draw, which does not depend on the
-// token), so it is submitted as soon as the token's read is, and the GPU works on it while the id travels back
-// and the CPU decides whether to go on. Waiting for each id before submitting the next step left the GPU idle
-// for the round trip (about a third of a token's time on the H200, bench/README.md). A repetition penalty reads
-// the ids just written, so penalized sampling waits for each id. A step run ahead that is not wanted (the
-// generation ended, a new prompt comes) is dropped: the position is given back and its cache row is overwritten
-// by whatever runs there next (its draw is gone with the generation's Sampler).
-class GpuTokenModel final : public sotto::TokenModel {
- public:
-  explicit GpuTokenModel(sotto::gpu::LlmGpu& llm) : llm_(&llm) {}
-  int n_past() const override { return llm_->n_past() - (ahead_ ? 1 : 0); }
-  int n_ctx() const override { return llm_->n_ctx(); }
-  void clear() override {
-    llm_->reset();
-    last_choice_ = sotto::kNoToken;
-    ahead_ = ahead_sampled_ = sample_submitted_ = false;
-  }
-  void truncate(int n_past) override {
-    const int now = this->n_past();
-    if (ahead_) llm_->drop_last(1);  // the step run ahead is not wanted
-    last_choice_ = sotto::kNoToken;
-    ahead_ = ahead_sampled_ = sample_submitted_ = reading_ = choosing_ = false;
-    if (n_past < now) llm_->drop_last(now - std::max(n_past, 0));
-  }
-  sotto::Status supports(const sotto::SamplerParams& p) const override {
-    return sotto::gpu::check_gpu_sampling(p, llm_->n_vocab());
-  }
-  sotto::Status run(std::span<const int32_t> ids, bool choose_next) override {
-    // A generation abandoned while a read was in flight: that token is in the cache, its id is dropped.
-    reading_ = false;
-    choosing_ = false;
-    const bool chosen_on_gpu = ids.size() == 1 && ids[0] == last_choice_;
-    last_choice_ = sotto::kNoToken;
-    const bool ahead_sampled = ahead_sampled_;
-    ahead_sampled_ = false;
-    sample_submitted_ = false;
-    if (ahead_) {
-      ahead_ = false;
-      if (chosen_on_gpu && choose_next) {  // the step already running is this one (and its draw)
-        choosing_ = true;
-        sample_submitted_ = ahead_sampled;
-        return {};
-      }
-      llm_->drop_last(1);
-    }
-    // A prompt fills the cache through the prompt plan; the token whose logits choose the next one runs
-    // through the decode plan.
-    const size_t batched = choose_next ? ids.size() - std::min<size_t>(ids.size(), 1) : ids.size();
-    if (batched > 1) {
-      SOTTO_TRY(llm_->submit_prompt(ids.first(batched)));
-    } else if (batched == 1) {
-      SOTTO_TRY(llm_->submit(ids[0]));
-    }
-    for (int32_t id : ids.subspan(batched)) SOTTO_TRY(llm_->submit(chosen_on_gpu ? -1 : id));
-    choosing_ = choose_next;  // choose() starts the choice: it has the Sampler's parameters and draw
-    return {};
-  }
-  sotto::Result<Choice> choose(sotto::Sampler& sampler, std::span<const int32_t> history,
-                               int32_t* id) override {
-    if (!reading_) {
-      if (!choosing_) return sotto::error("llm: no token is being chosen on the GPU");
-      const sotto::SamplerParams& p = sampler.params();
-      const bool sampled = sotto::gpu::needs_gpu_sampler(p);
-      // The CPU Sampler draws once per choice, and only when it samples (not greedy).
-      auto draw = [&] { return p.greedy || p.temperature <= 0.0f ? 0.0f : sampler.next_draw(); };
-      if (sampled && !sample_submitted_) SOTTO_TRY(llm_->submit_sample(p, draw(), history));
-      sample_submitted_ = false;
-      SOTTO_TRY(llm_->start_finish());
-      // The next step, ahead (above). The fused plan reruns unread tokens when a barrier gives up; a sampled
-      // step ahead of the read would need its draw again then, so the fused plan goes ahead only greedily.
-      if (!sotto::gpu::gpu_sampler_reads_history(p) && !(sampled && llm_->fused()) &&
-          llm_->n_past() < llm_->n_ctx()) {
-        SOTTO_TRY(llm_->submit(-1));
-        if (sampled) SOTTO_TRY(llm_->submit_sample(p, draw(), {}));
-        ahead_ = true;
-        ahead_sampled_ = sampled;
-      }
-      choosing_ = false;
-      reading_ = true;
-    }
-    const sotto::gpu::DeviceStatus s = llm_->finish(id);
-    if (s == sotto::gpu::DeviceStatus::Pending) return Choice::Pending;
-    reading_ = false;
-    if (s == sotto::gpu::DeviceStatus::Error) return sotto::error(llm_->device().last_error());
-    last_choice_ = *id;
-    return Choice::Ready;
-  }
-
- private:
-  sotto::gpu::LlmGpu* llm_;
-  int32_t last_choice_ = sotto::kNoToken;  // the GPU's last choice, still in its token buffer
-  bool choosing_ = false;                  // run() asked for the next token; choose() has not started it
-  bool reading_ = false;
-  bool ahead_ = false;  // the step after last_choice_ is submitted (its position counted in llm_->n_past())
-  bool ahead_sampled_ = false;     // ... with its sampling tail
-  bool sample_submitted_ = false;  // this choice's sampling tail went with its step, ahead
-};
 
 int32_t fail(SottoLlm* llm, int32_t status, std::string message) {
   llm->last_error = std::move(message);
@@ -379,7 +276,6 @@ int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int3
     auto device = sotto::gpu::open_device();
     if (!device) return fail(llm, SOTTO_ERROR_RUN, device.message());
     sotto::gpu::FusionOptions fusion;
-    fusion.clock_ms = &sotto::now_ms;  // Auto keeps the fused plan only where it decodes faster
     if (llm->gpu_options & SOTTO_GPU_FUSED) fusion.mode = sotto::gpu::FusionOptions::Mode::On;
     const auto attention_sum = (llm->gpu_options & SOTTO_GPU_ATTENTION_F32) ? sotto::gpu::AttentionSum::F32
                                                                             : sotto::gpu::AttentionSum::F16;
@@ -387,7 +283,7 @@ int32_t sotto_llm_load_on(SottoLlm* llm, const uint8_t* bytes, size_t size, int3
     if (!gpu) return fail(llm, SOTTO_ERROR_RUN, gpu.message());
     llm->device = std::move(device).value();
     llm->gpu = std::move(gpu).value();
-    llm->model = std::make_unique<GpuTokenModel>(*llm->gpu);
+    llm->model = std::make_unique<sotto::gpu::GpuTokenModel>(*llm->gpu);
   } else {
     auto ctx = sotto::make_llama_context(llm->weights, n_ctx);
     if (!ctx) return fail(llm, SOTTO_ERROR_MEMORY, ctx.message());

@@ -25,7 +25,7 @@
 //     was slower than its separate dispatches until then).
 // A grid barrier needs every workgroup of the dispatch resident at once, which WebGPU cannot promise: each
 // waits a bounded number of spins, then raises the failure flag (sync word 0) and leaves; the model sees the
-// flag with its token and runs that token again unfused with fewer workgroups or none (gpu/llm_gpu.cpp).
+// flag with its token and runs that token again unfused with fewer workgroups or none (models/llm/gpu/llm_gpu.cpp).
 #pragma once
 
 #include <algorithm>

@@ -343,12 +343,14 @@ fn ff_mean(a: vec2f, n: u32) -> f32 {
 }
 )";
 
-// q8_0 as ggml's quantize_row_q8_0 (d = amax / 127, q = roundf(v * (1 / d)), d kept as f16) of the values
-// x[p.x_off + i], times scale * NW[i] when `normalize`, into xq / xd: the one quantizer of the matrix x vector
-// prologue (workgroup memory, 128 invocations) and of norm_quant (storage, also 128). One invocation per
-// word (4 values) rather than per 32-value block: each block's largest |value| gathers in bmax through an
-// atomic max of the f32 bits (non-negative floats order as their bits), so a thread reads 8 values instead of
-// 64 one after another: the serial reads, not the arithmetic, made this the slow part of those kernels.
+// q8_0 as llama.cpp's x86 quantize_row_q8_0 and the CPU's quantize_activations_q8_0 (cpu/quant_dot.h):
+// d = amax / 127 kept as f16, q = v * (127 / amax) rounded half to even (WGSL's round()); ggml's reference
+// form, roundf(v * (1 / d)), gives another code for some values. Of the values x[p.x_off + i], times
+// scale * NW[i] when `normalize`, into xq / xd: the one quantizer of the matrix x vector prologue (workgroup
+// memory, 128 invocations) and of norm_quant (storage, also 128). One invocation per word (4 values) rather
+// than per 32-value block: each block's largest |value| gathers in bmax through an atomic max of the f32 bits
+// (non-negative floats order as their bits), so a thread reads 8 values instead of 64 one after another: the
+// serial reads, not the arithmetic, made this the slow part of those kernels.
 const char* kQuantizeQ8_0 = R"(
   for (var wi = lid.x; wi < NVALS / 4u; wi += STRIDEu) {
     var m = 0.0;
@@ -362,17 +364,15 @@ const char* kQuantizeQ8_0 = R"(
   workgroupBarrier();
   for (var wi = lid.x; wi < NVALS / 4u; wi += STRIDEu) {
     let b = wi / 8u;
-    let d = bitcast<f32>(atomicLoad(&bmax[b])) / 127.0;
-    let id = select(0.0, 1.0 / d, d != 0.0);
+    let amax = bitcast<f32>(atomicLoad(&bmax[b]));
+    let d = amax / 127.0;
+    let id = select(0.0, 127.0 / amax, amax != 0.0);
     var word = 0u;
     for (var e = 0u; e < 4u; e++) {
       let i = 4u * wi + e;
       var v = x[p.x_off + i];
       if (normalize) { v = v * scale * NW[i]; }
-      let a = abs(v * id);
-      var r = floor(a);
-      if (a - r >= 0.5) { r += 1.0; }
-      word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
+      word |= (bitcast<u32>(i32(round(v * id))) & 0xFFu) << (8u * e);
     }
     xq[8u * b + wi % 8u] = word;
     if (wi % 8u == 0u) { xd[b] = f16r(d); }

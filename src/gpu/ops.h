@@ -101,7 +101,7 @@ struct TokenBatch {
 };
 
 // Whether the device's f16 casts (WGSL `f16(x)`, shader-f16) round f32 to nearest even on the op check's
-// values (gpu/op_check_f16.cpp: random magnitudes, halfway cases, subnormals, the overflow edge), as the CPU's
+// values (models/llm/gpu/op_check_f16.cpp: random magnitudes, halfway cases, subnormals, the overflow edge), as the CPU's
 // f32_to_f16 does: WGSL lets them round either way. False without shader-f16, when the check fails to run, or
 // when its read cannot block (in the browser, outside a blocking-read section).
 bool native_f16_rounds_to_nearest_even(Device& device);
@@ -170,14 +170,14 @@ class Ops {
                 BufferHandle tok);
   static uint64_t argmax_partial_bytes(uint32_t n) { return 8ull * ((n + 1023) / 1024); }
   // tok[0] = the token the CPU Sampler would draw from logits[0 .. n) (two dispatches,
-  // gpu/kernels_sampling.cpp), its parameters, draw and recent ids in `state` (gpu/sample_state.h writes them);
+  // gpu/kernels_sampling.cpp), its parameters, draw and recent ids in `state` (models/llm/gpu/sample_state.h writes them);
   // `candidates` holds sample_candidates_bytes(n). Errors for n outside 1 ..= kSampleMaxVocab.
   Status sample(std::vector<Dispatch>& plan, BufferHandle logits, uint32_t n, BufferHandle state,
                 BufferHandle candidates, BufferHandle tok);
   static uint64_t sample_candidates_bytes(uint32_t n) { return 8ull * kSampleMaxTopK * ((n + 1023) / 1024); }
   static constexpr uint64_t kSampleStateBytes = 4ull * (8 + kSampleMaxRecent);
 
-  // A kernel of the caller's own (gpu/layer_kernel.h): its pipeline (made once per `key`), its bindings (views
+  // A kernel of the caller's own (models/llm/gpu/layer_kernel.h): its pipeline (made once per `key`), its bindings (views
   // resolved), and `params` as a uniform at binding params_binding when not empty.
   Status custom(std::vector<Dispatch>& plan, const std::string& key, const std::string& wgsl,
                 std::vector<Binding> bindings, uint32_t groups_x, uint32_t params_binding = 0,

@@ -1,4 +1,4 @@
-// The hand-written persistent layer kernels (gpu/layer_kernel.h, FusionOptions::Mode::Layers) give the separate
+// The hand-written persistent layer kernels (models/llm/gpu/layer_kernel.h, FusionOptions::Mode::Layers) give the separate
 // dispatches' (attention summing in f32) greedy tokens and logits within the load-time check's tolerance, in the
 // llama and qwen2 shapes (RoPE in pairs and in halves, q/k/v biases), all layers in one dispatch or a few, token
 // after token as the KV cache they write fills; models they
@@ -17,10 +17,10 @@
 
 #include "core/half.h"
 #include "core/quantize_ref.h"
-#include "gpu/layer_kernel.h"
-#include "gpu/llm_gpu.h"
 #include "gpu_test_support.h"
 #include "io/gguf.h"
+#include "models/llm/gpu/layer_kernel.h"
+#include "models/llm/gpu/llm_gpu.h"
 #include "models/llm/llama.h"
 #include "test_support.h"
 

@@ -19,11 +19,11 @@
 
 #include "core/thread_pool.h"
 #include "cpu/gelu.h"
-#include "gpu/llm_gpu.h"
 #include "gpu_test_support.h"
 #include "io/gguf.h"
 #include "io/json.h"
 #include "llm_reference.h"
+#include "models/llm/gpu/llm_gpu.h"
 #include "models/llm/llama.h"
 #include "test_support.h"
 

@@ -1,4 +1,4 @@
-// The GPU kernels against the CPU, op by op (gpu/op_check.h: references and tolerances), on fresh random
+// The GPU kernels against the CPU, op by op (models/llm/gpu/op_check.h: references and tolerances), on fresh random
 // inputs, natively through Dawn on Vulkan (SwiftShader on CI machines: the shapes are small), with the packed
 // integer dot product and with its fallback, with the subgroup reductions and without, and with f16 casts
 // where the device's round to nearest even.
@@ -10,9 +10,9 @@
 #include <cstdlib>
 
 #include "gpu/device.h"
-#include "gpu/op_check.h"
 #include "gpu/ops.h"
 #include "gpu_test_support.h"
+#include "models/llm/gpu/op_check.h"
 #include "test_support.h"
 
 namespace sotto::gpu {

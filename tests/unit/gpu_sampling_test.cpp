@@ -1,9 +1,9 @@
-// Sampling on the GPU inside the model (gpu/llm_gpu.h submit_sample) against sotto::Sampler fed the GPU's own
+// Sampling on the GPU inside the model (models/llm/gpu/llm_gpu.h submit_sample) against sotto::Sampler fed the GPU's own
 // logits (LlmGpu::logits()) and the same draw: stories260K, 32 tokens after a llama.cpp
 // reference prompt, each one chosen on the GPU and fed back there, for a llama.cpp-like chain (top-k, top-p,
 // min-p, temperature), one with a repetition penalty, and greedy with a penalty (which the plan's argmax
 // cannot do). A token must equal the CPU Sampler's unless one of its decisions lies within 1e-5 of a boundary
-// (gpu/op_check.h sampling_boundary_distance: the GPU's exp and sums differ from libm's in the last bits);
+// (models/llm/gpu/op_check.h sampling_boundary_distance: the GPU's exp and sums differ from libm's in the last bits);
 // such tokens are counted and may be at most a few.
 #include <gtest/gtest.h>
 
@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "gpu/llm_gpu.h"
-#include "gpu/op_check.h"
 #include "gpu_test_support.h"
 #include "io/gguf.h"
 #include "llm_reference.h"
+#include "models/llm/gpu/llm_gpu.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/llama.h"
 #include "models/llm/sampler.h"
 #include "test_support.h"

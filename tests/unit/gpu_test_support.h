@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "gpu/device.h"
-#include "gpu/llm_gpu.h"
+#include "models/llm/gpu/llm_gpu.h"
 #include "test_support.h"
 
 namespace sotto::testing {

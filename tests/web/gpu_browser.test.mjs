@@ -3,7 +3,7 @@
 //   - the device-seam smoke test: y = a(ax + b) + b over fresh random data on the GPU (two dispatches split by
 //     a copy, a uniform, an asynchronous readback, timestamp queries) against the same f32 arithmetic on the
 //     CPU; a buffer past maxBufferSize and a shader that does not compile come back as clear one-line errors;
-//   - the op-by-op harness (src/gpu/op_check.h; references and tolerances stated there), as natively;
+//   - the op-by-op harness (src/models/llm/gpu/op_check.h; references and tolerances stated there), as natively;
 //   - the language model ({device: 'webgpu'}): stories260K F32 / Q8_0 / Q4_0, 64 greedy tokens equal to the
 //     CPU backend's and llama.cpp's; tokens sampled on the GPU equal to the CPU backend's for the same seed;
 //   - the lab page's WebGPU section and its GPU choice for the language model, with GPU time per kernel.
@@ -105,7 +105,7 @@ test('WebGPU: a shader that does not compile comes back as a one-line error with
   assert.ok(!r.message.includes('\n'), r.message);
 });
 
-// The op harness (src/gpu/op_check.h; references and tolerances are stated there) from wasm in the page, the
+// The op harness (src/models/llm/gpu/op_check.h; references and tolerances are stated there) from wasm in the page, the
 // same checks tests/unit runs natively on Dawn. The harness reads back synchronously: JSPI suspends wasm.
 // Here with dot4I8Packed's fallback kernels; the lab page's test below runs it with the packed dot (each run is
 // a minute or two of SwiftShader).

@@ -1,5 +1,5 @@
 // The lab's "WebGPU" section: opens the GPU in the lab's engine worker (web/gpu.js), runs the device-seam smoke
-// test and the op-by-op harness (src/gpu/op_check.h: every kernel against the CPU's arithmetic, as natively),
+// test and the op-by-op harness (src/models/llm/gpu/op_check.h: every kernel against the CPU's arithmetic, as natively),
 // and shows the GPU time of each kernel of the last timed run (timestamp queries, when the adapter has them).
 // window.sottoLab.gpuLab exposes the steps to tests.
 const $ = (id) => document.getElementById(id);

@@ -44,7 +44,7 @@ class Sampler {
 
   const SamplerParams& params() const { return params_; }
   // The uniform draw sample() would make next, taken from the generator: for a sampler that runs elsewhere
-  // (the GPU's, gpu/sample_state.h) on the same sequence of draws. sample() draws once per non-greedy call.
+  // (the GPU's, models/llm/gpu/sample_state.h) on the same sequence of draws. sample() draws once per non-greedy call.
   float next_draw() { return rng_.next_unit(); }
 
  private:

@@ -1,4 +1,4 @@
-// LlmGpu's decode plan with the layers as gpu/layer_kernel.h's hand-written persistent kernel: the embedding, one
+// LlmGpu's decode plan with the layers as models/llm/gpu/layer_kernel.h's hand-written persistent kernel: the embedding, one
 // dispatch for the layers (one for each run of layers whose weights share a buffer: all of Qwen2.5-0.5B's), one
 // writing their new k and v rows, the output head and argmax as recorded, then the failure flag next to the
 // token (the fused plan's shape, so run_decode(), finish() and the unfused rerun serve both).
@@ -8,8 +8,8 @@
 #include <functional>
 #include <limits>
 
-#include "gpu/layer_kernel.h"
-#include "gpu/llm_gpu.h"
+#include "models/llm/gpu/layer_kernel.h"
+#include "models/llm/gpu/llm_gpu.h"
 
 namespace sotto::gpu {
 
@@ -228,39 +228,17 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     std::swap(decode_, reference);
     SOTTO_TRY(ran);
   }
-  // Grids: the one asked for; on a CPU adapter one workgroup (no barrier to wait at); else a few sizes up to a
-  // large GPU's compute units (the H200 has 132; two workgroups per unit, 264, timed faster at load at times but
-  // decoded at ~840 tokens/s against ~1,040), the fastest of those whose barriers all held.
+  // Grids: the one asked for; on a CPU adapter one workgroup (no barrier to wait at); else the widest of a few
+  // sizes up to a large GPU's compute units whose barriers all hold (the H200 has 132). Chosen by that rule,
+  // not timed: choosing by timing at load kept narrower grids at times (a load chose 32 workgroups, decoding
+  // after 1,024 tokens at 488 tokens/s against 764; two per unit, 264, timed faster at times but decoded at
+  // ~840 tokens/s against ~1,040).
   const bool cpu_adapter = device().info().cpu();
-  std::vector<uint32_t> grids = options.grid > 0 ? std::vector<uint32_t>{options.grid}
-                                : cpu_adapter    ? std::vector<uint32_t>{1}
-                                                 : std::vector<uint32_t>{132, 108, 66, 32};
-  if (!options.clock_ms && grids.size() > 1) grids = {132};
-  if (options.clock_ms && grids.size() > 1) SOTTO_TRY(warm_up(options.clock_ms));
-  struct Candidate {
-    uint32_t grid = 0;
-    double ms = 1.0;  // the best of its timing rounds (1 where not timed)
-    float diff = 0.0f;
-  };
-  std::vector<Candidate> held;  // the grids whose check passed and whose barriers held, widest first
+  const std::vector<uint32_t> grids = options.grid > 0 ? std::vector<uint32_t>{options.grid}
+                                      : cpu_adapter    ? std::vector<uint32_t>{1}
+                                                       : std::vector<uint32_t>{132, 108, 66, 32};
   std::string why_not = "no grid given";
-  std::string passed_over;      // grids whose barrier gave up, and where
-  std::string timing_give_ups;  // timing rounds whose barrier gave up (not counted), by grid
-  // The installed grid's best of two rounds (the first may run before the GPU's clocks have risen); a round whose
-  // barrier gave up (its tokens then ran separately) does not count: infinity where both did.
-  auto time_rounds = [&](uint32_t grid) -> Result<double> {
-    double best = std::numeric_limits<double>::infinity();
-    for (int round = 0; round < 2; ++round) {
-      bool gave_up_timing = false;
-      SOTTO_ASSIGN(double ms, ms_per_greedy_token(true, options.clock_ms, &gave_up_timing));
-      if (gave_up_timing) {
-        timing_give_ups += cat(timing_give_ups.empty() ? "" : ", ", grid, give_up_detail());
-      } else {
-        best = std::min(best, ms);
-      }
-    }
-    return best;
-  };
+  std::string passed_over;  // grids whose barrier gave up, and where
   for (uint32_t grid : grids) {
     SOTTO_TRY(install(grid));
     std::vector<std::vector<float>> got;
@@ -268,7 +246,7 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     SOTTO_TRY(run_check_tokens(true, kCheckTokens, &got, &gave_up));
     if (gave_up) {
       why_not = cat("a grid barrier gave up with ", grid, " workgroups", give_up_detail());
-      passed_over += cat(passed_over.empty() ? "" : ", ", grid, ": its check", give_up_detail());
+      passed_over += cat(passed_over.empty() ? "" : ", ", grid, give_up_detail());
       continue;
     }
     float diff = 0.0f;
@@ -298,58 +276,16 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
       fused_ = {};
       return {};
     }
-    // Timed right after the grid's check. (Timing all grids in turn over two rounds instead chose
-    // 108 workgroups over 132 at both loads of one lease, decoding then at 902 / 1,079 tokens/s against
-    // 1,020 / 1,177: not kept. One after another, a cold first load once chose 66.)
-    double ms = 1.0;
-    if (options.clock_ms) {
-      SOTTO_ASSIGN(ms, time_rounds(grid));
-      if (ms == std::numeric_limits<double>::infinity()) {
-        why_not = cat("a grid barrier gave up with ", grid, " workgroups while timing", give_up_detail());
-        passed_over += cat(passed_over.empty() ? "" : ", ", grid, ": its timing");
-        continue;
-      }
-    }
-    held.push_back({grid, ms, diff});
+    use_fused_ = true;
+    fusion_status_ = cat(
+        "on (hand-written layer kernels): ", fused_.dispatches.size() - 1, " dispatches per token, grids of ",
+        grid, " workgroups of ", kLayerKernelThreads, "; logits within ", diff,
+        " of their scale of the separate dispatches' over ", kCheckTokens, " tokens",
+        passed_over.empty() ? "" : cat("; grids passed over, a barrier having given up (", passed_over, ")"));
+    return {};
   }
-  if (held.empty()) {
-    fused_ = {};
-    return refuse(why_not);
-  }
-  auto fastest = [&] {
-    return std::min_element(held.begin(), held.end(),
-                            [](const Candidate& a, const Candidate& b) { return a.ms < b.ms; });
-  };
-  // Where a narrower grid timed faster than the widest, both are timed again, in turn, and each keeps its best
-  // round: single rounds at load were far off at times (on the H200, Q4_K_M's 132-workgroup kernel timed at
-  // 244-262 tokens/s at some loads, where it decodes at ~1,000; and a load chose 32 workgroups, decoding after
-  // 1,024 tokens at 488 tokens/s against 764), and a slow round is never the kernel's own speed.
-  if (options.clock_ms && fastest() != held.begin()) {
-    const size_t other = static_cast<size_t>(fastest() - held.begin());
-    for (int again = 0; again < 2; ++again) {
-      for (size_t i : {size_t{0}, other}) {
-        SOTTO_TRY(install(held[i].grid));
-        SOTTO_ASSIGN(double ms, time_rounds(held[i].grid));
-        held[i].ms = std::min(held[i].ms, ms);
-      }
-    }
-  }
-  std::string timed;  // each held grid's tokens/s, as chosen from
-  for (const Candidate& c : held) timed += cat(timed.empty() ? "" : ", ", c.grid, ": ", 1000.0 / c.ms);
-  const Candidate best = *fastest();
-  SOTTO_TRY(install(best.grid));
-  use_fused_ = true;
-  fusion_status_ = cat(
-      "on (hand-written layer kernels): ", fused_.dispatches.size() - 1, " dispatches per token, grids of ",
-      best.grid, " workgroups of ", kLayerKernelThreads, "; logits within ", best.diff,
-      " of their scale of the separate dispatches' over ", kCheckTokens, " tokens",
-      options.clock_ms ? cat("; at load ", 1000.0 / best.ms, " tokens/s") : std::string(),
-      options.clock_ms && held.size() > 1 ? cat(" (grids timed: ", timed, ")") : std::string(),
-      passed_over.empty() ? "" : cat("; grids passed over, a barrier having given up (", passed_over, ")"),
-      timing_give_ups.empty()
-          ? ""
-          : cat("; timing rounds not counted, a barrier having given up (grid ", timing_give_ups, ")"));
-  return {};
+  fused_ = {};
+  return refuse(why_not);
 }
 
 }  // namespace sotto::gpu

@@ -9,6 +9,8 @@
 //               RMSNorm fused in: 1e-3 (an f32 vs double sum of squares can move one q8_0 code by 1).
 //   norm_quant  y vs rms_norm in double (rel. 1e-5); q8_0 codes vs the CPU quantizer on the CPU's y: at most
 //               1 apart (a float-rounding difference in y can move a value across a rounding boundary).
+//   quantize    q8_0 alone (no norm) vs the CPU's quantize_activations_q8_0, halfway cases included: codes
+//               and scales exact.
 //   embed       vs dequantize_row_ref: exact.
 //   rope_kv     q and the f16 K cache vs the CPU formula with the same cos/sin table: 1e-5 / one f16 ulp.
 //   attention   vs attend_head_ref (cpu/attention.h) on the same f16 cache: 2e-3 of max |v| (GPU exp differs
@@ -53,16 +55,16 @@ struct OpCheckOptions {
 Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions& options);
 
 class Ops;
-// The prompt plan's kernels (gpu/op_check_prompt.cpp), part of run_op_checks(): matrix x matrix as matvec above
+// The prompt plan's kernels (models/llm/gpu/op_check_prompt.cpp), part of run_op_checks(): matrix x matrix as matvec above
 // (1e-5; 1e-3 behind an RMSNorm), outputs outside the run's rows unchanged, the per-token embedding exact.
 Status check_prompt_ops(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
-// The kernels' f32 -> f16 rounding against the CPU's (gpu/op_check_f16.cpp): exact.
+// The kernels' f32 -> f16 rounding against the CPU's (models/llm/gpu/op_check_f16.cpp): exact.
 Status check_f16_conversion(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
-// Where the device has subgroups (gpu/op_check_subgroups.cpp), part of run_op_checks(): the subgroup layout
+// Where the device has subgroups (models/llm/gpu/op_check_subgroups.cpp), part of run_op_checks(): the subgroup layout
 // the reductions assume, and every reducing kernel (matvec, matmat, norm_quant, argmax) with subgroups on
 // against the workgroup-memory tree: bit for bit.
 Status check_subgroup_reductions(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
-// The sampling checks (gpu/op_check_sampling.cpp), part of run_op_checks().
+// The sampling checks (models/llm/gpu/op_check_sampling.cpp), part of run_op_checks().
 Status check_sampling_ops(Ops& ops, uint64_t seed, std::vector<OpCheck>& out);
 // How close the CPU Sampler's decisions on `logits` with draw u come to their boundaries (the draw against
 // each cumulative probability walked, top-p's sum against top_p, min-p's threshold, the order of penalized

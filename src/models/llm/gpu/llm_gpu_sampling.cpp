@@ -1,8 +1,8 @@
-// LlmGpu's sampling tail (gpu/llm_gpu.h submit_sample): two dispatches after the decode plan, recorded on
+// LlmGpu's sampling tail (models/llm/gpu/llm_gpu.h submit_sample): two dispatches after the decode plan, recorded on
 // first use, that turn the logits into the token the CPU Sampler would draw, so it stays on the GPU for the
 // next step.
-#include "gpu/llm_gpu.h"
-#include "gpu/sample_state.h"
+#include "models/llm/gpu/llm_gpu.h"
+#include "models/llm/gpu/sample_state.h"
 
 namespace sotto::gpu {
 

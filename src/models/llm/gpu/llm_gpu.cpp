@@ -1,6 +1,6 @@
-// The decode plan of gpu/llm_gpu.h: buffers, weights (q, k, v fused into one matrix when they share a type),
+// The decode plan of models/llm/gpu/llm_gpu.h: buffers, weights (q, k, v fused into one matrix when they share a type),
 // and the recording of one token's dispatches.
-#include "gpu/llm_gpu.h"
+#include "models/llm/gpu/llm_gpu.h"
 
 #include <algorithm>
 #include <cmath>
@@ -132,7 +132,7 @@ Status LlmGpu::build(const LlamaWeights& w, int n_ctx) {
   ops_.end_pool();
   model_.layers.resize(static_cast<size_t>(hp.n_layer));
   // Every layer's k cache as a view of one buffer, and the v caches of another, where each fits a binding: the
-  // layer kernels (gpu/layer_kernel.h) read any layer's through one binding. A dispatch that writes a layer's
+  // layer kernels (models/llm/gpu/layer_kernel.h) read any layer's through one binding. A dispatch that writes a layer's
   // cache binds no other layer's, so the views never alias a writable binding.
   const uint64_t layers = static_cast<uint64_t>(hp.n_layer);
   for (int kv = 0; kv < 2; ++kv) {

@@ -1,4 +1,4 @@
-// The subgroup reductions (KernelFeatures::subgroups) in the op harness (gpu/op_check.h): the layout they
+// The subgroup reductions (KernelFeatures::subgroups) in the op harness (models/llm/gpu/op_check.h): the layout they
 // assume (invocations fill subgroups in local_invocation_index order, so lane ^ s is the subgroup invocation
 // id ^ s), and each reducing kernel's output with subgroups on against the same kernel's workgroup-memory tree,
 // bit for bit, on fresh random inputs: the kernels promise the same sums, and the GPU tests compare the prompt
@@ -9,8 +9,8 @@
 
 #include "core/quantize_ref.h"
 #include "gpu/kernels_wgsl.h"
-#include "gpu/op_check.h"
 #include "gpu/ops.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/sampler.h"
 
 namespace sotto::gpu {

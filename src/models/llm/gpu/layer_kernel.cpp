@@ -1,5 +1,5 @@
-// The WGSL of gpu/layer_kernel.h: a llama/qwen2 decoder layer for one token as one persistent dispatch.
-#include "gpu/layer_kernel.h"
+// The WGSL of models/llm/gpu/layer_kernel.h: a llama/qwen2 decoder layer for one token as one persistent dispatch.
+#include "models/llm/gpu/layer_kernel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -217,17 +217,14 @@ fn stage_attention(nch: u32) {
 }
 
 // Word wi (vals[i]) as q8_0 codes into xq, its block's largest magnitude amax giving the scale (into xd, as f16,
-// once per block).
+// once per block) and the multiplier 127 / amax; halves round to even (WGSL's round()), as the CPU's
+// quantize_activations_q8_0 (cpu/quant_dot.h) and the separate kernels' quantizer (gpu/kernels.cpp).
 fn store_q8_0(i: u32, wi: u32, amax: f32) {
   let d = amax / 127.0;
-  let id = select(0.0, 1.0 / d, d != 0.0);
+  let id = select(0.0, 127.0 / amax, amax != 0.0);
   var word = 0u;
   for (var e = 0u; e < 4u; e++) {
-    let v = vals[i][e];
-    let a = abs(v * id);
-    var r = floor(a);
-    if (a - r >= 0.5) { r += 1.0; }
-    word |= (bitcast<u32>(i32(select(r, -r, v < 0.0))) & 0xFFu) << (8u * e);
+    word |= (bitcast<u32>(i32(round(vals[i][e] * id))) & 0xFFu) << (8u * e);
   }
   xq[wi] = word;
   if (wi % 8u == 0u) { xd[wi / 8u] = f16r(d); }

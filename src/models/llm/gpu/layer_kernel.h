@@ -38,7 +38,7 @@
 // Numerics: those of the separate kernels (the q8_0 quantizer, RoPE's arithmetic, q, k and v rounded to f16 as
 // the cache holds them), attention summing in f32 (as AttentionSum::F32), but the sums in another order, so the
 // logits are the separate plan's (recorded with the f32 sum) within a tolerance, not bit for bit; the model
-// checks them at load (gpu/llm_gpu_layer_kernel.cpp).
+// checks them at load (models/llm/gpu/llm_gpu_layer_kernel.cpp).
 #pragma once
 
 #include <cstdint>

@@ -11,8 +11,8 @@
 
 #include "core/half.h"
 #include "gpu/kernels_wgsl.h"
-#include "gpu/op_check.h"
 #include "gpu/ops.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/sampler.h"
 
 namespace sotto::gpu {

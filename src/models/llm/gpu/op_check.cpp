@@ -1,7 +1,8 @@
-// The op harness of gpu/op_check.h: random inputs, one plan per op, readback, comparison with the CPU.
-#include "gpu/op_check.h"
+// The op harness of models/llm/gpu/op_check.h: random inputs, one plan per op, readback, comparison with the CPU.
+#include "models/llm/gpu/op_check.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -213,6 +214,49 @@ struct Checker {
     record("rms_norm", cat("n ", n), err / mag, 1e-5);
     record("quantize q8_0", cat("n ", n), code_err, 1);
     for (BufferHandle b : {bx, bw, by, xq, xd}) ops.device().destroy_buffer(b);
+    return {};
+  }
+
+  // The q8_0 quantizer alone (norm_quant without a norm) against the CPU's quantize_activations_q8_0: codes
+  // and scales exact. The first blocks are halfway cases (amax = 127 * 2^e, so v * 127 / amax = k + 1/2
+  // exactly: half to even, as llama.cpp's x86 quantizer rounds, not away from zero as ggml's reference does);
+  // the rest random at scales from 2^-20 to 2^12, where 127 / amax and 1 / (amax / 127) give another code for
+  // a few values.
+  Status quantize_q8_0(int n) {
+    // 2^e for normal e, from its bits (wasm's libc has no ldexp).
+    auto pow2 = [](int e) { return std::bit_cast<float>(static_cast<uint32_t>(127 + e) << 23); };
+    std::vector<float> x = rng.vec(static_cast<size_t>(n));
+    const int ties = std::min(n / 32, 4);
+    for (int b = 0; b < ties; ++b) {
+      const float unit = pow2(b * 3 - 4);
+      for (int i = 0; i < 32; ++i) {
+        const int k = (i * 7 + b) % 127;  // k + 1/2 for k in [0, 126], both signs
+        x[static_cast<size_t>(32 * b + i)] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(k) + 0.5f) * unit;
+      }
+      x[static_cast<size_t>(32 * b + 31)] = 127.0f * unit;  // the block's amax
+    }
+    for (int b = ties; b < n / 32; ++b) {
+      const float s = pow2(static_cast<int>(rng.next() % 33) - 20);
+      for (int i = 0; i < 32; ++i) x[static_cast<size_t>(32 * b + i)] *= s;
+    }
+    std::vector<BlockQ8_0> q(static_cast<size_t>(n / 32));
+    quantize_activations_q8_0(x.data(), q.data(), n);
+
+    SOTTO_ASSIGN(BufferHandle bx, ops.upload(x.data(), x.size() * 4, "x"));
+    SOTTO_ASSIGN(BufferHandle by, ops.buffer(static_cast<uint64_t>(n) * 4, "y"));
+    SOTTO_ASSIGN(BufferHandle xq, ops.buffer(static_cast<uint64_t>(n), "xq"));
+    SOTTO_ASSIGN(BufferHandle xd, ops.buffer(static_cast<uint64_t>(n) / 8, "xd"));
+    std::vector<Dispatch> plan;
+    SOTTO_TRY(ops.norm_quant(plan, bx, 0, 0, static_cast<uint32_t>(n), 1e-5f, by, xq, xd, true));
+    SOTTO_TRY(ops.device().run(plan));
+    std::vector<int8_t> codes(static_cast<size_t>(n));
+    SOTTO_TRY(ops.read(xq, 0, codes.data(), static_cast<uint64_t>(n)));
+    SOTTO_ASSIGN(std::vector<float> scales, read_f32(xd, static_cast<size_t>(n / 32)));
+    int wrong = 0;
+    for (int i = 0; i < n; ++i) wrong += codes[i] != q[i / 32].qs[i % 32];
+    for (int b = 0; b < n / 32; ++b) wrong += scales[b] != f16_to_f32(q[b].d);
+    record("quantize q8_0 exact", cat("n ", n), wrong, 0);
+    for (BufferHandle b : {bx, by, xq, xd}) ops.device().destroy_buffer(b);
     return {};
   }
 
@@ -611,6 +655,8 @@ Result<std::vector<OpCheck>> run_op_checks(Device& device, const OpCheckOptions&
   SOTTO_TRY(c.matvec(DType::Q5_0, 6, 96, true, false, true, true));
   SOTTO_TRY(c.norm_quant(64));
   SOTTO_TRY(c.norm_quant(896));
+  SOTTO_TRY(c.quantize_q8_0(160));
+  SOTTO_TRY(c.quantize_q8_0(4864));
   for (DType w : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q5_0})
     SOTTO_TRY(c.embed(w, 11, 64));
   SOTTO_TRY(c.rope_attention(4, 2, 16, 16, false, 5));

@@ -51,11 +51,17 @@
 
 namespace sotto::gpu {
 
-// Plan fusion: Auto builds and checks it where the adapter is a GPU (on SwiftShader, a CPU, it only costs time) and
-// keeps it if it decodes faster.
+// Which decode plan runs, chosen by rule, nothing timed at load. Auto: on a CPU adapter (SwiftShader), the
+// separate dispatches (every workgroup of a fused grid costs there); on a GPU (natively, Vulkan), the
+// hand-written layer kernels where the model has their shape and they pass their load-time check, at the widest
+// grid whose barriers hold; else the separate dispatches. On the H200, Qwen2.5-0.5B-shaped Q4_0 decoded at
+// 1,270 tokens/s through them against 788 separately after 16 tokens, 931 against 140 after 1,024
+// (bench/results/2026-12-04-gpu-decode-rule.md). The rest are explicit overrides (`--fusion` in
+// `sotto bench llm`, SOTTO_GPU_FUSED in the C API).
 struct FusionOptions {
-  // Layers: the layers as the hand-written persistent kernel of gpu/layer_kernel.h, all in one dispatch where
+  // Layers: the layer kernels (models/llm/gpu/layer_kernel.h) also on a CPU adapter, all in one dispatch where
   // their weights share a buffer (checked within a tolerance), where the model has its shape; otherwise as Off.
+  // On: the separate kernels rewritten into one dispatch per layer (gpu/fusion.h), where its check passes.
   enum class Mode { Auto, On, Off, Layers };
   Mode mode = Mode::Auto;
   uint32_t grid = 0;     // workgroups of a fused dispatch; 0: as many as the widest phase has
@@ -75,9 +81,6 @@ struct FusionOptions {
   uint32_t layers_leave_out = 0;
   // Mode::Layers: layers a dispatch runs at most (0: all whose weights share a buffer, Qwen2.5-0.5B's 24).
   uint32_t layers_per_dispatch = 0;
-  // Milliseconds from a monotonic clock (the engine has none of its own): Auto times both plans with it and
-  // keeps the faster; without one Auto keeps the separate dispatches.
-  double (*clock_ms)() = nullptr;
 };
 
 // How attention sums the values (gpu/kernels.h wgsl_attention). F16: key by key with the sum rounded to f16 at
@@ -109,7 +112,7 @@ class LlmGpu {
   // "return to JS and call finish() again".
   Status start_finish();
   DeviceStatus finish(int32_t* token);
-  // Sampling on the GPU (gpu/sample_state.h, gpu/kernels_sampling.cpp): after submit(), writes the token
+  // Sampling on the GPU (models/llm/gpu/sample_state.h, gpu/kernels_sampling.cpp): after submit(), writes the token
   // the CPU Sampler would draw with `params` from these logits (u: that Sampler's next_draw(); `history`:
   // prompt and written tokens, for the repetition penalty) into the token buffer, in a second small run;
   // start_finish() and finish() then read it as they read the argmax. Plain greedy needs none of this.
@@ -191,25 +194,13 @@ class LlmGpu {
   Status record_forward(uint32_t n_tokens, BufferHandle tok, Plan& out);
   // The fused decode plan from decode_ (llm_gpu_fusion.cpp), checked against it; fusion_status_ says why not.
   Status build_fused(const FusionOptions& options);
-  // The same with gpu/layer_kernel.h's kernels (llm_gpu_layer_kernel.cpp), checked within a tolerance.
+  // The same with models/llm/gpu/layer_kernel.h's kernels (llm_gpu_layer_kernel.cpp), checked within a tolerance.
   Status build_layer_kernels(const FusionOptions& options);
   uint64_t decode_activation_bytes() const;
   // What both load-time checks share (llm_gpu_fusion.cpp): `n` tokens at positions 0 .. (fixed ids) through the
   // fused plan or the separate dispatches, each token's logits into *out, *gave_up when a fused barrier gave up;
-  // the milliseconds per greedy token of one plan on `clock_ms`, as generation runs it; and the copy of the
-  // failure flag next to the token that ends a fused plan, for finish().
+  // and the copy of the failure flag next to the token that ends a fused plan, for finish().
   Status run_check_tokens(bool fused, int n, std::vector<std::vector<float>>* out, bool* gave_up);
-  // *gave_up (when given): a fused barrier gave up during it, so that its tokens ran separately.
-  Result<double> ms_per_greedy_token(bool fused, double (*clock_ms)(), bool* gave_up = nullptr);
-  // Greedy tokens through the separate dispatches for ~0.3 s, so that timings after it see the GPU's clocks
-  // raised by load.
-  Status warm_up(double (*clock_ms)());
-  // Milliseconds per greedy token of the fused plan and of the separate dispatches, as they compare at load:
-  // after warm_up(), the best of three rounds each, taken in turn; fused rounds whose barrier gave up
-  // (*give_ups of them) taken again. Leaves the separate dispatches in use.
-  Status time_both_plans(double (*clock_ms)(), double* fused_ms, double* plan_ms, int* give_ups);
-  // " (N fused rounds timed again: ...)" for the status, or "".
-  static std::string give_ups_note(int give_ups);
   Dispatch failure_flag_copy() const;
   void set_fused_grid(uint32_t grid);
   std::vector<uint32_t> fused_widest_;  // per dispatch of fused_: the most workgroups it can use (0: unfused)
@@ -241,7 +232,7 @@ class LlmGpu {
   uint32_t sync_words_ = 0;
   bool use_fused_ = false, last_run_fused_ = false;
   // The failure flag's value when it was last seen raised: the layer kernels put there which barrier gave up
-  // and the arrivals its counter held (gpu/layer_kernel.cpp grid_sync); give_up_detail() words it.
+  // and the arrivals its counter held (models/llm/gpu/layer_kernel.cpp grid_sync); give_up_detail() words it.
   uint32_t last_give_up_ = 0;
   int decode_give_ups_ = 0;                    // fused tokens rerun after a give-up, while decoding
   static constexpr int kFusedGiveUpLimit = 3;  // the give-up that turns the fused plan off

@@ -1,4 +1,4 @@
-// The op harness's sampling checks (gpu/op_check.h): Ops::sample against sotto::Sampler itself, on fresh
+// The op harness's sampling checks (models/llm/gpu/op_check.h): Ops::sample against sotto::Sampler itself, on fresh
 // random logits, several vocabulary sizes and parameter sets, each trial with its own seed. The GPU must pick
 // the Sampler's token from the same logits and the same draw u (the first draw of Rng(seed), which is what a
 // Sampler seeded so draws first).
@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gpu/op_check.h"
 #include "gpu/ops.h"
-#include "gpu/sample_state.h"
+#include "models/llm/gpu/op_check.h"
+#include "models/llm/gpu/sample_state.h"
 #include "models/llm/sampler.h"
 
 namespace sotto::gpu {

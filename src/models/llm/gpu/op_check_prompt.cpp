@@ -1,4 +1,4 @@
-// The prompt plan's kernels in the op harness (gpu/op_check.h): matrix x matrix for every weight type (with
+// The prompt plan's kernels in the op harness (models/llm/gpu/op_check.h): matrix x matrix for every weight type (with
 // SwiGLU / GeGLU, bias, residual, an output row wider than the matrix), the per-token RMSNorm + q8_0 quantizer,
 // the per-token embedding lookup, all on fresh random inputs against the CPU's arithmetic, with the step
 // uniform counting fewer tokens than the plan holds (rows past it must stay untouched).
@@ -11,8 +11,8 @@
 #include "core/quantize_ref.h"
 #include "cpu/gelu.h"
 #include "cpu/quant_dot.h"
-#include "gpu/op_check.h"
 #include "gpu/ops.h"
+#include "models/llm/gpu/op_check.h"
 #include "models/llm/sampler.h"
 
 namespace sotto::gpu {
@@ -64,7 +64,7 @@ struct PromptChecker {
   // (with an RMSNorm when `normed`). Against double sums of the dequantized weights times the activations as
   // the CPU quantizes them: 1e-5 of sum |terms| for f32 / f16 weights; 5e-4 for quantized ones, whose q8_0 input
   // comes from the GPU's quantizer, where WGSL's 1 / d (2.5 ulp, not correctly rounded) can move one code by 1
-  // (~1e-4 of the sum; seen once in 600 seeds), and 1e-3 behind an RMSNorm (gpu/op_check.h).
+  // (~1e-4 of the sum; seen once in 600 seeds), and 1e-3 behind an RMSNorm (models/llm/gpu/op_check.h).
   Status matmat(DType w, int64_t rows, int64_t cols, bool glu, bool gelu, bool bias_and_residual,
                 bool normed) {
     const uint32_t y_offset = bias_and_residual ? 3 : 0;

@@ -1,5 +1,5 @@
-// The state words of gpu/sample_state.h, laid out as gpu/kernels_sampling.cpp reads them.
-#include "gpu/sample_state.h"
+// The state words of models/llm/gpu/sample_state.h, laid out as gpu/kernels_sampling.cpp reads them.
+#include "models/llm/gpu/sample_state.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The op-by-op cross-backend harness (gpu/op_check.h) from the page: the exported sotto_gpu_op_check runs
+// The op-by-op cross-backend harness (models/llm/gpu/op_check.h) from the page: the exported sotto_gpu_op_check runs
 // every check on the engine worker's GPUDevice and returns the report as JSON. The harness reads back
 // synchronously, so JS calls this export through WebAssembly.promising and each pending read suspends wasm
 // (sotto_gpu_wait, JS Promise Integration) until the map completes.
@@ -8,9 +8,9 @@
 #include <string>
 
 #include "gpu/device.h"
-#include "gpu/op_check.h"
 #include "gpu/webgpu_imports_wasm.h"
 #include "io/describe.h"
+#include "models/llm/gpu/op_check.h"
 
 namespace sotto::gpu {
 namespace {
