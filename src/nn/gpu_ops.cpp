@@ -132,10 +132,13 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
-// linear, tiled: a workgroup per 32 x 32 block of outputs, each thread 4 x 4 of them; K in chunks of 16 staged
-// in workgroup memory (the x rows and w rows of the block: each element read from memory once per block instead
-// of once per output), rows 17 words apart so the threads of a warp reading one k of different rows hit
-// different banks (16 apart, the 8 column groups' reads all fell in one bank). Each output still sums its K products in order from 0, as the plain loop would.
+// linear, tiled: a workgroup of 256 threads per 32 x 32 block of outputs, each thread 2 x 2 of them; K in chunks
+// of 16 staged in workgroup memory (the x rows and w rows of the block: each element read from memory once per
+// block instead of once per output), rows 17 words apart so the threads of a warp reading one k of different
+// rows hit different banks. 8 warps a block rather than 2 (64 threads of 4 x 4): at Moonshine's sizes (676-1352
+// blocks) the products wait on each chunk's loads and barriers, and more warps hide that (its conv and fc1
+// products on the H200 1.66 -> 1.25 ms). Each output still sums its K products in order from 0, as the plain
+// loop would.
 constexpr const char* kLinear = R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
@@ -145,78 +148,20 @@ struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1:
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 var<workgroup> xs: array<f32, 544>;
 var<workgroup> ws: array<f32, 544>;
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let tile = wid.x + wid.y * 65535u;
   let r0 = (tile / p.tiles_n) * 32u;
   let c0 = (tile % p.tiles_n) * 32u;
   if (r0 >= p.m) { return; }
-  let tx = lid % 8u;
-  let ty = lid / 8u;
-  var acc: array<array<f32, 4>, 4>;
+  let tx = lid % 16u;
+  let ty = lid / 16u;
+  var acc00 = 0.0;
+  var acc01 = 0.0;
+  var acc10 = 0.0;
+  var acc11 = 0.0;
   for (var k0 = 0u; k0 < p.k; k0 += 16u) {
-    for (var e = lid; e < 512u; e += 64u) {
-      let row = e / 16u;
-      let kk = k0 + e % 16u;
-      var xv = 0.0;
-      if (r0 + row < p.m && kk < p.k) { xv = x[(r0 + row) * p.k + kk]; }
-      xs[row * 17u + e % 16u] = xv;
-      var wv = 0.0;
-      if (c0 + row < p.n && kk < p.k) { wv = w[(c0 + row) * p.k + kk]; }
-      ws[row * 17u + e % 16u] = wv;
-    }
-    workgroupBarrier();
-    let steps = min(16u, p.k - k0);
-    for (var kk = 0u; kk < steps; kk++) {
-      var a: array<f32, 4>;
-      var b: array<f32, 4>;
-      for (var i = 0u; i < 4u; i++) {
-        a[i] = xs[(ty * 4u + i) * 17u + kk];
-        b[i] = ws[(tx * 4u + i) * 17u + kk];
-      }
-      for (var i = 0u; i < 4u; i++) {
-        for (var j = 0u; j < 4u; j++) { acc[i][j] += a[i] * b[j]; }
-      }
-    }
-    workgroupBarrier();
-  }
-  for (var i = 0u; i < 4u; i++) {
-    let r = r0 + ty * 4u + i;
-    for (var j = 0u; j < 4u; j++) {
-      let c = c0 + tx * 4u + j;
-      if (r < p.m && c < p.n) {
-        var s = acc[i][j];
-        if (p.has_bias != 0u) { s += bias[c]; }
-        y[r * p.n + c] = s;
-      }
-    }
-  }
-}
-)";
-
-// linear, tiled by 16 x 16 blocks, each thread 2 x 2 outputs (otherwise as kLinear): for products too small to
-// give 32 x 32 blocks to every core (Moonshine's encoder, M = N = 416: 169 blocks of 32 for an H200's 132 SMs,
-// 676 of 16).
-constexpr const char* kLinear16 = R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<f32, 272>;
-var<workgroup> ws: array<f32, 272>;
-@compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let tile = wid.x + wid.y * 65535u;
-  let r0 = (tile / p.tiles_n) * 16u;
-  let c0 = (tile % p.tiles_n) * 16u;
-  if (r0 >= p.m) { return; }
-  let tx = lid % 8u;
-  let ty = lid / 8u;
-  var acc: array<array<f32, 2>, 2>;
-  for (var k0 = 0u; k0 < p.k; k0 += 16u) {
-    for (var e = lid; e < 256u; e += 64u) {
+    for (var e = lid; e < 512u; e += 256u) {
       let row = e / 16u;
       let kk = k0 + e % 16u;
       var xv = 0.0;
@@ -233,23 +178,71 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let a1 = xs[(ty * 2u + 1u) * 17u + kk];
       let b0 = ws[(tx * 2u) * 17u + kk];
       let b1 = ws[(tx * 2u + 1u) * 17u + kk];
-      acc[0][0] += a0 * b0;
-      acc[0][1] += a0 * b1;
-      acc[1][0] += a1 * b0;
-      acc[1][1] += a1 * b1;
+      acc00 += a0 * b0;
+      acc01 += a0 * b1;
+      acc10 += a1 * b0;
+      acc11 += a1 * b1;
     }
     workgroupBarrier();
   }
-  for (var i = 0u; i < 2u; i++) {
-    let r = r0 + ty * 2u + i;
-    for (var j = 0u; j < 2u; j++) {
-      let c = c0 + tx * 2u + j;
-      if (r < p.m && c < p.n) {
-        var s = acc[i][j];
-        if (p.has_bias != 0u) { s += bias[c]; }
-        y[r * p.n + c] = s;
-      }
-    }
+  let r = r0 + ty * 2u;
+  let c = c0 + tx * 2u;
+  var b0 = 0.0;
+  var b1 = 0.0;
+  if (p.has_bias != 0u) {
+    if (c < p.n) { b0 = bias[c]; }
+    if (c + 1u < p.n) { b1 = bias[c + 1u]; }
+  }
+  if (r < p.m && c < p.n) { y[r * p.n + c] = acc00 + b0; }
+  if (r < p.m && c + 1u < p.n) { y[r * p.n + c + 1u] = acc01 + b1; }
+  if (r + 1u < p.m && c < p.n) { y[(r + 1u) * p.n + c] = acc10 + b0; }
+  if (r + 1u < p.m && c + 1u < p.n) { y[(r + 1u) * p.n + c + 1u] = acc11 + b1; }
+}
+)";
+
+// linear, tiled by 16 x 16 blocks, a workgroup of 256 threads with one output each (otherwise as kLinear): for
+// products too small to give 32 x 32 blocks to every core (Moonshine's encoder, M = N = 416: 169 blocks of 32
+// for an H200's 132 SMs, 676 of 16). Those products are bound by latency (each K chunk's loads and barriers),
+// not by arithmetic or workgroup loads: 8 warps to a block keep ~40 warps on each SM to hide it, where 2 x 2
+// outputs a thread (2 warps a block) took ~1.3x as long on the H200 (Moonshine's encoder 8.9 -> 7.9 ms), and
+// K chunks of 32 or 64 in the 64-thread kernels were slower still.
+constexpr const char* kLinear16 = R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<f32, 272>;
+var<workgroup> ws: array<f32, 272>;
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tile = wid.x + wid.y * 65535u;
+  let r0 = (tile / p.tiles_n) * 16u;
+  let c0 = (tile % p.tiles_n) * 16u;
+  if (r0 >= p.m) { return; }
+  let tx = lid % 16u;
+  let ty = lid / 16u;
+  var acc = 0.0;
+  for (var k0 = 0u; k0 < p.k; k0 += 16u) {
+    let kk = k0 + tx;
+    var xv = 0.0;
+    if (r0 + ty < p.m && kk < p.k) { xv = x[(r0 + ty) * p.k + kk]; }
+    xs[ty * 17u + tx] = xv;
+    var wv = 0.0;
+    if (c0 + ty < p.n && kk < p.k) { wv = w[(c0 + ty) * p.k + kk]; }
+    ws[ty * 17u + tx] = wv;
+    workgroupBarrier();
+    let steps = min(16u, p.k - k0);
+    for (var t = 0u; t < steps; t++) { acc += xs[ty * 17u + t] * ws[tx * 17u + t]; }
+    workgroupBarrier();
+  }
+  let r = r0 + ty;
+  let c = c0 + tx;
+  if (r < p.m && c < p.n) {
+    var s = acc;
+    if (p.has_bias != 0u) { s += bias[c]; }
+    y[r * p.n + c] = s;
   }
 }
 )";
@@ -1153,7 +1146,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   const Tensor& bias = b.defined() ? b : w;  // a binding must exist: w stands in, unread
   if (m < 16)
     rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(m * n));
-  else
+  else  // one workgroup per block (the recorder counts threads in 64s; both kernels' groups are 256 wide)
     rec.dispatch(small ? "nn_linear16" : "nn_linear", small ? kLinear16 : kLinear, params,
                  {&x, &w, &bias, &out}, static_cast<uint64_t>(tiles_m * tiles_n * 64));
   return out;
