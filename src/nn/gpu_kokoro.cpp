@@ -346,6 +346,115 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// ConvInteger, tiled, for stride 1 with (kernel - 1) dilation <= 64 and kernel <= 11 (all of Kokoro's decoder
+// and generator convs, where most of the multiply-adds are): a workgroup owns 128 positions x 16 output
+// channels, each thread two positions (lid, lid + 64) x 16 channels; per chunk of 8 input channels it stages
+// x - x_zp (padding taps 0) and w - w_zp in workgroup memory as i32 (11.8 KB: inside WebGPU's default 16 KB),
+// so each thread's inner step is two x loads, four vec4 weight loads (one address across the workgroup) and 32
+// multiply-adds, instead of two global loads and a byte unpack per multiply-add. The sums are integers, exact in
+// any order: the outputs are the plain kernel's bit for bit.
+constexpr const char* kConvIntegerTiled = NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding: u32, dilation: u32,
+           t_tiles: u32, signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<i32, 1536>;        // [8 input channels][192 positions]
+var<workgroup> ws: array<vec4<i32>, 352>;   // [8 input channels][kernel <= 11][4]: output channels 4q .. 4q+3
+fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32) {
+  for (var q = 0u; q < 4u; q++) {
+    let oc = j0 + q;
+    if (oc >= p.cout) { return; }
+    var v = f32(acc[q]) * step;
+    if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+    y[oc * p.out_len + t] = v;
+  }
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  let t0 = (wg % p.t_tiles) * 128u;
+  let oc0 = (wg / p.t_tiles) * 16u;
+  let xzp = i32(qp[1]);
+  let span = 128u + (p.kernel - 1u) * p.dilation;
+  let taps = 8u * p.kernel;
+  var a0 = vec4<i32>(0);
+  var a1 = vec4<i32>(0);
+  var a2 = vec4<i32>(0);
+  var a3 = vec4<i32>(0);
+  var b0 = vec4<i32>(0);
+  var b1 = vec4<i32>(0);
+  var b2 = vec4<i32>(0);
+  var b3 = vec4<i32>(0);
+  for (var c0 = 0u; c0 < p.cin; c0 += 8u) {
+    workgroupBarrier();
+    for (var e = lid; e < 8u * span; e += 64u) {
+      let cl = e / span;
+      let ci = c0 + cl;
+      let pos = i32(t0 + e % span) - i32(p.padding);
+      var v = 0i;
+      if (ci < p.cin && pos >= 0 && pos < i32(p.length)) {
+        let xi = ci * p.length + u32(pos);
+        v = ubyte(xq[xi / 4u], xi) - xzp;
+      }
+      xs[cl * 192u + e % span] = v;
+    }
+    for (var e = lid; e < 16u * taps; e += 64u) {
+      let o = e / taps;
+      let r = e % taps;
+      let ci = c0 + r / p.kernel;
+      let oc = oc0 + o;
+      var v = 0i;
+      if (ci < p.cin && oc < p.cout) {
+        let wi = (oc * p.cin + ci) * p.kernel + r % p.kernel;
+        if (p.signed_w != 0u) { v = sbyte(w[wi / 4u], wi); } else { v = ubyte(w[wi / 4u], wi); }
+        v -= p.w_zp;
+      }
+      ws[r * 4u + o / 4u][o % 4u] = v;
+    }
+    workgroupBarrier();
+    let cn = min(8u, p.cin - c0);
+    for (var cl = 0u; cl < cn; cl++) {
+      for (var k = 0u; k < p.kernel; k++) {
+        let xi = cl * 192u + lid + k * p.dilation;
+        let x0 = xs[xi];
+        let x1 = xs[xi + 64u];
+        let b = (cl * p.kernel + k) * 4u;
+        let w0 = ws[b];
+        let w1 = ws[b + 1u];
+        let w2 = ws[b + 2u];
+        let w3 = ws[b + 3u];
+        a0 += x0 * w0;
+        a1 += x0 * w1;
+        a2 += x0 * w2;
+        a3 += x0 * w3;
+        b0 += x1 * w0;
+        b1 += x1 * w1;
+        b2 += x1 * w2;
+        b3 += x1 * w3;
+      }
+    }
+  }
+  let step = qp[0] * p.w_scale;
+  let t = t0 + lid;
+  if (t < p.out_len) {
+    put(a0, oc0, t, step);
+    put(a1, oc0 + 4u, t, step);
+    put(a2, oc0 + 8u, t, step);
+    put(a3, oc0 + 12u, t, step);
+  }
+  if (t + 64u < p.out_len) {
+    put(b0, oc0, t + 64u, step);
+    put(b1, oc0 + 4u, t + 64u, step);
+    put(b2, oc0 + 8u, t + 64u, step);
+    put(b3, oc0 + 12u, t + 64u, step);
+  }
+}
+)";
+
 // One step of ONNX Runtime's DynamicQuantizeLSTM: each workgroup quantizes h (the whole of it, redundantly: H is
 // a few hundred) into workgroup memory, then each thread owns one hidden unit j: its four gate rows' integer sums
 // sum_k (hq_k - zp_h) (w[k][col] - zp_col), gates = gx + sum * (h_scale * w_scale) + bias, the cell update. The
@@ -725,6 +834,15 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
                              fbits(w.quant().scale),
                              b.defined() ? 1u : 0u};
   const Tensor& bias = b.defined() ? b : qp;
+  if (o.stride == 1 && kernel <= 11 && (kernel - 1) * o.dilation <= 64) {
+    const int64_t t_tiles = (out_len + 127) / 128, c_tiles = (cout + 15) / 16;
+    const uint32_t tiled[] = {u32(cout),   u32(out_len),   u32(x.dim(0)),   u32(kernel),
+                              u32(length), u32(o.padding), u32(o.dilation), u32(t_tiles),
+                              params[8],   params[9],      params[10],      params[11]};
+    rec.dispatch("nn_conv_integer_tiled", kConvIntegerTiled, tiled, {&xq, &qp, &w, &bias, &out},
+                 static_cast<uint64_t>(t_tiles * c_tiles * 64));
+    return out;
+  }
   rec.dispatch("nn_conv_integer", kConvInteger, params, {&xq, &qp, &w, &bias, &out},
                static_cast<uint64_t>(cout * out_len));
   return out;

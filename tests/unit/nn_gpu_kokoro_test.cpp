@@ -173,6 +173,41 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
   }
 }
 
+// The tiled ConvInteger (stride 1, kernel <= 11, reach (kernel - 1) dilation <= 64): sizes past one tile of 64
+// positions, 16 output channels and 16 input channels, none a multiple of them; the generator's kernels and
+// dilations; int8 and uint8 weights; symmetric and asymmetric padding.
+TEST(NnGpuKokoro, TiledConvIntegerIsTheReferencesArithmetic) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const int kernels[] = {1, 3, 7, 11, 3};
+  const int dilations[] = {1, 3, 5, 5, 1};
+  for (int rep = 0; rep < 5; ++rep) {
+    const int64_t cin = rand_int(17, 60), cout = rand_int(17, 45), kk = kernels[rep];
+    const Conv1dOptions o{.padding = static_cast<int>(rand_int(0, (kk - 1) * dilations[rep] / 2 + 1)),
+                          .dilation = dilations[rep],
+                          .padding_end = rep == 4 ? static_cast<int>(rand_int(0, 2)) : -1};
+    const int64_t t = rand_int((kk - 1) * o.dilation + 1, 300);
+    const DType wt = rep % 2 ? DType::U8 : DType::I8;
+    const Tensor xc = rand_tensor(*cpu, {cin, t}, -1.5f, 2.5f);
+    const Tensor w = rand_int8(*cpu, {cout, cin, kk}, wt)
+                         .with_quant({.scale = 0.007f, .zero_point = wt == DType::U8 ? 131 : -3});
+    const Tensor b = rand_tensor(*cpu, {cout}, -0.5f, 0.5f);
+    const Tensor want = ref::conv1d_integer_dynamic_quantized_bias(xc, w, b, o);
+    const Tensor got = download(
+        *cpu, *gpu,
+        conv1d_integer_dynamic_quantized_bias(upload(*gpu, xc), upload_bytes(*gpu, w), upload(*gpu, b), o));
+    ASSERT_EQ(got.shape(), want.shape()) << "kernel " << kk << " dilation " << o.dilation;
+    expect_close(got, want, 1e-6f, 4e-7f, "gpu conv_integer tiled");
+    const Tensor no_bias = ref::conv1d_integer_dynamic_quantized_bias(xc, w, {}, o);
+    expect_close(
+        download(*cpu, *gpu,
+                 conv1d_integer_dynamic_quantized_bias(upload(*gpu, xc), upload_bytes(*gpu, w), {}, o)),
+        no_bias, 0, 2.4e-7f, "gpu conv_integer tiled, no bias");
+  }
+}
+
 TEST(NnGpuKokoro, Int8LstmFollowsTheReference) {
   gpu::Device* device = sotto::testing::open_test_device();
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
