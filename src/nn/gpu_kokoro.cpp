@@ -455,6 +455,136 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 )";
 
+// The same tiling with 4 input channels packed per u32 and dot4U8Packed (dp4a where the hardware has it): one
+// dot4 is 4 multiply-adds. Bytes must be unsigned: W' = w + 128 for int8 weights (w_zp' = w_zp + 128), and
+// sum (X - x_zp)(W' - w_zp') = sum X W' - w_zp' sum X - x_zp sum W' + N x_zp w_zp' over the same N terms,
+// exact in i32 (|sum X W'| < 255 * 255 * N, N = Cin K rounded up to 4 channels: < 2^31 for Cin K < 33,000).
+// Padding taps and the channels past Cin hold X = x_zp: their terms are 0 in the left-hand form.
+constexpr const char* kConvIntegerPacked = NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding: u32, dilation: u32,
+           t_tiles: u32, signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<u32, 1536>;        // [8 words of 4 input channels][192 positions]
+var<workgroup> ws: array<vec4<u32>, 352>;   // [8 words][kernel <= 11][4]: output channels 4q .. 4q+3
+var<workgroup> sw: array<atomic<i32>, 16>;  // sum W' per output channel
+fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32, sx: i32, corr: i32, wzp: i32) {
+  let xzp = i32(qp[1]);
+  for (var q = 0u; q < 4u; q++) {
+    let oc = j0 + q;
+    if (oc >= p.cout) { return; }
+    let s = acc[q] - wzp * sx - xzp * atomicLoad(&sw[oc % 16u]) + corr;
+    var v = f32(s) * step;
+    if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+    y[oc * p.out_len + t] = v;
+  }
+}
+fn d4(a: u32, b: u32) -> i32 { return i32(dot4U8Packed(a, b)); }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  let t0 = (wg % p.t_tiles) * 128u;
+  let oc0 = (wg / p.t_tiles) * 16u;
+  let xzp = u32(qp[1]);
+  var wzp = p.w_zp;
+  if (p.signed_w != 0u) { wzp += 128; }
+  let span = 128u + (p.kernel - 1u) * p.dilation;
+  let taps = 8u * p.kernel;
+  if (lid < 16u) { atomicStore(&sw[lid], 0); }
+  var a0 = vec4<i32>(0);
+  var a1 = vec4<i32>(0);
+  var a2 = vec4<i32>(0);
+  var a3 = vec4<i32>(0);
+  var b0 = vec4<i32>(0);
+  var b1 = vec4<i32>(0);
+  var b2 = vec4<i32>(0);
+  var b3 = vec4<i32>(0);
+  var sx0 = 0i;
+  var sx1 = 0i;
+  for (var c0 = 0u; c0 < p.cin; c0 += 32u) {
+    workgroupBarrier();
+    for (var e = lid; e < 8u * span; e += 64u) {
+      let cw = e / span;
+      let pos = i32(t0 + e % span) - i32(p.padding);
+      var word = 0u;
+      for (var j = 0u; j < 4u; j++) {
+        let ci = c0 + 4u * cw + j;
+        var v = xzp;
+        if (ci < p.cin && pos >= 0 && pos < i32(p.length)) {
+          let xi = ci * p.length + u32(pos);
+          v = u32(ubyte(xq[xi / 4u], xi));
+        }
+        word |= v << (8u * j);
+      }
+      xs[cw * 192u + e % span] = word;
+    }
+    for (var e = lid; e < 16u * taps; e += 64u) {
+      let o = e / taps;
+      let r = e % taps;
+      let cw = r / p.kernel;
+      let k = r % p.kernel;
+      let oc = oc0 + o;
+      var word = 0u;
+      for (var j = 0u; j < 4u; j++) {
+        let ci = c0 + 4u * cw + j;
+        if (ci < p.cin && oc < p.cout) {
+          let wi = (oc * p.cin + ci) * p.kernel + k;
+          var v = u32(ubyte(w[wi / 4u], wi));
+          if (p.signed_w != 0u) { v = u32(sbyte(w[wi / 4u], wi) + 128); }
+          word |= v << (8u * j);
+        }
+      }
+      ws[r * 4u + o / 4u][o % 4u] = word;
+      atomicAdd(&sw[o], d4(word, 0x01010101u));
+    }
+    workgroupBarrier();
+    let cwn = min(8u, (p.cin - c0 + 3u) / 4u);
+    for (var cw = 0u; cw < cwn; cw++) {
+      for (var k = 0u; k < p.kernel; k++) {
+        let xi = cw * 192u + lid + k * p.dilation;
+        let x0 = xs[xi];
+        let x1 = xs[xi + 64u];
+        let b = (cw * p.kernel + k) * 4u;
+        let w0 = ws[b];
+        let w1 = ws[b + 1u];
+        let w2 = ws[b + 2u];
+        let w3 = ws[b + 3u];
+        a0 += vec4<i32>(d4(x0, w0.x), d4(x0, w0.y), d4(x0, w0.z), d4(x0, w0.w));
+        a1 += vec4<i32>(d4(x0, w1.x), d4(x0, w1.y), d4(x0, w1.z), d4(x0, w1.w));
+        a2 += vec4<i32>(d4(x0, w2.x), d4(x0, w2.y), d4(x0, w2.z), d4(x0, w2.w));
+        a3 += vec4<i32>(d4(x0, w3.x), d4(x0, w3.y), d4(x0, w3.z), d4(x0, w3.w));
+        b0 += vec4<i32>(d4(x1, w0.x), d4(x1, w0.y), d4(x1, w0.z), d4(x1, w0.w));
+        b1 += vec4<i32>(d4(x1, w1.x), d4(x1, w1.y), d4(x1, w1.z), d4(x1, w1.w));
+        b2 += vec4<i32>(d4(x1, w2.x), d4(x1, w2.y), d4(x1, w2.z), d4(x1, w2.w));
+        b3 += vec4<i32>(d4(x1, w3.x), d4(x1, w3.y), d4(x1, w3.z), d4(x1, w3.w));
+        sx0 += d4(x0, 0x01010101u);
+        sx1 += d4(x1, 0x01010101u);
+      }
+    }
+  }
+  workgroupBarrier();
+  let step = qp[0] * p.w_scale;
+  let corr = i32(4u * ((p.cin + 3u) / 4u) * p.kernel) * i32(xzp) * wzp;
+  let t = t0 + lid;
+  if (t < p.out_len) {
+    put(a0, oc0, t, step, sx0, corr, wzp);
+    put(a1, oc0 + 4u, t, step, sx0, corr, wzp);
+    put(a2, oc0 + 8u, t, step, sx0, corr, wzp);
+    put(a3, oc0 + 12u, t, step, sx0, corr, wzp);
+  }
+  if (t + 64u < p.out_len) {
+    put(b0, oc0, t + 64u, step, sx1, corr, wzp);
+    put(b1, oc0 + 4u, t + 64u, step, sx1, corr, wzp);
+    put(b2, oc0 + 8u, t + 64u, step, sx1, corr, wzp);
+    put(b3, oc0 + 12u, t + 64u, step, sx1, corr, wzp);
+  }
+}
+)";
+
 // One step of ONNX Runtime's DynamicQuantizeLSTM: each workgroup quantizes h (the whole of it, redundantly: H is
 // a few hundred) into workgroup memory, then each thread owns one hidden unit j: its four gate rows' integer sums
 // sum_k (hq_k - zp_h) (w[k][col] - zp_col), gates = gx + sum * (h_scale * w_scale) + bias, the cell update. The
@@ -806,6 +936,14 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
   return out;
 }
 
+namespace {
+ConvIntegerKernel conv_integer_kernel = ConvIntegerKernel::Auto;
+}  // namespace
+
+void set_conv_integer_kernel(ConvIntegerKernel k) {
+  conv_integer_kernel = k;
+}
+
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
                                              const Conv1dOptions& o) {
   GpuRecorder& rec = *x.ctx().gpu();
@@ -834,13 +972,20 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
                              fbits(w.quant().scale),
                              b.defined() ? 1u : 0u};
   const Tensor& bias = b.defined() ? b : qp;
-  if (o.stride == 1 && kernel <= 11 && (kernel - 1) * o.dilation <= 64) {
+  const bool packed = conv_integer_kernel == ConvIntegerKernel::TiledPacked ||
+                      (conv_integer_kernel == ConvIntegerKernel::Auto && rec.device().info().packed_dot);
+  if (conv_integer_kernel != ConvIntegerKernel::Plain && o.stride == 1 && kernel <= 11 &&
+      (kernel - 1) * o.dilation <= 64) {
     const int64_t t_tiles = (out_len + 127) / 128, c_tiles = (cout + 15) / 16;
     const uint32_t tiled[] = {u32(cout),   u32(out_len),   u32(x.dim(0)),   u32(kernel),
                               u32(length), u32(o.padding), u32(o.dilation), u32(t_tiles),
                               params[8],   params[9],      params[10],      params[11]};
-    rec.dispatch("nn_conv_integer_tiled", kConvIntegerTiled, tiled, {&xq, &qp, &w, &bias, &out},
-                 static_cast<uint64_t>(t_tiles * c_tiles * 64));
+    if (packed)
+      rec.dispatch("nn_conv_integer_packed", kConvIntegerPacked, tiled, {&xq, &qp, &w, &bias, &out},
+                   static_cast<uint64_t>(t_tiles * c_tiles * 64));
+    else
+      rec.dispatch("nn_conv_integer_tiled", kConvIntegerTiled, tiled, {&xq, &qp, &w, &bias, &out},
+                   static_cast<uint64_t>(t_tiles * c_tiles * 64));
     return out;
   }
   rec.dispatch("nn_conv_integer", kConvInteger, params, {&xq, &qp, &w, &bias, &out},

@@ -173,8 +173,9 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
   }
 }
 
-// The tiled ConvInteger (stride 1, kernel <= 11, reach (kernel - 1) dilation <= 64): sizes past one tile of 64
-// positions, 16 output channels and 16 input channels, none a multiple of them; the generator's kernels and
+// The tiled ConvIntegers, i32 and dot4U8Packed (stride 1, kernel <= 11, reach (kernel - 1) dilation <= 64), against
+// the reference and bit for bit against the plain kernel: sizes past one tile of 128 positions, 16 output
+// channels and 8 or 32 input channels, none a multiple of them; the generator's kernels and
 // dilations; int8 and uint8 weights; symmetric and asymmetric padding.
 TEST(NnGpuKokoro, TiledConvIntegerIsTheReferencesArithmetic) {
   gpu::Device* device = sotto::testing::open_test_device();
@@ -184,7 +185,7 @@ TEST(NnGpuKokoro, TiledConvIntegerIsTheReferencesArithmetic) {
   const int kernels[] = {1, 3, 7, 11, 3};
   const int dilations[] = {1, 3, 5, 5, 1};
   for (int rep = 0; rep < 5; ++rep) {
-    const int64_t cin = rand_int(17, 60), cout = rand_int(17, 45), kk = kernels[rep];
+    const int64_t cin = rand_int(17, 75), cout = rand_int(17, 45), kk = kernels[rep];
     const Conv1dOptions o{.padding = static_cast<int>(rand_int(0, (kk - 1) * dilations[rep] / 2 + 1)),
                           .dilation = dilations[rep],
                           .padding_end = rep == 4 ? static_cast<int>(rand_int(0, 2)) : -1};
@@ -195,16 +196,25 @@ TEST(NnGpuKokoro, TiledConvIntegerIsTheReferencesArithmetic) {
                          .with_quant({.scale = 0.007f, .zero_point = wt == DType::U8 ? 131 : -3});
     const Tensor b = rand_tensor(*cpu, {cout}, -0.5f, 0.5f);
     const Tensor want = ref::conv1d_integer_dynamic_quantized_bias(xc, w, b, o);
-    const Tensor got = download(
-        *cpu, *gpu,
-        conv1d_integer_dynamic_quantized_bias(upload(*gpu, xc), upload_bytes(*gpu, w), upload(*gpu, b), o));
-    ASSERT_EQ(got.shape(), want.shape()) << "kernel " << kk << " dilation " << o.dilation;
-    expect_close(got, want, 1e-6f, 4e-7f, "gpu conv_integer tiled");
     const Tensor no_bias = ref::conv1d_integer_dynamic_quantized_bias(xc, w, {}, o);
-    expect_close(
-        download(*cpu, *gpu,
-                 conv1d_integer_dynamic_quantized_bias(upload(*gpu, xc), upload_bytes(*gpu, w), {}, o)),
-        no_bias, 0, 2.4e-7f, "gpu conv_integer tiled, no bias");
+    const Tensor gx = upload(*gpu, xc), gw = upload_bytes(*gpu, w), gb = upload(*gpu, b);
+    std::vector<float> plain;
+    for (auto kernel : {gpu_ops::ConvIntegerKernel::Plain, gpu_ops::ConvIntegerKernel::TiledI32,
+                        gpu_ops::ConvIntegerKernel::TiledPacked}) {
+      gpu_ops::set_conv_integer_kernel(kernel);
+      const Tensor got = download(*cpu, *gpu, conv1d_integer_dynamic_quantized_bias(gx, gw, gb, o));
+      const Tensor got_nb = download(*cpu, *gpu, conv1d_integer_dynamic_quantized_bias(gx, gw, {}, o));
+      ASSERT_EQ(got.shape(), want.shape()) << "kernel " << kk << " dilation " << o.dilation;
+      expect_close(got, want, 1e-6f, 4e-7f, "gpu conv_integer");
+      expect_close(got_nb, no_bias, 0, 2.4e-7f, "gpu conv_integer, no bias");
+      // The same integer sums and float steps as the plain kernel: equal bit for bit.
+      const std::vector<float> v = floats(got);
+      if (kernel == gpu_ops::ConvIntegerKernel::Plain) plain = v;
+      int64_t differ = 0;
+      for (size_t i = 0; i < v.size(); ++i) differ += std::memcmp(&v[i], &plain[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << "of " << v.size() << " outputs, kernel " << static_cast<int>(kernel);
+    }
+    gpu_ops::set_conv_integer_kernel(gpu_ops::ConvIntegerKernel::Auto);
   }
 }
 
