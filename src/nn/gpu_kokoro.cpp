@@ -586,9 +586,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 )";
 
 // One step of ONNX Runtime's DynamicQuantizeLSTM: each workgroup quantizes h (the whole of it, redundantly: H is
-// a few hundred) into workgroup memory, then each thread owns one hidden unit j: its four gate rows' integer sums
-// sum_k (hq_k - zp_h) (w[k][col] - zp_col), gates = gx + sum * (h_scale * w_scale) + bias, the cell update. The
-// state buffer holds h twice (read one half, write the other: p.flip) and c: [3H].
+// a few hundred) into workgroup memory, then owns 4 hidden units j: thread (g, jl, ks) sums a quarter of the k of
+// gate column g H + j, sum_k (hq_k - zp_h) (w[k][col] - zp_col) (integers: exact in any split), and the unit's
+// thread adds the quarters, gates = gx + sum * (h_scale * w_scale) + bias, and updates the cell. A step is a
+// chain of H / 4 dependent loads per thread over H / 4 workgroups, not 4 H loads over H / 64: the step's latency
+// is what the LSTMs' ~1,200 sequential dispatches add up. The state buffer holds h twice (read one half, write the
+// other: p.flip) and c: [3H].
 constexpr const char* kLstmInt8Step = NN_WGSL_MINMAX NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
 struct P { hidden: u32, t: u32, flip: u32, signed_w: u32, zp_mode: u32, w_zp: i32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
@@ -599,6 +602,7 @@ struct P { hidden: u32, t: u32, flip: u32, signed_w: u32, zp_mode: u32, w_zp: i3
 @group(0) @binding(5) var<storage, read_write> state: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 var<workgroup> hq: array<i32, 1024>;
+var<workgroup> part: array<i32, 64>;
 fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -616,29 +620,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     hq[k] = i32(clamp(round(div_rn(state[h_in + k], scale)) + zp, 0.0, 255.0)) - i32(zp);
   }
   workgroupBarrier();
-  let j = wid.x * 64u + lid;
-  if (j >= hn) { return; }
   let n = 4u * hn;
-  var gate: array<f32, 4>;
-  for (var g = 0u; g < 4u; g++) {
+  let g = lid / 16u;
+  let jl = (lid / 4u) % 4u;
+  let ks = lid % 4u;
+  let j = wid.x * 4u + jl;
+  var acc = 0i;
+  if (j < hn) {
     let col = g * hn + j;
     var wzp = p.w_zp;
     if (p.zp_mode == 1u) { wzp = sbyte(zps[col / 4u], col); }
     if (p.zp_mode == 2u) { wzp = ubyte(zps[col / 4u], col); }
-    var acc = 0i;
-    for (var k = 0u; k < hn; k++) {
+    let k1 = min(hn, (ks + 1u) * ((hn + 3u) / 4u));
+    for (var k = ks * ((hn + 3u) / 4u); k < k1; k++) {
       let wi = k * n + col;
       var wv = ubyte(w[wi / 4u], wi);
       if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
       acc += hq[k] * (wv - wzp);
     }
-    gate[g] = gx[p.t * n + col] + f32(acc) * (scale * cols[col]) + cols[n + col];
   }
-  let c = sigm(gate[1]) * state[2u * hn + j] + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
-  state[2u * hn + j] = c;
+  part[lid] = acc;
+  workgroupBarrier();
+  if (lid >= 4u) { return; }
+  let ju = wid.x * 4u + lid;
+  if (ju >= hn) { return; }
+  var gate: array<f32, 4>;
+  for (var gi = 0u; gi < 4u; gi++) {
+    let b = gi * 16u + lid * 4u;
+    let sum = part[b] + part[b + 1u] + part[b + 2u] + part[b + 3u];
+    let col = gi * hn + ju;
+    gate[gi] = gx[p.t * n + col] + f32(sum) * (scale * cols[col]) + cols[n + col];
+  }
+  let c = sigm(gate[1]) * state[2u * hn + ju] + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
+  state[2u * hn + ju] = c;
   let h = sigm(gate[3]) * tanh(clamp(c, -15.0, 15.0));
-  state[h_out + j] = h;
-  y[p.t * hn + j] = h;
+  state[h_out + ju] = h;
+  y[p.t * hn + ju] = h;
 }
 )";
 
@@ -1038,7 +1055,7 @@ Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tens
                                zp_mode,     static_cast<uint32_t>(w.w_hh.quant().zero_point),
                                0,           0};
     rec.dispatch("nn_lstm_int8_step", kLstmInt8Step, params, {&gx, &w.w_hh, &cols, &zps, &state, &y},
-                 static_cast<uint64_t>((hidden + 63) / 64 * 64));
+                 static_cast<uint64_t>((hidden + 3) / 4 * 64));
   }
   const int64_t last = steps % 2;  // the half the last step wrote
   if (h_out)
