@@ -136,8 +136,9 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
     EXPECT_EQ(differ, 0) << "of " << n << " quantized values";
   }
 
-  // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones.
-  const int64_t m = rand_int(1, 9), k = rand_int(1, 300), n = rand_int(1, 70);
+  // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones; sizes across the
+  // kernel's tiles of 16 rows, 64 columns and 64 k.
+  const int64_t m = rand_int(1, 40), k = rand_int(1, 300), n = rand_int(1, 150);
   const Tensor x = rand_tensor(*cpu, {m, k}, -3.0f, 2.0f);
   for (DType wt : {DType::I8, DType::U8}) {
     const Tensor w =
