@@ -142,6 +142,79 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// Transposed conv1d for groups 1, dilation 1, kernel <= 32 (the generator's upsampling): a workgroup owns 64
+// positions x 16 output channels; per chunk of 4 input channels it stages the inputs the tile's taps reach
+// (<= 96 of them) and w in workgroup memory (9.5 KB), and each thread walks only its position's taps,
+// k = (p + pad) mod stride, + stride, ...: per tap and input channel one x load, four vec4 weight loads (one
+// address across the workgroup), 16 multiply-adds. Float sums in (channel, tap) order.
+constexpr const char* kConvTransposeTiled = R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, stride: u32, padding: u32, t_tiles: u32,
+           has_bias: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<f32, 384>;         // [4 input channels][96 inputs from tb]
+var<workgroup> ws: array<vec4<f32>, 512>;   // [4 input channels][kernel <= 32][4]: output channels 4q .. 4q+3
+fn floor_div(a: i32, b: i32) -> i32 { return select(-((-a + b - 1) / b), a / b, a >= 0); }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  let p0 = (wg % p.t_tiles) * 64u;
+  let oc0 = (wg / p.t_tiles) * 16u;
+  let st = i32(p.stride);
+  let tb = floor_div(i32(p0 + p.padding) - i32(p.kernel) + 1, st);
+  let q = p0 + lid + p.padding;
+  var a0 = vec4<f32>(0.0);
+  var a1 = vec4<f32>(0.0);
+  var a2 = vec4<f32>(0.0);
+  var a3 = vec4<f32>(0.0);
+  let taps = 4u * p.kernel;
+  for (var c0 = 0u; c0 < p.cin; c0 += 4u) {
+    workgroupBarrier();
+    for (var e = lid; e < 384u; e += 64u) {
+      let ci = c0 + e / 96u;
+      let t = tb + i32(e % 96u);
+      var v = 0.0;
+      if (ci < p.cin && t >= 0 && t < i32(p.length)) { v = x[ci * p.length + u32(t)]; }
+      xs[e] = v;
+    }
+    for (var e = lid; e < 16u * taps; e += 64u) {
+      let o = e / taps;
+      let r = e % taps;
+      let ci = c0 + r / p.kernel;
+      let oc = oc0 + o;
+      var v = 0.0;
+      if (ci < p.cin && oc < p.cout) { v = w[(ci * p.cout + oc) * p.kernel + r % p.kernel]; }
+      ws[r * 4u + o / 4u][o % 4u] = v;
+    }
+    workgroupBarrier();
+    let cn = min(4u, p.cin - c0);
+    for (var cl = 0u; cl < cn; cl++) {
+      for (var k = q % p.stride; k < p.kernel && k <= q; k += p.stride) {
+        let xv = xs[cl * 96u + u32(i32((q - k) / p.stride) - tb)];
+        let b = (cl * p.kernel + k) * 4u;
+        a0 += xv * ws[b];
+        a1 += xv * ws[b + 1u];
+        a2 += xv * ws[b + 2u];
+        a3 += xv * ws[b + 3u];
+      }
+    }
+  }
+  let pos = p0 + lid;
+  if (pos >= p.out_len) { return; }
+  var acc = array<vec4<f32>, 4>(a0, a1, a2, a3);
+  for (var j = 0u; j < 16u; j++) {
+    let oc = oc0 + j;
+    if (oc >= p.cout) { return; }
+    var v = acc[j / 4u][j % 4u];
+    if (p.has_bias != 0u) { v += bias[oc]; }
+    y[oc * p.out_len + pos] = v;
+  }
+}
+)";
+
 // a [B, M, K] . b [K, N] (shared) or [B, K, N], one output per thread.
 constexpr const char* kMatmul = NN_WGSL_INDEX_K R"(
 struct P { batches: u32, m: u32, k: u32, n: u32, shared_b: u32, pad0: u32, pad1: u32, pad2: u32 };
@@ -910,6 +983,25 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const
                              0,
                              0};
   const Tensor& bias = b.defined() ? b : w;
+  const int64_t kernel = w.dim(2);
+  if (o.groups == 1 && o.dilation == 1 && kernel <= 32) {
+    const int64_t t_tiles = (out_len + 63) / 64, c_tiles = (cout + 15) / 16;
+    const uint32_t tiled[] = {u32(cout),
+                              u32(out_len),
+                              u32(x.dim(0)),
+                              u32(kernel),
+                              u32(x.dim(1)),
+                              u32(o.stride),
+                              u32(o.padding),
+                              u32(t_tiles),
+                              b.defined() ? 1u : 0u,
+                              0,
+                              0,
+                              0};
+    rec.dispatch("nn_conv_transpose1d_tiled", kConvTransposeTiled, tiled, {&x, &w, &bias, &out},
+                 static_cast<uint64_t>(t_tiles * c_tiles * 64));
+    return out;
+  }
   rec.dispatch("nn_conv_transpose1d", kConvTranspose, params, {&x, &w, &bias, &out},
                static_cast<uint64_t>(cout * out_len));
   return out;

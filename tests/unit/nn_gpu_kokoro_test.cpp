@@ -82,12 +82,16 @@ TEST(NnGpuKokoro, ConvTransposeAndMatmulMatchTheReference) {
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
   auto cpu = Context::cpu();
   auto gpu = Context::webgpu(*device);
-  for (int rep = 0; rep < 4; ++rep) {
+  for (int rep = 0; rep < 6; ++rep) {
     // Kokoro's shapes in small: depthwise stride 2 (groups = channels), stride 10 / 6 upsampling, the inverse
-    // STFT's stride 5 with one output channel.
-    const int groups = rep == 0 ? static_cast<int>(rand_int(2, 9)) : static_cast<int>(rand_int(1, 2));
-    const int64_t in_g = rep == 0 ? 1 : rand_int(1, 9), out_g = rep == 0 ? 1 : rand_int(1, 7);
-    const int64_t k = rand_int(1, 21), t = rand_int(1, 40);
+    // STFT's stride 5 with one output channel; reps 4 and 5 (groups 1) across the tiled kernel's tiles of 64
+    // positions, 16 output channels and 4 input channels.
+    const int groups = rep == 0   ? static_cast<int>(rand_int(2, 9))
+                       : rep >= 4 ? 1
+                                  : static_cast<int>(rand_int(1, 2));
+    const int64_t in_g = rep == 0 ? 1 : rep >= 4 ? rand_int(5, 30) : rand_int(1, 9);
+    const int64_t out_g = rep == 0 ? 1 : rep >= 4 ? rand_int(17, 40) : rand_int(1, 7);
+    const int64_t k = rand_int(1, 21), t = rep >= 4 ? rand_int(10, 60) : rand_int(1, 40);
     ConvTranspose1dOptions o;
     o.stride = static_cast<int>(rand_int(1, 10));
     o.padding = static_cast<int>(rand_int(0, std::min<int64_t>(5, (k - 1) / 2)));  // a positive length
