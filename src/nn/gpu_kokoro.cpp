@@ -766,6 +766,87 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 )";
 
+// Both directions of a bidirectional LSTM in one dispatch per step (the step kernel above, workgroups
+// [0, H/4) forward at t = s, [H/4, H/2) backward at t = T - 1 - s): half the sequential dispatches. gx is both
+// directions' input projections [2, T, 4H], cols both [scales, bias] [2, 8H], state both [h, h, c] [2, 3H], y the
+// concatenated output [T, 2H]; the weights and their zero points are bound per direction.
+constexpr const char* kBiLstmInt8Step = NN_WGSL_MINMAX NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
+struct P { hidden: u32, s: u32, flip: u32, signed_w: u32, zp_mode: u32, w_zp_f: i32, w_zp_b: i32, steps: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> gx: array<f32>;
+@group(0) @binding(2) var<storage, read> w_f: array<u32>;
+@group(0) @binding(3) var<storage, read> w_b: array<u32>;
+@group(0) @binding(4) var<storage, read> cols: array<f32>;
+@group(0) @binding(5) var<storage, read> zps_f: array<u32>;
+@group(0) @binding(6) var<storage, read> zps_b: array<u32>;
+@group(0) @binding(7) var<storage, read_write> state: array<f32>;
+@group(0) @binding(8) var<storage, read_write> y: array<f32>;
+var<workgroup> hq: array<i32, 1024>;
+var<workgroup> part: array<i32, 64>;
+fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+fn wword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return w_f[i]; } return w_b[i]; }
+fn zword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return zps_f[i]; } return zps_b[i]; }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let hn = p.hidden;
+  let wpd = (hn + 3u) / 4u;
+  let dir = wid.x / wpd;
+  let wl = wid.x % wpd;
+  let t = select(p.s, p.steps - 1u - p.s, dir == 1u);
+  let sb = dir * 3u * hn;
+  let h_in = sb + p.flip * hn;
+  let h_out = sb + (1u - p.flip) * hn;
+  var lo = 0.0;
+  var hi = 0.0;
+  for (var k = lid; k < hn; k += 64u) { lo = min(lo, state[h_in + k]); hi = max(hi, state[h_in + k]); }
+  let r = reduce_lo_hi(lo, hi, lid);
+  var scale = 1.0;
+  if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
+  let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  for (var k = lid; k < hn; k += 64u) {
+    hq[k] = i32(clamp(round(div_rn(state[h_in + k], scale)) + zp, 0.0, 255.0)) - i32(zp);
+  }
+  workgroupBarrier();
+  let n = 4u * hn;
+  let g = lid / 16u;
+  let jl = (lid / 4u) % 4u;
+  let ks = lid % 4u;
+  let j = wl * 4u + jl;
+  var acc = 0i;
+  if (j < hn) {
+    let col = g * hn + j;
+    var wzp = select(p.w_zp_f, p.w_zp_b, dir == 1u);
+    if (p.zp_mode == 1u) { wzp = sbyte(zword(dir, col / 4u), col); }
+    if (p.zp_mode == 2u) { wzp = ubyte(zword(dir, col / 4u), col); }
+    let k1 = min(hn, (ks + 1u) * ((hn + 3u) / 4u));
+    for (var k = ks * ((hn + 3u) / 4u); k < k1; k++) {
+      let wi = k * n + col;
+      var wv = ubyte(wword(dir, wi / 4u), wi);
+      if (p.signed_w != 0u) { wv = sbyte(wword(dir, wi / 4u), wi); }
+      acc += hq[k] * (wv - wzp);
+    }
+  }
+  part[lid] = acc;
+  workgroupBarrier();
+  if (lid >= 4u) { return; }
+  let ju = wl * 4u + lid;
+  if (ju >= hn) { return; }
+  let cb = dir * 2u * n;
+  var gate: array<f32, 4>;
+  for (var gi = 0u; gi < 4u; gi++) {
+    let b = gi * 16u + lid * 4u;
+    let sum = part[b] + part[b + 1u] + part[b + 2u] + part[b + 3u];
+    let col = gi * hn + ju;
+    gate[gi] = gx[(dir * p.steps + t) * n + col] + f32(sum) * (scale * cols[cb + col]) + cols[cb + n + col];
+  }
+  let c = sigm(gate[1]) * state[sb + 2u * hn + ju] + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
+  state[sb + 2u * hn + ju] = c;
+  let h = sigm(gate[3]) * tanh(clamp(c, -15.0, 15.0));
+  state[h_out + ju] = h;
+  y[t * 2u * hn + dir * hn + ju] = h;
+}
+)";
+
 // sine_source, stage 1: one thread per harmonic runs the export's cumulative phase over the frames in its float
 // order (the phase reaches 10^4..10^5 rad: its low bits are the CumSum's, not a tidier sum's).
 constexpr const char* kSinePhase = NN_WGSL_DIV_RN R"(
@@ -1192,6 +1273,69 @@ Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tens
   if (h_out)
     *h_out = gpu_ops::scale(gpu_ops::slice(state, 0, last * hidden, (last + 1) * hidden), 1.0f, 0.0f);
   if (c_out) *c_out = gpu_ops::scale(gpu_ops::slice(state, 0, 2 * hidden, 3 * hidden), 1.0f, 0.0f);
+  return y;
+}
+
+Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  const int64_t hidden = fw.w_hh.dim(0), n = 4 * hidden, steps = x.dim(0);
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.defined() == b.defined() && (!a.defined() || a.dtype() == b.dtype());
+  };
+  // One dispatch serves both only where the directions agree in layout; otherwise one lstm each.
+  if (!fw.int8() || !bw.int8() || bw.w_hh.dim(0) != hidden || bw.w_hh.dtype() != fw.w_hh.dtype() ||
+      !same(fw.w_hh_zero_points, bw.w_hh_zero_points) || !same(fw.w_hh_scales, bw.w_hh_scales) ||
+      !same(fw.b, bw.b) || steps < 1) {
+    const Tensor parts[2] = {lstm_int8(x, fw, false, {}, {}, nullptr, nullptr),
+                             lstm_int8(x, bw, true, {}, {}, nullptr, nullptr)};
+    return gpu_ops::concat(parts, 1);
+  }
+  auto col_ok = [&](const Tensor& t, DType d) {
+    return !t.defined() ||
+           (on_gpu(t) && t.elements() == n && (t.dtype() == d || (d == DType::I8 && t.dtype() == DType::U8)));
+  };
+  for (const LstmWeights* w : {&fw, &bw})
+    if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w->w_hh) || w->w_hh.rank() != 2 ||
+        w->w_hh.dim(1) != n || hidden > 1024 ||
+        (w->w_hh.dtype() != DType::I8 && w->w_hh.dtype() != DType::U8) ||
+        !col_ok(w->w_hh_scales, DType::F32) || !col_ok(w->w_hh_zero_points, DType::I8) ||
+        (w->b.defined() && (!on_gpu(w->b) || w->b.elements() != n)))
+      return unsupported(x, "bilstm (int8) of these tensors");
+  Context& ctx = x.ctx();
+  Tensor cols_parts[4], gx_parts[2];
+  int i = 0;
+  for (const LstmWeights* w : {&fw, &bw}) {
+    gx_parts[i / 2] =
+        gpu_ops::matmul_integer_dynamic(x, w->w_ih, w->w_ih_scales, w->w_ih_zero_points);  // [T, 4H]
+    cols_parts[i++] =
+        w->w_hh_scales.defined()
+            ? w->w_hh_scales.reshape({n})
+            : ctx.from_floats({n}, std::vector<float>(static_cast<size_t>(n), w->w_hh.quant().scale));
+    cols_parts[i++] = w->b.defined() ? w->b.reshape({n}) : ctx.zeros({n});
+  }
+  const Tensor gx = gpu_ops::concat(gx_parts, 0);      // [2T, 4H]
+  const Tensor cols = gpu_ops::concat(cols_parts, 0);  // [8H] x 2
+  const Tensor state = ctx.zeros({6 * hidden});
+  Tensor y = ctx.empty({steps, 2 * hidden});
+  const uint32_t zp_mode = !fw.w_hh_zero_points.defined()             ? 0u
+                           : fw.w_hh_zero_points.dtype() == DType::I8 ? 1u
+                                                                      : 2u;
+  const Tensor& zf = fw.w_hh_zero_points.defined() ? fw.w_hh_zero_points : cols;
+  const Tensor& zb = bw.w_hh_zero_points.defined() ? bw.w_hh_zero_points : cols;
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint32_t params[] = {u32(hidden),
+                               u32(s),
+                               u32(s % 2),
+                               fw.w_hh.dtype() == DType::I8 ? 1u : 0u,
+                               zp_mode,
+                               static_cast<uint32_t>(fw.w_hh.quant().zero_point),
+                               static_cast<uint32_t>(bw.w_hh.quant().zero_point),
+                               u32(steps)};
+    rec.dispatch("nn_bilstm_int8_step", kBiLstmInt8Step, params,
+                 {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &state, &y},
+                 static_cast<uint64_t>(2 * ((hidden + 3) / 4) * 64));
+  }
   return y;
 }
 

@@ -261,6 +261,46 @@ TEST(NnGpuKokoro, Int8LstmFollowsTheReference) {
   }
 }
 
+// Both directions in one dispatch per step (gpu_ops::bilstm_int8, nn::bilstm's GPU path): the reference's two
+// directions within the LSTM's tolerance above, and the one-direction GPU kernel's outputs bit for bit (the same
+// integer sums and float expressions). Different per-tensor zero points per direction; per-column ones.
+TEST(NnGpuKokoro, Int8BiLstmIsBothDirections) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 2; ++rep) {
+    const int64_t in = rand_int(1, 20), h = rand_int(1, 40), steps = rand_int(1, 9);
+    LstmWeights w[2], gw[2];
+    for (int d = 0; d < 2; ++d) {
+      w[d].w_ih = rand_int8(*cpu, {in, 4 * h}, DType::I8).with_quant({.scale = 0.01f, .zero_point = 3 - d});
+      w[d].w_hh =
+          rand_int8(*cpu, {h, 4 * h}, DType::I8).with_quant({.scale = 0.008f, .zero_point = 2 * d - 2});
+      w[d].b = rand_tensor(*cpu, {4 * h});
+      if (rep == 1) {
+        w[d].w_hh_scales = rand_tensor(*cpu, {4 * h}, 0.002f, 0.01f);
+        w[d].w_hh_zero_points = rand_int8(*cpu, {4 * h}, DType::I8);
+      }
+      gw[d] = w[d];
+      gw[d].w_ih = upload_bytes(*gpu, w[d].w_ih);
+      gw[d].w_hh = upload_bytes(*gpu, w[d].w_hh);
+      gw[d].b = upload(*gpu, w[d].b);
+      if (rep == 1) {
+        gw[d].w_hh_scales = upload(*gpu, w[d].w_hh_scales);
+        gw[d].w_hh_zero_points = upload_bytes(*gpu, w[d].w_hh_zero_points);
+      }
+    }
+    const Tensor x = rand_tensor(*cpu, {steps, in}, -2.0f, 2.0f);
+    const Tensor gx = upload(*gpu, x);
+    const Tensor got = download(*cpu, *gpu, bilstm(gx, gw[0], gw[1]));
+    const Tensor want_parts[2] = {ref::lstm(x, w[0], false), ref::lstm(x, w[1], true)};
+    expect_close(got, concat(want_parts, 1), 2e-3f, 0, "gpu int8 bilstm");
+    const Tensor one_parts[2] = {download(*cpu, *gpu, lstm(gx, gw[0], false)),
+                                 download(*cpu, *gpu, lstm(gx, gw[1], true))};
+    expect_close(got, concat(one_parts, 1), 0, 0, "gpu int8 bilstm against the one-direction kernel");
+  }
+}
+
 TEST(NnGpuKokoro, SineSourceAndStftFollowTheCpuOps) {
   gpu::Device* device = sotto::testing::open_test_device();
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
