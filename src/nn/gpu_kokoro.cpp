@@ -347,10 +347,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 // MatMulInteger on the quantized x [M, K] (uint8) and w [K, N] (int8 or uint8; signed_w), per-column zero
 // points (int8 / uint8 zp_signed) and scales when has_col, else the uniform's per-tensor ones. A workgroup owns
-// 4 rows x 64 columns, a thread one column's 4 rows: per chunk of 64 k, x - x_zp is staged as one i32 vec4 a k,
-// so each k is one weight byte (loads coalesced along N) and one vec4 load (one address across the workgroup)
-// for 4 multiply-adds; 4 rows, not more, so that ALBERT's 79-row products still fill the GPU's cores with
-// workgroups. Integer sums: the same whatever the order.
+// 16 rows x 64 columns, a thread one column's 16 rows: per chunk of 64 k, x - x_zp is staged as i32 vec4s of 4
+// rows, so each k is one weight byte (loads coalesced along N) and four vec4 loads (one address across the
+// workgroup) for 16 multiply-adds. Integer sums: the same whatever the order.
 constexpr const char* kMatmulInteger = NN_WGSL_BYTES R"(
 struct P { m: u32, n: u32, k: u32, signed_w: u32, has_col: u32, zp_signed: u32, w_zp: i32, w_scale: f32,
            n_tiles: u32, pad0: u32, pad1: u32, pad2: u32 };
@@ -361,12 +360,12 @@ struct P { m: u32, n: u32, k: u32, signed_w: u32, has_col: u32, zp_signed: u32, 
 @group(0) @binding(4) var<storage, read> scales: array<f32>;
 @group(0) @binding(5) var<storage, read> zps: array<u32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<vec4<i32>, 64>;  // [64 k]: rows r0 .. r0+3
+var<workgroup> xs: array<vec4<i32>, 256>;  // [64 k][4]: rows 4q .. 4q+3
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let wg = wid.x + wid.y * 65535u;
   let c = (wg % p.n_tiles) * 64u + lid;
-  let r0 = (wg / p.n_tiles) * 4u;
+  let r0 = (wg / p.n_tiles) * 16u;
   let xzp = i32(qp[1]);
   var wzp = p.w_zp;
   var ws = p.w_scale;
@@ -375,9 +374,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (p.zp_signed != 0u) { wzp = sbyte(zps[c / 4u], c); } else { wzp = ubyte(zps[c / 4u], c); }
   }
   var a0 = vec4<i32>(0);
+  var a1 = vec4<i32>(0);
+  var a2 = vec4<i32>(0);
+  var a3 = vec4<i32>(0);
   for (var k0 = 0u; k0 < p.k; k0 += 64u) {
     workgroupBarrier();
-    for (var e = lid; e < 256u; e += 64u) {
+    for (var e = lid; e < 1024u; e += 64u) {
       let kl = e % 64u;
       let rl = e / 64u;
       var v = 0i;
@@ -385,7 +387,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         let xi = (r0 + rl) * p.k + k0 + kl;
         v = ubyte(xq[xi / 4u], xi) - xzp;
       }
-      xs[kl][rl] = v;
+      xs[kl * 4u + rl / 4u][rl % 4u] = v;
     }
     workgroupBarrier();
     if (c < p.n) {
@@ -395,16 +397,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var wv = ubyte(w[wi / 4u], wi);
         if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
         wv -= wzp;
-        a0 += wv * xs[kl];
+        a0 += wv * xs[kl * 4u];
+        a1 += wv * xs[kl * 4u + 1u];
+        a2 += wv * xs[kl * 4u + 2u];
+        a3 += wv * xs[kl * 4u + 3u];
       }
     }
   }
   if (c >= p.n) { return; }
   let step = qp[0] * ws;
-  for (var rl = 0u; rl < 4u; rl++) {
+  var acc = array<vec4<i32>, 4>(a0, a1, a2, a3);
+  for (var rl = 0u; rl < 16u; rl++) {
     let r = r0 + rl;
     if (r >= p.m) { return; }
-    y[r * p.n + c] = f32(a0[rl]) * step;
+    y[r * p.n + c] = f32(acc[rl / 4u][rl % 4u]) * step;
   }
 }
 )";
@@ -1155,7 +1161,7 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
   const Tensor& s = col ? w_scales : qp;  // bindings must exist: stand-ins, unread
   const Tensor& z = col ? w_zero_points : qp;
   rec.dispatch("nn_matmul_integer", kMatmulInteger, params, {&xq, &qp, &w, &s, &z, &out},
-               static_cast<uint64_t>(n_tiles * ((m + 3) / 4) * 64));
+               static_cast<uint64_t>(n_tiles * ((m + 15) / 16) * 64));
   return out;
 }
 

@@ -141,7 +141,7 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
   }
 
   // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones; sizes across the
-  // kernel's tiles of 4 rows, 64 columns and 64 k.
+  // kernel's tiles of 16 rows, 64 columns and 64 k.
   const int64_t m = rand_int(1, 40), k = rand_int(1, 300), n = rand_int(1, 150);
   const Tensor x = rand_tensor(*cpu, {m, k}, -3.0f, 2.0f);
   for (DType wt : {DType::I8, DType::U8}) {
