@@ -1,5 +1,5 @@
 // sotto speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T]
-// [--backend cpu|webgpu]: Kokoro text-to-speech (src/models/tts/kokoro.h) into a 24 kHz float32 WAV; webgpu runs
+// [--backend cpu|webgpu [--gpu-profile]]: Kokoro text-to-speech (src/models/tts/kokoro.h) into a 24 kHz float32 WAV; webgpu runs
 // the same forward pass with its tensors on the GPU (Dawn), reading back the durations and the audio. Long input is split into pieces of at
 // most 510 phonemes at sentence ends; each piece's audio is appended to OUT.wav (header rewritten, so the file
 // is valid) before the next piece is computed, so a player can start on the first sentence.
@@ -31,6 +31,7 @@ constexpr size_t kMaxPhonemeBytes = 16384;
 struct Options {
   std::string model_path, voice, phonemes, text, out_path, lexicon;
   bool has_text = false, json = false, webgpu = false;
+  bool gpu_profile = false;  // --gpu-profile: each kernel's GPU time (timestamp queries) on stderr at the end
   double speed = 1.0;
   int threads = 2;
 };
@@ -67,6 +68,8 @@ std::string parse_options(std::span<char* const> args, Options& o) {
       o.webgpu = v == "webgpu";
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--gpu-profile") {
+      o.gpu_profile = true;
     } else {
       return cat("unknown argument '", a, "'");
     }
@@ -147,7 +150,7 @@ int run_speak(std::span<char* const> args) {
   auto weights = tts::load_kokoro_weights(*ctx, **source);
   if (!weights) return fail(cat("not a Kokoro v1.0 int8 model: ", weights.message()));
   if (o.webgpu) {
-    auto opened = gpu::open_device({});
+    auto opened = gpu::open_device({.request_timestamps = o.gpu_profile});
     if (!opened) return fail(cat("speak --backend webgpu: ", opened.message()));
     device = std::move(opened).value();
     std::unique_ptr<nn::Context> gpu_ctx = nn::Context::webgpu(*device);
@@ -162,6 +165,8 @@ int run_speak(std::span<char* const> args) {
   if (pieces.empty()) pieces = tts::kokoro_split_phonemes(o.phonemes);
   // Part of loading: the weights' derived layouts are made here, not in the first sentence's time.
   if (Status s = tts::kokoro_warm_up(*ctx, *weights); !s) return fail(s.message());
+  // Profiled after the warm-up, so the figures are the sentences' dispatches alone.
+  if (o.gpu_profile && ctx->gpu()) ctx->gpu()->set_profiling(true);
   const double start_ms = now_ms();
   double first_audio_ms = 0;
   tts::KokoroStageMs stage_ms;
@@ -176,6 +181,7 @@ int run_speak(std::span<char* const> args) {
   }
   const double compute_ms = now_ms() - start_ms;
   const double audio_s = static_cast<double>(wav.samples()) / tts::kKokoroSampleRateHz;
+  if (o.gpu_profile && ctx->gpu()) std::fputs(ctx->gpu()->profile().c_str(), stderr);
   if (o.json) {
     const std::string out = cat(
         "{\"samples\":", wav.samples(), ",\"sample_rate\":", tts::kKokoroSampleRateHz,

@@ -142,6 +142,79 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// Transposed conv1d for groups 1, dilation 1, kernel <= 32 (the generator's upsampling): a workgroup owns 64
+// positions x 16 output channels; per chunk of 4 input channels it stages the inputs the tile's taps reach
+// (<= 96 of them) and w in workgroup memory (9.5 KB), and each thread walks only its position's taps,
+// k = (p + pad) mod stride, + stride, ...: per tap and input channel one x load, four vec4 weight loads (one
+// address across the workgroup), 16 multiply-adds. Float sums in (channel, tap) order.
+constexpr const char* kConvTransposeTiled = R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, stride: u32, padding: u32, t_tiles: u32,
+           has_bias: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<f32, 384>;         // [4 input channels][96 inputs from tb]
+var<workgroup> ws: array<vec4<f32>, 512>;   // [4 input channels][kernel <= 32][4]: output channels 4q .. 4q+3
+fn floor_div(a: i32, b: i32) -> i32 { return select(-((-a + b - 1) / b), a / b, a >= 0); }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  let p0 = (wg % p.t_tiles) * 64u;
+  let oc0 = (wg / p.t_tiles) * 16u;
+  let st = i32(p.stride);
+  let tb = floor_div(i32(p0 + p.padding) - i32(p.kernel) + 1, st);
+  let q = p0 + lid + p.padding;
+  var a0 = vec4<f32>(0.0);
+  var a1 = vec4<f32>(0.0);
+  var a2 = vec4<f32>(0.0);
+  var a3 = vec4<f32>(0.0);
+  let taps = 4u * p.kernel;
+  for (var c0 = 0u; c0 < p.cin; c0 += 4u) {
+    workgroupBarrier();
+    for (var e = lid; e < 384u; e += 64u) {
+      let ci = c0 + e / 96u;
+      let t = tb + i32(e % 96u);
+      var v = 0.0;
+      if (ci < p.cin && t >= 0 && t < i32(p.length)) { v = x[ci * p.length + u32(t)]; }
+      xs[e] = v;
+    }
+    for (var e = lid; e < 16u * taps; e += 64u) {
+      let o = e / taps;
+      let r = e % taps;
+      let ci = c0 + r / p.kernel;
+      let oc = oc0 + o;
+      var v = 0.0;
+      if (ci < p.cin && oc < p.cout) { v = w[(ci * p.cout + oc) * p.kernel + r % p.kernel]; }
+      ws[r * 4u + o / 4u][o % 4u] = v;
+    }
+    workgroupBarrier();
+    let cn = min(4u, p.cin - c0);
+    for (var cl = 0u; cl < cn; cl++) {
+      for (var k = q % p.stride; k < p.kernel && k <= q; k += p.stride) {
+        let xv = xs[cl * 96u + u32(i32((q - k) / p.stride) - tb)];
+        let b = (cl * p.kernel + k) * 4u;
+        a0 += xv * ws[b];
+        a1 += xv * ws[b + 1u];
+        a2 += xv * ws[b + 2u];
+        a3 += xv * ws[b + 3u];
+      }
+    }
+  }
+  let pos = p0 + lid;
+  if (pos >= p.out_len) { return; }
+  var acc = array<vec4<f32>, 4>(a0, a1, a2, a3);
+  for (var j = 0u; j < 16u; j++) {
+    let oc = oc0 + j;
+    if (oc >= p.cout) { return; }
+    var v = acc[j / 4u][j % 4u];
+    if (p.has_bias != 0u) { v += bias[oc]; }
+    y[oc * p.out_len + pos] = v;
+  }
+}
+)";
+
 // a [B, M, K] . b [K, N] (shared) or [B, K, N], one output per thread.
 constexpr const char* kMatmul = NN_WGSL_INDEX_K R"(
 struct P { batches: u32, m: u32, k: u32, n: u32, shared_b: u32, pad0: u32, pad1: u32, pad2: u32 };
@@ -273,9 +346,13 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   "fn sbyte(a: u32, i: u32) -> i32 { return extractBits(bitcast<i32>(a), 8u * (i % 4u), 8u); }\n"
 
 // MatMulInteger on the quantized x [M, K] (uint8) and w [K, N] (int8 or uint8; signed_w), per-column zero
-// points (int8 / uint8 zp_signed) and scales when has_col, else the uniform's per-tensor ones.
-constexpr const char* kMatmulInteger = NN_WGSL_INDEX_K NN_WGSL_BYTES R"(
-struct P { m: u32, n: u32, k: u32, signed_w: u32, has_col: u32, zp_signed: u32, w_zp: i32, w_scale: f32 };
+// points (int8 / uint8 zp_signed) and scales when has_col, else the uniform's per-tensor ones. A workgroup owns
+// 16 rows x 64 columns, a thread one column's 16 rows: per chunk of 64 k, x - x_zp is staged as i32 vec4s of 4
+// rows, so each k is one weight byte (loads coalesced along N) and four vec4 loads (one address across the
+// workgroup) for 16 multiply-adds. Integer sums: the same whatever the order.
+constexpr const char* kMatmulInteger = NN_WGSL_BYTES R"(
+struct P { m: u32, n: u32, k: u32, signed_w: u32, has_col: u32, zp_signed: u32, w_zp: i32, w_scale: f32,
+           n_tiles: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> xq: array<u32>;
 @group(0) @binding(2) var<storage, read> qp: array<f32>;
@@ -283,28 +360,58 @@ struct P { m: u32, n: u32, k: u32, signed_w: u32, has_col: u32, zp_signed: u32, 
 @group(0) @binding(4) var<storage, read> scales: array<f32>;
 @group(0) @binding(5) var<storage, read> zps: array<u32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<vec4<i32>, 256>;  // [64 k][4]: rows 4q .. 4q+3
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let o = index(g);
-  if (o >= p.m * p.n) { return; }
-  let r = o / p.n;
-  let c = o % p.n;
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  let c = (wg % p.n_tiles) * 64u + lid;
+  let r0 = (wg / p.n_tiles) * 16u;
   let xzp = i32(qp[1]);
   var wzp = p.w_zp;
   var ws = p.w_scale;
-  if (p.has_col != 0u) {
+  if (p.has_col != 0u && c < p.n) {
     ws = scales[c];
     if (p.zp_signed != 0u) { wzp = sbyte(zps[c / 4u], c); } else { wzp = ubyte(zps[c / 4u], c); }
   }
-  var acc = 0i;
-  for (var t = 0u; t < p.k; t++) {
-    let xi = r * p.k + t;
-    let wi = t * p.n + c;
-    var wv = ubyte(w[wi / 4u], wi);
-    if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
-    acc += (ubyte(xq[xi / 4u], xi) - xzp) * (wv - wzp);
+  var a0 = vec4<i32>(0);
+  var a1 = vec4<i32>(0);
+  var a2 = vec4<i32>(0);
+  var a3 = vec4<i32>(0);
+  for (var k0 = 0u; k0 < p.k; k0 += 64u) {
+    workgroupBarrier();
+    for (var e = lid; e < 1024u; e += 64u) {
+      let kl = e % 64u;
+      let rl = e / 64u;
+      var v = 0i;
+      if (r0 + rl < p.m && k0 + kl < p.k) {
+        let xi = (r0 + rl) * p.k + k0 + kl;
+        v = ubyte(xq[xi / 4u], xi) - xzp;
+      }
+      xs[kl * 4u + rl / 4u][rl % 4u] = v;
+    }
+    workgroupBarrier();
+    if (c < p.n) {
+      let kn = min(64u, p.k - k0);
+      for (var kl = 0u; kl < kn; kl++) {
+        let wi = (k0 + kl) * p.n + c;
+        var wv = ubyte(w[wi / 4u], wi);
+        if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
+        wv -= wzp;
+        a0 += wv * xs[kl * 4u];
+        a1 += wv * xs[kl * 4u + 1u];
+        a2 += wv * xs[kl * 4u + 2u];
+        a3 += wv * xs[kl * 4u + 3u];
+      }
+    }
   }
-  y[o] = f32(acc) * (qp[0] * ws);
+  if (c >= p.n) { return; }
+  let step = qp[0] * ws;
+  var acc = array<vec4<i32>, 4>(a0, a1, a2, a3);
+  for (var rl = 0u; rl < 16u; rl++) {
+    let r = r0 + rl;
+    if (r >= p.m) { return; }
+    y[r * p.n + c] = f32(acc[rl / 4u][rl % 4u]) * step;
+  }
 }
 )";
 
@@ -346,10 +453,252 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// ConvInteger, tiled, for stride 1 with (kernel - 1) dilation <= 64 and kernel <= 11 (all of Kokoro's decoder
+// and generator convs, where most of the multiply-adds are): a workgroup owns 128 positions x 16 output
+// channels, each thread two positions (lid, lid + 64) x 16 channels; per chunk of 8 input channels it stages
+// x - x_zp (padding taps 0) and w - w_zp in workgroup memory as i32 (11.8 KB: inside WebGPU's default 16 KB),
+// so each thread's inner step is two x loads, four vec4 weight loads (one address across the workgroup) and 32
+// multiply-adds, instead of two global loads and a byte unpack per multiply-add. The sums are integers, exact in
+// any order: the outputs are the plain kernel's bit for bit.
+constexpr const char* kConvIntegerTiled = NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding: u32, dilation: u32,
+           t_tiles: u32, signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<i32, 1536>;        // [8 input channels][192 positions]
+var<workgroup> ws: array<vec4<i32>, 352>;   // [8 input channels][kernel <= 11][4]: output channels 4q .. 4q+3
+fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32) {
+  for (var q = 0u; q < 4u; q++) {
+    let oc = j0 + q;
+    if (oc >= p.cout) { return; }
+    var v = f32(acc[q]) * step;
+    if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+    y[oc * p.out_len + t] = v;
+  }
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  let t0 = (wg % p.t_tiles) * 128u;
+  let oc0 = (wg / p.t_tiles) * 16u;
+  let xzp = i32(qp[1]);
+  let span = 128u + (p.kernel - 1u) * p.dilation;
+  let taps = 8u * p.kernel;
+  var a0 = vec4<i32>(0);
+  var a1 = vec4<i32>(0);
+  var a2 = vec4<i32>(0);
+  var a3 = vec4<i32>(0);
+  var b0 = vec4<i32>(0);
+  var b1 = vec4<i32>(0);
+  var b2 = vec4<i32>(0);
+  var b3 = vec4<i32>(0);
+  for (var c0 = 0u; c0 < p.cin; c0 += 8u) {
+    workgroupBarrier();
+    for (var e = lid; e < 8u * span; e += 64u) {
+      let cl = e / span;
+      let ci = c0 + cl;
+      let pos = i32(t0 + e % span) - i32(p.padding);
+      var v = 0i;
+      if (ci < p.cin && pos >= 0 && pos < i32(p.length)) {
+        let xi = ci * p.length + u32(pos);
+        v = ubyte(xq[xi / 4u], xi) - xzp;
+      }
+      xs[cl * 192u + e % span] = v;
+    }
+    for (var e = lid; e < 16u * taps; e += 64u) {
+      let o = e / taps;
+      let r = e % taps;
+      let ci = c0 + r / p.kernel;
+      let oc = oc0 + o;
+      var v = 0i;
+      if (ci < p.cin && oc < p.cout) {
+        let wi = (oc * p.cin + ci) * p.kernel + r % p.kernel;
+        if (p.signed_w != 0u) { v = sbyte(w[wi / 4u], wi); } else { v = ubyte(w[wi / 4u], wi); }
+        v -= p.w_zp;
+      }
+      ws[r * 4u + o / 4u][o % 4u] = v;
+    }
+    workgroupBarrier();
+    let cn = min(8u, p.cin - c0);
+    for (var cl = 0u; cl < cn; cl++) {
+      for (var k = 0u; k < p.kernel; k++) {
+        let xi = cl * 192u + lid + k * p.dilation;
+        let x0 = xs[xi];
+        let x1 = xs[xi + 64u];
+        let b = (cl * p.kernel + k) * 4u;
+        let w0 = ws[b];
+        let w1 = ws[b + 1u];
+        let w2 = ws[b + 2u];
+        let w3 = ws[b + 3u];
+        a0 += x0 * w0;
+        a1 += x0 * w1;
+        a2 += x0 * w2;
+        a3 += x0 * w3;
+        b0 += x1 * w0;
+        b1 += x1 * w1;
+        b2 += x1 * w2;
+        b3 += x1 * w3;
+      }
+    }
+  }
+  let step = qp[0] * p.w_scale;
+  let t = t0 + lid;
+  if (t < p.out_len) {
+    put(a0, oc0, t, step);
+    put(a1, oc0 + 4u, t, step);
+    put(a2, oc0 + 8u, t, step);
+    put(a3, oc0 + 12u, t, step);
+  }
+  if (t + 64u < p.out_len) {
+    put(b0, oc0, t + 64u, step);
+    put(b1, oc0 + 4u, t + 64u, step);
+    put(b2, oc0 + 8u, t + 64u, step);
+    put(b3, oc0 + 12u, t + 64u, step);
+  }
+}
+)";
+
+// The same tiling with 4 input channels packed per u32 and dot4U8Packed (dp4a where the hardware has it): one
+// dot4 is 4 multiply-adds. Bytes must be unsigned: W' = w + 128 for int8 weights (w_zp' = w_zp + 128), and
+// sum (X - x_zp)(W' - w_zp') = sum X W' - w_zp' sum X - x_zp sum W' + N x_zp w_zp' over the same N terms,
+// exact in i32 (|sum X W'| < 255 * 255 * N, N = Cin K rounded up to 4 channels: < 2^31 for Cin K < 33,000).
+// Padding taps and the channels past Cin hold X = x_zp: their terms are 0 in the left-hand form.
+constexpr const char* kConvIntegerPacked = NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding: u32, dilation: u32,
+           t_tiles: u32, signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<u32, 1536>;        // [8 words of 4 input channels][192 positions]
+var<workgroup> ws: array<vec4<u32>, 352>;   // [8 words][kernel <= 11][4]: output channels 4q .. 4q+3
+var<workgroup> sw: array<atomic<i32>, 16>;  // sum W' per output channel
+fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32, sx: i32, corr: i32, wzp: i32) {
+  let xzp = i32(qp[1]);
+  for (var q = 0u; q < 4u; q++) {
+    let oc = j0 + q;
+    if (oc >= p.cout) { return; }
+    let s = acc[q] - wzp * sx - xzp * atomicLoad(&sw[oc % 16u]) + corr;
+    var v = f32(s) * step;
+    if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+    y[oc * p.out_len + t] = v;
+  }
+}
+fn d4(a: u32, b: u32) -> i32 { return i32(dot4U8Packed(a, b)); }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  let t0 = (wg % p.t_tiles) * 128u;
+  let oc0 = (wg / p.t_tiles) * 16u;
+  let xzp = u32(qp[1]);
+  var wzp = p.w_zp;
+  if (p.signed_w != 0u) { wzp += 128; }
+  let span = 128u + (p.kernel - 1u) * p.dilation;
+  let taps = 8u * p.kernel;
+  if (lid < 16u) { atomicStore(&sw[lid], 0); }
+  var a0 = vec4<i32>(0);
+  var a1 = vec4<i32>(0);
+  var a2 = vec4<i32>(0);
+  var a3 = vec4<i32>(0);
+  var b0 = vec4<i32>(0);
+  var b1 = vec4<i32>(0);
+  var b2 = vec4<i32>(0);
+  var b3 = vec4<i32>(0);
+  var sx0 = 0i;
+  var sx1 = 0i;
+  for (var c0 = 0u; c0 < p.cin; c0 += 32u) {
+    workgroupBarrier();
+    for (var e = lid; e < 8u * span; e += 64u) {
+      let cw = e / span;
+      let pos = i32(t0 + e % span) - i32(p.padding);
+      var word = 0u;
+      for (var j = 0u; j < 4u; j++) {
+        let ci = c0 + 4u * cw + j;
+        var v = xzp;
+        if (ci < p.cin && pos >= 0 && pos < i32(p.length)) {
+          let xi = ci * p.length + u32(pos);
+          v = u32(ubyte(xq[xi / 4u], xi));
+        }
+        word |= v << (8u * j);
+      }
+      xs[cw * 192u + e % span] = word;
+    }
+    for (var e = lid; e < 16u * taps; e += 64u) {
+      let o = e / taps;
+      let r = e % taps;
+      let cw = r / p.kernel;
+      let k = r % p.kernel;
+      let oc = oc0 + o;
+      var word = 0u;
+      for (var j = 0u; j < 4u; j++) {
+        let ci = c0 + 4u * cw + j;
+        if (ci < p.cin && oc < p.cout) {
+          let wi = (oc * p.cin + ci) * p.kernel + k;
+          var v = u32(ubyte(w[wi / 4u], wi));
+          if (p.signed_w != 0u) { v = u32(sbyte(w[wi / 4u], wi) + 128); }
+          word |= v << (8u * j);
+        }
+      }
+      ws[r * 4u + o / 4u][o % 4u] = word;
+      atomicAdd(&sw[o], d4(word, 0x01010101u));
+    }
+    workgroupBarrier();
+    let cwn = min(8u, (p.cin - c0 + 3u) / 4u);
+    for (var cw = 0u; cw < cwn; cw++) {
+      for (var k = 0u; k < p.kernel; k++) {
+        let xi = cw * 192u + lid + k * p.dilation;
+        let x0 = xs[xi];
+        let x1 = xs[xi + 64u];
+        let b = (cw * p.kernel + k) * 4u;
+        let w0 = ws[b];
+        let w1 = ws[b + 1u];
+        let w2 = ws[b + 2u];
+        let w3 = ws[b + 3u];
+        a0 += vec4<i32>(d4(x0, w0.x), d4(x0, w0.y), d4(x0, w0.z), d4(x0, w0.w));
+        a1 += vec4<i32>(d4(x0, w1.x), d4(x0, w1.y), d4(x0, w1.z), d4(x0, w1.w));
+        a2 += vec4<i32>(d4(x0, w2.x), d4(x0, w2.y), d4(x0, w2.z), d4(x0, w2.w));
+        a3 += vec4<i32>(d4(x0, w3.x), d4(x0, w3.y), d4(x0, w3.z), d4(x0, w3.w));
+        b0 += vec4<i32>(d4(x1, w0.x), d4(x1, w0.y), d4(x1, w0.z), d4(x1, w0.w));
+        b1 += vec4<i32>(d4(x1, w1.x), d4(x1, w1.y), d4(x1, w1.z), d4(x1, w1.w));
+        b2 += vec4<i32>(d4(x1, w2.x), d4(x1, w2.y), d4(x1, w2.z), d4(x1, w2.w));
+        b3 += vec4<i32>(d4(x1, w3.x), d4(x1, w3.y), d4(x1, w3.z), d4(x1, w3.w));
+        sx0 += d4(x0, 0x01010101u);
+        sx1 += d4(x1, 0x01010101u);
+      }
+    }
+  }
+  workgroupBarrier();
+  let step = qp[0] * p.w_scale;
+  let corr = i32(4u * ((p.cin + 3u) / 4u) * p.kernel) * i32(xzp) * wzp;
+  let t = t0 + lid;
+  if (t < p.out_len) {
+    put(a0, oc0, t, step, sx0, corr, wzp);
+    put(a1, oc0 + 4u, t, step, sx0, corr, wzp);
+    put(a2, oc0 + 8u, t, step, sx0, corr, wzp);
+    put(a3, oc0 + 12u, t, step, sx0, corr, wzp);
+  }
+  if (t + 64u < p.out_len) {
+    put(b0, oc0, t + 64u, step, sx1, corr, wzp);
+    put(b1, oc0 + 4u, t + 64u, step, sx1, corr, wzp);
+    put(b2, oc0 + 8u, t + 64u, step, sx1, corr, wzp);
+    put(b3, oc0 + 12u, t + 64u, step, sx1, corr, wzp);
+  }
+}
+)";
+
 // One step of ONNX Runtime's DynamicQuantizeLSTM: each workgroup quantizes h (the whole of it, redundantly: H is
-// a few hundred) into workgroup memory, then each thread owns one hidden unit j: its four gate rows' integer sums
-// sum_k (hq_k - zp_h) (w[k][col] - zp_col), gates = gx + sum * (h_scale * w_scale) + bias, the cell update. The
-// state buffer holds h twice (read one half, write the other: p.flip) and c: [3H].
+// a few hundred) into workgroup memory, then owns 4 hidden units j: thread (g, jl, ks) sums a quarter of the k of
+// gate column g H + j, sum_k (hq_k - zp_h) (w[k][col] - zp_col) (integers: exact in any split), and the unit's
+// thread adds the quarters, gates = gx + sum * (h_scale * w_scale) + bias, and updates the cell. A step is a
+// chain of H / 4 dependent loads per thread over H / 4 workgroups, not 4 H loads over H / 64: the step's latency
+// is what the LSTMs' ~1,200 sequential dispatches add up. The state buffer holds h twice (read one half, write the
+// other: p.flip) and c: [3H].
 constexpr const char* kLstmInt8Step = NN_WGSL_MINMAX NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
 struct P { hidden: u32, t: u32, flip: u32, signed_w: u32, zp_mode: u32, w_zp: i32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
@@ -360,6 +709,7 @@ struct P { hidden: u32, t: u32, flip: u32, signed_w: u32, zp_mode: u32, w_zp: i3
 @group(0) @binding(5) var<storage, read_write> state: array<f32>;
 @group(0) @binding(6) var<storage, read_write> y: array<f32>;
 var<workgroup> hq: array<i32, 1024>;
+var<workgroup> part: array<i32, 64>;
 fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -377,29 +727,123 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     hq[k] = i32(clamp(round(div_rn(state[h_in + k], scale)) + zp, 0.0, 255.0)) - i32(zp);
   }
   workgroupBarrier();
-  let j = wid.x * 64u + lid;
-  if (j >= hn) { return; }
   let n = 4u * hn;
-  var gate: array<f32, 4>;
-  for (var g = 0u; g < 4u; g++) {
+  let g = lid / 16u;
+  let jl = (lid / 4u) % 4u;
+  let ks = lid % 4u;
+  let j = wid.x * 4u + jl;
+  var acc = 0i;
+  if (j < hn) {
     let col = g * hn + j;
     var wzp = p.w_zp;
     if (p.zp_mode == 1u) { wzp = sbyte(zps[col / 4u], col); }
     if (p.zp_mode == 2u) { wzp = ubyte(zps[col / 4u], col); }
-    var acc = 0i;
-    for (var k = 0u; k < hn; k++) {
+    let k1 = min(hn, (ks + 1u) * ((hn + 3u) / 4u));
+    for (var k = ks * ((hn + 3u) / 4u); k < k1; k++) {
       let wi = k * n + col;
       var wv = ubyte(w[wi / 4u], wi);
       if (p.signed_w != 0u) { wv = sbyte(w[wi / 4u], wi); }
       acc += hq[k] * (wv - wzp);
     }
-    gate[g] = gx[p.t * n + col] + f32(acc) * (scale * cols[col]) + cols[n + col];
   }
-  let c = sigm(gate[1]) * state[2u * hn + j] + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
-  state[2u * hn + j] = c;
+  part[lid] = acc;
+  workgroupBarrier();
+  if (lid >= 4u) { return; }
+  let ju = wid.x * 4u + lid;
+  if (ju >= hn) { return; }
+  var gate: array<f32, 4>;
+  for (var gi = 0u; gi < 4u; gi++) {
+    let b = gi * 16u + lid * 4u;
+    let sum = part[b] + part[b + 1u] + part[b + 2u] + part[b + 3u];
+    let col = gi * hn + ju;
+    gate[gi] = gx[p.t * n + col] + f32(sum) * (scale * cols[col]) + cols[n + col];
+  }
+  let c = sigm(gate[1]) * state[2u * hn + ju] + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
+  state[2u * hn + ju] = c;
   let h = sigm(gate[3]) * tanh(clamp(c, -15.0, 15.0));
-  state[h_out + j] = h;
-  y[p.t * hn + j] = h;
+  state[h_out + ju] = h;
+  y[p.t * hn + ju] = h;
+}
+)";
+
+// Both directions of a bidirectional LSTM in one dispatch per step (the step kernel above, workgroups
+// [0, H/4) forward at t = s, [H/4, H/2) backward at t = T - 1 - s): half the sequential dispatches. gx is both
+// directions' input projections [2, T, 4H], cols both [scales, bias] [2, 8H], state both [h, h, c] [2, 3H], y the
+// concatenated output [T, 2H]; the weights and their zero points are bound per direction.
+constexpr const char* kBiLstmInt8Step = NN_WGSL_MINMAX NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
+struct P { hidden: u32, s: u32, flip: u32, signed_w: u32, zp_mode: u32, w_zp_f: i32, w_zp_b: i32, steps: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> gx: array<f32>;
+@group(0) @binding(2) var<storage, read> w_f: array<u32>;
+@group(0) @binding(3) var<storage, read> w_b: array<u32>;
+@group(0) @binding(4) var<storage, read> cols: array<f32>;
+@group(0) @binding(5) var<storage, read> zps_f: array<u32>;
+@group(0) @binding(6) var<storage, read> zps_b: array<u32>;
+@group(0) @binding(7) var<storage, read_write> state: array<f32>;
+@group(0) @binding(8) var<storage, read_write> y: array<f32>;
+var<workgroup> hq: array<i32, 1024>;
+var<workgroup> part: array<i32, 64>;
+fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+fn wword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return w_f[i]; } return w_b[i]; }
+fn zword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return zps_f[i]; } return zps_b[i]; }
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let hn = p.hidden;
+  let wpd = (hn + 3u) / 4u;
+  let dir = wid.x / wpd;
+  let wl = wid.x % wpd;
+  let t = select(p.s, p.steps - 1u - p.s, dir == 1u);
+  let sb = dir * 3u * hn;
+  let h_in = sb + p.flip * hn;
+  let h_out = sb + (1u - p.flip) * hn;
+  var lo = 0.0;
+  var hi = 0.0;
+  for (var k = lid; k < hn; k += 64u) { lo = min(lo, state[h_in + k]); hi = max(hi, state[h_in + k]); }
+  let r = reduce_lo_hi(lo, hi, lid);
+  var scale = 1.0;
+  if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
+  let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  for (var k = lid; k < hn; k += 64u) {
+    hq[k] = i32(clamp(round(div_rn(state[h_in + k], scale)) + zp, 0.0, 255.0)) - i32(zp);
+  }
+  workgroupBarrier();
+  let n = 4u * hn;
+  let g = lid / 16u;
+  let jl = (lid / 4u) % 4u;
+  let ks = lid % 4u;
+  let j = wl * 4u + jl;
+  var acc = 0i;
+  if (j < hn) {
+    let col = g * hn + j;
+    var wzp = select(p.w_zp_f, p.w_zp_b, dir == 1u);
+    if (p.zp_mode == 1u) { wzp = sbyte(zword(dir, col / 4u), col); }
+    if (p.zp_mode == 2u) { wzp = ubyte(zword(dir, col / 4u), col); }
+    let k1 = min(hn, (ks + 1u) * ((hn + 3u) / 4u));
+    for (var k = ks * ((hn + 3u) / 4u); k < k1; k++) {
+      let wi = k * n + col;
+      var wv = ubyte(wword(dir, wi / 4u), wi);
+      if (p.signed_w != 0u) { wv = sbyte(wword(dir, wi / 4u), wi); }
+      acc += hq[k] * (wv - wzp);
+    }
+  }
+  part[lid] = acc;
+  workgroupBarrier();
+  if (lid >= 4u) { return; }
+  let ju = wl * 4u + lid;
+  if (ju >= hn) { return; }
+  let cb = dir * 2u * n;
+  var gate: array<f32, 4>;
+  for (var gi = 0u; gi < 4u; gi++) {
+    let b = gi * 16u + lid * 4u;
+    let sum = part[b] + part[b + 1u] + part[b + 2u] + part[b + 3u];
+    let col = gi * hn + ju;
+    gate[gi] = gx[(dir * p.steps + t) * n + col] + f32(sum) * (scale * cols[cb + col]) + cols[cb + n + col];
+  }
+  let c = sigm(gate[1]) * state[sb + 2u * hn + ju] + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
+  state[sb + 2u * hn + ju] = c;
+  let h = sigm(gate[3]) * tanh(clamp(c, -15.0, 15.0));
+  state[h_out + ju] = h;
+  y[t * 2u * hn + dir * hn + ju] = h;
 }
 )";
 
@@ -620,6 +1064,25 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const
                              0,
                              0};
   const Tensor& bias = b.defined() ? b : w;
+  const int64_t kernel = w.dim(2);
+  if (o.groups == 1 && o.dilation == 1 && kernel <= 32) {
+    const int64_t t_tiles = (out_len + 63) / 64, c_tiles = (cout + 15) / 16;
+    const uint32_t tiled[] = {u32(cout),
+                              u32(out_len),
+                              u32(x.dim(0)),
+                              u32(kernel),
+                              u32(x.dim(1)),
+                              u32(o.stride),
+                              u32(o.padding),
+                              u32(t_tiles),
+                              b.defined() ? 1u : 0u,
+                              0,
+                              0,
+                              0};
+    rec.dispatch("nn_conv_transpose1d_tiled", kConvTransposeTiled, tiled, {&x, &w, &bias, &out},
+                 static_cast<uint64_t>(t_tiles * c_tiles * 64));
+    return out;
+  }
   rec.dispatch("nn_conv_transpose1d", kConvTranspose, params, {&x, &w, &bias, &out},
                static_cast<uint64_t>(cout * out_len));
   return out;
@@ -682,6 +1145,7 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
   Shape shape = x.shape();
   shape[-1] = n;
   Tensor out = x.ctx().empty(shape);
+  const int64_t n_tiles = (n + 63) / 64;
   const uint32_t params[] = {u32(m),
                              u32(n),
                              u32(k),
@@ -689,12 +1153,24 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
                              col ? 1u : 0u,
                              col && w_zero_points.dtype() == DType::I8 ? 1u : 0u,
                              static_cast<uint32_t>(w.quant().zero_point),
-                             fbits(w.quant().scale)};
+                             fbits(w.quant().scale),
+                             u32(n_tiles),
+                             0,
+                             0,
+                             0};
   const Tensor& s = col ? w_scales : qp;  // bindings must exist: stand-ins, unread
   const Tensor& z = col ? w_zero_points : qp;
   rec.dispatch("nn_matmul_integer", kMatmulInteger, params, {&xq, &qp, &w, &s, &z, &out},
-               static_cast<uint64_t>(m * n));
+               static_cast<uint64_t>(n_tiles * ((m + 15) / 16) * 64));
   return out;
+}
+
+namespace {
+ConvIntegerKernel conv_integer_kernel = ConvIntegerKernel::Auto;
+}  // namespace
+
+void set_conv_integer_kernel(ConvIntegerKernel k) {
+  conv_integer_kernel = k;
 }
 
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
@@ -725,6 +1201,22 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
                              fbits(w.quant().scale),
                              b.defined() ? 1u : 0u};
   const Tensor& bias = b.defined() ? b : qp;
+  const bool packed = conv_integer_kernel == ConvIntegerKernel::TiledPacked ||
+                      (conv_integer_kernel == ConvIntegerKernel::Auto && rec.device().info().packed_dot);
+  if (conv_integer_kernel != ConvIntegerKernel::Plain && o.stride == 1 && kernel <= 11 &&
+      (kernel - 1) * o.dilation <= 64) {
+    const int64_t t_tiles = (out_len + 127) / 128, c_tiles = (cout + 15) / 16;
+    const uint32_t tiled[] = {u32(cout),   u32(out_len),   u32(x.dim(0)),   u32(kernel),
+                              u32(length), u32(o.padding), u32(o.dilation), u32(t_tiles),
+                              params[8],   params[9],      params[10],      params[11]};
+    if (packed)
+      rec.dispatch("nn_conv_integer_packed", kConvIntegerPacked, tiled, {&xq, &qp, &w, &bias, &out},
+                   static_cast<uint64_t>(t_tiles * c_tiles * 64));
+    else
+      rec.dispatch("nn_conv_integer_tiled", kConvIntegerTiled, tiled, {&xq, &qp, &w, &bias, &out},
+                   static_cast<uint64_t>(t_tiles * c_tiles * 64));
+    return out;
+  }
   rec.dispatch("nn_conv_integer", kConvInteger, params, {&xq, &qp, &w, &bias, &out},
                static_cast<uint64_t>(cout * out_len));
   return out;
@@ -775,12 +1267,75 @@ Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tens
                                zp_mode,     static_cast<uint32_t>(w.w_hh.quant().zero_point),
                                0,           0};
     rec.dispatch("nn_lstm_int8_step", kLstmInt8Step, params, {&gx, &w.w_hh, &cols, &zps, &state, &y},
-                 static_cast<uint64_t>((hidden + 63) / 64 * 64));
+                 static_cast<uint64_t>((hidden + 3) / 4 * 64));
   }
   const int64_t last = steps % 2;  // the half the last step wrote
   if (h_out)
     *h_out = gpu_ops::scale(gpu_ops::slice(state, 0, last * hidden, (last + 1) * hidden), 1.0f, 0.0f);
   if (c_out) *c_out = gpu_ops::scale(gpu_ops::slice(state, 0, 2 * hidden, 3 * hidden), 1.0f, 0.0f);
+  return y;
+}
+
+Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  const int64_t hidden = fw.w_hh.dim(0), n = 4 * hidden, steps = x.dim(0);
+  auto same = [](const Tensor& a, const Tensor& b) {
+    return a.defined() == b.defined() && (!a.defined() || a.dtype() == b.dtype());
+  };
+  // One dispatch serves both only where the directions agree in layout; otherwise one lstm each.
+  if (!fw.int8() || !bw.int8() || bw.w_hh.dim(0) != hidden || bw.w_hh.dtype() != fw.w_hh.dtype() ||
+      !same(fw.w_hh_zero_points, bw.w_hh_zero_points) || !same(fw.w_hh_scales, bw.w_hh_scales) ||
+      !same(fw.b, bw.b) || steps < 1) {
+    const Tensor parts[2] = {lstm_int8(x, fw, false, {}, {}, nullptr, nullptr),
+                             lstm_int8(x, bw, true, {}, {}, nullptr, nullptr)};
+    return gpu_ops::concat(parts, 1);
+  }
+  auto col_ok = [&](const Tensor& t, DType d) {
+    return !t.defined() ||
+           (on_gpu(t) && t.elements() == n && (t.dtype() == d || (d == DType::I8 && t.dtype() == DType::U8)));
+  };
+  for (const LstmWeights* w : {&fw, &bw})
+    if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w->w_hh) || w->w_hh.rank() != 2 ||
+        w->w_hh.dim(1) != n || hidden > 1024 ||
+        (w->w_hh.dtype() != DType::I8 && w->w_hh.dtype() != DType::U8) ||
+        !col_ok(w->w_hh_scales, DType::F32) || !col_ok(w->w_hh_zero_points, DType::I8) ||
+        (w->b.defined() && (!on_gpu(w->b) || w->b.elements() != n)))
+      return unsupported(x, "bilstm (int8) of these tensors");
+  Context& ctx = x.ctx();
+  Tensor cols_parts[4], gx_parts[2];
+  int i = 0;
+  for (const LstmWeights* w : {&fw, &bw}) {
+    gx_parts[i / 2] =
+        gpu_ops::matmul_integer_dynamic(x, w->w_ih, w->w_ih_scales, w->w_ih_zero_points);  // [T, 4H]
+    cols_parts[i++] =
+        w->w_hh_scales.defined()
+            ? w->w_hh_scales.reshape({n})
+            : ctx.from_floats({n}, std::vector<float>(static_cast<size_t>(n), w->w_hh.quant().scale));
+    cols_parts[i++] = w->b.defined() ? w->b.reshape({n}) : ctx.zeros({n});
+  }
+  const Tensor gx = gpu_ops::concat(gx_parts, 0);      // [2T, 4H]
+  const Tensor cols = gpu_ops::concat(cols_parts, 0);  // [8H] x 2
+  const Tensor state = ctx.zeros({6 * hidden});
+  Tensor y = ctx.empty({steps, 2 * hidden});
+  const uint32_t zp_mode = !fw.w_hh_zero_points.defined()             ? 0u
+                           : fw.w_hh_zero_points.dtype() == DType::I8 ? 1u
+                                                                      : 2u;
+  const Tensor& zf = fw.w_hh_zero_points.defined() ? fw.w_hh_zero_points : cols;
+  const Tensor& zb = bw.w_hh_zero_points.defined() ? bw.w_hh_zero_points : cols;
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint32_t params[] = {u32(hidden),
+                               u32(s),
+                               u32(s % 2),
+                               fw.w_hh.dtype() == DType::I8 ? 1u : 0u,
+                               zp_mode,
+                               static_cast<uint32_t>(fw.w_hh.quant().zero_point),
+                               static_cast<uint32_t>(bw.w_hh.quant().zero_point),
+                               u32(steps)};
+    rec.dispatch("nn_bilstm_int8_step", kBiLstmInt8Step, params,
+                 {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &state, &y},
+                 static_cast<uint64_t>(2 * ((hidden + 3) / 4) * 64));
+  }
   return y;
 }
 

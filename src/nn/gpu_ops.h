@@ -59,10 +59,16 @@ Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, i
 // lstm with int8 weights (ONNX Runtime's DynamicQuantizeLSTM, as nn::lstm's CPU path): one dispatch per step.
 Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
                  Tensor* h_out, Tensor* c_out);
+// Both directions of an int8 LSTM (no initial state), one dispatch per step for the two: [T, 2H].
+Tensor bilstm_int8(const Tensor& x, const LstmWeights& forward, const LstmWeights& backward);
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
                               const Tensor& w_zero_points);
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
                                              const Conv1dOptions& o);
+// The kernel conv1d_integer_dynamic_quantized_bias records for stride-1 convs (Auto: packed where the device has
+// dot4U8Packed, else tiled i32; strided or far-reaching convs always take the plain one). Tests pin each in turn.
+enum class ConvIntegerKernel { Auto, Plain, TiledI32, TiledPacked };
+void set_conv_integer_kernel(ConvIntegerKernel k);
 // An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.
 Tensor unsupported(const Tensor& x, const char* op);
 

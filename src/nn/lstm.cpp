@@ -174,6 +174,7 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
 }
 
 Tensor bilstm(const Tensor& x, const LstmWeights& forward, const LstmWeights& backward) {
+  if (gpu_ops::on_gpu(x) && forward.int8()) return gpu_ops::bilstm_int8(x, forward, backward);
   const Tensor parts[2] = {lstm(x, forward, false), lstm(x, backward, true)};
   return concat(parts, 1);
 }

@@ -82,12 +82,16 @@ TEST(NnGpuKokoro, ConvTransposeAndMatmulMatchTheReference) {
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
   auto cpu = Context::cpu();
   auto gpu = Context::webgpu(*device);
-  for (int rep = 0; rep < 4; ++rep) {
+  for (int rep = 0; rep < 6; ++rep) {
     // Kokoro's shapes in small: depthwise stride 2 (groups = channels), stride 10 / 6 upsampling, the inverse
-    // STFT's stride 5 with one output channel.
-    const int groups = rep == 0 ? static_cast<int>(rand_int(2, 9)) : static_cast<int>(rand_int(1, 2));
-    const int64_t in_g = rep == 0 ? 1 : rand_int(1, 9), out_g = rep == 0 ? 1 : rand_int(1, 7);
-    const int64_t k = rand_int(1, 21), t = rand_int(1, 40);
+    // STFT's stride 5 with one output channel; reps 4 and 5 (groups 1) across the tiled kernel's tiles of 64
+    // positions, 16 output channels and 4 input channels.
+    const int groups = rep == 0   ? static_cast<int>(rand_int(2, 9))
+                       : rep >= 4 ? 1
+                                  : static_cast<int>(rand_int(1, 2));
+    const int64_t in_g = rep == 0 ? 1 : rep >= 4 ? rand_int(5, 30) : rand_int(1, 9);
+    const int64_t out_g = rep == 0 ? 1 : rep >= 4 ? rand_int(17, 40) : rand_int(1, 7);
+    const int64_t k = rand_int(1, 21), t = rep >= 4 ? rand_int(10, 60) : rand_int(1, 40);
     ConvTranspose1dOptions o;
     o.stride = static_cast<int>(rand_int(1, 10));
     o.padding = static_cast<int>(rand_int(0, std::min<int64_t>(5, (k - 1) / 2)));  // a positive length
@@ -136,8 +140,9 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
     EXPECT_EQ(differ, 0) << "of " << n << " quantized values";
   }
 
-  // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones.
-  const int64_t m = rand_int(1, 9), k = rand_int(1, 300), n = rand_int(1, 70);
+  // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones; sizes across the
+  // kernel's tiles of 16 rows, 64 columns and 64 k.
+  const int64_t m = rand_int(1, 40), k = rand_int(1, 300), n = rand_int(1, 150);
   const Tensor x = rand_tensor(*cpu, {m, k}, -3.0f, 2.0f);
   for (DType wt : {DType::I8, DType::U8}) {
     const Tensor w =
@@ -170,6 +175,51 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
                           conv1d_integer_dynamic_quantized_bias(upload(*gpu, xc), upload_bytes(*gpu, w),
                                                                 upload(*gpu, b), o)),
                  want, 1e-6f, 4e-7f, "gpu conv_integer");
+  }
+}
+
+// The tiled ConvIntegers, i32 and dot4U8Packed (stride 1, kernel <= 11, reach (kernel - 1) dilation <= 64), against
+// the reference and bit for bit against the plain kernel: sizes past one tile of 128 positions, 16 output
+// channels and 8 or 32 input channels, none a multiple of them; the generator's kernels and
+// dilations; int8 and uint8 weights; symmetric and asymmetric padding.
+TEST(NnGpuKokoro, TiledConvIntegerIsTheReferencesArithmetic) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const int kernels[] = {1, 3, 7, 11, 3};
+  const int dilations[] = {1, 3, 5, 5, 1};
+  for (int rep = 0; rep < 5; ++rep) {
+    const int64_t cin = rand_int(17, 75), cout = rand_int(17, 45), kk = kernels[rep];
+    const Conv1dOptions o{.padding = static_cast<int>(rand_int(0, (kk - 1) * dilations[rep] / 2 + 1)),
+                          .dilation = dilations[rep],
+                          .padding_end = rep == 4 ? static_cast<int>(rand_int(0, 2)) : -1};
+    const int64_t t = rand_int((kk - 1) * o.dilation + 1, 300);
+    const DType wt = rep % 2 ? DType::U8 : DType::I8;
+    const Tensor xc = rand_tensor(*cpu, {cin, t}, -1.5f, 2.5f);
+    const Tensor w = rand_int8(*cpu, {cout, cin, kk}, wt)
+                         .with_quant({.scale = 0.007f, .zero_point = wt == DType::U8 ? 131 : -3});
+    const Tensor b = rand_tensor(*cpu, {cout}, -0.5f, 0.5f);
+    const Tensor want = ref::conv1d_integer_dynamic_quantized_bias(xc, w, b, o);
+    const Tensor no_bias = ref::conv1d_integer_dynamic_quantized_bias(xc, w, {}, o);
+    const Tensor gx = upload(*gpu, xc), gw = upload_bytes(*gpu, w), gb = upload(*gpu, b);
+    std::vector<float> plain;
+    for (auto kernel : {gpu_ops::ConvIntegerKernel::Plain, gpu_ops::ConvIntegerKernel::TiledI32,
+                        gpu_ops::ConvIntegerKernel::TiledPacked}) {
+      gpu_ops::set_conv_integer_kernel(kernel);
+      const Tensor got = download(*cpu, *gpu, conv1d_integer_dynamic_quantized_bias(gx, gw, gb, o));
+      const Tensor got_nb = download(*cpu, *gpu, conv1d_integer_dynamic_quantized_bias(gx, gw, {}, o));
+      ASSERT_EQ(got.shape(), want.shape()) << "kernel " << kk << " dilation " << o.dilation;
+      expect_close(got, want, 1e-6f, 4e-7f, "gpu conv_integer");
+      expect_close(got_nb, no_bias, 0, 2.4e-7f, "gpu conv_integer, no bias");
+      // The same integer sums and float steps as the plain kernel: equal bit for bit.
+      const std::vector<float> v = floats(got);
+      if (kernel == gpu_ops::ConvIntegerKernel::Plain) plain = v;
+      int64_t differ = 0;
+      for (size_t i = 0; i < v.size(); ++i) differ += std::memcmp(&v[i], &plain[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << "of " << v.size() << " outputs, kernel " << static_cast<int>(kernel);
+    }
+    gpu_ops::set_conv_integer_kernel(gpu_ops::ConvIntegerKernel::Auto);
   }
 }
 
@@ -208,6 +258,46 @@ TEST(NnGpuKokoro, Int8LstmFollowsTheReference) {
     expect_close(got, want, 2e-3f, 0, "gpu int8 lstm");
     expect_close(download(*cpu, *gpu, h_last), want_h, 2e-3f, 0, "gpu int8 lstm h");
     expect_close(download(*cpu, *gpu, c_last), want_c, 2e-3f, 0, "gpu int8 lstm c");
+  }
+}
+
+// Both directions in one dispatch per step (gpu_ops::bilstm_int8, nn::bilstm's GPU path): the reference's two
+// directions within the LSTM's tolerance above, and the one-direction GPU kernel's outputs bit for bit (the same
+// integer sums and float expressions). Different per-tensor zero points per direction; per-column ones.
+TEST(NnGpuKokoro, Int8BiLstmIsBothDirections) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 2; ++rep) {
+    const int64_t in = rand_int(1, 20), h = rand_int(1, 40), steps = rand_int(1, 9);
+    LstmWeights w[2], gw[2];
+    for (int d = 0; d < 2; ++d) {
+      w[d].w_ih = rand_int8(*cpu, {in, 4 * h}, DType::I8).with_quant({.scale = 0.01f, .zero_point = 3 - d});
+      w[d].w_hh =
+          rand_int8(*cpu, {h, 4 * h}, DType::I8).with_quant({.scale = 0.008f, .zero_point = 2 * d - 2});
+      w[d].b = rand_tensor(*cpu, {4 * h});
+      if (rep == 1) {
+        w[d].w_hh_scales = rand_tensor(*cpu, {4 * h}, 0.002f, 0.01f);
+        w[d].w_hh_zero_points = rand_int8(*cpu, {4 * h}, DType::I8);
+      }
+      gw[d] = w[d];
+      gw[d].w_ih = upload_bytes(*gpu, w[d].w_ih);
+      gw[d].w_hh = upload_bytes(*gpu, w[d].w_hh);
+      gw[d].b = upload(*gpu, w[d].b);
+      if (rep == 1) {
+        gw[d].w_hh_scales = upload(*gpu, w[d].w_hh_scales);
+        gw[d].w_hh_zero_points = upload_bytes(*gpu, w[d].w_hh_zero_points);
+      }
+    }
+    const Tensor x = rand_tensor(*cpu, {steps, in}, -2.0f, 2.0f);
+    const Tensor gx = upload(*gpu, x);
+    const Tensor got = download(*cpu, *gpu, bilstm(gx, gw[0], gw[1]));
+    const Tensor want_parts[2] = {ref::lstm(x, w[0], false), ref::lstm(x, w[1], true)};
+    expect_close(got, concat(want_parts, 1), 2e-3f, 0, "gpu int8 bilstm");
+    const Tensor one_parts[2] = {download(*cpu, *gpu, lstm(gx, gw[0], false)),
+                                 download(*cpu, *gpu, lstm(gx, gw[1], true))};
+    expect_close(got, concat(one_parts, 1), 0, 0, "gpu int8 bilstm against the one-direction kernel");
   }
 }
 
