@@ -16,6 +16,7 @@
 
 #include "nn/gpu_ops.h"
 #include "nn/gpu_recorder.h"
+#include "nn/resize_source.h"
 
 namespace sotto::nn::gpu_ops {
 
@@ -991,24 +992,8 @@ Tensor resize(const Tensor& x, int64_t length, ResizeMode mode) {
   const int64_t in_len = x.dim(-1), rows = x.elements() / in_len;
   // The same (i0, i1, w1) as the CPU op computes in double, uploaded (3 floats per output position).
   std::vector<float> table(static_cast<size_t>(3 * length));
-  const double ratio = static_cast<double>(in_len) / static_cast<double>(length);
   for (int64_t d = 0; d < length; ++d) {
-    int64_t i0 = 0, i1 = 0;
-    float w1 = 0.0f;
-    if (mode == ResizeMode::Nearest) {
-      i0 = i1 =
-          std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<double>(d) * ratio)), in_len - 1);
-    } else {
-      double src = mode == ResizeMode::LinearHalfPixel
-                       ? (static_cast<double>(d) + 0.5) * ratio - 0.5
-                       : (length > 1 ? static_cast<double>(d) * static_cast<double>(in_len - 1) /
-                                           static_cast<double>(length - 1)
-                                     : 0.0);
-      src = std::max(0.0, src);
-      i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(src)), in_len - 1);
-      i1 = std::min<int64_t>(i0 + 1, in_len - 1);
-      w1 = static_cast<float>(src - static_cast<double>(i0));
-    }
+    const auto [i0, i1, w1] = resize_source(d, in_len, length, mode);
     table[static_cast<size_t>(3 * d)] = static_cast<float>(i0);
     table[static_cast<size_t>(3 * d + 1)] = static_cast<float>(i1);
     table[static_cast<size_t>(3 * d + 2)] = w1;

@@ -6,6 +6,7 @@
 #include "nn/cpu.h"
 #include "nn/gpu_ops.h"
 #include "nn/ops.h"
+#include "nn/resize_source.h"
 
 namespace sotto::nn {
 
@@ -135,9 +136,7 @@ Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after) {
   });
 }
 
-// Nearest: PyTorch's interpolate(mode="nearest") / ONNX asymmetric + floor: src = floor(dst * in / out).
-// LinearHalfPixel: src = (dst + 0.5) * in / out - 0.5 clamped at 0 (PyTorch align_corners=False).
-// LinearAlignCorners: src = dst * (in - 1) / (out - 1).
+// The positions and weights: resize_source (nn/resize_source.h).
 Tensor resize(const Tensor& x0, int64_t length, ResizeMode mode) {
   if (gpu_ops::on_gpu(x0)) return gpu_ops::resize(x0, length, mode);
   const Tensor x = cpu::as_f32(x0);
@@ -146,24 +145,8 @@ Tensor resize(const Tensor& x0, int64_t length, ResizeMode mode) {
   Shape shape = x.shape();
   shape[-1] = length;
   Tensor out = x.ctx().empty(shape);
-  const double ratio = static_cast<double>(in_len) / static_cast<double>(length);
   for (int64_t d = 0; d < length; ++d) {
-    int64_t i0 = 0, i1 = 0;
-    float w1 = 0.0f;
-    if (mode == ResizeMode::Nearest) {
-      i0 = i1 =
-          std::min<int64_t>(static_cast<int64_t>(std::floor(static_cast<double>(d) * ratio)), in_len - 1);
-    } else {
-      double src = mode == ResizeMode::LinearHalfPixel
-                       ? (static_cast<double>(d) + 0.5) * ratio - 0.5
-                       : (length > 1 ? static_cast<double>(d) * static_cast<double>(in_len - 1) /
-                                           static_cast<double>(length - 1)
-                                     : 0.0);
-      src = std::max(0.0, src);
-      i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(src)), in_len - 1);
-      i1 = std::min<int64_t>(i0 + 1, in_len - 1);
-      w1 = static_cast<float>(src - static_cast<double>(i0));
-    }
+    const auto [i0, i1, w1] = resize_source(d, in_len, length, mode);
     for (int64_t r = 0; r < rows; ++r) {
       const float* in = x.f32() + r * in_len;
       out.f32()[r * length + d] = in[i0] + (in[i1] - in[i0]) * w1;
