@@ -78,34 +78,52 @@ void fft_radix2(const Complex* in, size_t n_in, const float* window, size_t n, c
 
 }  // namespace
 
-// The Bluestein tables exactly as the loop below makes them (gpu_kokoro.cpp's STFT kernel reads them), each as
-// interleaved (re, im) floats: chirp [n], twiddles [m], the chirp filter's transform [m]; m = 0 when n is a
-// power of two (not handled there).
+namespace {
+
+// Bluestein's tables for n points (n not a power of two): chirp c[k] = exp(-i pi k^2 / n); b = conj(c) mirrored
+// to the end of m points (m the next power of two >= 2 n - 1) and transformed; the m-point twiddles, which the
+// inverse transform reuses (ONNX Runtime's cache). The CPU op and the GPU's STFT kernel use the same tables.
+struct Bluestein {
+  size_t m = 1;
+  std::vector<Complex> chirp, v, b_fft;
+};
+
+Bluestein bluestein_tables(size_t n) {
+  Bluestein t;
+  while (t.m <= 2 * n - 2) t.m <<= 1;
+  const float pi = static_cast<float>(3.14159265358979323846);  // M_PI as float
+  std::vector<Complex> b(t.m, Complex(0, 0));
+  t.chirp.resize(n);
+  t.b_fft.resize(t.m);
+  for (size_t k = 0; k < n; ++k) {
+    const float exponent = -1.0f * pi * static_cast<float>(k) * static_cast<float>(k) / static_cast<float>(n);
+    t.chirp[k] = Complex(std::cos(exponent), std::sin(exponent));
+    b[k] = std::conj(t.chirp[k]);
+  }
+  for (size_t k = t.m - n + 1; k < t.m; ++k) b[k] = b[t.m - k];
+  t.v = twiddles(t.m);
+  fft_radix2(b.data(), t.m, nullptr, t.m, t.v, t.b_fft.data());
+  return t;
+}
+
+}  // namespace
+
+// The Bluestein tables (gpu_kokoro.cpp's STFT kernel reads them), each as interleaved (re, im) floats: chirp [n],
+// twiddles [m], the chirp filter's transform [m]; m = 0 when n is a power of two (not handled there).
 void stft_onnxruntime_tables(int n_fft, std::vector<float>& chirp_out, std::vector<float>& twiddles_out,
                              std::vector<float>& b_fft_out, int& m_out) {
   const size_t n = static_cast<size_t>(n_fft);
   m_out = 0;
   if ((n & (n - 1)) == 0) return;
-  size_t m = 1;
-  while (m <= 2 * n - 2) m <<= 1;
-  const float pi = static_cast<float>(3.14159265358979323846);
-  std::vector<Complex> chirp(n), b(m, Complex(0, 0)), b_fft(m);
-  for (size_t k = 0; k < n; ++k) {
-    const float exponent = -1.0f * pi * static_cast<float>(k) * static_cast<float>(k) / static_cast<float>(n);
-    chirp[k] = Complex(std::cos(exponent), std::sin(exponent));
-    b[k] = std::conj(chirp[k]);
-  }
-  for (size_t k = m - n + 1; k < m; ++k) b[k] = b[m - k];
-  const std::vector<Complex> v = twiddles(m);
-  fft_radix2(b.data(), m, nullptr, m, v, b_fft.data());
+  const Bluestein t = bluestein_tables(n);
   auto flat = [](const std::vector<Complex>& c, std::vector<float>& out) {
     out.resize(2 * c.size());
     for (size_t i = 0; i < c.size(); ++i) out[2 * i] = c[i].real(), out[2 * i + 1] = c[i].imag();
   };
-  flat(chirp, chirp_out);
-  flat(v, twiddles_out);
-  flat(b_fft, b_fft_out);
-  m_out = static_cast<int>(m);
+  flat(t.chirp, chirp_out);
+  flat(t.v, twiddles_out);
+  flat(t.b_fft, b_fft_out);
+  m_out = static_cast<int>(t.m);
 }
 
 Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, int hop) {
@@ -137,19 +155,12 @@ Tensor stft_onnxruntime(const Tensor& signal, const Tensor& window, int n_fft, i
     return out;
   }
 
-  // Bluestein: chirp c[k] = exp(-i pi k^2 / n); b = conj(c) mirrored to the end of m points; X = c . (a * b).
-  size_t m = 1;
-  while (m <= 2 * n - 2) m <<= 1;                               // next power of two >= 2 n - 1
-  const float pi = static_cast<float>(3.14159265358979323846);  // M_PI as float
-  std::vector<Complex> chirp(n), b(m, Complex(0, 0)), b_fft(m);
-  for (size_t k = 0; k < n; ++k) {
-    const float exponent = -1.0f * pi * static_cast<float>(k) * static_cast<float>(k) / static_cast<float>(n);
-    chirp[k] = Complex(std::cos(exponent), std::sin(exponent));
-    b[k] = std::conj(chirp[k]);
-  }
-  for (size_t k = m - n + 1; k < m; ++k) b[k] = b[m - k];
-  const std::vector<Complex> v = twiddles(m);  // the inverse transform reuses these (ONNX Runtime's cache)
-  fft_radix2(b.data(), m, nullptr, m, v, b_fft.data());
+  // Bluestein: X = c . (a * b), with the tables of bluestein_tables.
+  const Bluestein tables = bluestein_tables(n);
+  const size_t m = tables.m;
+  const std::vector<Complex>& chirp = tables.chirp;
+  const std::vector<Complex>& v = tables.v;
+  const std::vector<Complex>& b_fft = tables.b_fft;
 
   std::vector<Complex> a(m), a_fft(m);
   for (int64_t t = 0; t < frames; ++t) {
