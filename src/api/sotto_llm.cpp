@@ -135,6 +135,14 @@ std::string ids_json(const std::vector<int32_t>& ids) {
 // back to the prefix and the turns after the dropped ones go in front of `prompt`, to run again at their new
 // positions (recomputing them is exact; re-rotating their cached keys would not be, bit for bit). Returns
 // where the new turn starts among the cache's ids once `prompt` has run.
+// The last generation's written tokens into the conversation's record: it ran its prompt (already recorded)
+// and every written token but one still unrun.
+void record_written(SottoLlm& llm) {
+  const sotto::GenerateResult& r = llm.generation.result();
+  llm.cache_ids.insert(llm.cache_ids.end(), r.ids.begin(), r.ids.end());
+  if (!r.ids.empty() && r.unprocessed == r.ids.back()) llm.cache_ids.pop_back();
+}
+
 size_t make_room(SottoLlm& llm, bool keep_cache, bool carried_in_front, std::vector<int32_t>& prompt,
                  int max_new_tokens) {
   std::vector<int32_t>& cache = llm.cache_ids;
@@ -146,10 +154,7 @@ size_t make_room(SottoLlm& llm, bool keep_cache, bool carried_in_front, std::vec
     const bool bos_first = llm.tokenizer && !prompt.empty() && prompt[0] == llm.tokenizer->vocab().bos;
     llm.n_keep = llm.first_turn_keep.value_or(bos_first ? 1 : 0);
   } else if (llm.generated) {
-    // The last generation ran its prompt (already recorded) and every written token but one still unrun.
-    const sotto::GenerateResult& r = llm.generation.result();
-    cache.insert(cache.end(), r.ids.begin(), r.ids.end());
-    if (!r.ids.empty() && r.unprocessed == r.ids.back()) cache.pop_back();
+    record_written(llm);
   }
   llm.first_turn_keep.reset();
   // A turn starts at its first control token (ChatML's next turn begins with the "\n" after <|im_end|>, which
@@ -518,10 +523,8 @@ int32_t sotto_llm_rollback(SottoLlm* llm, int32_t n_past) {
   // the next begin would, and the generation is over: what follows n_past is gone.
   int32_t unrun = sotto::kNoToken;
   if (llm->generated) {
-    const sotto::GenerateResult& r = llm->generation.result();
-    llm->cache_ids.insert(llm->cache_ids.end(), r.ids.begin(), r.ids.end());
-    if (!r.ids.empty() && r.unprocessed == r.ids.back()) llm->cache_ids.pop_back();
-    unrun = r.unprocessed;
+    record_written(*llm);
+    unrun = llm->generation.result().unprocessed;
     llm->generated = false;
   }
   // Back to where a begin started: that begin's carried token goes in front of the next one again, so the
