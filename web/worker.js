@@ -383,12 +383,25 @@ const BACKEND_CPU = 0;
 const BACKEND_WEBGPU = 1;
 const GPU_ATTENTION_F32 = 1;  // sotto.h SottoGpuOption
 
-function nPastOf(llm) {
+// SottoTimings (api/sotto.h; offsets from struct-layout.js) of the handle's last generation and its cache.
+function timingsOf(llm) {
   const timings = wasm.sotto_alloc(sizeOf('SottoTimings'));
-  wasm.sotto_llm_timings(llm, timings);
-  const n = new DataView(memory.buffer, timings, sizeOf('SottoTimings')).getInt32(at('SottoTimings', 'n_past'), true);
-  wasm.sotto_free(timings);
-  return n;
+  try {
+    wasm.sotto_llm_timings(llm, timings);
+    const tv = new DataView(memory.buffer, timings, sizeOf('SottoTimings'));
+    const T = (field) => at('SottoTimings', field);
+    return {
+      nPrompt: tv.getInt32(T('n_prompt'), true),
+      nDecoded: tv.getInt32(T('n_decoded'), true),
+      nPast: tv.getInt32(T('n_past'), true),
+      nDropped: tv.getInt32(T('n_dropped'), true),
+      prefillMs: tv.getFloat64(T('prefill_ms'), true),
+      decodeMs: tv.getFloat64(T('decode_ms'), true),
+      decodeTokensPerS: tv.getFloat64(T('decode_tokens_per_s'), true),
+    };
+  } finally {
+    wasm.sotto_free(timings);
+  }
 }
 
 // Prefills `promptIds`, then steps token by token, posting {id, text} for each as progress so the page sees
@@ -408,7 +421,7 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
       out.topLogprobs = JSON.parse(withOutString(llm, (len) => wasm.sotto_llm_top_logprobs(llm, ids, promptIds.length, topLogprobs, len)));
     writeSampling(params, sampling);
     wasm.sotto_llm_set_end_ids(llm, 0, ignoreEos ? 0 : -1);  // ignoreEos: only the length and stop strings end it
-    out.nPastBefore = nPastOf(llm);  // where sotto_llm_rollback undoes this call
+    out.nPastBefore = timingsOf(llm).nPast;  // where sotto_llm_rollback undoes this call
     const t0 = performance.now();
     if (wasm.sotto_llm_begin(llm, ids, promptIds.length, params, stopsIn.ptr, stopsIn.bytes, keepCache ? 1 : 0) !== 0)
       throw new Error(`sotto: ${lastError(llm)}`);
@@ -441,22 +454,7 @@ async function llmGenerate({ handle, promptIds, sampling = {}, stops = [], keepC
         break;
       }
     }
-    // SottoTimings (api/sotto.h; offsets from struct-layout.js).
-    const timings = wasm.sotto_alloc(sizeOf('SottoTimings'));
-    wasm.sotto_llm_timings(llm, timings);
-    const tv = new DataView(memory.buffer, timings, sizeOf('SottoTimings'));
-    const T = (field) => at('SottoTimings', field);
-    Object.assign(out, {
-      nPrompt: tv.getInt32(T('n_prompt'), true),
-      nDecoded: tv.getInt32(T('n_decoded'), true),
-      nPast: tv.getInt32(T('n_past'), true),
-      nDropped: tv.getInt32(T('n_dropped'), true),
-      prefillMs: tv.getFloat64(T('prefill_ms'), true),
-      decodeMs: tv.getFloat64(T('decode_ms'), true),
-      decodeTokensPerS: tv.getFloat64(T('decode_tokens_per_s'), true),
-      replyClosed: wasm.sotto_llm_reply_closed(llm) === 1,
-    });
-    wasm.sotto_free(timings);
+    Object.assign(out, timingsOf(llm), { replyClosed: wasm.sotto_llm_reply_closed(llm) === 1 });
     if (resultJson) {
       const p = toWasm(prompt ?? '');
       try {
