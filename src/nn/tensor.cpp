@@ -194,6 +194,12 @@ Tensor Context::from_floats(const Shape& shape, std::span<const float> values) {
                     {reinterpret_cast<const uint8_t*>(values.data()), values.size_bytes()});
 }
 
+Result<Tensor> Context::copy_of(const Tensor& t) {
+  SOTTO_ASSIGN(const std::vector<uint8_t> bytes, t.ctx().to_bytes(t));
+  const Tensor copy = from_bytes(t.shape(), t.dtype(), bytes);
+  return t.dtype() == DType::I8 || t.dtype() == DType::U8 ? copy.with_quant(t.quant()) : copy;
+}
+
 Result<std::vector<uint8_t>> Context::to_bytes(const Tensor& t) {
   if (!t.defined()) return error("nn: reading an undefined tensor");
   if (gpu_) {

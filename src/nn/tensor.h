@@ -176,6 +176,9 @@ class Context {
   Result<std::vector<float>> to_floats(const Tensor& t);
   // The raw elements (any dtype), as bytes.
   Result<std::vector<uint8_t>> to_bytes(const Tensor& t);
+  // A copy of `t`, which may live on another context (a model's weights loaded on the CPU, moved to the GPU),
+  // on this one, int8 / uint8 with its quantization.
+  Result<Tensor> copy_of(const Tensor& t);
 
  private:
   friend class Tensor;

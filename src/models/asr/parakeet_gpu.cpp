@@ -16,13 +16,11 @@ Result<std::unique_ptr<ParakeetModel>> ParakeetModel::load_on(std::unique_ptr<nn
   Status failed;
   auto move = [&](nn::Tensor& t) {
     if (!t.defined() || !failed.ok()) return;
-    auto bytes = w.ctx->to_bytes(t);
-    if (!bytes.ok()) {
-      failed = bytes.status();
-      return;
-    }
-    nn::Tensor copy = to.from_bytes(t.shape(), t.dtype(), *bytes);
-    t = t.dtype() == DType::I8 || t.dtype() == DType::U8 ? copy.with_quant(t.quant()) : copy;
+    Result<nn::Tensor> copy = to.copy_of(t);
+    if (copy.ok())
+      t = *copy;
+    else
+      failed = copy.status();
   };
   for (nn::Tensor* t : {&w.sub_conv0_w, &w.sub_conv0_b, &w.sub_linear_w, &w.sub_linear_b, &w.enc_proj_w,
                         &w.enc_proj_b, &w.embedding, &w.dec_proj_w, &w.dec_proj_b, &w.joint_w, &w.joint_b})

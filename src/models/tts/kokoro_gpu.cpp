@@ -16,13 +16,11 @@ struct Uploader {
 
   void operator()(nn::Tensor& t) {
     if (!t.defined() || !status.ok()) return;
-    auto bytes = t.ctx().to_bytes(t);
-    if (!bytes.ok()) {
-      status = bytes.status();
-      return;
-    }
-    nn::Tensor g = gpu.from_bytes(t.shape(), t.dtype(), *bytes);
-    t = (t.dtype() == DType::I8 || t.dtype() == DType::U8) ? g.with_quant(t.quant()) : g;
+    Result<nn::Tensor> copy = gpu.copy_of(t);
+    if (copy.ok())
+      t = *copy;
+    else
+      status = copy.status();
   }
   void operator()(QuantLinear& l) {
     (*this)(l.w), (*this)(l.scales), (*this)(l.zero_points), (*this)(l.bias);
