@@ -4,8 +4,8 @@
 # `sotto bench llm --backend webgpu --timings` (Dawn's Vulkan backend on the vendor driver): decode tokens/s,
 # prefill of 64 / 256 tokens, dispatches per token, each op's GPU time from timestamp queries and the matrix x
 # vector ops' GB/s against a measured copy bandwidth (the best of several compute-shader copies), the fused
-# plan's decode next to the separate dispatches', `sotto gpu-probe` (the grid barrier's cost) and
-# `sotto gpu-probe --bandwidth` (since session 19: copies and reads several ways, then each weight type's
+# plan's decode next to the separate dispatches', `sotto_gpu_probe` (the grid barrier's cost) and
+# `sotto_gpu_probe --bandwidth` (copies and reads several ways, then each weight type's
 # matrix x vector alone at Qwen2.5-0.5B's and Llama-3-8B's shapes, out of the last-level cache).
 #
 #   bench/gpu_native.sh [BIN_DIR] [OUT_DIR]
@@ -35,10 +35,10 @@ for type in q4_0 q4_k_m; do
   [ -f "$models/qwen2.5-0.5b-random-$type.gguf" ] ||
     "$bin/sotto_make_random_gguf" --type "$type" --out "$models" --vocab "$bin/ggml-vocab-qwen2.gguf" --threads "$(nproc)"
 done
-"$bin/sotto" gpu-probe --bandwidth 2>&1 | tee "$out/gpu_bandwidth.txt"  # the reference bandwidth; matvecs alone
-"$bin/sotto" gpu-probe 2>&1 | tee "$out/gpu_probe.txt"  # the grid barrier's cost, plain vs atomic loads
+"$bin/sotto_gpu_probe" --bandwidth 2>&1 | tee "$out/gpu_bandwidth.txt"  # the reference bandwidth; matvecs alone
+"$bin/sotto_gpu_probe" 2>&1 | tee "$out/gpu_probe.txt"  # the grid barrier's cost, plain vs atomic loads
 # A synthetic token as one persistent dispatch: what a hand-written kernel could reach (about 10 s).
-"$bin/sotto" gpu-probe --token 2>&1 | tee -a "$out/gpu_probe.txt"
+"$bin/sotto_gpu_probe" --token 2>&1 | tee -a "$out/gpu_probe.txt"
 for type in q4_0 q4_k_m; do
   file="$models/qwen2.5-0.5b-random-$type.gguf"
   # The default (--fusion auto: the layer kernels by rule on a GPU), then --fusion on: decode

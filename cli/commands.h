@@ -31,7 +31,6 @@ int run_chat(std::span<char* const> args);       // generate.cpp
 int run_bench(std::span<char* const> args);      // generate.cpp (bench llm)
 int run_bench_gpu(std::span<char* const> args);  // gpu.cpp: bench llm --backend webgpu
 int run_gpu_check(std::span<char* const> args);  // gpu.cpp: the op harness on this machine's GPU
-int run_gpu_probe(std::span<char* const> args);  // gpu_probe.cpp: the costs of plan fusion (gpu/fusion.h)
 int run_tokenize(std::span<char* const> args);
 int run_detokenize(std::span<char* const> args);
 int run_vad(std::span<char* const> args);         // vad.cpp

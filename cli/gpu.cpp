@@ -3,8 +3,8 @@
 //
 //   bench llm --backend webgpu -m FILE [--repeats R] [--timings] [--json] [--fusion on|off|auto|layers]
 //                                      [--fused-grid N] [--fusion-check TOKENS] [--attention f16|f32]
-//                                      [--depth N] [--fusion-cut I,J] [--fusion-head apart|fused]
-//                                      [--fusion-copy WORDS] [--layers-leave-out BITS]
+//                                      [--depth N] [--fusion-head apart|fused]
+//                                      [--fusion-copy WORDS]
 //                                      [--layers-per-dispatch N]
 //
 // --attention f32: attention sums the values in f32 (models/llm/gpu/llm_gpu.h AttentionSum; not the CPU's bits).
@@ -176,21 +176,9 @@ int run_bench_gpu(std::span<char* const> args) {
     } else if (a == "--fusion-check" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
                *v <= 256) {
       fusion.check_tokens = static_cast<int>(*v);
-    } else if (a == "--fusion-cut" &&
-               i + 1 < args.size()) {  // e.g. 1,2: layer dispatches 1 and 2 start new ones
-      for (std::string_view rest = args[++i]; !rest.empty();) {
-        const size_t comma = std::min(rest.find(','), rest.size());
-        v = number(rest.substr(0, comma));
-        if (!v || *v < 1 || *v > 64) return usage_error("bench llm: --fusion-cut takes indices 1-64, as 1,2");
-        fusion.cuts.push_back(static_cast<uint32_t>(*v));
-        rest.remove_prefix(std::min(comma + 1, rest.size()));
-      }
     } else if (a == "--fusion-head" && i + 1 < args.size() &&
                (std::string_view(args[i + 1]) == "apart" || std::string_view(args[i + 1]) == "fused")) {
       fusion.head_apart = std::string_view(args[++i]) == "apart";
-    } else if (a == "--layers-leave-out" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 0 &&
-               *v < 1024) {
-      fusion.layers_leave_out = static_cast<uint32_t>(*v);
     } else if (a == "--layers-per-dispatch" && i + 1 < args.size() && (v = number(args[++i])) && *v >= 1 &&
                *v <= 4096) {
       fusion.layers_per_dispatch = static_cast<uint32_t>(*v);

@@ -30,8 +30,4 @@ Result<Bandwidth> measure_bandwidth(gpu::Device& device, bool verbose);
 // the median of 5 after a warm-up.
 Result<double> time_replays(gpu::Device& device, std::span<const gpu::Dispatch> commands);
 
-// sotto gpu-probe --bandwidth: measure_bandwidth()'s variants, then the matrix x vector kernels alone on each
-// weight type at Qwen2.5-0.5B's shapes and at larger ones (GB/s and shares of the best copy and of reads).
-Status probe_bandwidth(gpu::Device& device);
-
 }  // namespace sotto::cli

@@ -63,12 +63,9 @@ constexpr Command kCommands[] = {
      "default auto: the layer kernels below on a GPU where they fit, else separate dispatches\n"
      "  --fusion layers          webgpu: the layers as a hand-written persistent kernel (llama/qwen2, "
      "q4_0/q5_0/q8_0/q4_K/q6_K)\n"
-     "  --layers-leave-out BITS  webgpu, with --fusion layers and --fused-grid: phases left out (timing "
-     "only)\n"
      "  --layers-per-dispatch N  webgpu, with --fusion layers: layers one dispatch runs at most (default: "
      "all)\n"
      "  --fused-grid N           webgpu: workgroups per fused dispatch (default: the widest layer op's)\n"
-     "  --fusion-cut I,J         webgpu: cut each fused layer before its dispatches I, J (measuring)\n"
      "  --fusion-head apart|fused webgpu: the output head's dispatches fused each alone (default) or as one\n"
      "  --fusion-copy W          webgpu: words of earlier phases' output a fused phase copies (default "
      "1024)\n"
@@ -81,14 +78,6 @@ constexpr Command kCommands[] = {
      "every GPU kernel against the CPU on fresh random inputs (models/llm/gpu/op_check.h), on this machine's "
      "GPU",
      run_gpu_check, "  --seed S                 seed of the random inputs (default 1)\n"},
-    {"gpu-probe", "gpu-probe [--token | --bandwidth]",
-     "what plan fusion costs on this machine's GPU: the grid barrier, plain against atomic loads",
-     run_gpu_probe,
-     "  --token                  a synthetic Qwen2.5-0.5B Q4_0 token as one persistent dispatch (its "
-     "time)\n"
-     "  --bandwidth              memory bandwidth (copies, reads), then each weight type's matrix x vector "
-     "alone at\n"
-     "                           Qwen2.5-0.5B's and larger shapes: GB/s and shares of it\n"},
     {"tokenize", "tokenize -m FILE [--special] [--no-bos]",
      "UTF-8 text on stdin -> JSON array of token ids, with the GGUF file's own tokenizer", run_tokenize,
      "  -m, --model FILE         any GGUF with tokenizer metadata (vocab-only files too)\n"

@@ -21,14 +21,14 @@ struct CliRun {
   std::string err;
 };
 
-// Runs the CLI with `args` through the shell; stderr goes to a temporary file.
-CliRun run_cli(const std::string& args) {
+// Runs the program at `path` with `args` through the shell; stderr goes to a temporary file.
+CliRun run_tool(const char* path, const std::string& args) {
   CliRun run;
   char err_path[] = "/tmp/sotto_cli_test_XXXXXX";
   int fd = mkstemp(err_path);
   if (fd < 0) return run;
   close(fd);
-  std::string command = std::string("'") + SOTTO_CLI_PATH + "' " + args + " 2>'" + err_path + "'";
+  std::string command = std::string("'") + path + "' " + args + " 2>'" + err_path + "'";
   std::FILE* p = popen(command.c_str(), "r");
   if (!p) return run;
   char buf[65536];
@@ -42,6 +42,11 @@ CliRun run_cli(const std::string& args) {
   }
   std::remove(err_path);
   return run;
+}
+
+// Runs the CLI (`sotto`).
+CliRun run_cli(const std::string& args) {
+  return run_tool(SOTTO_CLI_PATH, args);
 }
 
 std::string quoted_fixture(const std::string& rel) {
@@ -180,17 +185,24 @@ TEST(CliBench, JsonHasEveryFigureAndTheDepthAsked) {
   }
 }
 
-// sotto gpu-probe --bandwidth (a benchmark: its output's shape is checked, not its figures): the copy reference
+// The GPU probes are a tool (tools/gpu_probe: sotto_gpu_probe), not a command of the product.
+TEST(CliGpuProbe, IsNotACommandOfTheProduct) {
+  CliRun run = run_cli("gpu-probe --bandwidth");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.err.find("gpu-probe"), std::string::npos) << run.err;
+}
+
+// sotto_gpu_probe --bandwidth (a benchmark: its output's shape is checked, not its figures): the copy reference
 // and a row per weight type; and its options' errors, which come before any device opens.
 TEST(CliGpuProbe, BandwidthPrintsTheReferenceAndEveryTypeOptionsAreChecked) {
-  CliRun two = run_cli("gpu-probe --token --bandwidth");
+  CliRun two = run_tool(SOTTO_GPU_PROBE_PATH, "--token --bandwidth");
   EXPECT_EQ(two.exit_code, 2);
-  EXPECT_NE(two.err.find("one option at most"), std::string::npos) << two.err;
-  CliRun bad = run_cli("gpu-probe --bandwith");
+  EXPECT_NE(two.err.find("usage: sotto_gpu_probe"), std::string::npos) << two.err;
+  CliRun bad = run_tool(SOTTO_GPU_PROBE_PATH, "--bandwith");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("unknown option '--bandwith'"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("usage: sotto_gpu_probe"), std::string::npos) << bad.err;
   if (!testing::open_test_device()) GTEST_SKIP() << testing::gpu_skip_reason();
-  CliRun run = run_cli("gpu-probe --bandwidth");
+  CliRun run = run_tool(SOTTO_GPU_PROBE_PATH, "--bandwidth");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("best copy "), std::string::npos) << run.out;
   for (const char* type : {" q4_0 ", " q5_0 ", " q8_0 ", " q4_K ", " q6_K ", " f16 ", " f32 "})

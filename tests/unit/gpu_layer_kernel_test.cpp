@@ -253,7 +253,7 @@ TEST(GpuLayerKernel, CombinesManyAttentionChunks) {
 
 // At Qwen2.5-0.5B's shape on the H200's grid (132 workgroups), each matrix phase loads its first weights while
 // its workgroup waits at the grid barrier before it: Q4_0's four, and Q4_K_M's kinds' but q·k·v in two runs
-// (whose types differ by row); bit 512 of leave_out fetches none. (That the fetched words give the unfetched
+// (whose types differ by row); no_fetch fetches none. (That the fetched words give the unfetched
 // sums is GivesTheSeparateDispatchesTokens' check: its grid of one takes several rounds a phase, the first from
 // the fetched words.)
 TEST(GpuLayerKernel, PhasesFetchTheirWeightsDuringTheBarrier) {
@@ -292,38 +292,16 @@ TEST(GpuLayerKernel, PhasesFetchTheirWeightsDuringTheBarrier) {
   std::string src = gpu::wgsl_layer_kernel(s, f);
   for (const char* phase : {"mv_qkv_0", "mv_wo_0", "mv_gate_up_0", "mv_down_0"})
     EXPECT_TRUE(fetched(src, phase)) << phase;
-  s.leave_out = 512;
+  s.no_fetch = true;
   src = gpu::wgsl_layer_kernel(s, f);
   EXPECT_EQ(src.find("_fetch();"), std::string::npos);
 
-  s.leave_out = 0;
+  s.no_fetch = false;
   s.kinds = {q4_k_m, q4_k_m_q4_k};
   src = gpu::wgsl_layer_kernel(s, f);
   EXPECT_FALSE(fetched(src, "mv_qkv_0"));
   for (const char* phase : {"mv_wo_0", "mv_gate_up_0", "mv_down_0", "mv_down_1"})
     EXPECT_TRUE(fetched(src, phase)) << phase;
-}
-
-// The timing variants (phases left out, `sotto bench llm --layers-leave-out`) compile and run; their results are
-// wrong by design, so only that they run is checked.
-TEST(GpuLayerKernel, TimingVariantsRun) {
-  gpu::Device* device = testing::open_test_device();
-  if (!device) GTEST_SKIP() << testing::gpu_skip_reason();
-  const auto model = kernel_model(true, true);
-  ASSERT_TRUE(model) << "stories260K-q8_0.gguf is not as this test expects";
-  // The bits that change more than a branch (512: no weights fetched during the barriers; its results are right).
-  for (uint32_t bits : {32u, 64u, 128u, 256u, 512u}) {
-    gpu::FusionOptions fusion;
-    fusion.mode = gpu::FusionOptions::Mode::Layers;
-    fusion.grid = 1;
-    fusion.layers_leave_out = bits;
-    auto llm = gpu::LlmGpu::create(*device, model->weights, 64, 0, fusion, gpu::AttentionSum::F32);
-    ASSERT_TRUE(llm.ok()) << llm.message();
-    EXPECT_TRUE((*llm)->fused()) << "bits " << bits << ": " << (*llm)->fusion_status();
-    auto next = (*llm)->step(1);
-    EXPECT_TRUE(next.ok()) << "bits " << bits << ": " << next.message();
-  }
-  EXPECT_EQ(device->last_error(), "");
 }
 
 // Models the kernels do not handle (an f16 matrix here, caches over a binding) keep the separate dispatches and

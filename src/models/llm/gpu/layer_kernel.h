@@ -5,7 +5,7 @@
 //
 // Why another fused form: the fused plan (gpu/fusion.h) rewrites the separate kernels, and each phase then does
 // what its separate kernel did per virtual workgroup, on 128 invocations: on the H200 a layer cost ~57 us that
-// way, its phases as long as the dispatches they replaced (bench/results/history-2026-12-03.md). `sotto gpu-probe
+// way, its phases as long as the dispatches they replaced (bench/results/history-2026-12-03.md). `sotto_gpu_probe
 // --token` timed a kernel laid out for a resident grid instead, ~26 us a layer; this is that
 // layout with the real arithmetic:
 //   - few, wide workgroups (256 invocations, about one per compute unit), each staging a phase's input once:
@@ -73,12 +73,12 @@ struct LayerKernelShape {
   uint32_t n_layers = 1;   // layers one dispatch runs, one after another (a grid barrier between)
   uint32_t row_slots = 1;  // the model's layers: each stages its new k and v rows in the scratch
   std::vector<LayerKernelTypes> kinds;  // the kinds among the dispatch's layers (each Layer uniform's `kind`)
-  // Timing only (wrong results): phases left out, bits 1 q·k·v, 2 attention, 4 wo, 8 gate·up, 16 down; 32 the
-  // grid barriers (a workgroup barrier instead); 128 attention's loads of the cached keys and values (constants
-  // instead). Bits that keep the results right: 64 the workgroup-memory attention even where subgroups of 32
-  // would take the subgroup one; 256 the staging's sums and quantizers through workgroup memory even where
-  // subgroups would serve; 512 no phase's first weights fetched during the grid barrier before it.
-  uint32_t leave_out = 0;
+  // Paths that keep the results right, for comparing them where subgroups of 32 would take the faster ones:
+  // the workgroup-memory attention, and the staging's sums and quantizers through workgroup memory (what an
+  // adapter without subgroups runs); and no phase's first weights fetched during the grid barrier before it.
+  bool workgroup_attention = false;
+  bool workgroup_staging = false;
+  bool no_fetch = false;
 };
 
 // Whether the kernel handles weights of this type (q8_0 activations: Q4_0, Q5_0, Q8_0; q8_K: Q4_K, Q6_K, whose

@@ -70,15 +70,9 @@ struct FusionOptions {
   // needs 18.6 KB of workgroup memory and only 2 workgroups stay resident per SM (grid 248, 636 tokens/s),
   // with 1,024 14.0 KB and 3 (grid 388, 689 tokens/s), though the q8 rows are then read with atomic loads.
   uint32_t max_copy_words = 1024;
-  // Where a layer's fused dispatch is cut in parts (indices of the layer's dispatches that start a new fused
-  // one; empty: one dispatch per layer). For measuring which phases limit the fused kernel's resident grid.
-  std::vector<uint32_t> cuts;
   // The output head's dispatches (norm, output matrix, argmax) each fused alone, with no grid barrier: as one
   // fused dispatch its 151936-row matrix ran on the layers' small grid, at half the speed (bench/README.md).
   bool head_apart = true;
-  // Mode::Layers, for timing only: phases the kernels leave out (LayerKernelShape::leave_out); not 0 skips the
-  // check (the results are wrong) and needs `grid`.
-  uint32_t layers_leave_out = 0;
   // Mode::Layers: layers a dispatch runs at most (0: all whose weights share a buffer, Qwen2.5-0.5B's 24).
   uint32_t layers_per_dispatch = 0;
 };

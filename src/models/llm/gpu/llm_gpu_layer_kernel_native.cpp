@@ -38,7 +38,6 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
   shape.eps = hp.rms_norm_eps;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
   shape.row_slots = static_cast<uint32_t>(hp.n_layer);
-  shape.leave_out = options.layers_leave_out;
   // Each layer's types (Q4_K_M mixes them: v and down of more bits in some layers).
   auto one = [](const GpuMatrixParts& parts) { return parts.size() == 1; };
   std::vector<LayerKernelTypes> types;
@@ -195,15 +194,6 @@ Status LlmGpu::build_layer_kernels(const FusionOptions& options) {
     fused_widest_.assign(fused_.dispatches.size(), 0);
     return {};
   };
-
-  if (options.layers_leave_out != 0) {  // timing only
-    if (options.grid == 0) return refuse("leaving phases out needs a grid");
-    SOTTO_TRY(install(options.grid));
-    use_fused_ = true;
-    fusion_status_ = cat("on (hand-written layer kernels, phases ", options.layers_leave_out,
-                         " left out: timing only, wrong results), grid ", options.grid);
-    return {};
-  }
 
   // The check: tokens at positions 0.. through the separate dispatches and through the layer kernels, the
   // logits within a tolerance, and the same argmax where the separate plan's two best are further apart than

@@ -1,4 +1,4 @@
-// sotto gpu-probe --token: how fast a whole decode step could run as ONE persistent dispatch on this GPU, before
+// sotto_gpu_probe --token: how fast a whole decode step could run as ONE persistent dispatch on this GPU, before
 // anyone writes the real kernel. A synthetic token of a Qwen2.5-0.5B-shaped Q4_0 model: every layer's real
 // weight bytes (q·k·v, wo, gate, up, down: 8.4 MB a layer, 24 layers, random), attention over a real-sized f16
 // cache split in chunks of 32 keys, the layer's five grid barriers (after q·k·v, attention, wo, gate·up, down),
@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "api/clock.h"
-#include "commands.h"
 #include "gpu/device.h"
 #include "gpu/kernels_wgsl.h"
+#include "probe.h"
 
-namespace sotto::cli {
+namespace sotto::probe {
 
 namespace {
 
@@ -531,4 +531,4 @@ Status probe_token(gpu::Device& device) {
   return {};
 }
 
-}  // namespace sotto::cli
+}  // namespace sotto::probe

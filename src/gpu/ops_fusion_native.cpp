@@ -1,5 +1,6 @@
-// Ops' pools (views of one buffer) and plan fusion: a recorded plan's dispatches turned back into what
-// gpu/fusion.h rewrites (each kernel's WGSL, its grid, what each binding holds), and the fused dispatch.
+// Plan fusion (native only: it is checked by reading back synchronously, which only a native device can): a
+// recorded plan's dispatches turned back into what gpu/fusion.h rewrites (each kernel's WGSL, its grid, what
+// each binding holds), and the fused dispatch.
 #include <algorithm>
 
 #include "gpu/fusion.h"
@@ -8,8 +9,6 @@
 namespace sotto::gpu {
 
 namespace {
-constexpr uint64_t kViewAlign = 256;  // minStorageBufferOffsetAlignment everywhere we run
-
 // FNV-1a of a fused kernel's WGSL, for its pipeline's cache key (with its length).
 uint64_t source_hash(std::string_view s) {
   uint64_t h = 14695981039346656037ull;
@@ -24,34 +23,6 @@ size_t index_of(const std::vector<BufferHandle>& list, BufferHandle v) {
   return i;
 }
 }  // namespace
-
-Status Ops::begin_pool(uint64_t capacity, std::string_view label) {
-  capacity = (capacity + kViewAlign - 1) / kViewAlign * kViewAlign;
-  // Too large for one binding: no pool, the buffers stay apart (and the dispatches using them unfused).
-  if (capacity > device_.info().limits.max_buffer_size || capacity > max_binding()) return {};
-  SOTTO_ASSIGN(BufferHandle root,
-               device_.create_buffer(capacity, kUsageStorage | kUsageCopySrc | kUsageCopyDst, label));
-  owned_.push_back(root);
-  pool_ = {root, 0, capacity};
-  return {};
-}
-
-std::optional<BufferHandle> Ops::pool_view(uint64_t bytes) {
-  const uint64_t size = (std::max<uint64_t>(bytes, 4) + kViewAlign - 1) / kViewAlign * kViewAlign;
-  if (!pool_.root || pool_.used + size > pool_.capacity) return std::nullopt;
-  views_.push_back({pool_.root, pool_.used, (bytes + 3) / 4 * 4});
-  pool_.used += size;
-  return static_cast<BufferHandle>(kViewBase + views_.size() - 1);
-}
-
-Binding Ops::resolve(Binding b) const {
-  if (b.buffer < kViewBase || b.buffer - kViewBase >= views_.size()) return b;
-  const View& v = views_[b.buffer - kViewBase];
-  b.buffer = v.root;
-  if (b.size == 0) b.size = v.bytes - b.offset;
-  b.offset += v.offset;
-  return b;
-}
 
 Result<Dispatch> Ops::fuse(std::span<const Dispatch> dispatches, BufferHandle step, BufferHandle sync,
                            uint32_t slot, uint32_t grid, uint32_t* widest, uint32_t max_copy_words,

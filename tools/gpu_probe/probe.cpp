@@ -1,4 +1,4 @@
-// sotto gpu-probe: what plan fusion (gpu/fusion.h) costs on this machine's GPU, apart from any model: the grid
+// sotto_gpu_probe: what plan fusion (gpu/fusion.h) costs on this machine's GPU, apart from any model: the grid
 // barrier's time for several grid sizes, and the read bandwidth of plain loads against the atomic loads a fused
 // kernel uses for what its own workgroups wrote.
 #include <algorithm>
@@ -6,13 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "../../cli/gpu_bandwidth.h"
 #include "api/clock.h"
-#include "commands.h"
 #include "gpu/device.h"
 #include "gpu/fusion.h"
-#include "gpu_bandwidth.h"
+#include "probe.h"
 
-namespace sotto::cli {
+namespace sotto::probe {
+
+using cli::time_replays;
 
 namespace {
 
@@ -35,7 +37,9 @@ Result<double> time_runs(gpu::Device& device, const gpu::Dispatch& d, int runs, 
   return ms[ms.size() / 2];
 }
 
-Status probe(gpu::Device& device) {
+}  // namespace
+
+Status probe_barrier(gpu::Device& device) {
   const uint32_t storage = gpu::kUsageStorage | gpu::kUsageCopySrc | gpu::kUsageCopyDst;
   // On a CPU adapter (SwiftShader) the same probe in miniature: a GPU's sizes would take many minutes there.
   const bool cpu = device.info().cpu();
@@ -113,23 +117,4 @@ Status probe(gpu::Device& device) {
   return {};
 }
 
-}  // namespace
-
-Status probe_token(gpu::Device& device);  // gpu_probe_token.cpp
-
-int run_gpu_probe(std::span<char* const> args) {
-  const std::string mode = args.size() == 1 ? std::string(args[0]) : std::string();
-  if (args.size() > 1) return usage_error("gpu-probe: one option at most");
-  if (!mode.empty() && mode != "--token" && mode != "--bandwidth")
-    return usage_error(cat("gpu-probe: unknown option '", mode, "'"));
-  auto device = gpu::open_device(gpu::DeviceOptions{});
-  if (!device) return fail(device.message());
-  std::printf("%s\n", (*device)->info().description.c_str());
-  const Status s = mode == "--token"       ? probe_token(**device)
-                   : mode == "--bandwidth" ? probe_bandwidth(**device)
-                                           : probe(**device);
-  if (!s.ok()) return fail(s.message());
-  return kExitOk;
-}
-
-}  // namespace sotto::cli
+}  // namespace sotto::probe

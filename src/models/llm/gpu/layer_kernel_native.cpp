@@ -91,7 +91,6 @@ fn grid_sync() {
   grid_wait();
 }
 fn grid_arrive() {
-  if ((LEAVE_OUT & 32u) != 0u) { return; }
   barriers += 1u;
   if (landed == 0x7FC00001u) { atomicAdd(&sync[0], 0u); }
   workgroupBarrier();
@@ -99,10 +98,6 @@ fn grid_arrive() {
   if (lid == 0u) { atomicAdd(&sync[layers.slot], 1u); }
 }
 fn grid_wait() {
-  if ((LEAVE_OUT & 32u) != 0u) {
-    workgroupBarrier();
-    return;
-  }
   if (lid == 0u) {
     var n = 0u;
     loop {
@@ -559,11 +554,6 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
   SET_SGS
   let pos = step.pos;
   let nch = pos / 32u + 1u;
-  // Bit 128 loads no cache word; the caches stay named (a pipeline's layout holds only the bindings it uses).
-  if ((LEAVE_OUT & 128u) != 0u) {
-    _ = kc[0];
-    _ = vc[0];
-  }
   for (var li = 0u; li < NL; li++) {
     layer = layers.l[li];
     let kind = layers.l[li].kind;  // uniform (the branches on it hold subgroup operations)
@@ -574,42 +564,32 @@ fn main(@builtin(local_invocation_index) li: u32, @builtin(workgroup_id) wg: vec
 FETCH_QKV
     if (li > 0u) { grid_wait(); }
     // q, k, v = Wqkv . rms_norm(x) (+ bias)
-    if ((LEAVE_OUT & 1u) == 0u) {
-      stage_x(0u, SG_ARG);
+    stage_x(0u, SG_ARG);
 PHASE_QKV
-    }
     grid_sync();
-    if ((LEAVE_OUT & 2u) == 0u) {
-      if (SG32) {
-        ATTENTION_SG
-      } else {
-        attention(pos, nch);
-      }
+    if (SG32) {
+      ATTENTION_SG
+    } else {
+      attention(pos, nch);
     }
     grid_arrive();
 FETCH_WO
     grid_wait();
     // x += Wo . attention
-    if ((LEAVE_OUT & 4u) == 0u) {
-      stage_attention(nch);
+    stage_attention(nch);
 PHASE_WO
-    }
     grid_arrive();
 FETCH_GATE_UP
     grid_wait();
     // h = silu(Wg . rms_norm(x)) * (Wu . rms_norm(x))
-    if ((LEAVE_OUT & 8u) == 0u) {
-      stage_x(1u, SG_ARG);
+    stage_x(1u, SG_ARG);
 PHASE_GATE_UP
-    }
     grid_arrive();
 FETCH_DOWN
     grid_wait();
     // x += Wd . h
-    if ((LEAVE_OUT & 16u) == 0u) {
-      stage_h();
+    stage_h();
 PHASE_DOWN
-    }
   }
 }
 )";
@@ -752,18 +732,17 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   };
   const std::string eps = bits(s.eps), scale = bits(s.scale);
   // The subgroup attention where subgroups hold 32 invocations (a dispatch-wide value, so the branch on it is
-  // uniform); bit 64 of leave_out takes the workgroup-memory one anyway (timing).
-  const bool sg_attention = f.subgroups && (s.leave_out & 64) == 0;
-  // Likewise the staging's sums and quantizers through subgroups; bit 256 takes the workgroup-memory ones.
-  const bool sg_staging = f.subgroups && (s.leave_out & 256) == 0;
-  std::string src =
-      cat(wgsl_parts::wgsl_enables(f, true, sg_attention || sg_staging), "const G = ", s.grid,
-          "u;\nconst D = ", s.d, "u;\nconst NH = ", s.n_head, "u;\nconst NKV = ", s.n_kv,
-          "u;\nconst HD = ", s.hd, "u;\nconst NROT = ", s.n_rot, "u;\nconst FF = ", s.ff,
-          "u;\nconst MAXCH = ", max_chunks(s), "u;\nconst NL = ", s.n_layers,
-          "u;\nconst S_ROPE = ", layer_kernel_rope_word(s), "u;\nconst LEAVE_OUT = ", s.leave_out,
-          "u;\nconst ROWS = ", kRowsPerRound, "u;\nconst HALVES = ", s.rope_halves ? "true" : "false",
-          ";\nconst EPS = ", eps, ";\nconst SCALE = ", scale, ";\n");
+  // uniform); workgroup_attention takes the workgroup-memory one anyway.
+  const bool sg_attention = f.subgroups && !s.workgroup_attention;
+  // Likewise the staging's sums and quantizers through subgroups; workgroup_staging takes the workgroup-memory ones.
+  const bool sg_staging = f.subgroups && !s.workgroup_staging;
+  std::string src = cat(wgsl_parts::wgsl_enables(f, true, sg_attention || sg_staging), "const G = ", s.grid,
+                        "u;\nconst D = ", s.d, "u;\nconst NH = ", s.n_head, "u;\nconst NKV = ", s.n_kv,
+                        "u;\nconst HD = ", s.hd, "u;\nconst NROT = ", s.n_rot, "u;\nconst FF = ", s.ff,
+                        "u;\nconst MAXCH = ", max_chunks(s), "u;\nconst NL = ", s.n_layers,
+                        "u;\nconst S_ROPE = ", layer_kernel_rope_word(s), "u;\nconst ROWS = ", kRowsPerRound,
+                        "u;\nconst HALVES = ", s.rope_halves ? "true" : "false", ";\nconst EPS = ", eps,
+                        ";\nconst SCALE = ", scale, ";\n");
   src += wgsl_parts::f16_helpers(f);
   src += f.packed_dot ? wgsl_parts::kDot4Packed : wgsl_parts::kDot4Fallback;
   src += wgsl_parts::kDotHelpers;
@@ -774,7 +753,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   // functions of `suffix` (those of up_suffix too for gate·up), words_per_row words a row; `dot`, where given,
   // in their place (q·k·v in two runs, whose types differ by row). `before`: BEFORE's value (kMatvec). The
   // first round's weights are fetched during the grid barrier before (kMatvecFetch) where dot is not given and
-  // they fit in kFetchWords, and bit 512 of leave_out is clear; `fetches` says whether.
+  // they fit in kFetchWords, unless no_fetch; `fetches` says whether.
   auto matvec = [&](std::string_view name, uint32_t rows_total, uint32_t cols, DType w, uint32_t row_words,
                     std::string_view suffix, std::string_view up_suffix, std::string_view dot,
                     std::string_view output, std::string_view before, bool& fetches) {
@@ -783,7 +762,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     const uint32_t mrows = std::clamp((rows_total + nrg - 1) / nrg, 1u, kRowsPerRound);
     const uint32_t per_lane = (cols / 32 + 31) / 32;
     const bool up = !up_suffix.empty();
-    fetches = dot.empty() && (s.leave_out & 512) == 0 &&
+    fetches = dot.empty() && !s.no_fetch &&
               mrows * per_lane * wgsl_parts::sub_dot_words(w) * (up ? 2 : 1) <= kFetchWords;
     std::string m = kMatvec;
     const std::string at = cat("row * ", row_words, "u");
@@ -910,14 +889,10 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   // Both attentions' loads and sums, written out word by word.
   std::string key_loads, value_loads, weighted_values;
   const uint32_t hw = s.hd / 2, nwl = (hw + 31) / 32;  // a head's words; words each invocation holds
-  // Bit 128 (timing): a constant in place of each cached word.
-  auto cached = [&](const std::string& load, uint32_t i) {
-    return s.leave_out & 128 ? cat("0x3C003C00u ^ lane ^ ", i, "u") : load;
-  };
   // A row group with no chunk (most of them: 14 chunks on 1,056 row groups, on the H200 at short contexts) loads
   // nothing, its words 0. When every row group loaded the last chunk's keys, values, q and RoPE rows, their
-  // requests to the same few lines of the L2 made attention cost the H200 8.5 us a layer; 4.8 without (session
-  // 21, Q4_0, `--layers-leave-out 2`).
+  // requests to the same few lines of the L2 made attention cost the H200 8.5 us a layer; 4.8 without (Q4_0,
+  // timed against the kernel with attention left out).
   auto guarded = [](const std::vector<std::string>& names, const std::vector<std::string>& loads,
                     std::string_view indent) {
     std::string code;
@@ -929,7 +904,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
   std::vector<std::string> row_names, row_words;  // the workgroup-memory attention: a key row per invocation
   for (uint32_t w = 0; w < hw; ++w) {
     row_names.push_back(cat("kw", w));
-    row_words.push_back(cached(cat("kc[kbase + ", w, "u]"), w));
+    row_words.push_back(cat("kc[kbase + ", w, "u]"));
   }
   key_loads = guarded(row_names, row_words, "    ");
   // The subgroup attention: word lane + 32 r of each key, its share of each score, then the transposing sum.
@@ -942,8 +917,8 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     for (uint32_t r = 0; r < nwl; ++r) {
       const std::string word = cat("min(lane + ", 32 * r, "u, HD / 2u - 1u)");
       key_names.push_back(cat("kt", r, "_", k));
-      key_words.push_back(cached(
-          cat("kc[layer.kc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"), k));
+      key_words.push_back(
+          cat("kc[layer.kc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + ", word, "]"));
       share += cat(r ? " + " : "", "score_share(kt", r, "_", k, ", qw[", r, "], kn[", r, "], c * 32u + ", k,
                    "u == pos, lane + ", 32 * r, "u)");
     }
@@ -970,8 +945,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     std::vector<std::string> names, words;
     for (uint32_t k = 0; k < 32; ++k) {
       names.push_back(cat("vw", r, "_", k));
-      words.push_back(
-          cached(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"), k));
+      words.push_back(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + w", r, "]"));
     }
     loads += guarded(names, words, "    ");
     weighted_values += "    {\n      var o = vec2f(0.0);\n";
@@ -990,8 +964,7 @@ std::string wgsl_layer_kernel(const LayerKernelShape& s, const KernelFeatures& f
     std::vector<std::string> names, words;
     for (uint32_t k = 0; k < 32; ++k) {
       names.push_back(cat("vw", k));
-      words.push_back(
-          cached(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u]"), k));
+      words.push_back(cat("vc[layer.vc + min(c * 32u + ", k, "u, pos) * KROW + kvh * (HD / 2u) + dc / 2u]"));
     }
     values_wg += guarded(names, words, "      ");
     values_wg += "      var o = 0.0;\n";
