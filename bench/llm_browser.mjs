@@ -3,7 +3,8 @@
 // same thread count, measured the same way by the page's clock. See bench/README.md for the method.
 //
 //   node bench/llm_browser.mjs [--threads 2] [--repeats 3] [--decode 64] [--wasm-dir build]
-//        [--engines sotto-relaxed,sotto-simd128,wllama-3.13,wllama-2.3.7] [--out bench/results/browser-DATE.md]
+//        [--engines sotto-relaxed,sotto-simd128,wllama-3.13,wllama-2.3.7,sotto-relaxed@DIR]
+//        [--out bench/results/browser-DATE.md]
 //        [FILE.gguf ...]
 //
 // Without files it uses build/models/qwen2.5-0.5b-random-q4_0.gguf (build/bin/sotto_make_random_gguf makes
@@ -42,7 +43,9 @@ function parseArgs(argv) {
     else opts.models.push(a);
   }
   if (!(opts.threads >= 1) || !(opts.repeats >= 1) || !(opts.decode >= 1)) throw new Error('--threads, --repeats and --decode must be >= 1');
-  for (const e of opts.engines) if (!ENGINES.includes(e)) throw new Error(`unknown engine ${e} (known: ${ENGINES.join(', ')})`);
+  // sotto-relaxed@DIR: that build from another --wasm-dir (e.g. a copy of the build before a change, to compare
+  // the two in the same browser under the same load).
+  for (const e of opts.engines) if (!ENGINES.includes(e.split('@')[0])) throw new Error(`unknown engine ${e} (known: ${ENGINES.join(', ')}, sotto-*@DIR)`);
   if (opts.models.length === 0) opts.models = [join(ROOT, 'build', 'models', 'qwen2.5-0.5b-random-q4_0.gguf')];
   return opts;
 }
@@ -72,7 +75,7 @@ async function pageSetup({ engine, modelUrl, threads, nCtx, wasmUrls, prompt, pr
   if (engine.startsWith('sotto-')) {
     const { Llm } = await import('/web/llm.js');
     const { Engine } = await import('/web/engine.js');
-    const variant = engine.slice('sotto-'.length);
+    const variant = engine.slice('sotto-'.length).split('@')[0];
     const eng = await Engine.create({ threads, variant, wasmUrl: wasmUrls[variant] });
     const llm = await Llm.load(modelUrl, { engine: eng, nCtx });
     session = {
@@ -216,7 +219,8 @@ async function openEngine(browser, baseUrl, engine, file, prompt, opts) {
     }
   };
   try {
-    const wasmUrls = Object.fromEntries(['relaxed', 'simd128'].map((v) => [v, urlPath(join(opts.wasmDir, `wasm-${v}`, 'sotto.wasm'))]));
+    const wasmDir = engine.includes('@') ? resolve(ROOT, engine.split('@')[1]) : opts.wasmDir;
+    const wasmUrls = Object.fromEntries(['relaxed', 'simd128'].map((v) => [v, urlPath(join(wasmDir, `wasm-${v}`, 'sotto.wasm'))]));
     const setup = await withLogs(() => page.evaluate(pageSetup, {
       engine, modelUrl: urlPath(file), threads: opts.threads, nCtx: N_CTX, wasmUrls, prompt,
       prefillSizes: PREFILL_SIZES, decodePrompt: DECODE_PROMPT, nDecode: opts.decode,
