@@ -4,7 +4,7 @@
 //
 //   node bench/llm_browser.mjs [--threads 2] [--repeats 3] [--decode 64] [--wasm-dir build]
 //        [--engines sotto-relaxed,sotto-simd128,wllama-3.13,wllama-2.3.7,sotto-relaxed@DIR]
-//        [--out bench/results/browser-DATE.md]
+//        [--prefill 64,256 (prompt sizes timed; '' for none)] [--out bench/results/browser-DATE.md]
 //        [FILE.gguf ...]
 //
 // Without files it uses build/models/qwen2.5-0.5b-random-q4_0.gguf (build/bin/sotto_make_random_gguf makes
@@ -23,7 +23,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const ENGINES = ['sotto-relaxed', 'sotto-simd128', 'wllama-3.13', 'wllama-2.3.7'];
-const PREFILL_SIZES = [64, 256];
+let PREFILL_SIZES = [64, 256];  // --prefill
 const DECODE_PROMPT = 16;
 const N_CTX = 512;
 // Qwen2's special tokens start at 151643: prompts use ordinary ids below it (as bench/llm_native.mjs).
@@ -38,6 +38,7 @@ function parseArgs(argv) {
     else if (a === '--decode') opts.decode = Number(argv[++i]);
     else if (a === '--wasm-dir') opts.wasmDir = argv[++i];
     else if (a === '--engines') opts.engines = argv[++i].split(',');
+    else if (a === '--prefill') PREFILL_SIZES = argv[++i].split(',').filter(Boolean).map(Number);
     else if (a === '--out') opts.out = argv[++i];
     else if (a.startsWith('--')) throw new Error(`unknown option ${a}`);
     else opts.models.push(a);

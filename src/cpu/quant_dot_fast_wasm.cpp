@@ -775,7 +775,7 @@ void q4_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
                     int64_t y_stride, int64_t row_begin, int64_t row_end) {
   const int64_t n_blocks = cols / 256;
   const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ4_K);
-  const v128_t mask = wasm_i8x16_splat(0x0f);
+  const v128_t mask = loop_consts().nibble;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
     v128_t acc[4];
@@ -831,6 +831,7 @@ void q6_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
                     int64_t y_stride, int64_t row_begin, int64_t row_end) {
   const int64_t n_blocks = cols / 256;
   const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ6_K);
+  const Consts c = loop_consts();
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
     v128_t acc[4];
@@ -846,7 +847,7 @@ void q6_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
         const uint8_t* qh = block->qh + 32 * half;
         for (int h = 0; h < 2; ++h) {
           v128_t values[4];
-          q6_K_values(ql, qh, h, values, loop_consts());
+          q6_K_values(ql, qh, h, values, c);
           for (int k = 0; k < 4; ++k) {  // elements 128 half + 32 k + 16 h ..: scale group j
             const int j = 8 * half + 2 * k + h;
             v128_t q[4];
