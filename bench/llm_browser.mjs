@@ -304,7 +304,8 @@ async function main() {
       raw[name] = results;
       // Medians over rounds for the main table, each engine's best round for the second one. Ratios: ours
       // (the relaxed build, else SIMD128) / that engine, so > 1 means sotto is faster.
-      const ours = results['sotto-relaxed'] ?? results['sotto-simd128'];
+      const oursKey = opts.engines.find((e) => e.startsWith('sotto-relaxed')) ?? opts.engines.find((e) => e.startsWith('sotto-'));
+      const ours = results[oursKey];
       for (const [table, pick] of [[rows, median], [bestRows, (xs) => Math.min(...xs)]]) {
         const speeds = (r) => ({
           ...Object.fromEntries(PREFILL_SIZES.map((n) => [n, (1000 * n) / pick(r.rounds.map((x) => x[`prefill_${n}_ms`]))])),
@@ -339,7 +340,7 @@ async function main() {
     '',
     'Page clock, the same for every engine: prefill N = N / time from the call to the first greedy token of an N-token prompt; ' +
       `decode = ${opts.decode} / (time for 1 + ${opts.decode} tokens − time for 1 token) after a ${DECODE_PROMPT}-token prompt. ` +
-      'ratio = sotto-relaxed (or, without it, sotto-simd128) speed / that engine\'s: > 1 means sotto is faster.',
+      'ratio = the first sotto-relaxed engine listed (or, without one, the first sotto engine) speed / that engine\'s: > 1 means it is faster.',
     '',
     table(head, rows),
     '',
