@@ -1,4 +1,4 @@
-// Register-resident SIMD128 kernels for q4_0, q8_0, q4_K and q6_K (the types of real downloads), used by
+// Register-resident SIMD128 kernels for q4_0, q5_0, q8_0, q4_K and q6_K (the types of real downloads), used by
 // quant_dot_portable() in the wasm builds; the math is quant_dot.h's, the structure that of
 // quant_dot_fast_avx2.cpp: activations prepared once per tile of up to 4 tokens (on the stack: no thread-local
 // storage in the wasm build) into exactly the vectors the inner loop consumes, weights decoded into registers
@@ -13,10 +13,13 @@
 //            (dot_i7: what i32x4.relaxed_dot_i8x16_i7x16_add_s does, without V8 rebuilding the ones at each
 //            use). It is deterministic only when its second operand is in [0, 127]: q4_0's unsigned nibbles
 //            (0..15) are that operand as they are, and the offset 8 comes back as 8 * sum(x), prepared per
-//            block; q8_0 moves x's sign onto w (the sign trick of matvec.cpp) and uses |x|. The K-quants keep
-//            the exact i16 form in the relaxed build too (Node 20's V8 miscomputed a relaxed dot followed by
-//            an i32 multiply; node web/cli.mjs runs the SIMD128 build, and Chromium's kernel check covers
-//            dot_i7).
+//            block; q5_0's values (0..31) likewise with 16 * sum(x); q8_0 moves x's sign onto w (the sign
+//            trick of matvec.cpp) and uses |x|. q4_K (nibbles) and q6_K (q + 32) are the i7 operand of the
+//            relaxed dot too, its i16 pair sums then times the group scale in i32x4.dot_i16x8_s, with x in
+//            the pair order that gives each i32 lane the SIMD128 form's integers (see XBlockK): both builds
+//            give the same bits (tests/web/kernel_browser.test.mjs). node web/cli.mjs runs the SIMD128 build
+//            (Node 20's V8 miscomputed a relaxed dot followed by an i32 multiply, which these do not do).
+// Vector constants come from loop_consts(), read once per row: see there for why.
 #include <wasm_simd128.h>
 
 #include <bit>
