@@ -331,6 +331,9 @@ struct Q4_0Wasm {
 
 struct Q8_0Wasm {
   static constexpr DType kType = DType::Q8_0;
+  // A lone token takes two rows per pass (block32_rows): ~5-7 % faster on the output table's shape in Chromium;
+  // q5_0, with more constants live, spills and loses ~6 %.
+  static constexpr bool kTwoRows = true;
   static constexpr int kBlockElems = 32;
   static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
   using XBlock = XBlock32;
@@ -594,29 +597,70 @@ struct Q6_KWasm {
 // f32(d_x), one rounding, as ggml. A row's scales are worked out first, 4 blocks per f16x4 and multiply per
 // token, into `scales`; then one block per iteration. (Unrolled over 4 blocks with the scales in registers,
 // V8 hoisted the 16 activation loads to the top of the loop and spilled them: slower.) One row at a time, also
-// for a lone token: two rows per pass sharing the activation loads measured no faster in Chromium (~25 %
-// slower with the 4-block unrolling, which spilled; the same within the noise without it).
+// for a lone token, except where the type asks for two (kTwoRows): two rows per pass sharing the activation
+// loads measured ~25 % slower with the 4-block unrolling (it spilled), and without it gains only where few
+// constants are live (q8_0).
+
+// Block scales f32(d_w) * f32(d_x) of row w_row for T tokens into scales[t * n_blocks + b].
+template <class W, int T>
+void row_scales(const uint8_t* w_row, int64_t n_blocks, const typename W::XBlock* prepared, float* scales) {
+  constexpr size_t kBytes = W::kBlockBytes;
+  int64_t b = 0;
+  for (; b + 4 <= n_blocks; b += 4) {
+    const v128_t d_w = f16x4(w_row + static_cast<size_t>(b) * kBytes, kBytes);
+    for (int t = 0; t < T; ++t)
+      wasm_v128_store(scales + t * n_blocks + b,
+                      wasm_f32x4_mul(d_w, wasm_v128_load(prepared[t * n_blocks + b].d4)));
+  }
+  for (; b < n_blocks; ++b) {
+    const float d_w = f16(w_row + static_cast<size_t>(b) * kBytes);
+    for (int t = 0; t < T; ++t) scales[t * n_blocks + b] = d_w * prepared[t * n_blocks + b].d4[0];
+  }
+}
+
+template <class W>
+constexpr bool two_rows_per_pass() {
+  if constexpr (requires { W::kTwoRows; })
+    return W::kTwoRows;
+  else
+    return false;
+}
+
+// scales: room for 4 * n_blocks floats.
 template <class W, int T>
 void block32_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes,
                   const typename W::XBlock* prepared, float* scales, float* y, int64_t y_stride, int64_t t0,
                   int64_t row_begin, int64_t row_end) {
   constexpr size_t kBytes = W::kBlockBytes;
-  for (int64_t r = row_begin; r < row_end; ++r) {
+  int64_t r = row_begin;
+  if constexpr (T == 1 && two_rows_per_pass<W>()) {
+    // A lone token, two rows per pass: each activation load and the loop's own work serve both rows; every
+    // row's sums are the one-row pass's.
+    float* scales1 = scales + n_blocks;
+    for (; r + 2 <= row_end; r += 2) {
+      const uint8_t* w0 = weights + static_cast<size_t>(r) * row_bytes;
+      const uint8_t* w1 = w0 + row_bytes;
+      row_scales<W, 1>(w0, n_blocks, prepared, scales);
+      row_scales<W, 1>(w1, n_blocks, prepared, scales1);
+      typename W::Acc acc0[1], acc1[1];
+      const Consts c = loop_consts();
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const typename W::XBlock* x[1] = {prepared + b};
+        const v128_t s0[1] = {wasm_v128_load32_splat(scales + b)};
+        const v128_t s1[1] = {wasm_v128_load32_splat(scales1 + b)};
+        W::template step<1>(w0 + static_cast<size_t>(b) * kBytes, s0, c, x, acc0);
+        W::template step<1>(w1 + static_cast<size_t>(b) * kBytes, s1, c, x, acc1);
+      }
+      y[t0 * y_stride + r] = acc0[0].total();
+      y[t0 * y_stride + r + 1] = acc1[0].total();
+    }
+  }
+  for (; r < row_end; ++r) {
     const uint8_t* w_row = weights + static_cast<size_t>(r) * row_bytes;
-    int64_t b = 0;
-    for (; b + 4 <= n_blocks; b += 4) {
-      const v128_t d_w = f16x4(w_row + static_cast<size_t>(b) * kBytes, kBytes);
-      for (int t = 0; t < T; ++t)
-        wasm_v128_store(scales + t * n_blocks + b,
-                        wasm_f32x4_mul(d_w, wasm_v128_load(prepared[t * n_blocks + b].d4)));
-    }
-    for (; b < n_blocks; ++b) {
-      const float d_w = f16(w_row + static_cast<size_t>(b) * kBytes);
-      for (int t = 0; t < T; ++t) scales[t * n_blocks + b] = d_w * prepared[t * n_blocks + b].d4[0];
-    }
+    row_scales<W, T>(w_row, n_blocks, prepared, scales);
     typename W::Acc acc[T];
     const Consts c = loop_consts();
-    for (b = 0; b < n_blocks; ++b) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
       const typename W::XBlock* x[T];
       v128_t scale[T];
       for (int t = 0; t < T; ++t) {
