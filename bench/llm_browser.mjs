@@ -3,7 +3,8 @@
 // same thread count, measured the same way by the page's clock. See bench/README.md for the method.
 //
 //   node bench/llm_browser.mjs [--threads 2] [--repeats 3] [--decode 64] [--wasm-dir build]
-//        [--engines sotto-relaxed,sotto-simd128,wllama-3.13,wllama-2.3.7] [--out bench/results/browser-DATE.md]
+//        [--engines sotto-relaxed,sotto-simd128,wllama-3.13,wllama-2.3.7,sotto-relaxed@DIR]
+//        [--prefill 64,256 (prompt sizes timed; '' for none)] [--out bench/results/browser-DATE.md]
 //        [FILE.gguf ...]
 //
 // Without files it uses build/models/qwen2.5-0.5b-random-q4_0.gguf (build/bin/sotto_make_random_gguf makes
@@ -22,7 +23,7 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const ENGINES = ['sotto-relaxed', 'sotto-simd128', 'wllama-3.13', 'wllama-2.3.7'];
-const PREFILL_SIZES = [64, 256];
+let PREFILL_SIZES = [64, 256];  // --prefill
 const DECODE_PROMPT = 16;
 const N_CTX = 512;
 // Qwen2's special tokens start at 151643: prompts use ordinary ids below it (as bench/llm_native.mjs).
@@ -37,12 +38,15 @@ function parseArgs(argv) {
     else if (a === '--decode') opts.decode = Number(argv[++i]);
     else if (a === '--wasm-dir') opts.wasmDir = argv[++i];
     else if (a === '--engines') opts.engines = argv[++i].split(',');
+    else if (a === '--prefill') PREFILL_SIZES = argv[++i].split(',').filter(Boolean).map(Number);
     else if (a === '--out') opts.out = argv[++i];
     else if (a.startsWith('--')) throw new Error(`unknown option ${a}`);
     else opts.models.push(a);
   }
   if (!(opts.threads >= 1) || !(opts.repeats >= 1) || !(opts.decode >= 1)) throw new Error('--threads, --repeats and --decode must be >= 1');
-  for (const e of opts.engines) if (!ENGINES.includes(e)) throw new Error(`unknown engine ${e} (known: ${ENGINES.join(', ')})`);
+  // sotto-relaxed@DIR: that build from another --wasm-dir (e.g. a copy of the build before a change, to compare
+  // the two in the same browser under the same load).
+  for (const e of opts.engines) if (!ENGINES.includes(e.split('@')[0])) throw new Error(`unknown engine ${e} (known: ${ENGINES.join(', ')}, sotto-*@DIR)`);
   if (opts.models.length === 0) opts.models = [join(ROOT, 'build', 'models', 'qwen2.5-0.5b-random-q4_0.gguf')];
   return opts;
 }
@@ -72,7 +76,7 @@ async function pageSetup({ engine, modelUrl, threads, nCtx, wasmUrls, prompt, pr
   if (engine.startsWith('sotto-')) {
     const { Llm } = await import('/web/llm.js');
     const { Engine } = await import('/web/engine.js');
-    const variant = engine.slice('sotto-'.length);
+    const variant = engine.slice('sotto-'.length).split('@')[0];
     const eng = await Engine.create({ threads, variant, wasmUrl: wasmUrls[variant] });
     const llm = await Llm.load(modelUrl, { engine: eng, nCtx });
     session = {
@@ -216,7 +220,8 @@ async function openEngine(browser, baseUrl, engine, file, prompt, opts) {
     }
   };
   try {
-    const wasmUrls = Object.fromEntries(['relaxed', 'simd128'].map((v) => [v, urlPath(join(opts.wasmDir, `wasm-${v}`, 'sotto.wasm'))]));
+    const wasmDir = engine.includes('@') ? resolve(ROOT, engine.split('@')[1]) : opts.wasmDir;
+    const wasmUrls = Object.fromEntries(['relaxed', 'simd128'].map((v) => [v, urlPath(join(wasmDir, `wasm-${v}`, 'sotto.wasm'))]));
     const setup = await withLogs(() => page.evaluate(pageSetup, {
       engine, modelUrl: urlPath(file), threads: opts.threads, nCtx: N_CTX, wasmUrls, prompt,
       prefillSizes: PREFILL_SIZES, decodePrompt: DECODE_PROMPT, nDecode: opts.decode,
@@ -299,7 +304,8 @@ async function main() {
       raw[name] = results;
       // Medians over rounds for the main table, each engine's best round for the second one. Ratios: ours
       // (the relaxed build, else SIMD128) / that engine, so > 1 means sotto is faster.
-      const ours = results['sotto-relaxed'] ?? results['sotto-simd128'];
+      const oursKey = opts.engines.find((e) => e.startsWith('sotto-relaxed')) ?? opts.engines.find((e) => e.startsWith('sotto-'));
+      const ours = results[oursKey];
       for (const [table, pick] of [[rows, median], [bestRows, (xs) => Math.min(...xs)]]) {
         const speeds = (r) => ({
           ...Object.fromEntries(PREFILL_SIZES.map((n) => [n, (1000 * n) / pick(r.rounds.map((x) => x[`prefill_${n}_ms`]))])),
@@ -334,7 +340,7 @@ async function main() {
     '',
     'Page clock, the same for every engine: prefill N = N / time from the call to the first greedy token of an N-token prompt; ' +
       `decode = ${opts.decode} / (time for 1 + ${opts.decode} tokens − time for 1 token) after a ${DECODE_PROMPT}-token prompt. ` +
-      'ratio = sotto-relaxed (or, without it, sotto-simd128) speed / that engine\'s: > 1 means sotto is faster.',
+      'ratio = the first sotto-relaxed engine listed (or, without one, the first sotto engine) speed / that engine\'s: > 1 means it is faster.',
     '',
     table(head, rows),
     '',

@@ -553,11 +553,11 @@ function kernelCheck({ type = 'q4_0', rows = 256, cols = 1024, tokens = 1, seed 
       wasm.sotto_kernel_check_run(handle);
       bestMs = Math.min(bestMs, performance.now() - t0);
     }
-    const out = wasm.sotto_alloc(32);
+    const out = wasm.sotto_alloc(40);
     try {
       wasm.sotto_kernel_check_verify(handle, out);
-      const [errorOverBound, tileMatchesSingle, piecesMatchWhole, boundFactor] = new Float64Array(memory.buffer, out, 4);
-      return { type, rows, cols, tokens, errorOverBound, boundFactor, tileMatchesSingle: tileMatchesSingle === 1, piecesMatchWhole: piecesMatchWhole === 1, bestMs: repeats > 0 ? bestMs : null };
+      const [errorOverBound, tileMatchesSingle, piecesMatchWhole, boundFactor, digest] = new Float64Array(memory.buffer, out, 5);
+      return { type, rows, cols, tokens, errorOverBound, boundFactor, tileMatchesSingle: tileMatchesSingle === 1, piecesMatchWhole: piecesMatchWhole === 1, digest, bestMs: repeats > 0 ? bestMs : null };
     } finally {
       wasm.sotto_free(out);
     }

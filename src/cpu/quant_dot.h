@@ -51,7 +51,7 @@ QuantDotRowsFn quant_dot_portable(DType w);
 // quant_dot_portable() returns them except where the wasm build has a register-resident kernel.
 QuantDotRowsFn quant_dot_portable_generic(DType w);
 #if defined(__wasm_simd128__)
-QuantDotRowsFn quant_dot_wasm_fast(DType w);  // quant_dot_fast_wasm.cpp: q4_0 q8_0 q4_K q6_K
+QuantDotRowsFn quant_dot_wasm_fast(DType w);  // quant_dot_fast_wasm.cpp: q4_0 q5_0 q8_0 q4_K q6_K
 #endif
 #if defined(__x86_64__) && !defined(__wasm__)
 #define SOTTO_HAVE_AVX2_QUANT_DOT 1

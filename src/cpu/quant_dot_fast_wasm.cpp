@@ -1,4 +1,4 @@
-// Register-resident SIMD128 kernels for q4_0, q8_0, q4_K and q6_K (the types of real downloads), used by
+// Register-resident SIMD128 kernels for q4_0, q5_0, q8_0, q4_K and q6_K (the types of real downloads), used by
 // quant_dot_portable() in the wasm builds; the math is quant_dot.h's, the structure that of
 // quant_dot_fast_avx2.cpp: activations prepared once per tile of up to 4 tokens (on the stack: no thread-local
 // storage in the wasm build) into exactly the vectors the inner loop consumes, weights decoded into registers
@@ -13,10 +13,13 @@
 //            (dot_i7: what i32x4.relaxed_dot_i8x16_i7x16_add_s does, without V8 rebuilding the ones at each
 //            use). It is deterministic only when its second operand is in [0, 127]: q4_0's unsigned nibbles
 //            (0..15) are that operand as they are, and the offset 8 comes back as 8 * sum(x), prepared per
-//            block; q8_0 moves x's sign onto w (the sign trick of matvec.cpp) and uses |x|. The K-quants keep
-//            the exact i16 form in the relaxed build too (Node 20's V8 miscomputed a relaxed dot followed by
-//            an i32 multiply; node web/cli.mjs runs the SIMD128 build, and Chromium's kernel check covers
-//            dot_i7).
+//            block; q5_0's values (0..31) likewise with 16 * sum(x); q8_0 moves x's sign onto w (the sign
+//            trick of matvec.cpp) and uses |x|. q4_K (nibbles) and q6_K (q + 32) are the i7 operand of the
+//            relaxed dot too, its i16 pair sums then times the group scale in i32x4.dot_i16x8_s, with x in
+//            the pair order that gives each i32 lane the SIMD128 form's integers (see XBlockK): both builds
+//            give the same bits (tests/web/kernel_browser.test.mjs). node web/cli.mjs runs the SIMD128 build
+//            (Node 20's V8 miscomputed a relaxed dot followed by an i32 multiply, which these do not do).
+// Vector constants come from loop_consts(), read once per row: see there for why.
 #include <wasm_simd128.h>
 
 #include <bit>
@@ -91,7 +94,7 @@ v128_t scaled_add(v128_t acc, v128_t isum, float scale) {
 }
 
 // 8 i16 products of w (i16) and x (i16) summed into 4 i32 lanes, added to acc.
-v128_t dot16_add(v128_t w, v128_t x, v128_t acc) {
+[[maybe_unused]] v128_t dot16_add(v128_t w, v128_t x, v128_t acc) {
   return wasm_i32x4_add(acc, wasm_i32x4_dot_i16x8(w, x));
 }
 
@@ -114,6 +117,55 @@ v128_t dot_i7_add(v128_t a, v128_t b, v128_t c, v128_t ones) {
 v128_t ones_i16() {
   alignas(16) static const int16_t kOnes[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   return *static_cast<const volatile v128_t*>(static_cast<const volatile void*>(kOnes));
+}
+
+// The vector constants of the decode kernels' block loops, read once per row through volatile pointers like
+// ones_i16(): V8 (x64) builds a v128.const from immediates at every use (a few instructions each; clang puts
+// constants at their uses, inside the loop), and byte shuffles by constant indices likewise. A q5_0 block used
+// 6 of them (~25 instructions of ~60), which made it ~2x a q8_0 block's time; read once, they stay in
+// registers or one load away.
+struct Consts {
+  v128_t ones;       // i16 lanes of 1
+  v128_t nibble;     // bytes 0x0f
+  v128_t three;      // bytes 3 (q6_K's high bits)
+  v128_t fifth_bit;  // bytes 1, 2, 4, .., 128, twice (q5_0: bit j of 8 in byte j)
+  v128_t x10;        // bytes 0x10 (q5_0's fifth bit in place)
+  v128_t spread_lo;  // byte indices 0 (x8), 1 (x8): q5_0's qh bytes 0, 1 to the bytes of elements 0..15
+  v128_t spread_hi;  // byte indices 2 (x8), 3 (x8): qh bytes 2, 3 to elements 16..31
+  v128_t pairs;      // byte indices 0, 1, 8, 9, 2, 3, 10, 11, ..: pair_order() (K-quants, relaxed build)
+};
+
+v128_t volatile_load(const void* p) {
+  return *static_cast<const volatile v128_t*>(p);
+}
+
+Consts loop_consts() {
+  alignas(16) static const uint8_t kBytes[7][16] = {
+      {0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f, 0x0f},
+      {3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+      {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128},
+      {0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10},
+      {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+      {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+      {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15},
+  };
+  return {ones_i16(),
+          volatile_load(kBytes[0]),
+          volatile_load(kBytes[1]),
+          volatile_load(kBytes[2]),
+          volatile_load(kBytes[3]),
+          volatile_load(kBytes[4]),
+          volatile_load(kBytes[5]),
+          volatile_load(kBytes[6])};
+}
+
+// v's bytes at `indices` (all < 16): one pshufb in the relaxed build; SIMD128's swizzle adds a saturating add.
+v128_t byte_swizzle(v128_t v, v128_t indices) {
+#if defined(__wasm_relaxed_simd__)
+  return wasm_i8x16_relaxed_swizzle(v, indices);
+#else
+  return wasm_i8x16_swizzle(v, indices);
+#endif
 }
 
 // ============================================================================ q4_0 / q8_0 (q8_0 activations)
@@ -140,7 +192,9 @@ v128_t quad_order(v128_t bytes) {
 }
 #endif
 
-template <bool kQ4>
+// kOffsetShift: the weight type's values are unsigned with offset 2^kOffsetShift (q4_0: 3, q5_0: 4); 0: signed
+// weights (q8_0).
+template <int kOffsetShift>
 void prepare_q8_0(const uint8_t* xq, int64_t n_blocks, XBlock32* out) {
   const auto* x = reinterpret_cast<const BlockQ8_0*>(xq);
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -148,15 +202,17 @@ void prepare_q8_0(const uint8_t* xq, int64_t n_blocks, XBlock32* out) {
     XBlock32& o = out[b];
     o.d4[0] = f16(reinterpret_cast<const uint8_t*>(&x[b].d));
 #if defined(__wasm_relaxed_simd__)
-    if constexpr (kQ4) {
+    if constexpr (kOffsetShift > 0) {
       o.v[0] = x0;
       o.v[1] = x1;
-      // -8 * sums: the dot's own add operand removes the offset (exact i32 arithmetic).
+      // -2^kOffsetShift * sums: the dot's own add operand removes the offset (exact i32 arithmetic).
       const v128_t zero = wasm_i32x4_splat(0);
       o.v[2] = wasm_i32x4_sub(
-          zero, wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x0)), 3));
+          zero, wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x0)),
+                               kOffsetShift));
       o.v[3] = wasm_i32x4_sub(
-          zero, wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x1)), 3));
+          zero, wasm_i32x4_shl(wasm_i32x4_extadd_pairwise_i16x8(wasm_i16x8_extadd_pairwise_i8x16(x1)),
+                               kOffsetShift));
     } else {
       o.v[0] = wasm_i8x16_abs(x0);
       o.v[1] = wasm_i8x16_abs(x1);
@@ -246,21 +302,21 @@ struct Q4_0Wasm {
   using XBlock = XBlock32;
   using Acc = Lanes8;
   static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) {
-    prepare_q8_0<true>(xq, n_blocks, out);
+    prepare_q8_0<3>(xq, n_blocks, out);
   }
   // scale[t]: f32(d_w) * f32(d_x) of this block and token t, in all lanes (see block32_rows).
   template <int T>
-  static void step(const uint8_t* w, const v128_t (&scale)[T], [[maybe_unused]] v128_t ones,
-                   const XBlock* const (&x)[T], Acc (&acc)[T]) {
+  static void step(const uint8_t* w, const v128_t (&scale)[T], const Consts& c, const XBlock* const (&x)[T],
+                   Acc (&acc)[T]) {
     const v128_t bytes = wasm_v128_load(w + 2);
-    const v128_t mask = wasm_i8x16_splat(0x0f);
+    const v128_t mask = c.nibble;
 #if defined(__wasm_relaxed_simd__)
     // Unsigned nibbles (0..15) are valid i7 operands; the dot adds the prepared -8 * sums, which removes the
     // offset 8 (saves an i32 subtract per half block and token).
     const v128_t lo = wasm_v128_and(bytes, mask), hi = bytes_shr_and<4>(bytes, mask);
     for (int t = 0; t < T; ++t) {
-      const v128_t sum_lo = dot_i7_add(x[t]->v[0], lo, x[t]->v[2], ones);
-      const v128_t sum_hi = dot_i7_add(x[t]->v[1], hi, x[t]->v[3], ones);
+      const v128_t sum_lo = dot_i7_add(x[t]->v[0], lo, x[t]->v[2], c.ones);
+      const v128_t sum_hi = dot_i7_add(x[t]->v[1], hi, x[t]->v[3], c.ones);
       acc[t].add(sum_lo, sum_hi, scale[t]);
     }
 #else
@@ -275,22 +331,26 @@ struct Q4_0Wasm {
 
 struct Q8_0Wasm {
   static constexpr DType kType = DType::Q8_0;
+  // A lone token takes two rows per pass (block32_rows): ~5 % faster on the output table's shape in Chromium
+  // (1.00-1.07x over four interleaved runs on a loaded machine); q5_0, with more constants live, spills and
+  // loses ~6 %.
+  static constexpr bool kTwoRows = true;
   static constexpr int kBlockElems = 32;
   static constexpr size_t kBlockBytes = sizeof(BlockQ8_0);
   using XBlock = XBlock32;
   using Acc = Lanes8;
   static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) {
-    prepare_q8_0<false>(xq, n_blocks, out);
+    prepare_q8_0<0>(xq, n_blocks, out);
   }
   template <int T>
-  static void step(const uint8_t* w, const v128_t (&scale)[T], [[maybe_unused]] v128_t ones,
-                   const XBlock* const (&x)[T], Acc (&acc)[T]) {
-    signed_step<T>(wasm_v128_load(w + 2), wasm_v128_load(w + 18), scale, ones, x, acc);
+  static void step(const uint8_t* w, const v128_t (&scale)[T], const Consts& c, const XBlock* const (&x)[T],
+                   Acc (&acc)[T]) {
+    signed_step<T>(wasm_v128_load(w + 2), wasm_v128_load(w + 18), scale, c, x, acc);
   }
   // One block of signed 8-bit weights (elements 0..15 in w0, 16..31 in w1; |w| <= 127) against T tokens'
   // prepare_q8_0<false> blocks. Q5_0 comes here too once unpacked.
   template <int T>
-  static void signed_step(v128_t w0, v128_t w1, const v128_t (&scale)[T], [[maybe_unused]] v128_t ones,
+  static void signed_step(v128_t w0, v128_t w1, const v128_t (&scale)[T], const Consts& c,
                           const XBlock* const (&x)[T], Acc (&acc)[T]) {
     for (int t = 0; t < T; ++t) {
 #if defined(__wasm_relaxed_simd__)
@@ -298,7 +358,7 @@ struct Q8_0Wasm {
       const v128_t s0 = x[t]->v[2], s1 = x[t]->v[3];
       const v128_t ws0 = wasm_i8x16_sub(wasm_v128_xor(w0, s0), s0),
                    ws1 = wasm_i8x16_sub(wasm_v128_xor(w1, s1), s1);
-      acc[t].add(dot_i7(ws0, x[t]->v[0], ones), dot_i7(ws1, x[t]->v[1], ones), scale[t]);
+      acc[t].add(dot_i7(ws0, x[t]->v[0], c.ones), dot_i7(ws1, x[t]->v[1], c.ones), scale[t]);
 #else
       acc[t].add(quad_sums(w0, x[t]->v[0], x[t]->v[1]), quad_sums(w1, x[t]->v[2], x[t]->v[3]), scale[t]);
 #endif
@@ -315,28 +375,38 @@ struct Q5_0Wasm {
   using XBlock = XBlock32;
   using Acc = Lanes8;
   static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) {
-    prepare_q8_0<false>(xq, n_blocks, out);
+#if defined(__wasm_relaxed_simd__)
+    prepare_q8_0<4>(xq, n_blocks, out);
+#else
+    prepare_q8_0<0>(xq, n_blocks, out);
+#endif
   }
-  // Byte j of the result: 0x10 where bit j of the 16 bits `bits` (qh's two bytes at lanes 0 and 1) is set.
-  static v128_t fifth_bits(v128_t qh, int first_byte) {
-    const v128_t spread =
-        first_byte == 0
-            ? wasm_i8x16_swizzle(qh, wasm_i8x16_make(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1))
-            : wasm_i8x16_swizzle(qh, wasm_i8x16_make(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
-    const v128_t bit = wasm_u8x16_make(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(spread, bit), bit), wasm_i8x16_splat(0x10));
+  // Byte j of the result: 0x10 where bit j of qh's bytes first_byte, first_byte + 1 (qh: the block's 4 bytes of
+  // fifth bits in lanes 0..3; spread: c.spread_lo or c.spread_hi) is set.
+  static v128_t fifth_bits(v128_t qh, v128_t spread, const Consts& c) {
+    const v128_t bits = byte_swizzle(qh, spread);
+    return wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(bits, c.fifth_bit), c.fifth_bit), c.x10);
   }
   template <int T>
-  static void step(const uint8_t* w, const v128_t (&scale)[T], [[maybe_unused]] v128_t ones,
-                   const XBlock* const (&x)[T], Acc (&acc)[T]) {
-    uint32_t qh_bits;
-    std::memcpy(&qh_bits, w + 2, 4);
-    const v128_t qh = wasm_i32x4_splat(static_cast<int32_t>(qh_bits));
+  static void step(const uint8_t* w, const v128_t (&scale)[T], const Consts& c, const XBlock* const (&x)[T],
+                   Acc (&acc)[T]) {
+    const v128_t qh = wasm_v128_load32_zero(w + 2);
     const v128_t bytes = wasm_v128_load(w + 6);
-    const v128_t sixteen = wasm_i8x16_splat(16), mask = wasm_i8x16_splat(0x0f);
-    const v128_t w0 = wasm_i8x16_sub(wasm_v128_or(wasm_v128_and(bytes, mask), fifth_bits(qh, 0)), sixteen);
-    const v128_t w1 = wasm_i8x16_sub(wasm_v128_or(bytes_shr_and<4>(bytes, mask), fifth_bits(qh, 2)), sixteen);
-    Q8_0Wasm::signed_step<T>(w0, w1, scale, ones, x, acc);
+    const v128_t mask = c.nibble;
+    const v128_t lo = wasm_v128_or(wasm_v128_and(bytes, mask), fifth_bits(qh, c.spread_lo, c));
+    const v128_t hi = wasm_v128_or(bytes_shr_and<4>(bytes, mask), fifth_bits(qh, c.spread_hi, c));
+#if defined(__wasm_relaxed_simd__)
+    // The unsigned values (0..31) are valid i7 operands: as q4_0, the dot adds the prepared -16 * sums, which
+    // removes the offset (no sign moved onto the weights, no subtract: ~10 of a block's ~40 instructions).
+    for (int t = 0; t < T; ++t) {
+      const v128_t sum_lo = dot_i7_add(x[t]->v[0], lo, x[t]->v[2], c.ones);
+      const v128_t sum_hi = dot_i7_add(x[t]->v[1], hi, x[t]->v[3], c.ones);
+      acc[t].add(sum_lo, sum_hi, scale[t]);
+    }
+#else
+    const v128_t sixteen = wasm_i8x16_splat(16);
+    Q8_0Wasm::signed_step<T>(wasm_i8x16_sub(lo, sixteen), wasm_i8x16_sub(hi, sixteen), scale, c, x, acc);
+#endif
   }
 };
 
@@ -347,23 +417,54 @@ struct Lanes4 {
 };
 
 // ============================================================================ q4_K / q6_K (q8_K activations)
-// Prepared per super-block: the 256 x's as i16 (32 vectors), d_x, and for q4_K the 8 sums of 32 as i16.
+// Prepared per super-block: the 256 x's, d_x, and for q4_K the 8 sums of 32 as i16.
+//   SIMD128: the x's as i16 (32 vectors), for i32x4.dot_i16x8_s against weights widened to i16 and already times
+//            their group scale: i32 lane i of a group of 16 gets the products of elements 2i, 2i + 1, 8 + 2i and
+//            9 + 2i.
+//   relaxed: the x's as i8, each 16 reordered by kPairOrder (16 vectors), so that one relaxed i8 x i7 dot of a
+//            group's 16 weights (reordered the same way) and then i32x4.dot_i16x8_s against the group's scale
+//            give each i32 lane the products of the same 4 elements: the same integers in every lane as the
+//            SIMD128 form, hence the same floats, in ~half the instructions (no widening, no i16 multiply).
+//            Weights are the dot's i7 operand: q4_K's nibbles (0..15) as they are, q6_K's q + 32 (0..63), whose
+//            offset comes off through off16: -32 * (x[2j] + x[2j + 1]) per i16 lane, added to the dot's i16
+//            pair sums (|pair| <= 2 * 63 * 128 = 16,128, |offset| <= 8,192: no overflow).
 struct XBlockK {
+#if defined(__wasm_relaxed_simd__)
+  v128_t x8[16];
+  v128_t off16[16];
+#else
   v128_t x16[32];
+#endif
   v128_t sums32;
   float d;
   float unused[3];
 };
 
+#if defined(__wasm_relaxed_simd__)
+// Elements 0, 1, 8, 9, 2, 3, 10, 11, ... of 16: i16 pair j of a dot then holds what the SIMD128 form's i32 lane
+// j / 2 adds (see above).
+v128_t pair_order(v128_t v, const Consts& c) {
+  return byte_swizzle(v, c.pairs);
+}
+#endif
+
 void prepare_q8_K(const uint8_t* xq, int64_t n_blocks, XBlockK* out) {
   const auto* x = reinterpret_cast<const BlockQ8_K*>(xq);
+  [[maybe_unused]] const Consts c = loop_consts();
   for (int64_t b = 0; b < n_blocks; ++b) {
     XBlockK& o = out[b];
     o.d = x[b].d;
     for (int i = 0; i < 16; ++i) {
       const v128_t q = wasm_v128_load(x[b].qs + 16 * i);
+#if defined(__wasm_relaxed_simd__)
+      const v128_t ordered = pair_order(q, c);
+      o.x8[i] = ordered;
+      o.off16[i] =
+          wasm_i16x8_sub(wasm_i16x8_splat(0), wasm_i16x8_shl(wasm_i16x8_extadd_pairwise_i8x16(ordered), 5));
+#else
       o.x16[2 * i] = wasm_i16x8_extend_low_i8x16(q);
       o.x16[2 * i + 1] = wasm_i16x8_extend_high_i8x16(q);
+#endif
     }
     int16_t sums[8];
     for (int j = 0; j < 8; ++j) sums[j] = static_cast<int16_t>(x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
@@ -371,12 +472,14 @@ void prepare_q8_K(const uint8_t* xq, int64_t n_blocks, XBlockK* out) {
   }
 }
 
+#if !defined(__wasm_relaxed_simd__)
 // Adds the dot of 16 weights (i16, already times their group scale) with x16[0..1] to isum[t] for each token.
 template <int T>
 void group_dot(v128_t w_lo, v128_t w_hi, const XBlockK* const (&x)[T], int vec, v128_t (&isum)[T]) {
   for (int t = 0; t < T; ++t)
     isum[t] = dot16_add(w_hi, x[t]->x16[vec + 1], dot16_add(w_lo, x[t]->x16[vec], isum[t]));
 }
+#endif
 
 struct Q4_KWasm {
   static constexpr DType kType = DType::Q4_K;
@@ -386,7 +489,7 @@ struct Q4_KWasm {
   using Acc = Lanes4;
   static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) { prepare_q8_K(xq, n_blocks, out); }
   template <int T>
-  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T], const Consts& c) {
     uint8_t scales_mins[16];  // scales 0..7, then mins 0..7
     unpack_k4_scales_mins(w + 4, scales_mins);
     const uint8_t* scales = scales_mins;
@@ -394,9 +497,26 @@ struct Q4_KWasm {
     v128_t isum[T];
     for (int t = 0; t < T; ++t) isum[t] = wasm_i32x4_splat(0);
     const uint8_t* qs = w + 16;
-    const v128_t mask = wasm_i8x16_splat(0x0f);
+    const v128_t mask = c.nibble;
     for (int k = 0; k < 4; ++k) {  // 32 bytes: sub-block 2k in the low nibbles, 2k + 1 in the high ones
       const v128_t scale_lo = wasm_i16x8_splat(scales[2 * k]), scale_hi = wasm_i16x8_splat(scales[2 * k + 1]);
+#if defined(__wasm_relaxed_simd__)
+      // Elements 64k + 16h .. (low nibbles of bytes 16h ..) and 64k + 32 + 16h .. (high nibbles): x8[4k + h],
+      // x8[4k + 2 + h]. i16 pair sums of a sub-block: <= 2 * 2 * 15 * 128 = 7,680.
+      const v128_t bytes0 = pair_order(wasm_v128_load(qs + 32 * k), c),
+                   bytes1 = pair_order(wasm_v128_load(qs + 32 * k + 16), c);
+      const v128_t lo0 = wasm_v128_and(bytes0, mask), lo1 = wasm_v128_and(bytes1, mask);
+      const v128_t hi0 = bytes_shr_and<4>(bytes0, mask), hi1 = bytes_shr_and<4>(bytes1, mask);
+      for (int t = 0; t < T; ++t) {
+        const v128_t* x8 = x[t]->x8 + 4 * k;
+        const v128_t sum_lo = wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x8[0], lo0),
+                                             wasm_i16x8_relaxed_dot_i8x16_i7x16(x8[1], lo1));
+        const v128_t sum_hi = wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x8[2], hi0),
+                                             wasm_i16x8_relaxed_dot_i8x16_i7x16(x8[3], hi1));
+        isum[t] = wasm_i32x4_add(isum[t], wasm_i32x4_add(wasm_i32x4_dot_i16x8(sum_lo, scale_lo),
+                                                         wasm_i32x4_dot_i16x8(sum_hi, scale_hi)));
+      }
+#else
       for (int h = 0; h < 2; ++h) {
         const v128_t bytes = wasm_v128_load(qs + 32 * k + 16 * h);
         const v128_t lo = wasm_v128_and(bytes, mask), hi = bytes_shr_and<4>(bytes, mask);
@@ -405,6 +525,7 @@ struct Q4_KWasm {
         group_dot<T>(wasm_i16x8_mul(wasm_u16x8_extend_low_u8x16(hi), scale_hi),
                      wasm_i16x8_mul(wasm_u16x8_extend_high_u8x16(hi), scale_hi), x, 8 * k + 4 + 2 * h, isum);
       }
+#endif
     }
     const v128_t mins16 = wasm_u16x8_extend_low_u8x16(wasm_v128_load64_zero(mins));
     const float d = f16(w), dmin = f16(w + 2);
@@ -420,8 +541,8 @@ struct Q4_KWasm {
 // bytes), as q + 32 (0..63): chunk k's low 4 bits from ql (chunks 0, 1 low nibbles, 2, 3 high), bits 4..5 from
 // bits 2k, 2k + 1 of qh. 16-bit shifts (one x86 instruction; see bytes_shr_and): every byte shifted left is
 // <= 3 first, so nothing crosses into the next byte.
-void q6_K_values(const uint8_t* ql, const uint8_t* qh, int h, v128_t (&q)[4]) {
-  const v128_t mask = wasm_i8x16_splat(0x0f), three = wasm_i8x16_splat(3);
+void q6_K_values(const uint8_t* ql, const uint8_t* qh, int h, v128_t (&q)[4], const Consts& c) {
+  const v128_t mask = c.nibble, three = c.three;
   const v128_t low_a = wasm_v128_load(ql + 16 * h), low_b = wasm_v128_load(ql + 32 + 16 * h);
   const v128_t high = wasm_v128_load(qh + 16 * h);
   q[0] = wasm_v128_or(wasm_v128_and(low_a, mask), wasm_i16x8_shl(wasm_v128_and(high, three), 4));
@@ -438,23 +559,32 @@ struct Q6_KWasm {
   using Acc = Lanes4;
   static void prepare(const uint8_t* xq, int64_t n_blocks, XBlock* out) { prepare_q8_K(xq, n_blocks, out); }
   template <int T>
-  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T]) {
+  static void step(const uint8_t* w, const XBlock* const (&x)[T], Acc (&acc)[T], const Consts& c) {
     const auto* block = reinterpret_cast<const BlockQ6_K*>(w);
     v128_t isum[T];
     for (int t = 0; t < T; ++t) isum[t] = wasm_i32x4_splat(0);
-    const v128_t bias = wasm_i8x16_splat(32);
+    [[maybe_unused]] const v128_t bias = wasm_i8x16_splat(32);
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = block->ql + 64 * half;
       const uint8_t* qh = block->qh + 32 * half;
       for (int h = 0; h < 2; ++h) {  // values l = 16h .. 16h + 15 of each of the 4 chunks of 32
         v128_t q[4];
-        q6_K_values(ql, qh, h, q);
+        q6_K_values(ql, qh, h, q, c);
         for (int k = 0; k < 4; ++k) {  // values 128 half + 32 k + 16 h ..: group 8 half + 2 k + h
-          const v128_t scale = wasm_i16x8_splat(block->scales[8 * half + 2 * k + h]);
+          const int j = 8 * half + 2 * k + h;
+          const v128_t scale = wasm_i16x8_splat(block->scales[j]);
+#if defined(__wasm_relaxed_simd__)
+          const v128_t ordered = pair_order(q[k], c);  // q + 32: the i7 operand; off16 removes the 32
+          for (int t = 0; t < T; ++t) {
+            const v128_t sum16 =
+                wasm_i16x8_add(wasm_i16x8_relaxed_dot_i8x16_i7x16(x[t]->x8[j], ordered), x[t]->off16[j]);
+            isum[t] = wasm_i32x4_add(isum[t], wasm_i32x4_dot_i16x8(sum16, scale));
+          }
+#else
           const v128_t signed_q = wasm_i8x16_sub(q[k], bias);
           group_dot<T>(wasm_i16x8_mul(wasm_i16x8_extend_low_i8x16(signed_q), scale),
-                       wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(signed_q), scale), x,
-                       16 * half + 4 * k + 2 * h, isum);
+                       wasm_i16x8_mul(wasm_i16x8_extend_high_i8x16(signed_q), scale), x, 2 * j, isum);
+#endif
         }
       }
     }
@@ -468,36 +598,77 @@ struct Q6_KWasm {
 // f32(d_x), one rounding, as ggml. A row's scales are worked out first, 4 blocks per f16x4 and multiply per
 // token, into `scales`; then one block per iteration. (Unrolled over 4 blocks with the scales in registers,
 // V8 hoisted the 16 activation loads to the top of the loop and spilled them: slower.) One row at a time, also
-// for a lone token: two rows per pass sharing the activation loads measured no faster in Chromium (~25 %
-// slower with the 4-block unrolling, which spilled; the same within the noise without it).
+// for a lone token, except where the type asks for two (kTwoRows): two rows per pass sharing the activation
+// loads measured ~25 % slower with the 4-block unrolling (it spilled), and without it gains only where few
+// constants are live (q8_0).
+
+// Block scales f32(d_w) * f32(d_x) of row w_row for T tokens into scales[t * n_blocks + b].
+template <class W, int T>
+void row_scales(const uint8_t* w_row, int64_t n_blocks, const typename W::XBlock* prepared, float* scales) {
+  constexpr size_t kBytes = W::kBlockBytes;
+  int64_t b = 0;
+  for (; b + 4 <= n_blocks; b += 4) {
+    const v128_t d_w = f16x4(w_row + static_cast<size_t>(b) * kBytes, kBytes);
+    for (int t = 0; t < T; ++t)
+      wasm_v128_store(scales + t * n_blocks + b,
+                      wasm_f32x4_mul(d_w, wasm_v128_load(prepared[t * n_blocks + b].d4)));
+  }
+  for (; b < n_blocks; ++b) {
+    const float d_w = f16(w_row + static_cast<size_t>(b) * kBytes);
+    for (int t = 0; t < T; ++t) scales[t * n_blocks + b] = d_w * prepared[t * n_blocks + b].d4[0];
+  }
+}
+
+template <class W>
+constexpr bool two_rows_per_pass() {
+  if constexpr (requires { W::kTwoRows; })
+    return W::kTwoRows;
+  else
+    return false;
+}
+
+// scales: room for 4 * n_blocks floats.
 template <class W, int T>
 void block32_rows(const uint8_t* weights, int64_t n_blocks, size_t row_bytes,
                   const typename W::XBlock* prepared, float* scales, float* y, int64_t y_stride, int64_t t0,
                   int64_t row_begin, int64_t row_end) {
   constexpr size_t kBytes = W::kBlockBytes;
-  for (int64_t r = row_begin; r < row_end; ++r) {
+  int64_t r = row_begin;
+  if constexpr (T == 1 && two_rows_per_pass<W>()) {
+    // A lone token, two rows per pass: each activation load and the loop's own work serve both rows; every
+    // row's sums are the one-row pass's.
+    float* scales1 = scales + n_blocks;
+    for (; r + 2 <= row_end; r += 2) {
+      const uint8_t* w0 = weights + static_cast<size_t>(r) * row_bytes;
+      const uint8_t* w1 = w0 + row_bytes;
+      row_scales<W, 1>(w0, n_blocks, prepared, scales);
+      row_scales<W, 1>(w1, n_blocks, prepared, scales1);
+      typename W::Acc acc0[1], acc1[1];
+      const Consts c = loop_consts();
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        const typename W::XBlock* x[1] = {prepared + b};
+        const v128_t s0[1] = {wasm_v128_load32_splat(scales + b)};
+        const v128_t s1[1] = {wasm_v128_load32_splat(scales1 + b)};
+        W::template step<1>(w0 + static_cast<size_t>(b) * kBytes, s0, c, x, acc0);
+        W::template step<1>(w1 + static_cast<size_t>(b) * kBytes, s1, c, x, acc1);
+      }
+      y[t0 * y_stride + r] = acc0[0].total();
+      y[t0 * y_stride + r + 1] = acc1[0].total();
+    }
+  }
+  for (; r < row_end; ++r) {
     const uint8_t* w_row = weights + static_cast<size_t>(r) * row_bytes;
-    int64_t b = 0;
-    for (; b + 4 <= n_blocks; b += 4) {
-      const v128_t d_w = f16x4(w_row + static_cast<size_t>(b) * kBytes, kBytes);
-      for (int t = 0; t < T; ++t)
-        wasm_v128_store(scales + t * n_blocks + b,
-                        wasm_f32x4_mul(d_w, wasm_v128_load(prepared[t * n_blocks + b].d4)));
-    }
-    for (; b < n_blocks; ++b) {
-      const float d_w = f16(w_row + static_cast<size_t>(b) * kBytes);
-      for (int t = 0; t < T; ++t) scales[t * n_blocks + b] = d_w * prepared[t * n_blocks + b].d4[0];
-    }
+    row_scales<W, T>(w_row, n_blocks, prepared, scales);
     typename W::Acc acc[T];
-    const v128_t ones = ones_i16();
-    for (b = 0; b < n_blocks; ++b) {
+    const Consts c = loop_consts();
+    for (int64_t b = 0; b < n_blocks; ++b) {
       const typename W::XBlock* x[T];
       v128_t scale[T];
       for (int t = 0; t < T; ++t) {
         x[t] = prepared + t * n_blocks + b;
         scale[t] = wasm_v128_load32_splat(scales + t * n_blocks + b);
       }
-      W::template step<T>(w_row + static_cast<size_t>(b) * kBytes, scale, ones, x, acc);
+      W::template step<T>(w_row + static_cast<size_t>(b) * kBytes, scale, c, x, acc);
     }
     for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = acc[t].total();
   }
@@ -512,10 +683,11 @@ void rows_tile(const uint8_t* weights, int64_t n_blocks, size_t row_bytes, const
     for (int64_t r = row_begin; r < row_end; ++r) {
       const uint8_t* w_row = weights + static_cast<size_t>(r) * row_bytes;
       typename W::Acc acc[T];
+      const Consts c = loop_consts();
       for (int64_t b = 0; b < n_blocks; ++b) {
         const typename W::XBlock* x[T];
         for (int t = 0; t < T; ++t) x[t] = prepared + t * n_blocks + b;
-        W::template step<T>(w_row + static_cast<size_t>(b) * W::kBlockBytes, x, acc);
+        W::template step<T>(w_row + static_cast<size_t>(b) * W::kBlockBytes, x, acc, c);
       }
       for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = acc[t].total();
     }
@@ -588,6 +760,7 @@ void tile_rows_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
   const int64_t n_blocks = cols / 32;
   const size_t row_bytes = static_cast<size_t>(n_blocks) * W::kBlockBytes;
   const v128_t ones = ones_i16();
+  const Consts c = loop_consts();
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
     v128_t acc[4];
@@ -596,7 +769,7 @@ void tile_rows_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
       const uint8_t* w = w_row + static_cast<size_t>(b) * W::kBlockBytes;
       const TileVec* x = tile + b * kTileVecsPerBlock;
       v128_t lo, hi;
-      W::values(w, lo, hi);
+      W::values(w, lo, hi, c);
       v128_t q[8];
       splat_words(lo, q);
       splat_words(hi, q + 4);
@@ -623,7 +796,7 @@ void tile_rows_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
 struct Q4_0Tile {
   static constexpr size_t kBlockBytes = sizeof(BlockQ4_0);
   static constexpr int kOffsetShift = 3;
-  static void values(const uint8_t* w, v128_t& lo, v128_t& hi) {
+  static void values(const uint8_t* w, v128_t& lo, v128_t& hi, [[maybe_unused]] const Consts& c) {
     const v128_t bytes = wasm_v128_load(w + 2), mask = wasm_i8x16_splat(0x0f);
     lo = wasm_v128_and(bytes, mask);
     hi = bytes_shr_and<4>(bytes, mask);
@@ -634,13 +807,11 @@ struct Q4_0Tile {
 struct Q5_0Tile {
   static constexpr size_t kBlockBytes = sizeof(BlockQ5_0);
   static constexpr int kOffsetShift = 4;
-  static void values(const uint8_t* w, v128_t& lo, v128_t& hi) {
-    uint32_t qh_bits;
-    std::memcpy(&qh_bits, w + 2, 4);
-    const v128_t qh = wasm_i32x4_splat(static_cast<int32_t>(qh_bits));
+  static void values(const uint8_t* w, v128_t& lo, v128_t& hi, [[maybe_unused]] const Consts& c) {
+    const v128_t qh = wasm_v128_load32_zero(w + 2);
     const v128_t bytes = wasm_v128_load(w + 6), mask = wasm_i8x16_splat(0x0f);
-    lo = wasm_v128_or(wasm_v128_and(bytes, mask), Q5_0Wasm::fifth_bits(qh, 0));
-    hi = wasm_v128_or(bytes_shr_and<4>(bytes, mask), Q5_0Wasm::fifth_bits(qh, 2));
+    lo = wasm_v128_or(wasm_v128_and(bytes, mask), Q5_0Wasm::fifth_bits(qh, c.spread_lo, c));
+    hi = wasm_v128_or(bytes_shr_and<4>(bytes, mask), Q5_0Wasm::fifth_bits(qh, c.spread_hi, c));
   }
 };
 
@@ -652,7 +823,7 @@ void q4_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
                     int64_t y_stride, int64_t row_begin, int64_t row_end) {
   const int64_t n_blocks = cols / 256;
   const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ4_K);
-  const v128_t mask = wasm_i8x16_splat(0x0f);
+  const v128_t mask = loop_consts().nibble;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
     v128_t acc[4];
@@ -708,6 +879,7 @@ void q6_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
                     int64_t y_stride, int64_t row_begin, int64_t row_end) {
   const int64_t n_blocks = cols / 256;
   const size_t row_bytes = static_cast<size_t>(n_blocks) * sizeof(BlockQ6_K);
+  const Consts c = loop_consts();
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* w_row = static_cast<const uint8_t*>(weights) + static_cast<size_t>(r) * row_bytes;
     v128_t acc[4];
@@ -723,7 +895,7 @@ void q6_K_tile_wasm(const void* weights, int64_t cols, const TileVec* tile, int 
         const uint8_t* qh = block->qh + 32 * half;
         for (int h = 0; h < 2; ++h) {
           v128_t values[4];
-          q6_K_values(ql, qh, h, values);
+          q6_K_values(ql, qh, h, values, c);
           for (int k = 0; k < 4; ++k) {  // elements 128 half + 32 k + 16 h ..: scale group j
             const int j = 8 * half + 2 * k + h;
             v128_t q[4];

@@ -93,9 +93,11 @@ __attribute__((export_name("sotto_kernel_check_run"))) void sotto_kernel_check_r
                                  c->y.data(), c->rows, 0, c->rows);
 }
 
-// out (4 f64): [largest |kernel - reference| / bound, over all outputs of the row kernel and of the prompt tile
+// out (5 f64): [largest |kernel - reference| / bound, over all outputs of the row kernel and of the prompt tile
 // kernel where there is one (passes when <= 1), tile equals each
-// token alone (1/0), odd row pieces equal the whole range (1/0), the bound's relative size].
+// token alone (1/0), odd row pieces equal the whole range (1/0), the bound's relative size, a digest of the row
+// kernel's output bits (FNV-1a, 32 bits): the same seed in two builds gives the same digest exactly when every
+// output has the same bits].
 __attribute__((export_name("sotto_kernel_check_verify"))) void sotto_kernel_check_verify(KernelCheck* c,
                                                                                          double* out) {
   using namespace sotto;
@@ -162,6 +164,13 @@ __attribute__((export_name("sotto_kernel_check_verify"))) void sotto_kernel_chec
   }
   out[0] = worst;
   out[3] = bound_factor;
+  uint32_t digest = 2166136261u;
+  for (const float v : whole) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    for (int k = 0; k < 4; ++k) digest = (digest ^ ((bits >> (8 * k)) & 0xffu)) * 16777619u;
+  }
+  out[4] = digest;
 }
 
 // Attention (cpu/attention.h) on fresh random q, K and V: attention_f16 as the model runs it (this build's

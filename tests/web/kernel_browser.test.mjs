@@ -65,6 +65,47 @@ for (const variant of ['relaxed', 'simd128']) {
   });
 }
 
+// The two builds on the same random data (the same seeds), output bits compared through a digest. q4_K and
+// q6_K must agree bit for bit: both builds add the same exact integers in each of 4 i32 lanes (the relaxed
+// build's i8 dot takes x in pair order for that; see quant_dot_fast_wasm.cpp) and finish with the same f32
+// multiply and add, so a lane mix-up that stays within the reference bound still fails here (and would change
+// the model's greedy tokens between builds). The 32-value types end each block with relaxed_madd in the relaxed
+// build, which the engine may or may not fuse (SIMD128 emulates the fused form), so theirs are only reported.
+test('relaxed and simd128 give the same bits for the K-quants on the same data', async (t) => {
+  const cases = [];
+  for (const type of ['q4_K', 'q6_K', 'q4_0', 'q5_0', 'q8_0']) {
+    for (const tokens of [1, 3, 5]) cases.push({ type, rows: 37, cols: type.endsWith('K') ? 1280 : 1120, tokens, seed: (Math.random() * 2 ** 32) >>> 0 || 1 });
+  }
+  const runWith = async (variant) => {
+    const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
+    assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
+    const page = await chrome.browser.newPage();
+    try {
+      await page.goto(`${chrome.url}web/serve.mjs`);
+      return await page.evaluate(async ({ variant, wasmUrl, cases }) => {
+        const { Engine } = await import('/web/engine.js');
+        const engine = await Engine.create({ threads: 1, variant, wasmUrl });
+        try {
+          const out = [];
+          for (const c of cases) out.push(await engine.kernelCheck(c));
+          return out;
+        } finally {
+          engine.terminate();
+        }
+      }, { variant, wasmUrl: `/${wasmPath}`, cases });
+    } finally {
+      await page.close();
+    }
+  };
+  const relaxed = await runWith('relaxed'), simd128 = await runWith('simd128');
+  for (let i = 0; i < cases.length; ++i) {
+    const c = cases[i];
+    const same = relaxed[i].digest === simd128[i].digest;
+    t.diagnostic(`${c.type} ${c.rows}x${c.cols}, ${c.tokens} tokens: ${same ? 'same bits' : 'bits differ'}`);
+    if (c.type.endsWith('K')) assert.ok(same, `${c.type}, ${c.tokens} tokens: the relaxed and SIMD128 builds give different bits`);
+  }
+});
+
 // Attention (src/cpu/attention.cpp) in each build against the scalar reference on fresh random q, K and V, bit
 // for bit: the model's greedy tokens equal llama.cpp's only if every build keeps ggml's f16 numerics. Shapes:
 // Qwen2.5-0.5B's heads (64, GQA 14/2) deep into a prompt, a head size with a tail past ggml's 32-element steps
