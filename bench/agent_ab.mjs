@@ -18,6 +18,7 @@ const { values: opts, positionals: clips } = parseArgs({
   allowPositionals: true,
   options: { variants: { type: 'string', default: 'ttschunks=0;ttschunks=1' }, out: { type: 'string' } },
 });
+const named = clips.length > 0;
 if (!clips.length) {
   const dir = fileURLToPath(new URL('data/questions/', import.meta.url));
   clips.push(...readdirSync(dir).filter((f) => f.endsWith('.wav')).sort().map((f) => join(dir, f)));
@@ -66,7 +67,7 @@ const rows = variants.map((v, i) => {
 const load1 = loadavg();
 const report = [
   '', `${cpus().length} CPUs; load average ${load0.map((x) => x.toFixed(1)).join(' ')} at the start, ${load1.map((x) => x.toFixed(1)).join(' ')} at the end; ${clips.length} clips, variants interleaved clip by clip.`,
-  `Command: node bench/agent_ab.mjs --variants '${opts.variants}'${clips.length ? '' : ''}`, '',
+  `Command: node bench/agent_ab.mjs --variants '${opts.variants}'${named ? ` ${clips.join(' ')}` : ''}`, '',
   `| ${header.join(' | ')} |`, `|${header.map((_, j) => (j ? '---:' : '---')).join('|')}|`,
   ...rows.map((r) => `| ${r.join(' | ')} |`), '',
 ];

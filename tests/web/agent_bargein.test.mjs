@@ -71,7 +71,7 @@ after(async () => {
 // The voice in chunks (the page's default: a sentence's later chunks are made while its first plays) and whole
 // (?ttschunks=0). Either way the history keeps what played: the stand-in voice is 60 ms of tone per character,
 // so what was heard is the voice's playing time in characters (to a word), not the share of the chunks made.
-for (const [name, query] of [[' (the voice in chunks)', ''], [' (whole pieces)', '&ttschunks=0']])
+for (const [name, query] of [[' (whole pieces)', '&ttschunks=0'], [' (the voice in chunks)', '']])
 test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the speech's onset${name}`, { skip }, async () => {
   const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&tokens=60${query}`);
   try {
