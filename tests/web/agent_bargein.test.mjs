@@ -99,7 +99,8 @@ test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the 
     const streamGap = b.at - openedAt - b.lagMs - b.streamMs;
     console.log(`barge-in: the voice stopped ${delay.toFixed(0)} ms after the speech's onset: the VAD's callback ${b.lagMs.toFixed(1)} ms ` +
       `after the worklet sent the chunk, the stop ${b.audioStopMs.toFixed(1)} ms on the audio clock (the page heard back after ` +
-      `${b.stopMs.toFixed(1)} ms); the stream started ~${streamGap.toFixed(0)} ms after the device`);
+      `${b.stopMs.toFixed(1)} ms); the stream started ~${streamGap.toFixed(0)} ms after the device` +
+      `${b.confirmedAfterMs === undefined ? '' : `; held for the echo gate ${b.confirmedAfterMs.toFixed(0)} ms`}`);
     assert.ok(delay < BOUND_MS, `${delay.toFixed(0)} ms from the speech's onset to the stopped voice`);
     assert.ok(turn.heard.length < turn.reply.length, 'the history kept more than was heard');
     // Played: from the first sound to the stop, less the gaps where the voice waited for synthesis. The heard
