@@ -16,13 +16,14 @@
 // --asr-threads N: speech recognition's threads (default: one per core).
 // --speculate MS: the pause after which the page transcribes a segment before its endpoint (0: off; the page's
 // default otherwise); --trim 0: the voice's clips keep the silence Kokoro puts around them (the first sound is
-// the first audible sample either way); --stream 1: the voice is vocoded and played in chunks, the first of
-// --first-chunk MS of audio (Kokoro's leading silence included); --prefill 0: no speculative prefill (the page
+// the first audible sample either way); --ttschunks 0|1 (or --stream): the voice vocoded and played whole piece by
+// piece, or in chunks (the page's default), the first of --first-chunk MS of audio after Kokoro's leading
+// pause; --endpoint MS: the pause that ends a turn (the page's default otherwise); --prefill 0: no speculative prefill (the page
 // prefills the speculative transcript's turn during the pause by default).
 // Without clips: the eight short spoken questions of bench/data/questions/ (bench/make_questions.mjs: our
 // Kokoro, eight voices); tests/fixtures/audio/beckett.wav and sample.wav are longer (10-12 s, several sentences).
 //
-//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--stream 0|1] [--first-chunk MS] [--prefill 0|1] [CLIP.wav...]
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--ttschunks 0|1] [--first-chunk MS] [--endpoint MS] [--prefill 0|1] [CLIP.wav...]
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -40,11 +41,11 @@ const { values: opts, positionals: clips } = parseArgs({
     profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
     tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
     first: { type: 'string' }, 'llm-threads': { type: 'string' }, yield: { type: 'string' }, 'asr-threads': { type: 'string' },
-    speculate: { type: 'string' }, trim: { type: 'string' }, stream: { type: 'string' }, 'first-chunk': { type: 'string' }, prefill: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    speculate: { type: 'string' }, trim: { type: 'string' }, stream: { type: 'string' }, ttschunks: { type: 'string' }, endpoint: { type: 'string' }, 'first-chunk': { type: 'string' }, prefill: { type: 'string' }, help: { type: 'boolean', short: 'h' },
   },
 });
 if (opts.help) {
-  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--stream 0|1] [--first-chunk MS] [--prefill 0|1] [CLIP.wav...]');
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--ttschunks 0|1] [--first-chunk MS] [--endpoint MS] [--prefill 0|1] [CLIP.wav...]');
   process.exit(0);
 }
 if (!clips.length) {
@@ -86,6 +87,8 @@ async function runClip(clip, base, profileDir) {
     if (opts.speculate !== undefined) q.set('speculate', opts.speculate);
     if (opts.trim !== undefined) q.set('trim', opts.trim);
     if (opts.stream !== undefined) q.set('stream', opts.stream);
+    if (opts.ttschunks !== undefined) q.set('ttschunks', opts.ttschunks);
+    if (opts.endpoint !== undefined) q.set('endpoint', opts.endpoint);
     if (opts['first-chunk'] !== undefined) q.set('firstChunk', opts['first-chunk']);
     if (opts.prefill !== undefined) q.set('prefill', opts.prefill);
     // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.

@@ -178,7 +178,9 @@ export function ttsOps(env) {
           return { audio: null, ms, more: false };
         }
         const n = new Uint32Array(memory.buffer, lenPtr, 1)[0];
-        return { audio: new Float32Array(memory.buffer, out, n).slice(), ms, more: wasm.sotto_tts_stream_more(h) === 1 };
+        // total: the samples of the piece this chunk is from, all its chunks joined (null from a wasm without it).
+        const total = wasm.sotto_tts_stream_piece_samples ? wasm.sotto_tts_stream_piece_samples(h) : null;
+        return { audio: new Float32Array(memory.buffer, out, n).slice(), ms, more: wasm.sotto_tts_stream_more(h) === 1, total };
       } finally {
         wasm.sotto_free(lenPtr);
       }

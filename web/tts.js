@@ -267,7 +267,9 @@ export class Tts {
   // run, then chunks of twice the length before (the generator, ~85 % of a sentence's work, runs window by
   // window: models/tts/kokoro.h). Played back to back they are the sentence; they differ from speakPhonemes'
   // audio only by the generator's normalisation over each window (log-mel distance within what two correct
-  // ONNX Runtime builds differ by). ms: compute time of this chunk (the first's includes the text side). One
+  // ONNX Runtime builds differ by). ms: compute time of this chunk (the first's includes the text side); total:
+  // the samples of its sentence (its piece) all chunks joined, known from the first chunk on (a player cut short
+  // mid-sentence knows what share was heard before the rest exists). One
   // stream at a time per Tts: a new one (or leaving this loop early) abandons the one in progress.
   async *streamPhonemes(phonemes, { voice = this.defaultVoice, speed = 1, firstChunkMs = 300 } = {}) {
     this.#live();
@@ -278,7 +280,7 @@ export class Tts {
     for (;;) {
       const r = await this.#engine.call('ttsStreamNext', { tts: id });
       if (!r.audio) return;
-      yield { audio: r.audio, sampleRate: SAMPLE_RATE, ms: ms + r.ms, last: !r.more };
+      yield { audio: r.audio, sampleRate: SAMPLE_RATE, ms: ms + r.ms, last: !r.more, total: r.total ?? null };
       ms = 0;
       if (!r.more) return;
     }

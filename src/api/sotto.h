@@ -364,6 +364,10 @@ int32_t sotto_tts_stream_begin(SottoTts* tts, const char* voice, size_t voice_by
 const float* sotto_tts_stream_next(SottoTts* tts, size_t* out_samples);
 /* 1 while sotto_tts_stream_next has chunks left to give (a chunk just given may be the last), else 0. */
 int32_t sotto_tts_stream_more(const SottoTts* tts);
+/* Samples of the piece the last chunk came from, all its chunks joined (a sentence is one piece: at most 510
+ * phonemes), known from begin on; 0 when no stream is open. A player that stops mid-piece knows from it what
+ * share of the piece was heard before the rest is made. */
+size_t sotto_tts_stream_piece_samples(const SottoTts* tts);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -294,6 +294,12 @@ const float* sotto_tts_stream_next(SottoTts* tts, size_t* out_samples) {
   return tts->audio.data();
 }
 
+size_t sotto_tts_stream_piece_samples(const SottoTts* tts) {
+  if (!tts || !tts->stream || !tts->stream->piece) return 0;
+  // 300 samples (12.5 ms at 24 kHz) per decoded frame: kokoro_stream_next's chunks joined.
+  return static_cast<size_t>(tts->stream->piece->frames) * 300;
+}
+
 int32_t sotto_tts_stream_more(const SottoTts* tts) {
   if (!tts || !tts->stream) return 0;
   const SottoTts::Streaming& s = *tts->stream;

@@ -61,6 +61,8 @@ TEST(TtsApi, BadInputGivesOneLineErrors) {
   EXPECT_EQ(t.error(), "");
   EXPECT_EQ(sotto_tts_stream_more(t.h), 0);
   EXPECT_EQ(sotto_tts_stream_more(nullptr), 0);
+  EXPECT_EQ(sotto_tts_stream_piece_samples(t.h), 0u);
+  EXPECT_EQ(sotto_tts_stream_piece_samples(nullptr), 0u);
 }
 
 TEST(TtsApi, SpeaksWhatKokoroSpeaksAndReadsText) {
@@ -113,9 +115,11 @@ TEST(TtsApi, SpeaksWhatKokoroSpeaksAndReadsText) {
             SOTTO_OK)
       << t.error();
   EXPECT_EQ(sotto_tts_stream_more(t.h), 1);
+  EXPECT_EQ(sotto_tts_stream_piece_samples(t.h), want->size());  // known before any chunk is made
   const float* chunk = sotto_tts_stream_next(t.h, &n);
   ASSERT_NE(chunk, nullptr) << t.error();
   EXPECT_EQ(std::vector<float>(chunk, chunk + n), *want);
+  EXPECT_EQ(sotto_tts_stream_piece_samples(t.h), want->size());
   EXPECT_EQ(sotto_tts_stream_more(t.h), 0);
   EXPECT_EQ(sotto_tts_stream_next(t.h, &n), nullptr);
   EXPECT_EQ(n, 0u);

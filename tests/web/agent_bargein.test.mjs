@@ -68,8 +68,12 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the speech's onset`, { skip }, async () => {
-  const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&tokens=60`);
+// The voice in chunks (the page's default: a sentence's later chunks are made while its first plays) and whole
+// (?ttschunks=0). Either way the history keeps what played: the stand-in voice is 60 ms of tone per character,
+// so what was heard is the voice's playing time in characters (to a word), not the share of the chunks made.
+for (const [name, query] of [[' (whole pieces)', '&ttschunks=0'], [' (the voice in chunks)', '']])
+test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the speech's onset${name}`, { skip }, async () => {
+  const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&tokens=60${query}`);
   try {
     await waitReady(page);
     // Loaded with the warm-ups (the language model's greeting, a second of silence transcribed, "Hello." voiced).
@@ -95,9 +99,17 @@ test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the 
     const streamGap = b.at - openedAt - b.lagMs - b.streamMs;
     console.log(`barge-in: the voice stopped ${delay.toFixed(0)} ms after the speech's onset: the VAD's callback ${b.lagMs.toFixed(1)} ms ` +
       `after the worklet sent the chunk, the stop ${b.audioStopMs.toFixed(1)} ms on the audio clock (the page heard back after ` +
-      `${b.stopMs.toFixed(1)} ms); the stream started ~${streamGap.toFixed(0)} ms after the device`);
+      `${b.stopMs.toFixed(1)} ms); the stream started ~${streamGap.toFixed(0)} ms after the device` +
+      `${b.confirmedAfterMs === undefined ? '' : `; held for the echo gate ${b.confirmedAfterMs.toFixed(0)} ms`}`);
     assert.ok(delay < BOUND_MS, `${delay.toFixed(0)} ms from the speech's onset to the stopped voice`);
     assert.ok(turn.heard.length < turn.reply.length, 'the history kept more than was heard');
+    // Played: from the first sound to the stop, less the gaps where the voice waited for synthesis. The heard
+    // text is cut to a whole word (up to ~12 characters less) and its sentences joined by spaces.
+    const firstSound = events.find((e) => e.type === 'first-sound').t;
+    const playedChars = (b.at + b.audioStopMs - firstSound - turn.voiceGapMs) / 60;
+    console.log(`heard ${turn.heard.length} characters of ${turn.reply.length} after ~${playedChars.toFixed(0)} characters' worth of voice: ${JSON.stringify(turn.heard)}`);
+    assert.ok(turn.heard.length <= playedChars + 5 && turn.heard.length >= playedChars - 25,
+      `the history kept ${turn.heard.length} characters of the reply; ~${playedChars.toFixed(0)} were spoken`);
     assert.deepEqual(logs, []);
     assertOnlyAllowed(requests, base);
   } finally {

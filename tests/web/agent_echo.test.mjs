@@ -111,3 +111,16 @@ test('a talker over the voice from its first word, with no echo of it, is let in
     assert.ok(found >= 0 && (found + 1) * CHUNK_MS <= 750, `${reference}: the talker let in after ${found < 0 ? 'never' : `${((found + 1) * CHUNK_MS).toFixed(0)} ms`}`);
   }
 });
+
+test('a pause in the voice (a late chunk) does not restart its warm-up: a talker just after it is let in at once', () => {
+  const ref = new EchoReference();
+  ref.add(1000, voice(2, 5), 24000);  // 1.0 - 3.0 s
+  ref.add(3500, voice(2, 6), 24000);  // after a 0.5 s gap, 3.5 - 5.5 s
+  const gate = new EchoGate();
+  const flags = [];
+  // A good canceller: the microphone silent under the voice; the user from 3.6 s, at a tenth of its level.
+  for (let end = 1000 + CHUNK_MS; end < 4500; end += CHUNK_MS) flags.push(gate.update(end < 3600 ? 0 : 0.02, ref.window(end, SPAN)));
+  const from = Math.ceil((3600 - 1000) / CHUNK_MS) - 1;  // flags[i] is the chunk that ends at 1000 + (i + 1) CHUNK_MS
+  assert.equal(flags.slice(0, from).some(Boolean), false, 'the silent microphone was taken for the user');
+  assert.equal(firstRun(flags.slice(from)), 1, `the user was held after the pause: ${JSON.stringify(flags.slice(from, from + 20))}`);
+});

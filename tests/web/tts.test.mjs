@@ -207,6 +207,8 @@ test('tts.stream in chunks: the whole sentence\'s length, its spectrum within bo
       at += c.audio.length;
     }
     assert.equal(joined.length, whole.audio.length);
+    // Each chunk knows its sentence's length from the first on (a player cut short needs it).
+    assert.deepEqual(chunks.map((c) => c.total), chunks.map(() => whole.audio.length));
     let signal = 0, noise = 0, maxAbs = 0;
     for (let i = 0; i < joined.length; i++) {
       const d = joined[i] - whole.audio[i];

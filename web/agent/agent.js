@@ -13,11 +13,13 @@
 // agent's own voice added to the microphone, scaled and delayed, as a speaker with no echo canceller;
 // agent.setEcho() changes it), echoGate=0 (speech over the voice interrupts it whatever its level against the
 // echo), speculate=MS (transcribe the segment after this much silence, before the endpoint confirms it; 0: only
-// at the endpoint), trim=0 (play the voice's clips with the silence Kokoro puts around them).
+// at the endpoint), trim=0 (play the voice's clips with the silence Kokoro puts around them), ttschunks=0 (each
+// piece of the voice synthesised whole before it plays; stream=0 says the same), firstChunk=MS (the first chunk's
+// audio), record=1 (measurement: keep the voice's audio as played, agent.transcribeVoice() hears it back).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
-import { Microphone, Player, trimSilence } from './audio.js';
+import { Microphone, Player, resampleLinear, trimSilence } from './audio.js';
 import { CHUNK_BYTES, StorageShortError, fetchModel, forgetAllModels, mb, modelUrl, savedBytes } from './models.js';
 import { EchoGate, EchoReference, RATE_HZ as ECHO_RATE_HZ, rms as rmsOf } from './echo.js';
 import { ensureIsolation } from './isolation.js';
@@ -60,11 +62,14 @@ const SPECULATE_MS = 190;
 // with its silences, 4 ~1.9 s, 5 ~2.1 s): in one interleaved measurement 3 and 4 words both took 0.8x the time
 // of 5 (bench/results/agent-speculate-2026-12-04.md), and 3 cuts phrases more often ("The sky is | blue").
 const FIRST_WORDS = 4;
-// ?stream=1: each sentence is vocoded and played in chunks (tts.stream's { chunks }), the first FIRST_CHUNK_MS
-// of audio as soon as the text side, the decoder and that window of the generator have run (the generator is
-// ~85 % of a piece in wasm). The chunks are normalised window by window, so they are close to the whole
-// sentence's audio but not the same (models/tts/kokoro.h); off by default until that is exact.
-const STREAM_VOICE = false;
+// Each piece of the voice is vocoded and played in chunks (tts.stream's { chunks }; ?ttschunks=0 turns it off):
+// the first FIRST_CHUNK_MS of audio (after the piece's leading pause) as soon as the text side, the decoder and
+// that window of the generator have run, then chunks of twice the length while it plays. The generator is
+// ~85 % of a piece in wasm, so the first sound comes 2-3x sooner than after the whole piece
+// (bench/results/kokoro-first-piece-2026-12-04.md), for 5-60 % more compute per piece. The chunks are
+// normalised window by window, so they are close to the whole piece's audio but not the same
+// (models/tts/kokoro.h: ~2.6 dB log-spectral; Moonshine hears the same words: tests/web/agent_tts.test.mjs).
+const STREAM_VOICE = true;
 // Speculative prefill (?prefill=0 turns it off): once the speculative transcript exists, the chat turn it makes
 // is prefilled into the language model's KV cache and held before its first token (llm.js chat's speculative);
 // at the endpoint a confirmed transcript goes straight to writing (the prefill, ~0.35-0.5 s on the CPU, is off
@@ -110,7 +115,8 @@ function loadSettings() {
   // ?seed=N: every reply samples from this seed (tests compare replies); otherwise a fresh one each.
   s.seed = params.has('seed') ? Number(params.get('seed')) : undefined;
   s.trim = params.get('trim') !== '0';
-  s.streamVoice = params.has('stream') ? params.get('stream') !== '0' : STREAM_VOICE;
+  s.streamVoice = params.has('ttschunks') ? params.get('ttschunks') !== '0' : params.has('stream') ? params.get('stream') !== '0' : STREAM_VOICE;
+  s.record = params.get('record') === '1';
   s.firstChunkMs = params.has('firstChunk') ? Number(params.get('firstChunk')) : FIRST_CHUNK_MS;
   s.echoGain = Number(params.get('echo') ?? 0);
   s.echoDelayMs = Number(params.get('echoDelay') ?? 60);
@@ -841,7 +847,10 @@ async function speak(turn, queue) {
       // the rest of its vocoding would compete with the language model.
       if (!chunked || clip.last) resumeWriting(turn);
       if (!chunked || clip.chunk === 0) {
-        sentence = { text: clip.text ?? turn.sentences[i], clips: [], sounding: false };
+        // totalS: the whole sentence's audio when it comes in chunks (tts.js gives its length with the first), so a
+        // sentence cut before its later chunks exist is not taken as heard for the share of what arrived;
+        // cutS: what the trimming took off it (its silences), for the same sum.
+        sentence = { text: clip.text ?? turn.sentences[i], clips: [], sounding: false, totalS: chunked && clip.total ? clip.total / clip.sampleRate : 0, cutS: 0 };
         i++;
         played.push(sentence);
       }
@@ -855,7 +864,10 @@ async function speak(turn, queue) {
         const tailMs = lastOfSentence && clause ? 60 : null;
         if (!sentence.sounding) {
           const t = trimSilence(audio, clip.sampleRate, { tailMs });
-          if (t.samples === audio && t.leadMs === 0 && chunked && !clip.last) continue;  // silence only
+          if (t.samples === audio && t.leadMs === 0 && chunked && !clip.last) {  // silence only
+            sentence.cutS += audio.length / clip.sampleRate;
+            continue;
+          }
           ({ samples: audio, leadMs } = t);
         } else if (tailMs !== null) {
           ({ samples: audio } = trimSilence(audio, clip.sampleRate, { leadMs: Infinity, tailMs }));
@@ -863,7 +875,10 @@ async function speak(turn, queue) {
       } else if (!sentence.sounding) {
         ({ samples: audio, leadMs } = trimSilence(audio, clip.sampleRate, { leadMs: Infinity }));
       }
+      sentence.cutS += (clip.audio.length - audio.length) / clip.sampleRate;
       sentence.sounding = true;
+      sentence.ended = lastOfSentence;
+      if (settings.record) agent.voiceAudio.push({ audio: audio.slice(), rate: clip.sampleRate });
       const { id, done } = s.player.play(audio, clip.sampleRate);
       s.clipAudio.set(id, { audio, rate: clip.sampleRate, leadMs });
       turn.clipIds.add(id);
@@ -874,12 +889,13 @@ async function speak(turn, queue) {
   } finally {
     resumeWriting(turn);
   }
-  // What was heard of each sentence: the share of its audio (all its chunks) that played.
-  for (const { text, clips } of played) {
+  // What was heard of each sentence: the share of its audio (all its chunks, those not made yet included) that
+  // played.
+  for (const { text, clips, totalS, cutS, ended } of played) {
     const rs = await Promise.all(clips);
     if (!rs.length) continue;
-    const total = rs.reduce((n, r) => n + r.total, 0), heard = rs.reduce((n, r) => n + r.played, 0);
-    const complete = rs.every((r) => r.complete);
+    const total = Math.max(rs.reduce((n, r) => n + r.total, 0), totalS - cutS), heard = rs.reduce((n, r) => n + r.played, 0);
+    const complete = ended && rs.every((r) => r.complete);
     const part = heardPart(speakable(text ?? ''), heard / Math.max(total, 1e-9));
     if (part) turn.heard.push(complete ? text : part);
   }
@@ -963,6 +979,19 @@ $('set-voice').addEventListener('change', () => {
 
 agent.ask = ask;
 agent.toggleMic = toggleMic;
+// Measurement (?record=1): the voice as it was queued for playback, every clip trimmed as played, all turns.
+agent.voiceAudio = [];
+// -> what our speech recognition hears in that audio (from clip `from` on), resampled to its 16 kHz.
+agent.transcribeVoice = async (from = 0) => {
+  const clips = agent.voiceAudio.slice(from).map((c) => resampleLinear(c.audio, c.rate, 16000));
+  const joined = new Float32Array(clips.reduce((n, c) => n + c.length, 0));
+  let at = 0;
+  for (const c of clips) {
+    joined.set(c, at);
+    at += c.length;
+  }
+  return { text: (await s.asr.transcribe(joined)).text ?? '', seconds: joined.length / 16000 };
+};
 agent.bargeIn = bargeIn;
 // Measurement: the agent's voice fed back into the microphone at `gain` (0: none), `delayMs` late; the gate on/off.
 // A new gain is a new room: the gate learns it afresh.

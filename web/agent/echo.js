@@ -82,7 +82,8 @@ export class EchoGate {
     Object.assign(this, { margin, history, maxLagChunks, minChunks, minCorrelation, floor });
     this.mic = [];      // microphone rms per chunk
     this.played = [];   // played rms per chunk, the same moments
-    this.playing = 0;   // chunks since the voice began (a pause of the reference's span ends it)
+    this.playing = 0;   // chunks since the voice began (a pause of `history` chunks ends it)
+    this.quiet = 0;     // chunks in a row with nothing played
     this.fit = null;    // {lag, correlation, a, b} of the last update
     this.known = null;  // the last fit that explained the microphone
   }
@@ -100,9 +101,13 @@ export class EchoGate {
       this.played.shift();
     }
     if (loud < 1e-4) {
-      this.playing = 0;
+      // A pause in the voice (between sentences, or synthesis behind playback: chunks arriving late) keeps what
+      // was learnt of it: the count restarts only once the history holds none of the voice. Restarting at every
+      // pause held a talker for the first minChunks (512 ms) after each one.
+      if (++this.quiet >= this.history) this.playing = 0;
       return micRms > this.floor;  // nothing played lately: the room and the user only
     }
+    this.quiet = 0;
     this.playing++;
     if (micRms <= this.floor) return false;
     const n = this.mic.length;
