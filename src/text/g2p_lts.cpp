@@ -175,6 +175,11 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
       return error("g2p: ", name, ": graphone ", i, " has no letter a-z");
     m.graphones_.push_back(std::move(ps));
   }
+  // A letter's graphones are one run of indices (the trainer sorts them by letter): the search reads each
+  // history's children of that letter as one run.
+  for (const std::vector<uint16_t>& gs : m.by_letter_)
+    if (!gs.empty() && gs.back() - gs.front() + 1u != gs.size())
+      return error("g2p: ", name, ": the graphones of one letter are not together");
   const uint32_t n_nodes = u32();
   if (bad || n_nodes == 0 || (b.size() - pos) / 6 < n_nodes || (b.size() - pos) != size_t{n_nodes} * 6)
     return error("g2p: ", name, ": the joint-sequence model's ", n_nodes, " n-grams do not fit its ",
@@ -278,11 +283,40 @@ std::string LetterToSound::read_jsm(std::string_view letters) const {
   std::vector<Hyp> hyps{{0, advance(root, 1), UINT32_MAX}}, next;
   std::vector<Cand> cands;
   std::vector<uint32_t> seen;
+  std::vector<int64_t> letter_cost;
   for (char c : letters) {
     const std::vector<uint16_t>& gs = by_letter_[static_cast<size_t>(c - 'a')];
+    if (gs.empty()) return {};
+    const uint16_t lo = gs.front(), hi = static_cast<uint16_t>(gs.back() + 1);
     cands.clear();
-    for (uint32_t r = 0; r < hyps.size(); ++r)
-      for (uint16_t g : gs) cands.push_back({hyps[r].cost + score(hyps[r].h, g), r, g});
+    for (uint32_t r = 0; r < hyps.size(); ++r) {
+      // score() for every graphone of the letter at once (where the time goes: one binary search a history
+      // suffix instead of one a suffix and graphone): the deepest suffix that has the graphone as a child
+      // gives its cost, plus the backoff costs of the deeper suffixes.
+      letter_cost.assign(gs.size(), -1);
+      size_t unset = gs.size();
+      int64_t acc = 0;
+      const History& h = hyps[r].h;
+      for (int k = h.n; k-- > 0 && unset > 0;) {
+        const Node& node = nodes_[h.node[k]];
+        uint32_t a = node.first_child, b = node.first_child + node.n_children;
+        while (a < b) {  // the first child with a graphone >= lo
+          const uint32_t mid = (a + b) / 2;
+          if (nodes_[mid].graphone < lo)
+            a = mid + 1;
+          else
+            b = mid;
+        }
+        for (uint32_t ch = a; ch < node.first_child + node.n_children && nodes_[ch].graphone < hi; ++ch) {
+          int64_t& slot = letter_cost[nodes_[ch].graphone - lo];
+          if (slot < 0) slot = acc + nodes_[ch].cost, --unset;
+        }
+        acc += node.backoff;
+      }
+      for (size_t i = 0; i < gs.size(); ++i)
+        cands.push_back({hyps[r].cost + (letter_cost[i] < 0 ? acc + 255 : letter_cost[i]), r,
+                         static_cast<uint16_t>(lo + i)});
+    }
     std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
       if (a.cost != b.cost) return a.cost < b.cost;
       if (a.rank != b.rank) return a.rank < b.rank;
