@@ -117,14 +117,15 @@ def train(seqs, order, min_count):
             return lower
         return max(kn[k][hist + (g,)] - disc[k], 0) / t + disc[k] * types[k][hist] / t * lower
 
+    # Sorted everywhere a float sum's order could depend on Python's string hashing (PYTHONHASHSEED).
     for k in range(1, order + 1):
-        for g in kept[k]:
+        for g in sorted(kept[k]):
             prob[g] = p(g[:-1], g[-1])
     # Backoff weights: the mass an n-gram left out of a history gets from the shorter history, normalised.
     bow = {}
     children = collections.defaultdict(list)
     for k in range(1, order + 1):
-        for g in kept[k]:
+        for g in sorted(kept[k]):
             children[g[:-1]].append(g)
     for hist, ch in children.items():
         if not hist:
@@ -285,13 +286,7 @@ def main():
             words = lts.load_words(z, lang)
             train_words = {w: u for w, u in words.items() if not lts.held_out(w) and not (use_dev and dev(w))}
             test_words = {w: u for w, u in words.items() if (dev(w) if use_dev else lts.held_out(w))}
-            import pickle, os
-            cache = f'/tmp/g2p4_align_{lang}_{int(use_dev)}.pkl'
-            if os.path.exists(cache):
-                alignments = pickle.load(open(cache, 'rb'))
-            else:
-                alignments = lts.align(train_words)
-                pickle.dump(alignments, open(cache, 'wb'))
+            alignments = lts.align(train_words)
             vocab, prob, bow, children = train(sequences(alignments), order, min_count)
             index, nodes = build(vocab, prob, bow, children, order)
             blob, graphones = model_file(index, nodes, order, beam)

@@ -317,14 +317,23 @@ std::string LetterToSound::read_jsm(std::string_view letters) const {
         cands.push_back({hyps[r].cost + (letter_cost[i] < 0 ? acc + 255 : letter_cost[i]), r,
                          static_cast<uint16_t>(lo + i)});
     }
-    std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+    const auto before = [](const Cand& a, const Cand& b) {
       if (a.cost != b.cost) return a.cost < b.cost;
       if (a.rank != b.rank) return a.rank < b.rank;
       return a.graphone < b.graphone;
-    });
+    };
+    // Only the first few candidates are usually read (a beam's worth, less the repeated histories): sort
+    // those, and the rest only if they run out. The order is total, so this is the full sort's order.
+    size_t sorted = std::min(cands.size(), static_cast<size_t>(beam_) * 2);
+    std::partial_sort(cands.begin(), cands.begin() + static_cast<long>(sorted), cands.end(), before);
     next.clear();
     seen.clear();
-    for (const Cand& cand : cands) {
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (i == sorted) {
+        std::sort(cands.begin() + static_cast<long>(sorted), cands.end(), before);
+        sorted = cands.size();
+      }
+      const Cand& cand = cands[i];
       const Hyp& from = hyps[cand.rank];
       const History h = advance(from.h, cand.graphone);
       const uint32_t key = h.node[h.n - 1];

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <random>
@@ -261,7 +262,12 @@ void committed_model_test(const char* lang, double min_exact) {
   ASSERT_EQ(predicted.size(), lexicon.size());
   ASSERT_GT(predicted.size(), 2000u);
   int same_as_trainer = 0, exact = 0;
-  for (size_t i = 0; i < predicted.size(); ++i) {
+#ifdef SOTTO_TEST_UNDER_SANITIZER
+  const size_t step = 10;  // every 10th word: ~10x slower under the sanitizers
+#else
+  const size_t step = 1;
+#endif
+  for (size_t i = 0; i < predicted.size(); i += step) {
     ASSERT_EQ(predicted[i].first, lexicon[i].first);
     ASSERT_TRUE(crc_held_out(predicted[i].first)) << predicted[i].first << " is not a held-out word";
     const std::string ps = to_utf8(lts->read(predicted[i].first));
@@ -270,27 +276,27 @@ void committed_model_test(const char* lang, double min_exact) {
     exact += ps == lexicon[i].second;
   }
   // The time a word in no lexicon costs (a second pass, reads only).
+  // Process CPU time: the wall clock on the shared 2-core machine mostly measures other jobs.
   size_t bytes_out = 0;
-  const auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t c0 = std::clock();
   for (const auto& [word, ps] : predicted) bytes_out += lts->read(word).size();
   const double us_per_word =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-      static_cast<double>(predicted.size());
+      1e6 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC / static_cast<double>(predicted.size());
   EXPECT_GT(bytes_out, 0u);
-  const double rate = static_cast<double>(exact) / static_cast<double>(lexicon.size());
+  const double rate = static_cast<double>(exact) * step / static_cast<double>(lexicon.size());
   std::printf(
       "[ g2p     ] %s: joint-sequence model on %zu held-out words: %.1f%% as the lexicon, %d as the "
-      "trainer read them; %.0f us a word\n",
+      "trainer read them; %.0f us of CPU a word\n",
       lang, lexicon.size(), 100 * rate, same_as_trainer, us_per_word);
-  EXPECT_GE(rate, min_exact);
+  if (step == 1) EXPECT_GE(rate, min_exact);
 }
 
 TEST(G2pJsm, UsModelReproducesTheTrainer) {
-  committed_model_test("us", 0.0);
+  committed_model_test("us", 0.675);
 }
 
 TEST(G2pJsm, GbModelReproducesTheTrainer) {
-  committed_model_test("gb", 0.0);
+  committed_model_test("gb", 0.715);
 }
 
 // Bad input: a 1,000-letter word reads in bounded time (the beam is bounded: linear in the letters), words
@@ -315,7 +321,7 @@ TEST(G2pJsm, BadInputIsBounded) {
     auto r = LetterToSound::load(std::span<const uint8_t>(bytes.data(), cut), "cut.bin");
     EXPECT_FALSE(r.ok()) << cut;
   }
-  for (int i = 0; i < 30; ++i) {
+  for (int i = 0; i < 10; ++i) {
     std::vector<uint8_t> bad = bytes;
     bad[rng() % bad.size()] ^= static_cast<uint8_t>(1 + rng() % 255);
     auto r = LetterToSound::load(bad, "flipped.bin");
@@ -348,16 +354,17 @@ TEST(G2pJsm, ThousandWordsWithUnknownWordsInFewMilliseconds) {
   ASSERT_EQ(words, 1000);
   int from_model = 0;
   for (const WordPhonemes& w : g2p->words(text)) from_model += w.source == Source::LetterToSound;
+  // Process CPU time (the wall clock on the shared machine mostly measures other jobs), best of 5.
   double best_ms = 1e9;
   for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const std::clock_t c0 = std::clock();
     const std::string ps = g2p->phonemize(text);
-    best_ms = std::min(
-        best_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    best_ms = std::min(best_ms, 1e3 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC);
     ASSERT_FALSE(ps.empty());
   }
   std::printf(
-      "[ g2p     ] %d words (%d written backwards, %d read by the joint-sequence model) in %.2f ms (best "
+      "[ g2p     ] %d words (%d written backwards, %d read by the joint-sequence model) in %.2f ms of CPU "
+      "(best "
       "of 5)\n",
       words, reversed, from_model, best_ms);
   EXPECT_GT(from_model, 20);
