@@ -337,7 +337,10 @@ std::string LetterToSound::read_jsm(std::string_view letters) const {
       const Hyp& from = hyps[cand.rank];
       const History h = advance(from.h, cand.graphone);
       const uint32_t key = h.node[h.n - 1];
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      // A plain loop: libc++ turns std::find over 32-bit ints into wmemchr, which the wasm build lacks.
+      bool repeated = false;
+      for (uint32_t k : seen) repeated |= k == key;
+      if (repeated) continue;
       seen.push_back(key);
       trail.push_back({cand.graphone, from.back});
       next.push_back({cand.cost, h, static_cast<uint32_t>(trail.size() - 1)});
