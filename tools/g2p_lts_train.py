@@ -4,7 +4,8 @@
     python3 tools/g2p_lts_train.py WHEEL [--out data/g2p] [--lang us|gb] [--heldout-only]
                                                                (WHEEL: misaki-0.9.4-py3-none-any.whl)
 
-Writes data/g2p/lts-en-{us,gb}.bin (tools/g2p_lexicon.py appends each to its language's lexicon file) and
+Writes data/g2p/lts-en-{us,gb}.bin (the older letter-to-sound tables: tools/g2p_lexicon.py now ships
+tools/g2p_jsm_train.py's model instead; tools/g2p_jsm_train.py reuses this file's lexicon reading and alignment) and
 prints the held-out accuracy; writes every 4th held-out word (in sorted order) with its lexicon phonemes to
 tests/data/g2p/lts_heldout_{us,gb}.tsv for the C++ test. --heldout-only writes just those lists.
 Deterministic: the same wheel gives the same files.

@@ -596,6 +596,14 @@ Result<G2p> G2p::load(std::span<const uint8_t> lexicon, std::string_view name) {
   return g;
 }
 
+Result<G2p> G2p::load(std::span<const uint8_t> lexicon, std::string_view name,
+                      std::span<const uint8_t> letter_to_sound) {
+  G2p g;
+  SOTTO_ASSIGN(g.lex_, Lexicon::load(lexicon, name));
+  SOTTO_ASSIGN(g.lts_, LetterToSound::load(letter_to_sound, name));
+  return g;
+}
+
 std::string G2p::phonemize(std::string_view text) const {
   return to_utf8(join(Phonemizer(lex_, lts_).run(text)));
 }

@@ -45,6 +45,10 @@ class G2p {
   // `lexicon` is a g2p-en-us.bin or g2p-en-gb.bin image (tools/g2p_lexicon.py); its language is the G2P's.
   static Result<G2p> load(std::span<const uint8_t> lexicon, std::string_view name);
   static Result<G2p> load_file(const std::string& path);  // native only (g2p_native.cpp)
+  // The same with the letter-to-sound model given apart (a data/g2p/jsm-en-*.bin image) in place of the file's
+  // own: how the tests read the committed model whatever lexicon file is installed.
+  static Result<G2p> load(std::span<const uint8_t> lexicon, std::string_view name,
+                          std::span<const uint8_t> letter_to_sound);
 
   Lang lang() const { return lex_.british() ? Lang::EnGb : Lang::EnUs; }
   const Lexicon& lexicon() const { return lex_; }

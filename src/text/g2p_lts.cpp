@@ -1,5 +1,7 @@
 #include "text/g2p_lts.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "text/g2p_lexicon.h"
@@ -30,9 +32,8 @@ void fix_stress(std::string& ps) {
 
 }  // namespace
 
-Result<LetterToSound> LetterToSound::load(std::span<const uint8_t> b, std::string_view name) {
+Result<LetterToSound> LetterToSound::load_tables(std::span<const uint8_t> b, std::string_view name) {
   LetterToSound lts;
-  if (b.empty()) return lts;
   size_t pos = 0;
   bool bad = false;
   auto u32 = [&] {
@@ -109,13 +110,10 @@ int LetterToSound::find(const Level& level, std::string_view context) const {
   return -1;
 }
 
-std::string LetterToSound::read(std::string_view word) const {
+std::string LetterToSound::read_tables(std::string_view word) const {
   std::string letters = "########";
-  for (char c : word) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
-    if (c >= 'a' && c <= 'z') letters.push_back(c);
-  }
-  const size_t n = letters.size() - 8;
+  letters += word;
+  const size_t n = word.size();
   letters += "########";
   std::string out;
   for (size_t i = 0; i < n; ++i) {
@@ -130,6 +128,247 @@ std::string LetterToSound::read(std::string_view word) const {
       break;
     }
   }
+  return out;
+}
+
+Result<LetterToSound> LetterToSound::load(std::span<const uint8_t> b, std::string_view name) {
+  if (b.empty()) return LetterToSound{};
+  if (b.size() >= 8 && std::memcmp(b.data(), "SOTTOJSM", 8) == 0) return load_jsm(b, name);
+  return load_tables(b, name);
+}
+
+Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::string_view name) {
+  LetterToSound m;
+  size_t pos = 8;
+  bool bad = false;
+  auto u8 = [&]() -> uint32_t {
+    if (bad || pos >= b.size()) return (bad = true), 0u;
+    return b[pos++];
+  };
+  auto u16 = [&] { return u8() | (u8() << 8); };
+  auto u32 = [&] { return u16() | (u16() << 16); };
+  if (const uint32_t version = u32(); version != 1)
+    return error("g2p: ", name, ": joint-sequence model of version ", version, ", expected 1");
+  const uint32_t order = u32(), beam = u32(), n_graphones = u32();
+  if (bad) return error("g2p: ", name, ": the joint-sequence model ends early");
+  if (order < 1 || order > 12 || beam < 1 || beam > 256)
+    return error("g2p: ", name, ": joint-sequence model of order ", order, " and beam ", beam,
+                 " (at most 12 and 256)");
+  if (n_graphones < 2 || n_graphones > 65535)
+    return error("g2p: ", name, ": ", n_graphones, " graphones (2 to 65535)");
+  m.order_ = static_cast<int>(order);
+  m.beam_ = static_cast<int>(beam);
+  m.by_letter_.resize(26);
+  for (uint32_t i = 0; i < n_graphones && !bad; ++i) {
+    const uint32_t letter = u8(), n = u8();
+    if (bad || b.size() - pos < n) {
+      bad = true;
+      break;
+    }
+    std::string ps;
+    if (!from_utf8(std::string_view(reinterpret_cast<const char*>(b.data() + pos), n), ps))
+      return error("g2p: ", name, ": graphone ", i, " has a symbol sotto does not know");
+    pos += n;
+    if (letter >= 'a' && letter <= 'z')
+      m.by_letter_[letter - 'a'].push_back(static_cast<uint16_t>(i));
+    else if (i > 1 || !ps.empty())
+      return error("g2p: ", name, ": graphone ", i, " has no letter a-z");
+    m.graphones_.push_back(std::move(ps));
+  }
+  // A letter's graphones are one run of indices (the trainer sorts them by letter): the search reads each
+  // history's children of that letter as one run.
+  for (const std::vector<uint16_t>& gs : m.by_letter_)
+    if (!gs.empty() && gs.back() - gs.front() + 1u != gs.size())
+      return error("g2p: ", name, ": the graphones of one letter are not together");
+  const uint32_t n_nodes = u32();
+  if (bad || n_nodes == 0 || (b.size() - pos) / 6 < n_nodes || (b.size() - pos) != size_t{n_nodes} * 6)
+    return error("g2p: ", name, ": the joint-sequence model's ", n_nodes, " n-grams do not fit its ",
+                 b.size() - pos, " bytes");
+  m.nodes_.resize(n_nodes);
+  uint64_t next_child = 1;
+  for (uint32_t i = 0; i < n_nodes; ++i) {
+    Node& node = m.nodes_[i];
+    node.graphone = static_cast<uint16_t>(u16());
+    node.cost = static_cast<uint8_t>(u8());
+    node.backoff = static_cast<uint8_t>(u8());
+    node.n_children = static_cast<uint16_t>(u16());
+    node.first_child = static_cast<uint32_t>(next_child);
+    next_child += node.n_children;
+    // Breadth-first: children come after their parent, and all of them within the file.
+    if (node.graphone >= n_graphones || next_child > n_nodes || (node.n_children && node.first_child <= i))
+      return error("g2p: ", name, ": joint-sequence n-gram ", i, " is not one sotto can read");
+  }
+  // Children sorted by graphone (the binary search needs it).
+  for (uint32_t i = 0; i < n_nodes; ++i) {
+    const Node& node = m.nodes_[i];
+    for (uint32_t c = node.first_child + 1; c < node.first_child + node.n_children; ++c)
+      if (m.nodes_[c - 1].graphone >= m.nodes_[c].graphone)
+        return error("g2p: ", name, ": joint-sequence n-gram ", i, "'s children are not sorted");
+  }
+  return m;
+}
+
+// The node of `graphone` after `node`'s history, or -1: a binary search over its children.
+int64_t LetterToSound::child(uint32_t node, uint16_t graphone) const {
+  const Node& n = nodes_[node];
+  uint32_t lo = n.first_child, hi = n.first_child + n.n_children;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) / 2;
+    const uint16_t g = nodes_[mid].graphone;
+    if (g == graphone) return mid;
+    if (g < graphone)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return -1;
+}
+
+namespace {
+
+constexpr int kMaxOrder = 12;
+
+// A history: the trie nodes of its suffixes, shortest (the root) first; a suffix the model left out means
+// every longer one is left out too.
+struct History {
+  uint32_t node[kMaxOrder];
+  int n = 0;
+};
+
+}  // namespace
+
+// The beam search of tools/g2p_jsm_train.py's Model.read, step for step: at each letter every hypothesis is
+// extended by each graphone of the letter; candidates are ordered by (cost, rank of the hypothesis extended,
+// graphone), the first of each history kept, beam_ of them. Costs are integers, so both find the same path.
+std::string LetterToSound::read_jsm(std::string_view letters) const {
+  struct Hyp {
+    int64_t cost;
+    History h;
+    uint32_t back;  // into `trail`: the hypothesis's last graphone and where the one before it is
+  };
+  struct Step {
+    uint16_t graphone;
+    uint32_t prev;
+  };
+  struct Cand {
+    int64_t cost;
+    uint32_t rank;
+    uint16_t graphone;
+  };
+  auto score = [&](const History& h, uint16_t g) {
+    int64_t acc = 0;
+    for (int k = h.n; k-- > 0;) {
+      const int64_t c = child(h.node[k], g);
+      if (c >= 0) return acc + nodes_[static_cast<size_t>(c)].cost;
+      acc += nodes_[h.node[k]].backoff;
+    }
+    return acc + 255;  // a graphone never seen
+  };
+  auto advance = [&](const History& h, uint16_t g) {
+    History out;
+    out.node[0] = 0;
+    out.n = 1;
+    for (int k = 0; k < h.n && out.n < order_; ++k) {
+      const int64_t c = child(h.node[k], g);
+      if (c < 0) break;
+      out.node[out.n++] = static_cast<uint32_t>(c);
+    }
+    return out;
+  };
+  std::vector<Step> trail;  // every kept hypothesis's last step, so a path is read back from its end
+  trail.reserve(letters.size() * static_cast<size_t>(beam_) + 1);
+  History root;
+  root.node[0] = 0;
+  root.n = 1;
+  std::vector<Hyp> hyps{{0, advance(root, 1), UINT32_MAX}}, next;
+  std::vector<Cand> cands;
+  std::vector<uint32_t> seen;
+  std::vector<int64_t> letter_cost;
+  for (char c : letters) {
+    const std::vector<uint16_t>& gs = by_letter_[static_cast<size_t>(c - 'a')];
+    if (gs.empty()) return {};
+    const uint16_t lo = gs.front(), hi = static_cast<uint16_t>(gs.back() + 1);
+    cands.clear();
+    for (uint32_t r = 0; r < hyps.size(); ++r) {
+      // score() for every graphone of the letter at once (where the time goes: one binary search a history
+      // suffix instead of one a suffix and graphone): the deepest suffix that has the graphone as a child
+      // gives its cost, plus the backoff costs of the deeper suffixes.
+      letter_cost.assign(gs.size(), -1);
+      size_t unset = gs.size();
+      int64_t acc = 0;
+      const History& h = hyps[r].h;
+      for (int k = h.n; k-- > 0 && unset > 0;) {
+        const Node& node = nodes_[h.node[k]];
+        uint32_t a = node.first_child, b = node.first_child + node.n_children;
+        while (a < b) {  // the first child with a graphone >= lo
+          const uint32_t mid = (a + b) / 2;
+          if (nodes_[mid].graphone < lo)
+            a = mid + 1;
+          else
+            b = mid;
+        }
+        for (uint32_t ch = a; ch < node.first_child + node.n_children && nodes_[ch].graphone < hi; ++ch) {
+          int64_t& slot = letter_cost[nodes_[ch].graphone - lo];
+          if (slot < 0) slot = acc + nodes_[ch].cost, --unset;
+        }
+        acc += node.backoff;
+      }
+      for (size_t i = 0; i < gs.size(); ++i)
+        cands.push_back({hyps[r].cost + (letter_cost[i] < 0 ? acc + 255 : letter_cost[i]), r,
+                         static_cast<uint16_t>(lo + i)});
+    }
+    const auto before = [](const Cand& a, const Cand& b) {
+      if (a.cost != b.cost) return a.cost < b.cost;
+      if (a.rank != b.rank) return a.rank < b.rank;
+      return a.graphone < b.graphone;
+    };
+    // Only the first few candidates are usually read (a beam's worth, less the repeated histories): sort
+    // those, and the rest only if they run out. The order is total, so this is the full sort's order.
+    size_t sorted = std::min(cands.size(), static_cast<size_t>(beam_) * 2);
+    std::partial_sort(cands.begin(), cands.begin() + static_cast<long>(sorted), cands.end(), before);
+    next.clear();
+    seen.clear();
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (i == sorted) {
+        std::sort(cands.begin() + static_cast<long>(sorted), cands.end(), before);
+        sorted = cands.size();
+      }
+      const Cand& cand = cands[i];
+      const Hyp& from = hyps[cand.rank];
+      const History h = advance(from.h, cand.graphone);
+      const uint32_t key = h.node[h.n - 1];
+      // A plain loop: libc++ turns std::find over 32-bit ints into wmemchr, which the wasm build lacks.
+      bool repeated = false;
+      for (uint32_t k : seen) repeated |= k == key;
+      if (repeated) continue;
+      seen.push_back(key);
+      trail.push_back({cand.graphone, from.back});
+      next.push_back({cand.cost, h, static_cast<uint32_t>(trail.size() - 1)});
+      if (next.size() == static_cast<size_t>(beam_)) break;
+    }
+    if (next.empty()) return {};
+    hyps.swap(next);
+  }
+  size_t best = 0;
+  int64_t best_cost = INT64_MAX;
+  for (size_t r = 0; r < hyps.size(); ++r) {
+    const int64_t total = hyps[r].cost + score(hyps[r].h, 0);
+    if (total < best_cost) best_cost = total, best = r;
+  }
+  std::vector<uint16_t> path;
+  for (uint32_t t = hyps[best].back; t != UINT32_MAX; t = trail[t].prev) path.push_back(trail[t].graphone);
+  std::string out;
+  for (size_t i = path.size(); i-- > 0;) out += graphones_[path[i]];
+  return out;
+}
+
+std::string LetterToSound::read(std::string_view word) const {
+  std::string letters;
+  for (char c : word) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c + 32);
+    if (c >= 'a' && c <= 'z') letters.push_back(c);
+  }
+  std::string out = joint_sequence() ? read_jsm(letters) : read_tables(letters);
   fix_stress(out);
   return out;
 }

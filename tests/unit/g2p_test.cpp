@@ -401,10 +401,11 @@ uint32_t crc32(std::string_view s) {
   return ~c;
 }
 
-// Lexicon words the letter-to-sound model never saw (tools/g2p_lts_train.py holds out words whose crc32 is
-// 0 mod 20), read by the model alone: the C++ tables must give what the trainer measured (US 59.0 %, GB
-// 62.7 % exact on all held-out words; these lists are every 4th of them). With misaki's rules and the affix
-// rules first (read_as_unknown): US 64.2 %, GB 65.7 % on these lists; the floors sit ~1 point under.
+// Lexicon words the letter-to-sound model never saw (tools/g2p_jsm_train.py holds out words whose crc32 is
+// 0 mod 20), read by the committed model (data/g2p/jsm-en-*.bin, whatever models/g2p-en-*.bin carries) alone
+// and with misaki's rules and the affix rules on the known stems left first (read_as_unknown). The trainer
+// printed 69.1 % (US) / 72.8 % (GB) exact on all held-out words; these lists are every 4th of them (model alone
+// 68.6 % / 72.3 %, with the rules first 68.4 % / 70.8 %); the floors sit ~1 point under.
 bool held_out(std::string_view w) {
   return crc32(w) % 20 == 0;
 }
@@ -426,6 +427,17 @@ double espeak_agreement(const std::string& list) {
 
 void letter_to_sound_test(Lang lang, const char* list, double min_exact, double min_reading) {
   NEED_MODEL(lang);
+  std::ifstream lex_in(source_path(lang == Lang::EnUs ? "models/g2p-en-us.bin" : "models/g2p-en-gb.bin"),
+                       std::ios::binary);
+  const std::vector<uint8_t> lexicon((std::istreambuf_iterator<char>(lex_in)),
+                                     std::istreambuf_iterator<char>());
+  std::ifstream jsm_in(source_path(lang == Lang::EnUs ? "data/g2p/jsm-en-us.bin" : "data/g2p/jsm-en-gb.bin"),
+                       std::ios::binary);
+  const std::vector<uint8_t> jsm((std::istreambuf_iterator<char>(jsm_in)), std::istreambuf_iterator<char>());
+  auto with_jsm = G2p::load(lexicon, "lexicon", jsm);
+  ASSERT_TRUE(with_jsm.ok()) << with_jsm.message();
+  ASSERT_TRUE(!jsm.empty()) << "data/g2p/jsm-en-*.bin missing";
+  g2p = &*with_jsm;
   std::ifstream in(source_path(list));
   std::string line;
   int n = 0, exact = 0, no_stress = 0, reading_ok = 0;
@@ -434,15 +446,23 @@ void letter_to_sound_test(Lang lang, const char* list, double min_exact, double 
       for (size_t p = s.find(mark); p != std::string::npos; p = s.find(mark)) s.erase(p, 2);
     return s;
   };
+#ifdef SOTTO_TEST_UNDER_SANITIZER
+  const int step = 10;  // every 10th word: ~10x slower under the sanitizers
+#else
+  const int step = 1;
+#endif
+  int line_no = 0;
   while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
+    if (line.empty() || line[0] == '#' || line_no++ % step != 0) continue;
     const auto f = split_tabs(line);
     ASSERT_EQ(f.size(), 2u) << line;
     ASSERT_EQ(crc32(f[0]) % 20, 0u) << f[0] << " is not a held-out word";
     ++n;
-    std::string expected = f[1];  // misaki writes the flap T in its output (Kokoro v1.0's symbol)
+    std::string expected = f[1];  // misaki writes ɾ and ʔ as T and t in its output (Kokoro v1.0's symbols)
     for (size_t p = expected.find("ɾ"); p != std::string::npos; p = expected.find("ɾ"))
       expected.replace(p, 2, "T");
+    for (size_t p = expected.find("ʔ"); p != std::string::npos; p = expected.find("ʔ"))
+      expected.replace(p, 2, "t");
     const std::string ps = g2p->letters_to_sounds(f[0]);
     exact += ps == expected;
     reading_ok += g2p->read_as_unknown(f[0], held_out) == expected;
@@ -457,17 +477,18 @@ void letter_to_sound_test(Lang lang, const char* list, double min_exact, double 
       list, n, 100.0 * exact / n, 100.0 * no_stress / n, 100.0 * reading_ok / n,
       100.0 * espeak_agreement(lang == Lang::EnUs ? "tests/data/g2p/espeak_heldout_us.tsv"
                                                   : "tests/data/g2p/espeak_heldout_gb.tsv"));
-  EXPECT_GT(n, 2000);
+  EXPECT_GT(n * step, 2000);
+  if (step > 1) return;
   EXPECT_GE(static_cast<double>(exact) / n, min_exact);
   EXPECT_GE(static_cast<double>(reading_ok) / n, min_reading);
 }
 
 TEST(G2p, UsLetterToSoundOnHeldOutWords) {
-  letter_to_sound_test(Lang::EnUs, "tests/data/g2p/lts_heldout_us.tsv", 0.585, 0.63);
+  letter_to_sound_test(Lang::EnUs, "tests/data/g2p/lts_heldout_us.tsv", 0.675, 0.67);
 }
 
 TEST(G2p, GbLetterToSoundOnHeldOutWords) {
-  letter_to_sound_test(Lang::EnGb, "tests/data/g2p/lts_heldout_gb.tsv", 0.61, 0.645);
+  letter_to_sound_test(Lang::EnGb, "tests/data/g2p/lts_heldout_gb.tsv", 0.715, 0.70);
 }
 
 // 1,000 words of prose, numbers and names: the time one phonemize() call takes natively.

@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""Trains the G2P's joint-sequence (graphone) model on misaki 0.9.4's lexicon: what reads words in no lexicon.
+
+    python3 tools/g2p_jsm_train.py WHEEL [--out data/g2p] [--lang us|gb] [--dev] [--order N] [--min-count K]
+                                                                (WHEEL: misaki-0.9.4-py3-none-any.whl)
+
+Writes data/g2p/jsm-en-{us,gb}.bin (tools/g2p_lexicon.py puts each in its language's lexicon file as the
+letter-to-sound section) and tests/data/g2p/jsm_predictions_{us,gb}.tsv (this script's own readings of the
+words in tests/data/g2p/lts_heldout_*.tsv, which the C++ decoder must reproduce exactly), and prints the
+held-out accuracy. --dev trains without the dev words too (crc32 % 20 == 1) and reports on them instead: the
+split every choice below was made on; the held-out words (crc32 % 20 == 0) never enter training or tuning.
+Deterministic: the same wheel gives the same files.
+
+The model (Bisani & Ney's joint-sequence model, with graphones of exactly one letter):
+  1. Each lexicon word is aligned letter by letter with its phoneme units (a unit: a phoneme with the stress
+     mark before it, if any), each letter taking 0, 1 or 2 units: tools/g2p_lts_train.py's Viterbi EM.
+     A graphone is a (letter, units) pair.
+  2. An n-gram model over a word's graphones (ORDER graphones, word start and end marked), interpolated
+     Kneser-Ney (one discount a order), stored as a backoff model: n-grams seen fewer than MIN_COUNT times
+     above the bigrams are left out.
+  3. A word is read by a beam search (BEAM hypotheses, the same n-gram history merged) over the graphones
+     of each letter in turn; the best path's units are the word's phonemes, with one primary stress made
+     sure of afterwards (as tools/g2p_lts_train.py's fix_stress).
+  Scores are integers (tenths of a nat, summed), so the C++ decoder (src/text/g2p_lts.cpp) finds the same
+  best path, ties included.
+
+File (little-endian), read by src/text/g2p_lts.cpp:
+  "SOTTOJSM" u32 version(1) u32 order u32 beam
+  u32 n_graphones, then per graphone: u8 letter ('a'..'z', or '^' for the word's end), u8 n_bytes, units
+      (UTF-8). Graphone 0 is the word's end; a word's start is the root context.
+  u32 n_nodes, then the n-gram trie in breadth-first order, node 0 the root (the empty history); per node:
+      u16 graphone, u8 cost (-ln P(graphone | history) in tenths of a nat, the root's 0), u8 backoff cost
+      (-ln of the history's backoff weight, 0 for nodes with no children), u16 n_children. A node's children
+      follow the nodes before them in breadth-first order, sorted by graphone.
+"""
+import collections
+import math
+import struct
+import sys
+import zipfile
+import zlib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import g2p_lts_train as lts  # noqa: E402  (the lexicon reading and the letter-unit alignment)
+
+ORDER = 7
+MIN_COUNT = 2
+BEAM = 16
+SCALE = 10.0  # costs in tenths of a nat
+END = ('^', ())
+START = ('$', ())
+
+
+def dev(word):
+    return zlib.crc32(word.encode()) % 20 == 1
+
+
+def sequences(alignments, reverse=False):
+    """Each word as its graphones (last letter first if reverse), in sorted word order."""
+    out = []
+    for w in sorted(alignments):
+        gs = [(w[i], chunk) for i, chunk in enumerate(alignments[w])]
+        out.append([START] + (gs[::-1] if reverse else gs) + [END])
+    return out
+
+
+def train(seqs, order, min_count):
+    """Interpolated Kneser-Ney over graphone n-grams; returns the trie as {history tuple: node} dicts."""
+    counts = [collections.Counter() for _ in range(order + 1)]  # counts[k][ngram of k graphones]
+    for s in seqs:
+        for i in range(len(s)):
+            # The history may start at the word's start (shorter n-grams there).
+            for k in range(1, order + 1):
+                if i - k + 1 < 0:
+                    break
+                counts[k][tuple(s[i - k + 1:i + 1])] += 1
+    # Keep n-grams of order >= 3 seen min_count times; counts are monotone, so the kept set is closed under
+    # prefixes and suffixes.
+    kept = [set()] + [set(c) if k <= 2 else {g for g, n in c.items() if n >= min_count}
+                      for k, c in enumerate(counts) if k > 0]
+    # Kneser-Ney counts: the highest order and n-grams starting at the word's start use raw counts; the
+    # others the number of distinct graphones seen before them.
+    cont = [collections.Counter() for _ in range(order + 1)]
+    for k in range(2, order + 1):
+        for g in counts[k]:
+            cont[k - 1][g[1:]] += 1
+    kn = [None] + [collections.Counter() for _ in range(order)]
+    for k in range(1, order + 1):
+        for g, n in counts[k].items():
+            kn[k][g] = n if k == order or g[0] == START else cont[k][g]
+    # Discounts (Ney's estimate from counts of one and two), per order.
+    disc = [0.0] * (order + 1)
+    for k in range(1, order + 1):
+        n1 = sum(1 for v in kn[k].values() if v == 1)
+        n2 = sum(1 for v in kn[k].values() if v == 2)
+        disc[k] = n1 / (n1 + 2 * n2) if n1 + 2 * n2 else 0.5
+    # Per history: total count and number of followers (over all n-grams, kept or not).
+    tot = [collections.Counter() for _ in range(order + 1)]
+    types = [collections.Counter() for _ in range(order + 1)]
+    for k in range(1, order + 1):
+        for g, n in kn[k].items():
+            tot[k][g[:-1]] += n
+            types[k][g[:-1]] += 1
+    vocab = sorted((g[0] for g in counts[1]), key=lambda g: (g[0], len(g[1]), g[1]))
+    prob = {}
+
+    def p(hist, g):
+        k = len(hist) + 1
+        if k == 1:
+            t = tot[1][()]
+            lower = 1.0 / len(vocab)
+            return max(kn[1][(g,)] - disc[1], 0) / t + disc[1] * types[1][()] / t * lower
+        lower = p(hist[1:], g)
+        t = tot[k][hist]
+        if t == 0:
+            return lower
+        return max(kn[k][hist + (g,)] - disc[k], 0) / t + disc[k] * types[k][hist] / t * lower
+
+    # Sorted everywhere a float sum's order could depend on Python's string hashing (PYTHONHASHSEED).
+    for k in range(1, order + 1):
+        for g in sorted(kept[k]):
+            prob[g] = p(g[:-1], g[-1])
+    # Backoff weights: the mass an n-gram left out of a history gets from the shorter history, normalised.
+    bow = {}
+    children = collections.defaultdict(list)
+    for k in range(1, order + 1):
+        for g in sorted(kept[k]):
+            children[g[:-1]].append(g)
+    for hist, ch in children.items():
+        if not hist:
+            continue
+        num = 1.0 - sum(prob[g] for g in ch)
+        den = 1.0 - sum(prob[g[1:]] for g in ch)
+        bow[hist] = max(num, 1e-12) / max(den, 1e-12)
+    return vocab, prob, bow, children
+
+
+def cost(x):
+    return min(255, max(0, int(round(-math.log(max(x, 1e-30)) * SCALE))))
+
+
+def build(vocab, prob, bow, children, order):
+    """The trie in breadth-first order: [(history tuple, graphone index, cost, backoff cost, n_children)]."""
+    index = {g: i for i, g in enumerate([END, START] + [g for g in vocab if g not in (END, START)])}
+    nodes = [((), 0, 0, 0)]
+    frontier = [()]
+    while frontier:
+        nxt = []
+        for hist in frontier:
+            for g in sorted(children.get(hist, []), key=lambda g: index[g[-1]]):
+                nodes.append((g, index[g[-1]], cost(prob[g]), cost(bow[g]) if g in bow else 0))
+                nxt.append(g)
+        frontier = nxt
+    return index, nodes
+
+
+class Model:
+    """The stored model, read back exactly as the C++ decoder reads it."""
+
+    def __init__(self, graphones, nodes, order, beam):
+        self.graphones = graphones  # [(letter, units string)]
+        self.order, self.beam = order, beam
+        self.cost = [n[2] for n in nodes]
+        self.bow = [n[3] for n in nodes]
+        self.child = {}
+        hist_id = {(): 0}
+        for i, n in enumerate(nodes[1:], 1):
+            hist_id[n[0]] = i
+            self.child[(hist_id[n[0][:-1]], n[1])] = i
+        by_letter = collections.defaultdict(list)
+        for i, (letter, _) in enumerate(graphones):
+            by_letter[letter].append(i)
+        self.by_letter = by_letter
+
+    def score(self, state, g):
+        """state: node ids of the history's suffixes, longest last ([0] = the root alone)."""
+        acc = 0
+        for ctx in reversed(state):
+            n = self.child.get((ctx, g))
+            if n is not None:
+                return acc + self.cost[n]
+            acc += self.bow[ctx]
+        return acc + 255  # a graphone never seen at all
+
+    def advance(self, state, g):
+        # The new history's suffixes, shortest first: a suffix left out of the model means every longer one
+        # is too (the kept n-grams are closed under suffixes). At most order - 1 graphones of history.
+        new = [0]
+        for ctx in state:
+            n = self.child.get((ctx, g))
+            if n is None:
+                break
+            new.append(n)
+        return tuple(new[:self.order])
+
+    def path_cost(self, path):
+        """The cost of one whole graphone path (word start and end included)."""
+        state, total = self.advance((0,), 1), 0
+        for g in path:
+            total += self.score(state, g)
+            state = self.advance(state, g)
+        return total + self.score(state, 0)
+
+    def nbest(self, word):
+        """The final beam: [(total cost, graphone path)], best first."""
+        letters = [c for c in word.lower() if 'a' <= c <= 'z']
+        hyps = [(0, self.advance((0,), 1), ())]
+        for c in letters:
+            cands = []
+            for rank, (sc, state, path) in enumerate(hyps):
+                for g in self.by_letter.get(c, []):
+                    cands.append((sc + self.score(state, g), rank, g, state, path))
+            cands.sort(key=lambda x: x[:3])
+            hyps, seen = [], set()
+            for sc, _, g, state, path in cands:
+                st = self.advance(state, g)
+                if st[-1] in seen:
+                    continue
+                seen.add(st[-1])
+                hyps.append((sc, st, path + (g,)))
+                if len(hyps) == self.beam:
+                    break
+            if not hyps:
+                return []
+        return sorted(((sc + self.score(state, 0), rank, path) for rank, (sc, state, path) in enumerate(hyps)))
+
+    def read(self, word):
+        """The best path by the beam search src/text/g2p_lts.cpp runs: candidates ordered by (cost, rank of
+        the hypothesis they extend, graphone), the first of each n-gram history kept, BEAM of them."""
+        letters = [c for c in word.lower() if 'a' <= c <= 'z']
+        hyps = [(0, self.advance((0,), 1), ())]  # (cost, state, graphone path); graphone 1 starts words
+        for c in letters:
+            cands = []
+            for rank, (sc, state, path) in enumerate(hyps):
+                for g in self.by_letter.get(c, []):
+                    cands.append((sc + self.score(state, g), rank, g, state, path))
+            cands.sort(key=lambda x: x[:3])
+            hyps, seen = [], set()
+            for sc, _, g, state, path in cands:
+                st = self.advance(state, g)
+                if st[-1] in seen:
+                    continue
+                seen.add(st[-1])
+                hyps.append((sc, st, path + (g,)))
+                if len(hyps) == self.beam:
+                    break
+            if not hyps:
+                return ''
+        best = min((sc + self.score(state, 0), rank) for rank, (sc, state, _) in enumerate(hyps))
+        return lts.fix_stress([self.graphones[g][1] for g in hyps[best[1]][2]])
+
+
+def model_file(index, nodes, order, beam):
+    graphones = sorted(index, key=index.get)
+    out = bytearray(b'SOTTOJSM' + struct.pack('<IIII', 1, order, beam, len(graphones)))
+    for letter, chunk in graphones:
+        b = ''.join(chunk).encode()
+        out += letter.encode() + bytes([len(b)]) + b
+    n_children = collections.Counter(n[0][:-1] for n in nodes[1:])
+    out += struct.pack('<I', len(nodes))
+    for hist, g, c, b, in nodes:
+        out += struct.pack('<HBBH', g, c, b, n_children.get(hist, 0))
+    return bytes(out), [(letter, ''.join(chunk)) for letter, chunk in graphones]
+
+
+def main():
+    args = sys.argv[1:]
+    out_dir = Path('data/g2p')
+    opts = {'--out': None, '--lang': None, '--order': None, '--min-count': None, '--beam': None}
+    use_dev = '--dev' in args
+    args = [a for a in args if a != '--dev']
+    for k in opts:
+        if k in args:
+            opts[k] = args[args.index(k) + 1]
+            del args[args.index(k):args.index(k) + 2]
+    if len(args) != 1:
+        sys.exit(__doc__.split('\n\n')[1])
+    out_dir = Path(opts['--out'] or out_dir)
+    order = int(opts['--order'] or ORDER)
+    min_count = int(opts['--min-count'] or MIN_COUNT)
+    beam = int(opts['--beam'] or BEAM)
+    langs = (opts['--lang'],) if opts['--lang'] else ('us', 'gb')
+    with zipfile.ZipFile(args[0]) as z:
+        for lang in langs:
+            words = lts.load_words(z, lang)
+            train_words = {w: u for w, u in words.items() if not lts.held_out(w) and not (use_dev and dev(w))}
+            test_words = {w: u for w, u in words.items() if (dev(w) if use_dev else lts.held_out(w))}
+            alignments = lts.align(train_words)
+            vocab, prob, bow, children = train(sequences(alignments), order, min_count)
+            index, nodes = build(vocab, prob, bow, children, order)
+            blob, graphones = model_file(index, nodes, order, beam)
+            model = Model(graphones, nodes, order, beam)
+            ok = ok_ns = 0
+            for w, u in sorted(test_words.items()):
+                got, want = model.read(w), ''.join(u)
+                ok += got == want
+                ok_ns += got.replace('ˈ', '').replace('ˌ', '') == want.replace('ˈ', '').replace('ˌ', '')
+            split = 'dev (crc32 % 20 == 1)' if use_dev else 'held out (crc32 % 20 == 0)'
+            print(f'g2p_jsm_train: {lang}: order {order}, min count {min_count}, beam {beam}: '
+                  f'{len(train_words)} training words, {len(test_words)} {split}: '
+                  f'{ok / len(test_words):.1%} exact, {ok_ns / len(test_words):.1%} ignoring stress; '
+                  f'{len(graphones)} graphones, {len(nodes)} n-grams, {len(blob)} bytes', flush=True)
+            if use_dev:
+                continue
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / f'jsm-en-{lang}.bin').write_bytes(blob)
+            listed = [line.split('\t')[0] for line in
+                      Path(f'tests/data/g2p/lts_heldout_{lang}.tsv').read_text(encoding='utf-8').splitlines()
+                      if line and not line.startswith('#')]
+            with open(f'tests/data/g2p/jsm_predictions_{lang}.tsv', 'w', encoding='utf-8') as f:
+                f.write(f'# tools/g2p_jsm_train.py\'s readings of the words of lts_heldout_{lang}.tsv '
+                        f'(held out of its training; {ok / len(test_words):.1%} of all {len(test_words)} '
+                        'held-out words exact): word, phonemes\n')
+                f.write(''.join(f'{w}\t{model.read(w)}\n' for w in listed))
+            print(f'g2p_jsm_train: wrote {out_dir / f"jsm-en-{lang}.bin"} ({len(blob)} bytes)')
+
+
+if __name__ == '__main__':
+    main()
