@@ -227,7 +227,7 @@ get_g2p() {
     echo "get-models: $wheel has sha256 $(sha256_of "$wheel"), expected $MISAKI_WHEEL_SHA" >&2
     return 1
   fi
-  python3 tools/g2p_lexicon.py "$wheel" "$MODELS_DIR"  # + data/g2p/lts-en-*.bin
+  python3 tools/g2p_lexicon.py "$wheel" "$MODELS_DIR"  # + data/g2p/jsm-en-*.bin
   for f in us:$G2P_US_SHA gb:$G2P_GB_SHA; do
     local got
     got=$(sha256_of "$MODELS_DIR/g2p-en-${f%%:*}.bin")
