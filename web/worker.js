@@ -594,7 +594,7 @@ function nnCheck({ seed = 0 }) {
 }
 
 const ops = { init, selftest, kernelCheck, attentionCheck, nnCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmTokenizeTurn, llmGenerate, llmRollback,
-  ...vadOps(() => ({ wasm, memory, loadIntoWasm })),
+  ...vadOps(() => ({ wasm, memory, loadIntoWasm, gpu })),
   // Kokoro on this pool (web/tts.js with threads > 1): its int8 convs split across the helpers.
   ...ttsOps(() => ({ wasm, memory, loadIntoWasm })) };
 const parent = await parentChannel();

@@ -260,6 +260,13 @@ float sotto_vad_process(SottoVad* vad, const float* frame, size_t n_samples);
 int64_t sotto_vad_process_clip(SottoVad* vad, const float* samples, size_t n_samples, float* probs,
                                size_t capacity);
 int64_t sotto_vad_frame_count(const SottoVad* vad, size_t n_samples);
+/* Moves the loaded model to a backend (enum SottoBackend) and resets the stream. SOTTO_BACKEND_WEBGPU opens
+ * the platform's WebGPU device (Dawn natively; in WebAssembly the engine worker's, which JS must have opened)
+ * and copies the weights there; SOTTO_ERROR_RUN with the reason when there is none. In WebAssembly a GPU
+ * stream reads each probability back synchronously: call process / process_clip through a
+ * WebAssembly.promising export with sotto_gpu_blocking_reads(1) (web/vad-ops.js). */
+int32_t sotto_vad_set_backend(SottoVad* vad, int32_t backend);
+int32_t sotto_vad_backend(const SottoVad* vad); /* SOTTO_BACKEND_CPU or _WEBGPU */
 
 /* Audio for the model: a WAV file in memory (any rate and channel count) decoded, averaged to mono and
  * resampled to the model's rate (what `sotto vad` does), or mono float samples at in_rate_hz resampled.
