@@ -318,6 +318,12 @@ const char* sotto_asr_last_error(const SottoAsr* asr); /* "" when the last call 
 int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_size, const uint8_t* decoder,
                        size_t decoder_size, const uint8_t* tokenizer, size_t tokenizer_size);
 int32_t sotto_asr_load_vad(SottoAsr* asr, const uint8_t* onnx, size_t size);
+/* The backend (enum SottoBackend) the next sotto_asr_load puts Moonshine on. SOTTO_BACKEND_WEBGPU opens the
+ * platform's WebGPU device now (Dawn natively; in WebAssembly the one JS opened for this instance) and fails
+ * with SOTTO_ERROR_RUN and the reason when there is none; Parakeet stays on the CPU (its load then fails). In
+ * WebAssembly the GPU forward pass reads back synchronously: call sotto_asr_transcribe_json through a
+ * WebAssembly.promising export with sotto_gpu_blocking_reads(1) (web/asr.js). */
+int32_t sotto_asr_set_backend(SottoAsr* asr, int32_t backend);
 /* Parakeet TDT instead of Moonshine: config.json, model.safetensors (transformers' ParakeetForTDT) and NeMo's
  * tokenizer.model (size 0: token ids as text). transcribe_json then gives {"text", "tokens"}. */
 int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_t config_size,
