@@ -15,7 +15,7 @@ import { chromium } from 'playwright-core';
 
 import { startServer } from '../../web/serve.mjs';
 import { CHROMIUM } from './browser_support.mjs';
-import { MODELS, clipPath, haveFixtures, maxAbsDiff, modelPath, onnxRuntimeProbs, onnxRuntimeSession, readWav16, wasmPath } from './vad_support.mjs';
+import { MODELS, clipPath, haveFixtures, maxAbsDiff, modelPath, onnxRuntimeProbs, onnxRuntimeSession, readWav16, repo, wasmPath } from './vad_support.mjs';
 
 const TOLERANCE = 1e-4;
 const SECONDS = 3;
@@ -89,7 +89,9 @@ test(`v5.1 and v6.2 on WebGPU: ${SECONDS} s within ${TOLERANCE} of the CPU build
     assert.equal(r.info.device, 'webgpu');
     assert.equal(r.cpuInfo.device, 'cpu');
     assert.equal(r.gpu.length, Math.ceil(samples.length / 512));
-    const ref = (await onnxRuntimeProbs(ort, await onnxRuntimeSession(ort, modelPath(model)), samples)).probs;
+    const session = await onnxRuntimeSession(ort, modelPath(model));
+    const ref = (await onnxRuntimeProbs(ort, session, samples)).probs;
+    await session.release();
     const vsCpu = maxAbsDiff(r.gpu, r.cpu);
     const vsOrt = maxAbsDiff(r.gpu, ref);
     t.diagnostic(`${model}: ${r.gpu.length} frames, max |gpu - cpu| ${vsCpu.toExponential(2)}, |gpu - ORT| ${vsOrt.toExponential(2)}, `
@@ -138,4 +140,19 @@ test('on WebGPU: the streaming segmenter; auto falls back inline; bad devices re
   assert.match(out.inline.fallback, /^the VAD runs inline on this thread, which has no WebGPU device/);
   assert.match(out.inlineGpu, /^sotto: VAD device 'webgpu': the VAD runs inline/);
   assert.equal(out.badDevice, "sotto: unknown VAD device 'tpu' (use 'cpu', 'webgpu' or 'auto')");
+});
+
+// Node 20 has WebGPU (npm `webgpu`) but no JS Promise Integration, which the op layer's readbacks need in wasm:
+// `node web/cli.mjs vad --backend webgpu` says so in one line (exit 1); a bad backend is a usage error (exit 2).
+test('node web/cli.mjs vad --backend webgpu: one line saying why Node cannot', { skip: skip || (typeof WebAssembly.Suspending === 'function' && 'this Node has JSPI') }, async () => {
+  const { execFile } = await import('node:child_process');
+  const run = (args) => new Promise((resolve) => execFile(process.execPath, [`${repo}web/cli.mjs`, ...args], (error, stdout, stderr) => resolve({ code: error?.code ?? 0, stdout, stderr })));
+  const base = ['vad', '-m', modelPath('silero_vad_v5.1.onnx'), clipPath('test.wav')];
+  const gpu = await run([...base, '--backend', 'webgpu']);
+  assert.equal(gpu.code, 1);
+  assert.equal(gpu.stdout, '');
+  assert.match(gpu.stderr, /^sotto: VAD device 'webgpu': this runtime lacks JS Promise Integration \(WebAssembly\.Suspending \/ promising; Chromium 137\+\), which the GPU models need to wait for readbacks\n$/);
+  const bad = await run([...base, '--backend', 'tpu']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /^sotto: vad: bad value for --backend: 'tpu' \(cpu or webgpu\)\n/);
 });
