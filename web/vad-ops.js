@@ -40,7 +40,16 @@ function vadError(vad) {
 function drive(v, gen) {
   let step = gen.next();
   if (!v.onGpu) {
-    while (!step.done) step = gen.next(wasm[step.value[0]](...step.value.slice(1)));
+    while (!step.done) {
+      let result;
+      try {
+        result = wasm[step.value[0]](...step.value.slice(1));
+      } catch (e) {
+        step = gen.throw(e);  // the request's own finally blocks free what it allocated
+        continue;
+      }
+      step = gen.next(result);
+    }
     return step.value;
   }
   const env = bound;
