@@ -5,7 +5,7 @@
 // minutes for the whole clip, as the native MoonshineGpu tests say): the GPU's tokens and text equal to the
 // CPU build's on the same samples in the same page, the bar the native GreedyTranscriptIsOnnxRuntimesAndTheCpus
 // test holds (greedy decoding: the same argmax at every step); an unknown device refused in one line.
-// Run: node --test tests/web/moonshine_gpu_browser.test.mjs   (needs build/wasm-simd128, models/moonshine-base-en,
+// Run: SOTTO_SLOW_GPU_TESTS=1 node --test tests/web/moonshine_gpu_browser.test.mjs   (needs build/wasm-simd128, models/moonshine-base-en,
 // /usr/bin/chromium or $CHROMIUM, tests/fixtures)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -21,7 +21,11 @@ const SECONDS = 1.5;
 // gpu_browser.test.mjs's WebGPU launch.
 const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
   '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
-const skip = !haveFixtures() ? 'fixtures missing' : !existsSync(CHROMIUM) ? `no browser at ${CHROMIUM}`
+// SwiftShader took 112 s for the 1.5 s (3 tokens) in the page, the load not counted (measured on a loaded
+// 2-core machine): too slow for the web suite's budget, so it runs on request, as the native MoonshineGpu
+// transcript test does.
+const skip = !process.env.SOTTO_SLOW_GPU_TESTS ? 'SwiftShader needs ~2 min for this in Chromium: SOTTO_SLOW_GPU_TESTS=1 runs it'
+  : !haveFixtures() ? 'fixtures missing' : !existsSync(CHROMIUM) ? `no browser at ${CHROMIUM}`
   : !existsSync(wasmPath('simd128')) ? 'build the wasm first (cmake --build --preset wasm-simd128)'
     : modelDir !== `${repo}models/moonshine-base-en` ? 'SOTTO_MOONSHINE is not served'
       : !haveMoonshine() && 'no models/moonshine-base-en (bash scripts/get-models.sh moonshine)';
