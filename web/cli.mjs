@@ -19,7 +19,7 @@
 //   node web/cli.mjs phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]
 //            (text on stdin; the same stdout as `sotto phonemize`, cli/phonemize.cpp)
 // speech recognition with Moonshine (web/asr.js), the same stdout as `sotto transcribe` (cli/transcribe.cpp):
-//   node web/cli.mjs transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx]
+//   node web/cli.mjs transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--backend cpu|webgpu]
 // speech synthesis with Kokoro (web/tts.js), the same WAV and stdout as `sotto speak` (cli/speak.cpp); --text
 // reads English through our G2P first (one Kokoro call per sentence):
 //   node web/cli.mjs speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json]
@@ -417,7 +417,7 @@ async function runPhonemize(args) {
 // sotto transcribe in wasm (web/asr.js): the WAV decoded and resampled by the same C++ code, the JSON written by
 // the C API (sotto_asr_transcribe_json) as the native CLI writes it. One thread.
 async function runTranscribe(args) {
-  const values = ['-m', '--model', '--vad', '--wasm', '--threads'];
+  const values = ['-m', '--model', '--vad', '--wasm', '--threads', '--backend'];
   const positional = [];
   const o = { json: false };
   for (let i = 0; i < args.length; i++) {
@@ -431,7 +431,10 @@ async function runTranscribe(args) {
   if (!positional.length) throw new UsageError('missing AUDIO.wav');
   const { existsSync } = await import('node:fs');
   if (!existsSync(`${model}/encoder_model.ort`)) throw new Error(`${model} is not a Moonshine model directory (no encoder_model.ort)`);
-  const asr = await Asr.load(model, { variant: 'simd128', wasmUrl: o.wasm, vad: o.vad });
+  const device = o.backend ?? 'cpu';
+  if (device !== 'cpu' && device !== 'webgpu') throw new UsageError(`bad value for --backend: '${device}' (cpu or webgpu)`);
+  // webgpu: as for vad, Node 20 lacks the JS Promise Integration the GPU's readbacks need, and Asr.load says so.
+  const asr = await Asr.load(model, { variant: 'simd128', wasmUrl: o.wasm, vad: o.vad, device });
   try {
     const samples = await asr.decodeWav(positional[0]);
     if (samples.length === 0) throw new Error(`${positional[0]}: the file holds no samples`);
@@ -548,7 +551,7 @@ const USAGE = {
     'vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]\n' +
     '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--backend cpu|webgpu] [--wasm PATH]',
   phonemize: 'phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]   (text on stdin)',
-  transcribe: 'transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--wasm PATH]',
+  transcribe: 'transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--backend cpu|webgpu] [--wasm PATH]',
   speak: 'speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T] [--wasm PATH]',
   'gpu-selftest': 'gpu-selftest [--n N] [--json]',
 };

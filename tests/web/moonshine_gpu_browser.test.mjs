@@ -81,3 +81,15 @@ test(`Moonshine on WebGPU in the page: ${SECONDS} s of beckett.wav, the CPU buil
     await page.close();
   }
 });
+
+// Node 20 has no JS Promise Integration: `node web/cli.mjs transcribe --backend webgpu` says so in one line.
+const cliSkip = !haveFixtures() ? 'fixtures missing' : !existsSync(wasmPath('simd128')) ? 'build the wasm first'
+  : !haveMoonshine() ? 'no models/moonshine-base-en' : typeof WebAssembly.Suspending === 'function' && 'this Node has JSPI';
+test('node web/cli.mjs transcribe --backend webgpu: one line saying why Node cannot', { skip: cliSkip }, async () => {
+  const { execFile } = await import('node:child_process');
+  const run = (args) => new Promise((resolve) => execFile(process.execPath, [`${repo}web/cli.mjs`, ...args], (error, stdout, stderr) => resolve({ code: error?.code ?? 0, stdout, stderr })));
+  const gpu = await run(['transcribe', '-m', modelDir, clipPath('test.wav'), '--backend', 'webgpu']);
+  assert.equal(gpu.code, 1);
+  assert.equal(gpu.stdout, '');
+  assert.match(gpu.stderr, /^sotto: ASR device 'webgpu': this runtime lacks JS Promise Integration \(WebAssembly\.Suspending \/ promising; Chromium 137\+\), which the GPU models need to wait for readbacks\n$/);
+});
