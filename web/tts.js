@@ -160,16 +160,20 @@ export class Tts {
   #voiceLoads = new Map();  // name -> Promise (a voice is read once)
   #g2pLoads = new Map();  // lang -> Promise
 
+  // device: 'cpu' (the default), 'webgpu' (Kokoro on the op layer's WebGPU backend in an engine worker,
+  // web/worker.js, which holds the GPUDevice: needs WebGPU and JS Promise Integration, e.g. Chromium 137+, and
+  // throws the reason in one line where either is missing) or 'auto' (the GPU where it can run, else the CPU
+  // with the reason in tts.fallback). tts.device says where it runs.
   static async load(model, { voices, voice = 'af_heart', g2p = {}, variant, wasmUrl, onProgress, worker = !isNode,
-    threads = defaultTtsThreads() } = {}) {
+    threads = defaultTtsThreads(), device = 'cpu' } = {}) {
     const own = true;
-    const pooled = threads > 1 && (isNode || globalThis.crossOriginIsolated);
+    const pooled = device !== 'cpu' || (threads > 1 && (isNode || globalThis.crossOriginIsolated));
     const single = () => (worker ? WorkerEngine : InlineEngine).create({ variant, wasmUrl });
     // A pool that cannot start (a bundle without web/worker.js beside this module) falls back to one thread.
     const e = pooled ? await PoolEngine.create({ variant, wasmUrl, threads }).catch(single) : await single();
     try {
       const modelSource = absolute(model);
-      const { tts: id, loadMs } = await e.call('ttsLoad', { model: modelSource }, onProgress);
+      const { tts: id, loadMs, device: where, fallback } = await e.call('ttsLoad', { model: modelSource, device }, onProgress);
       const modelName = typeof modelSource === 'string' ? modelSource : '';
       const tts = new Tts(e, own, id, {
         voicesDir: absolute(voices ?? (modelName ? beside(modelName, 'voices/') : 'voices/')),
@@ -179,6 +183,8 @@ export class Tts {
         },
       });
       tts.loadMs = loadMs;
+      tts.device = where;
+      if (fallback) tts.fallback = fallback;
       tts.defaultVoice = voice;
       tts.threads = e.info?.threads ?? null;
       tts.worker = !!e.info?.worker;

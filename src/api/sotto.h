@@ -353,6 +353,12 @@ typedef struct SottoTts SottoTts;
 SottoTts* sotto_tts_create(int32_t n_threads);
 void sotto_tts_destroy(SottoTts* tts);
 const char* sotto_tts_last_error(const SottoTts* tts); /* "" when the last call succeeded */
+/* The backend (enum SottoBackend) the next sotto_tts_load puts Kokoro on. SOTTO_BACKEND_WEBGPU opens the
+ * platform's WebGPU device now (Dawn natively; in WebAssembly the one JS opened for this instance) and fails
+ * with SOTTO_ERROR_RUN and the reason when there is none. In WebAssembly the GPU reads back synchronously:
+ * call sotto_tts_load / _speak / _stream_* through WebAssembly.promising exports with
+ * sotto_gpu_blocking_reads(1) (web/tts-ops.js). */
+int32_t sotto_tts_set_backend(SottoTts* tts, int32_t backend);
 int32_t sotto_tts_load(SottoTts* tts, const uint8_t* model, size_t model_size);
 int32_t sotto_tts_add_voice(SottoTts* tts, const char* name, size_t name_bytes, const uint8_t* bytes,
                             size_t size);
