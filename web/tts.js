@@ -15,7 +15,10 @@
 // threads (default 2 in a cross-origin isolated page with 2+ cores, else 1: defaultTtsThreads). With threads > 1
 // it runs on the engine worker (web/worker.js) of an instance of its own with that many pool threads (one
 // thread if that worker cannot start); with one, on a wasm instance of its own in a dedicated worker (web/speech-worker.js)
-// or, with worker: false, on the calling thread (`engine` and `device` are ignored). Only the wasm module is
+// or, with worker: false, on the calling thread (`engine` is ignored). device: 'webgpu' runs Kokoro on the op
+// layer's WebGPU backend in the engine worker (which holds the GPUDevice), each readback waited for through JS
+// Promise Integration (Chromium 137+); 'auto' falls back to the CPU with the reason in tts.fallback. On
+// SwiftShader a short word takes minutes (tests/web/kokoro_gpu_browser.test.mjs). Only the wasm module is
 // found by import.meta.url, in the WASM_URLS block the agent's one-file build replaces (the pool's worker is the
 // engine's, web/engine.js, which that build bundles).
 import { compileWasm, SpeechWorker } from './speech-client.js';

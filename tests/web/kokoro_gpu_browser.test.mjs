@@ -4,10 +4,10 @@
 // for through JS Promise Integration. Fast checks (always): an unknown device refused in one line, 'auto'
 // on an engine without a GPU (Node: no JSPI) falling back to the CPU with its reason. Slow (SwiftShader needs
 // minutes for the vocoder at frame rate, as tests/unit/kokoro_gpu_test.cpp says; SOTTO_SLOW_GPU_TESTS=1): a
-// short phoneme string on the GPU against the CPU build in the same page: the same length (the durations
-// agree on a string this short) and the GPU's audio within 20 dB SNR of the CPU's. Not bit-equal: the float
-// parts round differently and a value at a rounding boundary of the next dynamic quantization moves a whole
-// step (kokoro_gpu_test.cpp measures 4e-4 .. 7e-3 relative RMS per ALBERT pass, compounding).
+// short phoneme string on the GPU against the CPU build in the same page, compared as sound (bounds below).
+// Not bit-equal: the float parts round differently and a value at a rounding boundary of the next dynamic
+// quantization moves a whole step (kokoro_gpu_test.cpp measures 4e-4 .. 7e-3 relative RMS per ALBERT pass,
+// compounding to moved durations: measured here 34200 GPU samples against 33600, one unit apart).
 // Run: node --test tests/web/kokoro_gpu_browser.test.mjs   (needs build/wasm-simd128, models/kokoro,
 // /usr/bin/chromium or $CHROMIUM)
 import assert from 'node:assert/strict';
@@ -22,7 +22,52 @@ import { repo, wasmPath } from './vad_support.mjs';
 
 const MODEL = `${repo}models/kokoro/kokoro-v1.0.int8.onnx`;
 const PHONEMES = 'hˈɛlO';
-const MIN_SNR_DB = 20;
+// One predicted duration unit is 600 samples at 24 kHz (two 300-sample hops of the vocoder). Sample by sample
+// comparison (an SNR) means nothing once a duration moved: the rest of the clip is shifted. What is compared:
+// the length within MAX_DURATION_FRAMES units (two, as kokoro_gpu_test.cpp saw two ONNX Runtime builds differ),
+// the level within MAX_LEVEL_DB, and the long-term average spectrum (16 bands to 12 kHz, in dB) within
+// MAX_SPECTRUM_DB per band on average: silence, noise or a broken vocoder fails all three.
+const SAMPLES_PER_DURATION = 600;
+const MAX_DURATION_FRAMES = 2;
+const MAX_LEVEL_DB = 1;
+const MAX_SPECTRUM_DB = 1.5;
+
+function energy(x) {
+  let e = 0;
+  for (const v of x) e += v * v;
+  return e / Math.max(1, x.length);
+}
+
+// Mean |difference| in dB over 16 bands of the two signals' average power spectra (512-sample Hann frames,
+// hop 256, a plain DFT: the clips are short).
+function spectralDistanceDb(a, b) {
+  const N = 512;
+  const bands = 16;
+  const ltas = (x) => {
+    const power = new Float64Array(N / 2);
+    let count = 0;
+    for (let start = 0; start + N <= x.length; start += N / 2, count++) {
+      for (let k = 1; k <= N / 2; k++) {
+        let re = 0;
+        let im = 0;
+        for (let n = 0; n < N; n++) {
+          const v = x[start + n] * (0.5 - 0.5 * Math.cos((2 * Math.PI * n) / N));
+          re += v * Math.cos((2 * Math.PI * k * n) / N);
+          im -= v * Math.sin((2 * Math.PI * k * n) / N);
+        }
+        power[k - 1] += re * re + im * im;
+      }
+    }
+    const out = new Float64Array(bands);
+    for (let k = 0; k < N / 2; k++) out[Math.floor((k * bands) / (N / 2))] += power[k] / Math.max(1, count);
+    return out;
+  };
+  const pa = ltas(a);
+  const pb = ltas(b);
+  let sum = 0;
+  for (let i = 0; i < bands; i++) sum += Math.abs(10 * Math.log10((pa[i] + 1e-12) / (pb[i] + 1e-12)));
+  return sum / bands;
+}
 const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
   '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const fastSkip = !existsSync(wasmPath('simd128')) ? 'build the wasm first (cmake --build --preset wasm-simd128)'
@@ -79,20 +124,22 @@ test(`Kokoro on WebGPU in the page: '${PHONEMES}' the CPU build's length, SNR >=
       };
       return { gpu: await run('webgpu'), cpu: await run('cpu') };
     }, { phonemes: PHONEMES });
-    let signal = 0;
-    let noise = 0;
-    for (let i = 0; i < Math.min(out.gpu.audio.length, out.cpu.audio.length); i++) {
-      signal += out.cpu.audio[i] ** 2;
-      noise += (out.gpu.audio[i] - out.cpu.audio[i]) ** 2;
+    if (process.env.SOTTO_KOKORO_GPU_DUMP) {
+      const { writeFileSync } = await import('node:fs');
+      writeFileSync(process.env.SOTTO_KOKORO_GPU_DUMP, JSON.stringify({ gpu: out.gpu.audio, cpu: out.cpu.audio }));
     }
-    const snr = 10 * Math.log10(signal / Math.max(noise, 1e-30));
+    const diff = spectralDistanceDb(out.gpu.audio, out.cpu.audio);
+    const frames = Math.abs(out.gpu.audio.length - out.cpu.audio.length) / SAMPLES_PER_DURATION;
+    const level = 10 * Math.log10(energy(out.gpu.audio) / energy(out.cpu.audio));
     t.diagnostic(`GPU ${out.gpu.audio.length} samples in ${(out.gpu.ms / 1000).toFixed(1)} s (load ${(out.gpu.loadMs / 1000).toFixed(1)} s) on SwiftShader; `
-      + `CPU ${out.cpu.audio.length} samples in ${(out.cpu.ms / 1000).toFixed(2)} s; SNR ${snr.toFixed(1)} dB`);
+      + `CPU ${out.cpu.audio.length} samples in ${(out.cpu.ms / 1000).toFixed(2)} s; ${frames} duration frames apart, level ${level.toFixed(2)} dB, `
+      + `average spectrum ${diff.toFixed(2)} dB apart per band`);
     assert.equal(out.gpu.device, 'webgpu');
     assert.equal(out.cpu.device, 'cpu');
     assert.ok(out.cpu.audio.length > 0);
-    assert.equal(out.gpu.audio.length, out.cpu.audio.length);
-    assert.ok(snr >= MIN_SNR_DB, `SNR ${snr} dB`);
+    assert.ok(frames <= MAX_DURATION_FRAMES, `${frames} duration frames apart`);
+    assert.ok(Math.abs(level) <= MAX_LEVEL_DB, `level ${level} dB`);
+    assert.ok(diff <= MAX_SPECTRUM_DB, `average spectrum ${diff} dB apart`);
   } catch (e) {
     e.message += `\nconsole: ${logs.join(' | ')}`;
     throw e;
