@@ -26,7 +26,9 @@ const PHONEMES = 'hˈɛlO';
 // comparison (an SNR) means nothing once a duration moved: the rest of the clip is shifted. What is compared:
 // the length within MAX_DURATION_FRAMES units (two, as kokoro_gpu_test.cpp saw two ONNX Runtime builds differ),
 // the level within MAX_LEVEL_DB, and the long-term average spectrum (16 bands to 12 kHz, in dB) within
-// MAX_SPECTRUM_DB per band on average: silence, noise or a broken vocoder fails all three.
+// MAX_SPECTRUM_DB per band on average: silence, noise or a broken vocoder fails all three. Measured on
+// SwiftShader for 'hˈɛlO': one unit apart, level 0.0 dB, spectrum 0.55 dB; white noise of the CPU's level is
+// 15 dB from it, the CPU's own audio at half amplitude and shifted 6 dB.
 const SAMPLES_PER_DURATION = 600;
 const MAX_DURATION_FRAMES = 2;
 const MAX_LEVEL_DB = 1;
