@@ -12,6 +12,10 @@
 // are Web Workers, web/pool.js; the calling thread must be a worker, as the speech worker is).
 // A page needs cross-origin isolation for either (shared memory). Pass { vad: 'silero_vad.onnx' } to cut
 // audio over 20 s at pauses with Silero VAD; without it long audio is cut at its quietest points.
+// { device: 'webgpu' } runs Moonshine on the op layer's WebGPU backend on the calling thread's instance (never in
+// the speech worker), its readbacks waited for through JS Promise Integration; 'auto' falls back to the CPU with
+// the reason in asr.fallback.
+import { GpuBridge, hasJspi } from './gpu.js';
 import { compileWasm, SpeechWorker } from './speech-client.js';
 import { startPool } from './pool.js';
 import { createSharedMemory, hasRelaxedSimd, instantiate, isNode, readCString, readString } from './runtime.js';
@@ -77,7 +81,28 @@ export class Asr extends AsrBase {
   // optional tokenizer.model). Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source),
   // variant ('relaxed' | 'simd128'), wasmUrl, module (a compiled WebAssembly.Module instead of either), worker,
   // threads (default 1; the encoder and decoder matmuls split across them).
-  static async load(dir, { onProgress, vad, variant, wasmUrl, module, worker = !isNode, threads = 1 } = {}) {
+  // device: 'cpu' (the default), 'webgpu' (Moonshine on the op layer's WebGPU backend, on this thread's
+  // instance: needs WebGPU and JS Promise Integration, e.g. Chromium 137+, and throws the reason in one line
+  // where either is missing) or 'auto' (the GPU where it can run, else the CPU with the reason in
+  // asr.fallback). asr.device says where it runs.
+  static async load(dir, { onProgress, vad, variant, wasmUrl, module, worker = !isNode, threads = 1, device = 'cpu' } = {}) {
+    if (!['cpu', 'webgpu', 'auto'].includes(device)) throw new Error(`sotto: unknown ASR device '${device}' (use 'cpu', 'webgpu' or 'auto')`);
+    let gpu = null;
+    let fallback = '';
+    if (device !== 'cpu') {
+      if (!hasJspi()) {
+        fallback = 'this runtime lacks JS Promise Integration (WebAssembly.Suspending / promising; Chromium 137+), which the GPU models need to wait for readbacks';
+      } else {
+        gpu = new GpuBridge();
+        try {
+          await gpu.open();
+        } catch (e) {
+          fallback = String(e?.message ?? e);
+          gpu = null;
+        }
+      }
+      if (fallback && device === 'webgpu') throw new Error(`sotto: ASR device 'webgpu': ${fallback}`);
+    }
     if (!module) {
       const chosen = variant ?? (!isNode && hasRelaxedSimd() ? 'relaxed' : 'simd128');
       if (!WASM_URLS[chosen]) throw new Error(`sotto: unknown wasm variant '${chosen}'`);
@@ -85,15 +110,19 @@ export class Asr extends AsrBase {
       // A checkout with only the SIMD128 build: relaxed SIMD is faster, not needed.
       module = await compileWasm(url, wasmUrl || variant || chosen !== 'relaxed' ? null : WASM_URLS.simd128);
     }
-    if (worker) return AsrWorker.load(dir, { onProgress, vad, module, threads });
+    // The GPU runs on this thread's instance (its GPUDevice is this thread's).
+    if (worker && !gpu) return AsrWorker.load(dir, { onProgress, vad, module, threads, fallback });
     const memory = createSharedMemory();
-    const wasm = await instantiate(module, memory, 'asr');
+    const wasm = await instantiate(module, memory, 'asr', gpu);
     wasm.__wasm_call_ctors();
     // A pool of helpers on this instance, and the handle on it (sotto_asr_create's own pool is one thread).
     const pooled = threads > 1 && typeof wasm.sotto_asr_create_shared === 'function';
     const asr = new Asr(wasm, memory, pooled ? await startPool(wasm, memory, module, threads) : 1);
+    asr.device = gpu ? 'webgpu' : 'cpu';
+    if (fallback) asr.fallback = fallback;
     const files = [];
     try {
+      if (gpu && wasm.sotto_asr_set_backend(asr.#handle, 1) !== 0) throw new Error(`sotto: ${asr.#error()}`);  // SOTTO_BACKEND_WEBGPU
       // Parakeet TDT: the model type is read from config.json, as natively (`sotto transcribe -m DIR`).
       const parakeet = await parakeetConfig(dir);
       if (parakeet) {
@@ -167,7 +196,7 @@ export class Asr extends AsrBase {
       new Float32Array(this.#memory.buffer, ptr, f32.length).set(f32);
       const lenPtr = this.#wasm.sotto_alloc(4);
       try {
-        const json = this.#wasm.sotto_asr_transcribe_json(this.#handle, ptr, f32.length, lenPtr);
+        const json = await this.#transcribeJson(ptr, f32.length, lenPtr);
         if (!json) throw new Error(`sotto: ${this.#error()}`);
         const len = new Uint32Array(this.#memory.buffer, lenPtr, 1)[0];
         return JSON.parse(readString(this.#memory, json, len));
@@ -178,6 +207,28 @@ export class Asr extends AsrBase {
       this.#wasm.sotto_free(ptr);
     }
   }
+
+  // On the CPU a plain call. On the GPU the op layer reads results back synchronously (the encoder's length,
+  // each decoder step's token), which this thread can only do by suspending: through WebAssembly.promising with
+  // blocking reads on (src/gpu/device_wasm.cpp), each pending read waits in sotto_gpu_wait for its map. One
+  // transcription at a time on a GPU handle (calls queue behind each other).
+  #queue = Promise.resolve();
+  #transcribeJson(ptr, n, lenPtr) {
+    if (this.device !== 'webgpu') return this.#wasm.sotto_asr_transcribe_json(this.#handle, ptr, n, lenPtr);
+    const run = async () => {
+      this.#promising ??= WebAssembly.promising(this.#wasm.sotto_asr_transcribe_json);
+      this.#wasm.sotto_gpu_blocking_reads(1);
+      try {
+        return await this.#promising(this.#handle, ptr, n, lenPtr);
+      } finally {
+        this.#wasm.sotto_gpu_blocking_reads(0);
+      }
+    };
+    const result = this.#queue.then(run);
+    this.#queue = result.catch(() => {});
+    return result;
+  }
+  #promising = null;
 
   // Any WAV (a File/Blob, URL or Node path), decoded and resampled to 16 kHz by the engine's own code.
   async decodeWav(source) {
@@ -211,7 +262,7 @@ function absolute(x) {
 // The same Asr in a dedicated worker (web/speech-worker.js): what Asr.load returns in a page.
 class AsrWorker extends AsrBase {
   #worker;
-  static async load(dir, { onProgress, vad, module, threads }) {
+  static async load(dir, { onProgress, vad, module, threads, fallback }) {
     const worker = await SpeechWorker.start();
     let info;
     try {
@@ -220,7 +271,10 @@ class AsrWorker extends AsrBase {
       worker.terminate();
       throw e;
     }
-    return new AsrWorker(worker, info?.threads ?? 1);
+    const asr = new AsrWorker(worker, info?.threads ?? 1);
+    asr.device = 'cpu';
+    if (fallback) asr.fallback = fallback;
+    return asr;
   }
 
   constructor(worker, threads) {

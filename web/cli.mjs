@@ -15,11 +15,11 @@
 //   node web/cli.mjs bench llm -m FILE [--threads T] [--repeats R] [--depth N] [--backend cpu|webgpu]
 // and voice activity detection, the same stdout as `sotto vad` (cli/vad.cpp):
 //   node web/cli.mjs vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]
-//            [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]
+//            [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--backend cpu|webgpu] [--wasm PATH]
 //   node web/cli.mjs phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]
 //            (text on stdin; the same stdout as `sotto phonemize`, cli/phonemize.cpp)
 // speech recognition with Moonshine (web/asr.js), the same stdout as `sotto transcribe` (cli/transcribe.cpp):
-//   node web/cli.mjs transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx]
+//   node web/cli.mjs transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--backend cpu|webgpu]
 // speech synthesis with Kokoro (web/tts.js), the same WAV and stdout as `sotto speak` (cli/speak.cpp); --text
 // reads English through our G2P first (one Kokoro call per sentence):
 //   node web/cli.mjs speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json]
@@ -335,7 +335,7 @@ async function runBench(args) {
 // sotto vad in wasm: the WAV is decoded and resampled by the same C++ code, the JSON written by the C API
 // (sotto_vad_clip_json) with the native CLI's number formatting; the text table formatted here as printf does.
 async function runVad(args) {
-  const values = ['-m', '--model', '--rate', '--positive', '--negative', '--redemption-ms', '--pre-pad-ms', '--min-speech-ms', '--wasm'];
+  const values = ['-m', '--model', '--rate', '--positive', '--negative', '--redemption-ms', '--pre-pad-ms', '--min-speech-ms', '--wasm', '--backend'];
   const positional = [];
   const flags = [];
   for (let i = 0; i < args.length; i++) {
@@ -362,7 +362,11 @@ async function runVad(args) {
   const model = stringFlag(o, o.m !== undefined ? 'm' : 'model');
   if (!model) throw new UsageError('vad: missing -m MODEL.onnx');
   if (!positional.length) throw new UsageError('vad: missing AUDIO.wav');
-  const vad = await Vad.load(model, { sampleRate: rate, threads: 1, variant: 'simd128', wasmUrl: o.wasm });
+  const device = o.backend ?? 'cpu';
+  if (device !== 'cpu' && device !== 'webgpu') throw new UsageError(`vad: bad value for --backend: '${device}' (cpu or webgpu)`);
+  // webgpu: the op layer's GPU backend waits for readbacks through JS Promise Integration, which Node 20 lacks:
+  // Vad.load then fails with that reason (the browser's web/vad.js, or the native `sotto vad`, run it).
+  const vad = await Vad.load(model, { sampleRate: rate, threads: 1, variant: 'simd128', wasmUrl: o.wasm, device });
   try {
     const samples = await vad.decodeWav(positional[0], { onNotes: (notes) => process.stderr.write(`sotto: vad: warning: ${positional[0]}: ${notes}\n`) });
     const json = await vad.clipJson(samples, options);
@@ -413,7 +417,7 @@ async function runPhonemize(args) {
 // sotto transcribe in wasm (web/asr.js): the WAV decoded and resampled by the same C++ code, the JSON written by
 // the C API (sotto_asr_transcribe_json) as the native CLI writes it. One thread.
 async function runTranscribe(args) {
-  const values = ['-m', '--model', '--vad', '--wasm', '--threads'];
+  const values = ['-m', '--model', '--vad', '--wasm', '--threads', '--backend'];
   const positional = [];
   const o = { json: false };
   for (let i = 0; i < args.length; i++) {
@@ -427,7 +431,10 @@ async function runTranscribe(args) {
   if (!positional.length) throw new UsageError('missing AUDIO.wav');
   const { existsSync } = await import('node:fs');
   if (!existsSync(`${model}/encoder_model.ort`)) throw new Error(`${model} is not a Moonshine model directory (no encoder_model.ort)`);
-  const asr = await Asr.load(model, { variant: 'simd128', wasmUrl: o.wasm, vad: o.vad });
+  const device = o.backend ?? 'cpu';
+  if (device !== 'cpu' && device !== 'webgpu') throw new UsageError(`bad value for --backend: '${device}' (cpu or webgpu)`);
+  // webgpu: as for vad, Node 20 lacks the JS Promise Integration the GPU's readbacks need, and Asr.load says so.
+  const asr = await Asr.load(model, { variant: 'simd128', wasmUrl: o.wasm, vad: o.vad, device });
   try {
     const samples = await asr.decodeWav(positional[0]);
     if (samples.length === 0) throw new Error(`${positional[0]}: the file holds no samples`);
@@ -542,9 +549,9 @@ const USAGE = {
   bench: 'bench llm -m FILE [--threads T] [--repeats R] [--depth N] [--backend cpu|webgpu]',
   vad:
     'vad -m MODEL.onnx AUDIO.wav [--json] [--rate 16000|8000] [--positive P] [--negative P]\n' +
-    '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--wasm PATH]',
+    '           [--redemption-ms MS] [--pre-pad-ms MS] [--min-speech-ms MS] [--backend cpu|webgpu] [--wasm PATH]',
   phonemize: 'phonemize [--lang en-us|en-gb] [--lexicon FILE] [--json] [--sentences] [--wasm PATH]   (text on stdin)',
-  transcribe: 'transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--wasm PATH]',
+  transcribe: 'transcribe -m MODEL_DIR AUDIO.wav [--json] [--vad SILERO.onnx] [--backend cpu|webgpu] [--wasm PATH]',
   speak: 'speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T] [--wasm PATH]',
   'gpu-selftest': 'gpu-selftest [--n N] [--json]',
 };

@@ -4,9 +4,12 @@
 // travels as `tts`, never `id`: a worker request is {id, op, ...args}, so an argument named id would replace the
 // request's own id and its reply would never find its caller (every call after the model loaded hung so).
 // Audio comes back as a Float32Array copy (wasm memory is shared and may move).
+import { hasJspi } from './gpu.js';
 import { isNode, readCString, readString } from './runtime.js';
 
 const handles = new Map();  // id -> SottoTts*
+const onGpu = new Set();  // ids of handles whose Kokoro runs on the op layer's WebGPU backend
+const promisingExports = new WeakMap();  // wasm exports -> {name: WebAssembly.promising(export)}
 let nextId = 1;
 const encoder = new TextEncoder();
 
@@ -70,20 +73,58 @@ export function ttsOps(env) {
       new Uint8Array(memory.buffer, ptr, size).set(bytes);
     }
     try {
-      return use(ptr, size);
+      return await use(ptr, size);  // a GPU load suspends: the bytes stay until it returns
     } finally {
-      wasm.sotto_free(ptr);
+      env().wasm.sotto_free(ptr);
     }
   };
 
+  // A wasm call that computes: direct on the CPU; on the GPU the op layer reads back synchronously, which this
+  // thread can only do by suspending, so the call goes through WebAssembly.promising with blocking reads on
+  // (src/gpu/device_wasm.cpp) and each pending read waits in sotto_gpu_wait. The engine worker runs one request
+  // at a time, so nothing else enters wasm meanwhile.
+  const compute = async (gpu, name, ...args) => {
+    const { wasm } = env();
+    if (!gpu) return wasm[name](...args);
+    let table = promisingExports.get(wasm);
+    if (!table) promisingExports.set(wasm, (table = {}));
+    table[name] ??= WebAssembly.promising(wasm[name]);
+    wasm.sotto_gpu_blocking_reads(1);
+    try {
+      return await table[name](...args);
+    } finally {
+      wasm.sotto_gpu_blocking_reads(0);
+    }
+  };
+  // Why Kokoro cannot run on the GPU here ('' when it can): the engine worker's GPUDevice (web/gpu.js) and JS
+  // Promise Integration.
+  const gpuUnavailable = async () => {
+    const { gpu } = env();
+    if (!gpu) return 'this engine has no WebGPU device (only the engine worker, web/worker.js, has one)';
+    if (!hasJspi()) return 'this runtime lacks JS Promise Integration (WebAssembly.Suspending / promising; Chromium 137+), which the GPU models need to wait for readbacks';
+    try {
+      await gpu.open();
+    } catch (e) {
+      return String(e?.message ?? e);
+    }
+    return '';
+  };
+
   return {
-    async ttsLoad({ model }, progress) {
+    // device: 'cpu' (the default), 'webgpu' (throws the reason where it cannot run) or 'auto' (the CPU then,
+    // with the reason in `fallback`).
+    async ttsLoad({ model, device = 'cpu' }, progress) {
+      if (!['cpu', 'webgpu', 'auto'].includes(device)) throw new Error(`sotto: unknown TTS device '${device}' (use 'cpu', 'webgpu' or 'auto')`);
+      const fallback = device === 'cpu' ? '' : await gpuUnavailable();
+      if (fallback && device === 'webgpu') throw new Error(`sotto: TTS device 'webgpu': ${fallback}`);
+      const gpu = device !== 'cpu' && !fallback;
       const { wasm } = env();
       const h = wasm.sotto_tts_create(1);
       const t0 = performance.now();
       try {
-        await withFile(model, progress, (ptr, size) => {
-          if (wasm.sotto_tts_load(h, ptr, size) !== 0) throw new Error(`sotto: ${lastError(h)}`);
+        if (gpu && wasm.sotto_tts_set_backend(h, 1) !== 0) throw new Error(`sotto: ${lastError(h)}`);  // SOTTO_BACKEND_WEBGPU
+        await withFile(model, progress, async (ptr, size) => {
+          if ((await compute(gpu, 'sotto_tts_load', h, ptr, size)) !== 0) throw new Error(`sotto: ${lastError(h)}`);
         });
       } catch (e) {
         wasm.sotto_tts_destroy(h);
@@ -91,7 +132,8 @@ export function ttsOps(env) {
       }
       const id = nextId++;
       handles.set(id, h);
-      return { tts: id, loadMs: performance.now() - t0 };
+      if (gpu) onGpu.add(id);
+      return { tts: id, loadMs: performance.now() - t0, device: gpu ? 'webgpu' : 'cpu', ...(fallback ? { fallback } : {}) };
     },
     async ttsAddVoice({ tts: id, name, source }) {
       const h = handle(id);
@@ -130,7 +172,7 @@ export function ttsOps(env) {
       }
     },
     // -> { audio: Float32Array (24 kHz), ms, pieces (Kokoro calls) }
-    ttsSpeak({ tts: id, voice, phonemes, speed = 1 }) {
+    async ttsSpeak({ tts: id, voice, phonemes, speed = 1 }) {
       const h = handle(id);
       const { wasm, memory } = env();
       const v = stringIn(voice);
@@ -138,7 +180,7 @@ export function ttsOps(env) {
       const lenPtr = wasm.sotto_alloc(4);
       try {
         const t0 = performance.now();
-        const out = wasm.sotto_tts_speak(h, v.ptr, v.size, p.ptr, p.size, speed, lenPtr);
+        const out = await compute(onGpu.has(id), 'sotto_tts_speak', h, v.ptr, v.size, p.ptr, p.size, speed, lenPtr);
         if (!out) throw new Error(`sotto: ${lastError(h)}`);
         const n = new Uint32Array(memory.buffer, lenPtr, 1)[0];
         const ms = performance.now() - t0;
@@ -149,14 +191,14 @@ export function ttsOps(env) {
     },
     // Streaming (sotto_tts_stream_*): begin runs all of the first piece but its vocoder -> { ms }; each next
     // vocodes the next chunk -> { audio (null once all was given), ms, more (chunks left after this one) }.
-    ttsStreamBegin({ tts: id, voice, phonemes, speed = 1, firstChunkMs = 300 }) {
+    async ttsStreamBegin({ tts: id, voice, phonemes, speed = 1, firstChunkMs = 300 }) {
       const h = handle(id);
       const { wasm } = env();
       const v = stringIn(voice);
       const p = stringIn(phonemes);
       try {
         const t0 = performance.now();
-        if (wasm.sotto_tts_stream_begin(h, v.ptr, v.size, p.ptr, p.size, speed, firstChunkMs) !== 0) {
+        if ((await compute(onGpu.has(id), 'sotto_tts_stream_begin', h, v.ptr, v.size, p.ptr, p.size, speed, firstChunkMs)) !== 0) {
           throw new Error(`sotto: ${lastError(h)}`);
         }
         return { ms: performance.now() - t0 };
@@ -164,13 +206,13 @@ export function ttsOps(env) {
         for (const q of [v.ptr, p.ptr]) wasm.sotto_free(q);
       }
     },
-    ttsStreamNext({ tts: id }) {
+    async ttsStreamNext({ tts: id }) {
       const h = handle(id);
       const { wasm, memory } = env();
       const lenPtr = wasm.sotto_alloc(4);
       try {
         const t0 = performance.now();
-        const out = wasm.sotto_tts_stream_next(h, lenPtr);
+        const out = await compute(onGpu.has(id), 'sotto_tts_stream_next', h, lenPtr);
         const ms = performance.now() - t0;
         if (!out) {
           const why = lastError(h);
@@ -189,6 +231,7 @@ export function ttsOps(env) {
       const h = handles.get(id);
       if (h) env().wasm.sotto_tts_destroy(h);
       handles.delete(id);
+      onGpu.delete(id);
       return true;
     },
   };

@@ -15,7 +15,10 @@
 // threads (default 2 in a cross-origin isolated page with 2+ cores, else 1: defaultTtsThreads). With threads > 1
 // it runs on the engine worker (web/worker.js) of an instance of its own with that many pool threads (one
 // thread if that worker cannot start); with one, on a wasm instance of its own in a dedicated worker (web/speech-worker.js)
-// or, with worker: false, on the calling thread (`engine` and `device` are ignored). Only the wasm module is
+// or, with worker: false, on the calling thread (`engine` is ignored). device: 'webgpu' runs Kokoro on the op
+// layer's WebGPU backend in the engine worker (which holds the GPUDevice), each readback waited for through JS
+// Promise Integration (Chromium 137+); 'auto' falls back to the CPU with the reason in tts.fallback. On
+// SwiftShader a short word takes minutes (tests/web/kokoro_gpu_browser.test.mjs). Only the wasm module is
 // found by import.meta.url, in the WASM_URLS block the agent's one-file build replaces (the pool's worker is the
 // engine's, web/engine.js, which that build bundles).
 import { compileWasm, SpeechWorker } from './speech-client.js';
@@ -160,16 +163,20 @@ export class Tts {
   #voiceLoads = new Map();  // name -> Promise (a voice is read once)
   #g2pLoads = new Map();  // lang -> Promise
 
+  // device: 'cpu' (the default), 'webgpu' (Kokoro on the op layer's WebGPU backend in an engine worker,
+  // web/worker.js, which holds the GPUDevice: needs WebGPU and JS Promise Integration, e.g. Chromium 137+, and
+  // throws the reason in one line where either is missing) or 'auto' (the GPU where it can run, else the CPU
+  // with the reason in tts.fallback). tts.device says where it runs.
   static async load(model, { voices, voice = 'af_heart', g2p = {}, variant, wasmUrl, onProgress, worker = !isNode,
-    threads = defaultTtsThreads() } = {}) {
+    threads = defaultTtsThreads(), device = 'cpu' } = {}) {
     const own = true;
-    const pooled = threads > 1 && (isNode || globalThis.crossOriginIsolated);
+    const pooled = device !== 'cpu' || (threads > 1 && (isNode || globalThis.crossOriginIsolated));
     const single = () => (worker ? WorkerEngine : InlineEngine).create({ variant, wasmUrl });
     // A pool that cannot start (a bundle without web/worker.js beside this module) falls back to one thread.
     const e = pooled ? await PoolEngine.create({ variant, wasmUrl, threads }).catch(single) : await single();
     try {
       const modelSource = absolute(model);
-      const { tts: id, loadMs } = await e.call('ttsLoad', { model: modelSource }, onProgress);
+      const { tts: id, loadMs, device: where, fallback } = await e.call('ttsLoad', { model: modelSource, device }, onProgress);
       const modelName = typeof modelSource === 'string' ? modelSource : '';
       const tts = new Tts(e, own, id, {
         voicesDir: absolute(voices ?? (modelName ? beside(modelName, 'voices/') : 'voices/')),
@@ -179,6 +186,8 @@ export class Tts {
         },
       });
       tts.loadMs = loadMs;
+      tts.device = where;
+      if (fallback) tts.fallback = fallback;
       tts.defaultVoice = voice;
       tts.threads = e.info?.threads ?? null;
       tts.worker = !!e.info?.worker;

@@ -1,6 +1,7 @@
 // The engine worker's voice activity detection requests (web/vad.js sends them; web/worker.js runs them on its
 // wasm instance): Silero VAD and the speech segmenter through the C API (api/sotto.h). Audio crosses as
 // Float32Array; probabilities come back as Float32Array copies (wasm memory is shared and may move).
+import { hasJspi } from './gpu.js';
 import { readCString, readString } from './runtime.js';
 import { offsetOf, sizeOf } from './struct-layout.js';
 
@@ -8,6 +9,7 @@ let wasm = null;
 let memory = null;
 let loadIntoWasm = null;
 let bound = null;  // the engine these belong to (an inline engine on the page's thread may share this module)
+const promisingExports = new WeakMap();  // wasm exports -> {name: WebAssembly.promising(export)}
 
 // Back to the engine of the running request after an await (another engine's request may have run meanwhile).
 function rebind(env) {
@@ -27,6 +29,67 @@ function vadOf(handle) {
 
 function vadError(vad) {
   return readCString(memory, wasm.sotto_vad_last_error(vad));
+}
+
+// Runs a request written once as a generator that yields the wasm calls which compute probabilities
+// ([name, ...args]) and receives their results. On the CPU each runs directly and the request stays synchronous
+// (processSync needs that). On the GPU the op layer reads each frame's probability back synchronously, which
+// this thread can only do by suspending: the call goes through WebAssembly.promising with blocking reads on
+// (src/gpu/device_wasm.cpp), each pending read suspends wasm in sotto_gpu_wait until the map completes, and
+// the request becomes a promise. The worker runs one request at a time, so nothing else enters wasm meanwhile.
+function drive(v, gen) {
+  let step = gen.next();
+  if (!v.onGpu) {
+    while (!step.done) {
+      let result;
+      try {
+        result = wasm[step.value[0]](...step.value.slice(1));
+      } catch (e) {
+        step = gen.throw(e);  // the request's own finally blocks free what it allocated
+        continue;
+      }
+      step = gen.next(result);
+    }
+    return step.value;
+  }
+  const env = bound;
+  let table = promisingExports.get(wasm);
+  if (!table) promisingExports.set(wasm, (table = {}));
+  return (async () => {
+    while (!step.done) {
+      const [name, ...args] = step.value;
+      table[name] ??= WebAssembly.promising(wasm[name]);
+      let result;
+      try {
+        wasm.sotto_gpu_blocking_reads(1);
+        result = await table[name](...args);
+      } catch (e) {
+        rebind(env);
+        wasm.sotto_gpu_blocking_reads(0);
+        step = gen.throw(e);
+        continue;
+      }
+      rebind(env);
+      wasm.sotto_gpu_blocking_reads(0);
+      step = gen.next(result);
+    }
+    return step.value;
+  })();
+}
+
+const DEVICES = ['cpu', 'webgpu', 'auto'];
+
+// Why the op layer's GPU backend cannot run in this engine ('' when it can): it needs the engine worker's
+// GPUDevice (web/gpu.js) and JS Promise Integration to wait for readbacks.
+async function gpuUnavailable() {
+  if (!bound.gpu) return 'the VAD runs inline on this thread, which has no WebGPU device (load it without { inline: true })';
+  if (!hasJspi()) return 'this runtime lacks JS Promise Integration (WebAssembly.Suspending / promising; Chromium 137+), which the GPU models need to wait for readbacks';
+  try {
+    await bound.gpu.open();
+  } catch (e) {
+    return String(e?.message ?? e);
+  }
+  return '';
 }
 
 // Float32 samples copied into a fresh wasm allocation (free it with sotto_free).
@@ -61,9 +124,15 @@ function readVadOptions(ptr) {
   };
 }
 
-async function vadLoad({ source, sampleRate = 16000 }, progress) {
+// device 'webgpu': the op layer's GPU backend (throws when it cannot run here), 'auto': the GPU where it can,
+// else the CPU with the reason in `fallback`, 'cpu' (the default).
+async function vadLoad({ source, sampleRate = 16000, device = 'cpu' }, progress) {
   const t0 = performance.now();
+  if (!DEVICES.includes(device)) throw new Error(`sotto: unknown VAD device '${device}' (use 'cpu', 'webgpu' or 'auto')`);
   const env = bound;
+  let fallback = device === 'cpu' ? '' : await gpuUnavailable();
+  rebind(env);
+  if (fallback && device === 'webgpu') throw new Error(`sotto: VAD device 'webgpu': ${fallback}`);
   const { ptr, size, name } = await loadIntoWasm(source, progress);
   rebind(env);
   const vad = wasm.sotto_vad_create();
@@ -76,9 +145,20 @@ async function vadLoad({ source, sampleRate = 16000 }, progress) {
   } finally {
     wasm.sotto_free(ptr);  // the weights were copied out
   }
+  let onGpu = device !== 'cpu' && !fallback;
+  if (onGpu && wasm.sotto_vad_set_backend(vad, 1) !== 0) {  // SOTTO_BACKEND_WEBGPU
+    const message = vadError(vad);
+    if (device === 'webgpu') {
+      wasm.sotto_vad_destroy(vad);
+      throw new Error(`sotto: ${name}: ${message}`);
+    }
+    fallback = message;
+    onGpu = false;
+  }
   const handle = nextVad++;
-  const info = { name, bytes: size, frameSamples: wasm.sotto_vad_frame_samples(vad), sampleRate: wasm.sotto_vad_sample_rate(vad) };
-  vads.set(handle, { vad, ...info });
+  const info = { name, bytes: size, frameSamples: wasm.sotto_vad_frame_samples(vad), sampleRate: wasm.sotto_vad_sample_rate(vad),
+    device: onGpu ? 'webgpu' : 'cpu', ...(fallback ? { fallback } : {}) };
+  vads.set(handle, { vad, onGpu, ...info });
   const options = wasm.sotto_alloc(sizeOf('SottoVadOptions'));
   writeVadOptions(options, {}, (1000 * info.frameSamples) / info.sampleRate);
   const defaults = readVadOptions(options);
@@ -100,10 +180,14 @@ function vadReset({ handle }) {
 }
 
 function vadProcess({ handle, frame }) {
-  const { vad } = vadOf(handle);
+  const v = vadOf(handle);
+  return drive(v, vadProcessSteps(v, frame));
+}
+
+function* vadProcessSteps({ vad }, frame) {
   const input = floatsToWasm(frame);
   try {
-    const p = wasm.sotto_vad_process(vad, input.ptr, input.length);
+    const p = yield ['sotto_vad_process', vad, input.ptr, input.length];
     if (p < 0) throw new Error(`sotto: ${vadError(vad)}`);
     return p;
   } finally {
@@ -130,7 +214,11 @@ function segmentOut(start, end, frameMs) {
 // A whole clip in one message: probabilities for every frame (from a fresh stream unless `continue`), and when
 // `segments` options are given, the segments the C++ segmenter finds in them. `ms`: time in the wasm calls.
 function vadProcessClip({ handle, samples, sampleRate, segments, continueStream = false }) {
-  const { vad, frameSamples, sampleRate: modelRate } = vadOf(handle);
+  const v = vadOf(handle);
+  return drive(v, vadProcessClipSteps(v, { samples, sampleRate, segments, continueStream }));
+}
+
+function* vadProcessClipSteps({ vad, frameSamples, sampleRate: modelRate }, { samples, sampleRate, segments, continueStream }) {
   const input = floatsToWasm(samples);
   let probsPtr = 0;
   try {
@@ -140,7 +228,7 @@ function vadProcessClip({ handle, samples, sampleRate, segments, continueStream 
     probsPtr = wasm.sotto_alloc(Math.max(4, frames * 4));
     if (!continueStream) wasm.sotto_vad_reset(vad);
     const t0 = performance.now();
-    const n = Number(wasm.sotto_vad_process_clip(vad, signal.ptr, signal.length, probsPtr, frames));
+    const n = Number(yield ['sotto_vad_process_clip', vad, signal.ptr, signal.length, probsPtr, frames]);
     const ms = performance.now() - t0;
     if (n < 0) throw new Error(`sotto: ${vadError(vad)}`);
     const probs = new Float32Array(memory.buffer, probsPtr, n).slice();
@@ -195,13 +283,17 @@ async function vadDecodeWav({ handle, source }, progress) {
 
 // `sotto vad --json` (without the newline) of samples at the model's rate.
 function vadClipJson({ handle, samples, options = {} }) {
-  const { vad, frameSamples, sampleRate } = vadOf(handle);
+  const v = vadOf(handle);
+  return drive(v, vadClipJsonSteps(v, samples, options));
+}
+
+function* vadClipJsonSteps({ vad, frameSamples, sampleRate }, samples, options) {
   const input = floatsToWasm(samples);
   const opts = wasm.sotto_alloc(sizeOf('SottoVadOptions'));
   const lenPtr = wasm.sotto_alloc(4);
   try {
     writeVadOptions(opts, options, (1000 * frameSamples) / sampleRate);
-    const json = wasm.sotto_vad_clip_json(vad, input.ptr, input.length, opts, lenPtr);
+    const json = yield ['sotto_vad_clip_json', vad, input.ptr, input.length, opts, lenPtr];
     if (!json) throw new Error(`sotto: ${vadError(vad)}`);
     return readString(memory, json, new Uint32Array(memory.buffer, lenPtr, 1)[0]);
   } finally {
@@ -245,8 +337,12 @@ function segmenterOf(id) {
 // keeps it) through the VAD and the segmenter, `firstFrame` being the index of the first one. With
 // `probabilities` instead of samples, only the segmenter runs. -> {probs, events: [{type, frame, ...segment}],
 // speaking}. finish: end the stream after these frames.
-function vadSegmenterFeed({ handle, segmenter, samples, probabilities, firstFrame = 0, finish = false }) {
-  const { seg, frameMs } = segmenterOf(segmenter);
+function vadSegmenterFeed(msg) {
+  const s = segmenterOf(msg.segmenter);
+  return drive(msg.probabilities ? {} : vadOf(msg.handle), vadSegmenterFeedSteps(s, msg));
+}
+
+function* vadSegmenterFeedSteps({ seg, frameMs }, { handle, samples, probabilities, firstFrame = 0, finish = false }) {
   let probs;
   if (probabilities) {
     probs = Float32Array.from(probabilities);
@@ -257,7 +353,7 @@ function vadSegmenterFeed({ handle, segmenter, samples, probabilities, firstFram
     const frames = whole / frameSamples;
     const probsPtr = wasm.sotto_alloc(Math.max(4, frames * 4));
     try {
-      if (Number(wasm.sotto_vad_process_clip(vad, input.ptr, whole, probsPtr, frames)) < 0) throw new Error(`sotto: ${vadError(vad)}`);
+      if (Number(yield ['sotto_vad_process_clip', vad, input.ptr, whole, probsPtr, frames]) < 0) throw new Error(`sotto: ${vadError(vad)}`);
       probs = new Float32Array(memory.buffer, probsPtr, frames).slice();
     } finally {
       wasm.sotto_free(input.ptr);
@@ -301,7 +397,11 @@ function vadSegmenterDispose({ segmenter }) {
 // Timing inside the engine: `repeats` passes of process() over `frames` frames of `samples`, one wasm call
 // per frame (the streaming path), and the same via process_clip; median ms per frame of each.
 function vadBench({ handle, samples, repeats = 5 }) {
-  const { vad, frameSamples } = vadOf(handle);
+  const v = vadOf(handle);
+  return drive(v, vadBenchSteps(v, samples, repeats));
+}
+
+function* vadBenchSteps({ vad, frameSamples }, samples, repeats) {
   const input = floatsToWasm(samples);
   const frames = Math.floor(input.length / frameSamples);
   const probsPtr = wasm.sotto_alloc(Math.max(4, frames * 4));
@@ -312,11 +412,11 @@ function vadBench({ handle, samples, repeats = 5 }) {
     for (let r = 0; r < repeats; r++) {
       wasm.sotto_vad_reset(vad);
       let t0 = performance.now();
-      for (let i = 0; i < frames; i++) wasm.sotto_vad_process(vad, input.ptr + i * frameSamples * 4, frameSamples);
+      for (let i = 0; i < frames; i++) yield ['sotto_vad_process', vad, input.ptr + i * frameSamples * 4, frameSamples];
       perCall.push((performance.now() - t0) / frames);
       wasm.sotto_vad_reset(vad);
       t0 = performance.now();
-      wasm.sotto_vad_process_clip(vad, input.ptr, frames * frameSamples, probsPtr, frames);
+      yield ['sotto_vad_process_clip', vad, input.ptr, frames * frameSamples, probsPtr, frames];
       clip.push((performance.now() - t0) / frames);
     }
     wasm.sotto_vad_reset(vad);

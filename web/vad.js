@@ -10,6 +10,10 @@
 //   await seg.process(chunk);                      // any length of 16 kHz samples, e.g. from the microphone
 //   await seg.flush();                             // end of stream: closes a segment still open
 //
+// On the GPU: Vad.load(file, { device: 'webgpu' }) runs the same forward pass (src/models/vad/silero.cpp) on the
+// op layer's WebGPU backend in the engine worker, each frame's probability read back through JS Promise
+// Integration (web/vad-ops.js drive()). 'auto' falls back to the CPU with the reason in vad.info.fallback.
+//
 // Where it runs: by default in the engine worker (web/engine.js), so the page's thread never computes; each
 // call is then a message round trip (~0.05 ms idle, several ms on a loaded machine). { inline: true } runs
 // it on the calling thread instead (its own small wasm instance, as ONNX Runtime Web does by default): no
@@ -129,11 +133,14 @@ export class Vad {
   // Options: sampleRate (16000, or 8000 for the file's 8 kHz branch), onProgress({loaded, total}), inline (run
   // on this thread, see above), engine (share a running Engine or InlineEngine), and for a new engine threads
   // (default 1: the network is tiny), variant ('relaxed' | 'simd128'), wasmUrl.
-  static async load(source, { sampleRate = 16000, onProgress, engine, inline = false, threads = 1, variant, wasmUrl } = {}) {
+  // device: 'cpu' (the default), 'webgpu' (the op layer's GPU backend in the engine worker: needs WebGPU and JS
+  // Promise Integration, e.g. Chromium 137+; throws a one-line reason where either is missing) or 'auto' (the
+  // GPU where it can run, else the CPU with the reason in info.fallback). info.device says where it runs.
+  static async load(source, { sampleRate = 16000, onProgress, engine, inline = false, threads = 1, variant, wasmUrl, device = 'cpu' } = {}) {
     const ownEngine = !engine;
     engine ??= inline ? await InlineEngine.create({ variant, wasmUrl }) : await Engine.create({ threads, variant, wasmUrl });
     try {
-      const info = await engine.call('vadLoad', { source: source instanceof URL ? String(source) : source, sampleRate },
+      const info = await engine.call('vadLoad', { source: source instanceof URL ? String(source) : source, sampleRate, device },
         (p) => onProgress?.({ loaded: p.bytes, total: p.total }));
       return new Vad(engine, ownEngine, info);
     } catch (e) {

@@ -594,9 +594,9 @@ function nnCheck({ seed = 0 }) {
 }
 
 const ops = { init, selftest, kernelCheck, attentionCheck, nnCheck, describe, gpuInit, gpuSelftest, gpuOpCheck, gpuTimings, gpuLoseDevice, llmGpuProfile, llmLoad, llmToCpu, llmDispose, llmTokenize, llmDetokenize, llmFormatTurn, llmTokenizeTurn, llmGenerate, llmRollback,
-  ...vadOps(() => ({ wasm, memory, loadIntoWasm })),
+  ...vadOps(() => ({ wasm, memory, loadIntoWasm, gpu })),
   // Kokoro on this pool (web/tts.js with threads > 1): its int8 convs split across the helpers.
-  ...ttsOps(() => ({ wasm, memory, loadIntoWasm })) };
+  ...ttsOps(() => ({ wasm, memory, loadIntoWasm, gpu })) };
 const parent = await parentChannel();
 // Requests run one at a time: the engine is single-threaded at the API level (the pool is inside a call).
 let queue = Promise.resolve();

@@ -260,6 +260,13 @@ float sotto_vad_process(SottoVad* vad, const float* frame, size_t n_samples);
 int64_t sotto_vad_process_clip(SottoVad* vad, const float* samples, size_t n_samples, float* probs,
                                size_t capacity);
 int64_t sotto_vad_frame_count(const SottoVad* vad, size_t n_samples);
+/* Moves the loaded model to a backend (enum SottoBackend) and resets the stream. SOTTO_BACKEND_WEBGPU opens
+ * the platform's WebGPU device (Dawn natively; in WebAssembly the engine worker's, which JS must have opened)
+ * and copies the weights there; SOTTO_ERROR_RUN with the reason when there is none. In WebAssembly a GPU
+ * stream reads each probability back synchronously: call process / process_clip through a
+ * WebAssembly.promising export with sotto_gpu_blocking_reads(1) (web/vad-ops.js). */
+int32_t sotto_vad_set_backend(SottoVad* vad, int32_t backend);
+int32_t sotto_vad_backend(const SottoVad* vad); /* SOTTO_BACKEND_CPU or _WEBGPU */
 
 /* Audio for the model: a WAV file in memory (any rate and channel count) decoded, averaged to mono and
  * resampled to the model's rate (what `sotto vad` does), or mono float samples at in_rate_hz resampled.
@@ -311,6 +318,12 @@ const char* sotto_asr_last_error(const SottoAsr* asr); /* "" when the last call 
 int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_size, const uint8_t* decoder,
                        size_t decoder_size, const uint8_t* tokenizer, size_t tokenizer_size);
 int32_t sotto_asr_load_vad(SottoAsr* asr, const uint8_t* onnx, size_t size);
+/* The backend (enum SottoBackend) the next sotto_asr_load puts Moonshine on. SOTTO_BACKEND_WEBGPU opens the
+ * platform's WebGPU device now (Dawn natively; in WebAssembly the one JS opened for this instance) and fails
+ * with SOTTO_ERROR_RUN and the reason when there is none; Parakeet stays on the CPU (its load then fails). In
+ * WebAssembly the GPU forward pass reads back synchronously: call sotto_asr_transcribe_json through a
+ * WebAssembly.promising export with sotto_gpu_blocking_reads(1) (web/asr.js). */
+int32_t sotto_asr_set_backend(SottoAsr* asr, int32_t backend);
 /* Parakeet TDT instead of Moonshine: config.json, model.safetensors (transformers' ParakeetForTDT) and NeMo's
  * tokenizer.model (size 0: token ids as text). transcribe_json then gives {"text", "tokens"}. */
 int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_t config_size,
@@ -340,6 +353,12 @@ typedef struct SottoTts SottoTts;
 SottoTts* sotto_tts_create(int32_t n_threads);
 void sotto_tts_destroy(SottoTts* tts);
 const char* sotto_tts_last_error(const SottoTts* tts); /* "" when the last call succeeded */
+/* The backend (enum SottoBackend) the next sotto_tts_load puts Kokoro on. SOTTO_BACKEND_WEBGPU opens the
+ * platform's WebGPU device now (Dawn natively; in WebAssembly the one JS opened for this instance) and fails
+ * with SOTTO_ERROR_RUN and the reason when there is none. In WebAssembly the GPU reads back synchronously:
+ * call sotto_tts_load / _speak / _stream_* through WebAssembly.promising exports with
+ * sotto_gpu_blocking_reads(1) (web/tts-ops.js). */
+int32_t sotto_tts_set_backend(SottoTts* tts, int32_t backend);
 int32_t sotto_tts_load(SottoTts* tts, const uint8_t* model, size_t model_size);
 int32_t sotto_tts_add_voice(SottoTts* tts, const char* name, size_t name_bytes, const uint8_t* bytes,
                             size_t size);

@@ -9,6 +9,7 @@
 #include "api/sotto.h"
 #include "audio/resample.h"
 #include "core/thread_pool.h"
+#include "gpu/device.h"
 #include "io/describe.h"
 #include "io/onnx.h"
 #include "io/wav.h"
@@ -22,7 +23,8 @@
 struct SottoAsr {
   std::string last_error;
   std::unique_ptr<sotto::ThreadPool> own_pool;
-  sotto::ThreadPool* pool = nullptr;  // own_pool, or the web engine's (sotto_asr_create_on_pool)
+  sotto::ThreadPool* pool = nullptr;           // own_pool, or the web engine's (sotto_asr_create_on_pool)
+  std::unique_ptr<sotto::gpu::Device> device;  // Moonshine's GPU (sotto_asr_set_backend); outlives the model
   std::optional<sotto::asr::MoonshineModel> model;
   std::unique_ptr<sotto::asr::ParakeetModel> parakeet;  // or this (sotto_asr_load_parakeet)
   sotto::asr::ParakeetVocab parakeet_vocab;
@@ -67,8 +69,9 @@ int32_t sotto_asr_load(SottoAsr* asr, const uint8_t* encoder, size_t encoder_siz
   }
   asr->model.reset();
   asr->parakeet.reset();
-  auto m = sotto::asr::load_moonshine({encoder, encoder_size}, {decoder, decoder_size},
-                                      {tokenizer, tokenizer_size}, sotto::nn::Context::cpu(asr->pool));
+  auto m = sotto::asr::load_moonshine(
+      {encoder, encoder_size}, {decoder, decoder_size}, {tokenizer, tokenizer_size},
+      asr->device ? sotto::nn::Context::webgpu(*asr->device) : sotto::nn::Context::cpu(asr->pool));
   if (!m) {
     asr->last_error = m.message();
     return SOTTO_ERROR_FILE;
@@ -84,6 +87,10 @@ int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_
   asr->last_error.clear();
   if (!config_json || !safetensors || (!tokenizer && tokenizer_size)) {
     asr->last_error = "asr: null buffer";
+    return SOTTO_ERROR_ARGUMENT;
+  }
+  if (asr->device) {
+    asr->last_error = "asr: Parakeet runs on the CPU only (sotto_asr_set_backend(asr, SOTTO_BACKEND_CPU))";
     return SOTTO_ERROR_ARGUMENT;
   }
   asr->model.reset();
@@ -111,6 +118,29 @@ int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_
   }
   (*m)->use_packed_matrices();
   asr->parakeet = std::move(m).value();
+  return SOTTO_OK;
+}
+
+int32_t sotto_asr_set_backend(SottoAsr* asr, int32_t backend) {
+  if (!asr) return SOTTO_ERROR_ARGUMENT;
+  asr->last_error.clear();
+  if (backend != SOTTO_BACKEND_CPU && backend != SOTTO_BACKEND_WEBGPU) {
+    asr->last_error = sotto::cat("asr: unknown backend ", backend, " (0 cpu, 1 webgpu)");
+    return SOTTO_ERROR_ARGUMENT;
+  }
+  asr->model.reset();  // it lives on the device it was loaded onto: load again after this
+  asr->parakeet.reset();
+  if (backend == SOTTO_BACKEND_CPU) {
+    asr->device.reset();
+    return SOTTO_OK;
+  }
+  if (asr->device) return SOTTO_OK;
+  auto opened = sotto::gpu::open_device({});
+  if (!opened) {
+    asr->last_error = sotto::cat("asr: ", opened.message());
+    return SOTTO_ERROR_RUN;
+  }
+  asr->device = std::move(opened).value();
   return SOTTO_OK;
 }
 

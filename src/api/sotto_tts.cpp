@@ -12,6 +12,7 @@
 
 #include "api/sotto.h"
 #include "core/thread_pool.h"
+#include "gpu/device.h"
 #include "io/describe.h"
 #include "models/tts/kokoro.h"
 #include "nn/weights.h"
@@ -21,6 +22,7 @@ struct SottoTts {
   std::string last_error;
   std::unique_ptr<sotto::ThreadPool> own_pool;
   sotto::ThreadPool* pool = nullptr;
+  std::unique_ptr<sotto::gpu::Device> device;  // Kokoro's GPU (sotto_tts_set_backend); outlives ctx
   std::unique_ptr<sotto::nn::Context> ctx;
   std::optional<sotto::tts::KokoroWeights> weights;
   std::map<std::string, sotto::tts::KokoroVoice, std::less<>> voices;
@@ -111,6 +113,30 @@ const char* sotto_tts_last_error(const SottoTts* tts) {
   return tts ? tts->last_error.c_str() : "tts: null handle";
 }
 
+int32_t sotto_tts_set_backend(SottoTts* tts, int32_t backend) {
+  if (!tts) return SOTTO_ERROR_ARGUMENT;
+  tts->last_error.clear();
+  if (backend != SOTTO_BACKEND_CPU && backend != SOTTO_BACKEND_WEBGPU) {
+    fail(tts, sotto::cat("tts: unknown backend ", backend, " (0 cpu, 1 webgpu)"));
+    return SOTTO_ERROR_ARGUMENT;
+  }
+  tts->stream.reset();
+  tts->weights.reset();  // they live on the context they were loaded onto: load again after this
+  tts->ctx.reset();
+  if (backend == SOTTO_BACKEND_CPU) {
+    tts->device.reset();
+    return SOTTO_OK;
+  }
+  if (tts->device) return SOTTO_OK;
+  auto opened = sotto::gpu::open_device({});
+  if (!opened) {
+    fail(tts, sotto::cat("tts: ", opened.message()));
+    return SOTTO_ERROR_RUN;
+  }
+  tts->device = std::move(opened).value();
+  return SOTTO_OK;
+}
+
 int32_t sotto_tts_load(SottoTts* tts, const uint8_t* model, size_t model_size) {
   if (!tts) return SOTTO_ERROR_ARGUMENT;
   tts->last_error.clear();
@@ -129,6 +155,16 @@ int32_t sotto_tts_load(SottoTts* tts, const uint8_t* model, size_t model_size) {
   if (!w) {
     fail(tts, sotto::cat("tts: not a Kokoro v1.0 int8 model: ", w.message()));
     return SOTTO_ERROR_FILE;
+  }
+  if (tts->device) {  // read on the CPU (the file's layouts), then copied to the GPU and the CPU copy dropped
+    auto gpu_ctx = sotto::nn::Context::webgpu(*tts->device);
+    auto on_gpu = sotto::tts::kokoro_weights_to_gpu(*gpu_ctx, *w);
+    if (!on_gpu) {
+      fail(tts, sotto::cat("tts: ", on_gpu.message()));
+      return SOTTO_ERROR_RUN;
+    }
+    w = std::move(on_gpu);
+    tts->ctx = std::move(gpu_ctx);
   }
   tts->weights.emplace(std::move(w).value());
   // Part of loading: the weights' derived layouts are made now, not in the first sentence's time (a voice

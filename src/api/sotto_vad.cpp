@@ -11,6 +11,7 @@
 #include "api/sotto.h"
 #include "audio/resample.h"
 #include "audio/wav_audio.h"
+#include "gpu/device.h"
 #include "io/onnx.h"
 #include "io/wav.h"
 #include "models/vad/segmenter.h"
@@ -19,6 +20,7 @@
 struct SottoVad {
   std::string last_error;
   std::unique_ptr<sotto::vad::SileroWeights> weights;  // stable address: the stream keeps a pointer
+  std::unique_ptr<sotto::gpu::Device> device;          // the GPU stream's (destroyed after it)
   std::optional<sotto::vad::SileroVad> stream;
   std::vector<float> audio;  // what decode_wav / resample hand out
   std::string notes;         // what the last decode_wav could not read at face value
@@ -42,6 +44,13 @@ bool ready(SottoVad* vad) {
     vad->last_error = "vad: no model loaded";
     return false;
   }
+  return true;
+}
+
+// A GPU stream's first failure (a lost device, a read that could not wait) as the handle's error.
+bool gpu_failed(SottoVad* vad) {
+  if (vad->stream->status().ok()) return false;
+  vad->last_error = vad->stream->status().message();
   return true;
 }
 
@@ -116,9 +125,40 @@ int32_t sotto_vad_load(SottoVad* vad, const uint8_t* bytes, size_t size, int32_t
     return SOTTO_ERROR_FILE;
   }
   vad->stream.reset();
+  vad->device.reset();  // a new model starts on the CPU
   vad->weights = std::make_unique<sotto::vad::SileroWeights>(std::move(weights).value());
   vad->stream.emplace(*vad->weights);
   return SOTTO_OK;
+}
+
+int32_t sotto_vad_set_backend(SottoVad* vad, int32_t backend) {
+  if (!ready(vad)) return SOTTO_ERROR_ARGUMENT;
+  if (backend != SOTTO_BACKEND_CPU && backend != SOTTO_BACKEND_WEBGPU) {
+    vad->last_error = cat("vad: unknown backend ", backend, " (0 cpu, 1 webgpu)");
+    return SOTTO_ERROR_ARGUMENT;
+  }
+  if (backend == SOTTO_BACKEND_WEBGPU && !vad->device) {
+    auto opened = sotto::gpu::open_device({});
+    if (!opened) {
+      vad->last_error = cat("vad: ", opened.message());
+      return SOTTO_ERROR_RUN;
+    }
+    vad->device = std::move(opened).value();
+  }
+  vad->stream.reset();
+  vad->stream.emplace(*vad->weights, backend == SOTTO_BACKEND_WEBGPU ? vad->device.get() : nullptr);
+  if (backend == SOTTO_BACKEND_CPU) vad->device.reset();
+  if (gpu_failed(vad)) {
+    vad->stream.reset();
+    vad->stream.emplace(*vad->weights);
+    vad->device.reset();
+    return SOTTO_ERROR_RUN;
+  }
+  return SOTTO_OK;
+}
+
+int32_t sotto_vad_backend(const SottoVad* vad) {
+  return vad && vad->device ? SOTTO_BACKEND_WEBGPU : SOTTO_BACKEND_CPU;
 }
 
 int32_t sotto_vad_frame_samples(const SottoVad* vad) {
@@ -139,7 +179,8 @@ float sotto_vad_process(SottoVad* vad, const float* frame, size_t n_samples) {
     vad->last_error = "vad: null frame";
     return -1.0f;
   }
-  return vad->stream->forward({frame, n_samples});
+  const float p = vad->stream->forward({frame, n_samples});
+  return gpu_failed(vad) ? -1.0f : p;
 }
 
 int64_t sotto_vad_frame_count(const SottoVad* vad, size_t n_samples) {
@@ -158,6 +199,7 @@ int64_t sotto_vad_process_clip(SottoVad* vad, const float* samples, size_t n_sam
   int64_t frames = 0;
   for (size_t start = 0; start < n_samples; start += frame, ++frames) {
     const float p = vad->stream->forward({samples + start, std::min(frame, n_samples - start)});
+    if (gpu_failed(vad)) return -1;
     if (static_cast<size_t>(frames) < capacity) probs[frames] = p;
   }
   return frames;
@@ -218,6 +260,7 @@ const char* sotto_vad_clip_json(SottoVad* vad, const float* samples, size_t n_sa
   vad->stream->reset();
   const std::vector<float> probs = sotto::vad::speech_probabilities(*vad->stream, {samples, n_samples});
   vad->stream->reset();
+  if (gpu_failed(vad)) return nullptr;
   const std::vector<sotto::vad::Segment> segments = sotto::vad::find_segments(probs, segmenter);
   const double frame_s = segmenter.frame_ms / 1000.0;
   std::string out = cat("{\"frame_ms\":", segmenter.frame_ms, ",\"probs\":[");

@@ -175,3 +175,15 @@ Result<std::unique_ptr<Device>> open_device(const DeviceOptions& /*options*/) {
 }
 
 }  // namespace sotto::gpu
+
+extern "C" {
+
+// 1: finish_read() waits for pending reads (sotto_gpu_wait) instead of answering Pending, for the op layer's
+// models, which read back synchronously; JS sets it only around calls it makes through WebAssembly.promising
+// (web/vad-ops.js), where sotto_gpu_wait can suspend, and back to 0 after. The engine worker runs one request
+// at a time, so nothing else calls into wasm while it is set.
+__attribute__((export_name("sotto_gpu_blocking_reads"))) void sotto_gpu_blocking_reads(int32_t allow) {
+  sotto::gpu::wasm_allow_blocking_reads(allow != 0);
+}
+
+}  // extern "C"
