@@ -249,48 +249,31 @@ TEST(AttentionBench, NsPerQueryKeyHead) {
                 ns / reps / pairs);
   }
   cpu_force_portable(false);
-  // Decode at depth 8192 (24 layers' worth of caches, so they do not fit the CPU's): each head on its own
-  // (attend_head) against the 7 heads of a KV head together (attend_group), one thread, medians of 5.
-  const AttentionKernels& kernels = attention_kernels();
-  if (!kernels.attend_group) return;
-  const int depth = 8192, layers = 24;
-  std::vector<Inputs> caches;
-  std::vector<std::vector<float>> outs(layers);
-  for (int l = 0; l < layers; ++l)
-    caches.push_back(make_inputs(rng, Case{64, 64, 14, 2, 1, depth - 1}, outs[l]));
-  AttentionScratch scratch;
-  auto time_ms = [&](bool grouped) {
-    std::vector<double> ms;
-    for (int r = 0; r < 5; ++r) {
-      timespec t0{}, t1{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);  // CPU time: the machine is often shared
-      for (const Inputs& in : caches) {
-        const AttentionArgs& a = in.args;
-        for (int g = 0; g < 2; ++g) {
-          const uint16_t* k = a.k + g * 64;
-          const uint16_t* v = a.v + g * 64;
-          if (grouped)
-            kernels.attend_group(a.q + g * 7 * 64, 64, 7, k, static_cast<size_t>(a.k_row), v,
-                                 static_cast<size_t>(a.v_row), depth, 64, 64, a.scale, a.out + g * 7 * 64, 64,
-                                 scratch);
-          else
-            for (int h = 0; h < 7; ++h)
-              kernels.attend_head(a.q + (g * 7 + h) * 64, k, static_cast<size_t>(a.k_row), v,
-                                  static_cast<size_t>(a.v_row), depth, 64, 64, a.scale,
-                                  a.out + (g * 7 + h) * 64, scratch);
-        }
+  // At depth, as the model runs it: 24 layers' caches (so they do not fit the CPU's), Qwen2.5-0.5B's heads,
+  // attention_f16 on one thread, CPU time (the machine is often shared), medians of 5: decode (one query)
+  // and a 26-token chat turn (a block of queries, causal within it) at depths 1024 and 8192.
+  for (const int at : {1024, 8192})
+    for (const int n_query : {1, 26}) {
+      std::vector<Inputs> deep;
+      std::vector<std::vector<float>> deep_outs(24);
+      for (int l = 0; l < 24; ++l)
+        deep.push_back(make_inputs(rng, Case{64, 64, 14, 2, n_query, at}, deep_outs[l]));
+      std::vector<double> cpu_ms;
+      for (int r = 0; r < 5; ++r) {
+        timespec t0{}, t1{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        for (const Inputs& layer : deep) attention_f16(pool, layer.args);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+        cpu_ms.push_back(1e3 * static_cast<double>(t1.tv_sec - t0.tv_sec) +
+                         1e-6 * static_cast<double>(t1.tv_nsec - t0.tv_nsec));
       }
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-      ms.push_back(1e3 * static_cast<double>(t1.tv_sec - t0.tv_sec) +
-                   1e-6 * static_cast<double>(t1.tv_nsec - t0.tv_nsec));
+      std::sort(cpu_ms.begin(), cpu_ms.end());
+      const double triples = 24.0 * 14.0 * n_query * (at + (n_query + 1) / 2.0);
+      std::printf(
+          "%s at depth %d, %d queries, 24 layers x 14/2 heads, one thread, CPU time: %.1f ms (%.1f ns per "
+          "(query, key, head))\n",
+          attention_kernels().name, at, n_query, cpu_ms[2], cpu_ms[2] * 1e6 / triples);
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[2];
-  };
-  for (int round = 0; round < 2; ++round)
-    std::printf(
-        "decode at %d, 24 layers x 14/2 heads, one thread, CPU time: per head %.1f ms, grouped %.1f ms\n",
-        depth, time_ms(false), time_ms(true));
 }
 
 }  // namespace
