@@ -78,6 +78,33 @@ float dot_f16(const K* k, const float* q, int n) {
   return static_cast<float>(sum);
 }
 
+// dot_f16 of one query against 8 keys (key j at k + j * k_stride), for n a multiple of 32 (no leftover
+// products, so the double step is exact and skipped): the same lanes and sums, with the 8 keys' final folds
+// done together. Per key, dot_f16 adds the halves (t_i = l_i + l_(i+4)) and then hadd twice, giving
+// (t0 + t1) + (t2 + t3); here the halves of keys j and j + 4 share a register and two hadds over the four
+// such registers give the same sums for all 8 keys, in key order.
+__m256 dot8_f16(const float* k, size_t k_stride, const float* q, int n) {
+  __m256 folded[8];
+  for (int j = 0; j < 8; ++j) {
+    const float* kj = k + j * k_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int i = 0; i < n; i += kStep) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(kj + i), _mm256_loadu_ps(q + i), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(kj + i + 8), _mm256_loadu_ps(q + i + 8), a1);
+      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(kj + i + 16), _mm256_loadu_ps(q + i + 16), a2);
+      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(kj + i + 24), _mm256_loadu_ps(q + i + 24), a3);
+    }
+    folded[j] = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+  }
+  __m256 halves[4];  // [t of key j | t of key j + 4]
+  for (int j = 0; j < 4; ++j)
+    halves[j] = _mm256_add_ps(_mm256_permute2f128_ps(folded[j], folded[j + 4], 0x20),
+                              _mm256_permute2f128_ps(folded[j], folded[j + 4], 0x31));
+  const __m256 pairs01 = _mm256_hadd_ps(halves[0], halves[1]);  // keys 0, 1 | 4, 5: t0 + t1, t2 + t3
+  const __m256 pairs23 = _mm256_hadd_ps(halves[2], halves[3]);  // keys 2, 3 | 6, 7
+  return _mm256_hadd_ps(pairs01, pairs23);                      // keys 0, 1, 2, 3 | 4, 5, 6, 7
+}
+
 void scale_f16(uint16_t* acc, float factor, int n) {
   const __m256 f = _mm256_set1_ps(factor);
   int d = 0;
@@ -202,18 +229,21 @@ void attend_group_avx2(const float* q, size_t q_stride, size_t q_token_stride, i
       widen_rows(k + p0 * k_stride, k_stride, n_block, head_dim_k, k32);
       widen_rows(v + p0 * v_stride, v_stride, n_block, head_dim_v, v32);
     }
-    for (int p = 0; p < n_block; ++p) {
-      if (widened) {
-        const float* kp = k32 + static_cast<size_t>(p) * head_dim_k;
-        for (int r = first_row(p); r < n_rows; ++r)
-          scores[r * kGroupBlock + p] =
-              dot_f16(kp, q16 + static_cast<size_t>(r) * head_dim_k, head_dim_k) * scale;
-        continue;
-      }
-      const uint16_t* kp = k + (p0 + p) * k_stride;
-      for (int r = first_row(p); r < n_rows; ++r)
-        scores[r * kGroupBlock + p] =
-            dot_f16(kp, q16 + static_cast<size_t>(r) * head_dim_k, head_dim_k) * scale;
+    for (int r = 0; r < n_rows; ++r) {
+      // Keys of the block row r's token sees.
+      const int n_seen = std::clamp(n_keys + r / n_heads - p0, 0, n_block);
+      const float* q16r = q16 + static_cast<size_t>(r) * head_dim_k;
+      float* scores_r = scores + r * kGroupBlock;
+      int p = 0;
+      if (widened && head_dim_k % kStep == 0)
+        for (; p + 8 <= n_seen; p += 8)
+          _mm256_storeu_ps(scores_r + p,
+                           _mm256_mul_ps(dot8_f16(k32 + static_cast<size_t>(p) * head_dim_k,
+                                                  static_cast<size_t>(head_dim_k), q16r, head_dim_k),
+                                         _mm256_set1_ps(scale)));
+      for (; p < n_seen; ++p)
+        scores_r[p] = widened ? dot_f16(k32 + static_cast<size_t>(p) * head_dim_k, q16r, head_dim_k) * scale
+                              : dot_f16(k + (p0 + p) * k_stride, q16r, head_dim_k) * scale;
     }
     for (int p = 0; p < n_block; ++p) {
       const uint16_t* vp = v + (p0 + p) * v_stride;
