@@ -18,7 +18,9 @@
 // here reproduces exactly that, so all of them give bit-identical outputs; the tests hold them to it.
 //
 // Where the time goes: per (query, key, head) one dot of head_dim_k, one exp, one f16 multiply-add of
-// head_dim_v. At head_dim 64 (Qwen2.5-0.5B) on one core: AVX2 ~13 ns (F16C conversions, FMA); portable ~330
+// head_dim_v. At head_dim 64 (Qwen2.5-0.5B) on one core: AVX2 12.5-18 ns (F16C conversions of the running
+// sum, libm's expf, FMA; the grouped kernel widens each cached row once for all query rows that read it, 7
+// heads x up to 4 tokens; decode's 7 rows amortize that less); portable ~330
 // ns natively, spent on the exact single-rounding multiply-add (done in double, see fma_f16_operands) and the
 // f16 conversions in integer arithmetic; the scalar code this replaced took ~420 ns. The relaxed-SIMD wasm
 // build, where the engine fuses f32x4.relaxed_madd (V8 on CPUs with FMA), does the multiply-add in f32 lanes and
