@@ -184,6 +184,32 @@ TEST(Attention, DeepDecodeMatchesTheReferenceBitForBit) {
     }
 }
 
+// A chat turn deep in the cache: a block of queries (causal within it) against a few hundred cached keys,
+// where the grouped kernel takes several tokens per unit, folds 8 keys' dots together and crosses key blocks
+// part-way through a token's keys: still the reference's bits, for odd query counts, group sizes and head
+// sizes (64 and 96 take the 8-key folds, 40 does not), 1-3 threads.
+TEST(Attention, PromptBlockAtDepthMatchesTheReferenceBitForBit) {
+  std::mt19937_64 rng(test_seed() + 5);
+  ThreadPool pools[] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  const Case cases[] = {
+      {64, 64, 14, 2, 26, 0}, {96, 48, 15, 3, 11, 0}, {40, 40, 6, 2, 9, 0}, {64, 64, 4, 1, 5, 0}};
+  int n_run = 0;
+  for (Case c : cases) {
+    c.pos0 = 121 + static_cast<int>(rng() % 250);
+    std::vector<float> expected, got;
+    Inputs in = make_inputs(rng, c, expected);
+    attention_f16_ref(in.args);
+    got.assign(expected.size(), -1.0f);
+    in.args.out = got.data();
+    ThreadPool& pool = pools[n_run++ % 3];
+    attention_f16(pool, in.args);
+    ASSERT_EQ(0, std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)))
+        << attention_kernels().name << " head_dim " << c.head_dim_k << "/" << c.head_dim_v << " heads "
+        << c.n_head << "/" << c.n_head_kv << " queries " << c.n_query << " pos0 " << c.pos0 << " threads "
+        << pool.n_threads();
+  }
+}
+
 // The reference against softmax(q·k / sqrt(d))·v in double, from the same f16 keys and values and the f16
 // query. Its f16 accumulator rounds each partial sum to 11 bits; with values ~N(0, 1) and up to 300 keys the
 // drift stays within 0.02 absolute (measured worst ~0.005).
