@@ -3,13 +3,16 @@
 // the figure carries no JavaScript per-token cost. Built by bench/build_llama_capi.sh; never part of the
 // product build.
 //
-//   llama_capi -m FILE [--threads T] [--repeats R] [--depth N] [--turn K] [--backends DIR] [--json]
+//   llama_capi -m FILE [--threads T] [--repeats R] [--depth N] [--turn K] [--backends DIR] [--no-prefill]
+//              [--json]
 //
 // Measures what `sotto bench llm` measures, the same way: prefill of 64 and 256 tokens into an empty cache,
 // then decode of 64 tokens (llama_decode one token at a time, argmax over the logits) after a prompt of
 // --depth tokens (default 16), median of --repeats after one untimed warm-up. With --turn K it also times a
 // K-token prompt appended at --depth (the next chat turn at that depth). Deep runs prefill to the depth once
 // and cut the cache back to it (llama_memory_seq_rm) before every timed repeat, as sotto's bench does.
+// --no-prefill skips the 64/256-token prefills; turn_cpu_ms and decode_cpu_ms_per_token are the process's CPU
+// time (with more than one thread it counts the spinning of ggml's barriers too).
 // Context: F16 K/V cache, flash attention auto, batch 512 (llama.cpp's defaults).
 #include <algorithm>
 #include <chrono>
@@ -19,6 +22,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "ggml-backend.h"
 #include "llama.h"
@@ -30,6 +35,13 @@ double now_ms() {
       .count();
 }
 
+// CPU time of the whole process (every thread, spinning included), in milliseconds.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -38,7 +50,7 @@ double median(std::vector<double> v) {
 int usage(const char* why) {
   std::fprintf(stderr,
                "llama_capi: %s\nusage: llama_capi -m FILE [--threads T] [--repeats R] [--depth N] [--turn K] "
-               "[--backends DIR] [--json]\n",
+               "[--backends DIR] [--no-prefill] [--json]\n",
                why);
   return 2;
 }
@@ -52,7 +64,7 @@ void quiet_log(ggml_log_level level, const char* text, void*) {
 int main(int argc, char** argv) {
   std::string model_path, backends;
   int threads = 2, repeats = 5, depth = 16, turn = 0;
-  bool json = false;
+  bool json = false, no_prefill = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -83,6 +95,8 @@ int main(int argc, char** argv) {
       if (!whole(0, 4096, turn)) return usage("--turn must be 0..4096");
     } else if (a == "--json") {
       json = true;
+    } else if (a == "--no-prefill") {
+      no_prefill = true;
     } else {
       return usage(("unknown option " + a).c_str());
     }
@@ -152,9 +166,9 @@ int main(int argc, char** argv) {
   };
 
   fresh(16);  // warm-up: pages mapped, threads started
-  double prefill_ms[2];
+  double prefill_ms[2] = {0, 0};
   const int prefill_tokens[2] = {64, 256};
-  for (int p = 0; p < 2; ++p) {
+  for (int p = 0; p < (no_prefill ? 0 : 2); ++p) {
     std::vector<double> ms;
     for (int r = 0; r < repeats; ++r) {
       llama_memory_clear(mem, true);
@@ -168,23 +182,25 @@ int main(int argc, char** argv) {
 
   fresh(depth);
   const llama_token first = argmax();
-  double turn_ms = 0;
+  double turn_ms = 0, turn_cpu_ms = 0;
   if (turn > 0) {
-    std::vector<double> ms;
+    std::vector<double> ms, cpu;
     for (int r = 0; r < repeats; ++r) {
       llama_memory_seq_rm(mem, 0, depth, -1);
-      const double t0 = now_ms();
+      const double t0 = now_ms(), c0 = process_cpu_ms();
       feed(depth, turn);
       argmax();
       ms.push_back(now_ms() - t0);
+      cpu.push_back(process_cpu_ms() - c0);
     }
     turn_ms = median(ms);
+    turn_cpu_ms = median(cpu);
   }
-  std::vector<double> decode_ms;
+  std::vector<double> decode_ms, decode_cpu;
   for (int r = 0; r < repeats; ++r) {
     llama_memory_seq_rm(mem, 0, depth, -1);
     llama_token id = first;
-    const double t0 = now_ms();
+    const double t0 = now_ms(), c0 = process_cpu_ms();
     for (int i = 0; i < n_decode; ++i) {
       if (llama_decode(ctx, llama_batch_get_one(&id, 1)) != 0) {
         std::fprintf(stderr, "llama_capi: llama_decode failed at step %d\n", i);
@@ -193,15 +209,16 @@ int main(int argc, char** argv) {
       id = argmax();
     }
     decode_ms.push_back((now_ms() - t0) / n_decode);
+    decode_cpu.push_back((process_cpu_ms() - c0) / n_decode);
   }
   const double ms_per_token = median(decode_ms);
   if (json) {
     std::printf(
         "{\"model\":\"%s\",\"threads\":%d,\"repeats\":%d,\"prefill_64_ms\":%.4f,\"prefill_256_ms\":%.4f,"
         "\"decode_after\":%d,\"decode_ms_per_token\":%.5f,\"decode_tokens_per_s\":%.3f,\"turn\":%d,"
-        "\"turn_ms\":%.4f}\n",
+        "\"turn_ms\":%.4f,\"turn_cpu_ms\":%.4f,\"decode_cpu_ms_per_token\":%.5f}\n",
         model_path.c_str(), threads, repeats, prefill_ms[0], prefill_ms[1], depth, ms_per_token,
-        1000.0 / ms_per_token, turn, turn_ms);
+        1000.0 / ms_per_token, turn, turn_ms, turn_cpu_ms, median(decode_cpu));
   } else {
     std::printf("%s: llama.cpp C API, %d threads, median of %d\n", model_path.c_str(), threads, repeats);
     for (int p = 0; p < 2; ++p)

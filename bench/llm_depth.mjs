@@ -39,7 +39,7 @@ function parseArgs(argv) {
 
 const measure = (exe, file, threads, depth, turn, repeats) =>
   JSON.parse(execFileSync(exe, [...(exe.endsWith('sotto') ? ['bench', 'llm'] : []), '-m', file, '--threads', String(threads),
-    '--repeats', String(repeats), '--depth', String(depth), '--turn', String(turn), '--json'],
+    '--repeats', String(repeats), '--depth', String(depth), '--turn', String(turn), '--no-prefill', '--json'],
   { encoding: 'utf8', maxBuffer: 1 << 24 }));
 
 function main() {
@@ -62,8 +62,14 @@ function main() {
     raw[depth] = { ours, theirs };
     const dA = median(ours.map((x) => x.decode_ms_per_token)), dB = median(theirs.map((x) => x.decode_ms_per_token));
     const tA = median(ours.map((x) => x.turn_ms)), tB = median(theirs.map((x) => x.turn_ms));
-    rows.push([depth, 'decode (tok/s)', 1000 / dA, 1000 / dB, dB / dA]);
-    rows.push([depth, `prefill ${opts.turn}-token turn (ms)`, tA, tB, tB / tA]);
+    rows.push([String(depth), 'decode (tok/s)', 1000 / dA, 1000 / dB, dB / dA]);
+    rows.push([String(depth), `prefill ${opts.turn}-token turn (ms)`, tA, tB, tB / tA]);
+    // CPU time of the process: on a loaded machine at one thread it says more than the wall clock (with more
+    // threads it counts llama.cpp's spinning barriers too).
+    const cdA = median(ours.map((x) => x.decode_cpu_ms_per_token)), cdB = median(theirs.map((x) => x.decode_cpu_ms_per_token));
+    const ctA = median(ours.map((x) => x.turn_cpu_ms)), ctB = median(theirs.map((x) => x.turn_cpu_ms));
+    if (cdA > 0 && cdB > 0) rows.push([String(depth), 'decode CPU (ms/token)', cdA, cdB, cdB / cdA]);
+    if (ctA > 0 && ctB > 0) rows.push([String(depth), `turn CPU (ms)`, ctA, ctB, ctB / ctA]);
   }
   const report = [
     `# sotto vs llama.cpp at depth, native CPU, ${new Date().toISOString().slice(0, 10)}`,

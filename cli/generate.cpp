@@ -17,6 +17,7 @@
 //   {"prompt", "prompt_ids", "ids" (generated only), "text", "stop", "prefill_ms", "decode_tokens_per_s",
 //    "top_logprobs" (first step, with --top-logprobs)}
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -515,13 +516,26 @@ int run_chat(std::span<char* const> all_args) {
   return kExitOk;
 }
 
+namespace {
+
+// CPU time of the whole process (every thread), in milliseconds.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+}  // namespace
+
 // bench llm: prefill of 64 and 256 tokens and decode of 64 tokens after a 16-token prompt (--depth N: after
 // N), median of repeats, after one untimed warm-up pass (it maps the file's pages and starts the threads).
 // --turn K also times a K-token prompt appended at the depth (the next chat turn). The prompt up to the depth
 // is computed once; every timed repeat cuts the cache back to it (bench/llama_capi.cpp measures llama.cpp the
-// same way). --json prints
+// same way). --no-prefill skips the 64/256-token prefills (reported as 0). --json prints
 //   {"model", "threads", "repeats", "prefill_64_ms", "prefill_256_ms", "decode_after", "decode_ms_per_token",
-//    "decode_tokens_per_s"} (the wasm CLI's keys), and with --turn also "turn", "turn_ms"
+//    "decode_tokens_per_s"} (the wasm CLI's keys), and with --turn also "turn", "turn_ms"; natively also
+//   "turn_cpu_ms" and "decode_cpu_ms_per_token", the process's CPU time (medians), which on a loaded machine
+//   says more than the wall clock at one thread (with more, it counts the helpers' spinning too).
 int run_bench(std::span<char* const> all_args) {
   std::vector<char*> rest;
   auto webgpu = take_backend(all_args, rest);
@@ -534,7 +548,7 @@ int run_bench(std::span<char* const> all_args) {
   int threads = default_threads(), repeats = 5;
   int n_decode_prompt = 16;  // --depth
   int n_turn = 0;            // --turn
-  bool json = false;
+  bool json = false, no_prefill = false;
   for (ArgCursor cursor("bench llm", args.subspan(1)); !cursor.done();) {
     const std::string_view a = cursor.next();
     Result<int64_t> v = int64_t{0};
@@ -544,6 +558,8 @@ int run_bench(std::span<char* const> all_args) {
       model_path = std::string(*path);
     } else if (a == "--json") {
       json = true;
+    } else if (a == "--no-prefill") {
+      no_prefill = true;
     } else if (a == "--threads") {
       if (!(v = cursor.whole(a, 1, 256))) return usage_error(v.message());
       threads = static_cast<int>(*v);
@@ -586,7 +602,7 @@ int run_bench(std::span<char* const> all_args) {
 
   double prefill_ms[2] = {0, 0};
   const int prefill_tokens[2] = {64, 256};
-  for (int p = 0; p < 2; ++p) {
+  for (int p = 0; p < (no_prefill ? 0 : 2); ++p) {
     std::vector<double> ms;
     for (int r = 0; r < repeats; ++r) {
       const double t0 = now_ms();
@@ -599,31 +615,34 @@ int run_bench(std::span<char* const> all_args) {
   auto at_depth = run_prompt(n_decode_prompt);
   if (!at_depth) return fail(at_depth.message());
   const int32_t first = argmax(*at_depth);
-  double turn_ms = 0;
+  double turn_ms = 0, turn_cpu_ms = 0;
   if (n_turn > 0) {
-    std::vector<double> ms;
+    std::vector<double> ms, cpu;
     for (int r = 0; r < repeats; ++r) {
       ctx->kv.n_past = n_decode_prompt;
-      const double t0 = now_ms();
+      const double t0 = now_ms(), c0 = process_cpu_ms();
       auto logits =
           forward(pool, w, *ctx,
                   std::span<const int32_t>(prompt.data() + n_decode_prompt, static_cast<size_t>(n_turn)));
       if (!logits) return fail(logits.message());
       ms.push_back(now_ms() - t0);
+      cpu.push_back(process_cpu_ms() - c0);
     }
     turn_ms = median(ms);
+    turn_cpu_ms = median(cpu);
   }
-  std::vector<double> decode_ms;
+  std::vector<double> decode_ms, decode_cpu;
   for (int r = 0; r < repeats; ++r) {
     ctx->kv.n_past = n_decode_prompt;
     int32_t id = first;
-    const double t0 = now_ms();
+    const double t0 = now_ms(), c0 = process_cpu_ms();
     for (int i = 0; i < n_decode; ++i) {
       auto logits = forward(pool, w, *ctx, std::span<const int32_t>(&id, 1));
       if (!logits) return fail(logits.message());
       id = argmax(*logits);
     }
     decode_ms.push_back((now_ms() - t0) / n_decode);
+    decode_cpu.push_back((process_cpu_ms() - c0) / n_decode);
   }
   const double ms_per_token = median(decode_ms);
   if (json) {
@@ -631,7 +650,10 @@ int run_bench(std::span<char* const> all_args) {
               ",\"prefill_64_ms\":", prefill_ms[0], ",\"prefill_256_ms\":", prefill_ms[1],
               ",\"decode_after\":", n_decode_prompt, ",\"decode_ms_per_token\":", ms_per_token,
               ",\"decode_tokens_per_s\":", 1000.0 / ms_per_token,
-              n_turn > 0 ? cat(",\"turn\":", n_turn, ",\"turn_ms\":", turn_ms) : std::string(), "}\n"));
+              n_turn > 0
+                  ? cat(",\"turn\":", n_turn, ",\"turn_ms\":", turn_ms, ",\"turn_cpu_ms\":", turn_cpu_ms)
+                  : std::string(),
+              ",\"decode_cpu_ms_per_token\":", median(decode_cpu), "}\n"));
     return kExitOk;
   }
   std::printf("%s: %s, %d layers, n_embd %d, %d threads, median of %d\n", model_path.c_str(),

@@ -73,6 +73,7 @@ constexpr Command kCommands[] = {
      "faster)\n"
      "  --depth N                decode after a prompt of N tokens (default 16)\n"
      "  --turn K                 also time a K-token prompt appended at the depth (a chat turn)\n"
+     "  --no-prefill             skip the 64- and 256-token prefills (CPU)\n"
      "  --json                   one JSON object\n"},
     {"gpu-check", "gpu-check [--seed S]",
      "every GPU kernel against the CPU on fresh random inputs (models/llm/gpu/op_check.h), on this machine's "

@@ -368,34 +368,44 @@ void attention_f16_ref(const AttentionArgs& a) {
 
 namespace {
 
-// Grouped: the work is (query token, KV head, slice of that KV head's query heads). One token (decode) has
-// only n_head_kv groups, fewer than the threads for some models (Gemma 3 270M: 1), so its groups are cut into
-// as many slices as it takes to give every thread one; a prompt's many tokens keep whole groups.
+// Grouped: the work is (block of query tokens, KV head, slice of that KV head's query heads). One token
+// (decode) has only n_head_kv groups, fewer than the threads for some models (Gemma 3 270M: 1), so its groups
+// are cut into as many slices as it takes to give every thread one. A prompt's tokens go up to kTokenBlock at a
+// time, so each cached key and value is widened once for that many tokens' heads (a chat turn of 26 tokens
+// at depth reads the whole cache per block), in blocks small enough to leave every thread a few; with a
+// sliding window every token has its own first key, so one token at a time.
+constexpr int kTokenBlock = 4;
+
 void attention_grouped(ThreadPool& pool, const AttentionArgs& a, AttendGroupFn attend_group) {
   const int group = a.n_head / a.n_head_kv;
-  const int tokens_groups = a.n_query * a.n_head_kv;
-  const int n_slices = std::min(group, (pool.n_threads() + tokens_groups - 1) / tokens_groups);
-  const int units = tokens_groups * n_slices;
+  const int token_block =
+      a.window > 0 ? 1 : std::clamp(a.n_query * a.n_head_kv / (2 * pool.n_threads()), 1, kTokenBlock);
+  const int n_blocks = (a.n_query + token_block - 1) / token_block;
+  const int blocks_groups = n_blocks * a.n_head_kv;
+  const int n_slices = std::min(group, (pool.n_threads() + blocks_groups - 1) / blocks_groups);
+  const int units = blocks_groups * n_slices;
+  const size_t q_token = static_cast<size_t>(a.n_head) * a.head_dim_k;
+  const size_t out_token = static_cast<size_t>(a.n_head) * a.head_dim_v;
   pool.run(
       [&](int ith, int nth) {
         AttentionScratch scratch;
         for (int i = ith; i < units; i += nth) {
-          const int t = i / (a.n_head_kv * n_slices), kv_head = i / n_slices % a.n_head_kv,
+          const int block = i / (a.n_head_kv * n_slices), kv_head = i / n_slices % a.n_head_kv,
                     slice = i % n_slices;
+          const int t0 = block * token_block, n_tokens = std::min(token_block, a.n_query - t0);
           const int h0 = kv_head * group + group * slice / n_slices;
           const int h1 = kv_head * group + group * (slice + 1) / n_slices;
-          const int pos = a.pos0 + t;
+          const int pos = a.pos0 + t0;
           const int first = a.window > 0 ? std::max(0, pos - a.window + 1) : 0;
           attend_group(
-              a.q + static_cast<size_t>(t) * a.n_head * a.head_dim_k + static_cast<size_t>(h0) * a.head_dim_k,
-              static_cast<size_t>(a.head_dim_k), h1 - h0,
+              a.q + t0 * q_token + static_cast<size_t>(h0) * a.head_dim_k, static_cast<size_t>(a.head_dim_k),
+              q_token, h1 - h0, n_tokens,
               a.k + static_cast<size_t>(first) * a.k_row + static_cast<size_t>(kv_head) * a.head_dim_k,
               static_cast<size_t>(a.k_row),
               a.v + static_cast<size_t>(first) * a.v_row + static_cast<size_t>(kv_head) * a.head_dim_v,
               static_cast<size_t>(a.v_row), pos + 1 - first, a.head_dim_k, a.head_dim_v, a.scale,
-              a.out + static_cast<size_t>(t) * a.n_head * a.head_dim_v +
-                  static_cast<size_t>(h0) * a.head_dim_v,
-              static_cast<size_t>(a.head_dim_v), scratch);
+              a.out + t0 * out_token + static_cast<size_t>(h0) * a.head_dim_v,
+              static_cast<size_t>(a.head_dim_v), out_token, scratch);
         }
       },
       std::min(pool.n_threads(), units));

@@ -18,7 +18,9 @@
 // here reproduces exactly that, so all of them give bit-identical outputs; the tests hold them to it.
 //
 // Where the time goes: per (query, key, head) one dot of head_dim_k, one exp, one f16 multiply-add of
-// head_dim_v. At head_dim 64 (Qwen2.5-0.5B) on one core: AVX2 ~13 ns (F16C conversions, FMA); portable ~330
+// head_dim_v. At head_dim 64 (Qwen2.5-0.5B) on one core: AVX2 12.5-18 ns (F16C conversions of the running
+// sum, libm's expf, FMA; the grouped kernel widens each cached row once for all query rows that read it, 7
+// heads x up to 4 tokens; decode's 7 rows amortize that less); portable ~330
 // ns natively, spent on the exact single-rounding multiply-add (done in double, see fma_f16_operands) and the
 // f16 conversions in integer arithmetic; the scalar code this replaced took ~420 ns. The relaxed-SIMD wasm
 // build, where the engine fuses f32x4.relaxed_madd (V8 on CPUs with FMA), does the multiply-add in f32 lanes and
@@ -71,12 +73,14 @@ using AttendHeadFn = void (*)(const float* q, const uint16_t* k, size_t k_stride
                               size_t v_stride, int n_keys, int head_dim_k, int head_dim_v, float scale,
                               float* out, AttentionScratch& scratch);
 
-// n_heads query heads that read the same KV head (query head h at q + h * q_stride, its output at out + h *
-// out_stride), against the same n_keys positions: attend_head for each, the bits unchanged, with each key and
-// value row read once for the group.
-using AttendGroupFn = void (*)(const float* q, size_t q_stride, int n_heads, const uint16_t* k,
-                               size_t k_stride, const uint16_t* v, size_t v_stride, int n_keys,
-                               int head_dim_k, int head_dim_v, float scale, float* out, size_t out_stride,
+// The query rows that read the same KV head: n_heads query heads (query head h of token t at q + t *
+// q_token_stride + h * q_stride, its output at out + t * out_token_stride + h * out_stride) of n_tokens
+// consecutive tokens, token t seeing the first n_keys + t positions (causal within a prompt block):
+// attend_head for each row, the bits unchanged, with each key and value row read once for all rows.
+using AttendGroupFn = void (*)(const float* q, size_t q_stride, size_t q_token_stride, int n_heads,
+                               int n_tokens, const uint16_t* k, size_t k_stride, const uint16_t* v,
+                               size_t v_stride, int n_keys, int head_dim_k, int head_dim_v, float scale,
+                               float* out, size_t out_stride, size_t out_token_stride,
                                AttentionScratch& scratch);
 
 // The scalar reference: the formulas above, one element at a time, obviously right.

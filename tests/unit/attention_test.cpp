@@ -184,6 +184,32 @@ TEST(Attention, DeepDecodeMatchesTheReferenceBitForBit) {
     }
 }
 
+// A chat turn deep in the cache: a block of queries (causal within it) against a few hundred cached keys,
+// where the grouped kernel takes several tokens per unit, folds 8 keys' dots together and crosses key blocks
+// part-way through a token's keys: still the reference's bits, for odd query counts, group sizes and head
+// sizes (64 and 96 take the 8-key folds, 40 does not), 1-3 threads.
+TEST(Attention, PromptBlockAtDepthMatchesTheReferenceBitForBit) {
+  std::mt19937_64 rng(test_seed() + 5);
+  ThreadPool pools[] = {ThreadPool(1), ThreadPool(2), ThreadPool(3)};
+  const Case cases[] = {
+      {64, 64, 14, 2, 26, 0}, {96, 48, 15, 3, 11, 0}, {40, 40, 6, 2, 9, 0}, {64, 64, 4, 1, 5, 0}};
+  int n_run = 0;
+  for (Case c : cases) {
+    c.pos0 = 121 + static_cast<int>(rng() % 250);
+    std::vector<float> expected, got;
+    Inputs in = make_inputs(rng, c, expected);
+    attention_f16_ref(in.args);
+    got.assign(expected.size(), -1.0f);
+    in.args.out = got.data();
+    ThreadPool& pool = pools[n_run++ % 3];
+    attention_f16(pool, in.args);
+    ASSERT_EQ(0, std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)))
+        << attention_kernels().name << " head_dim " << c.head_dim_k << "/" << c.head_dim_v << " heads "
+        << c.n_head << "/" << c.n_head_kv << " queries " << c.n_query << " pos0 " << c.pos0 << " threads "
+        << pool.n_threads();
+  }
+}
+
 // The reference against softmax(q·k / sqrt(d))·v in double, from the same f16 keys and values and the f16
 // query. Its f16 accumulator rounds each partial sum to 11 bits; with values ~N(0, 1) and up to 300 keys the
 // drift stays within 0.02 absolute (measured worst ~0.005).
@@ -249,48 +275,31 @@ TEST(AttentionBench, NsPerQueryKeyHead) {
                 ns / reps / pairs);
   }
   cpu_force_portable(false);
-  // Decode at depth 8192 (24 layers' worth of caches, so they do not fit the CPU's): each head on its own
-  // (attend_head) against the 7 heads of a KV head together (attend_group), one thread, medians of 5.
-  const AttentionKernels& kernels = attention_kernels();
-  if (!kernels.attend_group) return;
-  const int depth = 8192, layers = 24;
-  std::vector<Inputs> caches;
-  std::vector<std::vector<float>> outs(layers);
-  for (int l = 0; l < layers; ++l)
-    caches.push_back(make_inputs(rng, Case{64, 64, 14, 2, 1, depth - 1}, outs[l]));
-  AttentionScratch scratch;
-  auto time_ms = [&](bool grouped) {
-    std::vector<double> ms;
-    for (int r = 0; r < 5; ++r) {
-      timespec t0{}, t1{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);  // CPU time: the machine is often shared
-      for (const Inputs& in : caches) {
-        const AttentionArgs& a = in.args;
-        for (int g = 0; g < 2; ++g) {
-          const uint16_t* k = a.k + g * 64;
-          const uint16_t* v = a.v + g * 64;
-          if (grouped)
-            kernels.attend_group(a.q + g * 7 * 64, 64, 7, k, static_cast<size_t>(a.k_row), v,
-                                 static_cast<size_t>(a.v_row), depth, 64, 64, a.scale, a.out + g * 7 * 64, 64,
-                                 scratch);
-          else
-            for (int h = 0; h < 7; ++h)
-              kernels.attend_head(a.q + (g * 7 + h) * 64, k, static_cast<size_t>(a.k_row), v,
-                                  static_cast<size_t>(a.v_row), depth, 64, 64, a.scale,
-                                  a.out + (g * 7 + h) * 64, scratch);
-        }
+  // At depth, as the model runs it: 24 layers' caches (so they do not fit the CPU's), Qwen2.5-0.5B's heads,
+  // attention_f16 on one thread, CPU time (the machine is often shared), medians of 5: decode (one query)
+  // and a 26-token chat turn (a block of queries, causal within it) at depths 1024 and 8192.
+  for (const int at : {1024, 8192})
+    for (const int n_query : {1, 26}) {
+      std::vector<Inputs> deep;
+      std::vector<std::vector<float>> deep_outs(24);
+      for (int l = 0; l < 24; ++l)
+        deep.push_back(make_inputs(rng, Case{64, 64, 14, 2, n_query, at}, deep_outs[l]));
+      std::vector<double> cpu_ms;
+      for (int r = 0; r < 5; ++r) {
+        timespec t0{}, t1{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        for (const Inputs& layer : deep) attention_f16(pool, layer.args);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+        cpu_ms.push_back(1e3 * static_cast<double>(t1.tv_sec - t0.tv_sec) +
+                         1e-6 * static_cast<double>(t1.tv_nsec - t0.tv_nsec));
       }
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-      ms.push_back(1e3 * static_cast<double>(t1.tv_sec - t0.tv_sec) +
-                   1e-6 * static_cast<double>(t1.tv_nsec - t0.tv_nsec));
+      std::sort(cpu_ms.begin(), cpu_ms.end());
+      const double triples = 24.0 * 14.0 * n_query * (at + (n_query + 1) / 2.0);
+      std::printf(
+          "%s at depth %d, %d queries, 24 layers x 14/2 heads, one thread, CPU time: %.1f ms (%.1f ns per "
+          "(query, key, head))\n",
+          attention_kernels().name, at, n_query, cpu_ms[2], cpu_ms[2] * 1e6 / triples);
     }
-    std::sort(ms.begin(), ms.end());
-    return ms[2];
-  };
-  for (int round = 0; round < 2; ++round)
-    std::printf(
-        "decode at %d, 24 layers x 14/2 heads, one thread, CPU time: per head %.1f ms, grouped %.1f ms\n",
-        depth, time_ms(false), time_ms(true));
 }
 
 }  // namespace
