@@ -49,7 +49,7 @@ for type in q4_0 q4_k_m; do
     tee -a "$out/gpu_bench_$type.txt"
 done
 # The hand-written layer kernels (src/models/llm/gpu/layer_kernel.h; attention sums in f32), both files, after 16 and
-# 1,024 prompt tokens, all layers in one dispatch and one a dispatch (bench/README.md, sessions 17-18).
+# 1,024 prompt tokens, all layers in one dispatch and one a dispatch (bench/results/history-2026-12-03.md).
 for type in q4_0 q4_k_m; do
   for args in "--depth 16" "--depth 1024" "--depth 16 --layers-per-dispatch 1"; do
     # shellcheck disable=SC2086
