@@ -352,7 +352,11 @@ async function start() {
     const [modules] = await Promise.all([loadSpeechModules(), loadVad()]);
     await loadLlm(device);
     if (params.get('warmup') !== '0') await warmUp();
-    await loadSpeech(device === 'cpu' ? 'cpu' : 'auto', modules);
+    // Speech recognition and synthesis stay in wasm on both profiles unless ?speech=gpu: their browser GPU path
+    // (the op layer through JSPI, web/tts.js and web/asr.js device 'webgpu') runs one request at a time on the
+    // language model's engine worker and is not yet measured against wasm on a real GPU (on SwiftShader Kokoro
+    // takes minutes to load there).
+    await loadSpeech(device !== 'cpu' && params.get('speech') === 'gpu' ? 'auto' : 'cpu', modules);
   } catch (e) {
     const message = fail('loading', e);
     setStatus('error', 'could not load');
