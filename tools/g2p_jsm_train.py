@@ -203,9 +203,10 @@ class Model:
         return total + self.score(state, 0)
 
     def nbest(self, word):
-        """The final beam: [(total cost, graphone path)], best first."""
+        """The final beam: [(total cost, rank of the hypothesis, graphone path)], best first (ties broken by the
+        rank, as the C++ search breaks them)."""
         letters = [c for c in word.lower() if 'a' <= c <= 'z']
-        hyps = [(0, self.advance((0,), 1), ())]
+        hyps = [(0, self.advance((0,), 1), ())]  # (cost, state, graphone path); graphone 1 starts words
         for c in letters:
             cands = []
             for rank, (sc, state, path) in enumerate(hyps):
@@ -228,27 +229,8 @@ class Model:
     def read(self, word):
         """The best path by the beam search src/text/g2p_lts.cpp runs: candidates ordered by (cost, rank of
         the hypothesis they extend, graphone), the first of each n-gram history kept, BEAM of them."""
-        letters = [c for c in word.lower() if 'a' <= c <= 'z']
-        hyps = [(0, self.advance((0,), 1), ())]  # (cost, state, graphone path); graphone 1 starts words
-        for c in letters:
-            cands = []
-            for rank, (sc, state, path) in enumerate(hyps):
-                for g in self.by_letter.get(c, []):
-                    cands.append((sc + self.score(state, g), rank, g, state, path))
-            cands.sort(key=lambda x: x[:3])
-            hyps, seen = [], set()
-            for sc, _, g, state, path in cands:
-                st = self.advance(state, g)
-                if st[-1] in seen:
-                    continue
-                seen.add(st[-1])
-                hyps.append((sc, st, path + (g,)))
-                if len(hyps) == self.beam:
-                    break
-            if not hyps:
-                return ''
-        best = min((sc + self.score(state, 0), rank) for rank, (sc, state, _) in enumerate(hyps))
-        return lts.fix_stress([self.graphones[g][1] for g in hyps[best[1]][2]])
+        best = self.nbest(word)
+        return lts.fix_stress([self.graphones[g][1] for g in best[0][2]]) if best else ''
 
 
 def model_file(index, nodes, order, beam):
