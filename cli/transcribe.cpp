@@ -119,8 +119,12 @@ int run_transcribe(std::span<char* const> args) {
     auto audio = load_audio_16k(o.audio_path);
     if (!audio) return fail(audio.message());
     if (audio->empty()) return fail(cat(o.audio_path, ": the file holds no samples"));
-    if (o.webgpu) return fail("transcribe --backend webgpu: Parakeet runs on the CPU only so far");
-    return run_transcribe_parakeet(o.model_dir, *audio, o.json, o.threads);
+    return run_transcribe_parakeet(o.model_dir, *audio,
+                                   {.json = o.json,
+                                    .webgpu = o.webgpu,
+                                    .gpu_profile = o.gpu_profile,
+                                    .repeats = o.repeats,
+                                    .threads = o.threads});
   }
   const std::string dir = o.model_dir + "/";
   auto enc = MappedFile::open(dir + "encoder_model.ort");

@@ -1,8 +1,6 @@
 // `sotto transcribe -m PARAKEET_DIR AUDIO` for Parakeet TDT directories (config.json with model_type
 // "parakeet_tdt" + model.safetensors, optionally NeMo's tokenizer.model for text). The command's option
-// parsing and WAV loading live in transcribe.cpp; it hands a Parakeet directory here:
-//   if (asr::is_parakeet_dir(o.model_dir))
-//     return run_transcribe_parakeet(o.model_dir, *audio, o.json, o.threads);
+// parsing and WAV loading live in transcribe.cpp; it hands a Parakeet directory here.
 #pragma once
 
 #include <span>
@@ -10,9 +8,18 @@
 
 namespace sotto::cli {
 
+struct ParakeetRunOptions {
+  bool json = false;
+  bool webgpu = false;       // the encoder and the TDT loop on WebGPU (Dawn); the mel on the CPU
+  bool gpu_profile = false;  // each kernel's GPU time on stderr at the end
+  int repeats = 1;           // timings are the median run's (the first run also compiles GPU pipelines)
+  int threads = 2;
+};
+
 // Prints the text (or, without tokenizer.model, the token ids) and with `json` one object:
-// {"text": ..., "tokens": [...], "start_s": [...], "duration_s": [...]} (80 ms encoder frames).
-int run_transcribe_parakeet(const std::string& model_dir, std::span<const float> audio_16k, bool json,
-                            int threads);
+// {"text": ..., "tokens": [...], "start_s": [...], "duration_s": [...], "audio_s", "encode_ms", "decode_ms",
+// "backend"} (80 ms encoder frames; encode_ms: mel + encoder + its output read, decode_ms: the TDT loop).
+int run_transcribe_parakeet(const std::string& model_dir, std::span<const float> audio_16k,
+                            const ParakeetRunOptions& o);
 
 }  // namespace sotto::cli

@@ -1,8 +1,7 @@
 // WGSL kernels of the ops that run on the GPU so far, each kernel's WGSL once, here. The first group: workgroups
 // of 64 threads, one output element per thread (index = global x + global y * 65535 * 64), inputs read once
 // (Moonshine's reductions, further down, give a workgroup to each row instead); element-wise kernels are
-// memory-bound (8-12 bytes per element), linear does K multiply-adds per output reading its x row and w row
-// (no tiling yet: these are the checked reference-grade kernels, not the tuned ones).
+// memory-bound (8-12 bytes per element); linear is register-tiled (kLinear64) except for products of a few rows.
 #include "nn/gpu_ops.h"
 
 #include <algorithm>
@@ -11,42 +10,11 @@
 #include <cstring>
 
 #include "nn/gpu_recorder.h"
+#include "nn/gpu_wgsl.h"
 
 namespace sotto::nn::gpu_ops {
 
 namespace {
-
-// Plain literals (no std::string globals: the wasm build has no atexit for their destructors).
-#define NN_WGSL_INDEX "fn index(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }\n"
-
-// The workgroup kernels (from kRows on) give one workgroup (64 threads) to each output row / group / (query, head) /
-// output element and reduce across it in workgroup memory (row = workgroup id x + y * 65535, uniform, so the
-// bounds check may return before the barriers).
-#define NN_WGSL_REDUCE                                              \
-  "fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }\n" \
-  "var<workgroup> red: array<f32, 64>;\n"                           \
-  "fn reduce_sum(v: f32, lid: u32) -> f32 {\n"                      \
-  "  red[lid] = v;\n"                                               \
-  "  workgroupBarrier();\n"                                         \
-  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
-  "    if (lid < s) { red[lid] += red[lid + s]; }\n"                \
-  "    workgroupBarrier();\n"                                       \
-  "  }\n"                                                           \
-  "  let r = red[0];\n"                                             \
-  "  workgroupBarrier();\n"                                         \
-  "  return r;\n"                                                   \
-  "}\n"                                                             \
-  "fn reduce_max(v: f32, lid: u32) -> f32 {\n"                      \
-  "  red[lid] = v;\n"                                               \
-  "  workgroupBarrier();\n"                                         \
-  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
-  "    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }\n"  \
-  "    workgroupBarrier();\n"                                       \
-  "  }\n"                                                           \
-  "  let r = red[0];\n"                                             \
-  "  workgroupBarrier();\n"                                         \
-  "  return r;\n"                                                   \
-  "}\n"
 
 constexpr const char* kBinary = NN_WGSL_INDEX R"(
 struct P { n: u32, nb: u32, op: u32, pad: u32 };
@@ -132,118 +100,95 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
-// linear, tiled: a workgroup of 256 threads per 32 x 32 block of outputs, each thread 2 x 2 of them; K in chunks
-// of 16 staged in workgroup memory (the x rows and w rows of the block: each element read from memory once per
-// block instead of once per output), rows 17 words apart so the threads of a warp reading one k of different
-// rows hit different banks. 8 warps a block rather than 2 (64 threads of 4 x 4): at Moonshine's sizes (676-1352
-// blocks) the products wait on each chunk's loads and barriers, and more warps hide that (its conv and fc1
-// products on the H200: 1.25 ms, against 1.66 ms with 2 warps a block). Each output still sums its K products
-// in order from 0, as the plain loop would.
-constexpr const char* kLinear = R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
+// linear, register-tiled: a workgroup of 256 threads per 64 x 64 block of outputs, each thread a 4 x 4 square
+// of them (16 multiply-adds for each pair of vec4 reads from workgroup memory, where the 32 x 32 kernel does 4
+// for 4 scalar reads). K in chunks of 16 staged k-major as vec4s of 4 rows (rows of a k 17 vec4s apart: stores
+// from a warp's 16 ks hit 2 banks each, not 16), loaded 16 consecutive ks a row so a warp reads whole 64-byte
+// segments. Split-K: a product with too few blocks to fill a large GPU (Parakeet's at 6 s of audio: 75 rows,
+// 32-128 blocks for an H200's 132 SMs) gives each block `splits` workgroups over consecutive K ranges, written
+// as partial sums [splits, m, n] that kSplitSum adds in split order with the bias. Each output sums its own K
+// range in order from its start (split-K reorders the sum once per range: differences ~1e-7 relative).
+constexpr const char* kLinear64 = R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<f32, 544>;
-var<workgroup> ws: array<f32, 544>;
+var<workgroup> xs: array<vec4<f32>, 272>;
+var<workgroup> ws: array<vec4<f32>, 272>;
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let tile = wid.x + wid.y * 65535u;
-  let r0 = (tile / p.tiles_n) * 32u;
-  let c0 = (tile % p.tiles_n) * 32u;
-  if (r0 >= p.m) { return; }
+  let id = wid.x + wid.y * 65535u;
+  let split = id / p.tiles;
+  if (split >= p.splits) { return; }
+  let tile = id % p.tiles;
+  let r0 = (tile / p.tiles_n) * 64u;
+  let c0 = (tile % p.tiles_n) * 64u;
+  let kb = split * p.k_chunk;
+  let ke = min(p.k, kb + p.k_chunk);
   let tx = lid % 16u;
   let ty = lid / 16u;
-  var acc00 = 0.0;
-  var acc01 = 0.0;
-  var acc10 = 0.0;
-  var acc11 = 0.0;
-  for (var k0 = 0u; k0 < p.k; k0 += 16u) {
-    for (var e = lid; e < 512u; e += 256u) {
-      let row = e / 16u;
-      let kk = k0 + e % 16u;
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
+  for (var k0 = kb; k0 < ke; k0 += 16u) {
+    let kk = k0 + tx;
+    for (var part = 0u; part < 4u; part++) {
+      let row = part * 16u + ty;
       var xv = 0.0;
-      if (r0 + row < p.m && kk < p.k) { xv = x[(r0 + row) * p.k + kk]; }
-      xs[row * 17u + e % 16u] = xv;
+      if (r0 + row < p.m && kk < ke) { xv = x[(r0 + row) * p.k + kk]; }
+      xs[tx * 17u + row / 4u][row % 4u] = xv;
       var wv = 0.0;
-      if (c0 + row < p.n && kk < p.k) { wv = w[(c0 + row) * p.k + kk]; }
-      ws[row * 17u + e % 16u] = wv;
+      if (c0 + row < p.n && kk < ke) { wv = w[(c0 + row) * p.k + kk]; }
+      ws[tx * 17u + row / 4u][row % 4u] = wv;
     }
     workgroupBarrier();
-    let steps = min(16u, p.k - k0);
-    for (var kk = 0u; kk < steps; kk++) {
-      let a0 = xs[(ty * 2u) * 17u + kk];
-      let a1 = xs[(ty * 2u + 1u) * 17u + kk];
-      let b0 = ws[(tx * 2u) * 17u + kk];
-      let b1 = ws[(tx * 2u + 1u) * 17u + kk];
-      acc00 += a0 * b0;
-      acc01 += a0 * b1;
-      acc10 += a1 * b0;
-      acc11 += a1 * b1;
+    for (var t = 0u; t < 16u; t++) {
+      let a = xs[t * 17u + ty];
+      let b = ws[t * 17u + tx];
+      acc0 += a.x * b;
+      acc1 += a.y * b;
+      acc2 += a.z * b;
+      acc3 += a.w * b;
     }
     workgroupBarrier();
   }
-  let r = r0 + ty * 2u;
-  let c = c0 + tx * 2u;
-  var b0 = 0.0;
-  var b1 = 0.0;
-  if (p.has_bias != 0u) {
-    if (c < p.n) { b0 = bias[c]; }
-    if (c + 1u < p.n) { b1 = bias[c + 1u]; }
+  let c = c0 + tx * 4u;
+  var b = vec4<f32>(0.0);
+  var base = 0u;
+  if (p.splits > 1u) {
+    base = split * p.m * p.n;
+  } else if (p.has_bias != 0u) {
+    for (var j = 0u; j < 4u; j++) { if (c + j < p.n) { b[j] = bias[c + j]; } }
   }
-  if (r < p.m && c < p.n) { y[r * p.n + c] = acc00 + b0; }
-  if (r < p.m && c + 1u < p.n) { y[r * p.n + c + 1u] = acc01 + b1; }
-  if (r + 1u < p.m && c < p.n) { y[(r + 1u) * p.n + c] = acc10 + b0; }
-  if (r + 1u < p.m && c + 1u < p.n) { y[(r + 1u) * p.n + c + 1u] = acc11 + b1; }
+  let r = r0 + ty * 4u;
+  var rows = array<vec4<f32>, 4>(acc0 + b, acc1 + b, acc2 + b, acc3 + b);
+  for (var i = 0u; i < 4u; i++) {
+    if (r + i >= p.m) { break; }
+    for (var j = 0u; j < 4u; j++) {
+      if (c + j < p.n) { y[base + (r + i) * p.n + c + j] = rows[i][j]; }
+    }
+  }
 }
 )";
 
-// linear, tiled by 16 x 16 blocks, a workgroup of 256 threads with one output each (otherwise as kLinear): for
-// products too small to give 32 x 32 blocks to every core (Moonshine's encoder, M = N = 416: 169 blocks of 32
-// for an H200's 132 SMs, 676 of 16). Those products are bound by latency (each K chunk's loads and barriers),
-// not by arithmetic or workgroup loads: 8 warps to a block keep ~40 warps on each SM to hide it, where 2 x 2
-// outputs a thread (2 warps a block) took ~1.3x as long on the H200 (Moonshine's encoder 8.9 ms against 7.9
-// ms), and K chunks of 32 or 64 in the 64-thread kernels were slower still.
-constexpr const char* kLinear16 = R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
+// The split-K partial sums [splits, m, n] added in split order, plus the bias: one output per thread.
+constexpr const char* kSplitSum = NN_WGSL_INDEX R"(
+struct P { total: u32, n: u32, splits: u32, has_bias: u32 };
 @group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<f32, 272>;
-var<workgroup> ws: array<f32, 272>;
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let tile = wid.x + wid.y * 65535u;
-  let r0 = (tile / p.tiles_n) * 16u;
-  let c0 = (tile % p.tiles_n) * 16u;
-  if (r0 >= p.m) { return; }
-  let tx = lid % 16u;
-  let ty = lid / 16u;
-  var acc = 0.0;
-  for (var k0 = 0u; k0 < p.k; k0 += 16u) {
-    let kk = k0 + tx;
-    var xv = 0.0;
-    if (r0 + ty < p.m && kk < p.k) { xv = x[(r0 + ty) * p.k + kk]; }
-    xs[ty * 17u + tx] = xv;
-    var wv = 0.0;
-    if (c0 + ty < p.n && kk < p.k) { wv = w[(c0 + ty) * p.k + kk]; }
-    ws[ty * 17u + tx] = wv;
-    workgroupBarrier();
-    let steps = min(16u, p.k - k0);
-    for (var t = 0u; t < steps; t++) { acc += xs[ty * 17u + t] * ws[tx * 17u + t]; }
-    workgroupBarrier();
-  }
-  let r = r0 + ty;
-  let c = c0 + tx;
-  if (r < p.m && c < p.n) {
-    var s = acc;
-    if (p.has_bias != 0u) { s += bias[c]; }
-    y[r * p.n + c] = s;
-  }
+@group(0) @binding(1) var<storage, read> part: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  var s = part[i];
+  for (var j = 1u; j < p.splits; j++) { s += part[j * p.total + i]; }
+  if (p.has_bias != 0u) { s += bias[i % p.n]; }
+  y[i] = s;
 }
 )";
 
@@ -1132,23 +1077,42 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Shape shape = x.shape();
   shape[-1] = n;
   Tensor out = x.ctx().empty(shape);
-  // 32 x 32 blocks where there are enough of them to fill a large GPU (~4 per core of an H200), else 16 x 16.
-  const bool small = ((m + 31) / 32) * ((n + 31) / 32) < 512;
-  const int64_t tile = small ? 16 : 32, tiles_m = (m + tile - 1) / tile, tiles_n = (n + tile - 1) / tile;
-  const uint32_t params[] = {static_cast<uint32_t>(m),
-                             static_cast<uint32_t>(n),
-                             static_cast<uint32_t>(k),
-                             b.defined() ? 1u : 0u,
-                             static_cast<uint32_t>(tiles_n),
-                             0,
-                             0,
-                             0};
   const Tensor& bias = b.defined() ? b : w;  // a binding must exist: w stands in, unread
-  if (m < 16)
+  if (m < 16) {
+    const uint32_t params[] = {static_cast<uint32_t>(m),
+                               static_cast<uint32_t>(n),
+                               static_cast<uint32_t>(k),
+                               b.defined() ? 1u : 0u,
+                               0,
+                               0,
+                               0,
+                               0};
     rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(m * n));
-  else  // one workgroup per block (the recorder counts threads in 64s; both kernels' groups are 256 wide)
-    rec.dispatch(small ? "nn_linear16" : "nn_linear", small ? kLinear16 : kLinear, params,
-                 {&x, &w, &bias, &out}, static_cast<uint64_t>(tiles_m * tiles_n * 64));
+    return out;
+  }
+  // 64 x 64 blocks; where they are fewer than ~4 a core of a large GPU (an H200's 132), K is split into up to
+  // that many ranges of at least 128.
+  constexpr int64_t kTargetWorkgroups = 528, kMinChunk = 128;
+  const int64_t tiles_n = (n + 63) / 64, tiles = ((m + 63) / 64) * tiles_n;
+  int64_t splits =
+      std::clamp<int64_t>((kTargetWorkgroups + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / kMinChunk));
+  const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
+  splits = (k + k_chunk - 1) / k_chunk;
+  const uint32_t params[] = {static_cast<uint32_t>(m),       static_cast<uint32_t>(n),
+                             static_cast<uint32_t>(k),       b.defined() ? 1u : 0u,
+                             static_cast<uint32_t>(tiles_n), static_cast<uint32_t>(tiles),
+                             static_cast<uint32_t>(k_chunk), static_cast<uint32_t>(splits)};
+  // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
+  if (splits == 1) {
+    rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(tiles * 64));
+    return out;
+  }
+  Tensor part = x.ctx().empty({splits, m, n});
+  rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &part},
+               static_cast<uint64_t>(splits * tiles * 64));
+  const uint32_t sum_params[] = {static_cast<uint32_t>(m * n), static_cast<uint32_t>(n),
+                                 static_cast<uint32_t>(splits), b.defined() ? 1u : 0u};
+  rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &out}, static_cast<uint64_t>(m * n));
   return out;
 }
 

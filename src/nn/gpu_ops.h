@@ -2,7 +2,9 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
+#include "core/error.h"
 #include "nn/fused.h"
 #include "nn/ops.h"
 
@@ -39,6 +41,22 @@ Tensor permute(const Tensor& x, std::span<const int> order);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o);
 Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& p,
                          const Tensor& pos_bias_u, const Tensor& pos_bias_v, const AttentionOptions& o);
+// Parakeet's greedy TDT loop with its state on the GPU (gpu_tdt.cpp): enc_proj [T', H] is the joint's encoder
+// side of every frame; tokens, their frames and durations as asr::tdt_greedy gives them (its reference).
+struct TdtDecoder {
+  const Tensor& embedding;            // [vocab_size, H]
+  std::span<const LstmWeights> lstm;  // f32, bias folded, hidden H
+  const Tensor &proj_w, &proj_b;      // the prediction side [H, H]
+  const Tensor &joint_w, &joint_b;    // [vocab_size + durations, H]
+  int32_t blank_id = 0;
+  int64_t vocab_size = 0;
+  std::span<const int> durations;
+  int max_symbols_per_step = 1;
+};
+struct TdtDecoded {
+  std::vector<int32_t> tokens, frames, durations;
+};
+Result<TdtDecoded> tdt_greedy(const Tensor& enc_proj, const TdtDecoder& d);
 // nn/fused.h's decoder-step product (gpu_fused.cpp).
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
 // Kokoro's ops (gpu_kokoro.cpp). repeat_by_durations takes the durations on the host (the forward reads them

@@ -45,13 +45,21 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
                ref::linear(x, w, bias), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear");
   expect_close(download(*cpu, *gpu, linear(upload(*gpu, x), upload(*gpu, w))), ref::linear(x, w), 1e-5f * k,
                1e-5f, "gpu linear without bias");
-  // Several output blocks each way (16 x 16 ones at these sizes), partial ones at the edges.
+  // Several output blocks each way, partial ones at the edges.
   const int64_t m2 = rand_int(33, 100), n2 = rand_int(33, 100);
   const Tensor x2 = rand_tensor(*cpu, {m2, k}), w2 = rand_tensor(*cpu, {n2, k}),
                bias2 = rand_tensor(*cpu, {n2});
   expect_close(download(*cpu, *gpu, linear(upload(*gpu, x2), upload(*gpu, w2), upload(*gpu, bias2))),
                ref::linear(x2, w2, bias2), 1e-5f * static_cast<float>(k), 1e-5f, "gpu linear blocks");
-  // Enough 32 x 32 blocks (>= 512) for the large-tile kernel; the sizes above take the 16 x 16 one.
+  // Few blocks and a long K: split into K ranges (up to 8 here, the last one short) summed by a second kernel.
+  const int64_t m4 = rand_int(60, 100), n4 = rand_int(65, 200), k4 = rand_int(600, 1100);
+  const Tensor x4 = rand_tensor(*cpu, {m4, k4}), w4 = rand_tensor(*cpu, {n4, k4}),
+               bias4 = rand_tensor(*cpu, {n4});
+  expect_close(download(*cpu, *gpu, linear(upload(*gpu, x4), upload(*gpu, w4), upload(*gpu, bias4))),
+               ref::linear(x4, w4, bias4), 1e-5f * static_cast<float>(k4), 1e-5f, "gpu linear split K");
+  expect_close(download(*cpu, *gpu, linear(upload(*gpu, x4), upload(*gpu, w4))), ref::linear(x4, w4),
+               1e-5f * static_cast<float>(k4), 1e-5f, "gpu linear split K without bias");
+  // Many blocks (no split), a short K.
   const int64_t m3 = rand_int(700, 760), n3 = rand_int(730, 790), k3 = rand_int(1, 40);
   const Tensor x3 = rand_tensor(*cpu, {m3, k3}), w3 = rand_tensor(*cpu, {n3, k3}),
                bias3 = rand_tensor(*cpu, {n3});

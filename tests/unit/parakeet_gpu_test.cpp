@@ -20,6 +20,7 @@
 #include "gpu_test_support.h"
 #include "io/file.h"
 #include "models/asr/parakeet.h"
+#include "nn/gpu_ops.h"
 #include "nn/weights.h"
 #include "nn_test_support.h"
 #include "test_support.h"
@@ -142,6 +143,100 @@ TEST(ParakeetGpu, SmallModelMatchesTheCpu) {
     std::printf("  %s: GPU encoder max |diff| %.2e against the CPU, %zu tokens\n", clip.c_str(), err,
                 a.tokens.size());
   }
+}
+
+// The GPU's TDT loop (nn/gpu_tdt.cpp) against asr::tdt_greedy on the CPU, the reference, with one small random
+// decoder (CPU ops for the joint and the prediction net): the joint's bias favours duration 0, so tokens on one
+// frame hit the max-symbols rule, and durations 2 and 4 skip frames; 1 frame, and enough frames for several
+// batches of steps.
+TEST(ParakeetGpu, TdtLoopMatchesTheHostLoop) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const int64_t H = rand_int(20, 70), V = rand_int(8, 40);
+  const std::vector<int> durations = {0, 1, 2, 4};
+  const int32_t blank = static_cast<int32_t>(V - 1);
+  const int max_symbols = 2;
+  const int64_t R = V + static_cast<int64_t>(durations.size());
+  const Tensor embedding = rand_tensor(*cpu, {V, H}), proj_w = rand_tensor(*cpu, {H, H}, -0.3f, 0.3f),
+               proj_b = rand_tensor(*cpu, {H}, -0.2f, 0.2f);
+  Tensor joint_w = rand_tensor(*cpu, {R, H}, -0.5f, 0.5f), joint_b = rand_tensor(*cpu, {R});
+  // The duration rows small beside a bias that prefers 0 and 4, so that both come often, chosen by the input.
+  for (int64_t r = V; r < R; ++r) {
+    for (int64_t k = 0; k < H; ++k) joint_w.f32()[r * H + k] *= 0.02f;
+    joint_b.f32()[r] = r == V || r == V + 3 ? 0.5f : 0.0f;
+  }
+  joint_b.f32()[blank] -= 1.0f;  // and tokens more often than blank
+  std::vector<LstmWeights> lstm(2);
+  for (LstmWeights& l : lstm) {
+    l.w_ih = rand_tensor(*cpu, {4 * H, H}, -0.3f, 0.3f);
+    l.w_hh = rand_tensor(*cpu, {4 * H, H}, -0.3f, 0.3f);
+    l.b = rand_tensor(*cpu, {4 * H});
+  }
+  std::vector<LstmWeights> lstm_gpu;
+  for (const LstmWeights& l : lstm) {
+    LstmWeights& on = lstm_gpu.emplace_back();
+    on.w_ih = upload(*gpu, l.w_ih);
+    on.w_hh = upload(*gpu, l.w_hh);
+    on.b = upload(*gpu, l.b);
+  }
+  const Tensor g_embedding = upload(*gpu, embedding), g_proj_w = upload(*gpu, proj_w),
+               g_proj_b = upload(*gpu, proj_b), g_joint_w = upload(*gpu, joint_w),
+               g_joint_b = upload(*gpu, joint_b);
+  size_t zero_duration_tokens = 0, skips = 0;
+  // 1 frame, then longer inputs until both a zero-duration token and a skip of 4 frames have occurred (one
+  // input gives both ~90 % of the time).
+  for (int attempt = 0; attempt < 6 && (attempt < 2 || zero_duration_tokens == 0 || skips == 0); ++attempt) {
+    const int64_t frames = attempt == 0 ? 1 : rand_int(40, 60);
+    const Tensor enc = rand_tensor(*cpu, {frames, H}, -3.0f, 3.0f);  // wide: each frame's choice its own
+    // The reference: the host loop over CPU ops.
+    std::vector<Tensor> h(2, cpu->zeros({H})), c(2, cpu->zeros({H}));
+    Tensor g;
+    auto advance = [&](int32_t token) {
+      Tensor y = cpu->from_floats(
+          {1, H}, std::span<const float>(embedding.f32() + token * H, static_cast<size_t>(H)));
+      for (size_t i = 0; i < lstm.size(); ++i) {
+        Tensor ho, co;
+        y = nn::lstm(y, lstm[i], false, h[i], c[i], &ho, &co);
+        h[i] = ho.reshape({H});
+        c[i] = co.reshape({H});
+      }
+      g = nn::linear(y, proj_w, proj_b).reshape({H});
+    };
+    advance(blank);
+    auto step = [&](int64_t t) {
+      const Tensor row =
+          cpu->from_floats({H}, std::span<const float>(enc.f32() + t * H, static_cast<size_t>(H)));
+      const Tensor out = nn::linear(nn::relu(nn::add(row, g)).reshape({1, H}), joint_w, joint_b);
+      const float* l = out.f32();
+      const int64_t tok = std::max_element(l, l + V) - l;
+      const int64_t dur = std::max_element(l + V, l + R) - (l + V);
+      return asr::TdtStep{static_cast<int32_t>(tok), durations[static_cast<size_t>(dur)]};
+    };
+    const asr::TdtResult want = asr::tdt_greedy(frames, blank, max_symbols, step, advance);
+    auto got = gpu_ops::tdt_greedy(upload(*gpu, enc), {.embedding = g_embedding,
+                                                       .lstm = lstm_gpu,
+                                                       .proj_w = g_proj_w,
+                                                       .proj_b = g_proj_b,
+                                                       .joint_w = g_joint_w,
+                                                       .joint_b = g_joint_b,
+                                                       .blank_id = blank,
+                                                       .vocab_size = V,
+                                                       .durations = durations,
+                                                       .max_symbols_per_step = max_symbols});
+    ASSERT_TRUE(got.ok()) << got.message();
+    EXPECT_EQ(got->tokens, want.tokens) << frames << " frames";
+    EXPECT_EQ(got->frames, want.frames) << frames << " frames";
+    EXPECT_EQ(got->durations, want.durations) << frames << " frames";
+    zero_duration_tokens += static_cast<size_t>(std::count(want.durations.begin(), want.durations.end(), 0));
+    skips += static_cast<size_t>(std::count(want.durations.begin(), want.durations.end(), 4));
+    std::printf("  %lld frames: %zu tokens, durations of the last ones %s\n", static_cast<long long>(frames),
+                want.tokens.size(),
+                want.durations.empty() ? "-" : std::to_string(want.durations.back()).c_str());
+  }
+  EXPECT_GT(zero_duration_tokens, 0u) << "the case meant to reach the max-symbols rule did not";
+  EXPECT_GT(skips, 0u) << "the case meant to skip frames did not";
 }
 
 // Timing on a real GPU (bench/parakeet_gpu.sh; skipped unless SOTTO_PARAKEET_GPU_DIR names a model directory,

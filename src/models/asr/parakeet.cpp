@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "io/json.h"
 #include "nn/gemm.h"
+#include "nn/gpu_recorder.h"
 
 namespace sotto::asr {
 
@@ -410,8 +411,9 @@ TdtResult ParakeetModel::decode(const Tensor& encoder_out) {
   const ParakeetWeights& w = weights_;
   const ParakeetConfig& c = w.config;
   nn::Context& ctx = *w.ctx;
+  if (ctx.gpu()) return decode_on_gpu(encoder_out);
   const int64_t n_frames = encoder_out.dim(0), H = c.decoder_hidden, V = c.vocab_size;
-  // [T', H], once for every frame; read to the host (a copy on the CPU, the GPU's one read of it).
+  // [T', H], once for every frame; read to the host.
   auto read = [&](const Tensor& t) {  // empty when the read fails (an op without a GPU kernel)
     auto v = ctx.to_floats(t);
     return v.ok() ? std::move(*v) : std::vector<float>{};
@@ -497,6 +499,7 @@ Result<TdtResult> ParakeetModel::transcribe(std::span<const float> audio, double
     }
     start = end;
   }
+  if (weights_.ctx->gpu()) SOTTO_TRY(weights_.ctx->gpu()->status());  // a GPU op's or read's failure
   return all;
 }
 

@@ -161,6 +161,8 @@ class ParakeetModel {
   ~ParakeetModel();
 
   const ParakeetConfig& config() const { return weights_.config; }
+  // The context the weights live on (its gpu() recorder, on WebGPU, profiles the kernels).
+  nn::Context& context() { return *weights_.ctx; }
   // Stores the encoder's and joint's matrices (every linear and pointwise-conv weight: ~99 % of the bytes) as
   // float16, halving memory (v2: 2.4 -> 1.2 GB); products widen them per call. On the CI model the encoder
   // moves by ~1e-3 and every token is unchanged (tests/unit/parakeet_test.cpp). Convolution kernels, norms,
@@ -185,6 +187,8 @@ class ParakeetModel {
   ParakeetModel() = default;
   nn::Tensor block(const nn::Tensor& x, const ParakeetBlock& b, const nn::Tensor& pos);
   nn::Tensor positions(int64_t t);
+  // decode() when the weights are on the GPU: the loop's state stays there (nn/gpu_tdt.cpp).
+  TdtResult decode_on_gpu(const nn::Tensor& encoder_out);
   // nn::linear, or the pre-packed product when use_packed_matrices() packed w.
   nn::Tensor linear(const nn::Tensor& x, const nn::Tensor& w, const nn::Tensor& b = {}) const;
 

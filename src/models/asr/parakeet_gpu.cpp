@@ -1,7 +1,11 @@
 // Parakeet on another context (the GPU's): the weights are read and checked on the CPU as load() does (batch
-// norm folded there), then each tensor is copied onto the new context. The forward pass is parakeet.cpp's,
-// unchanged: every op it calls has a GPU kernel (nn/gpu_ops.cpp).
+// norm folded there), then each tensor is copied onto the new context. The encoder is parakeet.cpp's forward
+// pass, unchanged: every op it calls has a GPU kernel (nn/gpu_ops.cpp). The greedy TDT loop keeps its state on
+// the GPU (decode_on_gpu, nn/gpu_tdt.cpp) instead of reading the joint's logits back at every step.
 #include "models/asr/parakeet.h"
+
+#include "nn/gpu_ops.h"
+#include "nn/gpu_recorder.h"
 
 namespace sotto::asr {
 
@@ -45,6 +49,27 @@ Result<std::unique_ptr<ParakeetModel>> ParakeetModel::load_on(std::unique_ptr<nn
   std::unique_ptr<nn::Context> cpu = std::move(w.ctx);
   w.ctx = std::move(ctx);
   return m;
+}
+
+TdtResult ParakeetModel::decode_on_gpu(const nn::Tensor& encoder_out) {
+  const ParakeetWeights& w = weights_;
+  const ParakeetConfig& c = w.config;
+  const nn::Tensor enc = nn::linear(encoder_out, w.enc_proj_w, w.enc_proj_b);
+  auto r = nn::gpu_ops::tdt_greedy(enc, {.embedding = w.embedding,
+                                         .lstm = w.lstm,
+                                         .proj_w = w.dec_proj_w,
+                                         .proj_b = w.dec_proj_b,
+                                         .joint_w = w.joint_w,
+                                         .joint_b = w.joint_b,
+                                         .blank_id = c.blank_id,
+                                         .vocab_size = c.vocab_size,
+                                         .durations = c.durations,
+                                         .max_symbols_per_step = c.max_symbols_per_step});
+  if (!r) {  // the recorder keeps the first failure: transcribe() reports it
+    w.ctx->gpu()->fail(r.message());
+    return {};
+  }
+  return TdtResult{std::move(r->tokens), std::move(r->frames), std::move(r->durations)};
 }
 
 }  // namespace sotto::asr

@@ -1,0 +1,36 @@
+// WGSL snippets the op layer's GPU kernels share (gpu_ops.cpp, gpu_tdt.cpp). Plain literals (no std::string
+// globals: the wasm build has no atexit for their destructors).
+#pragma once
+
+// The element index of a one-element-per-thread kernel: global x + global y * 65535 * 64 (the recorder spreads
+// large dispatches over y).
+#define NN_WGSL_INDEX "fn index(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }\n"
+
+// The workgroup kernels give one workgroup (64 threads) to each output row / group / (query, head) / output
+// element and reduce across it in workgroup memory (row = workgroup id x + y * 65535, uniform, so the bounds
+// check may return before the barriers).
+#define NN_WGSL_REDUCE                                              \
+  "fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }\n" \
+  "var<workgroup> red: array<f32, 64>;\n"                           \
+  "fn reduce_sum(v: f32, lid: u32) -> f32 {\n"                      \
+  "  red[lid] = v;\n"                                               \
+  "  workgroupBarrier();\n"                                         \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
+  "    if (lid < s) { red[lid] += red[lid + s]; }\n"                \
+  "    workgroupBarrier();\n"                                       \
+  "  }\n"                                                           \
+  "  let r = red[0];\n"                                             \
+  "  workgroupBarrier();\n"                                         \
+  "  return r;\n"                                                   \
+  "}\n"                                                             \
+  "fn reduce_max(v: f32, lid: u32) -> f32 {\n"                      \
+  "  red[lid] = v;\n"                                               \
+  "  workgroupBarrier();\n"                                         \
+  "  for (var s = 32u; s > 0u; s >>= 1u) {\n"                       \
+  "    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }\n"  \
+  "    workgroupBarrier();\n"                                       \
+  "  }\n"                                                           \
+  "  let r = red[0];\n"                                             \
+  "  workgroupBarrier();\n"                                         \
+  "  return r;\n"                                                   \
+  "}\n"
