@@ -2,15 +2,16 @@
 //                      [--wav FILE] [--dump DIR] [--serve]:
 // times Parakeet TDT on the CPU over a clip: the mel front end, the encoder and the greedy TDT decoder, best of R
 // runs after one warm-up. The clip is a synthetic one of S seconds (tones and noise; the weights are random in
-// our benchmark files, so the content is moot), or the first S seconds of --wav FILE (16 kHz or resampled).
+// our benchmark files, so the content is moot), or the first S seconds of --wav FILE (resampled to 16 kHz).
 // With --check FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from transformers) it also
 // reports the encoder's largest difference from that reference. --half stores the matrices as float16 first; the
 // float32 matrices are pre-packed for the CPU's product kernel (ParakeetModel::use_packed_matrices) unless
-// --unpacked. --dump DIR writes the clip's mel (mel.f32, [128, T] float32), encoder output (encoder.f32,
-// [T', d_model]) and {"mel_frames", "encoder_frames", "d_model", "tokens", "frames", "durations"} (result.json),
-// for checking another runtime on the same features (bench/parakeet.mjs). --serve: after loading, one line of
-// JSON {"mel_ms", "encode_ms", "encode_cpu_ms", "decode_ms", "tokens"} per "run" line read on stdin (a caller
-// interleaves rounds with another engine without reloading), until EOF.
+// --unpacked. --dump DIR writes the clip (audio.f32, 16 kHz), its mel (mel.f32, [128, T]), the encoder output
+// (encoder.f32, [T', d_model]), all float32, and result.json {"mel_frames", "encoder_frames", "d_model",
+// "tokens", "frames", "durations"}: another runtime is checked on the same features (bench/parakeet.mjs).
+// --serve: after loading, one line of JSON {"mel_ms", "encode_ms", "decode_ms", the same with _cpu_ms (CPU time
+// of the process, all threads), "tokens"} per
+// "run" line read on stdin, until EOF (a caller interleaves rounds with another engine without reloading).
 //   python3 tools/parakeet_random_weights.py --size v2 --out /tmp/parakeet_v2
 //   build/bin/sotto_parakeet_bench /tmp/parakeet_v2 --threads 2 --seconds 6
 #include <algorithm>
@@ -141,7 +142,8 @@ int main(int argc, char** argv) {
     const sotto::nn::Tensor enc = (*model)->encode(mel.data, mel.n_frames);
     const sotto::asr::TdtResult out = (*model)->decode(enc);
     const auto elements = static_cast<size_t>(enc.elements());
-    if (!write_floats(dump + "/mel.f32", mel.data.data(), mel.data.size()) ||
+    if (!write_floats(dump + "/audio.f32", audio.data(), audio.size()) ||
+        !write_floats(dump + "/mel.f32", mel.data.data(), mel.data.size()) ||
         !write_floats(dump + "/encoder.f32", enc.f32(), elements))
       return std::fprintf(stderr, "cannot write to %s\n", dump.c_str()), 1;
     std::ofstream(dump + "/result.json")
@@ -159,18 +161,21 @@ int main(int argc, char** argv) {
         continue;
       }
       auto t0 = std::chrono::steady_clock::now();
+      double c0 = cpu_ms();
       const sotto::audio::MelFeatures mel = sotto::audio::nemo_log_mel(audio);
-      const double mel_ms = ms_since(t0);
+      const double mel_ms = ms_since(t0), mel_cpu = cpu_ms() - c0;
       t0 = std::chrono::steady_clock::now();
-      const double c0 = cpu_ms();
+      c0 = cpu_ms();
       const sotto::nn::Tensor enc = (*model)->encode(mel.data, mel.n_frames);
       const double enc_ms = ms_since(t0), enc_cpu = cpu_ms() - c0;
       t0 = std::chrono::steady_clock::now();
+      c0 = cpu_ms();
       const sotto::asr::TdtResult out = (*model)->decode(enc);
-      const double dec_ms = ms_since(t0);
+      const double dec_ms = ms_since(t0), dec_cpu = cpu_ms() - c0;
       std::printf(
-          "{\"mel_ms\":%.3f,\"encode_ms\":%.3f,\"encode_cpu_ms\":%.3f,\"decode_ms\":%.3f,\"tokens\":%s}\n",
-          mel_ms, enc_ms, enc_cpu, dec_ms, json_ints(out.tokens).c_str());
+          "{\"mel_ms\":%.3f,\"mel_cpu_ms\":%.3f,\"encode_ms\":%.3f,\"encode_cpu_ms\":%.3f,\"decode_ms\":%.3f,"
+          "\"decode_cpu_ms\":%.3f,\"tokens\":%s}\n",
+          mel_ms, mel_cpu, enc_ms, enc_cpu, dec_ms, dec_cpu, json_ints(out.tokens).c_str());
       std::fflush(stdout);
     }
     return 0;
