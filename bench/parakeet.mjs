@@ -4,18 +4,19 @@
 // interleaved (the order alternates), medians. See bench/README.md ("parakeet.mjs").
 //
 //   node bench/parakeet.mjs MODEL_DIR [--onnx DIR] [--threads 2] [--rounds 5] [--seconds 6] [--clip FILE.wav]
-//                           [--native] [--browser] [--out FILE.md]
+//                           [--no-native] [--browser] [--variant relaxed|simd128] [--out FILE.md]
 //
 // MODEL_DIR: config.json + model.safetensors (tools/parakeet_random_weights.py); --onnx: its export (default
 // MODEL_DIR/onnx). The clip: the first --seconds of --clip (default beckett.wav from $SOTTO_FIXTURES/audio).
-// Native (default on): build/bin/sotto_parakeet_bench --serve (model loaded once, one run per round; mel, encoder
-// and decoder timed apart) against onnxruntime-node 1.30 (intraOpNumThreads = threads) fed sotto's mel.
-// Browser (--browser): headless Chromium, one page (web/serve.mjs): sotto's wasm through web/asr.js
-// (Asr.load(dir, { threads }): the speech worker with a pool of that many threads; whole transcription, mel
-// included) against onnxruntime-web 1.30 (wasm backend, numThreads = threads, proxy off; encoder + decoder on
-// sotto's mel; SOTTO_WASM_DIR: another build folder for sotto.wasm). Before timing: ONNX Runtime's encoder output against sotto's (largest |diff| and relative to
-// the largest value) and the tokens of every path against sotto's native tokens (the bench refuses to report
-// speed when tokens differ).
+// Native (default on; --no-native skips it): build/bin/sotto_parakeet_bench --serve (model loaded once, one
+// run per round; mel, encoder and decoder timed apart, wall and CPU time) against onnxruntime-node 1.30
+// (intraOpNumThreads = threads) fed sotto's mel. Browser (--browser): headless Chromium, one page
+// (web/serve.mjs): sotto's wasm through web/asr.js (Asr.load(dir, { threads, variant }): the speech worker with a
+// pool of that many threads; whole transcription, mel included) against onnxruntime-web 1.30 (wasm backend,
+// numThreads = threads, proxy off; encoder + decoder on sotto's mel). SOTTO_WASM_DIR: another build folder for
+// sotto.wasm. Before timing: ONNX Runtime's encoder output against sotto's (largest |diff|, and the largest
+// value) and the tokens of every path against sotto's native tokens (the bench refuses to report speed when
+// tokens differ).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -33,7 +34,7 @@ const benchTool = process.env.SOTTO_PARAKEET_BENCH ?? join(repo, 'build/bin/sott
 const wasmDir = process.env.SOTTO_WASM_DIR ?? join(repo, 'build');  // holding wasm-relaxed/ and wasm-simd128/
 
 function parseArgs(argv) {
-  const o = { model: null, onnx: null, threads: 2, rounds: 5, seconds: 6, clip: join(fixtures, 'audio/beckett.wav'), native: true, browser: false, out: null };
+  const o = { model: null, onnx: null, threads: 2, rounds: 5, seconds: 6, clip: join(fixtures, 'audio/beckett.wav'), native: true, browser: false, variant: 'relaxed', out: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--browser') { o.browser = true; continue; }
@@ -46,6 +47,7 @@ function parseArgs(argv) {
     else if (a === '--rounds') o.rounds = Number(v);
     else if (a === '--seconds') o.seconds = Number(v);
     else if (a === '--clip') o.clip = v;
+    else if (a === '--variant') o.variant = v;
     else if (a === '--out') o.out = v;
     else throw new Error(`unknown option ${a}`);
   }
@@ -147,14 +149,14 @@ async function browserRounds(o, ref, dumpDir) {
         route.fulfill({ path: join(wasmDir, `wasm-${route.request().url().match(/wasm-(simd128|relaxed)/)[1]}/sotto.wasm`), contentType: 'application/wasm' }));
     page.on('console', (m) => { if (m.type() === 'error') console.log(`  page: ${m.text()}`); });
     await page.goto(`${url}web/serve.mjs`);
-    return await page.evaluate(async ({ threads, rounds, melFrames }) => {
+    return await page.evaluate(async ({ threads, rounds, melFrames, variant }) => {
       const f32 = async (u) => new Float32Array(await (await fetch(u)).arrayBuffer());
       const audio = await f32('/fixtures/dump/audio.f32');
       const mel = await f32('/fixtures/dump/mel.f32');
       const out = { ours: [], theirs: [], crossOriginIsolated };
       let t0 = performance.now();
       const { Asr } = await import('/web/asr.js');
-      const asr = await Asr.load('/fixtures/model', { threads });
+      const asr = await Asr.load('/fixtures/model', { threads, variant });
       out.oursLoadMs = performance.now() - t0;
       out.oursTokens = (await asr.transcribe(audio)).tokens;  // warm-up
       const ort = await import('/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs');
@@ -188,7 +190,7 @@ async function browserRounds(o, ref, dumpDir) {
       await p.release();
       await asr.dispose?.();
       return out;
-    }, { threads: o.threads, rounds: o.rounds, melFrames: ref.mel_frames });
+    }, { threads: o.threads, rounds: o.rounds, melFrames: ref.mel_frames, variant: o.variant });
   } finally {
     await browser.close();
     server.close();
@@ -251,7 +253,7 @@ try {
   }
   if (web) {
     say();
-    say(`## Browser (headless Chromium ${CHROMIUM}): sotto wasm (web/asr.js, speech worker, ${o.threads}-thread pool) vs onnxruntime-web (wasm, numThreads ${o.threads})`);
+    say(`## Browser (headless Chromium ${CHROMIUM}): sotto wasm ${o.variant} (web/asr.js, speech worker, ${o.threads}-thread pool) vs onnxruntime-web (wasm, numThreads ${o.threads})`);
     say();
     say(`Cross-origin isolated: ${web.crossOriginIsolated}; load: sotto ${f(web.oursLoadMs)} ms, ORT ${f(web.ortLoadMs)} ms. Tokens identical to sotto native's in every run.`);
     say();
