@@ -147,9 +147,10 @@ async function browserRounds(o, ref, dumpDir) {
     if (wasmDir !== join(repo, 'build'))
       await page.route(/\/build\/wasm-(simd128|relaxed)\/sotto\.wasm$/, (route) =>
         route.fulfill({ path: join(wasmDir, `wasm-${route.request().url().match(/wasm-(simd128|relaxed)/)[1]}/sotto.wasm`), contentType: 'application/wasm' }));
-    page.on('console', (m) => { if (m.type() === 'error') console.log(`  page: ${m.text()}`); });
+    page.on('console', (m) => console.log(`  page: ${m.text()}`));
+    const crashed = new Promise((_, reject) => page.on('crash', () => reject(new Error('the page crashed (out of memory?)'))));
     await page.goto(`${url}web/serve.mjs`);
-    return await page.evaluate(async ({ threads, rounds, melFrames, variant }) => {
+    return await Promise.race([crashed, page.evaluate(async ({ threads, rounds, melFrames, variant }) => {
       const f32 = async (u) => new Float32Array(await (await fetch(u)).arrayBuffer());
       const audio = await f32('/fixtures/dump/audio.f32');
       const mel = await f32('/fixtures/dump/mel.f32');
@@ -158,7 +159,9 @@ async function browserRounds(o, ref, dumpDir) {
       const { Asr } = await import('/web/asr.js');
       const asr = await Asr.load('/fixtures/model', { threads, variant });
       out.oursLoadMs = performance.now() - t0;
+      console.log(`sotto loaded in ${out.oursLoadMs.toFixed(0)} ms`);
       out.oursTokens = (await asr.transcribe(audio)).tokens;  // warm-up
+      console.log('sotto warm-up done');
       const ort = await import('/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs');
       ort.env.wasm.wasmPaths = '/node_modules/onnxruntime-web/dist/';
       ort.env.wasm.numThreads = threads;
@@ -174,6 +177,7 @@ async function browserRounds(o, ref, dumpDir) {
         },
       });
       out.ortLoadMs = performance.now() - t0;
+      console.log(`onnxruntime-web loaded in ${out.ortLoadMs.toFixed(0)} ms`);
       out.ortTokens = (await p.transcribeMel(mel, melFrames)).tokens;  // warm-up
       for (let r = 0; r < rounds; r++) {
         const runOurs = async () => {
@@ -190,7 +194,7 @@ async function browserRounds(o, ref, dumpDir) {
       await p.release();
       await asr.dispose?.();
       return out;
-    }, { threads: o.threads, rounds: o.rounds, melFrames: ref.mel_frames, variant: o.variant });
+    }, { threads: o.threads, rounds: o.rounds, melFrames: ref.mel_frames, variant: o.variant })]);
   } finally {
     await browser.close();
     server.close();
