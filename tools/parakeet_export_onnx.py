@@ -276,6 +276,9 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--break-rel-shift", action="store_true", help="a wrong export (tests/web/parakeet_onnx.test.mjs)")
     a = ap.parse_args()
+    for f in ("config.json", "model.safetensors"):
+        if not os.path.isfile(os.path.join(a.model_dir, f)):
+            sys.exit(f"parakeet_export_onnx: {a.model_dir} has no {f} (a ParakeetForTDT directory is expected)")
     cfg = json.load(open(os.path.join(a.model_dir, "config.json")))
     if cfg.get("model_type") != "parakeet_tdt":
         sys.exit(f"{a.model_dir}/config.json: model_type {cfg.get('model_type')!r}, expected 'parakeet_tdt'")
