@@ -4,12 +4,17 @@ layout) with numpy alone, for timing where torch is not installed (sotto_parakee
 transformers' (use tools/parakeet_make_test_model.py for references); names and shapes are the same.
 
   python3 tools/parakeet_random_weights.py --size v2 --out /tmp/parakeet_v2_np
+  python3 tools/parakeet_random_weights.py --size 110m --out /tmp/parakeet_110m_np
 """
 import argparse, json, os, struct
 
 import numpy as np
 
-SIZES = {"v2": (1024, 24, 8, 4096, 256, 1024, 640), "v3": (1024, 24, 8, 4096, 256, 8192, 640)}
+# d_model, layers, heads, FF, subsampling channels, vocab V (blank = V), decoder hidden. "110m": the shape of
+# parakeet-tdt_ctc-110m (FastConformer 110M: d_model 512, 17 layers), small enough for the browser's 4 GB wasm
+# memory (v2's 2.4 GB of float32 weights do not fit twice: the file's bytes and the model's copy).
+SIZES = {"v2": (1024, 24, 8, 4096, 256, 1024, 640), "v3": (1024, 24, 8, 4096, 256, 8192, 640),
+         "110m": (512, 17, 8, 2048, 256, 1024, 640)}
 
 
 def main():
