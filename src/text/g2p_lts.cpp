@@ -11,12 +11,18 @@ namespace sotto::g2p {
 
 namespace {
 
-// One primary stress: the first primary kept (others demoted), or the first secondary promoted, or one put
-// before the first vowel.
-void fix_stress(std::string& ps) {
+// One primary stress: of several primaries the first kept (the context tables) or the last (the
+// joint-sequence model: where it writes two, the lexicon mostly has the secondary first, as in ˌæbəɹdˈOniən),
+// the others made secondary; with none, the first secondary promoted, or a primary put before the first vowel.
+void fix_stress(std::string& ps, bool keep_last) {
   size_t primaries = 0;
-  for (char& c : ps)
-    if (c == ph::kPrimary && primaries++ > 0) c = ph::kSecondary;
+  if (keep_last) {
+    for (size_t i = ps.size(); i-- > 0;)
+      if (ps[i] == ph::kPrimary && primaries++ > 0) ps[i] = ph::kSecondary;
+  } else {
+    for (char& c : ps)
+      if (c == ph::kPrimary && primaries++ > 0) c = ph::kSecondary;
+  }
   if (primaries > 0) return;
   for (char& c : ps)
     if (c == ph::kSecondary) {
@@ -147,10 +153,15 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
   };
   auto u16 = [&] { return u8() | (u8() << 8); };
   auto u32 = [&] { return u16() | (u16() << 16); };
-  if (const uint32_t version = u32(); version != 1)
-    return error("g2p: ", name, ": joint-sequence model of version ", version, ", expected 1");
-  const uint32_t order = u32(), beam = u32(), n_graphones = u32();
+  const uint32_t version = u32();
+  if (version != 1 && version != 2)
+    return error("g2p: ", name, ": joint-sequence model of version ", version, ", expected 1 or 2");
+  const uint32_t order = u32(), beam = u32();
+  const uint32_t direction = version >= 2 ? u32() : 0;  // version 1 reads left to right
+  const uint32_t n_graphones = u32();
   if (bad) return error("g2p: ", name, ": the joint-sequence model ends early");
+  if (direction > 1) return error("g2p: ", name, ": joint-sequence model of direction ", direction);
+  m.right_to_left_ = direction == 1;
   if (order < 1 || order > 12 || beam < 1 || beam > 256)
     return error("g2p: ", name, ": joint-sequence model of order ", order, " and beam ", beam,
                  " (at most 12 and 256)");
@@ -240,7 +251,10 @@ struct History {
 // The beam search of tools/g2p_jsm_train.py's Model.read, step for step: at each letter every hypothesis is
 // extended by each graphone of the letter; candidates are ordered by (cost, rank of the hypothesis extended,
 // graphone), the first of each history kept, beam_ of them. Costs are integers, so both find the same path.
-std::string LetterToSound::read_jsm(std::string_view letters) const {
+std::string LetterToSound::read_jsm(std::string_view word) const {
+  // A right-to-left model reads the last letter first; its path is then in the word's order backwards.
+  std::string letters(word);
+  if (right_to_left_) std::reverse(letters.begin(), letters.end());
   struct Hyp {
     int64_t cost;
     History h;
@@ -355,10 +369,11 @@ std::string LetterToSound::read_jsm(std::string_view letters) const {
     const int64_t total = hyps[r].cost + score(hyps[r].h, 0);
     if (total < best_cost) best_cost = total, best = r;
   }
-  std::vector<uint16_t> path;
+  std::vector<uint16_t> path;  // last step first
   for (uint32_t t = hyps[best].back; t != UINT32_MAX; t = trail[t].prev) path.push_back(trail[t].graphone);
+  if (!right_to_left_) std::reverse(path.begin(), path.end());
   std::string out;
-  for (size_t i = path.size(); i-- > 0;) out += graphones_[path[i]];
+  for (uint16_t g : path) out += graphones_[g];
   return out;
 }
 
@@ -369,7 +384,7 @@ std::string LetterToSound::read(std::string_view word) const {
     if (c >= 'a' && c <= 'z') letters.push_back(c);
   }
   std::string out = joint_sequence() ? read_jsm(letters) : read_tables(letters);
-  fix_stress(out);
+  fix_stress(out, joint_sequence());
   return out;
 }
 

@@ -2,7 +2,8 @@
 // of each g2p-en-*.bin lexicon file. Two kinds are read:
 //  - a joint-sequence model (tools/g2p_jsm_train.py, data/g2p/jsm-en-*.bin, "SOTTOJSM"): each letter joined
 //    with zero, one or two phonemes (a "graphone"; a stress mark rides with its vowel), an n-gram model over a
-//    word's graphones, and a beam search for the most likely graphone sequence of the word's letters;
+//    word's graphones, and a beam search for the most likely graphone sequence of the word's letters (read
+//    from the last letter to the first in the shipped models: English stress follows the word's end);
 //  - the older context tables (tools/g2p_lts_train.py, "SOTTOLTS"): each letter's phonemes are those of the
 //    widest letter context around it seen in training.
 #pragma once
@@ -51,9 +52,10 @@ class LetterToSound {
   };
   static Result<LetterToSound> load_jsm(std::span<const uint8_t> bytes, std::string_view name);
   int64_t child(uint32_t node, uint16_t graphone) const;
-  std::string read_jsm(std::string_view letters) const;
+  std::string read_jsm(std::string_view word) const;
 
   int order_ = 0, beam_ = 0;
+  bool right_to_left_ = false;
   std::vector<std::string> graphones_;            // phoneme bytes; 0 ends a word, 1 starts one
   std::vector<std::vector<uint16_t>> by_letter_;  // 'a'..'z': the graphones of that letter
   std::vector<Node> nodes_;
