@@ -78,11 +78,18 @@ void igemm_block(Index K, const int16_t* a, Index lda, const int16_t* b, Index l
 }
 
 typedef int32_t I32x4Sum __attribute__((vector_size(16)));
+#if defined(__wasm__)
+constexpr bool kShuffleLaneSums = false;
+#else
+constexpr bool kShuffleLaneSums = true;
+#endif
 
 // The lane sums of four int32 accumulators as one 4-lane vector (sum of v[0] in lane 0, ...): halves folded,
 // then a 4 x 4 transpose-add in shuffles. Per block of four, 2 or 3 vector adds and 6 shuffles instead of 16
 // (32 with 8 lanes) lane extracts and scalar adds: with the tap pairs' short leaves (K = 128-256) those
-// scalar sums were a large part of each output's cost. Integer sums: the order does not change the result.
+// scalar sums were a large part of each output's cost (native: 5 % of Kokoro's CPU time). Not in wasm: V8
+// (Node 20) ran Kokoro's generator ~5 % slower with these shuffles than with lane extracts. Integer sums: the
+// order does not change the result.
 template <class VI32, int L>
 I32x4Sum lane_sums4(const VI32& a, const VI32& b, const VI32& c, const VI32& d) {
   auto fold = [](const VI32& v) -> I32x4Sum {
@@ -116,7 +123,7 @@ void igemm_block_madd(Index K, const int16_t* a, Index lda, const int16_t* b, In
       for (int j = 0; j < C; ++j) acc[i][j] += madd(av, bv[j]);
     }
   }
-  if constexpr (R == 4) {  // column j's four rows summed together
+  if constexpr (kShuffleLaneSums && R == 4) {  // column j's four rows summed together
     for (int j = 0; j < C; ++j) {
       I32x4Sum sum = lane_sums4<VI32, L>(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
       for (int i = 0; i < R; ++i) {
@@ -125,7 +132,7 @@ void igemm_block_madd(Index K, const int16_t* a, Index lda, const int16_t* b, In
       }
     }
     return;
-  } else if constexpr (R == 1 && C == 4) {  // a row's four columns: one contiguous store
+  } else if constexpr (kShuffleLaneSums && R == 1 && C == 4) {  // a row's four columns: one contiguous store
     I32x4Sum sum = lane_sums4<VI32, L>(acc[0][0], acc[0][1], acc[0][2], acc[0][3]);
     for (Index t = k; t < K; ++t)
       for (int j = 0; j < C; ++j) sum[j] += int32_t{a[t]} * b[j * ldb + t];
