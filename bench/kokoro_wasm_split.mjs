@@ -35,9 +35,9 @@ for (const text of PIECES) {
   let samples = 0;
   for (let r = 0; r <= repeats; r++) {
     const c0 = process.cpuUsage();
-    const b = ops.ttsStreamBegin({ tts, voice: 'af_heart', phonemes, firstChunkMs: 60_000 });
+    const b = await ops.ttsStreamBegin({ tts, voice: 'af_heart', phonemes, firstChunkMs: 60_000 });
     const c1 = process.cpuUsage();
-    const n = ops.ttsStreamNext({ tts });
+    const n = await ops.ttsStreamNext({ tts });
     const c2 = process.cpuUsage();
     samples = n.audio.length;
     if (r === 0) {  // warm-up: sizes the tensor pool (and, on the first piece, makes the weights' layouts)

@@ -165,14 +165,17 @@ void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, 
 // so three products of ceil(K/2), ceil(K/2) and floor(K/2) taps over Q = ceil(n/2) outputs give both
 // outputs. Each reads rows of E[w] = G[2w] - G[2w+1], O[w] = G[2w+1] or F[w] = G[2w+1] - G[2w+2]: again a
 // stride-1 product over rows of time, so the same split applies to each (depth 2: 26 of 44 multiply-adds
-// for Kokoro's k=11 convs, 17 of 28 for k=7, 8 of 12 for k=3; the int16 product already runs near the
-// multiply-add instruction's rate in wasm, so fewer multiply-adds is what remains). Rows past G's end read
+// for Kokoro's k=11 convs, 17 of 28 for k=7, 7 of 12 for k=3; depth 3, where the sums stay in range: 43 of
+// 88 for k=11 and 25 of 56 for k=7 at 128 channels, the generator's last stage; the int16 product already
+// runs near the multiply-add instruction's rate, so fewer multiply-adds is what remains). Rows past G's end read
 // as zero: they meet only a zero tap or an output past n. Integers throughout: at depth d values and weights
 // are within 255 * 2^d (int16), and sums within 2 taps Cin (255 * 2^d)^2, which tap_pair_depth keeps under
 // 2^31, so the result is the direct product's, exactly.
+constexpr int kMaxTapPairDepth = 3;
+
 int tap_pair_depth(int64_t kernel, int64_t cin) {
   int depth = 0;
-  for (int d = 1; d <= 2 && kernel >= 2; ++d) {
+  for (int d = 1; d <= kMaxTapPairDepth && kernel >= 2; ++d) {
     const int64_t taps = (kernel + (int64_t{1} << d) - 1) >> d, bound = int64_t{255} << d;
     if (2 * taps * cin * bound * bound < (int64_t{1} << 31)) depth = d;
   }
@@ -213,7 +216,7 @@ Tensor tap_pair_weights(const Tensor& wk, int64_t kernel, int depth) {  // wk: i
   const int64_t cout = wk.dim(0), cin = wk.dim(2), length = tap_pair_length(kernel, cin, depth);
   Tensor t = wk.ctx().empty({cout, length}, DType::I16);
   std::vector<int32_t> w(static_cast<size_t>(kernel * cin));
-  std::vector<int32_t> level[3];
+  std::vector<int32_t> level[kMaxTapPairDepth + 1];
   for (int d = 1; d <= depth; ++d) level[d].resize(static_cast<size_t>(3 * ((kernel + 1) / 2) * cin));
   for (int64_t oc = 0; oc < cout; ++oc) {
     const int16_t* src = wk.data<int16_t>() + oc * kernel * cin;
@@ -224,7 +227,7 @@ Tensor tap_pair_weights(const Tensor& wk, int64_t kernel, int depth) {  // wk: i
   return t;
 }
 
-// out = a - b over n int16 (never overflows here: |a|, |b| <= 510). Pointer-width indexes and no aliasing, so
+// out = a - b over n int16 (never overflows: |a|, |b| <= 1020 at depth 3). Pointer-width indexes and no aliasing, so
 // it vectorises (64-bit indexes on wasm32 and possible overlap kept it scalar: 4 % of the generator).
 void difference_row(const int16_t* __restrict a, const int16_t* __restrict b, int16_t* __restrict out,
                     std::ptrdiff_t n) {
@@ -248,24 +251,30 @@ void tap_pair_product(Context& ctx, const int16_t* a, int64_t lda, int64_t cout,
   int16_t* zero = scratch<int16_t>(ctx, kz, cin, DType::I16);
   std::fill(zero, zero + cin, int16_t{0});
   auto row = [&](int64_t r) { return r < g_rows ? g + r * cin : zero; };
-  for (int64_t w = 0; w < rows1; ++w) {
-    const int16_t *g0 = row(2 * w), *g1 = row(2 * w + 1), *g2 = row(2 * w + 2);
-    int16_t *ew = e + w * cin, *ow = o + w * cin, *fw = f + w * cin;
-    difference_row(g0, g1, ew, cin);
-    std::memcpy(ow, g1, static_cast<size_t>(cin) * sizeof(int16_t));
-    if (w < rows0) difference_row(g1, g2, fw, cin);
-  }
+  // These passes and the recombination below are memory-bound and outside the product: split over the
+  // threads too, or they leave a second thread idle for a tenth of the generator.
+  cpu::parallel_for(ctx, rows1, 3 * cin, [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {
+      const int16_t *g0 = row(2 * w), *g1 = row(2 * w + 1), *g2 = row(2 * w + 2);
+      int16_t *ew = e + w * cin, *ow = o + w * cin, *fw = f + w * cin;
+      difference_row(g0, g1, ew, cin);
+      std::memcpy(ow, g1, static_cast<size_t>(cin) * sizeof(int16_t));
+      if (w < rows0) difference_row(g1, g2, fw, cin);
+    }
+  });
   int32_t* s = scratch<int32_t>(ctx, ks, 3 * cout * q, DType::I32);
   int32_t *s1 = s, *s2 = s + cout * q, *s3 = s + 2 * cout * q;
   tap_pair_product(ctx, a, lda, cout, cin, p1, depth - 1, e, rows1, q, s1, q);
   tap_pair_product(ctx, a + len1, lda, cout, cin, p1, depth - 1, o, rows1, q, s2, q);
   tap_pair_product(ctx, a + 2 * len1, lda, cout, cin, p0, depth - 1, f, rows0, q, s3, q);
-  for (int64_t oc = 0; oc < cout; ++oc) {
-    int32_t* y = acc + oc * ldc;
-    const int32_t *r1 = s1 + oc * q, *r2 = s2 + oc * q, *r3 = s3 + oc * q;
-    for (int64_t u = 0; u < n / 2; ++u) y[2 * u] = r1[u] + r2[u], y[2 * u + 1] = r2[u] - r3[u];
-    if (n % 2) y[n - 1] = r1[q - 1] + r2[q - 1];
-  }
+  cpu::parallel_for(ctx, cout, n, [&](int64_t begin, int64_t end) {
+    for (int64_t oc = begin; oc < end; ++oc) {
+      int32_t* y = acc + oc * ldc;
+      const int32_t *r1 = s1 + oc * q, *r2 = s2 + oc * q, *r3 = s3 + oc * q;
+      for (int64_t u = 0; u < n / 2; ++u) y[2 * u] = r1[u] + r2[u], y[2 * u + 1] = r2[u] - r3[u];
+      if (n % 2) y[n - 1] = r1[q - 1] + r2[q - 1];
+    }
+  });
 }
 
 }  // namespace
@@ -338,7 +347,9 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
 
   Tensor quantized, rows, gathered, sums;
   int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
-  cpu::quantize_i16(x.f32(), cin * length, q, xq);
+  cpu::parallel_for(ctx, cin, 4 * length, [&](int64_t begin, int64_t end) {
+    cpu::quantize_i16(x.f32() + begin * length, (end - begin) * length, q, xq + begin * length);
+  });
   const int64_t n_rows = std::max((out_len - 1) * s + (kernel - 1) * d + 1, o.padding + length);
   int16_t* xt16 = nullptr;
   uint8_t* xt8 = nullptr;
@@ -386,13 +397,15 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   if (d == 1) {
     int32_t* acc = scratch<int32_t>(ctx, sums, cout * out_len, DType::I32);
     product(out_len, 0, s, acc, out_len);
-    for (int64_t oc = 0; oc < cout; ++oc) {
-      const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
-      const int32_t minus = correction(oc);
-      const int32_t* a = acc + oc * out_len;
-      float* y = out.f32() + oc * out_len;
-      for (int64_t t = 0; t < out_len; ++t) y[t] = static_cast<float>(a[t] - minus) * out_scale + bo;
-    }
+    cpu::parallel_for(ctx, cout, out_len, [&](int64_t begin, int64_t end) {
+      for (int64_t oc = begin; oc < end; ++oc) {
+        const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+        const int32_t minus = correction(oc);
+        const int32_t* a = acc + oc * out_len;
+        float* y = out.f32() + oc * out_len;
+        for (int64_t t = 0; t < out_len; ++t) y[t] = static_cast<float>(a[t] - minus) * out_scale + bo;
+      }
+    });
     return out;
   }
   // Dilated: outputs t = r + d u read padded rows r + d (u + k). Each residue's rows gathered, then one product.
@@ -413,13 +426,15 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
     xt8 = g8;
     xt16 = g16;
     product(n_r, 0, 1, acc, n_r);
-    for (int64_t oc = 0; oc < cout; ++oc) {
-      const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
-      const int32_t minus = correction(oc);
-      float* y = out.f32() + oc * out_len + r;
-      for (int64_t u = 0; u < n_r; ++u)
-        y[u * d] = static_cast<float>(acc[oc * n_r + u] - minus) * out_scale + bo;
-    }
+    cpu::parallel_for(ctx, cout, n_r, [&](int64_t begin, int64_t end) {
+      for (int64_t oc = begin; oc < end; ++oc) {
+        const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+        const int32_t minus = correction(oc);
+        float* y = out.f32() + oc * out_len + r;
+        for (int64_t u = 0; u < n_r; ++u)
+          y[u * d] = static_cast<float>(acc[oc * n_r + u] - minus) * out_scale + bo;
+      }
+    });
   }
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "nn/gemm.h"
 #include "nn/ref.h"
 #include "nn_test_support.h"
 
@@ -55,6 +56,67 @@ TEST(NnConvInteger, QuantizedBiasConvMatchesReference) {
       }
     });
   }
+  cpu::conv_integer_allow_vnni(true);
+}
+
+// The int16 product (gemm_kernel.h's pairwise multiply-add blocks, their lane sums and the K tails) against a
+// plain triple loop: every block shape (4 x 2, 4 x 1, 2 x 2, 2 x 1, 1 x 4, 1 x 1 edges) with strides wider than
+// the rows, K around the vector width and the tap pairs' leaves, values at the int16 path's extremes.
+TEST(NnConvInteger, Int16ProductMatchesPlainLoops) {
+  testing::Backends b;
+  b.each([&](Context& ctx, const std::string& backend) {
+    for (int trial = 0; trial < 24; ++trial) {
+      const int64_t m = rand_int(1, 13), n = rand_int(1, 13);
+      const int64_t k = trial % 3 == 0 ? 128 * rand_int(1, 3) : rand_int(1, 77);
+      const int64_t lda = k + rand_int(0, 5), ldb = k + rand_int(0, 5), ldc = n + rand_int(0, 3);
+      std::vector<int16_t> a(static_cast<size_t>(m * lda)), bt(static_cast<size_t>(n * ldb));
+      const int16_t bound = trial % 2 ? 2040 : 255;
+      for (int16_t& v : a) v = static_cast<int16_t>(rand_int(-bound, bound));
+      for (int16_t& v : bt) v = static_cast<int16_t>(rand_int(-bound, bound));
+      std::vector<int32_t> got(static_cast<size_t>(m * ldc), -7), want = got;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          int64_t sum = 0;
+          for (int64_t t = 0; t < k; ++t) sum += int64_t{a[i * lda + t]} * bt[j * ldb + t];
+          want[i * ldc + j] = static_cast<int32_t>(sum);
+        }
+      cpu::igemm_nt(ctx, m, n, k, a.data(), lda, bt.data(), ldb, got.data(), ldc);
+      ASSERT_EQ(got, want) << backend << " m " << m << " n " << n << " k " << k;
+    }
+  });
+}
+
+// Kokoro's generator shapes at the tap pairs' deepest split (depth 3: 128 channels with k=11 and k=7, 256
+// with k=7; 256 with k=11 stays at depth 2), on random inputs and on inputs that make the split's values as
+// large as they get: a Thue-Morse sign pattern along time makes every difference of differences an extreme,
+// and constant extreme weights make every sum of taps one. Any slip in the split's rows, leaves or
+// recombination at depth 3 shows as a mismatch.
+TEST(NnConvInteger, QuantizedBiasConvAtTheTapPairBound) {
+  testing::Backends b;
+  cpu::conv_integer_allow_vnni(false);
+  b.each([&](Context& ctx, const std::string& backend) {
+    struct Case {
+      int64_t cin, k, dilation;
+    };
+    for (const Case c : {Case{128, 11, 1}, Case{128, 7, 3}, Case{256, 7, 1}, Case{256, 11, 1}}) {
+      for (bool extreme : {true, false}) {
+        const int64_t t = 45, cout = 9;
+        const Conv1dOptions o{.padding = static_cast<int>(c.dilation * (c.k / 2)),
+                              .dilation = static_cast<int>(c.dilation)};
+        Tensor x = rand_tensor(ctx, {c.cin, t}, -1.5f, 3.0f);
+        Tensor w = rand_int8(ctx, {cout, c.cin, c.k}, DType::I8).with_quant({0.011f, 0});
+        if (extreme) {
+          for (int64_t i = 0; i < c.cin; ++i)
+            for (int64_t j = 0; j < t; ++j) x.f32()[i * t + j] = __builtin_popcountll(j) % 2 ? 3.0f : -1.5f;
+          for (int64_t i = 0; i < w.elements(); ++i) w.data<int8_t>()[i] = -128;
+        }
+        const std::string at = backend + " cin " + std::to_string(c.cin) + " k " + std::to_string(c.k) +
+                               " dilation " + std::to_string(c.dilation) + (extreme ? " extreme" : " random");
+        expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, {}, o),
+                       ref::conv1d_integer_dynamic_quantized_bias(x, w, {}, o), at);
+      }
+    }
+  });
   cpu::conv_integer_allow_vnni(true);
 }
 
