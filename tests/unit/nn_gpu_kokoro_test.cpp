@@ -330,9 +330,8 @@ TEST(NnGpuKokoro, Int8BiLstmIsBothDirections) {
       gpu_ops::set_lstm_kernel(kernel);
       const std::string name = kernel == gpu_ops::LstmKernel::Persistent ? " (one dispatch)" : " (per step)";
       const Tensor got = download(*cpu, *gpu, bilstm(gx, gw[0], gw[1]));
-      // The reference's tolerance grows with H: each step's h moves one quantization step where float
-      // rounding crosses a boundary, times up to H weights of ~0.01.
-      expect_close(got, concat(want_parts, 1), h > 40 ? 2e-2f : 2e-3f, 0, "gpu int8 bilstm" + name);
+      // The one-direction LSTM's tolerance against the reference (held at H up to 256 over 5 seeds here).
+      expect_close(got, concat(want_parts, 1), 2e-3f, 0, "gpu int8 bilstm" + name);
       expect_close(got, concat(one_parts, 1), 0, 0,
                    "gpu int8 bilstm against the one-direction kernel" + name);
     }
