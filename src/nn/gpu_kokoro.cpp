@@ -708,6 +708,7 @@ struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding:
 var<workgroup> xs: array<u32, 1536>;        // [8 words of 4 input channels][192 positions]
 var<workgroup> ws: array<vec4<u32>, 352>;   // [8 words][kernel <= 11][4]: output channels 4q .. 4q+3
 var<workgroup> sw: array<atomic<i32>, 16>;  // sum W' per output channel
+var<workgroup> bq: array<f32, 16>;          // floor(bias / step) per output channel (26 steps of div_rn: once)
 fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32, sx: i32, corr: i32, wzp: i32) {
   let xzp = i32(qp[1]);
   for (var q = 0u; q < 4u; q++) {
@@ -715,7 +716,7 @@ fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32, sx: i32, corr: i32, wzp: i32)
     if (oc >= p.cout) { return; }
     let s = acc[q] - wzp * sx - xzp * atomicLoad(&sw[oc % 16u]) + corr;
     var v = f32(s) * step;
-    if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+    if (p.has_bias != 0u) { v += bq[oc % 16u] * step; }
     y[oc * p.out_len + t] = v;
   }
 }
@@ -730,7 +731,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (p.signed_w != 0u) { wzp += 128; }
   let span = 128u + (p.kernel - 1u) * p.dilation;
   let taps = 8u * p.kernel;
-  if (lid < 16u) { atomicStore(&sw[lid], 0); }
+  if (lid < 16u) {
+    atomicStore(&sw[lid], 0);
+    var b = 0.0;
+    if (p.has_bias != 0u && oc0 + lid < p.cout) { b = floor(div_rn(bias[oc0 + lid], qp[0] * p.w_scale)); }
+    bq[lid] = b;
+  }
   var a0 = vec4<i32>(0);
   var a1 = vec4<i32>(0);
   var a2 = vec4<i32>(0);
@@ -743,6 +749,40 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var sx1 = 0i;
   for (var c0 = 0u; c0 < p.cin; c0 += 32u) {
     workgroupBarrier();
+    // The tile's weights for input channels c0 .. c0 + 31 are 16 contiguous runs of (<= 32) K bytes, one per
+    // output channel: loaded a word at a time into xs (90 words a run, from the aligned word below it), then
+    // gathered from there into words of 4 input channels: a quarter of the global loads of a byte-wise gather.
+    let nb = min(32u, p.cin - c0) * p.kernel;
+    for (var e = lid; e < 1440u; e += 64u) {
+      let oc = oc0 + e / 90u;
+      let b0 = (oc * p.cin + c0) * p.kernel;
+      let wi = b0 / 4u + e % 90u;
+      var word = 0u;
+      if (oc < p.cout && 4u * wi < b0 + nb) { word = w[wi]; }
+      xs[e] = word;
+    }
+    workgroupBarrier();
+    for (var e = lid; e < 16u * taps; e += 64u) {
+      let o = e / taps;
+      let r = e % taps;
+      let cw = r / p.kernel;
+      let k = r % p.kernel;
+      let oc = oc0 + o;
+      let shift = ((oc * p.cin + c0) * p.kernel) % 4u;
+      var word = 0u;
+      for (var j = 0u; j < 4u; j++) {
+        let ci = c0 + 4u * cw + j;
+        if (ci < p.cin && oc < p.cout) {
+          let lb = shift + (4u * cw + j) * p.kernel + k;
+          var v = (xs[o * 90u + lb / 4u] >> (8u * (lb % 4u))) & 255u;
+          if (p.signed_w != 0u) { v ^= 128u; }  // int8 w + 128 as an unsigned byte
+          word |= v << (8u * j);
+        }
+      }
+      ws[r * 4u + o / 4u][o % 4u] = word;
+      atomicAdd(&sw[o], d4(word, 0x01010101u));
+    }
+    workgroupBarrier();
     for (var e = lid; e < 8u * span; e += 64u) {
       let cw = e / span;
       let pos = i32(t0 + e % span) - i32(p.padding);
@@ -750,25 +790,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let cwg = c0 / 4u + cw;
       if (cwg < (p.cin + 3u) / 4u && pos >= 0 && pos < i32(p.length)) { word = xq[cwg * p.length + u32(pos)]; }
       xs[cw * 192u + e % span] = word;
-    }
-    for (var e = lid; e < 16u * taps; e += 64u) {
-      let o = e / taps;
-      let r = e % taps;
-      let cw = r / p.kernel;
-      let k = r % p.kernel;
-      let oc = oc0 + o;
-      var word = 0u;
-      for (var j = 0u; j < 4u; j++) {
-        let ci = c0 + 4u * cw + j;
-        if (ci < p.cin && oc < p.cout) {
-          let wi = (oc * p.cin + ci) * p.kernel + k;
-          var v = u32(ubyte(w[wi / 4u], wi));
-          if (p.signed_w != 0u) { v = u32(sbyte(w[wi / 4u], wi) + 128); }
-          word |= v << (8u * j);
-        }
-      }
-      ws[r * 4u + o / 4u][o % 4u] = word;
-      atomicAdd(&sw[o], d4(word, 0x01010101u));
     }
     workgroupBarrier();
     let cwn = min(8u, (p.cin - c0 + 3u) / 4u);
