@@ -55,6 +55,50 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 }
 )";
 
+// AdaIN, (1 + gamma) instance_norm(x) + beta over x [C, T], for T < 8,192 (the decoder's and the generator's first
+// stage: group_norm takes one chunk a row there): one workgroup per channel runs group_norm's three passes (sum,
+// squared deviations, normalize) in one dispatch with the same float sums in the same order, and adds 1 to gamma
+// as the scale op would: group_norm(x, C, 1 + gamma, beta)'s outputs bit for bit, in one dispatch instead of four.
+constexpr const char* kAdaInRows = R"(
+struct P { channels: u32, length: u32, eps: f32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read> beta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+var<workgroup> red: array<f32, 64>;
+fn reduce_sum(v: f32, lid: u32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] += red[lid + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let c = wid.x + wid.y * 65535u;
+  if (c >= p.channels) { return; }
+  let base = c * p.length;
+  var s = 0.0;
+  for (var i = lid; i < p.length; i += 64u) { s += x[base + i]; }
+  let mean = reduce_sum(s, lid) / f32(p.length);
+  var v = 0.0;
+  for (var i = lid; i < p.length; i += 64u) { let d = x[base + i] - mean; v += d * d; }
+  let inv = 1.0 / sqrt(reduce_sum(v, lid) / f32(p.length) + p.eps);
+  let g = gamma[c] * 1.0 + 1.0;
+  for (var i = lid; i < p.length; i += 64u) {
+    var o = (x[base + i] - mean) * inv;
+    o *= g;
+    o += beta[c];
+    y[base + i] = o;
+  }
+}
+)";
+
 // The export's Atan + Where: atan(y / x), +- float(pi) where x < 0.
 constexpr const char* kAtan2 = NN_WGSL_INDEX_K R"(
 struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 };
@@ -305,7 +349,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // Stage 1 and the quantization in one dispatch: every workgroup reduces the chunks' partials (<= 1,024 pairs,
 // from L2) to the scale and zero point itself, workgroup 0 writes qp = (scale, zero point, min, max) for the
 // consumers, and thread j packs 4 uint8 into word j: one dispatch fewer per quantized activation than a separate
-// one-workgroup stage (~250 of them in Kokoro's forward). Layout (p.length == 0) x's elements 4j .. 4j + 3; or,
+// one-workgroup stage (~250 of them in Kokoro's forward). Where x has <= 1,024 values (p.chunks = 0: the style
+// vectors of the ~70 AdaINs) each workgroup reduces x itself and the range dispatch is skipped. Layout (p.length == 0) x's elements 4j .. 4j + 3; or,
 // for the packed ConvInteger, x [C, length] as [C / 4 rounded up, length] words of 4 channels at one position
 // (channels past C hold the zero point), so that its staging loads one word per 4 channels.
 constexpr const char* kQuantize = NN_WGSL_MINMAX NN_WGSL_DIV_RN R"(
@@ -319,6 +364,9 @@ struct P { n: u32, chunks: u32, length: u32, channels: u32 };
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   var lo = 0.0;
   var hi = 0.0;
+  if (p.chunks == 0u) {
+    for (var i = lid; i < p.n; i += 64u) { lo = min(lo, x[i]); hi = max(hi, x[i]); }
+  }
   for (var c = lid; c < p.chunks; c += 64u) { lo = min(lo, partial[2u * c]); hi = max(hi, partial[2u * c + 1u]); }
   let r = reduce_lo_hi(lo, hi, lid);
   var scale = 1.0;
@@ -1233,6 +1281,17 @@ Tensor snake(const Tensor& x, const Tensor& alpha) {
 
 Tensor adain(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
   if (!on_gpu(gamma) || !on_gpu(beta)) return unsupported(x, "adain with host gamma / beta");
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() == DType::F32 && x.rank() == 2 && x.dim(1) < 8192 && x.elements() > 0 &&
+      gamma.dtype() == DType::F32 && beta.dtype() == DType::F32 && gamma.elements() == x.dim(0) &&
+      beta.elements() == x.dim(0)) {
+    Tensor out = x.ctx().empty(x.shape());
+    const uint32_t params[] = {u32(x.dim(0)), u32(x.dim(1)), fbits(eps), 0};
+    rec.dispatch("nn_adain_rows", kAdaInRows, params, {&x, &gamma, &beta, &out},
+                 static_cast<uint64_t>(x.dim(0) * 64));
+    return out;
+  }
   return gpu_ops::group_norm(x, static_cast<int>(x.dim(0)), gpu_ops::scale(gamma, 1.0f, 1.0f), beta, eps);
 }
 
@@ -1368,12 +1427,14 @@ Tensor quantize_dynamic(const Tensor& x, Tensor* params, bool channel_words) {
   const int64_t chunks = std::clamp<int64_t>(n / 4096, 1, 1024);
   Tensor partial = ctx.empty({2 * chunks});
   Tensor qp = ctx.empty({4});
+  const bool small = n <= 1024;  // each quantizing workgroup reads x once instead
   const uint32_t p0[] = {u32(n), u32(chunks), 0, 0};
-  rec.dispatch("nn_quant_range", kQuantRange, p0, {&x, &partial}, static_cast<uint64_t>(chunks) * 64);
+  if (!small)
+    rec.dispatch("nn_quant_range", kQuantRange, p0, {&x, &partial}, static_cast<uint64_t>(chunks) * 64);
   const int64_t length = channel_words ? x.dim(1) : 0, channels = channel_words ? x.dim(0) : 0;
   const int64_t words = channel_words ? (channels + 3) / 4 * length : (n + 3) / 4;
   Tensor q = channel_words ? ctx.empty({4 * words}, DType::U8) : ctx.empty(x.shape(), DType::U8);
-  const uint32_t p1[] = {u32(n), u32(chunks), u32(length), u32(channels)};
+  const uint32_t p1[] = {u32(n), small ? 0u : u32(chunks), u32(length), u32(channels)};
   rec.dispatch("nn_quantize", kQuantize, p1, {&x, &partial, &qp, &q}, static_cast<uint64_t>(words));
   if (params) *params = qp;
   return q;

@@ -48,8 +48,20 @@ TEST(NnGpuKokoro, SnakeAdainAtan2ResizeRepeatMatchTheReference) {
 
   const Tensor gamma = rand_tensor(*cpu, {c}), beta = rand_tensor(*cpu, {c});
   const Tensor one_plus = ref::binary(gamma, cpu->from_floats({1}, std::vector<float>{1.0f}), '+');
-  expect_close(download(*cpu, *gpu, adain(gx, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
-               ref::group_norm(x, static_cast<int>(c), one_plus, beta, 1e-5f), 2e-5f, 2e-5f, "gpu adain");
+  // AdaIN's one-dispatch kernel (rows < 8,192) against the reference, and bit for bit against group_norm with
+  // 1 + gamma (the same sums in the same order); a row past 64 x 64 values too.
+  for (const int64_t len : {t, rand_int(4097, 8191)}) {
+    const Tensor xa = len == t ? x : rand_tensor(*cpu, {c, len}, -3.0f, 3.0f);
+    const Tensor ga = upload(*gpu, gamma), ba = upload(*gpu, beta), gxa = upload(*gpu, xa);
+    const Tensor got = download(*cpu, *gpu, adain(gxa, ga, ba, 1e-5f));
+    expect_close(got, ref::group_norm(xa, static_cast<int>(c), one_plus, beta, 1e-5f), 2e-5f, 2e-5f,
+                 "gpu adain");
+    expect_close(
+        got,
+        download(*cpu, *gpu,
+                 gpu_ops::group_norm(gxa, static_cast<int>(c), gpu_ops::scale(ga, 1.0f, 1.0f), ba, 1e-5f)),
+        0, 0, "gpu adain against group_norm");
+  }
   expect_close(download(*cpu, *gpu, instance_norm(gx, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
                ref::group_norm(x, static_cast<int>(c), gamma, beta, 1e-5f), 2e-5f, 2e-5f,
                "gpu instance_norm");
@@ -122,9 +134,11 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
   auto cpu = Context::cpu();
   auto gpu = Context::webgpu(*device);
   // DynamicQuantizeLinear: the same bytes, scale and zero point (ranges all positive, all negative, mixed; sizes
-  // past one chunk of the range reduction).
-  for (auto [lo, hi] : {std::pair{-2.0f, 3.0f}, std::pair{0.5f, 4.0f}, std::pair{-5.0f, -0.25f}}) {
-    const int64_t n = rand_int(1, 20000);
+  // up to 1,024, reduced by the quantizing workgroups alone, and past one chunk of the range reduction).
+  const std::pair<float, float> ranges[] = {{-2.0f, 3.0f}, {0.5f, 4.0f}, {-5.0f, -0.25f}};
+  for (int rep = 0; rep < 6; ++rep) {
+    const auto [lo, hi] = ranges[rep % 3];
+    const int64_t n = rep < 3 ? rand_int(1025, 20000) : rand_int(1, 1024);
     const Tensor x = rand_tensor(*cpu, {n}, lo, hi);
     Tensor qp;
     const Tensor q = gpu_ops::dynamic_quantize_linear(upload(*gpu, x), &qp);
