@@ -1,7 +1,8 @@
 // GPU kernels of the ops Kokoro adds to the op layer: snake, AdaIN / instance norm (group norm's kernel), the
 // ONNX export's atan2, resize, repeat by durations, transposed conv1d, batched f32 matmul, and ONNX Runtime's
 // dynamic int8 (DynamicQuantizeLinear to uint8, then MatMulInteger / ConvInteger accumulation). Plain kernels,
-// one output per thread (64 per workgroup), checked against nn/ref.h; not tuned yet.
+// one output per thread (64 per workgroup), checked against nn/ref.h; where the time goes (the int8 products, the
+// LSTM, AdaIN, the quantization) tuned kernels beside them, each tested against the plain one.
 //
 // Dynamic int8 on the GPU: the range is two workgroup reductions (chunks, then one workgroup over the chunks'
 // partials) writing scale and zero point into a 4-float tensor that later kernels read: no read back to the host.
@@ -350,9 +351,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // from L2) to the scale and zero point itself, workgroup 0 writes qp = (scale, zero point, min, max) for the
 // consumers, and thread j packs 4 uint8 into word j: one dispatch fewer per quantized activation than a separate
 // one-workgroup stage (~250 of them in Kokoro's forward). Where x has <= 1,024 values (p.chunks = 0: the style
-// vectors of the ~70 AdaINs) each workgroup reduces x itself and the range dispatch is skipped. Layout (p.length == 0) x's elements 4j .. 4j + 3; or,
-// for the packed ConvInteger, x [C, length] as [C / 4 rounded up, length] words of 4 channels at one position
-// (channels past C hold the zero point), so that its staging loads one word per 4 channels.
+// vectors of the ~70 AdaINs) each workgroup reduces x itself and the range dispatch is skipped. Layout
+// (p.length == 0): x's elements 4j .. 4j + 3; or, for the packed ConvInteger, x [C, length] as [C / 4 rounded up,
+// length] words of 4 channels at one position (channels past C hold the zero point), so that its staging loads
+// one word per 4 channels.
 constexpr const char* kQuantize = NN_WGSL_MINMAX NN_WGSL_DIV_RN R"(
 struct P { n: u32, chunks: u32, length: u32, channels: u32 };
 @group(0) @binding(0) var<uniform> p: P;
@@ -740,10 +742,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 // The same tiling with 4 input channels packed per u32 and dot4U8Packed (dp4a where the hardware has it): one
 // dot4 is 4 multiply-adds. x comes quantized in words of 4 channels at one position (kQuantize's second layout),
-// so staging it is one coalesced load per word. Bytes must be unsigned: W' = w + 128 for int8 weights (w_zp' = w_zp + 128), and
-// sum (X - x_zp)(W' - w_zp') = sum X W' - w_zp' sum X - x_zp sum W' + N x_zp w_zp' over the same N terms,
-// exact in i32 (|sum X W'| < 255 * 255 * N, N = Cin K rounded up to 4 channels: < 2^31 for Cin K < 33,000).
-// Padding taps and the channels past Cin hold X = x_zp: their terms are 0 in the left-hand form.
+// so staging it is one coalesced load per word. Bytes must be unsigned: W' = w + 128 for int8 weights
+// (w_zp' = w_zp + 128), and sum (X - x_zp)(W' - w_zp') = sum X W' - w_zp' sum X - x_zp sum W' + N x_zp w_zp' over
+// the same N terms, exact in i32 (|sum X W'| < 255 * 255 * N, N = Cin K rounded up to 4 channels: < 2^31 for
+// Cin K < 33,000). Padding taps and the channels past Cin hold X = x_zp: their terms are 0 in the left-hand form.
 constexpr const char* kConvIntegerPacked = NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
 struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding: u32, dilation: u32,
            t_tiles: u32, signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
