@@ -14,6 +14,7 @@
 #include <bit>
 #include <cmath>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include "nn/gpu_ops.h"
@@ -1043,12 +1044,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // A whole bidirectional int8 LSTM in one dispatch (H <= 256): workgroup d runs direction d's steps in order
 // (forward t = 0 .. T - 1, backward T - 1 .. 0) with h in workgroup memory and each unit's c in its thread, so
 // the per-step kernel's dispatch per step (~30 us each on an H200, most of it launch and a cold start) becomes
-// a few workgroup barriers. Per step: h's range (a tree over 256 threads), h quantized as the step kernel does
-// it, then thread (g, ks) sums columns 16 g .. 16 g + 15 over a quarter ks of the k, sum_k hq_k (w[k][col] -
+// a few workgroup barriers. Per step: h's range (a tree over the NT threads), h quantized as the step kernel does
+// it, then thread (g, ks) sums columns 16 g .. 16 g + 15 over the part ks of the k (NT / 64 parts), sum_k hq_k (w[k][col] -
 // zp_col) (one word load gives 4 columns; integers, exact in any split), added in workgroup atomics; unit j's
 // thread then forms the gates, the cell and h with the step kernel's float expressions (its outputs bit for bit).
 // Bindings as the step kernel's less the state (h0 = c0 = 0).
+// NT threads a workgroup (256, or 512 where the device allows: a chain of H / 8 rows a thread instead of H / 4),
+// prefixed as a WGSL const by the host.
 constexpr const char* kBiLstmInt8Seq = NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
+const KS: u32 = NT / 64u;  // k splits
 struct P { hidden: u32, steps: u32, signed_w: u32, zp_mode: u32, w_zp_f: i32, w_zp_b: i32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> gx: array<f32>;
@@ -1060,8 +1064,8 @@ struct P { hidden: u32, steps: u32, signed_w: u32, zp_mode: u32, w_zp_f: i32, w_
 @group(0) @binding(7) var<storage, read_write> y: array<f32>;
 var<workgroup> hs: array<f32, 256>;
 var<workgroup> hq: array<i32, 256>;
-var<workgroup> lo_s: array<f32, 256>;
-var<workgroup> hi_s: array<f32, 256>;
+var<workgroup> lo_s: array<f32, NT>;
+var<workgroup> hi_s: array<f32, NT>;
 var<workgroup> sums: array<atomic<i32>, 1024>;
 fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
 fn wword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return w_f[i]; } return w_b[i]; }
@@ -1082,14 +1086,14 @@ fn unpack(word: u32) -> vec4<i32> {
   }
   return vec4<i32>(vec4<u32>(word & 255u, (word >> 8u) & 255u, (word >> 16u) & 255u, word >> 24u));
 }
-@compute @workgroup_size(256)
+@compute @workgroup_size(NT)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let hn = p.hidden;
   let n = 4u * hn;
   let dir = wid.x;
   let cb = dir * 2u * n;
   let g = lid % 64u;
-  let kq = (hn + 3u) / 4u;
+  let kq = (hn + KS - 1u) / KS;
   let k0 = (lid / 64u) * kq;
   let k1 = min(hn, k0 + kq);
   // This thread's 16 columns (words 4 g .. 4 g + 3 of a row of H words) and their zero points.
@@ -1099,7 +1103,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (c < n) { wz[i] = vec4<i32>(col_zp(dir, c), col_zp(dir, c + 1u), col_zp(dir, c + 2u), col_zp(dir, c + 3u)); }
   }
   if (lid < hn) { hs[lid] = 0.0; }
-  for (var e = lid; e < n; e += 256u) { atomicStore(&sums[e], 0); }
+  for (var e = lid; e < n; e += NT) { atomicStore(&sums[e], 0); }
   var cell = 0.0;
   workgroupBarrier();
   for (var s = 0u; s < p.steps; s++) {
@@ -1110,7 +1114,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     lo_s[lid] = lo;
     hi_s[lid] = hi;
     workgroupBarrier();
-    for (var st = 128u; st > 0u; st >>= 1u) {
+    for (var st = NT / 2u; st > 0u; st >>= 1u) {
       if (lid < st) { lo_s[lid] = min(lo_s[lid], lo_s[lid + st]); hi_s[lid] = max(hi_s[lid], hi_s[lid + st]); }
       workgroupBarrier();
     }
@@ -1694,10 +1698,13 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw
                                                                       : 2u;
   const Tensor& zf = fw.w_hh_zero_points.defined() ? fw.w_hh_zero_points : cols;
   const Tensor& zb = bw.w_hh_zero_points.defined() ? bw.w_hh_zero_points : cols;
-  const bool persistent = lstm_kernel == LstmKernel::Persistent ||
-                          (lstm_kernel == LstmKernel::Auto &&
-                           rec.device().info().limits.max_compute_invocations_per_workgroup >= 256);
+  const uint32_t max_threads = rec.device().info().limits.max_compute_invocations_per_workgroup;
+  const bool persistent = lstm_kernel == LstmKernel::Persistent || lstm_kernel == LstmKernel::Persistent256 ||
+                          (lstm_kernel == LstmKernel::Auto && max_threads >= 256);
   if (persistent && hidden <= 256) {
+    const bool wide = lstm_kernel != LstmKernel::Persistent256 && max_threads >= 512;
+    static const std::string seq256 = std::string("const NT: u32 = 256u;\n") + kBiLstmInt8Seq,
+                             seq512 = std::string("const NT: u32 = 512u;\n") + kBiLstmInt8Seq;
     const uint32_t params[] = {u32(hidden),
                                u32(steps),
                                fw.w_hh.dtype() == DType::I8 ? 1u : 0u,
@@ -1707,8 +1714,8 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw
                                0,
                                0};
     // Two workgroups, one per direction (threads counts 64 per workgroup).
-    rec.dispatch("nn_bilstm_int8_seq", kBiLstmInt8Seq, params, {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &y},
-                 128);
+    rec.dispatch(wide ? "nn_bilstm_int8_seq512" : "nn_bilstm_int8_seq256", wide ? seq512 : seq256, params,
+                 {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &y}, 128);
     return y;
   }
   const Tensor state = ctx.zeros({6 * hidden});

@@ -6,6 +6,7 @@
 // 1e-5 per term; WGSL's sin holds 2^-11 absolute on [-pi, pi] and its atan 4096 ulp (both near a few float ulps
 // on SwiftShader).
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "gpu/device.h"
@@ -340,9 +341,12 @@ TEST(NnGpuKokoro, Int8BiLstmIsBothDirections) {
     const Tensor want_parts[2] = {ref::lstm(x, w[0], false), ref::lstm(x, w[1], true)};
     const Tensor one_parts[2] = {download(*cpu, *gpu, lstm(gx, gw[0], false)),
                                  download(*cpu, *gpu, lstm(gx, gw[1], true))};
-    for (auto kernel : {gpu_ops::LstmKernel::PerStep, gpu_ops::LstmKernel::Persistent}) {
+    for (auto kernel : {gpu_ops::LstmKernel::PerStep, gpu_ops::LstmKernel::Persistent256,
+                        gpu_ops::LstmKernel::Persistent}) {
       gpu_ops::set_lstm_kernel(kernel);
-      const std::string name = kernel == gpu_ops::LstmKernel::Persistent ? " (one dispatch)" : " (per step)";
+      const std::string name = kernel == gpu_ops::LstmKernel::PerStep         ? " (per step)"
+                               : kernel == gpu_ops::LstmKernel::Persistent256 ? " (one dispatch, 256 threads)"
+                                                                              : " (one dispatch, widest)";
       const Tensor got = download(*cpu, *gpu, bilstm(gx, gw[0], gw[1]));
       // The one-direction LSTM's tolerance against the reference (held at H up to 256 over 5 seeds here).
       expect_close(got, concat(want_parts, 1), 2e-3f, 0, "gpu int8 bilstm" + name);
@@ -351,6 +355,8 @@ TEST(NnGpuKokoro, Int8BiLstmIsBothDirections) {
     }
     gpu_ops::set_lstm_kernel(gpu_ops::LstmKernel::Auto);
   }
+  std::printf("the widest one-dispatch LSTM here: %u threads a workgroup\n",
+              device->info().limits.max_compute_invocations_per_workgroup >= 512 ? 512u : 256u);
 }
 
 TEST(NnGpuKokoro, SineSourceAndStftFollowTheCpuOps) {
