@@ -1703,8 +1703,9 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw
                           (lstm_kernel == LstmKernel::Auto && max_threads >= 256);
   if (persistent && hidden <= 256) {
     const bool wide = lstm_kernel != LstmKernel::Persistent256 && max_threads >= 512;
-    static const std::string seq256 = std::string("const NT: u32 = 256u;\n") + kBiLstmInt8Seq,
-                             seq512 = std::string("const NT: u32 = 512u;\n") + kBiLstmInt8Seq;
+    // The source with its NT (a few KB, made per LSTM: the pipeline is compiled once per name).
+    const std::string source =
+        std::string(wide ? "const NT: u32 = 512u;\n" : "const NT: u32 = 256u;\n") + kBiLstmInt8Seq;
     const uint32_t params[] = {u32(hidden),
                                u32(steps),
                                fw.w_hh.dtype() == DType::I8 ? 1u : 0u,
@@ -1714,7 +1715,7 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw
                                0,
                                0};
     // Two workgroups, one per direction (threads counts 64 per workgroup).
-    rec.dispatch(wide ? "nn_bilstm_int8_seq512" : "nn_bilstm_int8_seq256", wide ? seq512 : seq256, params,
+    rec.dispatch(wide ? "nn_bilstm_int8_seq512" : "nn_bilstm_int8_seq256", source, params,
                  {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &y}, 128);
     return y;
   }
