@@ -1,7 +1,8 @@
 // GPU kernels of the ops Kokoro adds to the op layer: snake, AdaIN / instance norm (group norm's kernel), the
 // ONNX export's atan2, resize, repeat by durations, transposed conv1d, batched f32 matmul, and ONNX Runtime's
 // dynamic int8 (DynamicQuantizeLinear to uint8, then MatMulInteger / ConvInteger accumulation). Plain kernels,
-// one output per thread (64 per workgroup), checked against nn/ref.h; not tuned yet.
+// one output per thread (64 per workgroup), checked against nn/ref.h; where the time goes (the int8 products, the
+// LSTM, AdaIN, the quantization) tuned kernels beside them, each tested against the plain one.
 //
 // Dynamic int8 on the GPU: the range is two workgroup reductions (chunks, then one workgroup over the chunks'
 // partials) writing scale and zero point into a 4-float tensor that later kernels read: no read back to the host.
@@ -12,6 +13,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "nn/gpu_ops.h"
@@ -51,6 +54,50 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let v = x[i];
   let s = sin(a * v);
   y[i] = v + s * s * (1.0 / a);
+}
+)";
+
+// AdaIN, (1 + gamma) instance_norm(x) + beta over x [C, T], for T < 8,192 (the decoder's and the generator's first
+// stage: group_norm takes one chunk a row there): one workgroup per channel runs group_norm's three passes (sum,
+// squared deviations, normalize) in one dispatch with the same float sums in the same order, and adds 1 to gamma
+// as the scale op would: group_norm(x, C, 1 + gamma, beta)'s outputs bit for bit, in one dispatch instead of four.
+constexpr const char* kAdaInRows = R"(
+struct P { channels: u32, length: u32, eps: f32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> gamma: array<f32>;
+@group(0) @binding(3) var<storage, read> beta: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+var<workgroup> red: array<f32, 64>;
+fn reduce_sum(v: f32, lid: u32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] += red[lid + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let c = wid.x + wid.y * 65535u;
+  if (c >= p.channels) { return; }
+  let base = c * p.length;
+  var s = 0.0;
+  for (var i = lid; i < p.length; i += 64u) { s += x[base + i]; }
+  let mean = reduce_sum(s, lid) / f32(p.length);
+  var v = 0.0;
+  for (var i = lid; i < p.length; i += 64u) { let d = x[base + i] - mean; v += d * d; }
+  let inv = 1.0 / sqrt(reduce_sum(v, lid) / f32(p.length) + p.eps);
+  let g = gamma[c] * 1.0 + 1.0;
+  for (var i = lid; i < p.length; i += 64u) {
+    var o = (x[base + i] - mean) * inv;
+    o *= g;
+    o += beta[c];
+    y[base + i] = o;
+  }
 }
 )";
 
@@ -281,62 +328,78 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   "  return vec2<f32>(lo_s[0], hi_s[0]);\n"                                                              \
   "}\n"
 
-// DynamicQuantizeLinear's range. Stage 0: workgroup w reduces chunk w of x into partial[2w], partial[2w+1].
-// Stage 1: one workgroup reduces the partials and writes qp = (scale, zero point, min, max).
-constexpr const char* kQuantRange = NN_WGSL_MINMAX NN_WGSL_DIV_RN R"(
-struct P { n: u32, chunks: u32, stage: u32, pad0: u32 };
+// DynamicQuantizeLinear's range, stage 0: workgroup w reduces chunk w of x into partial[2w], partial[2w+1].
+constexpr const char* kQuantRange = NN_WGSL_MINMAX R"(
+struct P { n: u32, chunks: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> partial: array<f32>;
-@group(0) @binding(3) var<storage, read_write> qp: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   var lo = 0.0;
   var hi = 0.0;
-  if (p.stage == 0u) {
-    let w = wid.x;
-    if (w >= p.chunks) { return; }
-    let size = (p.n + p.chunks - 1u) / p.chunks;
-    let end = min(p.n, (w + 1u) * size);
-    for (var i = w * size + lid; i < end; i += 64u) { lo = min(lo, x[i]); hi = max(hi, x[i]); }
-    let r = reduce_lo_hi(lo, hi, lid);
-    if (lid == 0u) { partial[2u * w] = r.x; partial[2u * w + 1u] = r.y; }
-    return;
+  let w = wid.x;
+  if (w >= p.chunks) { return; }
+  let size = (p.n + p.chunks - 1u) / p.chunks;
+  let end = min(p.n, (w + 1u) * size);
+  for (var i = w * size + lid; i < end; i += 64u) { lo = min(lo, x[i]); hi = max(hi, x[i]); }
+  let r = reduce_lo_hi(lo, hi, lid);
+  if (lid == 0u) { partial[2u * w] = r.x; partial[2u * w + 1u] = r.y; }
+}
+)";
+
+// Stage 1 and the quantization in one dispatch: every workgroup reduces the chunks' partials (<= 1,024 pairs,
+// from L2) to the scale and zero point itself, workgroup 0 writes qp = (scale, zero point, min, max) for the
+// consumers, and thread j packs 4 uint8 into word j: one dispatch fewer per quantized activation than a separate
+// one-workgroup stage (~250 of them in Kokoro's forward). Where x has <= 1,024 values (p.chunks = 0: the style
+// vectors of the ~70 AdaINs) each workgroup reduces x itself and the range dispatch is skipped. Layout
+// (p.length == 0): x's elements 4j .. 4j + 3; or, for the packed ConvInteger, x [C, length] as [C / 4 rounded up,
+// length] words of 4 channels at one position (channels past C hold the zero point), so that its staging loads
+// one word per 4 channels.
+constexpr const char* kQuantize = NN_WGSL_MINMAX NN_WGSL_DIV_RN R"(
+struct P { n: u32, chunks: u32, length: u32, channels: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> partial: array<f32>;
+@group(0) @binding(3) var<storage, read_write> qp: array<f32>;
+@group(0) @binding(4) var<storage, read_write> q: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  var lo = 0.0;
+  var hi = 0.0;
+  if (p.chunks == 0u) {
+    for (var i = lid; i < p.n; i += 64u) { lo = min(lo, x[i]); hi = max(hi, x[i]); }
   }
   for (var c = lid; c < p.chunks; c += 64u) { lo = min(lo, partial[2u * c]); hi = max(hi, partial[2u * c + 1u]); }
   let r = reduce_lo_hi(lo, hi, lid);
-  if (lid == 0u) {
-    var scale = 1.0;
-    if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
-    let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  var scale = 1.0;
+  if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
+  let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  let wg = wid.x + wid.y * 65535u;
+  if (wg == 0u && lid == 0u) {
     qp[0] = scale;
     qp[1] = zp;
     qp[2] = r.x;
     qp[3] = r.y;
   }
-}
-)";
-
-// x quantized to uint8, four to a word (thread j packs elements 4j .. 4j + 3).
-constexpr const char* kQuantize = NN_WGSL_INDEX_K NN_WGSL_DIV_RN R"(
-struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 };
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> qp: array<f32>;
-@group(0) @binding(3) var<storage, read_write> q: array<u32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let j = index(g);
-  if (4u * j >= p.n) { return; }
-  let scale = qp[0];
-  let zp = qp[1];
+  let j = wg * 64u + lid;
+  var first = 4u * j;  // element e of the word: x[first + e * stride], when valid
+  var stride = 1u;
+  var valid = p.n - min(p.n, first);
+  if (p.length != 0u) {
+    if (j >= (p.channels + 3u) / 4u * p.length) { return; }
+    let c = 4u * (j / p.length);
+    first = c * p.length + j % p.length;
+    stride = p.length;
+    valid = p.channels - c;
+  } else if (first >= p.n) {
+    return;
+  }
   var word = 0u;
   for (var e = 0u; e < 4u; e++) {
-    let i = 4u * j + e;
-    if (i < p.n) {
-      let v = clamp(round(div_rn(x[i], scale)) + zp, 0.0, 255.0);
-      word |= u32(v) << (8u * e);
-    }
+    var v = zp;
+    if (e < valid) { v = clamp(round(div_rn(x[first + e * stride], scale)) + zp, 0.0, 255.0); }
+    word |= u32(v) << (8u * e);
   }
   q[j] = word;
 }
@@ -413,6 +476,121 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (r >= p.m) { return; }
     y[r * p.n + c] = f32(acc[rl / 4u][rl % 4u]) * step;
   }
+}
+)";
+
+// MatMulInteger with dot4U8Packed, for the small-M products (ALBERT's 79 rows, the LSTMs' input projections):
+// a workgroup owns 4 rows x 16 columns and splits K over 16 threads, so a 79 x 768 product makes 960
+// workgroups (the 16-row kernel above: 60, most of a big GPU idle) and each thread's chain of loads is K / 64
+// long. Thread (column group cg, split s) owns 4 rows x 4 columns: per 4 k it loads one word of each of 4
+// weight rows (4 columns each), transposes the 4 x 4 bytes into one word per column (4 k), and does 16 dot4s
+// against the 4 rows' x words. Bytes are unsigned as in the packed conv: W' = w + 128 for int8 (w XOR 0x80),
+// w_zp' = w_zp + 128, and sum (X - x_zp)(W' - w_zp') = sum X W' - w_zp' sum X - x_zp sum W' + K x_zp w_zp',
+// with X and W' 0 past K (their terms vanish in both forms). The split's partials (linear in the split) are
+// added in workgroup memory. Integer sums, exact: the outputs are the 16-row kernel's bit for bit.
+constexpr const char* kMatmulIntegerPacked = NN_WGSL_BYTES R"(
+struct P { m: u32, n: u32, k: u32, signed_w: u32, has_col: u32, zp_signed: u32, w_zp: i32, w_scale: f32,
+           n_tiles: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> xq: array<u32>;
+@group(0) @binding(2) var<storage, read> qp: array<f32>;
+@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(4) var<storage, read> scales: array<f32>;
+@group(0) @binding(5) var<storage, read> zps: array<u32>;
+@group(0) @binding(6) var<storage, read_write> y: array<f32>;
+var<workgroup> red: array<vec4<i32>, 256>;  // [16 splits][4 column groups][4 rows]: 4 columns each
+fn d4(a: u32, b: u32) -> i32 { return i32(dot4U8Packed(a, b)); }
+// x's bytes k = 4 kw .. 4 kw + 3 of row r (0 past K).
+fn xword(r: u32, kw: u32) -> u32 {
+  if (r >= p.m) { return 0u; }
+  if (p.k % 4u == 0u) { return xq[r * (p.k / 4u) + kw]; }
+  var word = 0u;
+  for (var j = 0u; j < 4u; j++) {
+    let kk = 4u * kw + j;
+    if (kk < p.k) { let i = r * p.k + kk; word |= u32(ubyte(xq[i / 4u], i)) << (8u * j); }
+  }
+  return word;
+}
+// w's row k, columns c0 .. c0 + 3 (c0 a multiple of 4) as unsigned bytes W' (0 past K).
+fn wrow(k: u32, c0: u32) -> u32 {
+  if (k >= p.k || c0 >= p.n) { return 0u; }
+  var word = 0u;
+  if (p.n % 4u == 0u) {
+    word = w[(k * p.n + c0) / 4u];
+  } else {
+    for (var j = 0u; j < 4u && c0 + j < p.n; j++) {
+      let i = k * p.n + c0 + j;
+      word |= u32(ubyte(w[i / 4u], i)) << (8u * j);
+    }
+  }
+  return word ^ select(0u, 0x80808080u, p.signed_w != 0u);
+}
+// Column c's zero point (w_zp', offset for unsigned bytes) and scale.
+fn col_zp(c: u32) -> i32 {
+  var z = p.w_zp;
+  if (p.has_col != 0u && c < p.n) {
+    if (p.zp_signed != 0u) { z = sbyte(zps[c / 4u], c); } else { z = ubyte(zps[c / 4u], c); }
+  }
+  return z + select(0, 128, p.signed_w != 0u);
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  let c_tile = (wg % p.n_tiles) * 16u;
+  let r0 = (wg / p.n_tiles) * 4u;
+  let cg = lid % 4u;
+  let s = lid / 4u;
+  let c0 = c_tile + 4u * cg;
+  let xzp = i32(qp[1]);
+  let ones = 0x01010101u;
+  var a0 = vec4<i32>(0);
+  var a1 = vec4<i32>(0);
+  var a2 = vec4<i32>(0);
+  var a3 = vec4<i32>(0);
+  var sx = vec4<i32>(0);
+  var sw = vec4<i32>(0);
+  let kw_n = (p.k + 3u) / 4u;
+  for (var kw = s; kw < kw_n; kw += 16u) {
+    let w0 = wrow(4u * kw, c0);
+    let w1 = wrow(4u * kw + 1u, c0);
+    let w2 = wrow(4u * kw + 2u, c0);
+    let w3 = wrow(4u * kw + 3u, c0);
+    // 4 x 4 byte transpose: column j's word holds rows 4 kw .. 4 kw + 3.
+    let t0 = (w0 & 0x00ff00ffu) | ((w1 & 0x00ff00ffu) << 8u);
+    let t1 = ((w0 >> 8u) & 0x00ff00ffu) | (w1 & 0xff00ff00u);
+    let t2 = (w2 & 0x00ff00ffu) | ((w3 & 0x00ff00ffu) << 8u);
+    let t3 = ((w2 >> 8u) & 0x00ff00ffu) | (w3 & 0xff00ff00u);
+    let col = vec4<u32>((t0 & 0xffffu) | (t2 << 16u), (t1 & 0xffffu) | (t3 << 16u), (t0 >> 16u) | (t2 & 0xffff0000u),
+                        (t1 >> 16u) | (t3 & 0xffff0000u));
+    let x0 = xword(r0, kw);
+    let x1 = xword(r0 + 1u, kw);
+    let x2 = xword(r0 + 2u, kw);
+    let x3 = xword(r0 + 3u, kw);
+    a0 += vec4<i32>(d4(x0, col.x), d4(x0, col.y), d4(x0, col.z), d4(x0, col.w));
+    a1 += vec4<i32>(d4(x1, col.x), d4(x1, col.y), d4(x1, col.z), d4(x1, col.w));
+    a2 += vec4<i32>(d4(x2, col.x), d4(x2, col.y), d4(x2, col.z), d4(x2, col.w));
+    a3 += vec4<i32>(d4(x3, col.x), d4(x3, col.y), d4(x3, col.z), d4(x3, col.w));
+    sx += vec4<i32>(d4(x0, ones), d4(x1, ones), d4(x2, ones), d4(x3, ones));
+    sw += vec4<i32>(d4(ones, col.x), d4(ones, col.y), d4(ones, col.z), d4(ones, col.w));
+  }
+  let wz = vec4<i32>(col_zp(c0), col_zp(c0 + 1u), col_zp(c0 + 2u), col_zp(c0 + 3u));
+  let b = s * 16u + cg * 4u;
+  red[b] = a0 - wz * sx.x - xzp * sw;
+  red[b + 1u] = a1 - wz * sx.y - xzp * sw;
+  red[b + 2u] = a2 - wz * sx.z - xzp * sw;
+  red[b + 3u] = a3 - wz * sx.w - xzp * sw;
+  workgroupBarrier();
+  // Thread lid: row lid / 16, column lid % 16 of the tile.
+  let rl = lid / 16u;
+  let cl = lid % 16u;
+  let r = r0 + rl;
+  let c = c_tile + cl;
+  if (r >= p.m || c >= p.n) { return; }
+  var sum = i32(p.k) * xzp * col_zp(c);
+  for (var t = 0u; t < 16u; t++) { sum += red[t * 16u + (cl / 4u) * 4u + rl][cl % 4u]; }
+  var ws = p.w_scale;
+  if (p.has_col != 0u) { ws = scales[c]; }
+  y[r * p.n + c] = f32(sum) * (qp[0] * ws);
 }
 )";
 
@@ -564,10 +742,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 )";
 
 // The same tiling with 4 input channels packed per u32 and dot4U8Packed (dp4a where the hardware has it): one
-// dot4 is 4 multiply-adds. Bytes must be unsigned: W' = w + 128 for int8 weights (w_zp' = w_zp + 128), and
-// sum (X - x_zp)(W' - w_zp') = sum X W' - w_zp' sum X - x_zp sum W' + N x_zp w_zp' over the same N terms,
-// exact in i32 (|sum X W'| < 255 * 255 * N, N = Cin K rounded up to 4 channels: < 2^31 for Cin K < 33,000).
-// Padding taps and the channels past Cin hold X = x_zp: their terms are 0 in the left-hand form.
+// dot4 is 4 multiply-adds. x comes quantized in words of 4 channels at one position (kQuantize's second layout),
+// so staging it is one coalesced load per word. Bytes must be unsigned: W' = w + 128 for int8 weights
+// (w_zp' = w_zp + 128), and sum (X - x_zp)(W' - w_zp') = sum X W' - w_zp' sum X - x_zp sum W' + N x_zp w_zp' over
+// the same N terms, exact in i32 (|sum X W'| < 255 * 255 * N, N = Cin K rounded up to 4 channels: < 2^31 for
+// Cin K < 33,000). Padding taps and the channels past Cin hold X = x_zp: their terms are 0 in the left-hand form.
 constexpr const char* kConvIntegerPacked = NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
 struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding: u32, dilation: u32,
            t_tiles: u32, signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
@@ -580,6 +759,7 @@ struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding:
 var<workgroup> xs: array<u32, 1536>;        // [8 words of 4 input channels][192 positions]
 var<workgroup> ws: array<vec4<u32>, 352>;   // [8 words][kernel <= 11][4]: output channels 4q .. 4q+3
 var<workgroup> sw: array<atomic<i32>, 16>;  // sum W' per output channel
+var<workgroup> bq: array<f32, 16>;          // floor(bias / step) per output channel (26 steps of div_rn: once)
 fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32, sx: i32, corr: i32, wzp: i32) {
   let xzp = i32(qp[1]);
   for (var q = 0u; q < 4u; q++) {
@@ -587,7 +767,7 @@ fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32, sx: i32, corr: i32, wzp: i32)
     if (oc >= p.cout) { return; }
     let s = acc[q] - wzp * sx - xzp * atomicLoad(&sw[oc % 16u]) + corr;
     var v = f32(s) * step;
-    if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+    if (p.has_bias != 0u) { v += bq[oc % 16u] * step; }
     y[oc * p.out_len + t] = v;
   }
 }
@@ -602,7 +782,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (p.signed_w != 0u) { wzp += 128; }
   let span = 128u + (p.kernel - 1u) * p.dilation;
   let taps = 8u * p.kernel;
-  if (lid < 16u) { atomicStore(&sw[lid], 0); }
+  if (lid < 16u) {
+    atomicStore(&sw[lid], 0);
+    var b = 0.0;
+    if (p.has_bias != 0u && oc0 + lid < p.cout) { b = floor(div_rn(bias[oc0 + lid], qp[0] * p.w_scale)); }
+    bq[lid] = b;
+  }
   var a0 = vec4<i32>(0);
   var a1 = vec4<i32>(0);
   var a2 = vec4<i32>(0);
@@ -615,39 +800,47 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var sx1 = 0i;
   for (var c0 = 0u; c0 < p.cin; c0 += 32u) {
     workgroupBarrier();
-    for (var e = lid; e < 8u * span; e += 64u) {
-      let cw = e / span;
-      let pos = i32(t0 + e % span) - i32(p.padding);
+    // The tile's weights for input channels c0 .. c0 + 31 are 16 contiguous runs of (<= 32) K bytes, one per
+    // output channel: loaded a word at a time into xs (90 words a run, from the aligned word below it), then
+    // gathered from there into words of 4 input channels: a quarter of the global loads of a byte-wise gather.
+    let nb = min(32u, p.cin - c0) * p.kernel;
+    for (var e = lid; e < 1440u; e += 64u) {
+      let oc = oc0 + e / 90u;
+      let b0 = (oc * p.cin + c0) * p.kernel;
+      let wi = b0 / 4u + e % 90u;
       var word = 0u;
-      for (var j = 0u; j < 4u; j++) {
-        let ci = c0 + 4u * cw + j;
-        var v = xzp;
-        if (ci < p.cin && pos >= 0 && pos < i32(p.length)) {
-          let xi = ci * p.length + u32(pos);
-          v = u32(ubyte(xq[xi / 4u], xi));
-        }
-        word |= v << (8u * j);
-      }
-      xs[cw * 192u + e % span] = word;
+      if (oc < p.cout && 4u * wi < b0 + nb) { word = w[wi]; }
+      xs[e] = word;
     }
+    workgroupBarrier();
     for (var e = lid; e < 16u * taps; e += 64u) {
       let o = e / taps;
       let r = e % taps;
       let cw = r / p.kernel;
       let k = r % p.kernel;
       let oc = oc0 + o;
+      let shift = ((oc * p.cin + c0) * p.kernel) % 4u;
       var word = 0u;
       for (var j = 0u; j < 4u; j++) {
         let ci = c0 + 4u * cw + j;
         if (ci < p.cin && oc < p.cout) {
-          let wi = (oc * p.cin + ci) * p.kernel + k;
-          var v = u32(ubyte(w[wi / 4u], wi));
-          if (p.signed_w != 0u) { v = u32(sbyte(w[wi / 4u], wi) + 128); }
+          let lb = shift + (4u * cw + j) * p.kernel + k;
+          var v = (xs[o * 90u + lb / 4u] >> (8u * (lb % 4u))) & 255u;
+          if (p.signed_w != 0u) { v ^= 128u; }  // int8 w + 128 as an unsigned byte
           word |= v << (8u * j);
         }
       }
       ws[r * 4u + o / 4u][o % 4u] = word;
       atomicAdd(&sw[o], d4(word, 0x01010101u));
+    }
+    workgroupBarrier();
+    for (var e = lid; e < 8u * span; e += 64u) {
+      let cw = e / span;
+      let pos = i32(t0 + e % span) - i32(p.padding);
+      var word = xzp * 0x01010101u;
+      let cwg = c0 / 4u + cw;
+      if (cwg < (p.cin + 3u) / 4u && pos >= 0 && pos < i32(p.length)) { word = xq[cwg * p.length + u32(pos)]; }
+      xs[cw * 192u + e % span] = word;
     }
     workgroupBarrier();
     let cwn = min(8u, (p.cin - c0 + 3u) / 4u);
@@ -848,6 +1041,154 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 )";
 
+// A whole bidirectional int8 LSTM in one dispatch (H <= 256): workgroup d runs direction d's steps in order
+// (forward t = 0 .. T - 1, backward T - 1 .. 0) with h in workgroup memory and each unit's c in its thread, so
+// the per-step kernel's dispatch per step (~30 us each on an H200, most of it launch and a cold start) becomes
+// a few workgroup barriers. Per step: h's range (a tree over the NT threads), h quantized as the step kernel does
+// it, then thread (g, ks) sums columns 16 g .. 16 g + 15 over the part ks of the k (NT / 64 parts), sum_k hq_k (w[k][col] -
+// zp_col) (one word load gives 4 columns; integers, exact in any split), added in workgroup atomics; unit j's
+// thread then forms the gates, the cell and h with the step kernel's float expressions (its outputs bit for bit).
+// Bindings as the step kernel's less the state (h0 = c0 = 0).
+// NT threads a workgroup (256, or 512 where the device allows: a chain of H / 8 rows a thread instead of H / 4),
+// prefixed as a WGSL const by the host.
+constexpr const char* kBiLstmInt8Seq = NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
+const KS: u32 = NT / 64u;  // k splits
+struct P { hidden: u32, steps: u32, signed_w: u32, zp_mode: u32, w_zp_f: i32, w_zp_b: i32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> gx: array<f32>;
+@group(0) @binding(2) var<storage, read> w_f: array<u32>;
+@group(0) @binding(3) var<storage, read> w_b: array<u32>;
+@group(0) @binding(4) var<storage, read> cols: array<f32>;
+@group(0) @binding(5) var<storage, read> zps_f: array<u32>;
+@group(0) @binding(6) var<storage, read> zps_b: array<u32>;
+@group(0) @binding(7) var<storage, read_write> y: array<f32>;
+var<workgroup> hs: array<f32, 256>;
+var<workgroup> hq: array<i32, 256>;
+var<workgroup> lo_s: array<f32, NT>;
+var<workgroup> hi_s: array<f32, NT>;
+var<workgroup> sums: array<atomic<i32>, 1024>;
+fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+fn wword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return w_f[i]; } return w_b[i]; }
+fn zword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return zps_f[i]; } return zps_b[i]; }
+fn col_zp(dir: u32, col: u32) -> i32 {
+  if (p.zp_mode == 1u) { return sbyte(zword(dir, col / 4u), col); }
+  if (p.zp_mode == 2u) { return ubyte(zword(dir, col / 4u), col); }
+  return select(p.w_zp_f, p.w_zp_b, dir == 1u);
+}
+// The 4 weights of word i (columns 4 (i mod H) .. + 3 of its row).
+fn wvec(dir: u32, i: u32) -> vec4<i32> {
+  return unpack(wword(dir, i));
+}
+fn unpack(word: u32) -> vec4<i32> {
+  if (p.signed_w != 0u) {
+    let v = bitcast<i32>(word);
+    return vec4<i32>(extractBits(v, 0u, 8u), extractBits(v, 8u, 8u), extractBits(v, 16u, 8u), extractBits(v, 24u, 8u));
+  }
+  return vec4<i32>(vec4<u32>(word & 255u, (word >> 8u) & 255u, (word >> 16u) & 255u, word >> 24u));
+}
+@compute @workgroup_size(NT)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let hn = p.hidden;
+  let n = 4u * hn;
+  let dir = wid.x;
+  let cb = dir * 2u * n;
+  let g = lid % 64u;
+  let kq = (hn + KS - 1u) / KS;
+  let k0 = (lid / 64u) * kq;
+  let k1 = min(hn, k0 + kq);
+  // This thread's 16 columns (words 4 g .. 4 g + 3 of a row of H words) and their zero points.
+  var wz: array<vec4<i32>, 4>;
+  for (var i = 0u; i < 4u; i++) {
+    let c = 16u * g + 4u * i;
+    if (c < n) { wz[i] = vec4<i32>(col_zp(dir, c), col_zp(dir, c + 1u), col_zp(dir, c + 2u), col_zp(dir, c + 3u)); }
+  }
+  if (lid < hn) { hs[lid] = 0.0; }
+  for (var e = lid; e < n; e += NT) { atomicStore(&sums[e], 0); }
+  var cell = 0.0;
+  workgroupBarrier();
+  for (var s = 0u; s < p.steps; s++) {
+    let t = select(s, p.steps - 1u - s, dir == 1u);
+    var lo = 0.0;
+    var hi = 0.0;
+    if (lid < hn) { lo = min(lo, hs[lid]); hi = max(hi, hs[lid]); }
+    lo_s[lid] = lo;
+    hi_s[lid] = hi;
+    workgroupBarrier();
+    for (var st = NT / 2u; st > 0u; st >>= 1u) {
+      if (lid < st) { lo_s[lid] = min(lo_s[lid], lo_s[lid + st]); hi_s[lid] = max(hi_s[lid], hi_s[lid + st]); }
+      workgroupBarrier();
+    }
+    let rlo = lo_s[0];
+    let rhi = hi_s[0];
+    var scale = 1.0;
+    if (rhi != rlo) { scale = div_rn(rhi - rlo, 255.0); }
+    let zp = round(clamp(0.0 - div_rn(rlo, scale), 0.0, 255.0));
+    if (lid < hn) { hq[lid] = i32(clamp(round(div_rn(hs[lid], scale)) + zp, 0.0, 255.0)) - i32(zp); }
+    workgroupBarrier();
+    var a0 = vec4<i32>(0);
+    var a1 = vec4<i32>(0);
+    var a2 = vec4<i32>(0);
+    var a3 = vec4<i32>(0);
+    var sh = 0i;
+    let wb = 4u * g;
+    if (wb < hn) {
+      var k = k0;
+      if (wb + 4u <= hn) {
+        // Two rows at a time, their 8 loads issued before the arithmetic: the loop is a chain of L2 latencies.
+        for (; k + 2u <= k1; k += 2u) {
+          let row = k * hn + wb;
+          let u0 = wword(dir, row);
+          let u1 = wword(dir, row + 1u);
+          let u2 = wword(dir, row + 2u);
+          let u3 = wword(dir, row + 3u);
+          let v0 = wword(dir, row + hn);
+          let v1 = wword(dir, row + hn + 1u);
+          let v2 = wword(dir, row + hn + 2u);
+          let v3 = wword(dir, row + hn + 3u);
+          let hu = hq[k];
+          let hv = hq[k + 1u];
+          sh += hu + hv;
+          a0 += hu * unpack(u0) + hv * unpack(v0);
+          a1 += hu * unpack(u1) + hv * unpack(v1);
+          a2 += hu * unpack(u2) + hv * unpack(v2);
+          a3 += hu * unpack(u3) + hv * unpack(v3);
+        }
+      }
+      for (; k < k1; k++) {
+        let hv = hq[k];
+        let row = k * hn + wb;
+        sh += hv;
+        a0 += hv * wvec(dir, row);
+        if (wb + 1u < hn) { a1 += hv * wvec(dir, row + 1u); }
+        if (wb + 2u < hn) { a2 += hv * wvec(dir, row + 2u); }
+        if (wb + 3u < hn) { a3 += hv * wvec(dir, row + 3u); }
+      }
+      var acc = array<vec4<i32>, 4>(a0 - wz[0] * sh, a1 - wz[1] * sh, a2 - wz[2] * sh, a3 - wz[3] * sh);
+      for (var i = 0u; i < 4u; i++) {
+        if (wb + i >= hn) { break; }
+        for (var j = 0u; j < 4u; j++) { atomicAdd(&sums[16u * g + 4u * i + j], acc[i][j]); }
+      }
+    }
+    // Every step's sums cleared by the lanes that read them, before the next step's adds (two barriers on).
+    workgroupBarrier();
+    if (lid < hn) {
+      var gate: array<f32, 4>;
+      for (var gi = 0u; gi < 4u; gi++) {
+        let col = gi * hn + lid;
+        let sum = atomicLoad(&sums[col]);
+        atomicStore(&sums[col], 0);
+        gate[gi] = gx[(dir * p.steps + t) * n + col] + f32(sum) * (scale * cols[cb + col]) + cols[cb + n + col];
+      }
+      cell = sigm(gate[1]) * cell + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
+      let h = sigm(gate[3]) * tanh(clamp(cell, -15.0, 15.0));
+      hs[lid] = h;
+      y[t * 2u * hn + dir * hn + lid] = h;
+    }
+    workgroupBarrier();
+  }
+}
+)";
+
 // sine_source, stage 1: one thread per harmonic runs the export's cumulative phase over the frames in its float
 // order (the phase reaches 10^4..10^5 rad: its low bits are the CumSum's, not a tidier sum's).
 constexpr const char* kSinePhase = NN_WGSL_DIV_RN R"(
@@ -970,6 +1311,17 @@ Tensor snake(const Tensor& x, const Tensor& alpha) {
 
 Tensor adain(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps) {
   if (!on_gpu(gamma) || !on_gpu(beta)) return unsupported(x, "adain with host gamma / beta");
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return none_on(x);
+  if (x.dtype() == DType::F32 && x.rank() == 2 && x.dim(1) < 8192 && x.elements() > 0 &&
+      gamma.dtype() == DType::F32 && beta.dtype() == DType::F32 && gamma.elements() == x.dim(0) &&
+      beta.elements() == x.dim(0)) {
+    Tensor out = x.ctx().empty(x.shape());
+    const uint32_t params[] = {u32(x.dim(0)), u32(x.dim(1)), fbits(eps), 0};
+    rec.dispatch("nn_adain_rows", kAdaInRows, params, {&x, &gamma, &beta, &out},
+                 static_cast<uint64_t>(x.dim(0) * 64));
+    return out;
+  }
   return gpu_ops::group_norm(x, static_cast<int>(x.dim(0)), gpu_ops::scale(gamma, 1.0f, 1.0f), beta, eps);
 }
 
@@ -1090,27 +1442,46 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor dynamic_quantize_linear(const Tensor& x, Tensor* params) {
+namespace {
+
+// DynamicQuantizeLinear on the GPU in two dispatches; channel_words: the packed ConvInteger's layout (x [C, T]
+// as [C / 4 rounded up, T] words of 4 channels).
+Tensor quantize_dynamic(const Tensor& x, Tensor* params, bool channel_words) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return none_on(x);
-  if (x.dtype() != DType::F32 || x.elements() == 0)
+  if (x.dtype() != DType::F32 || x.elements() == 0 || (channel_words && x.rank() != 2))
     return unsupported(x, "dynamic_quantize_linear of this tensor");
   Context& ctx = x.ctx();
   const int64_t n = x.elements();
-  // Chunks of ~4,096 values, at most 1,024: the second stage's one workgroup reads 2 floats per chunk.
+  // Chunks of ~4,096 values, at most 1,024: every quantizing workgroup reads 2 floats per chunk.
   const int64_t chunks = std::clamp<int64_t>(n / 4096, 1, 1024);
   Tensor partial = ctx.empty({2 * chunks});
   Tensor qp = ctx.empty({4});
-  for (uint32_t stage = 0; stage < 2; ++stage) {
-    const uint32_t p[] = {u32(n), u32(chunks), stage, 0};
-    rec.dispatch("nn_quant_range", kQuantRange, p, {&x, &partial, &qp},
-                 stage == 0 ? static_cast<uint64_t>(chunks) * 64 : 64);
-  }
-  Tensor q = ctx.empty(x.shape(), DType::U8);
-  const uint32_t p[] = {u32(n), 0, 0, 0};
-  rec.dispatch("nn_quantize", kQuantize, p, {&x, &qp, &q}, static_cast<uint64_t>((n + 3) / 4));
+  const bool small = n <= 1024;  // each quantizing workgroup reads x once instead
+  const uint32_t p0[] = {u32(n), u32(chunks), 0, 0};
+  if (!small)
+    rec.dispatch("nn_quant_range", kQuantRange, p0, {&x, &partial}, static_cast<uint64_t>(chunks) * 64);
+  const int64_t length = channel_words ? x.dim(1) : 0, channels = channel_words ? x.dim(0) : 0;
+  const int64_t words = channel_words ? (channels + 3) / 4 * length : (n + 3) / 4;
+  Tensor q = channel_words ? ctx.empty({4 * words}, DType::U8) : ctx.empty(x.shape(), DType::U8);
+  const uint32_t p1[] = {u32(n), small ? 0u : u32(chunks), u32(length), u32(channels)};
+  rec.dispatch("nn_quantize", kQuantize, p1, {&x, &partial, &qp, &q}, static_cast<uint64_t>(words));
   if (params) *params = qp;
   return q;
+}
+
+}  // namespace
+
+Tensor dynamic_quantize_linear(const Tensor& x, Tensor* params) {
+  return quantize_dynamic(x, params, false);
+}
+
+namespace {
+MatmulIntegerKernel matmul_integer_kernel = MatmulIntegerKernel::Auto;
+}  // namespace
+
+void set_matmul_integer_kernel(MatmulIntegerKernel k) {
+  matmul_integer_kernel = k;
 }
 
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
@@ -1145,6 +1516,17 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
                              0};
   const Tensor& s = col ? w_scales : qp;  // bindings must exist: stand-ins, unread
   const Tensor& z = col ? w_zero_points : qp;
+  const bool packed = matmul_integer_kernel == MatmulIntegerKernel::Packed ||
+                      (matmul_integer_kernel == MatmulIntegerKernel::Auto && rec.device().info().packed_dot);
+  if (packed) {
+    const int64_t tiles16 = (n + 15) / 16;
+    uint32_t p4[12];
+    std::copy(std::begin(params), std::end(params), p4);
+    p4[8] = u32(tiles16);
+    rec.dispatch("nn_matmul_integer_packed", kMatmulIntegerPacked, p4, {&xq, &qp, &w, &s, &z, &out},
+                 static_cast<uint64_t>(tiles16 * ((m + 3) / 4) * 64));
+    return out;
+  }
   rec.dispatch("nn_matmul_integer", kMatmulInteger, params, {&xq, &qp, &w, &s, &z, &out},
                static_cast<uint64_t>(n_tiles * ((m + 15) / 16) * 64));
   return out;
@@ -1170,8 +1552,12 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
   const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
   const int64_t out_len = (length + o.padding + pad_end - o.dilation * (kernel - 1) - 1) / o.stride + 1;
   if (out_len < 1) return unsupported(x, "conv1d_integer_dynamic_quantized_bias of these tensors");
+  const bool packed = conv_integer_kernel == ConvIntegerKernel::TiledPacked ||
+                      (conv_integer_kernel == ConvIntegerKernel::Auto && rec.device().info().packed_dot);
+  const bool use_tiled = conv_integer_kernel != ConvIntegerKernel::Plain && o.stride == 1 && kernel <= 11 &&
+                         (kernel - 1) * o.dilation <= 64;
   Tensor qp;
-  const Tensor xq = dynamic_quantize_linear(x, &qp);
+  const Tensor xq = quantize_dynamic(x, &qp, use_tiled && packed);
   Tensor out = x.ctx().empty({cout, out_len});
   const uint32_t params[] = {u32(cout),
                              u32(out_len),
@@ -1186,10 +1572,7 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
                              fbits(w.quant().scale),
                              b.defined() ? 1u : 0u};
   const Tensor& bias = b.defined() ? b : qp;
-  const bool packed = conv_integer_kernel == ConvIntegerKernel::TiledPacked ||
-                      (conv_integer_kernel == ConvIntegerKernel::Auto && rec.device().info().packed_dot);
-  if (conv_integer_kernel != ConvIntegerKernel::Plain && o.stride == 1 && kernel <= 11 &&
-      (kernel - 1) * o.dilation <= 64) {
+  if (use_tiled) {
     const int64_t t_tiles = (out_len + 127) / 128, c_tiles = (cout + 15) / 16;
     const uint32_t tiled[] = {u32(cout),   u32(out_len),   u32(x.dim(0)),   u32(kernel),
                               u32(length), u32(o.padding), u32(o.dilation), u32(t_tiles),
@@ -1261,6 +1644,14 @@ Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tens
   return y;
 }
 
+namespace {
+LstmKernel lstm_kernel = LstmKernel::Auto;
+}  // namespace
+
+void set_lstm_kernel(LstmKernel k) {
+  lstm_kernel = k;
+}
+
 Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return none_on(x);
@@ -1301,13 +1692,34 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw
   }
   const Tensor gx = gpu_ops::concat(gx_parts, 0);      // [2T, 4H]
   const Tensor cols = gpu_ops::concat(cols_parts, 0);  // [8H] x 2
-  const Tensor state = ctx.zeros({6 * hidden});
   Tensor y = ctx.empty({steps, 2 * hidden});
   const uint32_t zp_mode = !fw.w_hh_zero_points.defined()             ? 0u
                            : fw.w_hh_zero_points.dtype() == DType::I8 ? 1u
                                                                       : 2u;
   const Tensor& zf = fw.w_hh_zero_points.defined() ? fw.w_hh_zero_points : cols;
   const Tensor& zb = bw.w_hh_zero_points.defined() ? bw.w_hh_zero_points : cols;
+  const uint32_t max_threads = rec.device().info().limits.max_compute_invocations_per_workgroup;
+  const bool persistent = lstm_kernel == LstmKernel::Persistent || lstm_kernel == LstmKernel::Persistent256 ||
+                          (lstm_kernel == LstmKernel::Auto && max_threads >= 256);
+  if (persistent && hidden <= 256) {
+    const bool wide = lstm_kernel != LstmKernel::Persistent256 && max_threads >= 512;
+    // The source with its NT (a few KB, made per LSTM: the pipeline is compiled once per name).
+    const std::string source =
+        std::string(wide ? "const NT: u32 = 512u;\n" : "const NT: u32 = 256u;\n") + kBiLstmInt8Seq;
+    const uint32_t params[] = {u32(hidden),
+                               u32(steps),
+                               fw.w_hh.dtype() == DType::I8 ? 1u : 0u,
+                               zp_mode,
+                               static_cast<uint32_t>(fw.w_hh.quant().zero_point),
+                               static_cast<uint32_t>(bw.w_hh.quant().zero_point),
+                               0,
+                               0};
+    // Two workgroups, one per direction (threads counts 64 per workgroup).
+    rec.dispatch(wide ? "nn_bilstm_int8_seq512" : "nn_bilstm_int8_seq256", source, params,
+                 {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &y}, 128);
+    return y;
+  }
+  const Tensor state = ctx.zeros({6 * hidden});
   for (int64_t s = 0; s < steps; ++s) {
     const uint32_t params[] = {u32(hidden),
                                u32(s),

@@ -87,6 +87,14 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
 // dot4U8Packed, else tiled i32; strided or far-reaching convs always take the plain one). Tests pin each in turn.
 enum class ConvIntegerKernel { Auto, Plain, TiledI32, TiledPacked };
 void set_conv_integer_kernel(ConvIntegerKernel k);
+// The kernel matmul_integer_dynamic records (Auto: the 4-row dot4U8Packed one where the device has packed dot,
+// else the 16-row i32 one). Tests pin each in turn.
+enum class MatmulIntegerKernel { Auto, Tiled16, Packed };
+void set_matmul_integer_kernel(MatmulIntegerKernel k);
+// The LSTM kernel bilstm_int8 records (Auto: one dispatch running every step where H <= 256, in workgroups of 512
+// threads where the device allows, else 256; else one dispatch per step). Tests pin each in turn.
+enum class LstmKernel { Auto, PerStep, Persistent, Persistent256 };
+void set_lstm_kernel(LstmKernel k);
 // An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.
 Tensor unsupported(const Tensor& x, const char* op);
 

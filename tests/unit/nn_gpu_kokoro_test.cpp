@@ -6,6 +6,7 @@
 // 1e-5 per term; WGSL's sin holds 2^-11 absolute on [-pi, pi] and its atan 4096 ulp (both near a few float ulps
 // on SwiftShader).
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "gpu/device.h"
@@ -48,8 +49,20 @@ TEST(NnGpuKokoro, SnakeAdainAtan2ResizeRepeatMatchTheReference) {
 
   const Tensor gamma = rand_tensor(*cpu, {c}), beta = rand_tensor(*cpu, {c});
   const Tensor one_plus = ref::binary(gamma, cpu->from_floats({1}, std::vector<float>{1.0f}), '+');
-  expect_close(download(*cpu, *gpu, adain(gx, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
-               ref::group_norm(x, static_cast<int>(c), one_plus, beta, 1e-5f), 2e-5f, 2e-5f, "gpu adain");
+  // AdaIN's one-dispatch kernel (rows < 8,192) against the reference, and bit for bit against group_norm with
+  // 1 + gamma (the same sums in the same order); a row past 64 x 64 values too.
+  for (const int64_t len : {t, rand_int(4097, 8191)}) {
+    const Tensor xa = len == t ? x : rand_tensor(*cpu, {c, len}, -3.0f, 3.0f);
+    const Tensor ga = upload(*gpu, gamma), ba = upload(*gpu, beta), gxa = upload(*gpu, xa);
+    const Tensor got = download(*cpu, *gpu, adain(gxa, ga, ba, 1e-5f));
+    expect_close(got, ref::group_norm(xa, static_cast<int>(c), one_plus, beta, 1e-5f), 2e-5f, 2e-5f,
+                 "gpu adain");
+    expect_close(
+        got,
+        download(*cpu, *gpu,
+                 gpu_ops::group_norm(gxa, static_cast<int>(c), gpu_ops::scale(ga, 1.0f, 1.0f), ba, 1e-5f)),
+        0, 0, "gpu adain against group_norm");
+  }
   expect_close(download(*cpu, *gpu, instance_norm(gx, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
                ref::group_norm(x, static_cast<int>(c), gamma, beta, 1e-5f), 2e-5f, 2e-5f,
                "gpu instance_norm");
@@ -122,9 +135,11 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
   auto cpu = Context::cpu();
   auto gpu = Context::webgpu(*device);
   // DynamicQuantizeLinear: the same bytes, scale and zero point (ranges all positive, all negative, mixed; sizes
-  // past one chunk of the range reduction).
-  for (auto [lo, hi] : {std::pair{-2.0f, 3.0f}, std::pair{0.5f, 4.0f}, std::pair{-5.0f, -0.25f}}) {
-    const int64_t n = rand_int(1, 20000);
+  // up to 1,024, reduced by the quantizing workgroups alone, and past one chunk of the range reduction).
+  const std::pair<float, float> ranges[] = {{-2.0f, 3.0f}, {0.5f, 4.0f}, {-5.0f, -0.25f}};
+  for (int rep = 0; rep < 6; ++rep) {
+    const auto [lo, hi] = ranges[rep % 3];
+    const int64_t n = rep < 3 ? rand_int(1025, 20000) : rand_int(1, 1024);
     const Tensor x = rand_tensor(*cpu, {n}, lo, hi);
     Tensor qp;
     const Tensor q = gpu_ops::dynamic_quantize_linear(upload(*gpu, x), &qp);
@@ -140,21 +155,47 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
     EXPECT_EQ(differ, 0) << "of " << n << " quantized values";
   }
 
-  // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones; sizes across the
-  // kernel's tiles of 16 rows, 64 columns and 64 k.
-  const int64_t m = rand_int(1, 40), k = rand_int(1, 300), n = rand_int(1, 150);
-  const Tensor x = rand_tensor(*cpu, {m, k}, -3.0f, 2.0f);
-  for (DType wt : {DType::I8, DType::U8}) {
-    const Tensor w =
-        rand_int8(*cpu, {k, n}, wt).with_quant({.scale = 0.013f, .zero_point = wt == DType::U8 ? 128 : 0});
-    const Tensor scales = rand_tensor(*cpu, {n}, 0.001f, 0.02f), zps = rand_int8(*cpu, {n}, DType::I8);
-    const Tensor gw = upload_bytes(*gpu, w), gx = upload(*gpu, x);
-    // One rounding of the product's float scale apart at most (the integer sums are equal).
-    expect_close(
-        download(*cpu, *gpu, matmul_integer_dynamic(gx, gw, upload(*gpu, scales), upload_bytes(*gpu, zps))),
-        ref::matmul_integer_dynamic(x, w, scales, zps), 0, 2.4e-7f, "gpu matmul_integer per column");
-    expect_close(download(*cpu, *gpu, matmul_integer_dynamic(gx, gw)), ref::matmul_integer_dynamic(x, w), 0,
-                 2.4e-7f, "gpu matmul_integer per tensor");
+  // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones, both kernels;
+  // sizes across the 16-row kernel's tiles of 16 rows, 64 columns and 64 k and the packed kernel's 4 rows, 16
+  // columns and 16 splits of K / 4 words: rep 0 with K and N at random (odd: the byte-wise loads), rep 1 with
+  // multiples of 4 (the word loads), rep 2 uint8 zero points.
+  for (int rep = 0; rep < 3; ++rep) {
+    int64_t m = rand_int(1, 40), k = rand_int(1, 300), n = rand_int(1, 150);
+    if (rep == 1) k = 4 * rand_int(1, 90), n = 4 * rand_int(1, 40);
+    const Tensor x = rand_tensor(*cpu, {m, k}, -3.0f, 2.0f);
+    for (DType wt : {DType::I8, DType::U8}) {
+      const Tensor w =
+          rand_int8(*cpu, {k, n}, wt).with_quant({.scale = 0.013f, .zero_point = wt == DType::U8 ? 128 : -5});
+      const Tensor scales = rand_tensor(*cpu, {n}, 0.001f, 0.02f),
+                   zps = rand_int8(*cpu, {n}, rep == 2 ? DType::U8 : DType::I8);
+      const Tensor gw = upload_bytes(*gpu, w), gx = upload(*gpu, x);
+      const Tensor gs = upload(*gpu, scales), gz = upload_bytes(*gpu, zps);
+      std::vector<float> first[2];
+      for (auto kernel : {gpu_ops::MatmulIntegerKernel::Tiled16, gpu_ops::MatmulIntegerKernel::Packed}) {
+        gpu_ops::set_matmul_integer_kernel(kernel);
+        const std::string name = kernel == gpu_ops::MatmulIntegerKernel::Packed ? " (packed)" : " (16 rows)";
+        // One rounding of the product's float scale apart at most (the integer sums are equal).
+        const Tensor per_col = download(*cpu, *gpu, matmul_integer_dynamic(gx, gw, gs, gz));
+        const Tensor per_tensor = download(*cpu, *gpu, matmul_integer_dynamic(gx, gw));
+        expect_close(per_col, ref::matmul_integer_dynamic(x, w, scales, zps), 0, 2.4e-7f,
+                     "gpu matmul_integer per column" + name);
+        expect_close(per_tensor, ref::matmul_integer_dynamic(x, w), 0, 2.4e-7f,
+                     "gpu matmul_integer per tensor" + name);
+        // The same integer sums and float expression in both kernels: equal bit for bit.
+        const std::vector<float> v[2] = {floats(per_col), floats(per_tensor)};
+        for (int i = 0; i < 2; ++i) {
+          if (kernel == gpu_ops::MatmulIntegerKernel::Tiled16) {
+            first[i] = v[i];
+            continue;
+          }
+          ASSERT_EQ(v[i].size(), first[i].size());
+          int64_t differ = 0;
+          for (size_t j = 0; j < v[i].size(); ++j) differ += std::memcmp(&v[i][j], &first[i][j], 4) != 0;
+          EXPECT_EQ(differ, 0) << "of " << v[i].size() << " outputs, " << m << " x " << k << " x " << n;
+        }
+      }
+      gpu_ops::set_matmul_integer_kernel(gpu_ops::MatmulIntegerKernel::Auto);
+    }
   }
 
   // ConvInteger with the bias rounded down to the output step (Kokoro's convs): stride, dilation, padding.
@@ -269,36 +310,53 @@ TEST(NnGpuKokoro, Int8BiLstmIsBothDirections) {
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
   auto cpu = Context::cpu();
   auto gpu = Context::webgpu(*device);
-  for (int rep = 0; rep < 2; ++rep) {
-    const int64_t in = rand_int(1, 20), h = rand_int(1, 40), steps = rand_int(1, 9);
+  for (int rep = 0; rep < 4; ++rep) {
+    // reps 2 and 3: H past the persistent kernel's 64 column groups of 16 and 4 k splits (Kokoro's H is 256).
+    const int64_t in = rand_int(1, 20), h = rep >= 2 ? rand_int(65, 256) : rand_int(1, 40),
+                  steps = rand_int(1, 9);
     LstmWeights w[2], gw[2];
     for (int d = 0; d < 2; ++d) {
       w[d].w_ih = rand_int8(*cpu, {in, 4 * h}, DType::I8).with_quant({.scale = 0.01f, .zero_point = 3 - d});
       w[d].w_hh =
           rand_int8(*cpu, {h, 4 * h}, DType::I8).with_quant({.scale = 0.008f, .zero_point = 2 * d - 2});
       w[d].b = rand_tensor(*cpu, {4 * h});
-      if (rep == 1) {
+      if (rep % 2 == 1) {
         w[d].w_hh_scales = rand_tensor(*cpu, {4 * h}, 0.002f, 0.01f);
         w[d].w_hh_zero_points = rand_int8(*cpu, {4 * h}, DType::I8);
       }
+      if (rep == 2)
+        w[d].w_hh =
+            rand_int8(*cpu, {h, 4 * h}, DType::U8).with_quant({.scale = 0.006f, .zero_point = 120 + d});
       gw[d] = w[d];
       gw[d].w_ih = upload_bytes(*gpu, w[d].w_ih);
       gw[d].w_hh = upload_bytes(*gpu, w[d].w_hh);
       gw[d].b = upload(*gpu, w[d].b);
-      if (rep == 1) {
+      if (rep % 2 == 1) {
         gw[d].w_hh_scales = upload(*gpu, w[d].w_hh_scales);
         gw[d].w_hh_zero_points = upload_bytes(*gpu, w[d].w_hh_zero_points);
       }
     }
     const Tensor x = rand_tensor(*cpu, {steps, in}, -2.0f, 2.0f);
     const Tensor gx = upload(*gpu, x);
-    const Tensor got = download(*cpu, *gpu, bilstm(gx, gw[0], gw[1]));
     const Tensor want_parts[2] = {ref::lstm(x, w[0], false), ref::lstm(x, w[1], true)};
-    expect_close(got, concat(want_parts, 1), 2e-3f, 0, "gpu int8 bilstm");
     const Tensor one_parts[2] = {download(*cpu, *gpu, lstm(gx, gw[0], false)),
                                  download(*cpu, *gpu, lstm(gx, gw[1], true))};
-    expect_close(got, concat(one_parts, 1), 0, 0, "gpu int8 bilstm against the one-direction kernel");
+    for (auto kernel : {gpu_ops::LstmKernel::PerStep, gpu_ops::LstmKernel::Persistent256,
+                        gpu_ops::LstmKernel::Persistent}) {
+      gpu_ops::set_lstm_kernel(kernel);
+      const std::string name = kernel == gpu_ops::LstmKernel::PerStep         ? " (per step)"
+                               : kernel == gpu_ops::LstmKernel::Persistent256 ? " (one dispatch, 256 threads)"
+                                                                              : " (one dispatch, widest)";
+      const Tensor got = download(*cpu, *gpu, bilstm(gx, gw[0], gw[1]));
+      // The one-direction LSTM's tolerance against the reference (held at H up to 256 over 5 seeds here).
+      expect_close(got, concat(want_parts, 1), 2e-3f, 0, "gpu int8 bilstm" + name);
+      expect_close(got, concat(one_parts, 1), 0, 0,
+                   "gpu int8 bilstm against the one-direction kernel" + name);
+    }
+    gpu_ops::set_lstm_kernel(gpu_ops::LstmKernel::Auto);
   }
+  std::printf("the widest one-dispatch LSTM here: %u threads a workgroup\n",
+              device->info().limits.max_compute_invocations_per_workgroup >= 512 ? 512u : 256u);
 }
 
 TEST(NnGpuKokoro, SineSourceAndStftFollowTheCpuOps) {
