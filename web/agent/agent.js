@@ -15,7 +15,8 @@
 // echo), speculate=MS (transcribe the segment after this much silence, before the endpoint confirms it; 0: only
 // at the endpoint), trim=0 (play the voice's clips with the silence Kokoro puts around them), ttschunks=0 (each
 // piece of the voice synthesised whole before it plays; stream=0 says the same), firstChunk=MS (the first chunk's
-// audio), ttslead=MS (the part of each piece's leading pause that is vocoded; -1: all of it), record=1 (measurement: keep the voice's audio as played, agent.transcribeVoice() hears it back).
+// audio), ttslead=MS (the part of each piece's leading pause that is vocoded; -1: all of it), record=1
+// (measurement: keep the voice's audio as played, agent.transcribeVoice() hears it back).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
