@@ -831,6 +831,12 @@ function resumeWriting(turn) {
   turn.stream.resume();
 }
 
+// tts.stream's { chunks } option for the voice: false (whole pieces) or the first chunk's length and how much of
+// each piece's leading pause is vocoded.
+function voiceChunks() {
+  return settings.streamVoice ? { firstChunkMs: settings.firstChunkMs, leadMs: settings.leadMs } : false;
+}
+
 // Synthesis sentence by sentence, each clip queued for playback as soon as it exists (the next sentence is
 // synthesised while this one plays); what each clip played is what the user heard.
 async function speak(turn, queue) {
@@ -839,7 +845,7 @@ async function speak(turn, queue) {
     const voice = $('set-voice').value || undefined;
     let i = 0;
     // tts.stream voices an async iterable sentence by sentence; a module with only speak() gets one call each.
-    const chunks = settings.streamVoice ? { firstChunkMs: settings.firstChunkMs, leadMs: settings.leadMs } : false;
+    const chunks = voiceChunks();
     const clips = s.tts.stream ? s.tts.stream(queue, { voice, chunks }) : (async function* () {
       for await (const text of queue) yield { ...(await s.tts.speak(text, { voice })), text };
     })();
@@ -1007,6 +1013,7 @@ agent.transcribeVoice = async (from = 0) => {
   return { text: (await s.asr.transcribe(joined)).text ?? '', seconds: joined.length / 16000 };
 };
 agent.bargeIn = bargeIn;
+agent.voiceChunks = voiceChunks;
 // Measurement: the agent's voice fed back into the microphone at `gain` (0: none), `delayMs` late; the gate on/off.
 // A new gain is a new room: the gate learns it afresh.
 agent.setEcho = (gain, { delayMs = settings.echoDelayMs, gate = settings.echoGate } = {}) => {
