@@ -26,7 +26,7 @@ if (!clips.length) {
 const variants = opts.variants.split(';').map((v) => v.trim()).filter(Boolean);
 const argsOf = (v) => v.split(',').filter(Boolean).flatMap((kv) => {
   const [k, x] = kv.split('=');
-  return [`--${k}`, x];
+  return [`--${k}=${x}`];  // one argument: a value may start with a dash (ttslead=-1)
 });
 const bench = fileURLToPath(new URL('agent_latency.mjs', import.meta.url));
 const median = (xs) => {

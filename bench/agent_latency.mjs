@@ -18,12 +18,13 @@
 // default otherwise); --trim 0: the voice's clips keep the silence Kokoro puts around them (the first sound is
 // the first audible sample either way); --ttschunks 0|1 (or --stream): the voice vocoded and played whole piece by
 // piece, or in chunks (the page's default), the first of --first-chunk MS of audio after Kokoro's leading
-// pause; --endpoint MS: the pause that ends a turn (the page's default otherwise); --prefill 0: no speculative prefill (the page
+// pause; --ttslead MS: how much of each piece's leading pause is vocoded (-1: all of it; the page's default
+// otherwise); --endpoint MS: the pause that ends a turn (the page's default otherwise); --prefill 0: no speculative prefill (the page
 // prefills the speculative transcript's turn during the pause by default).
 // Without clips: the eight short spoken questions of bench/data/questions/ (bench/make_questions.mjs: our
 // Kokoro, eight voices); tests/fixtures/audio/beckett.wav and sample.wav are longer (10-12 s, several sentences).
 //
-//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--ttschunks 0|1] [--first-chunk MS] [--endpoint MS] [--prefill 0|1] [CLIP.wav...]
+//   node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--ttschunks 0|1] [--first-chunk MS] [--ttslead MS] [--endpoint MS] [--prefill 0|1] [CLIP.wav...]
 //   (npm run bench:agent -- ...; builds build/agent first; the models are cached across clips in one profile dir)
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -41,11 +42,11 @@ const { values: opts, positionals: clips } = parseArgs({
     profile: { type: 'string', default: 'cpu' }, json: { type: 'boolean', default: false }, model: { type: 'string' },
     tokens: { type: 'string', default: '48' }, ask: { type: 'string' }, standins: { type: 'boolean', default: false },
     first: { type: 'string' }, 'llm-threads': { type: 'string' }, yield: { type: 'string' }, 'asr-threads': { type: 'string' },
-    speculate: { type: 'string' }, trim: { type: 'string' }, stream: { type: 'string' }, ttschunks: { type: 'string' }, endpoint: { type: 'string' }, 'first-chunk': { type: 'string' }, prefill: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+    speculate: { type: 'string' }, trim: { type: 'string' }, stream: { type: 'string' }, ttschunks: { type: 'string' }, endpoint: { type: 'string' }, 'first-chunk': { type: 'string' }, ttslead: { type: 'string' }, prefill: { type: 'string' }, help: { type: 'boolean', short: 'h' },
   },
 });
 if (opts.help) {
-  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--ttschunks 0|1] [--first-chunk MS] [--endpoint MS] [--prefill 0|1] [CLIP.wav...]');
+  console.log('usage: node bench/agent_latency.mjs [--profile cpu|gpu|auto] [--json] [--model URL] [--tokens N] [--ask TEXT] [--standins] [--first N] [--llm-threads N] [--yield 0|1] [--asr-threads N] [--speculate MS] [--trim 0|1] [--ttschunks 0|1] [--first-chunk MS] [--ttslead MS] [--endpoint MS] [--prefill 0|1] [CLIP.wav...]');
   process.exit(0);
 }
 if (!clips.length) {
@@ -90,6 +91,7 @@ async function runClip(clip, base, profileDir) {
     if (opts.ttschunks !== undefined) q.set('ttschunks', opts.ttschunks);
     if (opts.endpoint !== undefined) q.set('endpoint', opts.endpoint);
     if (opts['first-chunk'] !== undefined) q.set('firstChunk', opts['first-chunk']);
+    if (opts.ttslead !== undefined) q.set('ttslead', opts.ttslead);
     if (opts.prefill !== undefined) q.set('prefill', opts.prefill);
     // The stand-in build lives at /build/agent-standins/, where models/ beside it is not served: name the file.
     const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);

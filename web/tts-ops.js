@@ -191,9 +191,15 @@ export function ttsOps(env) {
     },
     // Streaming (sotto_tts_stream_*): begin runs all of the first piece but its vocoder -> { ms }; each next
     // vocodes the next chunk -> { audio (null once all was given), ms, more (chunks left after this one) }.
-    async ttsStreamBegin({ tts: id, voice, phonemes, speed = 1, firstChunkMs = 300 }) {
+    // leadMs: keep only this much of each piece's leading pause and never vocode the rest
+    // (sotto_tts_set_stream_lead; null: all of it).
+    async ttsStreamBegin({ tts: id, voice, phonemes, speed = 1, firstChunkMs = 300, leadMs = null }) {
       const h = handle(id);
       const { wasm } = env();
+      const lead = leadMs === null || leadMs === undefined ? -1 : Number(leadMs);
+      if (!wasm.sotto_tts_set_stream_lead) {
+        if (lead >= 0) throw new Error('sotto: this wasm build cannot cut the leading pause (sotto_tts_set_stream_lead); rebuild it');
+      } else if (wasm.sotto_tts_set_stream_lead(h, lead) !== 0) throw new Error(`sotto: ${lastError(h)}`);
       const v = stringIn(voice);
       const p = stringIn(phonemes);
       try {

@@ -387,6 +387,11 @@ int32_t sotto_tts_stream_more(const SottoTts* tts);
  * phonemes), known from begin on; 0 when no stream is open. A player that stops mid-piece knows from it what
  * share of the piece was heard before the rest is made. */
 size_t sotto_tts_stream_piece_samples(const SottoTts* tts);
+/* Streams begun after this keep only the last keep_ms of each piece's leading pause (Kokoro opens a piece with
+ * ~0.3 s of near-silence) and never vocode the rest: the first chunk comes sooner, and the chunks joined (and
+ * sotto_tts_stream_piece_samples) are shorter by what was cut. Negative (the default): the whole pause. Not
+ * bit for bit the whole piece's audio near the cut (the generator's context there is zero padding). */
+int32_t sotto_tts_set_stream_lead(SottoTts* tts, float keep_ms);
 
 #ifdef __cplusplus
 } /* extern "C" */

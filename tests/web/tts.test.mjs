@@ -228,6 +228,24 @@ test('tts.stream in chunks: the whole sentence\'s length, its spectrum within bo
     const trimmed = [];
     for await (const c of tts.stream(text, { trimStart: true })) trimmed.push(c);
     assert.deepEqual(trimmed[0].audio, whole.audio.subarray(lead));
+    // leadMs: the opening pause cut to its last 100 ms (8 decoded frames) before the vocoder. The first chunk is
+    // those frames and the 250 ms, every chunk's total the sentence less the frames cut (whole frames of the
+    // pause, never speech), and the audio the whole sentence's from there, within the same spectral bound.
+    const cutChunks = [];
+    for await (const c of tts.stream(text, { chunks: { firstChunkMs: 250, leadMs: 100 } })) cutChunks.push(c);
+    assert.equal(cutChunks[0].audio.length, (20 + 8) * 300, 'the first chunk: 100 ms of the pause, then 250 ms');
+    const cutJoined = new Float32Array(cutChunks.reduce((n, c) => n + c.audio.length, 0));
+    at = 0;
+    for (const c of cutChunks) {
+      cutJoined.set(c.audio, at);
+      at += c.audio.length;
+    }
+    const cut = whole.audio.length - cutJoined.length;
+    assert.ok(cut % 300 === 0 && cut > 0 && cut <= speechStart(whole.audio), `${cut} samples cut, speech at ${speechStart(whole.audio)}`);
+    assert.deepEqual(cutChunks.map((c) => c.total), cutChunks.map(() => cutJoined.length));
+    const dCut = meanDbDistance(whole.audio.subarray(cut), cutJoined);
+    console.log(`leading pause cut by ${cut} samples: mean log-spectral distance ${dCut.toFixed(3)} dB to the whole sentence's rest`);
+    assert.ok(dCut <= MAX_STREAM_DB, `mean log-spectral distance ${dCut} dB > ${MAX_STREAM_DB}`);
     // One window (a first chunk longer than the sentence) is the whole computation: the same samples.
     const one = [];
     for await (const c of tts.streamPhonemes(phonemes, { firstChunkMs: 60_000 })) one.push(c);
@@ -247,9 +265,10 @@ test('tts.stream in chunks: the whole sentence\'s length, its spectrum within bo
         return JSON.parse(r.stdout).text;
       };
       const words = (s) => s.toLowerCase().replace(/[^a-z ]/g, '').trim();
-      const heardWhole = hear(whole.audio, 'whole.wav'), heardChunks = hear(joined, 'chunks.wav');
-      console.log(`Moonshine hears: whole ${JSON.stringify(heardWhole)}, chunks ${JSON.stringify(heardChunks)}`);
+      const heardWhole = hear(whole.audio, 'whole.wav'), heardChunks = hear(joined, 'chunks.wav'), heardCut = hear(cutJoined, 'cut.wav');
+      console.log(`Moonshine hears: whole ${JSON.stringify(heardWhole)}, chunks ${JSON.stringify(heardChunks)}, pause cut ${JSON.stringify(heardCut)}`);
       assert.equal(words(heardChunks), words(heardWhole));
+      assert.equal(words(heardCut), words(heardWhole));
     }
   } finally {
     await tts.dispose();

@@ -15,7 +15,8 @@
 // echo), speculate=MS (transcribe the segment after this much silence, before the endpoint confirms it; 0: only
 // at the endpoint), trim=0 (play the voice's clips with the silence Kokoro puts around them), ttschunks=0 (each
 // piece of the voice synthesised whole before it plays; stream=0 says the same), firstChunk=MS (the first chunk's
-// audio), record=1 (measurement: keep the voice's audio as played, agent.transcribeVoice() hears it back).
+// audio), ttslead=MS (the part of each piece's leading pause that is vocoded; -1: all of it), record=1
+// (measurement: keep the voice's audio as played, agent.transcribeVoice() hears it back).
 import { inlineAsset } from './assets.js';
 import { Llm } from '../llm.js';
 import { Vad } from '../vad.js';
@@ -77,6 +78,12 @@ const STREAM_VOICE = true;
 // extends the conversation exactly as it would have without it.
 const SPECULATIVE_PREFILL = true;
 const FIRST_CHUNK_MS = 300;
+// Each piece's leading pause (Kokoro's pad, ~0.3 s of near-silence that the trimming cuts to 20 ms before
+// playback anyway) is vocoded only for its last LEAD_MS (tts.js streamPhonemes' leadMs; ?ttslead=-1: all of it,
+// as before): the first chunk's generator window, most of the time to the first sound, shrinks from the pause +
+// the first chunk + its margin to LEAD_MS + the first chunk + its margin. The frames kept are the generator's
+// context before the speech (its convolutions reach ~150 ms); with less, the cut shows in the first syllable.
+const LEAD_MS = 100;
 // The language model yields to the voice: once the first piece is written, its token loop pauses until that
 // piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
 // the reply is written while the first piece plays).
@@ -118,6 +125,9 @@ function loadSettings() {
   s.streamVoice = params.has('ttschunks') ? params.get('ttschunks') !== '0' : params.has('stream') ? params.get('stream') !== '0' : STREAM_VOICE;
   s.record = params.get('record') === '1';
   s.firstChunkMs = params.has('firstChunk') ? Number(params.get('firstChunk')) : FIRST_CHUNK_MS;
+  // Only with the trimming, which would cut the rest of the pause anyway (negative: all of it).
+  s.leadMs = params.has('ttslead') ? Number(params.get('ttslead')) : LEAD_MS;
+  if (!(s.leadMs >= 0) || !s.trim) s.leadMs = null;
   s.echoGain = Number(params.get('echo') ?? 0);
   s.echoDelayMs = Number(params.get('echoDelay') ?? 60);
   s.echoGate = params.get('echoGate') !== '0';
@@ -821,6 +831,12 @@ function resumeWriting(turn) {
   turn.stream.resume();
 }
 
+// tts.stream's { chunks } option for the voice: false (whole pieces) or the first chunk's length and how much of
+// each piece's leading pause is vocoded.
+function voiceChunks() {
+  return settings.streamVoice ? { firstChunkMs: settings.firstChunkMs, leadMs: settings.leadMs } : false;
+}
+
 // Synthesis sentence by sentence, each clip queued for playback as soon as it exists (the next sentence is
 // synthesised while this one plays); what each clip played is what the user heard.
 async function speak(turn, queue) {
@@ -829,7 +845,7 @@ async function speak(turn, queue) {
     const voice = $('set-voice').value || undefined;
     let i = 0;
     // tts.stream voices an async iterable sentence by sentence; a module with only speak() gets one call each.
-    const chunks = settings.streamVoice ? { firstChunkMs: settings.firstChunkMs } : false;
+    const chunks = voiceChunks();
     const clips = s.tts.stream ? s.tts.stream(queue, { voice, chunks }) : (async function* () {
       for await (const text of queue) yield { ...(await s.tts.speak(text, { voice })), text };
     })();
@@ -997,6 +1013,7 @@ agent.transcribeVoice = async (from = 0) => {
   return { text: (await s.asr.transcribe(joined)).text ?? '', seconds: joined.length / 16000 };
 };
 agent.bargeIn = bargeIn;
+agent.voiceChunks = voiceChunks;
 // Measurement: the agent's voice fed back into the microphone at `gain` (0: none), `delayMs` late; the gate on/off.
 // A new gain is a new room: the gate learns it afresh.
 agent.setEcho = (gain, { delayMs = settings.echoDelayMs, gate = settings.echoGate } = {}) => {
