@@ -1,0 +1,67 @@
+// sotto_gpu_linear_bench [REPEATS]: the op layer's f32 linear on WebGPU (Dawn) at the speech models' product
+// shapes: Moonshine's encoder (415 frames of a 10 s clip: 416 -> 416 / 1664, 1664 -> 416), Parakeet's at 6 s of
+// audio (75 frames: 1024 -> 1024 / 2048 / 4096, 4096 -> 1024) and a large square one. Each shape: 50 products
+// recorded back to back and one read, REPEATS times (default 7); prints the median microseconds a product
+// (dispatch included) and the TFLOP/s that makes. For comparing kernels across builds on one GPU.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "api/clock.h"
+#include "gpu/device.h"
+#include "nn/ops.h"
+#include "nn/tensor.h"
+
+using namespace sotto;
+
+int main(int argc, char** argv) {
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
+  auto device = gpu::open_device();
+  if (!device) {
+    std::fprintf(stderr, "sotto_gpu_linear_bench: %s\n", device.message().c_str());
+    return 1;
+  }
+  auto cpu = nn::Context::cpu();
+  auto gpu = nn::Context::webgpu(**device);
+  struct Shape3 {
+    const char* what;
+    int64_t m, n, k;
+  };
+  const Shape3 shapes[] = {{"moonshine qkv/out", 415, 416, 416}, {"moonshine fc1", 415, 1664, 416},
+                           {"moonshine fc2", 415, 416, 1664},    {"parakeet attn", 75, 1024, 1024},
+                           {"parakeet pw1", 75, 2048, 1024},     {"parakeet ff1", 75, 4096, 1024},
+                           {"parakeet ff2", 75, 1024, 4096},     {"square 2048", 2048, 2048, 2048}};
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  auto random = [&](int64_t rows, int64_t cols) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (float& f : v) f = u(rng);
+    auto t = gpu->copy_of(cpu->from_floats({rows, cols}, v));
+    return std::move(t).value();
+  };
+  constexpr int kChain = 50;
+  std::printf("%-20s %6s %6s %6s %12s %10s\n", "product", "m", "n", "k", "us/product", "TFLOP/s");
+  for (const Shape3& s : shapes) {
+    const nn::Tensor x = random(s.m, s.k), w = random(s.n, s.k), b = random(1, s.n).reshape({s.n});
+    std::vector<double> us;
+    for (int r = 0; r <= repeats; ++r) {
+      const double t0 = now_ms();
+      nn::Tensor y;
+      for (int i = 0; i < kChain; ++i) y = nn::linear(x, w, b);
+      if (auto read = gpu->to_floats(y); !read) {
+        std::fprintf(stderr, "sotto_gpu_linear_bench: %s\n", read.message().c_str());
+        return 1;
+      }
+      if (r > 0) us.push_back((now_ms() - t0) * 1000.0 / kChain);  // the first compiles the pipelines
+    }
+    std::sort(us.begin(), us.end());
+    const double med = us[us.size() / 2];
+    std::printf("%-20s %6lld %6lld %6lld %12.1f %10.2f\n", s.what, static_cast<long long>(s.m),
+                static_cast<long long>(s.n), static_cast<long long>(s.k), med,
+                2.0 * static_cast<double>(s.m * s.n * s.k) / (med * 1e6));
+  }
+  return 0;
+}
