@@ -19,13 +19,12 @@
 
 #include "nn/gpu_ops.h"
 #include "nn/gpu_recorder.h"
+#include "nn/gpu_wgsl.h"
 #include "nn/resize_source.h"
 
 namespace sotto::nn::gpu_ops {
 
 namespace {
-
-#define NN_WGSL_INDEX_K "fn index(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }\n"
 
 uint32_t u32(int64_t v) {
   return static_cast<uint32_t>(v);
@@ -40,7 +39,7 @@ Tensor none_on(const Tensor& x) {
 }
 
 // y = x + sin(alpha_c x)^2 / alpha_c over x [C, T].
-constexpr const char* kSnake = NN_WGSL_INDEX_K R"(
+constexpr const char* kSnake = NN_WGSL_INDEX R"(
 struct P { n: u32, length: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -102,7 +101,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 )";
 
 // The export's Atan + Where: atan(y / x), +- float(pi) where x < 0.
-constexpr const char* kAtan2 = NN_WGSL_INDEX_K R"(
+constexpr const char* kAtan2 = NN_WGSL_INDEX R"(
 struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> ys: array<f32>;
@@ -123,7 +122,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 // Along the last axis from a table of (i0, i1, w1) per output position (made on the host as the reference
 // makes it): y = x[i0] + (x[i1] - x[i0]) w1.
-constexpr const char* kResize = NN_WGSL_INDEX_K R"(
+constexpr const char* kResize = NN_WGSL_INDEX R"(
 struct P { n: u32, in_len: u32, out_len: u32, pad0: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -142,7 +141,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 )";
 
 // Rows gathered by an index table (repeat by durations): y[r, :] = x[rows[r], :].
-constexpr const char* kGatherRows = NN_WGSL_INDEX_K R"(
+constexpr const char* kGatherRows = NN_WGSL_INDEX R"(
 struct P { n: u32, cols: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -158,7 +157,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 // Transposed conv1d, gathered: output (oc, p) sums w[i][oc][k] x[i][t] over the taps k with
 // t = (p + pad - k dilation) / stride a whole step inside the input, and the group's input channels.
-constexpr const char* kConvTranspose = NN_WGSL_INDEX_K R"(
+constexpr const char* kConvTranspose = NN_WGSL_INDEX R"(
 struct P { cout: u32, out_len: u32, in_g: u32, out_g: u32, kernel: u32, length: u32, stride: u32, padding: u32,
            dilation: u32, has_bias: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
@@ -264,7 +263,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 )";
 
 // a [B, M, K] . b [K, N] (shared) or [B, K, N], one output per thread.
-constexpr const char* kMatmul = NN_WGSL_INDEX_K R"(
+constexpr const char* kMatmul = NN_WGSL_INDEX R"(
 struct P { batches: u32, m: u32, k: u32, n: u32, shared_b: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> a: array<f32>;
@@ -597,7 +596,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // ConvInteger on the quantized x [Cin, T] and w [Cout, Cin, K] (groups 1), padding taps contributing 0 (the
 // zero point), then the bias rounded down to the output step as ONNX Runtime's quantized graph adds it:
 // floor(b / step) * step, step = x_scale * w_scale.
-constexpr const char* kConvInteger = NN_WGSL_INDEX_K NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
+constexpr const char* kConvInteger = NN_WGSL_INDEX NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
 struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, stride: u32, padding: u32, dilation: u32,
            signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
 @group(0) @binding(0) var<uniform> p: P;
@@ -1212,7 +1211,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // sine_source, stage 2: per (sample, harmonic) the linear (half-pixel) upsampling of the phase and its sine. The
 // phase is reduced by 2 pi in two parts (Cody-Waite: 6.28125 has 8 bits, so k * 6.28125 is exact for k < 2^16)
 // before WGSL's sin, which is specified on [-pi, pi] only.
-constexpr const char* kSineSamples = NN_WGSL_INDEX_K NN_WGSL_DIV_RN R"(
+constexpr const char* kSineSamples = NN_WGSL_INDEX NN_WGSL_DIV_RN R"(
 struct P { n: u32, harmonics: u32, upsample: u32, samples: u32, amplitude: f32, threshold: f32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> f: array<f32>;
@@ -1243,7 +1242,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 
 // ONNX Runtime's STFT for a length that is no power of two (Bluestein), one frame per thread, operation for
 // operation as nn/stft_onnxruntime.cpp does it, with its tables (chirp, twiddles, the filter's transform).
-constexpr const char* kStftBluestein = NN_WGSL_INDEX_K R"(
+constexpr const char* kStftBluestein = NN_WGSL_INDEX R"(
 struct P { frames: u32, n: u32, m: u32, bits: u32, hop: u32, bins: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
