@@ -2,7 +2,8 @@
 // shapes: Moonshine's encoder (415 frames of a 10 s clip: 416 -> 416 / 1664, 1664 -> 416), Parakeet's at 6 s of
 // audio (75 frames: 1024 -> 1024 / 2048 / 4096, 4096 -> 1024) and a large square one. Each shape: 50 products
 // recorded back to back and one read, REPEATS times (default 7); prints the median microseconds a product
-// (dispatch included) and the TFLOP/s that makes. For comparing kernels across builds on one GPU.
+// (dispatch included) and the TFLOP/s that makes; square shapes also as a dependent chain (each product reads
+// the last one's output, as in a model). For comparing kernels across builds on one GPU.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -46,22 +47,27 @@ int main(int argc, char** argv) {
   std::printf("%-20s %6s %6s %6s %12s %10s\n", "product", "m", "n", "k", "us/product", "TFLOP/s");
   for (const Shape3& s : shapes) {
     const nn::Tensor x = random(s.m, s.k), w = random(s.n, s.k), b = random(1, s.n).reshape({s.n});
-    std::vector<double> us;
-    for (int r = 0; r <= repeats; ++r) {
-      const double t0 = now_ms();
-      nn::Tensor y;
-      for (int i = 0; i < kChain; ++i) y = nn::linear(x, w, b);
-      if (auto read = gpu->to_floats(y); !read) {
-        std::fprintf(stderr, "sotto_gpu_linear_bench: %s\n", read.message().c_str());
-        return 1;
+    // Independent products may overlap on the GPU (no hazard between them); a model's products wait for
+    // each other, so where n == k the chain is also timed with each product reading the last one's output.
+    for (const bool dependent : {false, true}) {
+      if (dependent && s.n != s.k) continue;
+      std::vector<double> us;
+      for (int r = 0; r <= repeats; ++r) {
+        const double t0 = now_ms();
+        nn::Tensor y = x;
+        for (int i = 0; i < kChain; ++i) y = nn::linear(dependent ? y : x, w, b);
+        if (auto read = gpu->to_floats(y); !read) {
+          std::fprintf(stderr, "sotto_gpu_linear_bench: %s\n", read.message().c_str());
+          return 1;
+        }
+        if (r > 0) us.push_back((now_ms() - t0) * 1000.0 / kChain);  // the first compiles the pipelines
       }
-      if (r > 0) us.push_back((now_ms() - t0) * 1000.0 / kChain);  // the first compiles the pipelines
+      std::sort(us.begin(), us.end());
+      const double med = us[us.size() / 2];
+      std::printf("%-20s %6lld %6lld %6lld %12.1f %10.2f%s\n", s.what, static_cast<long long>(s.m),
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), med,
+                  2.0 * static_cast<double>(s.m * s.n * s.k) / (med * 1e6), dependent ? "  (dependent)" : "");
     }
-    std::sort(us.begin(), us.end());
-    const double med = us[us.size() / 2];
-    std::printf("%-20s %6lld %6lld %6lld %12.1f %10.2f\n", s.what, static_cast<long long>(s.m),
-                static_cast<long long>(s.n), static_cast<long long>(s.k), med,
-                2.0 * static_cast<double>(s.m * s.n * s.k) / (med * 1e6));
   }
   return 0;
 }

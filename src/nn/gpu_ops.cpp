@@ -934,22 +934,24 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // Transformer-XL relative-position attention (FastConformer), split over key blocks as kAttention (same
 // partial layout, same combine kernel): score(i, j) = ((q_i + u_h) . k_j + (q_i + v_h) . p_{T-1-i+j}) * scale,
 // p [2T - 1, H * D] the projected positions (the rel-shift as an index). Thread j of a block computes both dot
-// products of its key.
-constexpr const char* kAttentionRelPos = NN_WGSL_REDUCE R"(
-struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, block: u32,
-           blocks: u32, pad0: u32, pad1: u32, pad2: u32 };
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read> pos: array<f32>;
-@group(0) @binding(5) var<storage, read> bias_u: array<f32>;
-@group(0) @binding(6) var<storage, read> bias_v: array<f32>;
-@group(0) @binding(7) var<storage, read_write> part: array<f32>;
-@group(0) @binding(8) var<storage, read_write> y: array<f32>;
-var<workgroup> qu: array<f32, 256>;
-var<workgroup> qv: array<f32, 256>;
-var<workgroup> probs: array<f32, 64>;
+// products of its key (`dots`): each thread walks its own rows of k and p, so the loads do not coalesce and the
+// loop is a chain of dependent loads; where D is a multiple of 4 (Parakeet's 128) the variant below reads them
+// as vec4s, a quarter of the loads and of the chain. The two variants add the same products in another order.
+#define NN_REL_POS_ATTENTION(KP_BINDINGS, DOTS)                                                             \
+  NN_WGSL_REDUCE                                                                                            \
+  "struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, block: " \
+  "u32,\n"                                                                                                  \
+  "           blocks: u32, pad0: u32, pad1: u32, pad2: u32 };\n"                                            \
+  "@group(0) @binding(0) var<uniform> p: P;\n"                                                              \
+  "@group(0) @binding(1) var<storage, read> q: array<f32>;\n" KP_BINDINGS                                   \
+  "@group(0) @binding(3) var<storage, read> v: array<f32>;\n"                                               \
+  "@group(0) @binding(5) var<storage, read> bias_u: array<f32>;\n"                                          \
+  "@group(0) @binding(6) var<storage, read> bias_v: array<f32>;\n"                                          \
+  "@group(0) @binding(7) var<storage, read_write> part: array<f32>;\n"                                      \
+  "@group(0) @binding(8) var<storage, read_write> y: array<f32>;\n"                                         \
+  "var<workgroup> qu: array<f32, 256>;\n"                                                                   \
+  "var<workgroup> qv: array<f32, 256>;\n"                                                                   \
+  "var<workgroup> probs: array<f32, 64>;\n" DOTS R"(
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let w = row_of(wid);
@@ -973,15 +975,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let j = j0 + lid;
   var s = -3.0e38;
   if (lid < p.block && j < limit) {
-    let kb = j * cols + h * d;
-    let pb = (p.tq - 1u - i + j) * cols + h * d;
-    var ac = 0.0;
-    var bd = 0.0;
-    for (var e = 0u; e < d; e++) {
-      ac += qu[e] * k[kb + e];
-      bd += qv[e] * pos[pb + e];
-    }
-    s = (ac + bd) * p.scale;
+    let ab = dots(j * cols + h * d, (p.tq - 1u - i + j) * cols + h * d, d);
+    s = (ab.x + ab.y) * p.scale;
   }
   let m = reduce_max(s, lid);
   var z = 0.0;
@@ -1004,7 +999,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     part[out * (d + 2u) + 1u] = l;
   }
 }
-)";
+)"
+
+// (q_i + u) . k_j and (q_i + v) . p_r from the rows' first elements kb and pb, element by element.
+constexpr const char* kAttentionRelPos = NN_REL_POS_ATTENTION(
+    "@group(0) @binding(2) var<storage, read> k: array<f32>;\n"
+    "@group(0) @binding(4) var<storage, read> pos: array<f32>;\n",
+    R"(
+fn dots(kb: u32, pb: u32, d: u32) -> vec2<f32> {
+  var ac = 0.0;
+  var bd = 0.0;
+  for (var e = 0u; e < d; e++) {
+    ac += qu[e] * k[kb + e];
+    bd += qv[e] * pos[pb + e];
+  }
+  return vec2<f32>(ac, bd);
+}
+)");
+
+// The same with k and p read 4 elements a load (D and so H * D multiples of 4: every row starts on a vec4).
+constexpr const char* kAttentionRelPos4 = NN_REL_POS_ATTENTION(
+    "@group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;\n"
+    "@group(0) @binding(4) var<storage, read> pos: array<vec4<f32>>;\n",
+    R"(
+fn dots(kb: u32, pb: u32, d: u32) -> vec2<f32> {
+  var ac = vec4<f32>(0.0);
+  var bd = vec4<f32>(0.0);
+  for (var e = 0u; e < d; e += 4u) {
+    let u = vec4<f32>(qu[e], qu[e + 1u], qu[e + 2u], qu[e + 3u]);
+    let w = vec4<f32>(qv[e], qv[e + 1u], qv[e + 2u], qv[e + 3u]);
+    ac += u * k[(kb + e) / 4u];
+    bd += w * pos[(pb + e) / 4u];
+  }
+  return vec2<f32>(ac.x + ac.y + ac.z + ac.w, bd.x + bd.y + bd.z + bd.w);
+}
+)");
+#undef NN_REL_POS_ATTENTION
 
 uint32_t bits(float f) {
   return std::bit_cast<uint32_t>(f);
@@ -1526,6 +1556,14 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOpt
   const int64_t oh = (h + 2 * o.pad_h - o.dilation_h * (kh - 1) - 1) / o.stride_h + 1;
   const int64_t ow = (wd + 2 * o.pad_w - o.dilation_w * (kw - 1) - 1) / o.stride_w + 1;
   if (oh < 1 || ow < 1) return unsupported(x, "conv2d with no output");
+  // A pointwise conv is a product, W [Cout, Cin] x [Cin, H W]: as the tiled linear between two transposes
+  // (Parakeet's subsampling, 256 -> 256 channels over ~5,000 positions) instead of a thread per output looping
+  // over the input channels.
+  if (kh == 1 && kw == 1 && o.groups == 1 && o.stride_h == 1 && o.stride_w == 1 && o.pad_h == 0 &&
+      o.pad_w == 0)
+    return gpu_ops::transpose(
+               gpu_ops::linear(gpu_ops::transpose(x.reshape({in_g, h * wd})), w.reshape({cout, in_g}), b))
+        .reshape({cout, h, wd});
   Tensor out = x.ctx().empty({cout, oh, ow});
   const uint32_t params[] = {u32(cout),
                              u32(oh),
@@ -1571,7 +1609,9 @@ Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, cons
   const uint32_t params[] = {
       u32(t),      u32(t), u32(heads), u32(heads), u32(head_dim), o.causal ? 1u : 0u, bits(scale), u32(block),
       u32(blocks), 0,      0,          0};
-  rec.dispatch("nn_attention_rel_pos", kAttentionRelPos, params,
+  const bool by4 = head_dim % 4 == 0;
+  rec.dispatch(by4 ? "nn_attention_rel_pos4" : "nn_attention_rel_pos",
+               by4 ? kAttentionRelPos4 : kAttentionRelPos, params,
                {&q, &k, &v, &p, &pos_bias_u, &pos_bias_v, &part, &out}, workgroups(t * heads * blocks));
   if (blocks > 1)
     rec.dispatch("nn_attention_combine", kAttentionCombine, params, {&part, &out}, workgroups(t * heads));

@@ -80,21 +80,32 @@ TEST(ParakeetGpu, ConformerOpsMatchTheReference) {
                            .groups = static_cast<int>(ch / 2)};
     expect_close(download(*cpu, *gpu, conv2d(upload(*gpu, xd), upload(*gpu, wg), upload(*gpu, bg), og)),
                  ref::conv2d(xd, wg, bg, og), 1e-5f, 1e-5f, "gpu conv2d grouped");
-
-    // Relative-position attention: short (one key block) and long (blocks of 16..64 keys combined).
-    for (int64_t t : {rand_int(1, 20), rand_int(70, 200)}) {
-      const int heads = static_cast<int>(rand_int(1, 4));
-      const int64_t d = rand_int(1, 40), c = heads * d;
-      const Tensor q = rand_tensor(*cpu, {t, c}), k = rand_tensor(*cpu, {t, c}),
-                   v = rand_tensor(*cpu, {t, c});
-      const Tensor p = rand_tensor(*cpu, {2 * t - 1, c});
-      const Tensor u = rand_tensor(*cpu, {heads, d}), bv = rand_tensor(*cpu, {heads, d});
-      const AttentionOptions o{.n_heads = heads};
-      expect_close(download(*cpu, *gpu,
-                            attention_rel_pos(upload(*gpu, q), upload(*gpu, k), upload(*gpu, v),
-                                              upload(*gpu, p), upload(*gpu, u), upload(*gpu, bv), o)),
-                   ref::attention_rel_pos(q, k, v, p, u, bv, o), 1e-5f, 1e-5f, "gpu attention_rel_pos");
+    // Pointwise (1 x 1, one group: the tiled linear between transposes), channels across a 64-wide tile.
+    const int64_t pin = rand_int(1, 80), pout = rand_int(1, 80);
+    const Tensor xp = rand_tensor(*cpu, {pin, h, w}), wp = rand_tensor(*cpu, {pout, pin, 1, 1});
+    const Tensor bp = rand_tensor(*cpu, {pout});
+    for (const Tensor* bias : {&bp, static_cast<const Tensor*>(nullptr)}) {
+      const Tensor gb = bias ? upload(*gpu, *bias) : Tensor();
+      expect_close(download(*cpu, *gpu, conv2d(upload(*gpu, xp), upload(*gpu, wp), gb, {})),
+                   ref::conv2d(xp, wp, bias ? *bias : Tensor(), {}), 1e-5f, 1e-5f, "gpu conv2d pointwise");
     }
+
+    // Relative-position attention: short (one key block) and long (blocks of 16..64 keys combined); head
+    // dims that are multiples of 4 (the vec4 kernel) and that are not (the scalar one).
+    for (int64_t t : {rand_int(1, 20), rand_int(70, 200)})
+      for (int64_t d : {4 * rand_int(1, 10), 4 * rand_int(0, 9) + rand_int(1, 3)}) {
+        const int heads = static_cast<int>(rand_int(1, 4));
+        const int64_t c = heads * d;
+        const Tensor q = rand_tensor(*cpu, {t, c}), k = rand_tensor(*cpu, {t, c}),
+                     v = rand_tensor(*cpu, {t, c});
+        const Tensor p = rand_tensor(*cpu, {2 * t - 1, c});
+        const Tensor u = rand_tensor(*cpu, {heads, d}), bv = rand_tensor(*cpu, {heads, d});
+        const AttentionOptions o{.n_heads = heads};
+        expect_close(download(*cpu, *gpu,
+                              attention_rel_pos(upload(*gpu, q), upload(*gpu, k), upload(*gpu, v),
+                                                upload(*gpu, p), upload(*gpu, u), upload(*gpu, bv), o)),
+                     ref::attention_rel_pos(q, k, v, p, u, bv, o), 1e-5f, 1e-5f, "gpu attention_rel_pos");
+      }
   }
 }
 
