@@ -60,28 +60,16 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // stage: group_norm takes one chunk a row there): one workgroup per channel runs group_norm's three passes (sum,
 // squared deviations, normalize) in one dispatch with the same float sums in the same order, and adds 1 to gamma
 // as the scale op would: group_norm(x, C, 1 + gamma, beta)'s outputs bit for bit, in one dispatch instead of four.
-constexpr const char* kAdaInRows = R"(
+constexpr const char* kAdaInRows = NN_WGSL_REDUCE R"(
 struct P { channels: u32, length: u32, eps: f32, pad0: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> gamma: array<f32>;
 @group(0) @binding(3) var<storage, read> beta: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
-var<workgroup> red: array<f32, 64>;
-fn reduce_sum(v: f32, lid: u32) -> f32 {
-  red[lid] = v;
-  workgroupBarrier();
-  for (var s = 32u; s > 0u; s >>= 1u) {
-    if (lid < s) { red[lid] += red[lid + s]; }
-    workgroupBarrier();
-  }
-  let r = red[0];
-  workgroupBarrier();
-  return r;
-}
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let c = wid.x + wid.y * 65535u;
+  let c = row_of(wid);
   if (c >= p.channels) { return; }
   let base = c * p.length;
   var s = 0.0;
