@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "nn/gpu_recorder.h"
@@ -1097,6 +1099,23 @@ Tensor scale(const Tensor& x, float s, float bias) {
   return out;
 }
 
+// The split-K rule's workgroup target and smallest K range: 528 and 128, or for benchmarking other values from
+// SOTTO_GPU_LINEAR_SPLIT="TARGET,MIN_CHUNK" (read once; bench/parakeet_gpu.sh sweeps it).
+namespace {
+std::pair<int64_t, int64_t> linear_split_rule() {
+  static const std::pair<int64_t, int64_t> rule = [] {
+    std::pair<int64_t, int64_t> r{528, 128};
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SPLIT")) {
+      long long target = 0, chunk = 0;
+      if (std::sscanf(env, "%lld,%lld", &target, &chunk) == 2 && target >= 1 && chunk >= 16)
+        r = {target, chunk};
+    }
+    return r;
+  }();
+  return rule;
+}
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return empty_on(x);
@@ -1122,10 +1141,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   }
   // 64 x 64 blocks; where they are fewer than ~4 a core of a large GPU (an H200's 132), K is split into up to
   // that many ranges of at least 128.
-  constexpr int64_t kTargetWorkgroups = 528, kMinChunk = 128;
+  const auto [target_workgroups, min_chunk] = linear_split_rule();
   const int64_t tiles_n = (n + 63) / 64, tiles = ((m + 63) / 64) * tiles_n;
   int64_t splits =
-      std::clamp<int64_t>((kTargetWorkgroups + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / kMinChunk));
+      std::clamp<int64_t>((target_workgroups + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / min_chunk));
   const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
   splits = (k + k_chunk - 1) / k_chunk;
   const uint32_t params[] = {static_cast<uint32_t>(m),       static_cast<uint32_t>(n),
