@@ -145,6 +145,16 @@ nn::Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& st
 nn::Tensor moonshine_decode_ids(const MoonshineWeights& w, MoonshineDecoderState& state,
                                 const nn::Tensor& ids, bool all_logits = false);
 
+// Greedy decoding from BOS on the GPU's fused step (state from moonshine_decoder_start with a capacity of at
+// least max_tokens + 1): the tokens without BOS and EOS, at most max_tokens. Batched (what moonshine_transcribe
+// runs): the loop's state stays on the GPU (nn::greedy_step), steps recorded in batches with one batch in
+// flight, the tokens read once per batch. OneStepInFlight: each step's token read back, the next step recorded
+// before the read; the reference the batched loop is tested against.
+enum class MoonshineGpuLoop { Batched, OneStepInFlight };
+Result<std::vector<int32_t>> moonshine_greedy_gpu(const MoonshineWeights& w, MoonshineDecoderState& state,
+                                                  size_t max_tokens,
+                                                  MoonshineGpuLoop loop = MoonshineGpuLoop::Batched);
+
 struct MoonshineResult {
   std::vector<int32_t> tokens;  // without BOS and EOS
   double encode_ms = 0, decode_ms = 0;
