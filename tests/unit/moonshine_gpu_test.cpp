@@ -185,5 +185,32 @@ TEST(MoonshineGpu, GreedyTranscriptIsOnnxRuntimesAndTheCpus) {
   EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
 }
 
+// The greedy loop kept on the GPU (steps in batches, the state and tokens in a GPU buffer, steps after EOS
+// no-ops) gives the one-step-in-flight loop's tokens, ending at EOS (ONNX Runtime's tokens) and at a cap of
+// 3 tokens (the loop's other end).
+TEST(MoonshineGpu, BatchedLoopGivesTheOneStepLoopsTokens) {
+  NEED_MODELS();
+  SKIP_SLOW_ON_CPU_ADAPTER();
+  const asr::MoonshineWeights& w = loaded->gpu.weights;
+  const nn::Tensor enc =
+      asr::moonshine_encode(w, gctx.from_floats({static_cast<int64_t>(ref.audio.size())}, ref.audio));
+  for (size_t max_tokens : {size_t{3}, size_t{40}}) {
+    std::vector<int32_t> got[2];
+    for (int loop = 0; loop < 2; ++loop) {
+      asr::MoonshineDecoderState s =
+          asr::moonshine_decoder_start(w, enc, static_cast<int64_t>(max_tokens) + 1);
+      auto tokens = asr::moonshine_greedy_gpu(
+          w, s, max_tokens,
+          loop == 0 ? asr::MoonshineGpuLoop::Batched : asr::MoonshineGpuLoop::OneStepInFlight);
+      ASSERT_TRUE(tokens.ok()) << tokens.message();
+      got[loop] = *tokens;
+    }
+    EXPECT_EQ(got[0], got[1]) << "cap " << max_tokens;
+    if (max_tokens == 3) EXPECT_EQ(got[0].size(), 3u);
+    if (max_tokens == 40) EXPECT_EQ(got[0], std::vector<int32_t>(ref.tokens.begin() + 1, ref.tokens.end()));
+  }
+  EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
+}
+
 }  // namespace
 }  // namespace sotto

@@ -264,9 +264,11 @@ Result<std::vector<int32_t>> decode_pipelined(const MoonshineWeights& w, Moonshi
 // recorded kBatchSteps at a time, with one batch in flight while the previous batch's log is read: the GPU
 // never waits for the host, and the host reads once per batch instead of once per token. After EOS the
 // remaining steps are no-ops (their products and the greedy step return at once; the attention dispatches
-// still run, on rows nobody reads). Batches of 4: the no-op steps after EOS (up to ~2 batches, one of them in
-// flight, whose read is finished before returning so its staging buffer is reused) cost dispatches but no
-// weight reads, and a batch's host recording (~4 x 70 dispatches) stays well under its GPU time.
+// still run, on rows nobody reads). Batches of 4 steps: the rule is that the batch in flight when EOS is read
+// (up to 4 + 3 no-op steps with the rest of EOS's batch) is wasted GPU time after the result, paid by whatever
+// runs next; with a batch always queued behind the one being read, a batch needs only to be recorded faster
+// than the GPU runs it (~4 x 68 dispatches), which any size does, so the smallest size that amortises a read
+// and a submit over a few steps.
 Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, MoonshineDecoderState& s,
                                             size_t max_tokens) {
   constexpr int64_t kBatchSteps = 4;
@@ -284,39 +286,35 @@ Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, Moonshine
   // Each step logs a token or ends the loop: max_tokens + 1 steps always end it.
   const int64_t max_steps = g.max_tokens + 1;
   int64_t recorded = 0;
-  auto record_batch = [&]() -> Result<gpu::ReadHandle> {
+  auto record_batch = [&]() -> Status {
     const int64_t batch = std::min(kBatchSteps, max_steps - recorded);
     for (int64_t i = 0; i < batch; ++i) nn::greedy_step(decode_fused(w, s, g.x, 1, false, g.log), g);
     recorded += batch;
-    SOTTO_TRY(rec.flush());
+    return rec.flush();
+  };
+  // A read is started right after the batch it covers is submitted and before the next one is, so it waits
+  // for that batch only; the batch in flight when the loop is seen to end needs no read (its steps are no-ops).
+  auto start_read = [&]() {
     return rec.device().start_read(g.log.gpu_buffer(), g.log.gpu_offset(),
                                    static_cast<uint64_t>(g.log.bytes()));
   };
   std::vector<int32_t> words(static_cast<size_t>(2 + g.max_tokens));
-  auto finish = [&](gpu::ReadHandle read) -> Status {
+  SOTTO_TRY(record_batch());
+  SOTTO_ASSIGN(gpu::ReadHandle read, start_read());
+  while (true) {
+    const bool more = recorded < max_steps;
+    if (more) SOTTO_TRY(record_batch());
     const gpu::DeviceStatus st = rec.device().finish_read(read, words.data());
     if (st == gpu::DeviceStatus::Pending)
       return error("moonshine: reading the tokens back needs an asynchronous wait here (not supported yet)");
     if (st != gpu::DeviceStatus::Ok)
       return error("moonshine: reading the tokens failed: ", rec.device().last_error());
-    return {};
-  };
-  SOTTO_ASSIGN(gpu::ReadHandle current, record_batch());
-  while (true) {
-    gpu::ReadHandle next = 0;
-    if (recorded < max_steps) {
-      SOTTO_ASSIGN(next, record_batch());
-    }
-    SOTTO_TRY(finish(current));
-    if (words[0] != 0) {
-      const std::vector<int32_t> tokens(words.begin() + 2,
-                                        words.begin() + 2 + std::clamp<int32_t>(words[1], 0, g.max_tokens));
-      if (next != 0) SOTTO_TRY(finish(next));  // no-op steps: frees the read's staging buffer
-      return tokens;
-    }
-    if (next == 0)
-      return error("moonshine: the greedy loop on the GPU did not end after ", max_steps, " steps");
-    current = next;
+    if (words[0] != 0)
+      return std::vector<int32_t>(
+          words.begin() + 2,
+          words.begin() + 2 + std::clamp<int32_t>(words[1], 0, static_cast<int32_t>(g.max_tokens)));
+    if (!more) return error("moonshine: the greedy loop on the GPU did not end after ", max_steps, " steps");
+    SOTTO_ASSIGN(read, start_read());
   }
 }
 
