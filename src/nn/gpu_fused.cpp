@@ -3,7 +3,6 @@
 // on an H200 (their count, not their bytes, was the step's time).
 #include <cmath>
 #include <cstring>
-#include <string>
 
 #include "nn/fused.h"
 #include "nn/gpu_ops.h"
@@ -20,7 +19,11 @@ namespace {
 // dispatch) and normalises x as it reads it. Gated: the workgroup's rows are a value row and its gate row
 // N / 2 further on. Rope pairs (2i, 2i+1) sit in one workgroup (2-row groups start at even rows, heads have
 // even width); their angle is the rope kernel's exact fixed-point turn (gpu_ops.cpp, kRope).
-constexpr const char* kLinearInt8Fused = R"(
+// The kernel with its workgroup array for combined x sized XS: 1024 words where x comes from attention
+// partials, else 4 (WebGPU zeroes workgroup memory in every workgroup: 4 KB it does not need would be zeroed
+// by each of a step's ~50,000 product workgroups).
+#define NN_LINEAR_INT8_FUSED(XS)      \
+  R"(
 fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
 struct P { m: u32, n: u32, k: u32, n_out: u32, flags: u32, eps: f32, segment: u32, groups: u32,
            rope_cols: u32, head_dim: u32, rotary_dim: u32, position0: u32, cache_row: u32, lanes: u32, rows: u32,
@@ -38,8 +41,10 @@ struct P { m: u32, n: u32, k: u32, n_out: u32, flags: u32, eps: f32, segment: u3
 var<workgroup> red: array<f32, 64>;
 var<workgroup> red_x: array<f32, 64>;
 var<workgroup> res: array<f32, 8>;
-var<workgroup> xs: array<f32, XS_WORDS>;  // x combined from attention partials (1024 words, else 4)
-var<workgroup> head_max: array<f32, 16>;
+)"                                 \
+  "var<workgroup> xs: array<f32, " XS \
+  ">;\n"                              \
+  R"(var<workgroup> head_max: array<f32, 16>;
 var<workgroup> head_inv: array<f32, 16>;
 var<workgroup> stopped: u32;
 fn reduce_sum(v: f32, lid: u32) -> f32 {
@@ -224,7 +229,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     y[r * p.n_out + col] = val;
   }
 }
-)";
+)"
+constexpr const char* kLinearInt8Fused = NN_LINEAR_INT8_FUSED("4");
+constexpr const char* kLinearInt8FusedCombine = NN_LINEAR_INT8_FUSED("1024");
+#undef NN_LINEAR_INT8_FUSED
 
 uint32_t word(int64_t v) {
   return static_cast<uint32_t>(v);
@@ -234,27 +242,6 @@ uint32_t float_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
-}
-
-}  // namespace
-
-namespace {
-
-// The kernel's text with its workgroup array for combined x sized: 1024 words where x comes from attention
-// partials, else 4 (WebGPU zeroes workgroup memory at every workgroup's start: 4 KB it does not need would be
-// zeroed by each of a step's ~50,000 product workgroups).
-const std::string& fused_kernel(bool combined) {
-  static const std::string plain = [] {
-    std::string a = kLinearInt8Fused;
-    a.replace(a.find("XS_WORDS"), 8, "4");
-    return a;
-  }();
-  static const std::string with_xs = [] {
-    std::string a = kLinearInt8Fused;
-    a.replace(a.find("XS_WORDS"), 8, "1024");
-    return a;
-  }();
-  return combined ? with_xs : plain;
 }
 
 }  // namespace
@@ -348,9 +335,9 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   const Tensor& residual = input(f.residual, 3);
   const Tensor ck = split ? f.cache_k : x.ctx().empty({1});
   const Tensor cv = split ? f.cache_v : x.ctx().empty({1});
-  rec.dispatch(combined ? "nn_linear_int8_fused_combine" : "nn_linear_int8_fused", fused_kernel(combined),
-               params, {&x, &w, &gamma, &bias, &residual, &out, &ck, &cv},
-               static_cast<uint64_t>(m * groups) * 64);
+  rec.dispatch(combined ? "nn_linear_int8_fused_combine" : "nn_linear_int8_fused",
+               combined ? kLinearInt8FusedCombine : kLinearInt8Fused, params,
+               {&x, &w, &gamma, &bias, &residual, &out, &ck, &cv}, static_cast<uint64_t>(m * groups) * 64);
   return out;
 }
 
