@@ -1578,7 +1578,6 @@ Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, cons
   return out;
 }
 
-
 // ---------------------------------------------------------------- attention_partials (nn/fused.h; mgpu, #28)
 // attention's vec4 kernel with its key blocks left for the caller to combine: a Moonshine decoder step's cross
 // o product combines them as it reads x (gpu_fused.cpp), which saves the combine dispatch (8 a step).
@@ -1592,15 +1591,25 @@ Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, con
   if (q.ctx().gpu()->failed() || !wide || k.rank() != 2 || k.dim(0) <= 64 || !on_gpu(k) || !on_gpu(v) ||
       !vec4_view(q) || !vec4_view(k) || !vec4_view(v))
     return gpu_ops::attention(q, k, v, o);  // one block, or another kernel: combined here
-  if (q.dtype() != DType::F32 || k.dtype() != DType::F32 || v.dtype() != DType::F32 || q.dim(1) % heads != 0 ||
-      heads % kv_heads != 0 || k.dim(1) != kv_heads * head_dim || v.shape() != k.shape() ||
-      (o.causal && k.dim(0) < q.dim(0)))
+  if (q.dtype() != DType::F32 || k.dtype() != DType::F32 || v.dtype() != DType::F32 ||
+      q.dim(1) % heads != 0 || heads % kv_heads != 0 || k.dim(1) != kv_heads * head_dim ||
+      v.shape() != k.shape() || (o.causal && k.dim(0) < q.dim(0)))
     return unsupported(q, "attention_partials of these tensors");
   const int64_t tq = q.dim(0), tk = k.dim(0), block = 64, blocks = (tk + block - 1) / block;
   const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   Tensor part = q.ctx().empty({tq * heads * blocks * (head_dim + 2)});
-  const uint32_t params[] = {u32(tq),    u32(tk),     u32(heads), u32(kv_heads), u32(head_dim), o.causal ? 1u : 0u,
-                             bits(scale), u32(block), u32(blocks), 0,            0,             0};
+  const uint32_t params[] = {u32(tq),
+                             u32(tk),
+                             u32(heads),
+                             u32(kv_heads),
+                             u32(head_dim),
+                             o.causal ? 1u : 0u,
+                             bits(scale),
+                             u32(block),
+                             u32(blocks),
+                             0,
+                             0,
+                             0};
   const Tensor unused = q.ctx().empty({4});  // y: written only with one block
   q.ctx().gpu()->dispatch("nn_attention4", kAttention4, params, {&q, &k, &v, &part, &unused},
                           workgroups(tq * heads * blocks));
