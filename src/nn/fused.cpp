@@ -2,6 +2,7 @@
 // (kernel in gpu_fused.cpp).
 #include "nn/fused.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -12,15 +13,38 @@ namespace sotto::nn {
 
 namespace ref {
 
-Tensor linear_int8_fused(const Tensor& x0, const Int8LinearFused& f) {
-  const Tensor x = cpu::as_f32(x0);
+// Attention partials [M, heads, blocks, head_dim + 2] (attention_partials) combined: [M, heads * head_dim].
+Tensor combine_partials(const Tensor& part, int64_t heads, int64_t blocks, int64_t k) {
+  const int64_t hd = k / heads, stride = hd + 2, m = part.elements() / (heads * blocks * stride);
+  Tensor out = part.ctx().empty({m, k});
+  const float* p = part.f32();
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* base = p + (r * heads + h) * blocks * stride;
+      double mx = -3e38, l = 0;
+      for (int64_t b = 0; b < blocks; ++b) mx = std::max(mx, static_cast<double>(base[b * stride]));
+      for (int64_t b = 0; b < blocks; ++b) l += base[b * stride + 1] * std::exp(base[b * stride] - mx);
+      for (int64_t e = 0; e < hd; ++e) {
+        double acc = 0;
+        for (int64_t b = 0; b < blocks; ++b)
+          acc += base[b * stride + 2 + e] * std::exp(base[b * stride] - mx);
+        out.f32()[r * k + h * hd + e] = static_cast<float>(acc / l);
+      }
+    }
+  return out;
+}
+
+Tensor linear_int8_fused(const Tensor& x1, const Int8LinearFused& f) {
+  const Tensor x0 = cpu::as_f32(x1);
+  const Tensor x = f.x_blocks > 1 ? combine_partials(x0, f.x_heads, f.x_blocks, f.w.dim(1)) : x0;
   const int64_t k = x.dim(-1), m = x.elements() / k, n = f.w.dim(0);
   const int64_t segment = f.segment > 0 ? f.segment : n;
   const bool split = f.cache_k.defined();
   const int64_t n_out = split ? segment : f.gated_silu ? n / 2 : n;
   Shape shape = x.shape();
   shape[-1] = n_out;
-  Tensor out = x.ctx().empty(shape);
+  Tensor out = x.ctx().zeros(shape);
+  if (f.stop.defined() && f.stop.data<int32_t>()[0] != 0) return out;  // the loop has ended
   const std::vector<float> gamma = f.norm_gamma.defined() ? *f.norm_gamma.ctx().to_floats(f.norm_gamma)
                                                           : std::vector<float>(static_cast<size_t>(k), 1.0f);
   const std::vector<float> bias =
@@ -75,12 +99,44 @@ Tensor linear_int8_fused(const Tensor& x0, const Int8LinearFused& f) {
   return out;
 }
 
+void greedy_step(const Tensor& logits, const GreedyLoop& g) {
+  int32_t* log = g.log.data<int32_t>();
+  if (log[0] != 0) return;
+  const std::vector<float> v = *logits.ctx().to_floats(logits);
+  size_t best = 0;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] > v[best]) best = i;  // the first maximum
+  const auto token = static_cast<int32_t>(best);
+  if (token == g.eos) {
+    log[0] = kGreedyEnded;
+  } else {
+    log[2 + log[1]] = token;
+    log[1] += 1;
+    if (log[1] >= g.max_tokens) log[0] = kGreedyEnded;
+  }
+  const int64_t d = g.table.dim(1);
+  const int8_t* row = g.table.data<int8_t>() + best * static_cast<size_t>(d);
+  for (int64_t e = 0; e < d; ++e) g.x.f32()[e] = static_cast<float>(row[e]) * g.scale + g.offset;
+}
+
 }  // namespace ref
 
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   if (gpu_ops::on_gpu(x)) return gpu_ops::linear_int8_fused(x, f);
-  NN_ASSERT(f.w.dtype() == DType::I8 && f.w.rank() == 2 && f.w.dim(1) == x.dim(-1));
+  NN_ASSERT(f.w.dtype() == DType::I8 && f.w.rank() == 2 && (f.x_blocks > 1 || f.w.dim(1) == x.dim(-1)));
   return ref::linear_int8_fused(x, f);
+}
+
+Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                          int64_t* blocks) {
+  if (gpu_ops::on_gpu(q)) return gpu_ops::attention_partials(q, k, v, o, blocks);
+  *blocks = 0;
+  return attention(q, k, v, o);
+}
+
+void greedy_step(const Tensor& logits, const GreedyLoop& g) {
+  if (gpu_ops::on_gpu(logits)) return gpu_ops::greedy_step(logits, g);
+  ref::greedy_step(logits, g);
 }
 
 }  // namespace sotto::nn

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 
+#include "nn/ops.h"
 #include "nn/tensor.h"
 
 namespace sotto::nn {
@@ -39,14 +40,46 @@ struct Int8LinearFused {
   // result changes.
   Tensor cache_k, cache_v;
   int64_t cache_row = 0;
+  // x given as attention_partials' key blocks (x_blocks > 1): per row of M and head of x_heads, x_blocks blocks
+  // of (max, sum of exponentials, head_dim = K / x_heads unnormalised sums), combined as nn::attention's
+  // combine step does (same order) before the product. Saves the combine dispatch after a cross-attention.
+  int64_t x_heads = 0, x_blocks = 0;
+  // I32 [>= 1]: while word 0 is nonzero the op does nothing (output and caches left as they are): a greedy
+  // loop recorded ahead on the GPU makes its steps after the end no-ops with it. Undefined: always runs.
+  Tensor stop;
 };
 
 // x [M, K] F32 -> [M, N_out]: N_out = N, N / 2 (gated) or segment (KV-cache append). Order of the arithmetic:
-// norm, product (scale * (x . q) + offset * sum(x), as linear_int8_affine), bias, rope, gate, residual.
+// (combine,) norm, product (scale * (x . q) + offset * sum(x), as linear_int8_affine), bias, rope, gate,
+// residual. With x_blocks > 1, x is [M * x_heads * x_blocks * (K / x_heads + 2)] and K is given by w.
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
+
+// Scaled dot-product attention as nn::attention, its key blocks left uncombined for a following
+// linear_int8_fused (x_heads, x_blocks): returns the partials and sets *blocks (> 1), or returns the combined
+// output and sets *blocks = 0 where the attention takes one block or another kernel (then nothing is saved).
+Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                          int64_t* blocks);
+
+// One step of greedy decoding kept on the GPU (a loop recorded ahead, read once per batch of steps): the first
+// maximum of `logits` [1, V]; unless the loop has ended, it is logged (when not `eos`) and its row of the int8
+// embedding table, dequantized (q * scale + offset), written to `x` [1, D] as the next step's input. The loop
+// ends at `eos` or when `max_tokens` tokens are logged.
+struct GreedyLoop {
+  Tensor table;  // I8 [V, D]
+  float scale = 1.0f, offset = 0.0f;
+  int32_t eos = 0;
+  int64_t max_tokens = 0;
+  // I32 [2 + max_tokens]: word 0 ended (the `stop` of linear_int8_fused), word 1 tokens logged, then the tokens.
+  Tensor log;
+  Tensor x;  // F32 [1, D], written in place
+};
+void greedy_step(const Tensor& logits, const GreedyLoop& g);
+// log word 0 once the loop has ended: 1.0f's bits (linear_int8_fused reads it through a float binding).
+constexpr int32_t kGreedyEnded = 0x3f800000;
 
 namespace ref {
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
-}
+void greedy_step(const Tensor& logits, const GreedyLoop& g);
+}  // namespace ref
 
 }  // namespace sotto::nn

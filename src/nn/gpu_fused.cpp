@@ -19,11 +19,16 @@ namespace {
 // dispatch) and normalises x as it reads it. Gated: the workgroup's rows are a value row and its gate row
 // N / 2 further on. Rope pairs (2i, 2i+1) sit in one workgroup (2-row groups start at even rows, heads have
 // even width); their angle is the rope kernel's exact fixed-point turn (gpu_ops.cpp, kRope).
-constexpr const char* kLinearInt8Fused = R"(
+// The kernel with its workgroup array for combined x sized XS: 1024 words where x comes from attention
+// partials, else 4 (WebGPU zeroes workgroup memory in every workgroup: 4 KB it does not need would be zeroed
+// by each of a step's ~50,000 product workgroups).
+#define NN_LINEAR_INT8_FUSED(XS)      \
+  R"(
 fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
 struct P { m: u32, n: u32, k: u32, n_out: u32, flags: u32, eps: f32, segment: u32, groups: u32,
            rope_cols: u32, head_dim: u32, rotary_dim: u32, position0: u32, cache_row: u32, lanes: u32, rows: u32,
-           pad0: u32, scale: vec4<f32>, offset: vec4<f32>, turns: array<vec4<u32>, 16> };
+           pad0: u32, scale: vec4<f32>, offset: vec4<f32>, turns: array<vec4<u32>, 16>,
+           x_heads: u32, x_blocks: u32, stop_slot: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<u32>;
@@ -36,6 +41,12 @@ struct P { m: u32, n: u32, k: u32, n_out: u32, flags: u32, eps: f32, segment: u3
 var<workgroup> red: array<f32, 64>;
 var<workgroup> red_x: array<f32, 64>;
 var<workgroup> res: array<f32, 8>;
+)"                                 \
+  "var<workgroup> xs: array<f32, " XS \
+  ">;\n"                              \
+  R"(var<workgroup> head_max: array<f32, 16>;
+var<workgroup> head_inv: array<f32, 16>;
+var<workgroup> stopped: u32;
 fn reduce_sum(v: f32, lid: u32) -> f32 {
   red[lid] = v;
   workgroupBarrier();
@@ -52,9 +63,48 @@ fn sigmoid(v: f32) -> f32 { return 1.0 / (1.0 + exp(-v)); }
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let wg = row_of(wid);
   if (wg >= p.m * p.groups) { return; }
+  // The stop word (a greedy loop past its end), in whichever input binding the op leaves free.
+  if (p.stop_slot != 0u) {
+    if (lid == 0u) {
+      var word = bitcast<u32>(residual[0]);
+      if (p.stop_slot == 1u) { word = bitcast<u32>(gamma[0]); }
+      if (p.stop_slot == 2u) { word = bitcast<u32>(bias[0]); }
+      stopped = word;
+    }
+    if (workgroupUniformLoad(&stopped) != 0u) { return; }
+  }
   let r = wg / p.groups;
   let g = wg % p.groups;
-  let xb = r * p.k;
+  var xb = r * p.k;
+  // x from attention partials: each head's blocks rescaled to their largest max and divided by the sum, in
+  // the combine kernel's order (gpu_ops.cpp, kAttentionCombine), into workgroup memory.
+  let combined = p.x_blocks > 1u;
+  if (combined) {
+    let hd = p.k / p.x_heads;
+    let stride = hd + 2u;
+    if (lid < p.x_heads) {
+      let base = (r * p.x_heads + lid) * p.x_blocks * stride;
+      var mx = -3.0e38;
+      for (var b = 0u; b < p.x_blocks; b++) { mx = max(mx, x[base + b * stride]); }
+      var l = 0.0;
+      for (var b = 0u; b < p.x_blocks; b++) { l += x[base + b * stride + 1u] * exp(x[base + b * stride] - mx); }
+      head_max[lid] = mx;
+      head_inv[lid] = 1.0 / l;
+    }
+    workgroupBarrier();
+    for (var e = lid; e < p.k; e += 64u) {
+      let h = e / hd;
+      let base = (r * p.x_heads + h) * p.x_blocks * stride;
+      var acc = 0.0;
+      for (var b = 0u; b < p.x_blocks; b++) {
+        let at = base + b * stride;
+        acc += x[at + 2u + e % hd] * exp(x[at] - head_max[h]);
+      }
+      xs[e] = acc * head_inv[h];
+    }
+    workgroupBarrier();
+    xb = 0u;
+  }
   let norm = (p.flags & 1u) != 0u;
   let gated = (p.flags & 8u) != 0u;
   var mean = 0.0;
@@ -87,7 +137,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var t = lane; t < words; t += p.lanes) {
         let qw = bitcast<i32>(w[wb + t]);
         let kk = xb + t * 4u;
-        var xv = vec4<f32>(x[kk], x[kk + 1u], x[kk + 2u], x[kk + 3u]);
+        var xv: vec4<f32>;
+        if (combined) {
+          xv = vec4<f32>(xs[kk], xs[kk + 1u], xs[kk + 2u], xs[kk + 3u]);
+        } else {
+          xv = vec4<f32>(x[kk], x[kk + 1u], x[kk + 2u], x[kk + 3u]);
+        }
         if (norm) {
           let gk = t * 4u;
           xv = (xv - vec4<f32>(mean)) * inv * vec4<f32>(gamma[gk], gamma[gk + 1u], gamma[gk + 2u], gamma[gk + 3u]);
@@ -101,7 +156,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       for (var t = lane; t < p.k; t += p.lanes) {
         let idx = row * p.k + t;
         let qv = extractBits(bitcast<i32>(w[idx / 4u]), (idx % 4u) * 8u, 8u);
-        var xv = x[xb + t];
+        var xv: f32;
+        if (combined) { xv = xs[t]; } else { xv = x[xb + t]; }
         if (norm) { xv = (xv - mean) * inv * gamma[t]; }
         s += xv * f32(qv);
         sx += xv;
@@ -173,7 +229,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     y[r * p.n_out + col] = val;
   }
 }
-)";
+)"
+constexpr const char* kLinearInt8Fused = NN_LINEAR_INT8_FUSED("4");
+constexpr const char* kLinearInt8FusedCombine = NN_LINEAR_INT8_FUSED("1024");
+#undef NN_LINEAR_INT8_FUSED
 
 uint32_t word(int64_t v) {
   return static_cast<uint32_t>(v);
@@ -192,7 +251,13 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   if (rec.failed()) return x.ctx().empty({0});
   const Tensor& w = f.w;
   const bool split = f.cache_k.defined();
-  const int64_t k = x.dim(-1), n = w.defined() ? w.dim(0) : 0, m = k > 0 ? x.elements() / k : 0;
+  const bool combined = f.x_blocks > 1;
+  // K from the weights; with combined x, M from the partials' size.
+  const int64_t k = w.defined() && w.rank() == 2 ? w.dim(1) : 0, n = w.defined() ? w.dim(0) : 0;
+  const int64_t x_row =
+      combined ? (f.x_heads > 0 && k % f.x_heads == 0 ? f.x_heads * f.x_blocks * (k / f.x_heads + 2) : 0)
+               : x.dim(-1);
+  const int64_t m = x_row > 0 && x.elements() % x_row == 0 ? x.elements() / x_row : 0;
   const int64_t segment = f.segment > 0 ? f.segment : n;
   const int64_t n_out = split ? segment : f.gated_silu ? n / 2 : n;
   auto f32_vec = [](const Tensor& t, int64_t len) {
@@ -202,18 +267,30 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
                        (f.head_dim > 0 && f.head_dim % 2 == 0 && f.rotary_dim >= 2 && f.rotary_dim % 2 == 0 &&
                         f.rotary_dim <= f.head_dim && f.rotary_dim <= 128 && f.rope_columns % 2 == 0 &&
                         f.rope_columns <= n && f.position0 >= 0 && !f.gated_silu);
-  if (x.dtype() != DType::F32 || !on_gpu(w) || w.dtype() != DType::I8 || w.rank() != 2 || w.dim(1) != k ||
-      m == 0 || n == 0 || (n + segment - 1) / segment > 4 || !f32_vec(f.norm_gamma, k) ||
-      !f32_vec(f.bias, n) || !f32_vec(f.residual, m * n_out) || (f.gated_silu && (n % 2 != 0 || split)) ||
-      !rope_ok ||
+  const bool combine_ok = !combined || (f.x_heads >= 1 && f.x_heads <= 16 && k <= 1024 && m > 0 &&
+                                        !f.norm_gamma.defined() && (k / f.x_heads) % 4 == 0);
+  // The stop word goes in the first of gamma / bias / residual the op leaves free.
+  const uint32_t stop_slot = !f.stop.defined()         ? 0u
+                             : !f.norm_gamma.defined() ? 1u
+                             : !f.bias.defined()       ? 2u
+                             : !f.residual.defined()   ? 3u
+                                                       : 4u;
+  if (x.dtype() != DType::F32 || !on_gpu(w) || w.dtype() != DType::I8 || w.rank() != 2 ||
+      (!combined && x.dim(-1) != k) || m == 0 || n == 0 || (n + segment - 1) / segment > 4 ||
+      !f32_vec(f.norm_gamma, k) || !f32_vec(f.bias, n) || !f32_vec(f.residual, m * n_out) ||
+      (f.gated_silu && (n % 2 != 0 || split)) || !rope_ok || !combine_ok || stop_slot == 4u ||
+      (f.stop.defined() && (!on_gpu(f.stop) || f.stop.dtype() != DType::I32)) ||
       (split && (n != 3 * segment || !f32_vec(f.cache_v, f.cache_v.elements()) ||
                  !f32_vec(f.cache_k, f.cache_k.elements()) || f.cache_k.dim(-1) != segment ||
                  f.cache_v.dim(-1) != segment || f.cache_row < 0 || f.cache_row + m > f.cache_k.dim(0) ||
                  f.cache_row + m > f.cache_v.dim(0))))
     return unsupported(x, "linear_int8_fused of these tensors");
-  Shape shape = x.shape();
-  shape[-1] = n_out;
-  Tensor out = x.ctx().empty(shape);
+  Tensor out = x.ctx().empty({m, n_out});
+  if (!combined) {
+    Shape shape = x.shape();
+    shape[-1] = n_out;
+    out = out.reshape(shape);
+  }
   // Threads a row: 32 (2 rows a workgroup: rope pairs and gate pairs stay together), 64 for long rows
   // without either. A decoder step's products are latency-bound (one x row, 52-416 workgroups for most), so
   // each thread's loop over K is kept to a few iterations.
@@ -221,21 +298,21 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   const int64_t groups = f.gated_silu ? (n / 2 + rows / 2 - 1) / (rows / 2) : (n + rows - 1) / rows;
   const uint32_t flags = (f.norm_gamma.defined() ? 1u : 0u) | (f.bias.defined() ? 2u : 0u) |
                          (f.residual.defined() ? 4u : 0u) | (f.gated_silu ? 8u : 0u) | (split ? 16u : 0u);
-  uint32_t params[24 + 64] = {word(m),
-                              word(n),
-                              word(k),
-                              word(n_out),
-                              flags,
-                              float_bits(f.norm_eps),
-                              word(segment),
-                              word(groups),
-                              word(f.rope_columns),
-                              word(f.head_dim > 0 ? f.head_dim : 2),
-                              word(f.rotary_dim),
-                              word(f.position0),
-                              word(f.cache_row),
-                              word(lanes),
-                              word(rows)};
+  uint32_t params[24 + 64 + 4] = {word(m),
+                                  word(n),
+                                  word(k),
+                                  word(n_out),
+                                  flags,
+                                  float_bits(f.norm_eps),
+                                  word(segment),
+                                  word(groups),
+                                  word(f.rope_columns),
+                                  word(f.head_dim > 0 ? f.head_dim : 2),
+                                  word(f.rotary_dim),
+                                  word(f.position0),
+                                  word(f.cache_row),
+                                  word(lanes),
+                                  word(rows)};
   for (int i = 0; i < 4; ++i) {
     params[16 + i] = float_bits(f.scale[static_cast<size_t>(i)]);
     params[20 + i] = float_bits(f.offset[static_cast<size_t>(i)]);
@@ -245,16 +322,142 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
         std::pow(static_cast<double>(f.rope_base), -2.0 * i / f.rotary_dim) / (2 * 3.14159265358979323846);
     params[24 + i] = static_cast<uint32_t>(static_cast<uint64_t>(turns * 4294967296.0 + 0.5));
   }
-  // Bindings must exist: x stands in for absent read-only inputs; absent caches get their own scratch buffers
-  // (two writable bindings may not share one).
-  const Tensor& gamma = f.norm_gamma.defined() ? f.norm_gamma : x;
-  const Tensor& bias = f.bias.defined() ? f.bias : x;
-  const Tensor& residual = f.residual.defined() ? f.residual : x;
+  params[88] = word(combined ? f.x_heads : 0);
+  params[89] = word(combined ? f.x_blocks : 0);
+  params[90] = stop_slot;
+  // Bindings must exist: x stands in for absent read-only inputs (the stop word for the first of them); absent
+  // caches get their own scratch buffers (two writable bindings may not share one).
+  auto input = [&](const Tensor& t, uint32_t slot) -> const Tensor& {
+    return t.defined() ? t : stop_slot == slot ? f.stop : x;
+  };
+  const Tensor& gamma = input(f.norm_gamma, 1);
+  const Tensor& bias = input(f.bias, 2);
+  const Tensor& residual = input(f.residual, 3);
   const Tensor ck = split ? f.cache_k : x.ctx().empty({1});
   const Tensor cv = split ? f.cache_v : x.ctx().empty({1});
-  rec.dispatch("nn_linear_int8_fused", kLinearInt8Fused, params,
+  rec.dispatch(combined ? "nn_linear_int8_fused_combine" : "nn_linear_int8_fused",
+               combined ? kLinearInt8FusedCombine : kLinearInt8Fused, params,
                {&x, &w, &gamma, &bias, &residual, &out, &ck, &cv}, static_cast<uint64_t>(m * groups) * 64);
   return out;
+}
+
+// ---------------------------------------------------------------- greedy_step
+
+namespace {
+
+// A greedy step in two dispatches. Stage 0: a workgroup per chunk of 1,024 logits writes the chunk's first
+// maximum (value, index), as gpu_ops.cpp's kArgmaxChunks. Stage 1, one workgroup: the best of the chunks' pairs
+// (the lower index on ties: the row's first maximum), the loop's bookkeeping in `log`, and the token's
+// embedding row (32,768 x 416 int8 table; 416 bytes read) dequantized into x for the next step. Once the loop
+// has ended both stages return at once. The ended word is 1.0f's bits: linear_int8_fused reads it through a
+// float binding, where a denormal pattern could be flushed to zero.
+constexpr const char* kGreedyStep = R"(
+fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
+struct P { n: u32, chunks: u32, stage: u32, d: u32, vocab: u32, eos: u32, max_tokens: u32, pad0: u32,
+           scale: f32, offset: f32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> logits: array<f32>;
+@group(0) @binding(2) var<storage, read_write> part: array<u32>;
+@group(0) @binding(3) var<storage, read_write> log: array<u32>;
+@group(0) @binding(4) var<storage, read> table: array<u32>;
+@group(0) @binding(5) var<storage, read_write> x: array<f32>;
+const ENDED = 0x3f800000u;
+var<workgroup> best_v: array<f32, 64>;
+var<workgroup> best_i: array<u32, 64>;
+var<workgroup> ended: u32;
+fn better(v: f32, i: u32, bv: f32, bi: u32) -> bool {
+  return i != 0xffffffffu && (bi == 0xffffffffu || v > bv || (v == bv && i < bi));
+}
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = row_of(wid);
+  if (lid == 0u) { ended = log[0]; }
+  if (workgroupUniformLoad(&ended) != 0u) { return; }
+  var bv = -3.4e38;
+  var bi = 0xffffffffu;
+  if (p.stage == 0u) {
+    if (w >= p.chunks) { return; }
+    let begin = w * 1024u;
+    let end = min(p.n, begin + 1024u);
+    for (var j = begin + lid; j < end; j += 64u) {
+      let v = logits[j];
+      if (better(v, j, bv, bi)) { bv = v; bi = j; }
+    }
+  } else {
+    for (var c = lid; c < p.chunks; c += 64u) {
+      let v = bitcast<f32>(part[2u * c]);
+      let i = part[2u * c + 1u];
+      if (better(v, i, bv, bi)) { bv = v; bi = i; }
+    }
+  }
+  best_v[lid] = bv;
+  best_i[lid] = bi;
+  workgroupBarrier();
+  for (var s = 32u; s > 0u; s >>= 1u) {
+    if (lid < s && better(best_v[lid + s], best_i[lid + s], best_v[lid], best_i[lid])) {
+      best_v[lid] = best_v[lid + s];
+      best_i[lid] = best_i[lid + s];
+    }
+    workgroupBarrier();
+  }
+  if (p.stage == 0u) {
+    if (lid == 0u) {
+      part[2u * w] = bitcast<u32>(best_v[0]);
+      part[2u * w + 1u] = best_i[0];
+    }
+    return;
+  }
+  let token = min(best_i[0], p.vocab - 1u);
+  if (lid == 0u) {
+    if (token == p.eos) {
+      log[0] = ENDED;
+    } else {
+      let n = log[1];
+      log[2u + n] = token;
+      log[1] = n + 1u;
+      if (n + 1u >= p.max_tokens) { log[0] = ENDED; }
+    }
+  }
+  for (var e = lid; e < p.d; e += 64u) {
+    let idx = token * p.d + e;
+    let q = extractBits(bitcast<i32>(table[idx / 4u]), (idx % 4u) * 8u, 8u);
+    x[e] = f32(q) * p.scale + p.offset;
+  }
+}
+)";
+
+}  // namespace
+
+void greedy_step(const Tensor& logits, const GreedyLoop& g) {
+  GpuRecorder& rec = *logits.ctx().gpu();
+  if (rec.failed()) return;
+  const int64_t vocab = g.table.defined() && g.table.rank() == 2 ? g.table.dim(0) : 0;
+  const int64_t d = vocab > 0 ? g.table.dim(1) : 0;
+  if (logits.dtype() != DType::F32 || logits.elements() != vocab || vocab == 0 || !on_gpu(g.table) ||
+      g.table.dtype() != DType::I8 || !on_gpu(g.log) || g.log.dtype() != DType::I32 || g.max_tokens < 1 ||
+      g.log.elements() < 2 + g.max_tokens || !on_gpu(g.x) || g.x.dtype() != DType::F32 ||
+      g.x.elements() != d || g.eos < 0) {
+    (void)unsupported(logits, "greedy_step of these tensors");
+    return;
+  }
+  const int64_t chunks = (vocab + 1023) / 1024;
+  const Tensor part = logits.ctx().empty({2 * chunks}, DType::I32);
+  for (uint32_t stage = 0; stage < 2; ++stage) {
+    const uint32_t params[] = {word(vocab),
+                               word(chunks),
+                               stage,
+                               word(d),
+                               word(vocab),
+                               static_cast<uint32_t>(g.eos),
+                               word(g.max_tokens),
+                               0,
+                               float_bits(g.scale),
+                               float_bits(g.offset),
+                               0,
+                               0};
+    rec.dispatch("nn_greedy_step", kGreedyStep, params, {&logits, &part, &g.log, &g.table, &g.x},
+                 stage == 0 ? static_cast<uint64_t>(chunks) * 64 : 64);
+  }
 }
 
 }  // namespace sotto::nn::gpu_ops

@@ -1637,4 +1637,43 @@ Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, cons
   return out;
 }
 
+// ---------------------------------------------------------------- attention_partials (nn/fused.h; mgpu, #28)
+// attention's vec4 kernel with its key blocks left for the caller to combine: a Moonshine decoder step's cross
+// o product combines them as it reads x (gpu_fused.cpp), which saves the combine dispatch (8 a step).
+Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                          int64_t* blocks_out) {
+  *blocks_out = 0;
+  const int64_t heads = o.n_heads, kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
+  const int64_t head_dim = heads > 0 && q.rank() == 2 ? q.dim(1) / heads : 0;
+  auto vec4_view = [](const Tensor& t) { return t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0; };
+  const bool wide = head_dim > 0 && head_dim % 4 == 0 && head_dim <= 64 && (kv_heads * head_dim) % 4 == 0;
+  if (q.ctx().gpu()->failed() || !wide || k.rank() != 2 || k.dim(0) <= 64 || !on_gpu(k) || !on_gpu(v) ||
+      !vec4_view(q) || !vec4_view(k) || !vec4_view(v))
+    return gpu_ops::attention(q, k, v, o);  // one block, or another kernel: combined here
+  if (q.dtype() != DType::F32 || k.dtype() != DType::F32 || v.dtype() != DType::F32 ||
+      q.dim(1) % heads != 0 || heads % kv_heads != 0 || k.dim(1) != kv_heads * head_dim ||
+      v.shape() != k.shape() || (o.causal && k.dim(0) < q.dim(0)))
+    return unsupported(q, "attention_partials of these tensors");
+  const int64_t tq = q.dim(0), tk = k.dim(0), block = 64, blocks = (tk + block - 1) / block;
+  const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  Tensor part = q.ctx().empty({tq * heads * blocks * (head_dim + 2)});
+  const uint32_t params[] = {u32(tq),
+                             u32(tk),
+                             u32(heads),
+                             u32(kv_heads),
+                             u32(head_dim),
+                             o.causal ? 1u : 0u,
+                             bits(scale),
+                             u32(block),
+                             u32(blocks),
+                             0,
+                             0,
+                             0};
+  const Tensor unused = q.ctx().empty({4});  // y: written only with one block
+  q.ctx().gpu()->dispatch("nn_attention4", kAttention4, params, {&q, &k, &v, &part, &unused},
+                          workgroups(tq * heads * blocks));
+  *blocks_out = blocks;
+  return part;
+}
+
 }  // namespace sotto::nn::gpu_ops

@@ -59,6 +59,9 @@ struct TdtDecoded {
 Result<TdtDecoded> tdt_greedy(const Tensor& enc_proj, const TdtDecoder& d);
 // nn/fused.h's decoder-step product (gpu_fused.cpp).
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
+Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+                          int64_t* blocks);  // gpu_ops.cpp's last block
+void greedy_step(const Tensor& logits, const GreedyLoop& g);
 // Kokoro's ops (gpu_kokoro.cpp). repeat_by_durations takes the durations on the host (the forward reads them
 // back once); conv_transpose1d the output length the CPU op computes; dynamic_quantize_linear returns uint8 and
 // sets *params to a GPU tensor (scale, zero point, min, max) that the int8 products read.

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "api/clock.h"
 #include "core/thread_pool.h"
 #include "gpu_test_support.h"
 #include "io/file.h"
@@ -182,6 +183,48 @@ TEST(MoonshineGpu, GreedyTranscriptIsOnnxRuntimesAndTheCpus) {
   EXPECT_EQ(g->tokens, expected);
   EXPECT_EQ(g->tokens, c->tokens);
   EXPECT_EQ(loaded->gpu.tokenizer.decode(g->tokens), "Ever tried, ever failed.");
+  EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
+}
+
+// The greedy loop kept on the GPU (steps in batches, the state and tokens in a GPU buffer, steps after EOS
+// no-ops) gives the one-step-in-flight loop's tokens, ending at EOS (ONNX Runtime's tokens) and at a cap of
+// 3 tokens (the loop's other end). On a real GPU it also prints both loops' decode times on this clip (medians
+// of 5, alternating), the comparison the batched loop is for.
+TEST(MoonshineGpu, BatchedLoopGivesTheOneStepLoopsTokens) {
+  NEED_MODELS();
+  SKIP_SLOW_ON_CPU_ADAPTER();
+  const asr::MoonshineWeights& w = loaded->gpu.weights;
+  const nn::Tensor enc =
+      asr::moonshine_encode(w, gctx.from_floats({static_cast<int64_t>(ref.audio.size())}, ref.audio));
+  ASSERT_TRUE(gctx.to_floats(nn::slice(enc, 0, 0, 1)).ok());
+  const int repeats = testing::open_test_device()->info().cpu() ? 1 : 5;
+  for (size_t max_tokens : {size_t{3}, size_t{40}}) {
+    std::vector<int32_t> got[2];
+    std::vector<double> ms[2];
+    for (int r = 0; r < (max_tokens == 3 ? 1 : repeats); ++r)
+      for (int loop = 0; loop < 2; ++loop) {
+        asr::MoonshineDecoderState s =
+            asr::moonshine_decoder_start(w, enc, static_cast<int64_t>(max_tokens) + 1);
+        ASSERT_TRUE(gctx.to_floats(nn::slice(s.cross_v.back(), 0, 0, 1)).ok());
+        const double t0 = now_ms();
+        auto tokens = asr::moonshine_greedy_gpu(
+            w, s, max_tokens,
+            loop == 0 ? asr::MoonshineGpuLoop::Batched : asr::MoonshineGpuLoop::OneStepInFlight);
+        ms[loop].push_back(now_ms() - t0);
+        ASSERT_TRUE(tokens.ok()) << tokens.message();
+        if (r > 0) EXPECT_EQ(*tokens, got[loop]);
+        got[loop] = *tokens;
+      }
+    EXPECT_EQ(got[0], got[1]) << "cap " << max_tokens;
+    if (max_tokens == 3) EXPECT_EQ(got[0].size(), 3u);
+    if (max_tokens == 40) {
+      EXPECT_EQ(got[0], std::vector<int32_t>(ref.tokens.begin() + 1, ref.tokens.end()));
+      for (auto& v : ms) std::sort(v.begin(), v.end());
+      std::printf(
+          "[ info    ] %zu tokens: batched loop %.2f ms, one step in flight %.2f ms (medians of %d)\n",
+          got[0].size(), ms[0][ms[0].size() / 2], ms[1][ms[1].size() / 2], repeats);
+    }
+  }
   EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
 }
 

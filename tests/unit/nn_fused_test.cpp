@@ -178,5 +178,128 @@ TEST(NnFused, GpuMatchesTheReference) {
     }
 }
 
+// Attention partials combined inside the product (a decoder step's cross-attention and cross o product): on the
+// GPU, attention_partials then linear_int8_fused with x_blocks, against the CPU's attention then the reference
+// product, on random heads of 4k dims (the vec4 kernel's) over 65-300 keys (2-5 blocks of 64), with a residual.
+TEST(NnFused, GpuCombinesAttentionPartialsInTheProduct) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int trial = 0; trial < 3; ++trial) {
+    const int64_t heads = rand_int(1, 8), head_dim = 4 * rand_int(1, 16), d = heads * head_dim;
+    const int64_t tq = rand_int(1, 2), tk = rand_int(65, 300), n = rand_int(3, 70);
+    const Tensor q = rand_tensor(*cpu, {tq, d}, -2.0f, 2.0f), k = rand_tensor(*cpu, {tk, d}, -2.0f, 2.0f),
+                 v = rand_tensor(*cpu, {tk, d});
+    Int8LinearFused f;
+    f.w = rand_int8(*cpu, {n, d}, DType::I8);
+    f.scale[0] = rand_scale();
+    f.offset[0] = rand_offset();
+    f.residual = rand_tensor(*cpu, {tq, n});
+    const AttentionOptions o{.n_heads = static_cast<int>(heads)};
+    const Tensor want = ref::linear_int8_fused(ref::attention(q, k, v, o), f);
+
+    Int8LinearFused g = f;
+    g.w = upload_raw(*gpu, f.w);
+    g.residual = upload(*gpu, f.residual);
+    g.x_heads = heads;
+    const Tensor part = attention_partials(upload(*gpu, q), upload(*gpu, k), upload(*gpu, v), o, &g.x_blocks);
+    EXPECT_EQ(g.x_blocks, (tk + 63) / 64);
+    EXPECT_EQ(part.elements(), tq * heads * g.x_blocks * (head_dim + 2));
+    const Tensor got = download(*cpu, *gpu, linear_int8_fused(part, g));
+    expect_close(got, want, tolerance(d) * 4, 1e-4f,
+                 "combined partials, " + std::to_string(heads) + " heads of " + std::to_string(head_dim) +
+                     ", " + std::to_string(tk) + " keys");
+    // The reference's own combine agrees with the CPU's attention.
+    Int8LinearFused c = f;
+    c.x_heads = heads;
+    c.x_blocks = g.x_blocks;
+    expect_close(ref::linear_int8_fused(download(*cpu, *gpu, part), c), want, tolerance(d) * 4, 1e-4f,
+                 "reference combine");
+  }
+}
+
+// The stop word: set, the op leaves the KV cache as it was; clear, it runs as without one (the stop word rides
+// in a free input binding: bias for the q/k/v product, gamma for a residual product).
+TEST(NnFused, GpuStopWordMakesTheProductANoOp) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int kind : {2, 0}) {
+    Case c = make_case(*cpu, true, kind);
+    for (int32_t word : {0, kGreedyEnded}) {
+      Int8LinearFused g = c.f;
+      g.w = upload_raw(*gpu, c.f.w);
+      auto up = [&](const Tensor& t) { return t.defined() ? upload(*gpu, t) : Tensor(); };
+      g.norm_gamma = kind == 0 ? Tensor() : up(c.f.norm_gamma);
+      g.bias = kind == 0 ? up(c.f.bias) : Tensor();
+      g.residual = up(c.f.residual);
+      g.cache_k = up(c.f.cache_k);
+      g.cache_v = up(c.f.cache_v);
+      g.stop = gpu->from_bytes({1}, DType::I32, {reinterpret_cast<const uint8_t*>(&word), 4});
+      Int8LinearFused f = c.f;
+      f.norm_gamma = kind == 0 ? Tensor() : c.f.norm_gamma;
+      f.bias = kind == 0 ? c.f.bias : Tensor();
+      const std::vector<float> k_before = f.cache_k.defined() ? floats(f.cache_k) : std::vector<float>();
+      const Tensor got = download(*cpu, *gpu, linear_int8_fused(upload(*gpu, c.x), g));
+      const std::string what = "stop " + std::to_string(word) + ", kind " + std::to_string(kind);
+      if (word == 0) {
+        expect_close(got, ref::linear_int8_fused(c.x, f), tolerance(c.k), 1e-5f, what);
+        if (f.cache_k.defined())
+          expect_close(download(*cpu, *gpu, g.cache_k), f.cache_k, tolerance(c.k), 1e-5f, what + " k cache");
+      } else if (f.cache_k.defined()) {
+        EXPECT_EQ(floats(download(*cpu, *gpu, g.cache_k)), k_before) << what;
+      }
+    }
+  }
+}
+
+// greedy_step on the GPU against its reference over a loop of steps on fresh random logits (ties planted: the
+// first maximum wins), through EOS (the loop ends; later steps change nothing) and, in a second loop, through
+// max_tokens.
+TEST(NnFused, GpuGreedyStepMatchesTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int loop = 0; loop < 2; ++loop) {
+    const int64_t vocab = rand_int(1500, 5000), d = rand_int(5, 70), max_tokens = loop == 0 ? 20 : 3;
+    GreedyLoop r;
+    r.table = rand_int8(*cpu, {vocab, d}, DType::I8);
+    r.scale = rand_scale();
+    r.offset = rand_offset();
+    r.eos = static_cast<int32_t>(rand_int(0, vocab - 1));
+    r.max_tokens = max_tokens;
+    r.log = cpu->zeros({2 + max_tokens}, DType::I32);
+    r.x = cpu->zeros({1, d});
+    GreedyLoop g = r;
+    g.table = upload_raw(*gpu, r.table);
+    g.log = gpu->zeros({2 + max_tokens}, DType::I32);
+    g.x = gpu->zeros({1, d});
+    for (int step = 0; step < 6; ++step) {
+      std::vector<float> logits = floats(rand_tensor(*cpu, {vocab}, -5.0f, 5.0f));
+      // Two equal maxima, neither of them EOS.
+      const auto eos = static_cast<size_t>(r.eos), v = static_cast<size_t>(vocab);
+      const size_t best = (eos + 1 + static_cast<size_t>(rand_int(0, vocab - 2))) % v;
+      const size_t tie = (eos + 1 + static_cast<size_t>(rand_int(0, vocab - 2))) % v;
+      logits[best] = logits[tie] = 9.0f;
+      if (loop == 0 && step == 4) logits[static_cast<size_t>(r.eos)] = 10.0f;  // the loop ends here
+      const Tensor lc = cpu->from_floats({vocab}, logits);
+      ref::greedy_step(lc, r);
+      greedy_step(gpu->from_floats({vocab}, logits), g);
+      auto log = gpu->to_bytes(g.log);
+      ASSERT_TRUE(log.ok()) << log.message();
+      const std::vector<uint8_t> want(r.log.data<uint8_t>(), r.log.data<uint8_t>() + r.log.bytes());
+      EXPECT_EQ(*log, want) << "log after step " << step << ", loop " << loop;
+      if (r.log.data<int32_t>()[0] == 0 || step == 0)
+        expect_close(download(*cpu, *gpu, g.x), r.x, 1e-6f, 1e-6f,
+                     "next input row, step " + std::to_string(step));
+    }
+    EXPECT_EQ(r.log.data<int32_t>()[0], kGreedyEnded);
+    EXPECT_EQ(r.log.data<int32_t>()[1], loop == 0 ? 4 : 3);
+  }
+}
+
 }  // namespace
 }  // namespace sotto::nn

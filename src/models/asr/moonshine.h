@@ -129,7 +129,7 @@ struct MoonshineDecoderState {
   std::vector<nn::Tensor> cross_k, cross_v;  // per layer [T_enc, 416]
   std::vector<nn::Tensor> self_k, self_v;    // per layer [n_past, 416], or [capacity, 416] preallocated
   int64_t n_past = 0;
-  // > 0: the GPU's fused decoder step (nn/fused.h: ~10 dispatches a layer instead of ~25), the self-attention
+  // > 0: the GPU's fused decoder step (nn/fused.h: 8 dispatches a layer instead of ~25), the self-attention
   // cache preallocated for this many tokens and appended in place.
   int64_t capacity = 0;
 };
@@ -144,6 +144,16 @@ nn::Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& st
 // The same with the ids as a tensor on the model's context (I32 [n]): on the GPU, the previous step's argmax.
 nn::Tensor moonshine_decode_ids(const MoonshineWeights& w, MoonshineDecoderState& state,
                                 const nn::Tensor& ids, bool all_logits = false);
+
+// Greedy decoding from BOS on the GPU's fused step (state from moonshine_decoder_start with a capacity of at
+// least max_tokens + 1): the tokens without BOS and EOS, at most max_tokens. Batched (what moonshine_transcribe
+// runs): the loop's state stays on the GPU (nn::greedy_step), steps recorded in batches with one batch in
+// flight, the tokens read once per batch. OneStepInFlight: each step's token read back, the next step recorded
+// before the read; the reference the batched loop is tested against.
+enum class MoonshineGpuLoop { Batched, OneStepInFlight };
+Result<std::vector<int32_t>> moonshine_greedy_gpu(const MoonshineWeights& w, MoonshineDecoderState& state,
+                                                  size_t max_tokens,
+                                                  MoonshineGpuLoop loop = MoonshineGpuLoop::Batched);
 
 struct MoonshineResult {
   std::vector<int32_t> tokens;  // without BOS and EOS
