@@ -179,7 +179,7 @@ void iconv_block(Index taps, Index pairs, const int16_t* a, Index lda, const int
     for (int k = 0; k < C; ++k) std::memcpy(c + i * ldc + k * L, &acc[i][k], sizeof(VI32));
 }
 
-// The plain loops for the last outputs (fewer than L) of a row block.
+// The plain loops, for a product of fewer than L outputs.
 inline void iconv_tail(Index M, Index t0, Index t1, Index taps, Index pairs, const int16_t* A, Index lda,
                        const int16_t* g, Index ldg, int32_t* C, Index ldc) {
   for (Index m = 0; m < M; ++m)
@@ -194,24 +194,27 @@ inline void iconv_tail(Index M, Index t0, Index t1, Index taps, Index pairs, con
 }
 
 // C [M, N] (row stride ldc) = the product above over outputs 0..N-1 (G2 holds at least N + taps - 1 rows of
-// each pair): R x C blocks, then R x 1, then the rows left one at a time, the last N mod L outputs plainly.
+// each pair): R x C blocks, then R x 1, then the rows left one at a time. The last N mod L outputs are one more
+// L-wide block ending at N (recomputing a few outputs: the plain loops over a whole K cost as much as the rest
+// of a short product); fewer than L outputs in all run the plain loops.
 template <class VI16W, class VI32, int L, int R, int C, class Madd>
 void iconv_pairs_tiled(Index M, Index N, Index taps, Index pairs, const int16_t* A, Index lda,
                        const int16_t* G2, Index ldg, int32_t* Cm, Index ldc, Madd madd) {
+  if (N < L) return iconv_tail(M, 0, N, taps, pairs, A, lda, G2, ldg, Cm, ldc);
   const Index nl = N / L * L;
   auto rows = [&]<int RR>(Index m) {
+    auto block = [&]<int CC>(Index t) {
+      iconv_block<VI16W, VI32, L, RR, CC>(taps, pairs, A + m * lda, lda, G2 + t * 2, ldg, Cm + m * ldc + t,
+                                          ldc, madd);
+    };
     Index t = 0;
-    for (; t + C * L <= nl; t += C * L)
-      iconv_block<VI16W, VI32, L, RR, C>(taps, pairs, A + m * lda, lda, G2 + t * 2, ldg, Cm + m * ldc + t,
-                                         ldc, madd);
-    for (; t < nl; t += L)
-      iconv_block<VI16W, VI32, L, RR, 1>(taps, pairs, A + m * lda, lda, G2 + t * 2, ldg, Cm + m * ldc + t,
-                                         ldc, madd);
+    for (; t + C * L <= nl; t += C * L) block.template operator()<C>(t);
+    for (; t < nl; t += L) block.template operator()<1>(t);
+    if (nl < N) block.template operator()<1>(N - L);
   };
   Index m = 0;
   for (; m + R <= M; m += R) rows.template operator()<R>(m);
   for (; m < M; ++m) rows.template operator()<1>(m);
-  if (nl < N) iconv_tail(M, nl, N, taps, pairs, A, lda, G2, ldg, Cm + 0, ldc);
 }
 
 // Tiles M x N with R x C blocks: 4 x 2 in the bulk (a 1-row product uses 1 x 4: a matrix-vector product with
