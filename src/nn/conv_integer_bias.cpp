@@ -11,6 +11,11 @@
 // so the product is one igemm_nt whose B rows overlap (ldb = stride * Cin). A dilation d > 1 splits the
 // outputs by t mod d into d such products over every d-th row. The int32 sums are scaled into the output in
 // one pass. Exact integer arithmetic: the same values as ref::conv1d_integer_dynamic.
+//
+// Without VNNI (wasm; AVX2 natively) a stride-1 conv over an even Cin keeps those rows pair-major instead
+// ([Cin / 2][rows][2]: two channels' steps interleaved), so the product runs with time in the vector lanes
+// (cpu::iconv_pairs: each accumulator is L outputs, no lane sums; wasm, Kokoro's generator 0.84x the CPU time
+// of the dot-product form over rows of time, bench/results/2026-12-05-kokoro-wasm.md).
 #include <algorithm>
 #include <atomic>
 #include <cassert>
@@ -92,10 +97,11 @@ void quantize_i16(const float* x, int64_t n, const QuantParams& q, int16_t* out)
 
 namespace {
 
-constexpr uint32_t kDerivedInt16TapMajor = 5;  // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
-constexpr uint32_t kDerivedInt8TapMajor = 6;   // the same as int8 (when every w - zp fits), for VNNI
-constexpr uint32_t kDerivedRowSums = 7;        // int32 [Cout]: sum of each row of the int8 layout
-constexpr uint32_t kDerivedTapPairs = 12;      // int16 [Cout, leaves]: tap_pair_weights
+constexpr uint32_t kDerivedInt16TapMajor = 5;     // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
+constexpr uint32_t kDerivedInt8TapMajor = 6;      // the same as int8 (when every w - zp fits), for VNNI
+constexpr uint32_t kDerivedRowSums = 7;           // int32 [Cout]: sum of each row of the int8 layout
+constexpr uint32_t kDerivedTapPairs = 12;         // int16 [Cout, leaves]: tap_pair_weights
+constexpr uint32_t kDerivedTapPairsWrapped = 13;  // the same at tap_pair_depth_wrapped's depth
 
 int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
   const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
@@ -171,11 +177,24 @@ void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, 
 // as zero: they meet only a zero tap or an output past n. Integers throughout: at depth d values and weights
 // are within 255 * 2^d (int16), and sums within 2 taps Cin (255 * 2^d)^2, which tap_pair_depth keeps under
 // 2^31, so the result is the direct product's, exactly.
-constexpr int kMaxTapPairDepth = 3;
+//
+// On pair-major rows (tap_pair_product_pairs) the split goes on until one tap is left (depth 4 for k=11: 35 of
+// 88 multiply-adds instead of depth 3's 43, and 256 channels' k=11 from depth 2), without the int32 bound:
+// every step after the int16 values (exact: within 255 * 2^4) is an add, subtract or multiply in int32, which
+// the vector kernel and the recombination do modulo 2^32 (clang's vector adds wrap; the scalar edges add as
+// uint32), and the true result, the direct product's, is within K Cin 255^2 < 2^31, so the wrapped result is
+// it exactly.
+constexpr int kMaxTapPairDepth = 4;
+
+int tap_pair_depth_wrapped(int64_t kernel) {
+  int depth = 0;
+  for (int64_t taps = kernel; taps >= 2 && depth < kMaxTapPairDepth; taps = (taps + 1) / 2) ++depth;
+  return depth;
+}
 
 int tap_pair_depth(int64_t kernel, int64_t cin) {
   int depth = 0;
-  for (int d = 1; d <= kMaxTapPairDepth && kernel >= 2; ++d) {
+  for (int d = 1; d <= 3 && kernel >= 2; ++d) {
     const int64_t taps = (kernel + (int64_t{1} << d) - 1) >> d, bound = int64_t{255} << d;
     if (2 * taps * cin * bound * bound < (int64_t{1} << 31)) depth = d;
   }
@@ -310,8 +329,8 @@ void pair_differences(const int16_t* g, int64_t g_rows, int64_t n_even, int64_t 
 }
 
 // A split's outputs from its three products: y[2u] = r1[u] + r2[u], y[2u + 1] = r2[u] - r3[u] (u < n / 2), and
-// y[n - 1] = r1 + r2 at the last u when n is odd. Four u per step, the two results interleaved in registers
-// (the scalar loop was a third of the split's own time in wasm).
+// y[n - 1] = r1 + r2 at the last u when n is odd, modulo 2^32. Four u per step, the two results interleaved
+// in registers (the scalar loop was a third of the split's own time in wasm).
 void recombine(const int32_t* __restrict r1, const int32_t* __restrict r2, const int32_t* __restrict r3,
                int64_t n, int32_t* __restrict y) {
   typedef int32_t I32x4 __attribute__((vector_size(16)));
@@ -328,8 +347,14 @@ void recombine(const int32_t* __restrict r1, const int32_t* __restrict r2, const
     std::memcpy(y + 2 * u, &lo, 16);
     std::memcpy(y + 2 * u + 4, &hi, 16);
   }
-  for (; u < half; ++u) y[2 * u] = r1[u] + r2[u], y[2 * u + 1] = r2[u] - r3[u];
-  if (n % 2) y[n - 1] = r1[half] + r2[half];
+  auto add = [](int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+  };
+  auto sub = [](int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(a) - static_cast<uint32_t>(b));
+  };
+  for (; u < half; ++u) y[2 * u] = add(r1[u], r2[u]), y[2 * u + 1] = sub(r2[u], r3[u]);
+  if (n % 2) y[n - 1] = add(r1[half], r2[half]);
 }
 
 // acc [Cout, n] = the stride-1 product of `taps` taps over pair-major rows g (ld rows per pair, g_rows real).
@@ -451,9 +476,11 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   });
 
   // The tap pairs on the int16 product of a stride-1 conv (the VNNI product's u8 rows cannot hold differences).
-  const int depth = !use8 && s == 1 ? tap_pair_depth(kernel, cin) : 0;
-  const Tensor pairs_w =
-      depth > 0 ? w.derived(kDerivedTapPairs, [&] { return tap_pair_weights(wk, kernel, depth); }) : Tensor{};
+  const bool pm = !use8 && s == 1 && cin % 2 == 0;
+  const int depth = pm ? tap_pair_depth_wrapped(kernel) : !use8 && s == 1 ? tap_pair_depth(kernel, cin) : 0;
+  const Tensor pairs_w = depth > 0 ? w.derived(pm ? kDerivedTapPairsWrapped : kDerivedTapPairs,
+                                               [&] { return tap_pair_weights(wk, kernel, depth); })
+                                   : Tensor{};
 
   Tensor quantized, rows, gathered, sums;
   int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
@@ -465,7 +492,6 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   uint8_t* xt8 = nullptr;
   // Stride-1 int16 convs over an even Cin run on pair-major rows (time in the vector lanes, see
   // tap_pair_product_pairs); xt16 then holds them, n_rows per pair.
-  const bool pm = !use8 && s == 1 && cin % 2 == 0;
   const int64_t pairs = cin / 2;
   if (pm) {
     xt16 = scratch<int16_t>(ctx, rows, n_rows * cin, DType::I16);

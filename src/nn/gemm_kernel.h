@@ -179,17 +179,19 @@ void iconv_block(Index taps, Index pairs, const int16_t* a, Index lda, const int
     for (int k = 0; k < C; ++k) std::memcpy(c + i * ldc + k * L, &acc[i][k], sizeof(VI32));
 }
 
-// The plain loops, for a product of fewer than L outputs.
+// The plain loops, for a product of fewer than L outputs. Sums modulo 2^32 as the vector adds make them (the
+// tap pairs rely on it: conv_integer_bias.cpp).
 inline void iconv_tail(Index M, Index t0, Index t1, Index taps, Index pairs, const int16_t* A, Index lda,
                        const int16_t* g, Index ldg, int32_t* C, Index ldc) {
   for (Index m = 0; m < M; ++m)
     for (Index t = t0; t < t1; ++t) {
-      int32_t sum = 0;
+      uint32_t sum = 0;
       for (Index j = 0; j < taps; ++j)
         for (Index p = 0; p < pairs; ++p)
           for (Index h = 0; h < 2; ++h)
-            sum += int32_t{A[m * lda + j * 2 * pairs + 2 * p + h]} * g[(p * ldg + t + j) * 2 + h];
-      C[m * ldc + t] = sum;
+            sum += static_cast<uint32_t>(int32_t{A[m * lda + j * 2 * pairs + 2 * p + h]} *
+                                         g[(p * ldg + t + j) * 2 + h]);
+      C[m * ldc + t] = static_cast<int32_t>(sum);
     }
 }
 

@@ -120,8 +120,9 @@ TEST(NnConvInteger, PairMajorProductMatchesPlainLoops) {
   });
 }
 
-// Kokoro's generator shapes at the tap pairs' deepest split (depth 3: 128 channels with k=11 and k=7, 256
-// with k=7; 256 with k=11 stays at depth 2), on random inputs and on inputs that make the split's values as
+// Kokoro's generator shapes at the tap pairs' deepest split (pair-major rows: down to one tap, depth 4 for
+// k=11, with int32 sums that wrap on the way; over rows of time, which the portable VNNI-less path and odd
+// shapes take: depth 3 for 128 channels, 2 for 256 with k=11), on random inputs and on inputs that make the split's values as
 // large as they get: a Thue-Morse sign pattern along time makes every difference of differences an extreme,
 // and constant extreme weights make every sum of taps one. Any slip in the split's rows, leaves or
 // recombination at depth 3 shows as a mismatch.
