@@ -121,11 +121,10 @@ TEST(NnConvInteger, PairMajorProductMatchesPlainLoops) {
 }
 
 // Kokoro's generator shapes at the tap pairs' deepest split (pair-major rows: down to one tap, depth 4 for
-// k=11, with int32 sums that wrap on the way; over rows of time, which the portable VNNI-less path and odd
-// shapes take: depth 3 for 128 channels, 2 for 256 with k=11), on random inputs and on inputs that make the split's values as
+// k=11, with int32 sums that wrap on the way), on random inputs and on inputs that make the split's values as
 // large as they get: a Thue-Morse sign pattern along time makes every difference of differences an extreme,
-// and constant extreme weights make every sum of taps one. Any slip in the split's rows, leaves or
-// recombination at depth 3 shows as a mismatch.
+// and constant extreme weights make every sum of taps one. Any slip in the split's rows, leaves, recombination
+// or wrapped sums shows as a mismatch.
 TEST(NnConvInteger, QuantizedBiasConvAtTheTapPairBound) {
   testing::Backends b;
   cpu::conv_integer_allow_vnni(false);
