@@ -179,11 +179,13 @@ void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, 
 // 2^31, so the result is the direct product's, exactly.
 //
 // On pair-major rows (tap_pair_product_pairs) the split goes on until one tap is left (depth 4 for k=11: 35 of
-// 88 multiply-adds instead of depth 3's 43, and 256 channels' k=11 from depth 2), without the int32 bound:
-// every step after the int16 values (exact: within 255 * 2^4) is an add, subtract or multiply in int32, which
-// the vector kernel and the recombination do modulo 2^32 (clang's vector adds wrap; the scalar edges add as
-// uint32), and the true result, the direct product's, is within K Cin 255^2 < 2^31, so the wrapped result is
-// it exactly.
+// 88 multiply-adds instead of depth 3's 43, and 256 channels' k=11 from depth 2) without that bound: the int16
+// values stay exact (within 255 * 2^4), and every later step is an add, subtract or multiply in int32 that the
+// vector kernel and the recombination do modulo 2^32 (clang's vector adds wrap; the scalar edges add as
+// uint32), while the true result, the direct product's, is within K Cin 255^2 < 2^31: so the result is exact
+// even where a partial sum would pass 2^31. (The bound above is loose: a leaf pairs a sum of 2^a taps with a
+// value that is a difference of b levels, a + b <= d, so its terms are within 255^2 2^d; Kokoro's sums never
+// wrap, but nothing relies on that.)
 constexpr int kMaxTapPairDepth = 4;
 
 int tap_pair_depth_wrapped(int64_t kernel) {

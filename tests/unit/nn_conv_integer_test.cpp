@@ -133,19 +133,23 @@ TEST(NnConvInteger, QuantizedBiasConvAtTheTapPairBound) {
       int64_t cin, k, dilation;
     };
     for (const Case c : {Case{128, 11, 1}, Case{128, 7, 3}, Case{256, 7, 1}, Case{256, 11, 1}}) {
-      for (bool extreme : {true, false}) {
+      // mode 0 random, 1 extreme int8 weights (-128), 2 extreme uint8 weights (255 with zero point 0: the
+      // largest |w - zp|, so the largest sums of taps).
+      for (int mode : {1, 2, 0}) {
+        const bool extreme = mode > 0;
+        const DType wt = mode == 2 ? DType::U8 : DType::I8;
         const int64_t t = 45, cout = 9;
         const Conv1dOptions o{.padding = static_cast<int>(c.dilation * (c.k / 2)),
                               .dilation = static_cast<int>(c.dilation)};
         Tensor x = rand_tensor(ctx, {c.cin, t}, -1.5f, 3.0f);
-        Tensor w = rand_int8(ctx, {cout, c.cin, c.k}, DType::I8).with_quant({0.011f, 0});
+        Tensor w = rand_int8(ctx, {cout, c.cin, c.k}, wt).with_quant({0.011f, 0});
         if (extreme) {
           for (int64_t i = 0; i < c.cin; ++i)
             for (int64_t j = 0; j < t; ++j) x.f32()[i * t + j] = __builtin_popcountll(j) % 2 ? 3.0f : -1.5f;
-          for (int64_t i = 0; i < w.elements(); ++i) w.data<int8_t>()[i] = -128;
+          for (int64_t i = 0; i < w.elements(); ++i) w.data<uint8_t>()[i] = mode == 2 ? 255 : 0x80;
         }
         const std::string at = backend + " cin " + std::to_string(c.cin) + " k " + std::to_string(c.k) +
-                               " dilation " + std::to_string(c.dilation) + (extreme ? " extreme" : " random");
+                               " dilation " + std::to_string(c.dilation) + " mode " + std::to_string(mode);
         expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, {}, o),
                        ref::conv1d_integer_dynamic_quantized_bias(x, w, {}, o), at);
       }
