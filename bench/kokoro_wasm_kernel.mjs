@@ -21,7 +21,10 @@ const repeats = Number(arg('--repeats', '5'));
 const wasmPath = resolve(ROOT, arg('--wasm', 'build/wasm-simd128/sotto.wasm'));
 const variants = arg('--variants', '0,99').split(',').map(Number);
 // [Cout, frames, kernel, Cin]: the generator's first-stage resblocks (256 channels, k 3/7/11) and second (128).
-const SHAPES = [[256, 600, 3, 256], [256, 600, 11, 256], [128, 3000, 7, 128], [128, 3000, 11, 128]];
+// Then the tap pairs' leaves (conv_integer_bias.cpp) of those: 256 channels at depth 2 (150 outputs, 1-3
+// taps), 128 at depth 3 (375 outputs, 1-2 taps). Variants 10-13: the time-in-lanes kernel's block shapes.
+const SHAPES = [[256, 600, 3, 256], [256, 600, 11, 256], [128, 3000, 7, 128], [128, 3000, 11, 128],
+  [256, 150, 3, 256], [256, 150, 1, 256], [128, 375, 2, 128], [128, 375, 1, 128]];
 
 const module = await WebAssembly.compile(await readFile(wasmPath));
 const memory = createSharedMemory();

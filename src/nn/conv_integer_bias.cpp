@@ -11,6 +11,11 @@
 // so the product is one igemm_nt whose B rows overlap (ldb = stride * Cin). A dilation d > 1 splits the
 // outputs by t mod d into d such products over every d-th row. The int32 sums are scaled into the output in
 // one pass. Exact integer arithmetic: the same values as ref::conv1d_integer_dynamic.
+//
+// Without VNNI (wasm; AVX2 natively) a stride-1 conv over an even Cin keeps those rows pair-major instead
+// ([Cin / 2][rows][2]: two channels' steps interleaved), so the product runs with time in the vector lanes
+// (cpu::iconv_pairs: each accumulator is L outputs, no lane sums; wasm, Kokoro's generator 0.84x the CPU time
+// of the dot-product form over rows of time, bench/results/2026-12-05-kokoro-wasm.md).
 #include <algorithm>
 #include <atomic>
 #include <cassert>
@@ -92,10 +97,11 @@ void quantize_i16(const float* x, int64_t n, const QuantParams& q, int16_t* out)
 
 namespace {
 
-constexpr uint32_t kDerivedInt16TapMajor = 5;  // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
-constexpr uint32_t kDerivedInt8TapMajor = 6;   // the same as int8 (when every w - zp fits), for VNNI
-constexpr uint32_t kDerivedRowSums = 7;        // int32 [Cout]: sum of each row of the int8 layout
-constexpr uint32_t kDerivedTapPairs = 12;      // int16 [Cout, leaves]: tap_pair_weights
+constexpr uint32_t kDerivedInt16TapMajor = 5;     // a conv weight [Cout, Cin, K] as int16 [Cout, K, Cin] - zp
+constexpr uint32_t kDerivedInt8TapMajor = 6;      // the same as int8 (when every w - zp fits), for VNNI
+constexpr uint32_t kDerivedRowSums = 7;           // int32 [Cout]: sum of each row of the int8 layout
+constexpr uint32_t kDerivedTapPairs = 12;         // int16 [Cout, leaves]: tap_pair_weights
+constexpr uint32_t kDerivedTapPairsWrapped = 13;  // the same at tap_pair_depth_wrapped's depth
 
 int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
   const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;
@@ -171,11 +177,26 @@ void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, 
 // as zero: they meet only a zero tap or an output past n. Integers throughout: at depth d values and weights
 // are within 255 * 2^d (int16), and sums within 2 taps Cin (255 * 2^d)^2, which tap_pair_depth keeps under
 // 2^31, so the result is the direct product's, exactly.
-constexpr int kMaxTapPairDepth = 3;
+//
+// On pair-major rows (tap_pair_product_pairs) the split goes on until one tap is left (depth 4 for k=11: 35 of
+// 88 multiply-adds instead of depth 3's 43, and 256 channels' k=11 from depth 2) without that bound: the int16
+// values stay exact (within 255 * 2^4), and every later step is an add, subtract or multiply in int32 that the
+// vector kernel and the recombination do modulo 2^32 (clang's vector adds wrap; the scalar edges add as
+// uint32), while the true result, the direct product's, is within K Cin 255^2 < 2^31: so the result is exact
+// even where a partial sum would pass 2^31. (The bound above is loose: a leaf pairs a sum of 2^a taps with a
+// value that is a difference of b levels, a + b <= d, so its terms are within 255^2 2^d; Kokoro's sums never
+// wrap, but nothing relies on that.)
+constexpr int kMaxTapPairDepth = 4;
+
+int tap_pair_depth_wrapped(int64_t kernel) {
+  int depth = 0;
+  for (int64_t taps = kernel; taps >= 2 && depth < kMaxTapPairDepth; taps = (taps + 1) / 2) ++depth;
+  return depth;
+}
 
 int tap_pair_depth(int64_t kernel, int64_t cin) {
   int depth = 0;
-  for (int d = 1; d <= kMaxTapPairDepth && kernel >= 2; ++d) {
+  for (int d = 1; d <= 3 && kernel >= 2; ++d) {
     const int64_t taps = (kernel + (int64_t{1} << d) - 1) >> d, bound = int64_t{255} << d;
     if (2 * taps * cin * bound * bound < (int64_t{1} << 31)) depth = d;
   }
@@ -277,6 +298,122 @@ void tap_pair_product(Context& ctx, const int16_t* a, int64_t lda, int64_t cout,
   });
 }
 
+// ---- The same on pair-major rows (cpu::iconv_pairs: time in the vector lanes, no lane sums): G2[(p * ld + r) * 2
+// + h] = G[r][2p + h] for the P = Cin / 2 channel pairs, ld rows per pair; rows at or past g_rows read as zero.
+typedef int16_t I16x8 __attribute__((vector_size(16)));
+
+// Row pairs r of one channel pair (ld rows) as 32-bit words: w < n_even: e[w] = r[2w] - r[2w+1], o[w] = r[2w+1],
+// f[w] = r[2w+1] - r[2w+2] for w < n_f. Four words per vector where all eight or nine rows are real.
+void pair_differences(const int16_t* g, int64_t g_rows, int64_t n_even, int64_t n_f, int16_t* e, int16_t* o,
+                      int16_t* f) {
+  auto at = [&](int64_t r, int h) -> int16_t { return r < g_rows ? g[r * 2 + h] : int16_t{0}; };
+  int64_t w = 0;
+  for (; w + 4 <= n_f && 2 * w + 9 < g_rows; w += 4) {
+    I16x8 a, b, a2, b2;  // rows 2w..2w+3, 2w+4..2w+7, and the same shifted by one pair of rows
+    std::memcpy(&a, g + 4 * w, 16);
+    std::memcpy(&b, g + 4 * w + 8, 16);
+    std::memcpy(&a2, g + 4 * w + 4, 16);
+    std::memcpy(&b2, g + 4 * w + 12, 16);
+    const I16x8 even = __builtin_shufflevector(a, b, 0, 1, 4, 5, 8, 9, 12, 13);
+    const I16x8 odd = __builtin_shufflevector(a, b, 2, 3, 6, 7, 10, 11, 14, 15);
+    const I16x8 next = __builtin_shufflevector(a2, b2, 0, 1, 4, 5, 8, 9, 12, 13);
+    const I16x8 ev = even - odd, fv = odd - next;
+    std::memcpy(e + 2 * w, &ev, 16);
+    std::memcpy(o + 2 * w, &odd, 16);
+    std::memcpy(f + 2 * w, &fv, 16);
+  }
+  for (; w < n_even; ++w)
+    for (int h = 0; h < 2; ++h) {
+      e[2 * w + h] = static_cast<int16_t>(at(2 * w, h) - at(2 * w + 1, h));
+      o[2 * w + h] = at(2 * w + 1, h);
+      if (w < n_f) f[2 * w + h] = static_cast<int16_t>(at(2 * w + 1, h) - at(2 * w + 2, h));
+    }
+}
+
+// A split's outputs from its three products: y[2u] = r1[u] + r2[u], y[2u + 1] = r2[u] - r3[u] (u < n / 2), and
+// y[n - 1] = r1 + r2 at the last u when n is odd, modulo 2^32. Four u per step, the two results interleaved
+// in registers (the scalar loop was a third of the split's own time in wasm).
+void recombine(const int32_t* __restrict r1, const int32_t* __restrict r2, const int32_t* __restrict r3,
+               int64_t n, int32_t* __restrict y) {
+  typedef int32_t I32x4 __attribute__((vector_size(16)));
+  const std::ptrdiff_t half = n / 2;
+  std::ptrdiff_t u = 0;
+  for (; u + 4 <= half; u += 4) {
+    I32x4 a, b, c;
+    std::memcpy(&a, r1 + u, 16);
+    std::memcpy(&b, r2 + u, 16);
+    std::memcpy(&c, r3 + u, 16);
+    const I32x4 even = a + b, odd = b - c;
+    const I32x4 lo = __builtin_shufflevector(even, odd, 0, 4, 1, 5);
+    const I32x4 hi = __builtin_shufflevector(even, odd, 2, 6, 3, 7);
+    std::memcpy(y + 2 * u, &lo, 16);
+    std::memcpy(y + 2 * u + 4, &hi, 16);
+  }
+  auto add = [](int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
+  };
+  auto sub = [](int32_t a, int32_t b) {
+    return static_cast<int32_t>(static_cast<uint32_t>(a) - static_cast<uint32_t>(b));
+  };
+  for (; u < half; ++u) y[2 * u] = add(r1[u], r2[u]), y[2 * u + 1] = sub(r2[u], r3[u]);
+  if (n % 2) y[n - 1] = add(r1[half], r2[half]);
+}
+
+// acc [Cout, n] = the stride-1 product of `taps` taps over pair-major rows g (ld rows per pair, g_rows real).
+void tap_pair_product_pairs(Context& ctx, const int16_t* a, int64_t lda, int64_t cout, int64_t pairs,
+                            int64_t taps, int depth, const int16_t* g, int64_t ld, int64_t g_rows, int64_t n,
+                            int32_t* acc, int64_t ldc) {
+  if (depth == 0 || taps < 2) {  // a leaf: g holds n + taps - 1 rows here
+    cpu::iconv_pairs(ctx, cout, n, taps, pairs, a, lda, g, ld, acc, ldc);
+    return;
+  }
+  const int64_t cin = 2 * pairs;
+  const int64_t p1 = (taps + 1) / 2, p0 = taps / 2, q = (n + 1) / 2, rows1 = q + p1 - 1, rows0 = q + p0 - 1;
+  const int64_t len1 = tap_pair_length(p1, cin, depth - 1);
+  Tensor ke, ko, kf, ks;
+  int16_t* e = scratch<int16_t>(ctx, ke, rows1 * cin, DType::I16);
+  int16_t* o = scratch<int16_t>(ctx, ko, rows1 * cin, DType::I16);
+  int16_t* f = scratch<int16_t>(ctx, kf, rows1 * cin, DType::I16);
+  cpu::parallel_for(ctx, pairs, 6 * rows1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p)
+      pair_differences(g + p * ld * 2, g_rows, rows1, rows0, e + p * rows1 * 2, o + p * rows1 * 2,
+                       f + p * rows1 * 2);
+  });
+  int32_t* s = scratch<int32_t>(ctx, ks, 3 * cout * q, DType::I32);
+  int32_t *s1 = s, *s2 = s + cout * q, *s3 = s + 2 * cout * q;
+  tap_pair_product_pairs(ctx, a, lda, cout, pairs, p1, depth - 1, e, rows1, rows1, q, s1, q);
+  tap_pair_product_pairs(ctx, a + len1, lda, cout, pairs, p1, depth - 1, o, rows1, rows1, q, s2, q);
+  tap_pair_product_pairs(ctx, a + 2 * len1, lda, cout, pairs, p0, depth - 1, f, rows1, rows0, q, s3, q);
+  cpu::parallel_for(ctx, cout, n, [&](int64_t begin, int64_t end) {
+    for (int64_t oc = begin; oc < end; ++oc)
+      recombine(s1 + oc * q, s2 + oc * q, s3 + oc * q, n, acc + oc * ldc);
+  });
+}
+
+// Quantized x [Cin, T] (zero point subtracted) as pair-major rows (n_rows per pair): row padding + t of pair p
+// holds (x[2p][t], x[2p + 1][t]), the others zero. Two channels' rows interleaved: eight steps per two vectors.
+void pair_rows(const int16_t* xq, int64_t pairs, int64_t length, int64_t padding, int64_t n_rows,
+               int16_t* g) {
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int16_t *x0 = xq + 2 * p * length, *x1 = x0 + length;
+    int16_t* out = g + p * n_rows * 2;
+    std::fill(out, out + padding * 2, int16_t{0});
+    std::fill(out + (padding + length) * 2, out + n_rows * 2, int16_t{0});
+    out += padding * 2;
+    int64_t t = 0;
+    for (; t + 8 <= length; t += 8) {
+      I16x8 a, b;
+      std::memcpy(&a, x0 + t, 16);
+      std::memcpy(&b, x1 + t, 16);
+      const I16x8 lo = __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+      const I16x8 hi = __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
+      std::memcpy(out + 2 * t, &lo, 16);
+      std::memcpy(out + 2 * t + 8, &hi, 16);
+    }
+    for (; t < length; ++t) out[2 * t] = x0[t], out[2 * t + 1] = x1[t];
+  }
+}
+
 }  // namespace
 
 namespace ref {
@@ -341,9 +478,11 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   });
 
   // The tap pairs on the int16 product of a stride-1 conv (the VNNI product's u8 rows cannot hold differences).
-  const int depth = !use8 && s == 1 ? tap_pair_depth(kernel, cin) : 0;
-  const Tensor pairs =
-      depth > 0 ? w.derived(kDerivedTapPairs, [&] { return tap_pair_weights(wk, kernel, depth); }) : Tensor{};
+  const bool pm = !use8 && s == 1 && cin % 2 == 0;
+  const int depth = pm ? tap_pair_depth_wrapped(kernel) : !use8 && s == 1 ? tap_pair_depth(kernel, cin) : 0;
+  const Tensor pairs_w = depth > 0 ? w.derived(pm ? kDerivedTapPairsWrapped : kDerivedTapPairs,
+                                               [&] { return tap_pair_weights(wk, kernel, depth); })
+                                   : Tensor{};
 
   Tensor quantized, rows, gathered, sums;
   int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
@@ -353,7 +492,16 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   const int64_t n_rows = std::max((out_len - 1) * s + (kernel - 1) * d + 1, o.padding + length);
   int16_t* xt16 = nullptr;
   uint8_t* xt8 = nullptr;
-  if (use8) {  // uint8 as quantized, padding = the zero point; the zero point's share is taken off after
+  // Stride-1 int16 convs over an even Cin run on pair-major rows (time in the vector lanes, see
+  // tap_pair_product_pairs); xt16 then holds them, n_rows per pair.
+  const int64_t pairs = cin / 2;
+  if (pm) {
+    xt16 = scratch<int16_t>(ctx, rows, n_rows * cin, DType::I16);
+    cpu::parallel_for(ctx, pairs, 2 * n_rows, [&](int64_t begin, int64_t end) {
+      pair_rows(xq + 2 * begin * length, end - begin, length, o.padding, n_rows, xt16 + begin * n_rows * 2);
+    });
+  } else if (
+      use8) {  // uint8 as quantized, padding = the zero point; the zero point's share is taken off after
     xt8 = scratch<uint8_t>(ctx, rows, n_rows * cin, DType::U8);
 #if defined(__x86_64__) && !defined(__wasm__)
     std::fill(xt8, xt8 + n_rows * cin, static_cast<uint8_t>(q.zero_point));
@@ -373,6 +521,7 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
     time_rows<int16_t>(xq, cin, length, o.padding, n_rows, 0, 0, xt16);
 #endif
   }
+  int64_t ld_pm = n_rows;  // rows per pair of the pair-major rows the product reads
   // acc [Cout, n] (row stride ldc) over outputs whose rows start every ldb_rows rows at `first` row.
   auto product = [&](int64_t n, int64_t first, int64_t ldb_rows, int32_t* acc, int64_t ldc) {
 #if defined(__x86_64__) && !defined(__wasm__)
@@ -385,8 +534,15 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
       return;
     }
 #endif
+    if (pm) {  // stride 1: ldb_rows == 1, and xt16 holds ld_pm rows per pair
+      if (depth > 0 && n >= 4)
+        return tap_pair_product_pairs(ctx, pairs_w.data<int16_t>(), pairs_w.dim(1), cout, pairs, kernel,
+                                      depth, xt16 + first * 2, ld_pm, n + kernel - 1, n, acc, ldc);
+      return cpu::iconv_pairs(ctx, cout, n, kernel, pairs, wk.data<int16_t>(), row, xt16 + first * 2, ld_pm,
+                              acc, ldc);
+    }
     if (depth > 0 && ldb_rows == 1 && n >= 4)
-      return tap_pair_product(ctx, pairs.data<int16_t>(), pairs.dim(1), cout, cin, kernel, depth,
+      return tap_pair_product(ctx, pairs_w.data<int16_t>(), pairs_w.dim(1), cout, cin, kernel, depth,
                               xt16 + first * cin, n + kernel - 1, n, acc, ldc);
     cpu::igemm_nt(ctx, cout, n, row, wk.data<int16_t>(), row, xt16 + first * cin, ldb_rows * cin, acc, ldc);
   };
@@ -417,6 +573,24 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   int32_t* acc = scratch<int32_t>(ctx, sums, cout * ((out_len + d - 1) / d), DType::I32);
   for (int64_t r = 0; r < d && r < out_len; ++r) {
     const int64_t n_r = (out_len - r + d - 1) / d, g_rows = n_r + kernel - 1;
+    if (pm) {  // pair p's rows r, r + d, ... as 32-bit words
+      cpu::parallel_for(ctx, pairs, g_rows, [&](int64_t begin, int64_t end) {
+        for (int64_t p = begin; p < end; ++p)
+          for (int64_t v = 0; v < g_rows; ++v)
+            std::memcpy(g16 + (p * g_rows + v) * 2, rows16 + (p * n_rows + r + d * v) * 2, 4);
+      });
+      xt16 = g16;
+      ld_pm = g_rows;
+      product(n_r, 0, 1, acc, n_r);
+      cpu::parallel_for(ctx, cout, n_r, [&](int64_t begin, int64_t end) {
+        for (int64_t oc = begin; oc < end; ++oc) {
+          const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+          float* y = out.f32() + oc * out_len + r;
+          for (int64_t u = 0; u < n_r; ++u) y[u * d] = static_cast<float>(acc[oc * n_r + u]) * out_scale + bo;
+        }
+      });
+      continue;
+    }
     for (int64_t v = 0; v < g_rows; ++v) {
       if (use8)
         std::memcpy(g8 + v * cin, rows8 + (r + d * v) * cin, static_cast<size_t>(cin));

@@ -83,6 +83,28 @@ void igemm_nt(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, co
                                  static_cast<Index>(ldc), madd8);
 }
 
+void iconv_pairs_variant(int variant, int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A,
+                         int64_t lda, const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx2()) return iconv_pairs_avx2(M, N, taps, pairs, A, lda, G2, ldg, C, ldc);
+#endif
+  switch (variant) {
+    case 1:
+      return iconv_pairs_tiled<I16x8, I32x4, 4, 3, 3>(M, N, taps, pairs, A, lda, G2, ldg, C, ldc, madd8);
+    case 2:
+      return iconv_pairs_tiled<I16x8, I32x4, 4, 2, 4>(M, N, taps, pairs, A, lda, G2, ldg, C, ldc, madd8);
+    case 3:
+      return iconv_pairs_tiled<I16x8, I32x4, 4, 4, 3>(M, N, taps, pairs, A, lda, G2, ldg, C, ldc, madd8);
+    default:
+      return iconv_pairs_tiled<I16x8, I32x4, 4, 4, 2>(M, N, taps, pairs, A, lda, G2, ldg, C, ldc, madd8);
+  }
+}
+
+void iconv_pairs(int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A, int64_t lda,
+                 const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc) {
+  iconv_pairs_variant(0, M, N, taps, pairs, A, lda, G2, ldg, C, ldc);
+}
+
 // Threads split the larger side in whole tiles (16 columns or 6 rows; 4 rows on the dot-product blocks), so a
 // thread's slice tiles like the whole.
 void gemm_nt(const Context& ctx, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
@@ -114,6 +136,23 @@ void igemm_nt(const Context& ctx, int64_t M, int64_t N, int64_t K, const int16_t
     parallel_for(ctx, (N + 3) / 4, 4 * M * K, [&](int64_t b, int64_t e) {
       const int64_t n0 = b * 4, n1 = std::min(N, e * 4);
       igemm_nt(M, n1 - n0, K, A, lda, B + n0 * ldb, ldb, C + n0, ldc);
+    });
+  }
+}
+
+// Split in blocks of 4 weight rows, or of 16 outputs where there are more outputs than rows.
+void iconv_pairs(const Context& ctx, int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A,
+                 int64_t lda, const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc) {
+  const int64_t work = 2 * taps * pairs;
+  if (M >= N) {
+    parallel_for(ctx, (M + 3) / 4, 4 * N * work, [&](int64_t b, int64_t e) {
+      const int64_t m0 = b * 4, m1 = std::min(M, e * 4);
+      iconv_pairs(m1 - m0, N, taps, pairs, A + m0 * lda, lda, G2, ldg, C + m0 * ldc, ldc);
+    });
+  } else {
+    parallel_for(ctx, (N + 15) / 16, 16 * M * work, [&](int64_t b, int64_t e) {
+      const int64_t n0 = b * 16, n1 = std::min(N, e * 16);
+      iconv_pairs(M, n1 - n0, taps, pairs, A, lda, G2 + n0 * 2, ldg, C + n0, ldc);
     });
   }
 }

@@ -31,6 +31,18 @@ void igemm_nt(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, co
 void igemm_nt(const Context& ctx, int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda,
               const int16_t* B, int64_t ldb, int32_t* C, int64_t ldc);
 
+// A stride-1 conv's int16 product with time in the vector lanes (gemm_kernel.h's iconv_block):
+// C[m * ldc + t] = sum_{j < taps} sum_{i < 2 pairs} A[m * lda + j * 2 pairs + i] * G[t + j][i], t < N, where G
+// is given pair-major: G2[(p * ldg + r) * 2 + h] = G[r][2p + h], at least N + taps - 1 rows per pair. Same
+// value range as igemm_nt.
+void iconv_pairs(int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A, int64_t lda,
+                 const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc);
+void iconv_pairs(const Context& ctx, int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A,
+                 int64_t lda, const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc);
+// Block shape variants for bench/kokoro_wasm_kernel.mjs (0: the one iconv_pairs uses).
+void iconv_pairs_variant(int variant, int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A,
+                         int64_t lda, const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc);
+
 // The AVX2 builds of the same kernels (gemm_avx2.cpp); call only when cpu_use_avx2().
 void gemm_nt_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                   float* C, int64_t ldc);
@@ -38,6 +50,8 @@ void gemm_nt_packed_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_
                          int64_t ldb, float* C, int64_t ldc);
 void igemm_nt_avx2(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t lda, const int16_t* B,
                    int64_t ldb, int32_t* C, int64_t ldc);
+void iconv_pairs_avx2(int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A, int64_t lda,
+                      const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc);
 
 }  // namespace sotto::nn::cpu
 

@@ -31,4 +31,9 @@ void igemm_nt_avx2(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t ld
   igemm_nt_madd<I16x16, I32x8, 8>(M, N, K, A, lda, B, ldb, C, ldc, madd16);
 }
 
+void iconv_pairs_avx2(int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A, int64_t lda,
+                      const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc) {
+  iconv_pairs_tiled<I16x16, I32x8, 8, 4, 2>(M, N, taps, pairs, A, lda, G2, ldg, C, ldc, madd16);
+}
+
 }  // namespace sotto::nn::cpu

@@ -147,6 +147,78 @@ void igemm_block_madd(Index K, const int16_t* a, Index lda, const int16_t* b, In
     }
 }
 
+// ---------------------------------------------------------------- int16 conv product, time in the lanes
+// A stride-1 conv's product without lane sums: y[m][t] = sum_{j < taps} sum_{i < 2P} A[m][j * 2P + i] *
+// G[t + j][i], with G stored pair-major: G2[(p * ldg + r) * 2 + h] = G[r][2p + h] (P channel pairs, ldg rows
+// each). One VI16W load holds L consecutive rows' pair p; the pairwise multiply-add against the weight pair
+// (A[m][.. 2p], A[m][.. 2p + 1]) broadcast gives L outputs' partial sums at once, so an R x C block (R weight
+// rows, C vectors of L times) keeps R x C accumulators that are the outputs themselves: no lane sums and one
+// vector store per L outputs (the dot-product blocks above spent a sixth of a tap-pair leaf's time, K =
+// 128-256, folding lanes), and C + R loads (R of them 32-bit broadcasts) per R x C multiply-adds.
+template <class VI16W, class VI32, int L, int R, int C, class Madd>
+void iconv_block(Index taps, Index pairs, const int16_t* a, Index lda, const int16_t* g, Index ldg,
+                 int32_t* c, Index ldc, Madd madd) {
+  VI32 acc[R][C] = {};
+  for (Index j = 0; j < taps; ++j) {
+    const int16_t* aj = a + j * 2 * pairs;
+    const int16_t* gj = g + j * 2;
+    for (Index p = 0; p < pairs; ++p) {
+      VI16W x[C];
+      for (int k = 0; k < C; ++k) x[k] = load_vec<VI16W>(gj + (p * ldg + k * L) * 2);
+      for (int i = 0; i < R; ++i) {
+        int32_t w;
+        std::memcpy(&w, aj + i * lda + 2 * p, sizeof w);
+        VI32 wv;
+        for (int l = 0; l < L; ++l) wv[l] = w;
+        const VI16W w16 = reinterpret_cast<const VI16W&>(wv);
+        for (int k = 0; k < C; ++k) acc[i][k] += madd(w16, x[k]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int k = 0; k < C; ++k) std::memcpy(c + i * ldc + k * L, &acc[i][k], sizeof(VI32));
+}
+
+// The plain loops, for a product of fewer than L outputs. Sums modulo 2^32 as the vector adds make them (the
+// tap pairs rely on it: conv_integer_bias.cpp).
+inline void iconv_tail(Index M, Index t0, Index t1, Index taps, Index pairs, const int16_t* A, Index lda,
+                       const int16_t* g, Index ldg, int32_t* C, Index ldc) {
+  for (Index m = 0; m < M; ++m)
+    for (Index t = t0; t < t1; ++t) {
+      uint32_t sum = 0;
+      for (Index j = 0; j < taps; ++j)
+        for (Index p = 0; p < pairs; ++p)
+          for (Index h = 0; h < 2; ++h)
+            sum += static_cast<uint32_t>(int32_t{A[m * lda + j * 2 * pairs + 2 * p + h]} *
+                                         g[(p * ldg + t + j) * 2 + h]);
+      C[m * ldc + t] = static_cast<int32_t>(sum);
+    }
+}
+
+// C [M, N] (row stride ldc) = the product above over outputs 0..N-1 (G2 holds at least N + taps - 1 rows of
+// each pair): R x C blocks, then R x 1, then the rows left one at a time. The last N mod L outputs are one more
+// L-wide block ending at N (recomputing a few outputs: the plain loops over a whole K cost as much as the rest
+// of a short product); fewer than L outputs in all run the plain loops.
+template <class VI16W, class VI32, int L, int R, int C, class Madd>
+void iconv_pairs_tiled(Index M, Index N, Index taps, Index pairs, const int16_t* A, Index lda,
+                       const int16_t* G2, Index ldg, int32_t* Cm, Index ldc, Madd madd) {
+  if (N < L) return iconv_tail(M, 0, N, taps, pairs, A, lda, G2, ldg, Cm, ldc);
+  const Index nl = N / L * L;
+  auto rows = [&]<int RR>(Index m) {
+    auto block = [&]<int CC>(Index t) {
+      iconv_block<VI16W, VI32, L, RR, CC>(taps, pairs, A + m * lda, lda, G2 + t * 2, ldg, Cm + m * ldc + t,
+                                          ldc, madd);
+    };
+    Index t = 0;
+    for (; t + C * L <= nl; t += C * L) block.template operator()<C>(t);
+    for (; t < nl; t += L) block.template operator()<1>(t);
+    if (nl < N) block.template operator()<1>(N - L);
+  };
+  Index m = 0;
+  for (; m + R <= M; m += R) rows.template operator()<R>(m);
+  for (; m < M; ++m) rows.template operator()<1>(m);
+}
+
 // Tiles M x N with R x C blocks: 4 x 2 in the bulk (a 1-row product uses 1 x 4: a matrix-vector product with
 // B as the weight is the decoder-step case), then the edges.
 template <class T, class Acc, class Block>

@@ -73,9 +73,10 @@ struct NnCheck {
       expect(conv1d(cx, cw, cb, o), ref::conv1d(cx, cw, cb, o), 1e-5, 1e-5);
       const Tensor sx = random({1, 640}), sw = random({258, 1, 256});
       expect(conv1d(sx, sw, {}, {.stride = 128}), ref::conv1d(sx, sw, {}, {.stride = 128}), 1e-4, 1e-5);
-      // The int8 conv with ONNX Runtime's floored bias (conv_integer_wasm.cpp's range, quantization and int16
-      // rows of time, then the int16 product): bitwise the reference. Channels and steps past 8 reach the
-      // SIMD tiles and their scalar edges; odd dilations and strides split the outputs.
+      // The int8 conv with ONNX Runtime's floored bias (conv_integer_wasm.cpp's range and quantization, then
+      // the int16 product: over pair-major rows with time in the lanes for stride 1 and an even Cin, tap
+      // pairs from k=2, over rows of time otherwise): bitwise the reference. Channels and steps past 8 reach
+      // the SIMD tiles and their edges; odd dilations and strides split the outputs.
       for (int c = 0; c < 3; ++c) {
         const int64_t qin = size(1, 45), qout = size(1, 21), qk = size(1, 9), qt = size(3, 150);
         Conv1dOptions qo{.padding = static_cast<int>(size(0, 5))};

@@ -86,11 +86,45 @@ TEST(NnConvInteger, Int16ProductMatchesPlainLoops) {
   });
 }
 
-// Kokoro's generator shapes at the tap pairs' deepest split (depth 3: 128 channels with k=11 and k=7, 256
-// with k=7; 256 with k=11 stays at depth 2), on random inputs and on inputs that make the split's values as
+// The int16 conv product with time in the lanes (gemm_kernel.h's iconv_block on pair-major rows) against a plain
+// loop over the same rows: weight rows around the block heights (R x C blocks, R x 1, single rows), outputs
+// around the lane width (the plain tail), 1-11 taps, row strides wider than needed, extreme values.
+TEST(NnConvInteger, PairMajorProductMatchesPlainLoops) {
+  testing::Backends b;
+  b.each([&](Context& ctx, const std::string& backend) {
+    for (int trial = 0; trial < 24; ++trial) {
+      const int64_t m = rand_int(1, 13), n = trial % 4 == 0 ? rand_int(40, 90) : rand_int(1, 27);
+      const int64_t taps = rand_int(1, 11), pairs = trial % 3 == 0 ? 64 : rand_int(1, 9);
+      const int64_t cin = 2 * pairs, lda = taps * cin + rand_int(0, 5), ldc = n + rand_int(0, 3);
+      const int64_t rows = n + taps - 1, ldg = rows + rand_int(0, 4);
+      std::vector<int16_t> a(static_cast<size_t>(m * lda)), g(static_cast<size_t>(rows * cin)),
+          g2(static_cast<size_t>(pairs * ldg * 2), 999);
+      const int16_t bound = trial % 2 ? 2040 : 255;
+      for (int16_t& v : a) v = static_cast<int16_t>(rand_int(-bound, bound));
+      for (int16_t& v : g) v = static_cast<int16_t>(rand_int(-bound, bound));
+      for (int64_t p = 0; p < pairs; ++p)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t h = 0; h < 2; ++h)
+            g2[static_cast<size_t>((p * ldg + r) * 2 + h)] = g[r * cin + 2 * p + h];
+      std::vector<int32_t> got(static_cast<size_t>(m * ldc), -7), want = got;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t t = 0; t < n; ++t) {
+          int64_t sum = 0;
+          for (int64_t j = 0; j < taps; ++j)
+            for (int64_t c = 0; c < cin; ++c) sum += int64_t{a[i * lda + j * cin + c]} * g[(t + j) * cin + c];
+          want[i * ldc + t] = static_cast<int32_t>(sum);
+        }
+      cpu::iconv_pairs(ctx, m, n, taps, pairs, a.data(), lda, g2.data(), ldg, got.data(), ldc);
+      ASSERT_EQ(got, want) << backend << " m " << m << " n " << n << " taps " << taps << " pairs " << pairs;
+    }
+  });
+}
+
+// Kokoro's generator shapes at the tap pairs' deepest split (pair-major rows: down to one tap, depth 4 for
+// k=11, with int32 sums that wrap on the way), on random inputs and on inputs that make the split's values as
 // large as they get: a Thue-Morse sign pattern along time makes every difference of differences an extreme,
-// and constant extreme weights make every sum of taps one. Any slip in the split's rows, leaves or
-// recombination at depth 3 shows as a mismatch.
+// and constant extreme weights make every sum of taps one. Any slip in the split's rows, leaves, recombination
+// or wrapped sums shows as a mismatch.
 TEST(NnConvInteger, QuantizedBiasConvAtTheTapPairBound) {
   testing::Backends b;
   cpu::conv_integer_allow_vnni(false);
@@ -99,19 +133,23 @@ TEST(NnConvInteger, QuantizedBiasConvAtTheTapPairBound) {
       int64_t cin, k, dilation;
     };
     for (const Case c : {Case{128, 11, 1}, Case{128, 7, 3}, Case{256, 7, 1}, Case{256, 11, 1}}) {
-      for (bool extreme : {true, false}) {
+      // mode 0 random, 1 extreme int8 weights (-128), 2 extreme uint8 weights (255 with zero point 0: the
+      // largest |w - zp|, so the largest sums of taps).
+      for (int mode : {1, 2, 0}) {
+        const bool extreme = mode > 0;
+        const DType wt = mode == 2 ? DType::U8 : DType::I8;
         const int64_t t = 45, cout = 9;
         const Conv1dOptions o{.padding = static_cast<int>(c.dilation * (c.k / 2)),
                               .dilation = static_cast<int>(c.dilation)};
         Tensor x = rand_tensor(ctx, {c.cin, t}, -1.5f, 3.0f);
-        Tensor w = rand_int8(ctx, {cout, c.cin, c.k}, DType::I8).with_quant({0.011f, 0});
+        Tensor w = rand_int8(ctx, {cout, c.cin, c.k}, wt).with_quant({0.011f, 0});
         if (extreme) {
           for (int64_t i = 0; i < c.cin; ++i)
             for (int64_t j = 0; j < t; ++j) x.f32()[i * t + j] = __builtin_popcountll(j) % 2 ? 3.0f : -1.5f;
-          for (int64_t i = 0; i < w.elements(); ++i) w.data<int8_t>()[i] = -128;
+          for (int64_t i = 0; i < w.elements(); ++i) w.data<uint8_t>()[i] = mode == 2 ? 255 : 0x80;
         }
         const std::string at = backend + " cin " + std::to_string(c.cin) + " k " + std::to_string(c.k) +
-                               " dilation " + std::to_string(c.dilation) + (extreme ? " extreme" : " random");
+                               " dilation " + std::to_string(c.dilation) + " mode " + std::to_string(mode);
         expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, {}, o),
                        ref::conv1d_integer_dynamic_quantized_bias(x, w, {}, o), at);
       }
