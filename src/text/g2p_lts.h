@@ -51,14 +51,31 @@ class LetterToSound {
     uint8_t cost = 0, backoff = 0;  // -ln P(graphone | parent's history), -ln backoff weight; tenths of a nat
   };
   static Result<LetterToSound> load_jsm(std::span<const uint8_t> bytes, std::string_view name);
+  Result<size_t> load_stress(std::span<const uint8_t> bytes, size_t pos, std::string_view name);
   int64_t child(uint32_t node, uint16_t graphone) const;
   std::string read_jsm(std::string_view word) const;
+  int64_t stress_cost(std::string_view letters, std::string_view phonemes) const;
 
   int order_ = 0, beam_ = 0;
   bool right_to_left_ = false;
   std::vector<std::string> graphones_;            // phoneme bytes; 0 ends a word, 1 starts one
   std::vector<std::vector<uint16_t>> by_letter_;  // 'a'..'z': the graphones of that letter
   std::vector<Node> nodes_;
+
+  // The reranker (file version 3): the search's final hypotheses, each with its choice of primary stress,
+  // scored again by w_model * n-gram cost + w_stress * stress-pattern cost + w_fix (stress not written as
+  // one primary). The stress-pattern model is a trie over the word's letters from the last; a pattern is one
+  // byte a vowel (0 none, 1 primary, 2 secondary), last vowel first.
+  struct StressNode {
+    uint32_t first_child = 0, first_entry = 0;
+    uint16_t n_children = 0, n_entries = 0;
+    uint8_t letter = 0, backoff = 0;
+  };
+  int w_model_ = 1, w_stress_ = 0, w_fix_ = 0;
+  std::vector<std::string> patterns_;  // sorted by (length, bytes)
+  std::vector<StressNode> stress_nodes_;
+  std::vector<uint16_t> entry_pattern_;  // per node, sorted
+  std::vector<uint8_t> entry_cost_;
 };
 
 }  // namespace sotto::g2p
