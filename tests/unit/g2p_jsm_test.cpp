@@ -416,11 +416,11 @@ void committed_model_test(const char* lang, double min_exact) {
 }
 
 TEST(G2pJsm, UsModelReproducesTheTrainer) {
-  committed_model_test("us", 0.683);
+  committed_model_test("us", 0.70);
 }
 
 TEST(G2pJsm, GbModelReproducesTheTrainer) {
-  committed_model_test("gb", 0.735);
+  committed_model_test("gb", 0.745);
 }
 
 // Bad input: a 1,000-letter word reads in bounded time (the beam is bounded: linear in the letters), words
