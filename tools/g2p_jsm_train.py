@@ -176,6 +176,7 @@ UNIFORM_VOWEL_COST = 11  # a pattern the suffixes never saw: 1/3 a vowel (ln 3 =
 # Score = W_MODEL * n-gram cost + W_STRESS * stress cost + W_FIX (a variant whose stress the search did not
 # write as exactly one primary). Chosen on the dev words (US): 0.3 a stress tenth of a nat, 10 for a fix.
 W_MODEL, W_STRESS, W_FIX = 10, 3, 100
+RERANK_MAX_LETTERS = 40  # longer: the search's best (the variants' work grows with length squared)
 STRESS_MARK = {'0': 0, 'P': 1, 'S': 2}
 
 
@@ -377,9 +378,9 @@ class Model:
         best = self.nbest(word)
         if not best:
             return ''
-        if self.stress is None:
-            return fix_stress(self.phonemes(best[0][2]))
         letters = ''.join(c for c in word.lower() if 'a' <= c <= 'z')
+        if self.stress is None or len(letters) > RERANK_MAX_LETTERS:
+            return fix_stress(self.phonemes(best[0][2]))
         top = None
         for total, _, path in best:
             for ps, fixed in stress_variants(self.phonemes(path)):

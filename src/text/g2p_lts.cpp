@@ -500,7 +500,10 @@ std::string LetterToSound::read_jsm(std::string_view word) const {
     for (uint16_t g : path) out += graphones_[g];
     return out;
   };
-  if (stress_nodes_.empty()) return phonemes(finals[0].second);
+  // Longer words are no words (the G2P spells them past 40 letters): the search's best, so the variants
+  // (one a primary, each the word's length) stay linear work.
+  constexpr size_t kMaxRerankLetters = 40;  // the trainer's RERANK_MAX_LETTERS
+  if (stress_nodes_.empty() || word.size() > kMaxRerankLetters) return phonemes(finals[0].second);
   // Rerank: each hypothesis's stress variants (one primary kept of several; fix_stress's reading where it
   // wrote none); the first of the lowest score wins. 16 hypotheses of a few trie lookups each: small beside
   // the search.
