@@ -3,7 +3,8 @@
 //  - a joint-sequence model (tools/g2p_jsm_train.py, data/g2p/jsm-en-*.bin, "SOTTOJSM"): each letter joined
 //    with zero, one or two phonemes (a "graphone"; a stress mark rides with its vowel), an n-gram model over a
 //    word's graphones, and a beam search for the most likely graphone sequence of the word's letters (read
-//    from the last letter to the first in the shipped models: English stress follows the word's end);
+//    from the last letter to the first in the shipped models: English stress follows the word's end), its
+//    final hypotheses then reranked with a stress-pattern table (file version 3);
 //  - the older context tables (tools/g2p_lts_train.py, "SOTTOLTS"): each letter's phonemes are those of the
 //    widest letter context around it seen in training.
 #pragma once
