@@ -154,10 +154,10 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
   auto u16 = [&] { return u8() | (u8() << 8); };
   auto u32 = [&] { return u16() | (u16() << 16); };
   const uint32_t version = u32();
-  if (version != 1 && version != 2)
-    return error("g2p: ", name, ": joint-sequence model of version ", version, ", expected 1 or 2");
+  if (version < 1 || version > 3)
+    return error("g2p: ", name, ": joint-sequence model of version ", version, ", expected 1 to 3");
   const uint32_t order = u32(), beam = u32();
-  const uint32_t direction = version >= 2 ? u32() : 0;  // version 1 reads left to right
+  const uint32_t direction = version >= 2 ? u32() : 0;  // version 1 reads left to right; 3 adds the reranker
   const uint32_t n_graphones = u32();
   if (bad) return error("g2p: ", name, ": the joint-sequence model ends early");
   if (direction > 1) return error("g2p: ", name, ": joint-sequence model of direction ", direction);
@@ -192,7 +192,8 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
     if (!gs.empty() && gs.back() - gs.front() + 1u != gs.size())
       return error("g2p: ", name, ": the graphones of one letter are not together");
   const uint32_t n_nodes = u32();
-  if (bad || n_nodes == 0 || (b.size() - pos) / 6 < n_nodes || (b.size() - pos) != size_t{n_nodes} * 6)
+  if (bad || n_nodes == 0 || (b.size() - pos) / 6 < n_nodes ||
+      (version < 3 && (b.size() - pos) != size_t{n_nodes} * 6))
     return error("g2p: ", name, ": the joint-sequence model's ", n_nodes, " n-grams do not fit its ",
                  b.size() - pos, " bytes");
   m.nodes_.resize(n_nodes);
@@ -216,7 +217,131 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
       if (m.nodes_[c - 1].graphone >= m.nodes_[c].graphone)
         return error("g2p: ", name, ": joint-sequence n-gram ", i, "'s children are not sorted");
   }
+  if (version >= 3) {
+    SOTTO_ASSIGN(const size_t end, m.load_stress(b, pos, name));
+    if (end != b.size())
+      return error("g2p: ", name, ": ", b.size() - end, " bytes after the joint-sequence model's reranker");
+  }
   return m;
+}
+
+// The reranker's section (tools/g2p_jsm_train.py's StressTable.blob); returns where it ends.
+Result<size_t> LetterToSound::load_stress(std::span<const uint8_t> b, size_t pos, std::string_view name) {
+  bool bad = false;
+  auto u8 = [&]() -> uint32_t {
+    if (bad || pos >= b.size()) return (bad = true), 0u;
+    return b[pos++];
+  };
+  auto u16 = [&] { return u8() | (u8() << 8); };
+  auto u32 = [&] { return u16() | (u16() << 16); };
+  const auto ends_early = [&] { return error("g2p: ", name, ": the stress reranker ends early"); };
+  w_model_ = static_cast<int>(u16());
+  w_stress_ = static_cast<int>(u16());
+  w_fix_ = static_cast<int>(u16());
+  const uint32_t n_patterns = u32();
+  if (bad) return ends_early();
+  if (n_patterns > 65535) return error("g2p: ", name, ": ", n_patterns, " stress patterns (at most 65535)");
+  for (uint32_t i = 0; i < n_patterns && !bad; ++i) {
+    const uint32_t n = u8();
+    std::string pat;
+    for (uint32_t k = 0; k < n && !bad; ++k) {
+      const uint32_t mark = u8();
+      if (mark > 2) return error("g2p: ", name, ": stress pattern ", i, " has a mark ", mark, " (0 to 2)");
+      pat.push_back(static_cast<char>(mark));
+    }
+    const bool sorted = patterns_.empty() || patterns_.back().size() < pat.size() ||
+                        (patterns_.back().size() == pat.size() && patterns_.back() < pat);
+    if (!bad && !sorted) return error("g2p: ", name, ": stress pattern ", i, " is out of order");
+    patterns_.push_back(std::move(pat));
+  }
+  const uint32_t n_nodes = u32();
+  if (bad) return ends_early();
+  if (n_nodes == 0 || (b.size() - pos) / 6 < n_nodes)
+    return error("g2p: ", name, ": ", n_nodes, " stress nodes do not fit the file");
+  stress_nodes_.resize(n_nodes);
+  uint64_t next_child = 1, next_entry = 0;
+  for (uint32_t i = 0; i < n_nodes; ++i) {
+    StressNode& node = stress_nodes_[i];
+    node.letter = static_cast<uint8_t>(u8());
+    node.backoff = static_cast<uint8_t>(u8());
+    node.n_children = static_cast<uint16_t>(u16());
+    node.n_entries = static_cast<uint16_t>(u16());
+    node.first_child = static_cast<uint32_t>(next_child);
+    node.first_entry = static_cast<uint32_t>(next_entry);
+    next_child += node.n_children;
+    next_entry += node.n_entries;
+    // Breadth first (children after their parent), letters a-z but the root's.
+    const bool letter_ok = i == 0 ? node.letter == 0 : node.letter >= 'a' && node.letter <= 'z';
+    if (next_child > n_nodes || (node.n_children && node.first_child <= i) || !letter_ok)
+      return error("g2p: ", name, ": stress node ", i, " is not one sotto can read");
+  }
+  if (bad || (b.size() - pos) / 3 < next_entry) return ends_early();
+  entry_pattern_.resize(next_entry);
+  entry_cost_.resize(next_entry);
+  for (uint64_t e = 0; e < next_entry; ++e) {
+    entry_pattern_[e] = static_cast<uint16_t>(u16());
+    entry_cost_[e] = static_cast<uint8_t>(u8());
+    if (entry_pattern_[e] >= patterns_.size())
+      return error("g2p: ", name, ": stress entry ", e, " names pattern ", entry_pattern_[e], " of ",
+                   patterns_.size());
+  }
+  // Children sorted by letter and entries by pattern (both binary searched).
+  for (const StressNode& node : stress_nodes_) {
+    for (uint32_t c = node.first_child + 1; c < node.first_child + node.n_children; ++c)
+      if (stress_nodes_[c - 1].letter >= stress_nodes_[c].letter)
+        return error("g2p: ", name, ": a stress node's children are not sorted");
+    for (uint32_t e = node.first_entry + 1; e < node.first_entry + node.n_entries; ++e)
+      if (entry_pattern_[e - 1] >= entry_pattern_[e])
+        return error("g2p: ", name, ": a stress node's patterns are not sorted");
+  }
+  if (bad) return ends_early();
+  return pos;
+}
+
+// -ln P(the stress pattern of `phonemes` | the last letters of the word), tenths of a nat: the deepest suffix
+// node that lists the pattern gives its cost, plus the backoff costs of the deeper ones (as the trainer sums).
+int64_t LetterToSound::stress_cost(std::string_view letters, std::string_view phonemes) const {
+  constexpr int kMaxSuffix = 32;
+  constexpr int64_t kUniformVowelCost = 11;  // the trainer's UNIFORM_VOWEL_COST: 1/3 a vowel
+  std::string pat;                           // last vowel first
+  char mark = 0;
+  for (char c : phonemes) {
+    if (c == ph::kPrimary)
+      mark = 1;
+    else if (c == ph::kSecondary)
+      mark = 2;
+    else if (is_vowel(c))
+      pat.push_back(mark), mark = 0;
+  }
+  std::reverse(pat.begin(), pat.end());
+  const auto it = std::lower_bound(patterns_.begin(), patterns_.end(), pat,
+                                   [](const std::string& a, const std::string& b) {
+                                     return a.size() != b.size() ? a.size() < b.size() : a < b;
+                                   });
+  const int64_t index = it != patterns_.end() && *it == pat ? it - patterns_.begin() : -1;
+  uint32_t chain[kMaxSuffix + 1] = {0};
+  int depth = 1;
+  for (size_t k = letters.size(); k-- > 0 && depth <= kMaxSuffix;) {
+    const StressNode& node = stress_nodes_[chain[depth - 1]];
+    const auto first = stress_nodes_.begin() + node.first_child;
+    const auto last = first + node.n_children;
+    const auto c = std::lower_bound(first, last, static_cast<uint8_t>(letters[k]),
+                                    [](const StressNode& n, uint8_t l) { return n.letter < l; });
+    if (c == last || c->letter != static_cast<uint8_t>(letters[k])) break;
+    chain[depth++] = static_cast<uint32_t>(c - stress_nodes_.begin());
+  }
+  int64_t acc = 0;
+  for (int d = depth; d-- > 0;) {
+    const StressNode& node = stress_nodes_[chain[d]];
+    if (index >= 0) {
+      const auto first = entry_pattern_.begin() + node.first_entry;
+      const auto last = first + node.n_entries;
+      const auto e = std::lower_bound(first, last, static_cast<uint16_t>(index));
+      if (e != last && *e == index) return acc + entry_cost_[static_cast<size_t>(e - entry_pattern_.begin())];
+    }
+    acc += node.backoff;
+  }
+  return acc + kUniformVowelCost * static_cast<int64_t>(pat.size());
 }
 
 // The node of `graphone` after `node`'s history, or -1: a binary search over its children.
@@ -363,18 +488,51 @@ std::string LetterToSound::read_jsm(std::string_view word) const {
     if (next.empty()) return {};
     hyps.swap(next);
   }
-  size_t best = 0;
-  int64_t best_cost = INT64_MAX;
-  for (size_t r = 0; r < hyps.size(); ++r) {
-    const int64_t total = hyps[r].cost + score(hyps[r].h, 0);
-    if (total < best_cost) best_cost = total, best = r;
+  // The final hypotheses in the trainer's order: by total cost (the end of the word included), then rank.
+  std::vector<std::pair<int64_t, uint32_t>> finals;
+  for (uint32_t r = 0; r < hyps.size(); ++r) finals.emplace_back(hyps[r].cost + score(hyps[r].h, 0), r);
+  std::sort(finals.begin(), finals.end());
+  auto phonemes = [&](uint32_t r) {
+    std::vector<uint16_t> path;  // last step first
+    for (uint32_t t = hyps[r].back; t != UINT32_MAX; t = trail[t].prev) path.push_back(trail[t].graphone);
+    if (!right_to_left_) std::reverse(path.begin(), path.end());
+    std::string out;
+    for (uint16_t g : path) out += graphones_[g];
+    return out;
+  };
+  // Longer words are no words (the G2P spells them past 40 letters): the search's best, so the variants
+  // (one a primary, each the word's length) stay linear work.
+  constexpr size_t kMaxRerankLetters = 40;  // the trainer's RERANK_MAX_LETTERS
+  if (stress_nodes_.empty() || word.size() > kMaxRerankLetters) return phonemes(finals[0].second);
+  // Rerank: each hypothesis's stress variants (one primary kept of several; fix_stress's reading where it
+  // wrote none); the first of the lowest score wins. 16 hypotheses of a few trie lookups each: small beside
+  // the search.
+  std::string best;
+  int64_t best_score = INT64_MAX;
+  for (const auto& [total, r] : finals) {
+    const std::string ps = phonemes(r);
+    const auto consider = [&](const std::string& variant, int fixed) {
+      const int64_t sc = w_model_ * total + w_stress_ * stress_cost(word, variant) + w_fix_ * fixed;
+      if (sc < best_score) best_score = sc, best = variant;
+    };
+    const auto primaries = std::count(ps.begin(), ps.end(), ph::kPrimary);
+    if (primaries == 1) {
+      consider(ps, 0);
+    } else if (primaries == 0) {
+      std::string fixed = ps;
+      fix_stress(fixed, true);
+      consider(fixed, 1);
+    } else {
+      for (size_t keep = 0; keep < ps.size(); ++keep) {
+        if (ps[keep] != ph::kPrimary) continue;
+        std::string variant = ps;
+        for (size_t i = 0; i < variant.size(); ++i)
+          if (variant[i] == ph::kPrimary && i != keep) variant[i] = ph::kSecondary;
+        consider(variant, 1);
+      }
+    }
   }
-  std::vector<uint16_t> path;  // last step first
-  for (uint32_t t = hyps[best].back; t != UINT32_MAX; t = trail[t].prev) path.push_back(trail[t].graphone);
-  if (!right_to_left_) std::reverse(path.begin(), path.end());
-  std::string out;
-  for (uint16_t g : path) out += graphones_[g];
-  return out;
+  return best;
 }
 
 std::string LetterToSound::read(std::string_view word) const {

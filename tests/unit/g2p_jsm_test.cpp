@@ -59,14 +59,15 @@ void put32(std::vector<uint8_t>& b, uint32_t v) {
   put16(b, v >> 16);
 }
 
-// Version 1 (no direction field: left to right) unless right_to_left.
+// Version 1 (no direction field: left to right) unless right_to_left (version 2) or a reranker's section
+// is given (version 3, appended as is).
 std::vector<uint8_t> model_file(const std::vector<Graphone>& gs, const Ngrams& ngrams, int order, int beam,
-                                bool right_to_left = false) {
+                                bool right_to_left = false, const std::vector<uint8_t>& reranker = {}) {
   std::vector<uint8_t> b{'S', 'O', 'T', 'T', 'O', 'J', 'S', 'M'};
-  put32(b, right_to_left ? 2 : 1);
+  put32(b, !reranker.empty() ? 3 : right_to_left ? 2 : 1);
   put32(b, static_cast<uint32_t>(order));
   put32(b, static_cast<uint32_t>(beam));
-  if (right_to_left) put32(b, 1);
+  if (right_to_left || !reranker.empty()) put32(b, right_to_left ? 1 : 0);
   put32(b, static_cast<uint32_t>(gs.size()));
   for (const Graphone& g : gs) {
     b.push_back(static_cast<uint8_t>(g.letter));
@@ -90,6 +91,42 @@ std::vector<uint8_t> model_file(const std::vector<Graphone>& gs, const Ngrams& n
     b.push_back(v.backoff);
     put16(b, children(k));
   }
+  b.insert(b.end(), reranker.begin(), reranker.end());
+  return b;
+}
+
+// A reranker's section as tools/g2p_jsm_train.py's StressTable.blob writes it: weights, patterns (one byte a
+// vowel, last vowel first: 0 none, 1 primary, 2 secondary), then the suffix trie breadth first.
+struct StressNode {
+  char letter;  // 0 for the root
+  uint8_t backoff;
+  uint16_t n_children;
+  std::vector<std::pair<uint16_t, uint8_t>> entries;  // (pattern index, cost)
+};
+std::vector<uint8_t> reranker_section(int w_model, int w_stress, int w_fix,
+                                      const std::vector<std::string>& patterns,
+                                      const std::vector<StressNode>& nodes) {
+  std::vector<uint8_t> b;
+  put16(b, static_cast<uint32_t>(w_model));
+  put16(b, static_cast<uint32_t>(w_stress));
+  put16(b, static_cast<uint32_t>(w_fix));
+  put32(b, static_cast<uint32_t>(patterns.size()));
+  for (const std::string& p : patterns) {
+    b.push_back(static_cast<uint8_t>(p.size()));
+    for (char c : p) b.push_back(static_cast<uint8_t>(c - '0'));
+  }
+  put32(b, static_cast<uint32_t>(nodes.size()));
+  for (const StressNode& n : nodes) {
+    b.push_back(static_cast<uint8_t>(n.letter));
+    b.push_back(n.backoff);
+    put16(b, n.n_children);
+    put16(b, static_cast<uint32_t>(n.entries.size()));
+  }
+  for (const StressNode& n : nodes)
+    for (const auto& [pattern, cost] : n.entries) {
+      put16(b, pattern);
+      b.push_back(cost);
+    }
   return b;
 }
 
@@ -260,6 +297,55 @@ TEST(G2pJsm, OfSeveralPrimaryStressesTheLastIsKept) {
   EXPECT_EQ(lts->read("ab"), p + "Ab");
 }
 
+// The reranker (file version 3): of a hypothesis with several primaries, the variant its stress table
+// favours is read (here the first primary kept, where a model without the table keeps the last); a cheaper
+// stress pattern outweighs a dearer n-gram path; a suffix node's patterns override the root's.
+TEST(G2pJsm, RerankerReadsTheStressItsTableFavours) {
+  const std::string p{ph::kPrimary}, s{ph::kSecondary};
+  const std::vector<Graphone> gs{{'^', ""},  {'$', ""},   {'a', "ˈA"}, {'a', "A"},
+                                 {'b', "b"}, {'b', "ˈa"}, {'c', "ˈa"}, {'d', "a"}};
+  Ngrams ngrams;
+  for (uint16_t g = 0; g < gs.size(); ++g) ngrams[{g}] = {10, 0};
+  ngrams[{3}].cost = 20;  // a: A (unstressed) dearer than ˈA
+  ngrams[{5}].cost = 20;  // b: ˈa dearer than b
+  // Bigrams a-b as dear as their unigrams, so the four readings of "ab" end in four histories (the search
+  // keeps one hypothesis a history).
+  for (uint16_t a : {2, 3})
+    for (uint16_t b : {4, 5}) ngrams[{a, b}] = {ngrams[{b}].cost, 0};
+  // Patterns (last vowel first): "2221" = the first of four vowels primary; "10" = the last of two.
+  const std::vector<std::string> patterns{"1", "10", "2221"};
+  // The root alone: "2221" and "10" cheap, "1" dear.
+  const std::vector<StressNode> root{{0, 5, 0, {{0, 200}, {1, 0}, {2, 0}}}};
+  const std::vector<uint8_t> table = reranker_section(10, 3, 100, patterns, root);
+  auto plain = LetterToSound::load(model_file(gs, ngrams, 3, 8), "plain.bin");
+  auto reranked = LetterToSound::load(model_file(gs, ngrams, 3, 8, false, table), "reranked.bin");
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  ASSERT_TRUE(reranked.ok()) << reranked.message();
+  // Four primaries written: the plain model keeps the last, the table the first.
+  EXPECT_EQ(plain->read("acac"), s + "A" + s + "a" + s + "A" + p + "a");
+  EXPECT_EQ(reranked->read("acac"), p + "A" + s + "a" + s + "A" + s + "a");
+  // "ab": the cheapest path ˈA b (10 * 30 + 3 * 200) loses to A ˈa (10 * 50 + 3 * 0).
+  EXPECT_EQ(plain->read("ab"), p + "Ab");
+  EXPECT_EQ(reranked->read("ab"), "A" + p + "a");
+  // With a node for words ending in b that makes "1" cheap and "10" dear, the cheapest path stays.
+  const std::vector<StressNode> with_b{{0, 5, 1, {{0, 200}, {1, 0}, {2, 0}}},
+                                       {'b', 5, 0, {{0, 0}, {1, 200}}}};
+  auto by_suffix = LetterToSound::load(
+      model_file(gs, ngrams, 3, 8, false, reranker_section(10, 3, 100, patterns, with_b)), "suffix.bin");
+  ASSERT_TRUE(by_suffix.ok()) << by_suffix.message();
+  EXPECT_EQ(by_suffix->read("ab"), p + "Ab");
+  EXPECT_EQ(by_suffix->read("acac"), p + "A" + s + "a" + s + "A" + s + "a");
+  // A section cut short or with a pattern out of range is refused.
+  std::vector<uint8_t> cut = model_file(gs, ngrams, 3, 8, false, table);
+  cut.pop_back();
+  EXPECT_FALSE(LetterToSound::load(cut, "cut.bin").ok());
+  const std::vector<StressNode> bad_nodes{{0, 5, 0, {{7, 1}}}};
+  EXPECT_FALSE(
+      LetterToSound::load(
+          model_file(gs, ngrams, 3, 8, false, reranker_section(10, 3, 100, patterns, bad_nodes)), "bad.bin")
+          .ok());
+}
+
 bool crc_held_out(std::string_view s) {
   uint32_t c = 0xFFFFFFFFu;
   for (char ch : s) {
@@ -330,11 +416,11 @@ void committed_model_test(const char* lang, double min_exact) {
 }
 
 TEST(G2pJsm, UsModelReproducesTheTrainer) {
-  committed_model_test("us", 0.683);
+  committed_model_test("us", 0.70);
 }
 
 TEST(G2pJsm, GbModelReproducesTheTrainer) {
-  committed_model_test("gb", 0.735);
+  committed_model_test("gb", 0.745);
 }
 
 // Bad input: a 1,000-letter word reads in bounded time (the beam is bounded: linear in the letters), words

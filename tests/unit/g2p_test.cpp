@@ -484,11 +484,11 @@ void letter_to_sound_test(Lang lang, const char* list, double min_exact, double 
 }
 
 TEST(G2p, UsLetterToSoundOnHeldOutWords) {
-  letter_to_sound_test(Lang::EnUs, "tests/data/g2p/lts_heldout_us.tsv", 0.683, 0.68);
+  letter_to_sound_test(Lang::EnUs, "tests/data/g2p/lts_heldout_us.tsv", 0.70, 0.695);
 }
 
 TEST(G2p, GbLetterToSoundOnHeldOutWords) {
-  letter_to_sound_test(Lang::EnGb, "tests/data/g2p/lts_heldout_gb.tsv", 0.735, 0.717);
+  letter_to_sound_test(Lang::EnGb, "tests/data/g2p/lts_heldout_gb.tsv", 0.745, 0.727);
 }
 
 // 1,000 words of prose, numbers and names: the time one phonemize() call takes natively.
