@@ -146,12 +146,18 @@ class ParakeetModel {
  public:
   // A directory with config.json + model.safetensors (native).
   static Result<std::unique_ptr<ParakeetModel>> open(const std::string& dir, int n_threads = 2);
-  // The same from bytes (copied onto the model's context: the caller may free them after). n_threads > 1
-  // starts a pool whose helper threads run natively only (on the web they would come from JS): wasm passes 1.
+  // The same from bytes (copied onto the model's context: the caller may free them after), on a pool of
+  // n_threads of the model's own (native helper threads; in wasm, where only JS can start helpers, one
+  // thread).
   static Result<std::unique_ptr<ParakeetModel>> load(std::string_view config_json,
                                                      std::span<const uint8_t> safetensors_bytes,
                                                      std::string file_name = "model.safetensors",
                                                      int n_threads = 1);
+  // The same on the caller's pool (it must outlive the model): the C API's handle passes its own, which on
+  // the web is the pool whose helper Web Workers JS started (web/pool.js).
+  static Result<std::unique_ptr<ParakeetModel>> load(std::string_view config_json,
+                                                     std::span<const uint8_t> safetensors_bytes,
+                                                     std::string file_name, ThreadPool& pool);
   // The same, then every weight copied onto `ctx` (nn::Context::webgpu: the encoder and the TDT loop's ops run
   // on the GPU; the device must outlive the model). models/asr/parakeet_gpu.cpp.
   static Result<std::unique_ptr<ParakeetModel>> load_on(std::unique_ptr<nn::Context> ctx,
@@ -192,7 +198,8 @@ class ParakeetModel {
   // nn::linear, or the pre-packed product when use_packed_matrices() packed w.
   nn::Tensor linear(const nn::Tensor& x, const nn::Tensor& w, const nn::Tensor& b = {}) const;
 
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool>
+      own_pool_;  // load(..., n_threads)'s; declared first: the weights' context uses it
   ParakeetWeights weights_;
   std::unordered_set<const void*> packed_;  // data of the matrices use_packed_matrices() packed
 };
