@@ -315,20 +315,25 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dO
 
 namespace {
 
-// Depthwise (one input and one output channel per group; Parakeet's subsampling: 256 channels of 3 x 3 taps):
-// the im2col path would copy every input value kh * kw times to feed one single-row product per channel, all
-// on one thread (~8 % of the 110M encoder on 2 threads). Here each output row gathers its taps directly, the
-// channels split over the pool. Per output: sum over taps in (row, column) order from 0, then the bias.
-void depthwise_conv2d(const Tensor& x, const Tensor& w, Tensor& out, const Conv2dOptions& o) {
-  const int64_t channels = x.dim(0), h = x.dim(1), wd = x.dim(2), kh = w.dim(2), kw = w.dim(3);
-  const int64_t oh = out.dim(1), ow = out.dim(2);
-  cpu::parallel_for(x.ctx(), channels, oh * ow * kh * kw, [&](int64_t begin, int64_t end) {
+// One input channel per group (depthwise convs, and a first conv over a single channel; Parakeet's subsampling:
+// 1 -> 256 channels, then twice 256 depthwise, 3 x 3 stride 2): the im2col path would copy every input value
+// kh * kw times to feed a product with a 9-long inner dimension (depthwise: one single-row product per
+// channel), the unrolling on one thread (~8 % of the 110M encoder on 2 threads). Here each output row gathers
+// its taps directly, the output channels split over the pool. Per output: the bias, then the taps in (row,
+// column) order.
+void conv2d_one_input_channel(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& out,
+                              const Conv2dOptions& o) {
+  const int64_t h = x.dim(1), wd = x.dim(2), kh = w.dim(2), kw = w.dim(3);
+  const int64_t cout = out.dim(0), oh = out.dim(1), ow = out.dim(2), out_g = cout / o.groups;
+  const Tensor bias = b.defined() ? cpu::as_f32(b) : Tensor{};
+  cpu::parallel_for(x.ctx(), cout, oh * ow * kh * kw, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
-      const float* xc = x.f32() + c * h * wd;
+      const float* xc = x.f32() + (c / out_g) * h * wd;
       const float* wc = w.f32() + c * kh * kw;
+      const float b0 = bias.defined() ? bias.f32()[c] : 0.0f;
       for (int64_t y = 0; y < oh; ++y) {
         float* row = out.f32() + (c * oh + y) * ow;
-        for (int64_t xx = 0; xx < ow; ++xx) row[xx] = 0.0f;
+        for (int64_t xx = 0; xx < ow; ++xx) row[xx] = b0;
         for (int64_t a = 0; a < kh; ++a) {
           const int64_t py = y * o.stride_h + a * o.dilation_h - o.pad_h;
           if (py < 0 || py >= h) continue;
@@ -362,9 +367,8 @@ Tensor conv2d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv2dO
   NN_ASSERT(in_g * o.groups == cin && oh > 0 && ow > 0);
   const int64_t row = in_g * kh * kw, positions = oh * ow;
   Tensor out = ctx.empty({cout, oh, ow});
-  if (in_g == 1 && out_g == 1) {
-    depthwise_conv2d(x, w, out, o);
-    add_channel_bias(out, b);
+  if (in_g == 1) {
+    conv2d_one_input_channel(x, w, b, out, o);
     return out;
   }
   Tensor cols = ctx.empty({positions, row});

@@ -22,7 +22,7 @@ const speech = clipPath('test.wav');
 const chrome = useBrowser({ skip });
 
 test('Parakeet in the speech worker on 1 and 2 threads: the reference tokens, and the same tokens on a long clip',
-  { skip, timeout: 300000 }, async () => {
+  { skip, timeout: 180000 }, async () => {
     const clips = referenceClips();
     assert.ok(clips.length >= 3, 'reference clips');
     const page = await chrome.browser.newPage();
