@@ -22,9 +22,10 @@
 //
 // Files: the Hugging Face transformers layout (config.json + model.safetensors of ParakeetForTDT); the config
 // is checked against every tensor's shape. Where the time goes (v2 shape, 6 s, 2 threads): the 24 blocks'
-// products (gemm: ~3/4 of all samples; encoder ~1.0 s here against ONNX Runtime's ~0.6 s on the same
-// export), the subsampling's convs, then the decoder's LSTM, one step per emitted token (two 640-wide layers,
-// ~26 MB of float32 weights read a step: ~0.9 ms).
+// products (gemm: ~3/4 of the encoder's samples; encoder ~0.74 s here against ONNX Runtime's ~0.61 s on the
+// same export, bench/results/2026-12-05-parakeet-cpu.md), the elementwise ops and the subsampling's convs a
+// few per cent each, then the decoder's LSTM, one step per emitted token (two 640-wide layers, ~26 MB of
+// float32 weights read a step: ~0.9 ms).
 //
 // Long audio: the encoder's attention is global (memory and time grow with T^2: 2 h would be 90,000 frames),
 // so transcribe() cuts audio longer than max_chunk_s (30 s) into consecutive chunks, each cut on an
