@@ -98,7 +98,7 @@ int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_
   asr->parakeet_vocab = {};
   auto m = sotto::asr::ParakeetModel::load(
       std::string_view(reinterpret_cast<const char*>(config_json), config_size),
-      {safetensors, safetensors_size}, "model.safetensors", asr->pool->n_threads());
+      {safetensors, safetensors_size}, "model.safetensors", *asr->pool);
   if (!m) {
     asr->last_error = m.message();
     return SOTTO_ERROR_FILE;

@@ -55,7 +55,13 @@ struct ThreadPool::Impl {
 
 ThreadPool::ThreadPool(int n_threads, bool start_helpers)
     : impl_(new Impl), n_threads_(n_threads < 1 ? 1 : n_threads) {
-  if (start_helpers && n_threads_ > 1) impl_->native_threads = detail::start_helper_threads(this, n_threads_);
+  if (start_helpers && n_threads_ > 1) {
+    impl_->native_threads = detail::start_helper_threads(this, n_threads_);
+    // In wasm only JS can start helpers (it passes start_helpers = false and runs worker_loop itself): a pool
+    // that asked for helpers there gets none, and runs on the caller alone rather than waiting in run()
+    // forever for helpers nobody started.
+    if (!impl_->native_threads) n_threads_ = 1;
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -306,6 +306,29 @@ TEST(NnConv, TransposedAndConv2dMatchReference) {
   });
 }
 
+// conv2d with one input channel per group (depthwise, and Parakeet's first conv over one channel) has its own
+// loop: odd sizes, strides, padding and dilations, many channels (split over the pool), 1-3 outputs per group,
+// against the reference.
+TEST(NnConv, DepthwiseConv2dMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int64_t groups = rand_int(1, 40), out_g = rand_int(1, 3), kh = rand_int(1, 4), kw = rand_int(1, 4);
+    const Conv2dOptions o{.stride_h = static_cast<int>(rand_int(1, 3)),
+                          .stride_w = static_cast<int>(rand_int(1, 3)),
+                          .pad_h = static_cast<int>(rand_int(0, 2)),
+                          .pad_w = static_cast<int>(rand_int(0, 2)),
+                          .dilation_h = static_cast<int>(rand_int(1, 2)),
+                          .dilation_w = static_cast<int>(rand_int(1, 2)),
+                          .groups = static_cast<int>(groups)};
+    const Tensor x = rand_tensor(ctx, {groups, rand_int(2 * kh + 1, 70), rand_int(2 * kw + 1, 90)});
+    const Tensor w = rand_tensor(ctx, {groups * out_g, 1, kh, kw}), bias = rand_tensor(ctx, {groups * out_g});
+    expect_close(conv2d(x, w, bias, o), ref::conv2d(x, w, bias, o), product_tol(kh * kw), 1e-5f,
+                 "depthwise conv2d " + where);
+    expect_close(conv2d(x, w, {}, o), ref::conv2d(x, w, {}, o), product_tol(kh * kw), 1e-5f,
+                 "depthwise conv2d, no bias " + where);
+  });
+}
+
 TEST(NnLstm, LstmMatchesReference) {
   Backends b;
   b.each([&](Context& ctx, const std::string& where) {

@@ -14,6 +14,7 @@
 
 #include "api/sotto.h"
 #include "audio/mel.h"
+#include "core/thread_pool.h"
 #include "io/file.h"
 #include "models/asr/parakeet.h"
 #include "models/asr/parakeet_vocab.h"
@@ -101,6 +102,27 @@ TEST(Parakeet, MatchesTransformersOnTheSmallModel) {
     EXPECT_EQ(full->tokens, ref.ints(clip + ".tokens")) << clip;
     std::printf("  %s: encoder max |diff| %.2e, mel max |diff| %.2e, %zu tokens\n", clip.c_str(), enc_err,
                 mel_err, r.tokens.size());
+  }
+}
+
+// On the caller's pool (the C API's handle passes its own; on the web the one whose helpers JS started): the ops
+// run on that pool, not on one of the model's own, and every clip gives the reference tokens.
+TEST(Parakeet, RunsOnTheCallersPool) {
+  auto weights = MappedFile::open(kModelDir + "/model.safetensors");
+  ASSERT_TRUE(weights.ok()) << weights.message();
+  ThreadPool pool(2);
+  auto model = asr::ParakeetModel::load(read_text(kModelDir + "/config.json"), weights->bytes(),
+                                        "model.safetensors", pool);
+  ASSERT_TRUE(model.ok()) << model.message();
+  EXPECT_EQ((*model)->context().pool(), &pool);
+  (*model)->use_packed_matrices();
+  Reference ref = open_reference();
+  ASSERT_TRUE(ref.source);
+  for (int i = 0; i < kClips; ++i) {
+    const std::string clip = "clip" + std::to_string(i);
+    auto r = (*model)->transcribe(ref.get(clip + ".audio"));
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r->tokens, ref.ints(clip + ".tokens")) << clip;
   }
 }
 

@@ -7,34 +7,17 @@
 // comparison also build/bin/sotto)
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
 import { Asr } from '../../web/asr.js';
-import { fixtures, nativeCli, repo, wasmPath } from './vad_support.mjs';
+import { ciModelDir as modelDir, readSafetensors } from './parakeet_support.mjs';
+import { fixtures, nativeCli, wasmPath } from './vad_support.mjs';
 
-const modelDir = `${repo}tests/data/parakeet/tdt_ci`;
 const wasm = wasmPath('simd128');
 const skip = !existsSync(wasm) ? `no wasm build at ${wasm}` : false;
-
-// safetensors: 8-byte little-endian header length, a JSON header of {name: {dtype, shape, data_offsets}}, data.
-function readSafetensors(path) {
-  const bytes = readFileSync(path);
-  const n = Number(bytes.readBigUInt64LE(0));
-  const header = JSON.parse(bytes.subarray(8, 8 + n).toString('utf8'));
-  const get = (name) => {
-    const { dtype, data_offsets: [a, b] } = header[name];
-    const raw = bytes.subarray(8 + n + a, 8 + n + b);
-    const copy = new Uint8Array(raw).buffer;
-    if (dtype === 'F32') return new Float32Array(copy);
-    if (dtype === 'I64') return Array.from(new BigInt64Array(copy), Number);
-    if (dtype === 'I32') return Array.from(new Int32Array(copy));
-    throw new Error(`${path}: ${name} is ${dtype}`);
-  };
-  return { header, get };
-}
 
 function wav16(samples) {
   const b = Buffer.alloc(44 + samples.length * 2);

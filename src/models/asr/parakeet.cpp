@@ -274,11 +274,19 @@ ParakeetModel::~ParakeetModel() = default;
 Result<std::unique_ptr<ParakeetModel>> ParakeetModel::load(std::string_view config_json,
                                                            std::span<const uint8_t> safetensors_bytes,
                                                            std::string file_name, int n_threads) {
+  auto pool = std::make_unique<ThreadPool>(n_threads);
+  SOTTO_ASSIGN(auto m, load(config_json, safetensors_bytes, std::move(file_name), *pool));
+  m->own_pool_ = std::move(pool);
+  return m;
+}
+
+Result<std::unique_ptr<ParakeetModel>> ParakeetModel::load(std::string_view config_json,
+                                                           std::span<const uint8_t> safetensors_bytes,
+                                                           std::string file_name, ThreadPool& pool) {
   SOTTO_ASSIGN(ParakeetConfig config, parse_parakeet_config(config_json));
   SOTTO_ASSIGN(auto source, nn::open_weights(std::move(file_name), safetensors_bytes));
   std::unique_ptr<ParakeetModel> m(new ParakeetModel());
-  if (n_threads > 1) m->pool_ = std::make_unique<ThreadPool>(n_threads);
-  SOTTO_ASSIGN(m->weights_, load_parakeet_weights(*source, config, nn::Context::cpu(m->pool_.get())));
+  SOTTO_ASSIGN(m->weights_, load_parakeet_weights(*source, config, nn::Context::cpu(&pool)));
   return m;
 }
 

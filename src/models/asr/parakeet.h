@@ -22,9 +22,10 @@
 //
 // Files: the Hugging Face transformers layout (config.json + model.safetensors of ParakeetForTDT); the config
 // is checked against every tensor's shape. Where the time goes (v2 shape, 6 s, 2 threads): the 24 blocks'
-// products (gemm: ~3/4 of all samples; encoder ~1.0 s here against ONNX Runtime's ~0.6 s on the same
-// export), the subsampling's convs, then the decoder's LSTM, one step per emitted token (two 640-wide layers,
-// ~26 MB of float32 weights read a step: ~0.9 ms).
+// products (gemm: ~3/4 of the encoder's samples; encoder ~0.74 s here against ONNX Runtime's ~0.61 s on the
+// same export, bench/results/2026-12-05-parakeet-cpu.md), the elementwise ops and the subsampling's convs a
+// few per cent each, then the decoder's LSTM, one step per emitted token (two 640-wide layers, ~26 MB of
+// float32 weights read a step: ~0.9 ms).
 //
 // Long audio: the encoder's attention is global (memory and time grow with T^2: 2 h would be 90,000 frames),
 // so transcribe() cuts audio longer than max_chunk_s (30 s) into consecutive chunks, each cut on an
@@ -146,12 +147,18 @@ class ParakeetModel {
  public:
   // A directory with config.json + model.safetensors (native).
   static Result<std::unique_ptr<ParakeetModel>> open(const std::string& dir, int n_threads = 2);
-  // The same from bytes (copied onto the model's context: the caller may free them after). n_threads > 1
-  // starts a pool whose helper threads run natively only (on the web they would come from JS): wasm passes 1.
+  // The same from bytes (copied onto the model's context: the caller may free them after), on a pool of
+  // n_threads of the model's own (native helper threads; in wasm, where only JS can start helpers, one
+  // thread).
   static Result<std::unique_ptr<ParakeetModel>> load(std::string_view config_json,
                                                      std::span<const uint8_t> safetensors_bytes,
                                                      std::string file_name = "model.safetensors",
                                                      int n_threads = 1);
+  // The same on the caller's pool (it must outlive the model): the C API's handle passes its own, which on
+  // the web is the pool whose helper Web Workers JS started (web/pool.js).
+  static Result<std::unique_ptr<ParakeetModel>> load(std::string_view config_json,
+                                                     std::span<const uint8_t> safetensors_bytes,
+                                                     std::string file_name, ThreadPool& pool);
   // The same, then every weight copied onto `ctx` (nn::Context::webgpu: the encoder and the TDT loop's ops run
   // on the GPU; the device must outlive the model). models/asr/parakeet_gpu.cpp.
   static Result<std::unique_ptr<ParakeetModel>> load_on(std::unique_ptr<nn::Context> ctx,
@@ -192,7 +199,8 @@ class ParakeetModel {
   // nn::linear, or the pre-packed product when use_packed_matrices() packed w.
   nn::Tensor linear(const nn::Tensor& x, const nn::Tensor& w, const nn::Tensor& b = {}) const;
 
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool>
+      own_pool_;  // load(..., n_threads)'s; declared first: the weights' context uses it
   ParakeetWeights weights_;
   std::unordered_set<const void*> packed_;  // data of the matrices use_packed_matrices() packed
 };
