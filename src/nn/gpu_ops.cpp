@@ -1105,11 +1105,13 @@ namespace {
 std::pair<int64_t, int64_t> linear_split_rule() {
   static const std::pair<int64_t, int64_t> rule = [] {
     std::pair<int64_t, int64_t> r{528, 128};
+#if !defined(__wasm__)  // the wasm build has no getenv / sscanf
     if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SPLIT")) {
       long long target = 0, chunk = 0;
       if (std::sscanf(env, "%lld,%lld", &target, &chunk) == 2 && target >= 1 && chunk >= 16)
         r = {target, chunk};
     }
+#endif
     return r;
   }();
   return rule;
