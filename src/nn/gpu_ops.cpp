@@ -1311,6 +1311,11 @@ uint32_t u32(int64_t v) {
 }
 
 // Threads for `rows` workgroups of 64 (the workgroup kernels' rows).
+// A tensor the vec4 kernels can read: it starts and ends on 16-byte boundaries of its buffer.
+bool vec4_view(const Tensor& t) {
+  return t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0;
+}
+
 uint64_t workgroups(int64_t rows) {
   return static_cast<uint64_t>(rows) * 64;
 }
@@ -1449,7 +1454,6 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
                              0,
                              0,
                              0};
-  auto vec4_view = [](const Tensor& t) { return t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0; };
   if (head_dim % 4 == 0 && head_dim <= 64 && (kv_heads * head_dim) % 4 == 0 && vec4_view(q) && vec4_view(k) &&
       vec4_view(v))
     rec.dispatch("nn_attention4", kAttention4, params, {&q, &k, &v, &part, &out},
@@ -1639,7 +1643,7 @@ Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, cons
   return out;
 }
 
-// ---------------------------------------------------------------- attention_partials (nn/fused.h; mgpu, #28)
+// ---------------------------------------------------------------- attention_partials (nn/fused.h)
 // attention's vec4 kernel with its key blocks left for the caller to combine: a Moonshine decoder step's cross
 // o product combines them as it reads x (gpu_fused.cpp), which saves the combine dispatch (8 a step).
 Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
@@ -1647,7 +1651,6 @@ Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, con
   *blocks_out = 0;
   const int64_t heads = o.n_heads, kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
   const int64_t head_dim = heads > 0 && q.rank() == 2 ? q.dim(1) / heads : 0;
-  auto vec4_view = [](const Tensor& t) { return t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0; };
   const bool wide = head_dim > 0 && head_dim % 4 == 0 && head_dim <= 64 && (kv_heads * head_dim) % 4 == 0;
   if (q.ctx().gpu()->failed() || !wide || k.rank() != 2 || k.dim(0) <= 64 || !on_gpu(k) || !on_gpu(v) ||
       !vec4_view(q) || !vec4_view(k) || !vec4_view(v))
