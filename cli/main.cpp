@@ -156,8 +156,14 @@ constexpr Command kCommands[] = {
      "  --speed S                0.25 .. 4 (default 1)\n"
      "  -o, --output FILE        the WAV to write (float32, 24 kHz)\n"
      "  --threads T              CPU threads (default 2)\n"
+     "  --stream                 vocode each sentence in chunks, written as made (as the voice agent "
+     "plays them)\n"
+     "  --first-chunk-ms MS      --stream: the first chunk's speech (default 300; then doubling)\n"
+     "  --lead-ms MS             --stream: the sentence's leading pause kept (default 100)\n"
+     "  --backend cpu|webgpu     where it runs (default cpu; webgpu: Dawn)\n"
      "  --json                   "
-     "{\"samples\":..,\"sample_rate\":24000,\"audio_s\":..,\"compute_ms\":..,\"phonemes\":..}\n"},
+     "{\"samples\":..,\"sample_rate\":24000,\"audio_s\":..,\"compute_ms\":..,\"first_audio_ms\":..,"
+     "\"phonemes\":..}\n"},
 };
 
 void print_command_help(const Command& c) {

@@ -1,8 +1,13 @@
 // sotto speak -m MODEL --voice NAME|FILE (--phonemes P | --text T) [--speed S] -o OUT.wav [--json] [--threads T]
-// [--backend cpu|webgpu [--gpu-profile]]: Kokoro text-to-speech (src/models/tts/kokoro.h) into a 24 kHz float32 WAV; webgpu runs
-// the same forward pass with its tensors on the GPU (Dawn), reading back the durations and the audio. Long input is split into pieces of at
-// most 510 phonemes at sentence ends; each piece's audio is appended to OUT.wav (header rewritten, so the file
-// is valid) before the next piece is computed, so a player can start on the first sentence.
+// [--stream [--first-chunk-ms MS] [--lead-ms MS]] [--backend cpu|webgpu [--gpu-profile]]: Kokoro text-to-speech
+// (src/models/tts/kokoro.h) into a 24 kHz float32 WAV; webgpu runs the same forward pass with its tensors on the
+// GPU (Dawn), reading back the durations and the audio. Long input is split into pieces of at most 510 phonemes
+// at sentence ends; each piece's audio is appended to OUT.wav (header rewritten, so the file is valid) before
+// the next piece is computed, so a player can start on the first sentence. --stream goes further, as the voice
+// agent does: each piece is vocoded in chunks (kokoro_stream_next: the first --first-chunk-ms of speech, then
+// doubling) with its leading pause cut to its last --lead-ms, each chunk appended as it is made.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,7 +35,8 @@ constexpr size_t kMaxPhonemeBytes = 16384;
 
 struct Options {
   std::string model_path, voice, phonemes, text, out_path, lexicon;
-  bool has_text = false, json = false, webgpu = false;
+  bool has_text = false, json = false, webgpu = false, stream = false;
+  double first_chunk_ms = 300.0, lead_ms = 100.0;  // --stream: the voice agent's defaults (web/tts.js)
   bool gpu_profile = false;  // --gpu-profile: each kernel's GPU time (timestamp queries) on stderr at the end
   double speed = 1.0;
   int threads = 2;
@@ -66,6 +72,13 @@ std::string parse_options(std::span<char* const> args, Options& o) {
       const std::string_view v = args[++i];
       if (v != "cpu" && v != "webgpu") return "--backend takes cpu or webgpu";
       o.webgpu = v == "webgpu";
+    } else if ((a == "--first-chunk-ms" || a == "--lead-ms") && has_value) {
+      char* end = nullptr;
+      const double ms = std::strtod(args[++i], &end);
+      if (*end != '\0' || !(ms >= 0.0 && ms <= 60000.0)) return cat(a, " takes milliseconds in 0 .. 60000");
+      (a == "--lead-ms" ? o.lead_ms : o.first_chunk_ms) = ms;
+    } else if (a == "--stream") {
+      o.stream = true;
     } else if (a == "--json") {
       o.json = true;
     } else if (a == "--gpu-profile") {
@@ -173,24 +186,41 @@ int run_speak(std::span<char* const> args) {
   for (const std::string& piece : pieces) {
     auto ids = tts::kokoro_phoneme_ids(piece);
     if (!ids) return fail(ids.message());
-    auto audio = tts::kokoro_speak(*ctx, *weights, *ids, voice->style(ids->size()),
-                                   static_cast<float>(o.speed), nullptr, &stage_ms);
-    if (!audio) return fail(audio.message());
-    if (Status s = wav.append(*audio); !s) return fail(s.message());
-    if (first_audio_ms == 0) first_audio_ms = now_ms() - start_ms;
+    if (!o.stream) {
+      auto audio = tts::kokoro_speak(*ctx, *weights, *ids, voice->style(ids->size()),
+                                     static_cast<float>(o.speed), nullptr, &stage_ms);
+      if (!audio) return fail(audio.message());
+      if (Status s = wav.append(*audio); !s) return fail(s.message());
+      if (first_audio_ms == 0) first_audio_ms = now_ms() - start_ms;
+      continue;
+    }
+    // 12.5 ms of audio per decoded frame.
+    const auto frames = [](double ms) { return static_cast<int64_t>(std::ceil(ms / 12.5)); };
+    auto stream =
+        tts::kokoro_stream_begin(*ctx, *weights, *ids, voice->style(ids->size()), static_cast<float>(o.speed),
+                                 std::max<int64_t>(1, frames(o.first_chunk_ms)), &stage_ms);
+    if (!stream) return fail(stream.message());
+    tts::kokoro_stream_cut_lead(*stream, frames(o.lead_ms));
+    while (!stream->done()) {
+      auto chunk = tts::kokoro_stream_next(*ctx, *weights, *stream, &stage_ms);
+      if (!chunk) return fail(chunk.message());
+      if (Status s = wav.append(*chunk); !s) return fail(s.message());
+      if (first_audio_ms == 0) first_audio_ms = now_ms() - start_ms;
+    }
   }
   const double compute_ms = now_ms() - start_ms;
   const double audio_s = static_cast<double>(wav.samples()) / tts::kKokoroSampleRateHz;
   if (o.gpu_profile && ctx->gpu()) std::fputs(ctx->gpu()->profile().c_str(), stderr);
   if (o.json) {
-    const std::string out = cat(
-        "{\"samples\":", wav.samples(), ",\"sample_rate\":", tts::kKokoroSampleRateHz,
-        ",\"audio_s\":", audio_s, ",\"compute_ms\":", compute_ms, ",\"first_audio_ms\":", first_audio_ms,
-        ",\"phonemes\":", ids_check->size(), ",\"sentences\":", pieces.size(), ",\"threads\":", o.threads,
-        ",\"backend\":\"", o.webgpu ? "webgpu" : "cpu", "\"", ",\"stages_ms\":{\"albert\":", stage_ms.albert,
-        ",\"duration\":", stage_ms.duration, ",\"prosody\":", stage_ms.prosody,
-        ",\"text_encoder\":", stage_ms.text_encoder, ",\"decoder\":", stage_ms.decoder,
-        ",\"source\":", stage_ms.source, ",\"generator\":", stage_ms.generator, "}}\n");
+    const std::string out =
+        cat("{\"samples\":", wav.samples(), ",\"sample_rate\":", tts::kKokoroSampleRateHz,
+            ",\"audio_s\":", audio_s, ",\"compute_ms\":", compute_ms, ",\"first_audio_ms\":", first_audio_ms,
+            ",\"phonemes\":", ids_check->size(), ",\"sentences\":", pieces.size(), ",\"threads\":", o.threads,
+            ",\"stream\":", o.stream ? "true" : "false", ",\"backend\":\"", o.webgpu ? "webgpu" : "cpu", "\"",
+            ",\"stages_ms\":{\"albert\":", stage_ms.albert, ",\"duration\":", stage_ms.duration,
+            ",\"prosody\":", stage_ms.prosody, ",\"text_encoder\":", stage_ms.text_encoder,
+            ",\"decoder\":", stage_ms.decoder, ",\"source\":", stage_ms.source,
+            ",\"generator\":", stage_ms.generator, "}}\n");
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
     std::fprintf(stdout,

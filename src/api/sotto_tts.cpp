@@ -38,7 +38,6 @@ struct SottoTts {
     float speed = 1;
     int64_t first_chunk_frames = 1;
     std::optional<sotto::tts::KokoroStream> piece;
-    bool fade_in = false;  // the piece's pause was cut: its first chunk fades in (skip_lead)
   };
   std::optional<Streaming> stream;
   // sotto_tts_set_stream_lead: decoded frames (12.5 ms) of each streamed piece's leading pause kept; -1: all.
@@ -73,28 +72,6 @@ const sotto::g2p::G2p* g2p_for(SottoTts* tts, std::string_view voice) {
                               voice, "' (sotto_tts_load_g2p)"));
 }
 
-// The piece's leading pause (Kokoro's pad: ~0.3 s of near-silence, which a voice agent trims before playing)
-// cut to its last `keep` decoded frames before any of it is vocoded: the decoded frames and the source's
-// spectrum are sliced, so the generator's windows start there (the first window, which the first sound waits
-// for, is ~25-35 % shorter for a short first chunk) and the chunks joined are the piece less its first
-// (lead - keep) * 300 samples. The frames kept are the generator's left context at the piece's edge; what it
-// sees before them is zero padding instead of the pad's own frames, so the kept silence and the first ~10 ms
-// of speech differ slightly from the whole piece's (tests/unit/tts_api_test.cpp bounds it). At the edge itself
-// the generator rings (a click of ~0.15 in the first ~6 ms, where the whole piece has near-silence): the first
-// chunk fades in over kLeadFadeSamples, inside the pause kept. -> whether anything was cut.
-constexpr size_t kLeadFadeSamples = 600;  // 25 ms at 24 kHz
-bool skip_lead(sotto::tts::KokoroStream& p, int64_t keep) {
-  const int64_t drop = keep < 0 ? 0 : std::min(p.lead - keep, p.frames - 1);
-  if (drop <= 0) return false;
-  constexpr int64_t kHarPerDecodedFrame = 60;  // the source spectrum's hop: 5 samples, 60 per decoded frame
-  p.decoded = sotto::nn::slice(p.decoded, 1, drop, p.frames);
-  p.har = sotto::nn::slice(p.har, 1, kHarPerDecodedFrame * drop, p.har.dim(1));
-  p.frames -= drop;
-  p.chunk -= drop;  // the first chunk still ends first_chunk_frames after the first phoneme
-  p.lead -= drop;
-  return true;
-}
-
 // Streaming: the next piece's front (kokoro_stream_begin), or no piece when all were started. False on failure.
 bool start_piece(SottoTts* tts) {
   SottoTts::Streaming& s = *tts->stream;
@@ -108,7 +85,7 @@ bool start_piece(SottoTts* tts) {
     return false;
   }
   s.piece.emplace(std::move(piece).value());
-  s.fade_in = skip_lead(*s.piece, tts->lead_keep_frames);
+  sotto::tts::kokoro_stream_cut_lead(*s.piece, tts->lead_keep_frames);
   return true;
 }
 
@@ -352,11 +329,6 @@ const float* sotto_tts_stream_next(SottoTts* tts, size_t* out_samples) {
     return fail(tts, sotto::cat("tts: ", chunk.message()));
   }
   tts->audio = std::move(chunk).value();
-  if (s.fade_in) {
-    s.fade_in = false;
-    const size_t n = std::min(kLeadFadeSamples, tts->audio.size());
-    for (size_t i = 0; i < n; ++i) tts->audio[i] *= static_cast<float>(i) / static_cast<float>(n);
-  }
   tts->audio.reserve(1);
   if (out_samples) *out_samples = tts->audio.size();
   return tts->audio.data();

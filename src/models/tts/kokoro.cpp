@@ -355,6 +355,18 @@ Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& 
   return s;
 }
 
+void kokoro_stream_cut_lead(KokoroStream& s, int64_t keep) {
+  const int64_t drop = keep < 0 ? 0 : std::min(s.lead - keep, s.frames - 1);
+  if (drop <= 0 || s.next > 0) return;
+  constexpr int64_t kHarPerDecodedFrame = 60;  // the source spectrum's hop: 5 samples, 60 per decoded frame
+  s.decoded = nn::slice(s.decoded, 1, drop, s.frames);
+  s.har = nn::slice(s.har, 1, kHarPerDecodedFrame * drop, s.har.dim(1));
+  s.frames -= drop;
+  s.chunk -= drop;  // the first chunk still ends first_chunk_frames after the first phoneme
+  s.lead -= drop;
+  s.fade_in = true;
+}
+
 Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeights& w, KokoroStream& s,
                                               KokoroStageMs* stage_ms) {
   if (s.done()) return std::vector<float>{};
@@ -392,6 +404,11 @@ Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeig
     const size_t tail_end = std::min(window.size(), end + static_cast<size_t>(kKokoroStreamFadeSamples));
     s.tail.assign(window.begin() + static_cast<std::ptrdiff_t>(end),
                   window.begin() + static_cast<std::ptrdiff_t>(tail_end));
+  }
+  if (s.fade_in) {
+    s.fade_in = false;
+    const size_t n = std::min(static_cast<size_t>(kKokoroLeadFadeSamples), out.size());
+    for (size_t i = 0; i < n; ++i) out[i] *= static_cast<float>(i) / static_cast<float>(n);
   }
   s.next = b;
   s.chunk *= 2;

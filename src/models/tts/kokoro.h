@@ -228,6 +228,7 @@ struct KokoroStream {
   int64_t chunk = 0;        // the next chunk's length in decoded frames
   int64_t lead = 0;         // decoded frames of the piece's leading pause (the first chunk has them too)
   std::vector<float> tail;  // the last chunk's audio just past its end, faded out into the next chunk
+  bool fade_in = false;     // the leading pause was cut (kokoro_stream_cut_lead): the first chunk fades in
   bool done() const { return next >= frames; }
 };
 
@@ -238,6 +239,17 @@ Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& 
                                          std::span<const int64_t> ids, std::span<const float> style,
                                          float speed, int64_t first_chunk_frames,
                                          KokoroStageMs* stage_ms = nullptr);
+// The piece's leading pause (Kokoro's pad: ~0.3 s of near-silence, which a voice agent trims before playing)
+// cut to its last `keep` decoded frames (negative: all kept) before any of it is vocoded: the decoded frames and
+// the source's spectrum are sliced, so the generator's windows start there (the first window, which the first
+// sound waits for, is ~25-35 % shorter for a short first chunk) and the chunks joined are the piece less its
+// first (lead - keep) * 300 samples. The frames kept are the generator's left context at the piece's edge; what
+// it sees before them is zero padding instead of the pad's own frames, so the kept silence and the first ~10 ms
+// of speech differ slightly from the whole piece's (tests/unit/tts_api_test.cpp bounds it). At the edge itself
+// the generator rings (a click of ~0.15 in the first ~6 ms, where the whole piece has near-silence): the first
+// chunk then fades in over kKokoroLeadFadeSamples, inside the pause kept. Call before the first chunk.
+inline constexpr int64_t kKokoroLeadFadeSamples = 600;  // 25 ms at 24 kHz
+void kokoro_stream_cut_lead(KokoroStream& stream, int64_t keep);
 // The next chunk's 24 kHz audio (empty once done()). Chunks concatenated are the piece, 600 F samples.
 Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeights& w, KokoroStream& stream,
                                               KokoroStageMs* stage_ms = nullptr);
