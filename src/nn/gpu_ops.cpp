@@ -5,6 +5,7 @@
 #include "nn/gpu_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -1420,6 +1421,24 @@ Tensor rope(const Tensor& x, int n_heads, int rotary_dim, float base, int64_t po
   return out;
 }
 
+// The uniform block of the attention kernels (kAttention, kAttention4 and kAttentionCombine read the same).
+static std::array<uint32_t, 12> attention_params(int64_t tq, int64_t tk, int64_t heads, int64_t kv_heads,
+                                                 int64_t head_dim, bool causal, float scale, int64_t block,
+                                                 int64_t blocks) {
+  return {u32(tq),
+          u32(tk),
+          u32(heads),
+          u32(kv_heads),
+          u32(head_dim),
+          causal ? 1u : 0u,
+          bits(scale),
+          u32(block),
+          u32(blocks),
+          0,
+          0,
+          0};
+}
+
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   GpuRecorder& rec = *q.ctx().gpu();
   if (rec.failed()) return empty_on(q);
@@ -1442,18 +1461,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   const int64_t blocks = (tk + block - 1) / block;
   Tensor part = q.ctx().empty({blocks > 1 ? tq * heads * blocks * (head_dim + 2) : 1});
   Tensor out = q.ctx().empty(q.shape());
-  const uint32_t params[] = {u32(tq),
-                             u32(tk),
-                             u32(heads),
-                             u32(kv_heads),
-                             u32(head_dim),
-                             o.causal ? 1u : 0u,
-                             bits(scale),
-                             u32(block),
-                             u32(blocks),
-                             0,
-                             0,
-                             0};
+  const std::array<uint32_t, 12> params =
+      attention_params(tq, tk, heads, kv_heads, head_dim, o.causal, scale, block, blocks);
   if (head_dim % 4 == 0 && head_dim <= 64 && (kv_heads * head_dim) % 4 == 0 && vec4_view(q) && vec4_view(k) &&
       vec4_view(v))
     rec.dispatch("nn_attention4", kAttention4, params, {&q, &k, &v, &part, &out},
@@ -1662,18 +1671,8 @@ Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, con
   const int64_t tq = q.dim(0), tk = k.dim(0), block = 64, blocks = (tk + block - 1) / block;
   const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   Tensor part = q.ctx().empty({tq * heads * blocks * (head_dim + 2)});
-  const uint32_t params[] = {u32(tq),
-                             u32(tk),
-                             u32(heads),
-                             u32(kv_heads),
-                             u32(head_dim),
-                             o.causal ? 1u : 0u,
-                             bits(scale),
-                             u32(block),
-                             u32(blocks),
-                             0,
-                             0,
-                             0};
+  const std::array<uint32_t, 12> params =
+      attention_params(tq, tk, heads, kv_heads, head_dim, o.causal, scale, block, blocks);
   const Tensor unused = q.ctx().empty({4});  // y: written only with one block
   q.ctx().gpu()->dispatch("nn_attention4", kAttention4, params, {&q, &k, &v, &part, &unused},
                           workgroups(tq * heads * blocks));
