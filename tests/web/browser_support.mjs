@@ -24,3 +24,23 @@ export function useBrowser({ args = CPU_ARGS, skip = false } = {}) {
   });
   return chrome;
 }
+
+// Opens `path` of the test server in a new page of chrome's browser, checks it is cross-origin isolated (wasm
+// threads need it), runs fn(page, logs) and closes the page; a failure's message ends with the page's console
+// log and errors (logs collects them as they come).
+export async function onPage(chrome, path, fn) {
+  const page = await chrome.browser.newPage();
+  const logs = [];
+  page.on('console', (m) => logs.push(m.text()));
+  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
+  try {
+    await page.goto(`${chrome.url}${path}`);
+    if (!(await page.evaluate(() => crossOriginIsolated))) throw new Error(`${path} is not cross-origin isolated`);
+    return await fn(page, logs);
+  } catch (e) {
+    e.message += `\npage log:\n${logs.join('\n')}`;
+    throw e;
+  } finally {
+    await page.close();
+  }
+}

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { before, test } from 'node:test';
 import * as ort from 'onnxruntime-node';
 
-import { CHROMIUM, useBrowser } from './browser_support.mjs';
+import { CHROMIUM, onPage, useBrowser } from './browser_support.mjs';
 import { OrtMoonshine, haveMoonshine, modelDir } from './moonshine_support.mjs';
 import { clipPath, haveFixtures, readWav16, repo, wasmPath } from './vad_support.mjs';
 
@@ -29,13 +29,7 @@ before(async () => {
 
 
 test(`beckett.wav in Chromium (${variants.join(', ')}) and on the lab page: ONNX Runtime's tokens`, { skip }, async () => {
-  const page = await chrome.browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  try {
-    await page.goto(`${chrome.url}web/lab/asr.html`);
-    assert.equal(await page.evaluate(() => crossOriginIsolated), true);
+  await onPage(chrome, 'web/lab/asr.html', async (page, logs) => {
     const out = await page.evaluate(async (variants) => {
       const { Asr } = await import('/web/asr.js');
       const results = {};
@@ -55,7 +49,5 @@ test(`beckett.wav in Chromium (${variants.join(', ')}) and on the lab page: ONNX
     await page.waitForFunction(() => /real time|bad/.test(document.getElementById('stats').textContent + document.getElementById('stats').className),
       null, { timeout: 240000 });
     assert.equal(await page.textContent('#text'), expected.text, logs.join('\n'));
-  } finally {
-    await page.close();
-  }
+  });
 });

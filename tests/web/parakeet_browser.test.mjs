@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { CHROMIUM, useBrowser } from './browser_support.mjs';
+import { CHROMIUM, onPage, useBrowser } from './browser_support.mjs';
 import { referenceClips } from './parakeet_support.mjs';
 import { clipPath, repo, wasmPath } from './vad_support.mjs';
 
@@ -25,13 +25,7 @@ test('Parakeet in the speech worker on 1 and 2 threads: the reference tokens, an
   { skip, timeout: 180000 }, async () => {
     const clips = referenceClips();
     assert.ok(clips.length >= 3, 'reference clips');
-    const page = await chrome.browser.newPage();
-    const logs = [];
-    page.on('console', (m) => logs.push(m.text()));
-    page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-    try {
-      await page.goto(`${chrome.url}web/lab/asr.html`);
-      assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'wasm threads need cross-origin isolation');
+    await onPage(chrome, 'web/lab/asr.html', async (page) => {
       const runs = {};
       for (const threads of [1, 2]) {
         runs[threads] = await page.evaluate(async ({ threads, clips, speech }) => {
@@ -57,10 +51,5 @@ test('Parakeet in the speech worker on 1 and 2 threads: the reference tokens, an
         assert.ok(runs[1].speech.length > 100, 'test.wav: hundreds of tokens');
         assert.deepEqual(runs[2].speech, runs[1].speech, 'test.wav: 2 threads vs 1');
       }
-    } catch (e) {
-      e.message += `\npage log:\n${logs.join('\n')}`;
-      throw e;
-    } finally {
-      await page.close();
-    }
+    });
   });
