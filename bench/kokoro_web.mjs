@@ -17,7 +17,7 @@
 // once into build/kokoro_web/) and kokoro-js in node_modules (npm ci). NODE_PATH may name another node_modules
 // that holds kokoro-js. A benchmark, not a test.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -61,16 +61,23 @@ for (let i = 2; i < process.argv.length; i += 2) {
 function prepareKokoroJs() {
   const nodePaths = (process.env.NODE_PATH ?? '').split(':').filter(Boolean);
   const require = createRequire(join(ROOT, 'package.json'));
-  const tjsDist = dirname(require.resolve('@huggingface/transformers', { paths: [ROOT, ...nodePaths] }));
-  const kjsVersion = JSON.parse(readFileSync(join(dirname(dirname(
-    require.resolve('kokoro-js', { paths: [ROOT, ...nodePaths] }))), 'package.json'), 'utf8')).version;
+  const where = (name) => {
+    try {
+      return require.resolve(name, { paths: [ROOT, ...nodePaths] });
+    } catch {
+      throw new Error(`bench/kokoro_web.mjs: ${name} is not installed (npm ci, or NODE_PATH=DIR/node_modules)`);
+    }
+  };
+  const tjsDist = dirname(where('@huggingface/transformers'));
+  const kjsVersion = JSON.parse(readFileSync(join(dirname(dirname(where('kokoro-js'))), 'package.json'), 'utf8')).version;
   const tjsVersion = JSON.parse(readFileSync(join(dirname(tjsDist), 'package.json'), 'utf8')).version;
   mkdirSync(join(OUT, 'model/onnx'), { recursive: true });
   writeFileSync(join(OUT, 'model/config.json'), JSON.stringify({ model_type: 'style_text_to_speech_2' }));
   const renamed = join(OUT, 'model/onnx/model_quantized.onnx');
-  if (!existsSync(renamed))
+  if (!existsSync(renamed) || statSync(renamed).mtimeMs < statSync(join(ROOT, MODEL)).mtimeMs)
     execFileSync('python3', [join(ROOT, 'tools/kokoro_rename_io.py'), join(ROOT, MODEL), renamed], { stdio: 'inherit' });
-  if (!existsSync(join(OUT, 'tjs-dist'))) symlinkSync(tjsDist, join(OUT, 'tjs-dist'));
+  rmSync(join(OUT, 'tjs-dist'), { force: true });
+  symlinkSync(tjsDist, join(OUT, 'tjs-dist'));
   writeFileSync(join(OUT, 'entry.mjs'), "export { KokoroTTS } from 'kokoro-js';\n" +
     "export { env, StyleTextToSpeech2Model, Tensor } from '@huggingface/transformers';\n");
   return build({
@@ -79,7 +86,7 @@ function prepareKokoroJs() {
   }).then(() => ({ kjsVersion, tjsVersion }));
 }
 
-// One page per variant, each set up once per thread count; run(ids or phonemes) -> { ms, samples }.
+// One page per variant, set up once per thread count: globalThis.bench({ phonemes, ids }) -> { ms, samples, rms }.
 const SETUP = {
   async ours({ threads, variant, voice }) {
     const { Tts } = await import('/web/tts.js');

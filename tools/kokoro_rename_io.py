@@ -16,7 +16,10 @@ RENAME = {'tokens': 'input_ids', 'audio': 'waveform'}
 def main():
     if len(sys.argv) != 3:
         sys.exit('usage: kokoro_rename_io.py IN.onnx OUT.onnx')
-    model = onnx.load(sys.argv[1])
+    try:
+        model = onnx.load(sys.argv[1])
+    except Exception as e:
+        sys.exit(f'{sys.argv[1]}: cannot read as ONNX: {e}')
     graph = model.graph
     have = {v.name for v in graph.input} | {v.name for v in graph.output}
     if not set(RENAME) <= have:
