@@ -9,11 +9,13 @@
 // thread count, interOpNumThreads 1). Needs build/bin/sotto (or SOTTO_CLI) and models/kokoro/ (scripts/get-models.sh
 // kokoro).
 import {spawnSync} from 'node:child_process';
-import {readFileSync, writeFileSync} from 'node:fs';
+import {writeFileSync} from 'node:fs';
 import {cpus, loadavg} from 'node:os';
 import {dirname, resolve} from 'node:path';
 import {fileURLToPath} from 'node:url';
 import * as ort from 'onnxruntime-node';
+
+import {BENCH_PHRASES, kokoroFeeds} from '../tools/kokoro_inputs.mjs';
 
 import {markdownTable, median} from './report.mjs';
 
@@ -21,17 +23,9 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const MODEL = `${ROOT}/models/kokoro/kokoro-v1.0.int8.onnx`;
 const CLI = process.env.SOTTO_CLI ?? `${ROOT}/build/bin/sotto`;
 
-// Kokoro v1.0's phoneme table (src/models/tts/kokoro_vocab.cpp), for ONNX Runtime's token ids.
-const SYMBOLS = ";:,.!?—…\"()“” ̃ʣʥʦʨᵝꭧAIOQSTWYᵊabcdefhijklmnopqrstuvwxyzɑɐɒæβɔɕçɖðʤəɚɛɜɟɡɥɨɪʝɯɰŋɳɲɴøɸθœɹɾɻʁɽʂʃʈʧʊʋʌɣɤχʎʒʔˈˌːʰʲ↓→↗↘ᵻ";
-const IDS = [1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 31, 33, 35, 36, 39, 41, 42, 43, 44, 45, 46, 47, 48, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 75, 76, 77, 78, 80, 81, 82, 83, 85, 86, 87, 90, 92, 99, 101, 102, 103, 110, 111, 112, 113, 114, 115, 116, 118, 119, 120, 123, 125, 126, 128, 129, 130, 131, 132, 133, 135, 136, 138, 139, 140, 142, 143, 147, 148, 156, 157, 158, 162, 164, 169, 171, 172, 173, 177];
-const VOCAB = Object.fromEntries([...SYMBOLS].map((c, i) => [c, IDS[i]]));
-
 // One sentence each: `sotto speak` splits at sentence ends (each piece with its own pads and style row), ONNX
 // Runtime here gets the whole string.
-const PHRASES = [
-  'ðə kˈæt sˈæt.',
-  'həlˈoʊ wˈɜːld, ðɪs ɪz ɐ tˈɛst ʌv ðə spˈiʧ sˈɪstəm, ɹˈʌnɪŋ ˈɔn ɪts ˈOn ˈɛnʤən.',
-];
+const PHRASES = BENCH_PHRASES;
 
 function parseArgs(argv) {
   const o = {threads: [1, 2], repeats: 3, voice: 'af_heart', out: null};
@@ -65,16 +59,7 @@ function ours(phonemes, voice, threads, extra = []) {
 }
 
 async function onnxRuntime(session, phonemes, voice, repeats) {
-  const ids = [...phonemes].map((c) => {
-    if (!(c in VOCAB)) throw new Error(`unknown phoneme ${c}`);
-    return VOCAB[c];
-  });
-  const rows = new Float32Array(readFileSync(`${ROOT}/models/kokoro/voices/${voice}.bin`).buffer.slice(0));
-  const feeds = {
-    tokens: new ort.Tensor('int64', BigInt64Array.from([0, ...ids, 0].map(BigInt)), [1, ids.length + 2]),
-    style: new ort.Tensor('float32', rows.slice(ids.length * 256, ids.length * 256 + 256), [1, 256]),
-    speed: new ort.Tensor('float32', Float32Array.from([1]), [1]),
-  };
+  const feeds = kokoroFeeds(ort, phonemes, voice);
   let samples = 0;
   const times = [];
   for (let r = 0; r <= repeats; r++) {

@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { chromium } from 'playwright-core';
 
+import { BENCH_PHRASES, kokoroTokenIds } from '../tools/kokoro_inputs.mjs';
 import { startServer } from '../web/serve.mjs';
 import { markdownTable, median } from './report.mjs';
 
@@ -33,18 +34,8 @@ const MODEL = 'models/kokoro/kokoro-v1.0.int8.onnx';
 const OUT = join(ROOT, 'build/kokoro_web');  // served: the bundle, the renamed model, transformers.js' ORT files
 const VOICE = 'af_heart';
 
-// bench/kokoro.mjs's phoneme table (src/models/tts/kokoro_vocab.cpp) and sentences.
-const SYMBOLS = ";:,.!?—…\"()“” ̃ʣʥʦʨᵝꭧAIOQSTWYᵊabcdefhijklmnopqrstuvwxyzɑɐɒæβɔɕçɖðʤəɚɛɜɟɡɥɨɪʝɯɰŋɳɲɴøɸθœɹɾɻʁɽʂʃʈʧʊʋʌɣɤχʎʒʔˈˌːʰʲ↓→↗↘ᵻ";
-const IDS = [1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 31, 33, 35, 36, 39, 41, 42, 43, 44, 45, 46, 47, 48, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, 75, 76, 77, 78, 80, 81, 82, 83, 85, 86, 87, 90, 92, 99, 101, 102, 103, 110, 111, 112, 113, 114, 115, 116, 118, 119, 120, 123, 125, 126, 128, 129, 130, 131, 132, 133, 135, 136, 138, 139, 140, 142, 143, 147, 148, 156, 157, 158, 162, 164, 169, 171, 172, 173, 177];
-const VOCAB = Object.fromEntries([...SYMBOLS].map((c, i) => [c, IDS[i]]));
-const PHRASES = [
-  'ðə kˈæt sˈæt.',
-  'həlˈoʊ wˈɜːld, ðɪs ɪz ɐ tˈɛst ʌv ðə spˈiʧ sˈɪstəm, ɹˈʌnɪŋ ˈɔn ɪts ˈOn ˈɛnʤən.',
-];
-const tokenIds = (p) => [0, ...[...p].map((c) => {
-  if (!(c in VOCAB)) throw new Error(`unknown phoneme ${c}`);
-  return VOCAB[c];
-}), 0];
+const PHRASES = BENCH_PHRASES;  // bench/kokoro.mjs's sentences
+const tokenIds = kokoroTokenIds;
 
 const o = { threads: [1, 2], repeats: 5, variant: 'relaxed', out: null };
 for (let i = 2; i < process.argv.length; i += 2) {

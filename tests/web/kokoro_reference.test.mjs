@@ -16,16 +16,11 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as ort from 'onnxruntime-node';
 
+import { kokoroFeeds } from '../../tools/kokoro_inputs.mjs';
+
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const MODEL = `${ROOT}/models/kokoro/kokoro-v1.0.int8.onnx`;
 const CLI = process.env.SOTTO_CLI ?? `${ROOT}/build/bin/sotto`;
-const SYMBOLS = ";:,.!?—…\"()“” ̃ʣʥʦʨᵝꭧAIOQSTWYᵊabcdefhijklmnopqrstuvwxyzɑɐɒæβɔɕçɖðʤəɚɛɜɟɡɥɨɪʝɯɰŋɳɲɴøɸθœɹɾɻʁɽʂʃʈʧʊʋʌɣɤχʎʒʔˈˌːʰʲ↓→↗↘ᵻ";
-const IDS = [1, 2, 3, 4, 5, 6, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 31, 33, 35, 36, 39, 41,
-  42, 43, 44, 45, 46, 47, 48, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72,
-  75, 76, 77, 78, 80, 81, 82, 83, 85, 86, 87, 90, 92, 99, 101, 102, 103, 110, 111, 112, 113, 114, 115, 116, 118, 119,
-  120, 123, 125, 126, 128, 129, 130, 131, 132, 133, 135, 136, 138, 139, 140, 142, 143, 147, 148, 156, 157, 158, 162,
-  164, 169, 171, 172, 173, 177];
-const VOCAB = Object.fromEntries([...SYMBOLS].map((c, i) => [c, IDS[i]]));
 
 const CASES = [
   { voice: 'bm_george', phonemes: 'wˈʌn, tˈu, θɹˈi, fˈɔɹ.' },
@@ -95,14 +90,7 @@ const skip = !existsSync(MODEL) ? `${MODEL} is missing (bash scripts/get-models.
 test('sotto speak matches ONNX Runtime live: length within two frames, log-mel distance <= 3 dB', { skip }, async () => {
   const session = await ort.InferenceSession.create(MODEL, { intraOpNumThreads: 2, interOpNumThreads: 1 });
   for (const { voice, phonemes } of CASES) {
-    const ids = [...phonemes].map((c) => VOCAB[c]);
-    assert.ok(ids.every((id) => id !== undefined), phonemes);
-    const rows = new Float32Array(readFileSync(`${ROOT}/models/kokoro/voices/${voice}.bin`).buffer.slice(0));
-    const { audio } = await session.run({
-      tokens: new ort.Tensor('int64', BigInt64Array.from([0, ...ids, 0].map(BigInt)), [1, ids.length + 2]),
-      style: new ort.Tensor('float32', rows.slice(ids.length * 256, ids.length * 256 + 256), [1, 256]),
-      speed: new ort.Tensor('float32', Float32Array.from([1]), [1]),
-    });
+    const { audio } = await session.run(kokoroFeeds(ort, phonemes, voice));
     const wav = `/tmp/sotto_kokoro_live_${process.pid}.wav`;
     const json = JSON.parse(execFileSync(CLI, ['speak', '-m', MODEL, '--voice', voice, '--phonemes', phonemes, '-o', wav, '--json'], { encoding: 'utf8' }));
     const bytes = readFileSync(wav);
@@ -128,13 +116,7 @@ test('sotto speak --stream: ONNX Runtime\'s speech less the cut pause, log-mel d
   const session = await ort.InferenceSession.create(MODEL, { intraOpNumThreads: 2, interOpNumThreads: 1 });
   const voice = 'af_heart';
   const phonemes = 'həlˈoʊ wˈɜːld, ðɪs ɪz ɐ tˈɛst ʌv ðə spˈiʧ sˈɪstəm, ɹˈʌnɪŋ ˈɔn ɪts ˈOn ˈɛnʤən.';
-  const ids = [...phonemes].map((c) => VOCAB[c]);
-  const rows = new Float32Array(readFileSync(`${ROOT}/models/kokoro/voices/${voice}.bin`).buffer.slice(0));
-  const { audio } = await session.run({
-    tokens: new ort.Tensor('int64', BigInt64Array.from([0, ...ids, 0].map(BigInt)), [1, ids.length + 2]),
-    style: new ort.Tensor('float32', rows.slice(ids.length * 256, ids.length * 256 + 256), [1, 256]),
-    speed: new ort.Tensor('float32', Float32Array.from([1]), [1]),
-  });
+  const { audio } = await session.run(kokoroFeeds(ort, phonemes, voice));
   const wav = `/tmp/sotto_kokoro_stream_${process.pid}.wav`;
   const json = JSON.parse(execFileSync(CLI, ['speak', '-m', MODEL, '--voice', voice, '--phonemes', phonemes, '-o', wav, '--json', '--stream'], { encoding: 'utf8' }));
   const bytes = readFileSync(wav);
