@@ -87,7 +87,7 @@ async function pageRun({ threads, rounds, short, variant, model }) {
     return { tokens: x.tokens, text: x.text, encodeMs: x.encode_ms, decodeMs: x.decode_ms, totalMs: performance.now() - t0 };
   }
 
-  const result = { crossOriginIsolated, clips: [] };
+  const result = { crossOriginIsolated, poolThreads: asr.threads, clips: [] };
   for (const [name, samples] of clips) {
     const c = { name, audioS: samples.length / 16000, ours: [], theirs: [] };
     c.oursWarm = await oursTranscribe(samples);
@@ -126,6 +126,7 @@ try {
     await page.goto(`${url}web/serve.mjs`);
     const r = await Promise.race([crashed, page.evaluate(pageRun, { threads, rounds: o.rounds, short: o.short, variant: o.variant, model: MODEL })]);
     if (!r.crossOriginIsolated) throw new Error('the page is not cross-origin isolated: no threads');
+    if (r.poolThreads !== threads) throw new Error(`asked for ${threads} thread(s), web/asr.js runs ${r.poolThreads}`);
     runs.push({ threads, ...r });
     await page.close();
   }
