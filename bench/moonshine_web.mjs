@@ -16,12 +16,10 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 
+import { CHROMIUM, CHROMIUM_ARGS, openBenchPage, wasmDir } from './bench_page.mjs';
 import { median } from './report.mjs';
 
 const repo = resolve(dirname(new URL(import.meta.url).pathname), '..');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
-const wasmDir = process.env.SOTTO_WASM_DIR ?? join(repo, 'build');
 const MODEL = 'models/moonshine-base-en';
 
 function parseArgs(argv) {
@@ -117,13 +115,7 @@ const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM
 const runs = [];
 try {
   for (const threads of o.threads) {
-    const page = await browser.newPage();
-    if (wasmDir !== join(repo, 'build'))
-      await page.route(/\/build\/wasm-(simd128|relaxed)\/sotto\.wasm$/, (route) =>
-        route.fulfill({ path: join(wasmDir, `wasm-${route.request().url().match(/wasm-(simd128|relaxed)/)[1]}/sotto.wasm`), contentType: 'application/wasm' }));
-    page.on('console', (m) => console.log(`  page: ${m.text()}`));
-    const crashed = new Promise((_, reject) => page.on('crash', () => reject(new Error('the page crashed (out of memory?)'))));
-    await page.goto(`${url}web/serve.mjs`);
+    const { page, crashed } = await openBenchPage(browser, url);
     const r = await Promise.race([crashed, page.evaluate(pageRun, { threads, rounds: o.rounds, short: o.short, variant: o.variant, model: MODEL })]);
     if (!r.crossOriginIsolated) throw new Error('the page is not cross-origin isolated: no threads');
     if (r.poolThreads !== threads) throw new Error(`asked for ${threads} thread(s), web/asr.js runs ${r.poolThreads}`);

@@ -24,14 +24,12 @@ import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 
 import { OrtParakeet } from './parakeet_ort.mjs';
+import { CHROMIUM, CHROMIUM_ARGS, openBenchPage, wasmDir } from './bench_page.mjs';
 import { median } from './report.mjs';
 
 const repo = resolve(dirname(new URL(import.meta.url).pathname), '..');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const fixtures = process.env.SOTTO_FIXTURES ?? join(repo, 'tests/fixtures');
 const benchTool = process.env.SOTTO_PARAKEET_BENCH ?? join(repo, 'build/bin/sotto_parakeet_bench');
-const wasmDir = process.env.SOTTO_WASM_DIR ?? join(repo, 'build');  // holding wasm-relaxed/ and wasm-simd128/
 
 function parseArgs(argv) {
   const o = { model: null, onnx: null, threads: 2, rounds: 5, seconds: 6, clip: join(fixtures, 'audio/beckett.wav'), native: true, browser: false, variant: 'relaxed', out: null };
@@ -143,13 +141,7 @@ async function browserRounds(o, ref, dumpDir) {
   const { server, url } = await startServer(0);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60000 });
   try {
-    const page = await browser.newPage();
-    if (wasmDir !== join(repo, 'build'))
-      await page.route(/\/build\/wasm-(simd128|relaxed)\/sotto\.wasm$/, (route) =>
-        route.fulfill({ path: join(wasmDir, `wasm-${route.request().url().match(/wasm-(simd128|relaxed)/)[1]}/sotto.wasm`), contentType: 'application/wasm' }));
-    page.on('console', (m) => console.log(`  page: ${m.text()}`));
-    const crashed = new Promise((_, reject) => page.on('crash', () => reject(new Error('the page crashed (out of memory?)'))));
-    await page.goto(`${url}web/serve.mjs`);
+    const { page, crashed } = await openBenchPage(browser, url);
     return await Promise.race([crashed, page.evaluate(async ({ threads, rounds, melFrames, variant }) => {
       const f32 = async (u) => new Float32Array(await (await fetch(u)).arrayBuffer());
       const audio = await f32('/fixtures/dump/audio.f32');
