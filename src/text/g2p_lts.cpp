@@ -11,6 +11,29 @@ namespace sotto::g2p {
 
 namespace {
 
+// A little-endian cursor for the model files: a read past the end returns 0 and sets `bad`, which each
+// loader checks once per section (where its message can name the section) instead of at every field. The
+// bytes of a u16 / u32 are read in order (in `u8() | u8() << 8` the two calls are unsequenced).
+struct Cursor {
+  std::span<const uint8_t> b;
+  size_t pos = 0;
+  bool bad = false;
+
+  size_t left() const { return b.size() - pos; }
+  uint32_t u8() {
+    if (bad || pos >= b.size()) return (bad = true), 0u;
+    return b[pos++];
+  }
+  uint32_t u16() {
+    const uint32_t lo = u8();
+    return lo | (u8() << 8);
+  }
+  uint32_t u32() {
+    const uint32_t lo = u16();
+    return lo | (u16() << 16);
+  }
+};
+
 // One primary stress: of several primaries the first kept (the context tables) or the last (the
 // joint-sequence model: where it writes two, the lexicon mostly has the secondary first, as in ˌæbəɹdˈOniən),
 // the others made secondary; with none, the first secondary promoted, or a primary put before the first vowel.
@@ -40,59 +63,51 @@ void fix_stress(std::string& ps, bool keep_last) {
 
 Result<LetterToSound> LetterToSound::load_tables(std::span<const uint8_t> b, std::string_view name) {
   LetterToSound lts;
-  size_t pos = 0;
-  bool bad = false;
-  auto u32 = [&] {
-    if (bad || b.size() - pos < 4) return (bad = true), 0u;
-    const uint32_t v = b[pos] | (b[pos + 1] << 8) | (b[pos + 2] << 16) | (uint32_t(b[pos + 3]) << 24);
-    pos += 4;
-    return v;
-  };
   if (b.size() < 12 || std::memcmp(b.data(), "SOTTOLTS", 8) != 0)
     return error("g2p: ", name, ": the letter-to-sound tables have no SOTTOLTS magic");
-  pos = 8;
-  if (const uint32_t version = u32(); version != 1)
+  Cursor in{b, 8};
+  if (const uint32_t version = in.u32(); version != 1)
     return error("g2p: ", name, ": letter-to-sound tables of version ", version, ", expected 1");
-  const uint32_t n_outputs = u32();
+  const uint32_t n_outputs = in.u32();
   if (n_outputs > 65536)
     return error("g2p: ", name, ": ", n_outputs, " letter-to-sound outputs (at most 65536)");
-  for (uint32_t i = 0; i < n_outputs && !bad; ++i) {
-    if (pos >= b.size() || b.size() - pos - 1 < b[pos]) {
-      bad = true;
+  for (uint32_t i = 0; i < n_outputs && !in.bad; ++i) {
+    if (in.pos >= b.size() || in.left() - 1 < b[in.pos]) {
+      in.bad = true;
       break;
     }
     std::string ps;
-    if (!from_utf8(std::string_view(reinterpret_cast<const char*>(b.data() + pos + 1), b[pos]), ps))
+    if (!from_utf8(std::string_view(reinterpret_cast<const char*>(b.data() + in.pos + 1), b[in.pos]), ps))
       return error("g2p: ", name, ": letter-to-sound output ", i, " has a symbol sotto does not know");
     lts.outputs_.push_back(std::move(ps));
-    pos += 1 + b[pos];
+    in.pos += 1 + b[in.pos];
   }
-  const uint32_t n_levels = u32();
+  const uint32_t n_levels = in.u32();
   if (n_levels > 16) return error("g2p: ", name, ": ", n_levels, " letter-to-sound levels (at most 16)");
-  for (uint32_t l = 0; l < n_levels && !bad; ++l) {
-    if (b.size() - pos < 2) {
-      bad = true;
+  for (uint32_t l = 0; l < n_levels && !in.bad; ++l) {
+    if (in.left() < 2) {
+      in.bad = true;
       break;
     }
     Level level;
-    level.left = b[pos];
-    level.right = b[pos + 1];
-    pos += 2;
-    level.n_records = u32();
+    level.left = b[in.pos];
+    level.right = b[in.pos + 1];
+    in.pos += 2;
+    level.n_records = in.u32();
     if (level.left > 8 || level.right > 8)
       return error("g2p: ", name, ": letter-to-sound level ", l, " is wider than 8 letters a side");
     const size_t width = static_cast<size_t>(level.left + 1 + level.right) + 2;
-    if (bad || level.n_records > (b.size() - pos) / width) {
-      bad = true;
+    if (in.bad || level.n_records > in.left() / width) {
+      in.bad = true;
       break;
     }
     level.offset = lts.records_.size();
-    lts.records_.insert(lts.records_.end(), b.begin() + static_cast<long>(pos),
-                        b.begin() + static_cast<long>(pos + level.n_records * width));
-    pos += level.n_records * width;
+    lts.records_.insert(lts.records_.end(), b.begin() + static_cast<long>(in.pos),
+                        b.begin() + static_cast<long>(in.pos + level.n_records * width));
+    in.pos += level.n_records * width;
     lts.levels_.push_back(level);
   }
-  if (bad) return error("g2p: ", name, ": the letter-to-sound tables end early");
+  if (in.bad) return error("g2p: ", name, ": the letter-to-sound tables end early");
   return lts;
 }
 
@@ -145,21 +160,15 @@ Result<LetterToSound> LetterToSound::load(std::span<const uint8_t> b, std::strin
 
 Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::string_view name) {
   LetterToSound m;
-  size_t pos = 8;
-  bool bad = false;
-  auto u8 = [&]() -> uint32_t {
-    if (bad || pos >= b.size()) return (bad = true), 0u;
-    return b[pos++];
-  };
-  auto u16 = [&] { return u8() | (u8() << 8); };
-  auto u32 = [&] { return u16() | (u16() << 16); };
-  const uint32_t version = u32();
+  Cursor in{b, 8};
+  const uint32_t version = in.u32();
   if (version < 1 || version > 3)
     return error("g2p: ", name, ": joint-sequence model of version ", version, ", expected 1 to 3");
-  const uint32_t order = u32(), beam = u32();
-  const uint32_t direction = version >= 2 ? u32() : 0;  // version 1 reads left to right; 3 adds the reranker
-  const uint32_t n_graphones = u32();
-  if (bad) return error("g2p: ", name, ": the joint-sequence model ends early");
+  const uint32_t order = in.u32(), beam = in.u32();
+  const uint32_t direction =
+      version >= 2 ? in.u32() : 0;  // version 1 reads left to right; 3 adds the reranker
+  const uint32_t n_graphones = in.u32();
+  if (in.bad) return error("g2p: ", name, ": the joint-sequence model ends early");
   if (direction > 1) return error("g2p: ", name, ": joint-sequence model of direction ", direction);
   m.right_to_left_ = direction == 1;
   if (order < 1 || order > 12 || beam < 1 || beam > 256)
@@ -170,16 +179,16 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
   m.order_ = static_cast<int>(order);
   m.beam_ = static_cast<int>(beam);
   m.by_letter_.resize(26);
-  for (uint32_t i = 0; i < n_graphones && !bad; ++i) {
-    const uint32_t letter = u8(), n = u8();
-    if (bad || b.size() - pos < n) {
-      bad = true;
+  for (uint32_t i = 0; i < n_graphones && !in.bad; ++i) {
+    const uint32_t letter = in.u8(), n = in.u8();
+    if (in.bad || in.left() < n) {
+      in.bad = true;
       break;
     }
     std::string ps;
-    if (!from_utf8(std::string_view(reinterpret_cast<const char*>(b.data() + pos), n), ps))
+    if (!from_utf8(std::string_view(reinterpret_cast<const char*>(b.data() + in.pos), n), ps))
       return error("g2p: ", name, ": graphone ", i, " has a symbol sotto does not know");
-    pos += n;
+    in.pos += n;
     if (letter >= 'a' && letter <= 'z')
       m.by_letter_[letter - 'a'].push_back(static_cast<uint16_t>(i));
     else if (i > 1 || !ps.empty())
@@ -191,19 +200,18 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
   for (const std::vector<uint16_t>& gs : m.by_letter_)
     if (!gs.empty() && gs.back() - gs.front() + 1u != gs.size())
       return error("g2p: ", name, ": the graphones of one letter are not together");
-  const uint32_t n_nodes = u32();
-  if (bad || n_nodes == 0 || (b.size() - pos) / 6 < n_nodes ||
-      (version < 3 && (b.size() - pos) != size_t{n_nodes} * 6))
+  const uint32_t n_nodes = in.u32();
+  if (in.bad || n_nodes == 0 || in.left() / 6 < n_nodes || (version < 3 && in.left() != size_t{n_nodes} * 6))
     return error("g2p: ", name, ": the joint-sequence model's ", n_nodes, " n-grams do not fit its ",
-                 b.size() - pos, " bytes");
+                 in.left(), " bytes");
   m.nodes_.resize(n_nodes);
   uint64_t next_child = 1;
   for (uint32_t i = 0; i < n_nodes; ++i) {
     Node& node = m.nodes_[i];
-    node.graphone = static_cast<uint16_t>(u16());
-    node.cost = static_cast<uint8_t>(u8());
-    node.backoff = static_cast<uint8_t>(u8());
-    node.n_children = static_cast<uint16_t>(u16());
+    node.graphone = static_cast<uint16_t>(in.u16());
+    node.cost = static_cast<uint8_t>(in.u8());
+    node.backoff = static_cast<uint8_t>(in.u8());
+    node.n_children = static_cast<uint16_t>(in.u16());
     node.first_child = static_cast<uint32_t>(next_child);
     next_child += node.n_children;
     // Breadth-first: children come after their parent, and all of them within the file.
@@ -218,7 +226,7 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
         return error("g2p: ", name, ": joint-sequence n-gram ", i, "'s children are not sorted");
   }
   if (version >= 3) {
-    SOTTO_ASSIGN(const size_t end, m.load_stress(b, pos, name));
+    SOTTO_ASSIGN(const size_t end, m.load_stress(b, in.pos, name));
     if (end != b.size())
       return error("g2p: ", name, ": ", b.size() - end, " bytes after the joint-sequence model's reranker");
   }
@@ -226,46 +234,40 @@ Result<LetterToSound> LetterToSound::load_jsm(std::span<const uint8_t> b, std::s
 }
 
 // The reranker's section (tools/g2p_jsm_train.py's StressTable.blob); returns where it ends.
-Result<size_t> LetterToSound::load_stress(std::span<const uint8_t> b, size_t pos, std::string_view name) {
-  bool bad = false;
-  auto u8 = [&]() -> uint32_t {
-    if (bad || pos >= b.size()) return (bad = true), 0u;
-    return b[pos++];
-  };
-  auto u16 = [&] { return u8() | (u8() << 8); };
-  auto u32 = [&] { return u16() | (u16() << 16); };
+Result<size_t> LetterToSound::load_stress(std::span<const uint8_t> b, size_t start, std::string_view name) {
+  Cursor in{b, start};
   const auto ends_early = [&] { return error("g2p: ", name, ": the stress reranker ends early"); };
-  w_model_ = static_cast<int>(u16());
-  w_stress_ = static_cast<int>(u16());
-  w_fix_ = static_cast<int>(u16());
-  const uint32_t n_patterns = u32();
-  if (bad) return ends_early();
+  w_model_ = static_cast<int>(in.u16());
+  w_stress_ = static_cast<int>(in.u16());
+  w_fix_ = static_cast<int>(in.u16());
+  const uint32_t n_patterns = in.u32();
+  if (in.bad) return ends_early();
   if (n_patterns > 65535) return error("g2p: ", name, ": ", n_patterns, " stress patterns (at most 65535)");
-  for (uint32_t i = 0; i < n_patterns && !bad; ++i) {
-    const uint32_t n = u8();
+  for (uint32_t i = 0; i < n_patterns && !in.bad; ++i) {
+    const uint32_t n = in.u8();
     std::string pat;
-    for (uint32_t k = 0; k < n && !bad; ++k) {
-      const uint32_t mark = u8();
+    for (uint32_t k = 0; k < n && !in.bad; ++k) {
+      const uint32_t mark = in.u8();
       if (mark > 2) return error("g2p: ", name, ": stress pattern ", i, " has a mark ", mark, " (0 to 2)");
       pat.push_back(static_cast<char>(mark));
     }
     const bool sorted = patterns_.empty() || patterns_.back().size() < pat.size() ||
                         (patterns_.back().size() == pat.size() && patterns_.back() < pat);
-    if (!bad && !sorted) return error("g2p: ", name, ": stress pattern ", i, " is out of order");
+    if (!in.bad && !sorted) return error("g2p: ", name, ": stress pattern ", i, " is out of order");
     patterns_.push_back(std::move(pat));
   }
-  const uint32_t n_nodes = u32();
-  if (bad) return ends_early();
-  if (n_nodes == 0 || (b.size() - pos) / 6 < n_nodes)
+  const uint32_t n_nodes = in.u32();
+  if (in.bad) return ends_early();
+  if (n_nodes == 0 || in.left() / 6 < n_nodes)
     return error("g2p: ", name, ": ", n_nodes, " stress nodes do not fit the file");
   stress_nodes_.resize(n_nodes);
   uint64_t next_child = 1, next_entry = 0;
   for (uint32_t i = 0; i < n_nodes; ++i) {
     StressNode& node = stress_nodes_[i];
-    node.letter = static_cast<uint8_t>(u8());
-    node.backoff = static_cast<uint8_t>(u8());
-    node.n_children = static_cast<uint16_t>(u16());
-    node.n_entries = static_cast<uint16_t>(u16());
+    node.letter = static_cast<uint8_t>(in.u8());
+    node.backoff = static_cast<uint8_t>(in.u8());
+    node.n_children = static_cast<uint16_t>(in.u16());
+    node.n_entries = static_cast<uint16_t>(in.u16());
     node.first_child = static_cast<uint32_t>(next_child);
     node.first_entry = static_cast<uint32_t>(next_entry);
     next_child += node.n_children;
@@ -275,12 +277,12 @@ Result<size_t> LetterToSound::load_stress(std::span<const uint8_t> b, size_t pos
     if (next_child > n_nodes || (node.n_children && node.first_child <= i) || !letter_ok)
       return error("g2p: ", name, ": stress node ", i, " is not one sotto can read");
   }
-  if (bad || (b.size() - pos) / 3 < next_entry) return ends_early();
+  if (in.bad || in.left() / 3 < next_entry) return ends_early();
   entry_pattern_.resize(next_entry);
   entry_cost_.resize(next_entry);
   for (uint64_t e = 0; e < next_entry; ++e) {
-    entry_pattern_[e] = static_cast<uint16_t>(u16());
-    entry_cost_[e] = static_cast<uint8_t>(u8());
+    entry_pattern_[e] = static_cast<uint16_t>(in.u16());
+    entry_cost_[e] = static_cast<uint8_t>(in.u8());
     if (entry_pattern_[e] >= patterns_.size())
       return error("g2p: ", name, ": stress entry ", e, " names pattern ", entry_pattern_[e], " of ",
                    patterns_.size());
@@ -294,8 +296,8 @@ Result<size_t> LetterToSound::load_stress(std::span<const uint8_t> b, size_t pos
       if (entry_pattern_[e - 1] >= entry_pattern_[e])
         return error("g2p: ", name, ": a stress node's patterns are not sorted");
   }
-  if (bad) return ends_early();
-  return pos;
+  if (in.bad) return ends_early();
+  return in.pos;
 }
 
 // -ln P(the stress pattern of `phonemes` | the last letters of the word), tenths of a nat: the deepest suffix
