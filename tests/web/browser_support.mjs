@@ -27,13 +27,14 @@ export function useBrowser({ args = CPU_ARGS, skip = false } = {}) {
 
 // Opens `path` of the test server in a new page of chrome's browser, checks it is cross-origin isolated (wasm
 // threads need it), runs fn(page, logs) and closes the page; a failure's message ends with the page's console
-// log and errors (logs collects them as they come).
-export async function onPage(chrome, path, fn) {
+// log and errors (logs collects them as they come). setup(page), if given, runs before the page loads (routes).
+export async function onPage(chrome, path, fn, setup = null) {
   const page = await chrome.browser.newPage();
   const logs = [];
   page.on('console', (m) => logs.push(m.text()));
   page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
   try {
+    await setup?.(page);
     await page.goto(`${chrome.url}${path}`);
     if (!(await page.evaluate(() => crossOriginIsolated))) throw new Error(`${path} is not cross-origin isolated`);
     return await fn(page, logs);

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { useBrowser } from './browser_support.mjs';
+import { onPage, useBrowser } from './browser_support.mjs';
 
 const WASM_DIR = process.env.SOTTO_WASM_DIR ?? 'build';
 
@@ -28,27 +28,23 @@ for (const type of ['q4_0', 'q5_0', 'q8_0']) {
 }
 
 // Each case through the engine's `op` (kernelCheck or attentionCheck) in a page with the `variant` build, one
-// thread, a fresh random seed per case -> {variant (the engine's own), out: the results in case order}.
+// thread, with its own seed or else a fresh random one -> {variant (the engine's own), out: the results in case
+// order}.
 async function runInEngine(variant, op, cases) {
   const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
   assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
-  const page = await chrome.browser.newPage();
-  try {
-    await page.goto(`${chrome.url}web/serve.mjs`);
-    return await page.evaluate(async ({ variant, wasmUrl, op, cases }) => {
+  return onPage(chrome, 'web/serve.mjs', (page) =>
+    page.evaluate(async ({ variant, wasmUrl, op, cases }) => {
       const { Engine } = await import('/web/engine.js');
       const engine = await Engine.create({ threads: 1, variant, wasmUrl });
       try {
         const out = [];
-        for (const c of cases) out.push(await engine[op]({ ...c, seed: (Math.random() * 2 ** 32) >>> 0 }));
+        for (const c of cases) out.push(await engine[op]({ seed: (Math.random() * 2 ** 32) >>> 0, ...c }));
         return { variant: engine.info.variant, out };
       } finally {
         engine.terminate();
       }
-    }, { variant, wasmUrl: `/${wasmPath}`, op, cases });
-  } finally {
-    await page.close();
-  }
+    }, { variant, wasmUrl: `/${wasmPath}`, op, cases }));
 }
 
 for (const variant of ['relaxed', 'simd128']) {
@@ -76,27 +72,7 @@ test('relaxed and simd128 give the same bits for the K-quants on the same data',
   for (const type of ['q4_K', 'q6_K', 'q4_0', 'q5_0', 'q8_0']) {
     for (const tokens of [1, 3, 5]) cases.push({ type, rows: 37, cols: type.endsWith('K') ? 1280 : 1120, tokens, seed: (Math.random() * 2 ** 32) >>> 0 || 1 });
   }
-  const runWith = async (variant) => {
-    const wasmPath = `${WASM_DIR}/wasm-${variant}/sotto.wasm`;
-    assert.ok(existsSync(new URL(`../../${wasmPath}`, import.meta.url)), `build wasm-${variant} first (${wasmPath})`);
-    const page = await chrome.browser.newPage();
-    try {
-      await page.goto(`${chrome.url}web/serve.mjs`);
-      return await page.evaluate(async ({ variant, wasmUrl, cases }) => {
-        const { Engine } = await import('/web/engine.js');
-        const engine = await Engine.create({ threads: 1, variant, wasmUrl });
-        try {
-          const out = [];
-          for (const c of cases) out.push(await engine.kernelCheck(c));
-          return out;
-        } finally {
-          engine.terminate();
-        }
-      }, { variant, wasmUrl: `/${wasmPath}`, cases });
-    } finally {
-      await page.close();
-    }
-  };
+  const runWith = async (variant) => (await runInEngine(variant, 'kernelCheck', cases)).out;
   const relaxed = await runWith('relaxed'), simd128 = await runWith('simd128');
   for (let i = 0; i < cases.length; ++i) {
     const c = cases[i];

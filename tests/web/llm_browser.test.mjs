@@ -9,32 +9,22 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { useBrowser } from './browser_support.mjs';
+import { onPage, useBrowser } from './browser_support.mjs';
 
 // WebGPU plays no part here: the language model runs on the CPU build.
 const recorded = JSON.parse(readFileSync(new URL('../data/llm_reference.json', import.meta.url), 'utf8'));
 
 const chrome = useBrowser();
 
-// A cross-origin-isolated page of the test server (every response carries COOP/COEP); the test imports
-// web/llm.js into it.
-async function openPage() {
-  const page = await chrome.browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  await page.goto(`${chrome.url}web/serve.mjs`);
-  assert.equal(await page.evaluate(() => crossOriginIsolated), true);
-  return { page, logs };
-}
+// Each test imports web/llm.js into a cross-origin-isolated page of the test server (onPage checks it).
+const PAGE = 'web/serve.mjs';
 
 const PROMPTS = recorded.models['stories260K.gguf'].slice(0, 3).map((r) => r.prompt);
 
 for (const variant of ['relaxed', 'simd128']) {
   for (const model of ['stories260K-q4_0.gguf', 'stories260K.gguf']) {
     test(`${variant}, ${model}, 2 threads: Llm.load + 64 greedy tokens equal llama.cpp on ${PROMPTS.length} prompts`, async (t) => {
-      const { page, logs } = await openPage();
-      try {
+      await onPage(chrome, PAGE, async (page) => {
         const out = await page.evaluate(async ({ variant, model, prompts }) => {
           const { Llm } = await import('/web/llm.js');
           const progress = [];
@@ -62,19 +52,13 @@ for (const variant of ['relaxed', 'simd128']) {
           t.diagnostic(`${variant} ${model} "${ref.prompt}": prefill ${r.prefillMs.toFixed(1)} ms, ${r.decodeTokensPerS.toFixed(0)} tokens/s`);
         }
         t.diagnostic(`wasm memory ${(out.info.memoryBytes / 2 ** 20).toFixed(1)} MiB for a ${(out.info.bytes / 2 ** 20).toFixed(2)} MiB file, n_ctx ${out.info.n_ctx}`);
-      } catch (e) {
-        e.message += `\nconsole: ${logs.join(' | ')}`;
-        throw e;
-      } finally {
-        await page.close();
-      }
+      });
     });
   }
 }
 
 test('streamed chat: OpenAI-shaped chunks, the KV cache kept across turns, early exit', async () => {
-  const { page } = await openPage();
-  try {
+  await onPage(chrome, PAGE, async (page) => {
     const out = await page.evaluate(async () => {
       const { Llm } = await import('/web/llm.js');
       const llm = await Llm.load('/fixtures/llm/stories260K-q4_0.gguf', { threads: 2 });
@@ -125,14 +109,11 @@ test('streamed chat: OpenAI-shaped chunks, the KV cache kept across turns, early
     assert.equal(out.whole.timings.reusedCache, false);
     assert.ok(out.whole.usage.prompt_tokens > 0 && out.whole.usage.completion_tokens > 0);
     assert.equal(out.afterIds, 8);
-  } finally {
-    await page.close();
-  }
+  });
 });
 
 test('a bad file gives a clear error, and the page stays responsive while generating', async () => {
-  const { page } = await openPage();
-  try {
+  await onPage(chrome, PAGE, async (page) => {
     const errors = await page.evaluate(async () => {
       const { Llm } = await import('/web/llm.js');
       const attempt = async (source, options) => {
@@ -169,7 +150,5 @@ test('a bad file gives a clear error, and the page stays responsive while genera
       return n;
     });
     assert.ok(ticks > 0, 'timers ran during generation');
-  } finally {
-    await page.close();
-  }
+  });
 });

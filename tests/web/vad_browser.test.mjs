@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { after, before, test } from 'node:test';
 import * as ort from 'onnxruntime-node';
 
-import { CHROMIUM, useBrowser } from './browser_support.mjs';
+import { CHROMIUM, onPage, useBrowser } from './browser_support.mjs';
 import {
   CLIPS, MODELS, clipPath, haveFixtures, maxAbsDiff, modelPath, onnxRuntimeProbs, onnxRuntimeSession, readWav16, referenceSegments,
   repo, wasmDir, wasmPath,
@@ -33,27 +33,20 @@ after(async () => {
   for (const s of Object.values(sessions)) await s.release();
 });
 
-async function openPage() {
-  const page = await chrome.browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  // The wasm from SOTTO_WASM_DIR when it is not the repository's build/ (the server serves the repository).
-  if (`${repo}build` !== wasmDir) {
-    await page.route(/\/build\/wasm-(simd128|relaxed)\/sotto\.wasm$/, (route) => {
-      const variant = route.request().url().match(/wasm-(simd128|relaxed)/)[1];
-      return route.fulfill({ path: wasmPath(variant), contentType: 'application/wasm', headers: { 'Cross-Origin-Resource-Policy': 'same-origin' } });
-    });
-  }
-  await page.goto(`${chrome.url}web/serve.mjs`);
-  assert.equal(await page.evaluate(() => crossOriginIsolated), true);
-  return { page, logs };
+// The tests' pages: web/serve.mjs of the test server, with the wasm from SOTTO_WASM_DIR when it is not the
+// repository's build/ (the server serves the repository).
+async function routeWasm(page) {
+  if (`${repo}build` === wasmDir) return;
+  await page.route(/\/build\/wasm-(simd128|relaxed)\/sotto\.wasm$/, (route) => {
+    const variant = route.request().url().match(/wasm-(simd128|relaxed)/)[1];
+    return route.fulfill({ path: wasmPath(variant), contentType: 'application/wasm', headers: { 'Cross-Origin-Resource-Policy': 'same-origin' } });
+  });
 }
+const inPage = (fn) => onPage(chrome, 'web/serve.mjs', fn, routeWasm);
 
 for (const variant of ['relaxed', 'simd128']) {
   test(`${variant}: v5.1 and v6.2 on ${CLIPS.length} clips within ${TOLERANCE} of ONNX Runtime, segments identical`, { skip }, async (t) => {
-    const { page, logs } = await openPage();
-    try {
+    await inPage(async (page) => {
       const out = await page.evaluate(async ({ variant, models, clips }) => {
         const { Vad } = await import('/web/vad.js');
         // The decoded samples go back once per clip, as the bytes of their floats in base64: millions of
@@ -100,18 +93,12 @@ for (const variant of ['relaxed', 'simd128']) {
           assert.deepEqual(r.segments.map(({ startFrame, endFrame }) => ({ startFrame, endFrame })), referenceSegments(ref), `${model} ${clip}: segments`);
         }
       }
-    } catch (e) {
-      e.message += `\nconsole: ${logs.join(' | ')}`;
-      throw e;
-    } finally {
-      await page.close();
-    }
+    });
   });
 }
 
 test('in the page: streaming segmenter events (vad-web names), process() per frame, a bad file', { skip }, async () => {
-  const { page, logs } = await openPage();
-  try {
+  await inPage(async (page) => {
     const out = await page.evaluate(async () => {
       const { Vad, VAD_WEB_DEFAULTS } = await import('/web/vad.js');
       const vad = await Vad.load('/fixtures/vad/silero_vad_v5.1.onnx');
@@ -147,10 +134,5 @@ test('in the page: streaming segmenter events (vad-web names), process() per fra
     ends.forEach((e, i) => assert.equal(e.samples, (out.whole.segments[i].endFrame - out.whole.segments[i].startFrame) * 512));
     assert.ok(out.events.length >= 2 && out.events[0].type === 'start');
     assert.match(out.error, /^sotto: blob: onnx: /);
-  } catch (e) {
-    e.message += `\nconsole: ${logs.join(' | ')}`;
-    throw e;
-  } finally {
-    await page.close();
-  }
+  });
 });
