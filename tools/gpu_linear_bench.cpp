@@ -3,7 +3,9 @@
 // audio (75 frames: 1024 -> 1024 / 2048 / 4096, 4096 -> 1024) and a large square one. Each shape: 50 products
 // recorded back to back and one read, REPEATS times (default 7); prints the median microseconds a product
 // (dispatch included) and the TFLOP/s that makes; square shapes also as a dependent chain (each product reads
-// the last one's output, as in a model). For comparing kernels across builds on one GPU.
+// the last one's output, as in a model). For comparing kernels across builds on one GPU. Then a decoder step's
+// shapes (one row: Moonshine's 416 -> 416, Parakeet's 1024 -> 1024) and a 416-float add, each as a dependent
+// chain: the time one small dependent dispatch costs, whatever it computes (the floor of a step of ~70).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -68,6 +70,33 @@ int main(int argc, char** argv) {
                   static_cast<long long>(s.n), static_cast<long long>(s.k), med,
                   2.0 * static_cast<double>(s.m * s.n * s.k) / (med * 1e6), dependent ? "  (dependent)" : "");
     }
+  }
+  // One row at a time, each op reading the last one's output: what a decoder step's chain of dispatches costs.
+  std::printf("\n%-36s %12s\n", "dependent chain of one-row ops", "us/dispatch");
+  auto chain = [&](const char* what, auto op, const nn::Tensor& x0) -> bool {
+    std::vector<double> us;
+    for (int r = 0; r <= repeats; ++r) {
+      const double t0 = now_ms();
+      nn::Tensor y = x0;
+      for (int i = 0; i < kChain; ++i) y = op(y);
+      if (auto read = gpu->to_floats(y); !read) {
+        std::fprintf(stderr, "sotto_gpu_linear_bench: %s\n", read.message().c_str());
+        return false;
+      }
+      if (r > 0) us.push_back((now_ms() - t0) * 1000.0 / kChain);
+    }
+    std::sort(us.begin(), us.end());
+    std::printf("%-36s %12.1f\n", what, us[us.size() / 2]);
+    return true;
+  };
+  for (const int64_t d : {int64_t{416}, int64_t{1024}}) {
+    const nn::Tensor x = random(1, d), w = random(d, d), b = random(1, d).reshape({d});
+    char what[64];
+    std::snprintf(what, sizeof what, "linear 1 x %lld -> %lld", static_cast<long long>(d),
+                  static_cast<long long>(d));
+    if (!chain(what, [&](const nn::Tensor& y) { return nn::linear(y, w, b); }, x)) return 1;
+    std::snprintf(what, sizeof what, "add of %lld floats", static_cast<long long>(d));
+    if (!chain(what, [&](const nn::Tensor& y) { return nn::add(y, x); }, x)) return 1;
   }
   return 0;
 }
