@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "api/clock.h"
+#include "nn/cpu.h"
 #include "nn/fused.h"
 #include "nn/gemm.h"
 #include "nn/gpu_recorder.h"
@@ -25,8 +26,10 @@ Tensor moonshine_encoder_linear(const MoonshineWeights& w, const Tensor& x, cons
   Tensor out = x.ctx().empty({rows, n});
   nn::cpu::gemm_nt_prepacked(x.ctx(), rows, n, k, x.f32(), k, m.f32(), out.f32(), n);
   if (b.defined())
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < n; ++j) out.f32()[r * n + j] += b.f32()[j];
+    nn::cpu::parallel_for(x.ctx(), rows, n, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        for (int64_t j = 0; j < n; ++j) out.f32()[r * n + j] += b.f32()[j];
+    });
   return out;
 }
 
