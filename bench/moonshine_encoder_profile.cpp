@@ -76,20 +76,20 @@ int main() {
     for (const auto& l : w.encoder) {
       Tensor h =
           timed("norms/rope/add/transpose", [&] { return nn::layer_norm(x, l.attn_norm, {}, c.norm_eps); });
-      Tensor q = timed("linear q/k/v/o", [&] { return nn::linear(h, l.q); });
+      Tensor q = timed("linear q/k/v/o", [&] { return sotto::asr::moonshine_encoder_linear(w, h, l.q); });
       q = timed("norms/rope/add/transpose",
                 [&] { return nn::rope(q, c.n_heads, c.rotary_dim, c.rope_base, 0, true); });
-      Tensor k = timed("linear q/k/v/o", [&] { return nn::linear(h, l.k); });
+      Tensor k = timed("linear q/k/v/o", [&] { return sotto::asr::moonshine_encoder_linear(w, h, l.k); });
       k = timed("norms/rope/add/transpose",
                 [&] { return nn::rope(k, c.n_heads, c.rotary_dim, c.rope_base, 0, true); });
-      Tensor v = timed("linear q/k/v/o", [&] { return nn::linear(h, l.v); });
+      Tensor v = timed("linear q/k/v/o", [&] { return sotto::asr::moonshine_encoder_linear(w, h, l.v); });
       Tensor a = timed("attention", [&] { return nn::attention(q, k, v, {.n_heads = c.n_heads}); });
-      a = timed("linear q/k/v/o", [&] { return nn::linear(a, l.o); });
+      a = timed("linear q/k/v/o", [&] { return sotto::asr::moonshine_encoder_linear(w, a, l.o); });
       x = timed("norms/rope/add/transpose", [&] { return nn::add(x, a); });
       h = timed("norms/rope/add/transpose", [&] { return nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps); });
-      h = timed("fc1", [&] { return nn::linear(h, l.fc1, l.fc1_b); });
+      h = timed("fc1", [&] { return sotto::asr::moonshine_encoder_linear(w, h, l.fc1, l.fc1_b); });
       h = timed("gelu/tanh", [&] { return nn::gelu(h); });
-      h = timed("fc2", [&] { return nn::linear(h, l.fc2, l.fc2_b); });
+      h = timed("fc2", [&] { return sotto::asr::moonshine_encoder_linear(w, h, l.fc2, l.fc2_b); });
       x = timed("norms/rope/add/transpose", [&] { return nn::add(x, h); });
     }
     x = timed("norms/rope/add/transpose", [&] { return nn::layer_norm(x, w.encoder_norm, {}, c.norm_eps); });

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "cpu/cpu_features.h"
 #include "nn/cpu.h"
 #include "nn/gemm.h"
 #include "nn/gpu_ops.h"
@@ -44,6 +45,9 @@ void gather_head(const float* x, int64_t rows, int64_t cols, int64_t h, int64_t 
 // Row-wise softmax of s [rows, cols], four lanes at a time (nn/vec_math.h's exp: libm's scalar expf per score
 // was most of attention's time outside the products); causal rows end at valid_offset + i.
 void softmax_rows(float* s, int64_t rows, int64_t cols, int64_t valid_offset, bool causal) {
+#if defined(__x86_64__) && !defined(__wasm__)
+  if (!causal && cpu_use_avx2()) return cpu::softmax_rows_avx2(s, rows, cols);
+#endif
   using vec::F4;
   for (int64_t i = 0; i < rows; ++i) {
     float* r = s + i * cols;

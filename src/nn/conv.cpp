@@ -36,19 +36,30 @@ void add_channel_bias(Tensor& out, const Tensor& b) {
 }
 
 // Unrolls group g of x [Cin, T] into cols [T', Cin_g * K]: cols[t][i * K + k] = x[g * Cin_g + i][t * stride
-// + k * dilation - pad] (`zero` outside).
+// + k * dilation - pad] (`zero` outside). Split over the context's threads by output rows: a conv stem's
+// unrolling (Moonshine's conv2: 2.4 M values) otherwise runs on one thread while the other waits.
 template <class T>
-void im2col_1d(const T* x, std::ptrdiff_t length, std::ptrdiff_t in_g, std::ptrdiff_t g,
+void im2col_1d(const Context& ctx, const T* x, std::ptrdiff_t length, std::ptrdiff_t in_g, std::ptrdiff_t g,
                std::ptrdiff_t kernel, const Conv1dOptions& o, std::ptrdiff_t out_len, T zero, T* cols) {
   const std::ptrdiff_t row = in_g * kernel;
-  for (std::ptrdiff_t t = 0; t < out_len; ++t)
-    for (std::ptrdiff_t i = 0; i < in_g; ++i) {
-      const T* xi = x + (g * in_g + i) * length;
-      for (std::ptrdiff_t k = 0; k < kernel; ++k) {
-        const std::ptrdiff_t p = t * o.stride + k * o.dilation - o.padding;
-        cols[t * row + i * kernel + k] = (p >= 0 && p < length) ? xi[p] : zero;
+  cpu::parallel_for(ctx, out_len, row, [&](int64_t begin, int64_t end) {
+    for (std::ptrdiff_t t = begin; t < end; ++t) {
+      const std::ptrdiff_t p0 = t * o.stride - o.padding;
+      const bool inside = p0 >= 0 && p0 + (kernel - 1) * o.dilation < length;
+      for (std::ptrdiff_t i = 0; i < in_g; ++i) {
+        const T* xi = x + (g * in_g + i) * length;
+        T* c = cols + t * row + i * kernel;
+        if (inside) {
+          for (std::ptrdiff_t k = 0; k < kernel; ++k) c[k] = xi[p0 + k * o.dilation];
+        } else {
+          for (std::ptrdiff_t k = 0; k < kernel; ++k) {
+            const std::ptrdiff_t p = p0 + k * o.dilation;
+            c[k] = (p >= 0 && p < length) ? xi[p] : zero;
+          }
+        }
       }
     }
+  });
 }
 
 }  // namespace
@@ -120,7 +131,7 @@ Tensor conv1d(const Tensor& x0, const Tensor& w0, const Tensor& b, const Conv1dO
     const int64_t row = in_g * kernel;
     Tensor cols = ctx.empty({out_len, row});
     for (int64_t g = 0; g < o.groups; ++g) {
-      im2col_1d(x.f32(), length, in_g, g, kernel, o, out_len, 0.0f, cols.f32());
+      im2col_1d(ctx, x.f32(), length, in_g, g, kernel, o, out_len, 0.0f, cols.f32());
       cpu::gemm_nt(ctx, out_g, out_len, row, w.f32() + g * out_g * row, row, cols.f32(), row,
                    out.f32() + g * out_g * out_len, out_len);
     }
@@ -191,7 +202,7 @@ Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b,
   Tensor cols = ctx.empty({out_len, row}, DType::I16);
   Tensor acc = ctx.empty({cout, out_len}, DType::I32);
   for (int64_t g = 0; g < o.groups; ++g) {
-    im2col_1d(xs.data<int16_t>(), length, in_g, g, kernel, o, out_len, int16_t{0}, cols.data<int16_t>());
+    im2col_1d(ctx, xs.data<int16_t>(), length, in_g, g, kernel, o, out_len, int16_t{0}, cols.data<int16_t>());
     cpu::igemm_nt(ctx, out_g, out_len, row, ws.data<int16_t>() + g * out_g * row, row, cols.data<int16_t>(),
                   row, acc.data<int32_t>() + g * out_g * out_len, out_len);
   }

@@ -49,6 +49,11 @@ enum DerivedKind : uint32_t {
 // A weight as F32, dequantized once and kept with it (as_f32 for activations: they are used once).
 Tensor weight_f32(const Tensor& w);
 
+// vec_math_avx2.cpp (call only when cpu_use_avx2()): GELU (erf form) of n floats, and the softmax of each
+// of `rows` rows of `cols` scores in place, at 8 lanes.
+void gelu_erf_avx2(const float* in, float* out, int64_t n);
+void softmax_rows_avx2(float* s, int64_t rows, int64_t cols);
+
 // An int8 [K, N] weight widened to int16 and transposed to [N, K], kept with it (linear.cpp).
 Tensor int16_transposed(const Tensor& w);
 

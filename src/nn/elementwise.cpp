@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cpu/cpu_features.h"
 #include "nn/cpu.h"
 #include "nn/gpu_ops.h"
 #include "nn/ops.h"
@@ -282,6 +283,9 @@ Tensor activation(const Tensor& x0, Act act, float alpha) {
       case Act::Silu:
         return vec::map4(src, dst, count, [](vec::F4 v) { return v * vec::sigmoid4(v); });
       case Act::GeluErf:
+#if defined(__x86_64__) && !defined(__wasm__)
+        if (cpu_use_avx2()) return cpu::gelu_erf_avx2(src, dst, count);
+#endif
         return vec::map4(src, dst, count, vec::gelu_erf4);
       case Act::Relu:
         return vec::map4(src, dst, count,

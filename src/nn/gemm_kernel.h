@@ -300,6 +300,19 @@ V splat(float a) {
   return v;
 }
 
+// acc + a * b. Natively clang contracts this into one FMA where the build has it (AVX2+FMA). Wasm SIMD128 has
+// no fused multiply-add, so the relaxed build asks for f32x4.relaxed_madd, which V8 lowers to one vfmadd231ps
+// on a CPU with FMA (else a multiply and an add): half the arithmetic instructions of the micro-kernel, whose
+// 12 accumulators leave no spare registers to hide a separate multiply's latency. Fused or not per CPU, so
+// results may differ in the last bits between machines (tests compare against references with tolerances).
+template <class V, int L>
+V fma_vec(V acc, V a, V b) {
+#if defined(__wasm_relaxed_simd__)
+  if constexpr (L == 4) return reinterpret_cast<V>(__builtin_wasm_relaxed_madd_f32x4(a, b, acc));
+#endif
+  return acc + a * b;
+}
+
 // C[0..mr) x [0..nr) (+)= the kMr x 2L tile of the panels' product over kc.
 template <class V, int L>
 void micro_kernel(Index kc, const float* ap, const float* bp, float* c, Index ldc, Index mr, Index nr,
@@ -309,8 +322,8 @@ void micro_kernel(Index kc, const float* ap, const float* bp, float* c, Index ld
     const V b0 = load_vec<V>(bp), b1 = load_vec<V>(bp + L);
     for (int i = 0; i < kMr; ++i) {
       const V a = splat<V, L>(ap[i]);
-      acc[i][0] += a * b0;
-      acc[i][1] += a * b1;
+      acc[i][0] = fma_vec<V, L>(acc[i][0], a, b0);
+      acc[i][1] = fma_vec<V, L>(acc[i][1], a, b1);
     }
   }
   if (mr == kMr && nr == 2 * L) {

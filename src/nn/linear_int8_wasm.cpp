@@ -14,12 +14,17 @@ inline float hsum(v128_t v) {
          wasm_f32x4_extract_lane(v, 3);
 }
 
-// acc += x[0..8) * float(q[0..8)), the 8 products in two f32x4 halves.
+// acc += x[0..8) * float(q[0..8)), the 8 products in two f32x4 halves. The relaxed build multiplies and adds
+// in f32x4.relaxed_madd (one vfmadd where the CPU has FMA): 7 instructions per 8 weights instead of 9.
 inline v128_t step8(v128_t acc, v128_t x_lo, v128_t x_hi, const int8_t* q) {
   const v128_t w16 = wasm_i16x8_load8x8(q);
   const v128_t lo = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_low_i16x8(w16));
   const v128_t hi = wasm_f32x4_convert_i32x4(wasm_i32x4_extend_high_i16x8(w16));
+#if defined(__wasm_relaxed_simd__)
+  return wasm_f32x4_relaxed_madd(x_hi, hi, wasm_f32x4_relaxed_madd(x_lo, lo, acc));
+#else
   return wasm_f32x4_add(acc, wasm_f32x4_add(wasm_f32x4_mul(x_lo, lo), wasm_f32x4_mul(x_hi, hi)));
+#endif
 }
 
 }  // namespace

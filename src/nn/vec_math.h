@@ -27,26 +27,49 @@ inline void store(float* p, F4 v) {
 
 // e^x: x clamped to [-87, 88] (so 2^n stays a normal float), n = round(x / ln 2) by the 1.5 * 2^23 trick, r =
 // x - n ln 2 (|r| <= 0.35, ln 2 split in two for exactness), e^r by its Taylor series to r^7 (truncation error
-// < 6e-9 relative), times 2^n built in the exponent bits. ~1 ulp.
-inline F4 exp4(F4 x) {
+// < 6e-9 relative), times 2^n built in the exponent bits. ~1 ulp. Written over any float vector V (4 lanes
+// here; 8 in the AVX2 files, nn/*_avx2.cpp), the same operations in the same order on each.
+template <class V>
+V fill(float x) {
+  return V{} + x;
+}
+
+// a * b + c: one FMA where the build has it (AVX2 files contract the expression; the relaxed wasm build asks
+// for f32x4.relaxed_madd, fused where the CPU has FMA), else a multiply and an add. The polynomials below
+// are chains of these.
+template <class V>
+V mul_add(V a, V b, V c) {
+#if defined(__wasm_relaxed_simd__)
+  if constexpr (sizeof(V) == 16) return __builtin_wasm_relaxed_madd_f32x4(a, b, c);
+#endif
+  return a * b + c;
+}
+
+template <class V>
+V exp_v(V x) {
+  typedef int32_t IV __attribute__((vector_size(sizeof(V))));
   // Clamped by compare and select: __builtin_elementwise_min/max lower to scalar fminf/fmaxf calls in wasm.
-  x = x < splat(-87.0f) ? splat(-87.0f) : x;
-  x = x > splat(88.0f) ? splat(88.0f) : x;
-  const F4 shifter = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const F4 n = (x * splat(1.44269504088896341f) + shifter) - shifter;
-  const F4 r = (x - n * splat(0.693359375f)) - n * splat(-2.12194440e-4f);
-  F4 p = splat(1.0f / 5040);
-  p = p * r + splat(1.0f / 720);
-  p = p * r + splat(1.0f / 120);
-  p = p * r + splat(1.0f / 24);
-  p = p * r + splat(1.0f / 6);
-  p = p * r + splat(0.5f);
-  p = p * r + splat(1.0f);
-  p = p * r + splat(1.0f);
-  const I4 bits = (__builtin_convertvector(n, I4) + 127) << 23;
-  F4 scale;
+  x = x < fill<V>(-87.0f) ? fill<V>(-87.0f) : x;
+  x = x > fill<V>(88.0f) ? fill<V>(88.0f) : x;
+  const V shifter = fill<V>(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const V n = (x * fill<V>(1.44269504088896341f) + shifter) - shifter;
+  const V r = (x - n * fill<V>(0.693359375f)) - n * fill<V>(-2.12194440e-4f);
+  V p = fill<V>(1.0f / 5040);
+  p = mul_add(p, r, fill<V>(1.0f / 720));
+  p = mul_add(p, r, fill<V>(1.0f / 120));
+  p = mul_add(p, r, fill<V>(1.0f / 24));
+  p = mul_add(p, r, fill<V>(1.0f / 6));
+  p = mul_add(p, r, fill<V>(0.5f));
+  p = mul_add(p, r, fill<V>(1.0f));
+  p = mul_add(p, r, fill<V>(1.0f));
+  const IV bits = (__builtin_convertvector(n, IV) + 127) << 23;
+  V scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
+}
+
+inline F4 exp4(F4 x) {
+  return exp_v(x);
 }
 
 inline F4 sigmoid4(F4 x) {
@@ -83,21 +106,31 @@ inline F4 sin4(F4 x) {
 // erf by Abramowitz & Stegun 7.1.26 (as the GPU backend's kernel): 1 - t (a1 + t (a2 + ...)) e^{-x^2} with
 // t = 1 / (1 + p |x|), sign restored; absolute error <= 1.5e-7. GELU's erf runs on every element of a
 // transformer's MLP: libm's scalar erff was a fifth of Moonshine's encoder.
-inline F4 erf4(F4 x) {
-  const F4 a = __builtin_elementwise_abs(x);
-  const F4 t = splat(1.0f) / (splat(1.0f) + splat(0.3275911f) * a);
-  F4 p = splat(1.061405429f);
-  p = p * t + splat(-1.453152027f);
-  p = p * t + splat(1.421413741f);
-  p = p * t + splat(-0.284496736f);
-  p = p * t + splat(0.254829592f);
-  const F4 y = splat(1.0f) - p * t * exp4(-(a * a));
+template <class V>
+V erf_v(V x) {
+  const V a = __builtin_elementwise_abs(x);
+  const V t = fill<V>(1.0f) / (fill<V>(1.0f) + fill<V>(0.3275911f) * a);
+  V p = fill<V>(1.061405429f);
+  p = mul_add(p, t, fill<V>(-1.453152027f));
+  p = mul_add(p, t, fill<V>(1.421413741f));
+  p = mul_add(p, t, fill<V>(-0.284496736f));
+  p = mul_add(p, t, fill<V>(0.254829592f));
+  const V y = fill<V>(1.0f) - p * t * exp_v(-(a * a));
   return __builtin_elementwise_copysign(y, x);
 }
 
+inline F4 erf4(F4 x) {
+  return erf_v(x);
+}
+
 // GELU (exact form): x / 2 (1 + erf(x / sqrt 2)).
+template <class V>
+V gelu_erf_v(V x) {
+  return fill<V>(0.5f) * x * (fill<V>(1.0f) + erf_v(x * fill<V>(0.70710678118654752f)));
+}
+
 inline F4 gelu_erf4(F4 x) {
-  return splat(0.5f) * x * (splat(1.0f) + erf4(x * splat(0.70710678118654752f)));
+  return gelu_erf_v(x);
 }
 
 // f applied to n floats, four at a time; the tail goes through a zero-padded vector.

@@ -1,6 +1,6 @@
 // The op layer's CPU kernels as this wasm build compiles them (SIMD128 or relaxed SIMD) against their scalar
 // references (nn/ref.h) on fresh random inputs of odd sizes: the products (f32 dot tiles, int8 pairwise
-// multiply-add), convs (unrolled and in-place; the int8 conv bitwise), the LSTM, vector activations, Snake,
+// multiply-add, weight-only int8 linear), convs (unrolled and in-place; the int8 conv bitwise), the LSTM, vector activations, Snake,
 // softmax, layer, instance and group norm, attention.
 // web/worker.js's nnCheck op runs it; tests/web/nn_ops.test.mjs checks the result for both builds.
 #include <cmath>
@@ -67,6 +67,9 @@ struct NnCheck {
       expect(matmul(x, wkn), ref::matmul(x, wkn), 4e-6 * std::sqrt(static_cast<double>(k)) + 2e-6, 1e-5);
       const Tensor w8 = random_int8({k, n});
       expect(matmul_integer_dynamic(x, w8), ref::matmul_integer_dynamic(x, w8), 0, 1e-6);
+      const Tensor w8t = random_int8({n, k});  // weight-only int8 [out, in], per-tensor scale and offset
+      expect(linear_int8_affine(x, w8t, 0.02f, 0.1f, b), ref::linear_int8_affine(x, w8t, 0.02f, 0.1f, b),
+             1e-5 * std::sqrt(static_cast<double>(k)) + 2e-6, 1e-5);
       const int64_t cin = size(1, 9), cout = size(1, 9), kernel = size(1, 5), t = size(kernel * 3, 120);
       const Conv1dOptions o{.stride = static_cast<int>(size(1, 3)), .padding = static_cast<int>(size(0, 2))};
       const Tensor cx = random({cin, t}), cw = random({cout, cin, kernel}), cb = random({cout});

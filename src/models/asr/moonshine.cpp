@@ -7,7 +7,9 @@
 #include <unordered_map>
 
 #include "api/clock.h"
+#include "nn/cpu.h"
 #include "nn/fused.h"
+#include "nn/gemm.h"
 #include "nn/gpu_recorder.h"
 #include "nn/ops.h"
 
@@ -17,8 +19,25 @@ using nn::Tensor;
 
 // ---------------------------------------------------------------- the encoder
 
+Tensor moonshine_encoder_linear(const MoonshineWeights& w, const Tensor& x, const Tensor& m,
+                                const Tensor& b) {
+  if (!w.encoder_packed) return nn::linear(x, m, b);
+  const int64_t k = x.dim(-1), n = m.dim(0), rows = x.elements() / k;
+  Tensor out = x.ctx().empty({rows, n});
+  nn::cpu::gemm_nt_prepacked(x.ctx(), rows, n, k, x.f32(), k, m.f32(), out.f32(), n);
+  if (b.defined())
+    nn::cpu::parallel_for(x.ctx(), rows, n, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        for (int64_t j = 0; j < n; ++j) out.f32()[r * n + j] += b.f32()[j];
+    });
+  return out;
+}
+
 Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
   const MoonshineConfig& c = w.config;
+  auto linear = [&](const Tensor& x, const Tensor& m, const Tensor& b = {}) {
+    return moonshine_encoder_linear(w, x, m, b);
+  };
   Tensor x = audio.reshape({1, audio.elements()});
   x = nn::tanh(nn::conv1d(x, w.conv1, {}, {.stride = 64}));
   x = nn::group_norm(x, 1, w.group_norm_gamma, w.group_norm_beta, c.norm_eps);
@@ -28,11 +47,11 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
 
   for (const MoonshineEncoderLayer& l : w.encoder) {
     Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
-    Tensor q = nn::rope(nn::linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
-    Tensor k = nn::rope(nn::linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
-    x = nn::add(x, nn::linear(nn::attention(q, k, nn::linear(h, l.v), {.n_heads = c.n_heads}), l.o));
+    Tensor q = nn::rope(linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
+    Tensor k = nn::rope(linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
+    x = nn::add(x, linear(nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads}), l.o));
     h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
-    x = nn::add(x, nn::linear(nn::gelu(nn::linear(h, l.fc1, l.fc1_b)), l.fc2, l.fc2_b));
+    x = nn::add(x, linear(nn::gelu(linear(h, l.fc1, l.fc1_b)), l.fc2, l.fc2_b));
   }
   return nn::layer_norm(x, w.encoder_norm, {}, c.norm_eps);
 }
@@ -641,6 +660,17 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       w.encoder.push_back(std::move(l));
     }
     SOTTO_ASSIGN(w.encoder_norm, ld.vec("last_hidden_state", -1, d));
+    const int64_t width = nn::cpu::gemm_panel_width();
+    if (ctx.backend() == nn::Backend::Cpu && d % width == 0 && c.encoder_ff % width == 0) {
+      auto pack = [&](Tensor& m) {
+        Tensor p = ctx.empty(m.shape());
+        nn::cpu::gemm_pack_b(m.dim(0), m.dim(1), m.f32(), m.dim(1), p.f32());
+        m = p;
+      };
+      for (MoonshineEncoderLayer& l : w.encoder)
+        for (Tensor* m : {&l.q, &l.k, &l.v, &l.o, &l.fc1, &l.fc2}) pack(*m);
+      w.encoder_packed = true;
+    }
   }
   {
     const GraphConstants g(decoder, decoder_name);
