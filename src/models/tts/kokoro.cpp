@@ -340,9 +340,8 @@ Result<KokoroFront> kokoro_front(nn::Context& ctx, const KokoroWeights& w, std::
   const nn::Tensor source = kokoro_harmonic_source(w, f0);
   const nn::Tensor padded_source = pad_source(source);
   lap(ms.source);
-  if (trace != nullptr) {
-    *trace = {bert,         d,        ctx.from_floats({t}, sums), en, f0, noise, t_en, asr, decoded, source,
-              nn::Tensor{}, durations};
+  if (trace != nullptr) {  // har: kokoro_speak adds it
+    *trace = {bert, d, ctx.from_floats({t}, sums), en, f0, noise, t_en, asr, decoded, source, {}, durations};
   }
   return KokoroFront{style_t, decoded, padded_source, durations.empty() ? 0 : durations.front()};
 }
