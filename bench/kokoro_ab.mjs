@@ -4,7 +4,11 @@
 // the rest is computed) and of the process's CPU time (user + sys from /usr/bin/time: loading and the warm-up
 // are in it, the same work for every binary, so differences are the pass's).
 //
-//   node bench/kokoro_ab.mjs --bins /tmp/base/sotto,build/bin/sotto [--threads 1,2] [--repeats 5] [--out FILE.md]
+//   node bench/kokoro_ab.mjs --bins /tmp/base/sotto,build/bin/sotto [--threads 1,2] [--repeats 5] [--stream]
+//       [--out FILE.md]
+//
+// --stream: `sotto speak --stream` at its defaults (the voice agent's way: the first 300 ms of speech after 100 ms
+// of the leading pause, then doubling chunks), so first audio ms is the first chunk's.
 import {spawnSync} from 'node:child_process';
 import {writeFileSync} from 'node:fs';
 import {loadavg} from 'node:os';
@@ -21,9 +25,13 @@ const INPUTS = {
 };
 
 function parseArgs(argv) {
-  const o = {bins: [], threads: [1, 2], repeats: 5, out: null};
+  const o = {bins: [], threads: [1, 2], repeats: 5, out: null, stream: false};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
+    if (a === '--stream') {
+      o.stream = true;
+      continue;
+    }
     const v = argv[++i];
     if (a === '--bins')
       o.bins = v.split(',');
@@ -40,12 +48,12 @@ function parseArgs(argv) {
   return o;
 }
 
-function run(bin, phonemes, threads) {
+function run(bin, phonemes, threads, stream) {
   const r = spawnSync(
       '/usr/bin/time',
       [
         '-f', 'CPU %U %S', bin, 'speak', '-m', MODEL, '--voice', 'af_heart', '--phonemes', phonemes, '-o',
-        '/tmp/sotto_kokoro_ab.wav', '--json', '--threads', String(threads)
+        '/tmp/sotto_kokoro_ab.wav', '--json', '--threads', String(threads), ...(stream ? ['--stream'] : [])
       ],
       {encoding: 'utf8'});
   if (r.status !== 0) throw new Error(`${bin} speak failed: ${r.stderr}`);
@@ -64,7 +72,7 @@ for (let r = 0; r < o.repeats; r++) {
       for (const [name, phonemes] of Object.entries(INPUTS)) {
         const key = `${bin}|${threads}|${name}`;
         if (!results.has(key)) results.set(key, []);
-        results.get(key).push(run(bin, phonemes, threads));
+        results.get(key).push(run(bin, phonemes, threads, o.stream));
       }
     }
   }
@@ -90,6 +98,9 @@ for (const threads of o.threads)
 const report = [
   `Load average ${loadStart} at the start, ${loadEnd} at the end; median of ${o.repeats}, binaries interleaved (order rotated each round).`,
   `Command: node bench/kokoro_ab.mjs ${process.argv.slice(2).join(' ')}`, '',
+  `Ours: ${o.stream ? '`sotto speak --stream`' : '`sotto speak`'} (first audio: the first ${
+      o.stream ? 'chunk' : 'sentence'}).`,
+  '',
   markdownTable(
       [
         'threads', 'input', 'binary', 'audio s', 'first audio ms', 'compute ms', 'process CPU ms',

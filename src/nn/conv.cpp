@@ -221,6 +221,8 @@ Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b,
 // ---------------------------------------------------------------- transposed conv1d
 
 namespace {
+constexpr uint32_t kDerivedConvTransposeWeights = 14;  // conv_transpose1d's w^T per group [G out_g K, in_g]
+
 int64_t transposed_length(int64_t length, int64_t kernel, const ConvTranspose1dOptions& o) {
   return (length - 1) * o.stride - 2 * o.padding + o.dilation * (kernel - 1) + o.output_padding + 1;
 }
@@ -264,29 +266,56 @@ Tensor conv_transpose1d(const Tensor& x0, const Tensor& w0, const Tensor& b,
   const int64_t out_len = transposed_length(length, kernel, o);
   NN_ASSERT(in_g * o.groups == cin && out_len > 0);
   Tensor out = ctx.zeros({cout, out_len});
+  // Each output position sums its taps in the order (k, t) ascending, as the scatter below does, whichever
+  // path computes the products (so both paths give the same bits).
+  auto scatter = [&](const float* c, float* y) {  // c: one output channel's columns [K, T]
+    for (int64_t k = 0; k < kernel; ++k)
+      for (int64_t t = 0; t < length; ++t) {
+        const int64_t p = t * o.stride + k * o.dilation - o.padding;
+        if (p >= 0 && p < out_len) y[p] += c[k * length + t];
+      }
+  };
+  if (in_g == 1 && out_g == 1) {
+    // Depthwise (StyleTTS 2's upsampling pool, one channel per group): each product directly, channels over
+    // the threads; a gemm per channel cost more in hand-offs than in arithmetic.
+    cpu::parallel_for(ctx, cout, kernel * length, [&](int64_t begin, int64_t end) {
+      std::vector<float> c(static_cast<size_t>(kernel * length));
+      for (int64_t ch = begin; ch < end; ++ch) {
+        const float* wk = w.f32() + ch * kernel;
+        const float* xc = x.f32() + ch * length;
+        for (int64_t k = 0; k < kernel; ++k)
+          for (int64_t t = 0; t < length; ++t) c[k * length + t] = wk[k] * xc[t];
+        scatter(c.data(), out.f32() + ch * out_len);
+      }
+    });
+    add_channel_bias(out, b);
+    return out;
+  }
   // Per group: cols[(oc, k)][t] = sum_i w[i][oc][k] x[i][t] as one gemm_nt of w^T [out_g * K, in_g] with
   // x^T [T, in_g], then each column scattered (added) to output position t * stride + k * dilation - pad.
+  // w^T of every group is made once and kept with the weight (a strided copy of the whole weight per call was
+  // as slow as the product for Kokoro's ups.0).
+  const Tensor wt = w0.derived(kDerivedConvTransposeWeights, [&] {
+    Tensor t = ctx.empty({o.groups * out_g * kernel, in_g});
+    for (int64_t g = 0; g < o.groups; ++g)
+      for (int64_t i = 0; i < in_g; ++i)
+        for (int64_t r = 0; r < out_g * kernel; ++r)
+          t.f32()[(g * out_g * kernel + r) * in_g + i] = w.f32()[(g * in_g + i) * out_g * kernel + r];
+    return t;
+  });
   const Tensor xt = transpose(x);  // [T, Cin]
-  Tensor wt = ctx.empty({out_g * kernel, in_g});
   Tensor cols = ctx.empty({out_g * kernel, length});
-  Tensor xg = ctx.empty({length, in_g});
+  Tensor xg = o.groups == 1 ? xt : ctx.empty({length, in_g});
   for (int64_t g = 0; g < o.groups; ++g) {
-    for (int64_t i = 0; i < in_g; ++i)
-      for (int64_t r = 0; r < out_g * kernel; ++r)
-        wt.f32()[r * in_g + i] = w.f32()[(g * in_g + i) * out_g * kernel + r];
-    for (int64_t t = 0; t < length; ++t)
-      std::memcpy(xg.f32() + t * in_g, xt.f32() + t * cin + g * in_g, static_cast<size_t>(in_g) * 4);
-    cpu::gemm_nt(ctx, out_g * kernel, length, in_g, wt.f32(), in_g, xg.f32(), in_g, cols.f32(), length);
-    for (int64_t oc = 0; oc < out_g; ++oc) {
-      float* y = out.f32() + (g * out_g + oc) * out_len;
-      for (int64_t k = 0; k < kernel; ++k) {
-        const float* c = cols.f32() + (oc * kernel + k) * length;
-        for (int64_t t = 0; t < length; ++t) {
-          const int64_t p = t * o.stride + k * o.dilation - o.padding;
-          if (p >= 0 && p < out_len) y[p] += c[t];
-        }
-      }
-    }
+    if (o.groups > 1)
+      for (int64_t t = 0; t < length; ++t)
+        std::memcpy(xg.f32() + t * in_g, xt.f32() + t * cin + g * in_g, static_cast<size_t>(in_g) * 4);
+    cpu::gemm_nt(ctx, out_g * kernel, length, in_g, wt.f32() + g * out_g * kernel * in_g, in_g, xg.f32(),
+                 in_g, cols.f32(), length);
+    cpu::parallel_for(ctx, out_g, kernel * length, [&](int64_t begin, int64_t end) {
+      for (int64_t oc = begin; oc < end; ++oc)
+        scatter(cols.f32() + oc * kernel * length, out.f32() + (g * out_g + oc) * out_len);
+    });
   }
   add_channel_bias(out, b);
   return out;

@@ -386,6 +386,13 @@ TEST(NnGpuKokoro, SineSourceAndStftFollowTheCpuOps) {
   // ulp per complex product; 1e-5 on values of ~1.
   expect_close(download(*cpu, *gpu, stft_onnxruntime(upload(*gpu, signal), upload(*gpu, window), 20, 5)),
                stft_onnxruntime(signal, window, 20, 5), 1e-5f, 1e-5f, "gpu stft_onnxruntime");
+  // A streamed window's spectrum is the STFT of a slice of the padded source (a view at an offset).
+  const int64_t begin = 5 * rand_int(0, (length - 20) / 5);
+  expect_close(
+      download(*cpu, *gpu,
+               stft_onnxruntime(slice(upload(*gpu, signal), 0, begin, length), upload(*gpu, window), 20, 5)),
+      stft_onnxruntime(slice(signal, 0, begin, length), window, 20, 5), 1e-5f, 1e-5f,
+      "gpu stft_onnxruntime of a slice");
 }
 
 }  // namespace

@@ -276,6 +276,28 @@ TEST(NnConv, Conv1dIntegerDynamicMatchesReference) {
   });
 }
 
+// Kokoro's shapes of conv_transpose1d's two CPU paths: depthwise (StyleTTS 2's upsampling pool) and one group
+// with its transposed weight kept from the first call (the generator's ups), each called twice.
+TEST(NnConv, TransposedDepthwiseAndKeptWeightMatchReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int64_t channels = rand_int(8, 40), t = rand_int(3, 50);
+    const ConvTranspose1dOptions pool{
+        .stride = 2, .padding = 1, .output_padding = 1, .groups = static_cast<int>(channels)};
+    const Tensor x = rand_tensor(ctx, {channels, t}), w = rand_tensor(ctx, {channels, 1, 3});
+    const Tensor bias = rand_tensor(ctx, {channels});
+    const Tensor first = conv_transpose1d(x, w, bias, pool);
+    expect_close(first, ref::conv_transpose1d(x, w, bias, pool), product_tol(3), 1e-5f, "depthwise " + where);
+    EXPECT_EQ(floats(conv_transpose1d(x, w, bias, pool)), floats(first)) << where;
+    const ConvTranspose1dOptions ups{.stride = 6, .padding = 3};
+    const Tensor w2 = rand_tensor(ctx, {channels, 5, 12}), b2 = rand_tensor(ctx, {5});
+    const Tensor once = conv_transpose1d(x, w2, b2, ups);
+    expect_close(once, ref::conv_transpose1d(x, w2, b2, ups), product_tol(channels * 12), 1e-5f,
+                 "ups " + where);
+    EXPECT_EQ(floats(conv_transpose1d(x, w2, b2, ups)), floats(once)) << where;
+  });
+}
+
 TEST(NnConv, TransposedAndConv2dMatchReference) {
   Backends b;
   b.each([&](Context& ctx, const std::string& where) {

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
+#include "cpu/cpu_features.h"
 #include "nn/ref.h"
 #include "nn/vec_math.h"
 #include "nn_test_support.h"
@@ -33,6 +35,20 @@ TEST(NnSnake, MatchesReference) {
     x.f32()[(c * t) / 2] = 9000.0f;  // past sin4's range
     testing::expect_close(snake(x, alpha), ref::snake(x, alpha), 2e-5f, 2e-6f, "snake " + where);
   });
+}
+
+// The AVX2 rows (snake_avx2.cpp, eight lanes) are sin4's operations in the same order: bitwise the portable
+// four-lane loop, including rows that reach past sin4's range part way.
+TEST(NnSnake, Avx2RowsAreBitwiseThePortableLoop) {
+  auto ctx = Context::cpu(nullptr);
+  const int64_t c = testing::rand_int(2, 9), t = testing::rand_int(40, 203);
+  Tensor x = testing::rand_tensor(*ctx, {c, t}, -500.0f, 500.0f);
+  const Tensor alpha = testing::rand_tensor(*ctx, {c}, 0.1f, 20.0f);
+  x.f32()[t + testing::rand_int(0, t - 1)] = 9000.0f;  // row 1 goes past sin4's range
+  cpu_force_portable(true);
+  const std::vector<float> portable = testing::floats(snake(x, alpha));
+  cpu_force_portable(false);
+  EXPECT_EQ(testing::floats(snake(x, alpha)), portable);
 }
 
 }  // namespace

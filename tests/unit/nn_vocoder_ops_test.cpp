@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
+#include <vector>
 
+#include "core/thread_pool.h"
 #include "nn/ops.h"
 #include "nn_test_support.h"
 
@@ -37,6 +40,34 @@ TEST(NnVocoderOps, StftLikeOnnxRuntimeIsTheDft) {
       }
     EXPECT_LT(worst, 2e-5 * n_fft) << "n_fft " << n_fft;  // float FFT rounding, values up to ~n_fft / 2
   }
+}
+
+// Kokoro's streaming makes each window's spectrum from the window's own samples, and the frames go over the
+// threads: both must give the whole signal's frames bit for bit.
+TEST(NnVocoderOps, StftFramesAreTheSameOnASliceAndOnThreads) {
+  ThreadPool pool(3);
+  auto single = Context::cpu(nullptr), threaded = Context::cpu(&pool);
+  const int n_fft = 20, hop = 5;
+  const int64_t length = 20 + hop * testing::rand_int(700, 900);
+  const std::vector<float> signal = testing::floats(testing::rand_tensor(*single, {length}));
+  const std::vector<float> window = testing::floats(testing::rand_tensor(*single, {n_fft}, 0.0f, 1.0f));
+  const Tensor whole = stft_onnxruntime(single->from_floats({length}, signal),
+                                        single->from_floats({n_fft}, window), n_fft, hop);
+  const Tensor on_threads = stft_onnxruntime(threaded->from_floats({length}, signal),
+                                             threaded->from_floats({n_fft}, window), n_fft, hop);
+  EXPECT_EQ(testing::floats(on_threads), testing::floats(whole));
+  const int64_t frames = whole.dim(2), a = testing::rand_int(0, frames / 2),
+                b = testing::rand_int(a + 1, frames);
+  const Tensor part = stft_onnxruntime(
+      single->from_floats({(b - 1 - a) * hop + n_fft},
+                          std::span(signal).subspan(static_cast<size_t>(a * hop),
+                                                    static_cast<size_t>((b - 1 - a) * hop + n_fft))),
+      single->from_floats({n_fft}, window), n_fft, hop);
+  ASSERT_EQ(part.dim(2), b - a);
+  for (int64_t c = 0; c < 2 * whole.dim(1); ++c)
+    for (int64_t t = a; t < b; ++t)
+      ASSERT_EQ(part.f32()[c * (b - a) + t - a], whole.f32()[c * frames + t])
+          << "row " << c << " frame " << t;
 }
 
 TEST(NnVocoderOps, Atan2IsTheQuadrantAngle) {

@@ -210,10 +210,32 @@ nn::Tensor kokoro_harmonic_source(const KokoroWeights& w, const nn::Tensor& f0) 
   return source.reshape({source.dim(0)});  // [600 F]
 }
 
+namespace {
+
+// The source reflect-padded as the STFT centres its frames: frame k is padded samples [5 k, 5 k + 20).
+nn::Tensor pad_source(const nn::Tensor& source) {
+  return nn::pad_reflect(source, 0, 10, 10);
+}
+
+// The spectrum of padded samples [300 a, 300 b + 20): har frames [60 a, 60 b + 1) of the piece, the ones the
+// generator reads for decoded frames [a, b). Frames are independent, so a window's are the piece's, bit for bit.
+nn::Tensor window_spectrum(const KokoroWeights& w, const nn::Tensor& padded, int64_t a, int64_t b) {
+  constexpr int64_t kSamplesPerDecodedFrame = kKokoroSamplesPerFrame / 2;
+  const bool whole = a == 0 && b * kSamplesPerDecodedFrame + 20 == padded.dim(0);
+  return kokoro_source_spectrum_padded(
+      w,
+      whole ? padded : nn::slice(padded, 0, a * kSamplesPerDecodedFrame, b * kSamplesPerDecodedFrame + 20));
+}
+
+}  // namespace
+
 nn::Tensor kokoro_source_spectrum(const KokoroWeights& w, const nn::Tensor& source) {
+  return kokoro_source_spectrum_padded(w, pad_source(source));
+}
+
+nn::Tensor kokoro_source_spectrum_padded(const KokoroWeights& w, const nn::Tensor& padded) {
   // ONNX Runtime's STFT arithmetic: the generator reads the phase of the DC and Nyquist bins, whose sign is
   // decided by rounding (see nn::stft_onnxruntime).
-  const nn::Tensor padded = nn::pad_reflect(source, 0, 10, 10);
   const nn::Tensor spectrum = nn::stft_onnxruntime(padded, w.stft_window, 20, 5);  // [2, 11, frames]
   const int64_t bins = spectrum.dim(1), frames = spectrum.dim(2);
   const nn::Tensor re = nn::slice(spectrum, 0, 0, 1).reshape({bins, frames});
@@ -271,9 +293,11 @@ Status check_piece(std::span<const int64_t> ids, std::span<const float> style, f
   return {};
 }
 
-// Everything before the generator, for the whole piece: the decoder's output and the source's spectrum.
+// Everything before the generator, for the whole piece: the decoder's output and the harmonic source. The
+// source's spectrum (an STFT of 120 frames per 25 ms: ~25 ms of one core for a 1.2 s sentence) is left to
+// whoever runs the generator, so a streamed piece makes only its first window's before the first chunk.
 struct KokoroFront {
-  nn::Tensor style, decoded, har;
+  nn::Tensor style, decoded, padded_source;
   int64_t lead_frames = 0;  // the leading pad's aligned frames: the pause before the piece's first phoneme
 };
 
@@ -314,12 +338,12 @@ Result<KokoroFront> kokoro_front(nn::Context& ctx, const KokoroWeights& w, std::
   const nn::Tensor decoded = kokoro_decoder(w, asr, f0, noise, style_t);
   lap(ms.decoder);
   const nn::Tensor source = kokoro_harmonic_source(w, f0);
-  const nn::Tensor har = kokoro_source_spectrum(w, source);
+  const nn::Tensor padded_source = pad_source(source);
   lap(ms.source);
-  if (trace != nullptr) {
-    *trace = {bert, d, ctx.from_floats({t}, sums), en, f0, noise, t_en, asr, decoded, source, har, durations};
+  if (trace != nullptr) {  // har: kokoro_speak adds it
+    *trace = {bert, d, ctx.from_floats({t}, sums), en, f0, noise, t_en, asr, decoded, source, {}, durations};
   }
-  return KokoroFront{style_t, decoded, har, durations.empty() ? 0 : durations.front()};
+  return KokoroFront{style_t, decoded, padded_source, durations.empty() ? 0 : durations.front()};
 }
 
 }  // namespace
@@ -329,8 +353,12 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
                                         float speed, KokoroTrace* trace, KokoroStageMs* stage_ms) {
   KokoroStageMs ms;
   SOTTO_ASSIGN(KokoroFront front, kokoro_front(ctx, w, ids, style, speed, trace, ms));
-  const double mark = now_ms();
-  const nn::Tensor audio = kokoro_generator(w, front.decoded, front.har, front.style);
+  double mark = now_ms();
+  const nn::Tensor har = kokoro_source_spectrum_padded(w, front.padded_source);
+  if (trace != nullptr) trace->har = har;
+  ms.source += now_ms() - mark;
+  mark = now_ms();
+  const nn::Tensor audio = kokoro_generator(w, front.decoded, har, front.style);
   ms.generator += now_ms() - mark;
   if (stage_ms != nullptr) *stage_ms += ms;
   return ctx.to_floats(audio);
@@ -350,7 +378,7 @@ Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& 
   s.lead = 2 * front.lead_frames;
   s.chunk = std::max<int64_t>(1, first_chunk_frames) + s.lead;
   s.decoded = std::move(front.decoded);
-  s.har = std::move(front.har);
+  s.source = std::move(front.padded_source);
   s.style = std::move(front.style);
   return s;
 }
@@ -358,9 +386,9 @@ Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& 
 void kokoro_stream_cut_lead(KokoroStream& s, int64_t keep) {
   const int64_t drop = keep < 0 ? 0 : std::min(s.lead - keep, s.frames - 1);
   if (drop <= 0 || s.next > 0) return;
-  constexpr int64_t kHarPerDecodedFrame = 60;  // the source spectrum's hop: 5 samples, 60 per decoded frame
+  constexpr int64_t kSamplesPerDecodedFrame = kKokoroSamplesPerFrame / 2;  // 300
   s.decoded = nn::slice(s.decoded, 1, drop, s.frames);
-  s.har = nn::slice(s.har, 1, kHarPerDecodedFrame * drop, s.har.dim(1));
+  s.source = nn::slice(s.source, 0, kSamplesPerDecodedFrame * drop, s.source.dim(0));
   s.frames -= drop;
   s.chunk -= drop;  // the first chunk still ends first_chunk_frames after the first phoneme
   s.lead -= drop;
@@ -371,7 +399,6 @@ Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeig
                                               KokoroStageMs* stage_ms) {
   if (s.done()) return std::vector<float>{};
   constexpr int64_t kSamplesPerDecodedFrame = kKokoroSamplesPerFrame / 2;  // 300
-  constexpr int64_t kHarPerDecodedFrame = 60;  // har frames (hop 5) per decoded frame
   const double mark = now_ms();
   const int64_t a = s.next;
   int64_t b = std::min(s.frames, a + s.chunk);
@@ -381,11 +408,11 @@ Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeig
   const int64_t b0 = std::min(s.frames, b + kKokoroStreamMarginFrames);
 
   // The window as a short piece of its own: decoded frames [a0, b0) and the matching har frames (the
-  // spectrum's frame 60 k is centred on sample 300 k, and the generator wants 60 n + 1 of them for n frames).
+  // spectrum's frame 60 k is centred on sample 300 k, and the generator wants 60 n + 1 of them for n frames),
+  // made here from the window's own source samples.
   const bool whole = a0 == 0 && b0 == s.frames;
   const nn::Tensor x = whole ? s.decoded : nn::slice(s.decoded, 1, a0, b0);
-  const nn::Tensor har =
-      whole ? s.har : nn::slice(s.har, 1, kHarPerDecodedFrame * a0, kHarPerDecodedFrame * b0 + 1);
+  const nn::Tensor har = window_spectrum(w, s.source, a0, b0);
   SOTTO_ASSIGN(std::vector<float> window, ctx.to_floats(kokoro_generator(w, x, har, s.style)));
 
   // window[k] is the piece's sample 300 a0 + k (up to the windowed AdaIN statistics).

@@ -177,6 +177,9 @@ nn::Tensor kokoro_decoder(const KokoroWeights& w, const nn::Tensor& asr, const n
 // The harmonic source [600 F] from F0 [2F], and its STFT magnitude and phase har [22, 120 F + 1].
 nn::Tensor kokoro_harmonic_source(const KokoroWeights& w, const nn::Tensor& f0);
 nn::Tensor kokoro_source_spectrum(const KokoroWeights& w, const nn::Tensor& source);
+// The same from the source already reflect-padded by 10 samples a side (or a slice of it: frame k of the
+// result is centred on padded sample 5 k + 10).
+nn::Tensor kokoro_source_spectrum_padded(const KokoroWeights& w, const nn::Tensor& padded);
 // x [512, 2F], har -> audio [600 F]. `stages` (when given) receives the outputs after the first and second
 // upsampling's resblocks ([256, 20 F], [128, 120 F + 1]) and conv_post's [22, 120 F + 1].
 nn::Tensor kokoro_generator(const KokoroWeights& w, const nn::Tensor& x, const nn::Tensor& har,
@@ -203,8 +206,9 @@ Result<std::vector<float>> kokoro_speak(nn::Context& ctx, const KokoroWeights& w
 // ---------------------------------------------------------------- streaming one piece
 // The generator (the iSTFTNet vocoder: ~85 % of a piece's multiply-adds) run on windows of the decoded frames,
 // so a piece's first audio exists after a fraction of its time: kokoro_stream_begin runs everything up to the
-// decoder's output and the harmonic source's spectrum for the whole piece (the source's phase is a cumulative
-// sum over the piece, so it is made once), then each kokoro_stream_next runs the generator on the next chunk of
+// decoder's output and the harmonic source for the whole piece (the source's phase is a cumulative sum over the
+// piece, so it is made once; its spectrum, frame by frame, is made per window), then each kokoro_stream_next
+// runs the source's spectrum and the generator on the next chunk of
 // decoded frames (300 samples each) with kKokoroStreamMarginFrames of context on each side (the generator's
 // convolutions reach ~12 frames: ups0 +-1, its resblocks +-6 and the noise branch's +-3.6 at 10 samples a
 // frame, then +-2 more at 60), keeps the chunk's middle, and crossfades kKokoroStreamFadeSamples into the
@@ -221,7 +225,7 @@ inline constexpr int64_t kKokoroStreamFadeSamples = 300;  // one decoded frame
 
 struct KokoroStream {
   nn::Tensor decoded;       // [512, 2F]
-  nn::Tensor har;           // [22, 120 F + 1]
+  nn::Tensor source;        // the harmonic source, reflect-padded by 10 samples a side [600 F + 20]
   nn::Tensor style;         // [1, 256]
   int64_t frames = 0;       // decoded frames, 2F
   int64_t next = 0;         // the first decoded frame not yet given out
