@@ -84,8 +84,9 @@ struct MoonshineMatrix {
 struct MoonshineDecoderLayer {
   nn::Tensor attn_norm;
   MoonshineMatrix q, k, v, o;
-  // On the GPU with int8 q, k, v: the three stacked [3 x 416, 416], each with its scale and offset (one fused
-  // dispatch: norm, product, rope, KV-cache append; nn/fused.h).
+  // With int8 q, k, v: the three stacked [3 x 416, 416], each with its scale and offset: on the GPU one fused
+  // dispatch (norm, product, rope, KV-cache append; nn/fused.h), on the CPU one product (one pool dispatch
+  // where there were three). Kept beside q, k, v (4 MB more for the 8 layers).
   nn::Tensor qkv;
   std::array<float, 4> qkv_scale = {1, 1, 1, 1}, qkv_offset = {0, 0, 0, 0};
   nn::Tensor cross_norm;
