@@ -739,9 +739,9 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       w.decoder.push_back(std::move(l));
     }
     SOTTO_ASSIGN(w.decoder_norm, ld.vec("/model/decoder/norm/Mul_output_0", -1, d));
-    // The cross-attention's K/V projections are 16 products [T_enc, 416] x [416, 416] per utterance (1.15
-    // GFLOP for 10 s): packed like the encoder's (natively they were 18.6 % of a transcription's samples
-    // through the per-call packing gemm, more than the decoder's int8 products).
+    // The cross-attention's K/V projections, 16 products [T_enc, 416] x [416, 416] per utterance (1.15 GFLOP
+    // for 10 s, ~4 % of a transcription's native samples): packed like the encoder's, which saves their
+    // per-call packing (no measurable change natively).
     if (w.encoder_packed)
       for (MoonshineDecoderLayer& l : w.decoder)
         for (Tensor* m : {&l.cross_k, &l.cross_v}) {
