@@ -84,13 +84,16 @@ struct MoonshineMatrix {
 struct MoonshineDecoderLayer {
   nn::Tensor attn_norm;
   MoonshineMatrix q, k, v, o;
-  // On the GPU with int8 q, k, v: the three stacked [3 x 416, 416], each with its scale and offset (one fused
-  // dispatch: norm, product, rope, KV-cache append; nn/fused.h).
+  // With int8 q, k, v: the three stacked [3 x 416, 416], each with its scale and offset: on the GPU one fused
+  // dispatch (norm, product, rope, KV-cache append; nn/fused.h), on the CPU one product (one pool dispatch
+  // where there were three). Kept beside q, k, v (4 MB more for the 8 layers).
   nn::Tensor qkv;
   std::array<float, 4> qkv_scale = {1, 1, 1, 1}, qkv_offset = {0, 0, 0, 0};
   nn::Tensor cross_norm;
   MoonshineMatrix cross_q, cross_o;
-  nn::Tensor cross_k, cross_v;  // F32 [416, 416]: applied once per utterance to every encoder frame
+  // F32 [416, 416]: applied once per utterance to every encoder frame; packed as the encoder's matrices where
+  // MoonshineWeights::encoder_packed.
+  nn::Tensor cross_k, cross_v;
   nn::Tensor mlp_norm, up_b, down_b;
   MoonshineMatrix up, down;
 };
@@ -99,7 +102,7 @@ struct MoonshineWeights {
   MoonshineConfig config;
   nn::Tensor conv1, conv2, conv2_b, conv3, conv3_b, group_norm_gamma, group_norm_beta;
   std::vector<MoonshineEncoderLayer> encoder;
-  // The encoder's matrices are packed once at load (CPU backend): each product then skips the per-call copy of
+  // The encoder's matrices and the decoder's cross K/V are packed once at load (CPU backend): each product then skips the per-call copy of
   // its weight into panels, which every thread of a split product makes (~8 % of a linear on one thread).
   bool encoder_packed = false;
   nn::Tensor encoder_norm;
