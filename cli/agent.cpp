@@ -65,7 +65,7 @@ struct Options {
   int ctx = 4096;                   // the page's default context
   int first_words = 4;              // the page's FIRST_WORDS
   double endpoint_ms = 560;         // the page's ENDPOINT_MS (the segmenter's redemption time)
-  double speculate_ms = 190;        // the page's SPECULATE_MS (0: recognition only at the endpoint)
+  double speculate_ms = 100;        // the page's SPECULATE_MS (0: recognition only at the endpoint)
   bool speculative_prefill = true;  // the page's SPECULATIVE_PREFILL (?prefill=0 there)
   int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 };

@@ -140,7 +140,7 @@ constexpr Command kCommands[] = {
      "  --ctx N                  context positions (default 4096), kept across turns\n"
      "  --first-words N          the reply's first spoken piece: at most N words (default 4; 0: a sentence)\n"
      "  --endpoint-ms MS         silence that ends a turn (default 560, the page's)\n"
-     "  --speculate-ms MS        transcribe after this much silence, before the endpoint (default 190; 0: "
+     "  --speculate-ms MS        transcribe after this much silence, before the endpoint (default 100; 0: "
      "off)\n"
      "  --threads T              threads of each model (default: the cores, up to 8)\n"
      "  --no-warm-up             skip the page's warm-up (a greeting that puts the system prompt in the "

@@ -3,7 +3,7 @@
 //  1. Node, the real Silero VAD (wasm): VadSegmenter.openSegmentAudio() at any frame of an open segment is the
 //     start of the audio that segment's onSpeechEnd hands over (what makes the early transcript the segment's).
 //  2. Headless Chromium, the page with stand-ins for recognition and synthesis (tests/web/agent_standins.mjs):
-//     a question with a 0.45 s pause cut into its middle (longer than the speculation's 190 ms, shorter than the
+//     a question with a 0.45 s pause cut into its middle (longer than the speculation's 100 ms, shorter than the
 //     560 ms endpoint) is one segment; the speculation made during the pause is dropped when speech resumes, and
 //     the turn's transcript is of the whole utterance (the speculation made in the final pause, which holds
 //     both halves and ends within the endpoint's silence of the segment's end).

@@ -55,7 +55,10 @@ const ENDPOINT_MS = 560;
 // endpoint's pause), the segment so far is transcribed; if the endpoint then comes with nothing but silence after
 // that point, the transcript is already there (recognition, 0.3-0.4 s of a 2-core machine, leaves the critical
 // path). Any frame that is not silence after it discards it, and the endpoint's whole segment is transcribed.
-const SPECULATE_MS = 190;
+// 100 ms rather than 190: recognition then prefill end ~90 ms sooner, which is on the critical path (1.07x and
+// 1.12x per clip over the eight questions and three of them, interleaved; 2026-12-05-agent-speculate-100.md),
+// at the cost of a recognition at more of the speaker's short pauses (dropped when speech resumes).
+const SPECULATE_MS = 100;
 // The reply's first spoken piece: its synthesis is the largest share of the time to the first sound (Kokoro in
 // wasm makes about half a second of audio per second on one core of a 2-core machine), so it is a short clause,
 // at most FIRST_WORDS words, cut at a comma when one comes sooner (sentences.js); later pieces are sentences,
