@@ -62,6 +62,14 @@ Tensor int16_transposed(const Tensor& w);
 void read_floats(const Tensor& t, int64_t begin, int64_t count, float* out);
 // `t` as an F32 tensor on its context (the same tensor when it already is).
 Tensor as_f32(const Tensor& t);
+
+// A constant F32 weight [N, K] copied once into gemm_pack_b's panels (same shape; N a multiple of
+// gemm_panel_width()), for linear_prepacked: its products then skip the per-call copy of the weight into
+// panels, which every thread of a split product makes (nn/gemm.h).
+Tensor pack_weight(Context& ctx, const Tensor& w);
+// x . w^T + b for w made by pack_weight: bit-identical to nn::linear on the unpacked weight; the output has x's
+// shape with its last dimension N, the bias added over ctx's threads.
+Tensor linear_prepacked(const Tensor& x, const Tensor& panels, const Tensor& b = {});
 // Integer elements (I32, I64, I8, U8) as int64.
 std::vector<int64_t> read_ints(const Tensor& t);
 

@@ -50,4 +50,27 @@ void gemm_nt_prepacked(const Context& ctx, int64_t M, int64_t N, int64_t K, cons
   }
 }
 
+Tensor pack_weight(Context& ctx, const Tensor& w) {
+  Tensor panels = ctx.empty(w.shape());
+  gemm_pack_b(w.dim(0), w.dim(1), w.f32(), w.dim(1), panels.f32());
+  return panels;
+}
+
+Tensor linear_prepacked(const Tensor& x, const Tensor& panels, const Tensor& b) {
+  const int64_t k = x.dim(-1), n = panels.dim(0), m = x.elements() / k;
+  Shape shape = x.shape();
+  shape[-1] = n;
+  Tensor out = x.ctx().empty(shape);
+  float* y = out.f32();
+  gemm_nt_prepacked(x.ctx(), m, n, k, x.f32(), k, panels.f32(), y, n);
+  if (b.defined()) {
+    const float* bias = b.f32();
+    parallel_for(x.ctx(), m, n, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        for (int64_t j = 0; j < n; ++j) y[r * n + j] += bias[j];
+    });
+  }
+  return out;
+}
+
 }  // namespace sotto::nn::cpu

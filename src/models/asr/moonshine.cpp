@@ -21,16 +21,7 @@ using nn::Tensor;
 
 Tensor moonshine_encoder_linear(const MoonshineWeights& w, const Tensor& x, const Tensor& m,
                                 const Tensor& b) {
-  if (!w.encoder_packed) return nn::linear(x, m, b);
-  const int64_t k = x.dim(-1), n = m.dim(0), rows = x.elements() / k;
-  Tensor out = x.ctx().empty({rows, n});
-  nn::cpu::gemm_nt_prepacked(x.ctx(), rows, n, k, x.f32(), k, m.f32(), out.f32(), n);
-  if (b.defined())
-    nn::cpu::parallel_for(x.ctx(), rows, n, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r)
-        for (int64_t j = 0; j < n; ++j) out.f32()[r * n + j] += b.f32()[j];
-    });
-  return out;
+  return w.encoder_packed ? nn::cpu::linear_prepacked(x, m, b) : nn::linear(x, m, b);
 }
 
 Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
@@ -697,13 +688,8 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
     SOTTO_ASSIGN(w.encoder_norm, ld.vec("last_hidden_state", -1, d));
     const int64_t width = nn::cpu::gemm_panel_width();
     if (ctx.backend() == nn::Backend::Cpu && d % width == 0 && c.encoder_ff % width == 0) {
-      auto pack = [&](Tensor& m) {
-        Tensor p = ctx.empty(m.shape());
-        nn::cpu::gemm_pack_b(m.dim(0), m.dim(1), m.f32(), m.dim(1), p.f32());
-        m = p;
-      };
       for (MoonshineEncoderLayer& l : w.encoder)
-        for (Tensor* m : {&l.q, &l.k, &l.v, &l.o, &l.fc1, &l.fc2}) pack(*m);
+        for (Tensor* m : {&l.q, &l.k, &l.v, &l.o, &l.fc1, &l.fc2}) *m = nn::cpu::pack_weight(ctx, *m);
       w.encoder_packed = true;
     }
   }
@@ -744,11 +730,7 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
     // per-call packing (no measurable change natively).
     if (w.encoder_packed)
       for (MoonshineDecoderLayer& l : w.decoder)
-        for (Tensor* m : {&l.cross_k, &l.cross_v}) {
-          Tensor packed = ctx.empty(m->shape());
-          nn::cpu::gemm_pack_b(m->dim(0), m->dim(1), m->f32(), m->dim(1), packed.f32());
-          *m = packed;
-        }
+        for (Tensor* m : {&l.cross_k, &l.cross_v}) *m = nn::cpu::pack_weight(ctx, *m);
   }
   return w;
 }

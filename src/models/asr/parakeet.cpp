@@ -7,6 +7,7 @@
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "io/json.h"
+#include "nn/cpu.h"
 #include "nn/gemm.h"
 #include "nn/gpu_recorder.h"
 
@@ -315,9 +316,7 @@ void ParakeetModel::use_packed_matrices() {
     if (!t.defined() || t.dtype() != DType::F32 || t.rank() != 2 || t.dim(0) % width != 0 ||
         packed_.count(t.f32()))
       return;
-    Tensor p = ctx.empty(t.shape());
-    nn::cpu::gemm_pack_b(t.dim(0), t.dim(1), t.f32(), t.dim(1), p.f32());
-    t = p;
+    t = nn::cpu::pack_weight(ctx, t);
     packed_.insert(t.f32());
   };
   pack(weights_.sub_linear_w);
@@ -329,15 +328,7 @@ void ParakeetModel::use_packed_matrices() {
 
 Tensor ParakeetModel::linear(const Tensor& x, const Tensor& w, const Tensor& b) const {
   if (!w.defined() || !packed_.count(w.f32())) return nn::linear(x, w, b);
-  const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
-  nn::Shape shape = x.shape();
-  shape[-1] = n;
-  Tensor out = x.ctx().empty(shape);
-  nn::cpu::gemm_nt_prepacked(x.ctx(), m, n, k, x.f32(), k, w.f32(), out.f32(), n);
-  if (b.defined())
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) out.f32()[r * n + j] += b.f32()[j];
-  return out;
+  return nn::cpu::linear_prepacked(x, w, b);
 }
 
 // Sinusoids for relative positions T-1 .. -(T-1) (row r holds position T-1-r), sin and cos interleaved,
