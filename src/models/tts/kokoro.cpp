@@ -212,6 +212,9 @@ nn::Tensor kokoro_harmonic_source(const KokoroWeights& w, const nn::Tensor& f0) 
 
 namespace {
 
+// Samples per decoded frame (the decoder's frames are half a duration frame): 300.
+constexpr int64_t kSamplesPerDecodedFrame = kKokoroSamplesPerFrame / 2;
+
 // The source reflect-padded as the STFT centres its frames: frame k is padded samples [5 k, 5 k + 20).
 nn::Tensor pad_source(const nn::Tensor& source) {
   return nn::pad_reflect(source, 0, 10, 10);
@@ -220,7 +223,6 @@ nn::Tensor pad_source(const nn::Tensor& source) {
 // The spectrum of padded samples [300 a, 300 b + 20): har frames [60 a, 60 b + 1) of the piece, the ones the
 // generator reads for decoded frames [a, b). Frames are independent, so a window's are the piece's, bit for bit.
 nn::Tensor window_spectrum(const KokoroWeights& w, const nn::Tensor& padded, int64_t a, int64_t b) {
-  constexpr int64_t kSamplesPerDecodedFrame = kKokoroSamplesPerFrame / 2;
   const bool whole = a == 0 && b * kSamplesPerDecodedFrame + 20 == padded.dim(0);
   return kokoro_source_spectrum_padded(
       w,
@@ -386,7 +388,6 @@ Result<KokoroStream> kokoro_stream_begin(nn::Context& ctx, const KokoroWeights& 
 void kokoro_stream_cut_lead(KokoroStream& s, int64_t keep) {
   const int64_t drop = keep < 0 ? 0 : std::min(s.lead - keep, s.frames - 1);
   if (drop <= 0 || s.next > 0) return;
-  constexpr int64_t kSamplesPerDecodedFrame = kKokoroSamplesPerFrame / 2;  // 300
   s.decoded = nn::slice(s.decoded, 1, drop, s.frames);
   s.source = nn::slice(s.source, 0, kSamplesPerDecodedFrame * drop, s.source.dim(0));
   s.frames -= drop;
@@ -398,7 +399,6 @@ void kokoro_stream_cut_lead(KokoroStream& s, int64_t keep) {
 Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeights& w, KokoroStream& s,
                                               KokoroStageMs* stage_ms) {
   if (s.done()) return std::vector<float>{};
-  constexpr int64_t kSamplesPerDecodedFrame = kKokoroSamplesPerFrame / 2;  // 300
   const double mark = now_ms();
   const int64_t a = s.next;
   int64_t b = std::min(s.frames, a + s.chunk);
