@@ -293,8 +293,8 @@ Tensor conv_transpose1d(const Tensor& x0, const Tensor& w0, const Tensor& b,
   }
   // Per group: cols[(oc, k)][t] = sum_i w[i][oc][k] x[i][t] as one gemm_nt of w^T [out_g * K, in_g] with
   // x^T [T, in_g], then each column scattered (added) to output position t * stride + k * dilation - pad.
-  // w^T of every group is made once and kept with the weight (a strided copy of the whole weight per call was
-  // as slow as the product for Kokoro's ups.0).
+  // w^T of every group is made once and kept with the weight: a strided copy of the whole weight per call
+  // costs as much as the product for Kokoro's ups.0.
   const Tensor wt = w0.derived(kDerivedConvTransposeWeights, [&] {
     Tensor t = ctx.empty({o.groups * out_g * kernel, in_g});
     for (int64_t g = 0; g < o.groups; ++g)
