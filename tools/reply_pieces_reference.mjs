@@ -33,6 +33,8 @@ const REPLIES = [
   'It was built in 1990 and rebuilt in 2005, after the fire.',
   'Call 555 0199 now for help. Or 911.',
   'About 3 or 4 people came, maybe 12.',
+  '"\nTrue said, "I won\'t go to the house and look." Then he left.',
+  'First line.\n***\n\nAfter a rule, more words here.\n"',
 ];
 
 // Token-like chunks: a deterministic mix of 1- to 5-character pieces (whole code points, as the model's

@@ -50,6 +50,11 @@ constexpr std::array<std::string_view, 17> kAbbreviations = {"mr",     "mrs", "m
                                                              "jr",     "st",  "vs",  "etc", "e.g",  "i.e",
                                                              "approx", "no",  "fig", "inc", "ltd"};
 
+// Whether a piece has anything a voice would say: a letter or a digit (the page's [\p{L}\p{N}]).
+bool has_word(std::u32string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char32_t c) { return is_letter(c) || is_number(c); });
+}
+
 bool ascii_letter(char32_t c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
@@ -133,7 +138,8 @@ std::vector<std::string> ReplySplitter::sentences() {
       continue;
     }
     const std::u32string_view sentence = trimmed(std::u32string_view(buffer_).substr(from, end + 1 - from));
-    if (utf16_length(sentence) >= min_chars_ || (c == '\n' && !sentence.empty())) {
+    // A piece with nothing to say (a line that is only a quote mark or a rule) stays with the next one.
+    if (has_word(sentence) && (utf16_length(sentence) >= min_chars_ || c == '\n')) {
       out.push_back(to_utf8(sentence));
       from = end + 1;
     }

@@ -47,6 +47,14 @@ test('sentences: a short one waits for the next, and a quote or bracket stays wi
   assert.equal(split.flush(), '');
 });
 
+test('sentences: a line with nothing to say (a lone quote mark, a rule) is no piece: it stays with the next', () => {
+  const reply = '"\nTrue said, "I won\'t go now." Then left.\n***\nBye now, friend.';
+  for (let seed = 1; seed <= 30; seed++) {
+    assert.deepEqual(splitStreamed(reply, lcg(seed)), ['"\nTrue said, "I won\'t go now."', 'Then left.', '***\nBye now, friend.'], `seed ${seed}`);
+    assert.deepEqual(splitStreamed(reply, lcg(seed), { firstWords: 4 }), ['"\nTrue said,', '"I won\'t go now."', 'Then left.', '***\nBye now, friend.'], `seed ${seed}`);
+  }
+});
+
 test('sentences: the first piece is a short clause, cut at a comma or after N whole words, however streamed', () => {
   const cases = [
     ['The capital of France is Paris, a city on the Seine. It is lovely.', ['The capital of France is', 'Paris, a city on the Seine.', 'It is lovely.']],

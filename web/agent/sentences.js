@@ -24,6 +24,9 @@ export function spokenWords(word) {
   return Math.max(1, digits);
 }
 
+// Whether a piece has anything a voice would say: a letter or a digit.
+const hasWord = (text) => /[\p{L}\p{N}]/u.test(text);
+
 export class SentenceSplitter {
   #buffer = '';
   #first;
@@ -106,7 +109,8 @@ export class SentenceSplitter {
       }
       if (end < 0) continue;
       const sentence = this.#buffer.slice(from, end + 1).trim();
-      if (sentence.length >= this.minChars || (c === '\n' && sentence)) {
+      // A piece with nothing to say (a line that is only a quote mark or a rule) stays with the next one.
+      if (hasWord(sentence) && (sentence.length >= this.minChars || c === '\n')) {
         out.push(sentence);
         from = end + 1;
       }
