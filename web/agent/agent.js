@@ -91,6 +91,9 @@ const LEAD_MS = 100;
 // piece is synthesised (both compete for the same cores, and the voice is what the user waits for; the rest of
 // the reply is written while the first piece plays).
 const YIELD_TO_VOICE = true;
+// And after every later piece too (?yield=all): the two models then take turns on the cores instead of sharing
+// them (two pools of two threads on two cores), which is measured against the default in bench/agent_ab.mjs.
+const YIELD_ALL = false;
 // Barge-in against the agent's own voice: while it plays, speech interrupts only once ECHO_CONFIRM_CHUNKS
 // microphone chunks in a row hold more than its echo (echo.js EchoGate: the microphone's level does not follow
 // what played, or is 3x (10 dB) over the echo that explains it); 2 chunks are 64 ms, inside the barge-in's
@@ -119,7 +122,9 @@ function loadSettings() {
   s.firstWords = params.has('first') ? Number(params.get('first')) : FIRST_WORDS;
   s.llmThreads = params.has('llmThreads') ? Number(params.get('llmThreads')) : undefined;
   s.asrThreads = params.has('asrThreads') ? Number(params.get('asrThreads')) : Math.min(4, navigator.hardwareConcurrency || 1);
+  // ?yield=0: never; ?yield=all: after every piece, not only the first (yieldAll).
   s.yieldToVoice = params.has('yield') ? params.get('yield') !== '0' : YIELD_TO_VOICE;
+  s.yieldAll = params.has('yield') ? params.get('yield') === 'all' : YIELD_ALL;
   s.speculateMs = params.has('speculate') ? Number(params.get('speculate')) : SPECULATE_MS;
   s.prefill = params.has('prefill') ? params.get('prefill') !== '0' : SPECULATIVE_PREFILL;
   // ?seed=N: every reply samples from this seed (tests compare replies); otherwise a fresh one each.
@@ -746,7 +751,7 @@ async function runTurn(text, tl, spec = null) {
     if (!tl.firstSentence) {
       tl.firstSentence = now();
       if (turn.synthesis && settings.yieldToVoice) pauseWriting(turn);
-    }
+    } else if (turn.synthesis && settings.yieldAll) pauseWriting(turn);
     turn.sentences.push(x);
     queue.push(x);
   };
@@ -821,16 +826,19 @@ function asrOf(tl) {
   return tl.source === 'voice' ? { speculativeAsr: !!tl.speculative, asrSamples: tl.asrSamples ?? null } : {};
 }
 
-// The writing waits while the first piece is synthesised (YIELD_TO_VOICE); resumeWriting ends the wait, once.
+// The writing waits while the first piece (YIELD_TO_VOICE), or each piece (YIELD_ALL), is synthesised;
+// resumeWriting ends the wait. pausedAt / resumedAt: the first wait's, for the turn's record.
 function pauseWriting(turn) {
-  if (!turn.stream?.pause || turn.cancelled) return;
+  if (!turn.stream?.pause || turn.cancelled || turn.paused) return;
   turn.stream.pause();
-  turn.pausedAt = now();
+  turn.paused = true;
+  turn.pausedAt ??= now();
 }
 
 function resumeWriting(turn) {
-  if (!turn.pausedAt || turn.resumedAt) return;
-  turn.resumedAt = now();
+  if (!turn.paused) return;
+  turn.paused = false;
+  turn.resumedAt ??= now();
   turn.stream.resume();
 }
 
