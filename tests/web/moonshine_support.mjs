@@ -2,6 +2,7 @@
 // and bench/moonshine.mjs, decoding greedily as moonshine_ort.mjs says.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
+import { pcm16Wav } from '../../web/wav.mjs';
 import { ortGreedy } from './moonshine_ort.mjs';
 import { fixtures, repo } from './vad_support.mjs';
 
@@ -51,21 +52,7 @@ function readVocab(path) {
 
 // 16-bit PCM mono WAV at `rate` of samples in [-1, 1] (rounded and clipped as sotto's reader expects).
 export function writeWav16(path, samples, rate = 16000) {
-  const b = Buffer.alloc(44 + samples.length * 2);
-  b.write('RIFF', 0, 'latin1');
-  b.writeUInt32LE(36 + samples.length * 2, 4);
-  b.write('WAVEfmt ', 8, 'latin1');
-  b.writeUInt32LE(16, 16);
-  b.writeUInt16LE(1, 20);
-  b.writeUInt16LE(1, 22);
-  b.writeUInt32LE(rate, 24);
-  b.writeUInt32LE(rate * 2, 28);
-  b.writeUInt16LE(2, 32);
-  b.writeUInt16LE(16, 34);
-  b.write('data', 36, 'latin1');
-  b.writeUInt32LE(samples.length * 2, 40);
-  for (let i = 0; i < samples.length; i++)
-    b.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(samples[i] * 32768))), 44 + 2 * i);
+  const b = pcm16Wav(samples, rate);
   writeFileSync(path, b);
   // What the file holds, as our reader and readWav16 read it back.
   const stored = new Float32Array(samples.length);
