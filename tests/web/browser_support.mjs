@@ -19,13 +19,13 @@ export const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan'
 // file where one test of many needs the browser).
 export function useBrowser({ args = CPU_ARGS, webgpu = false, skip = false, onDemand = false } = {}) {
   const chrome = { browser: null, url: '', server: null };
-  chrome.start = async () => {
-    if (chrome.browser) return;
+  let started = null;
+  chrome.start = () => (started ??= (async () => {
     ({ server: chrome.server, url: chrome.url } = await startServer(0));
     chrome.browser = await chromium.launch({
       executablePath: CHROMIUM, args: webgpu ? [...args, ...WEBGPU_ARGS] : args,
       ...(webgpu && { ignoreDefaultArgs: ['--enable-unsafe-swiftshader'] }), timeout: 60000 });
-  };
+  })());
   before(async () => {
     if (!skip && !onDemand) await chrome.start();
   });
