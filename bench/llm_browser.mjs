@@ -17,11 +17,10 @@ import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
 import { startServer } from '../web/serve.mjs';
+import { CHROMIUM, CHROMIUM_ARGS } from './bench_page.mjs';
 import { loadLine, markdownTable, median, randomIds, rawDetails, writeReport } from './report.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const ENGINES = ['sotto-relaxed', 'sotto-simd128', 'wllama-3.13', 'wllama-2.3.7'];
 let PREFILL_SIZES = [64, 256];  // --prefill
 const DECODE_PROMPT = 16;

@@ -12,6 +12,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+import { pcm16Wav } from '../web/wav.mjs';
+
 const repo = fileURLToPath(new URL('../', import.meta.url));
 const { values: opts } = parseArgs({
   options: {
@@ -78,25 +80,6 @@ function resample(x, from, to) {
   return out;
 }
 
-function writePcm16(path, samples, rate) {
-  const pcm = Buffer.alloc(samples.length * 2);
-  for (let i = 0; i < samples.length; i++) pcm.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(samples[i] * 32767))), 2 * i);
-  const h = Buffer.alloc(44);
-  h.write('RIFF', 0);
-  h.writeUInt32LE(36 + pcm.length, 4);
-  h.write('WAVEfmt ', 8);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
-  h.writeUInt32LE(rate, 24);
-  h.writeUInt32LE(rate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write('data', 36);
-  h.writeUInt32LE(pcm.length, 40);
-  writeFileSync(path, Buffer.concat([h, pcm]));
-}
-
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   mkdirSync(opts.out, { recursive: true });
   const tmp = mkdtempSync(join(tmpdir(), 'sotto-questions-'));
@@ -109,7 +92,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       const speech = resample(samples, RATE_IN, RATE_OUT);
       const clip = new Float32Array(Math.round((LEAD_S + TAIL_S) * RATE_OUT) + speech.length);
       clip.set(speech, Math.round(LEAD_S * RATE_OUT));
-      writePcm16(join(opts.out, `${name}.wav`), clip, RATE_OUT);
+      writeFileSync(join(opts.out, `${name}.wav`), pcm16Wav(clip, RATE_OUT, 32767));
       console.log(`${name}.wav: ${voice}, ${(clip.length / RATE_OUT).toFixed(2)} s, "${text}"`);
     }
   } finally {

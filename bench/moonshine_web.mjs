@@ -2,11 +2,11 @@
 // backend) on the same .ort files (models/moonshine-base-en), in headless Chromium, the same samples and thread
 // count, in one page per thread count. Clips: beckett.wav (10 s) and its first --short seconds (default 4). Each
 // engine gets a warm-up run per clip, then --rounds interleaved rounds (the order alternates), medians.
-// ORT's greedy loop is tests/web/moonshine_support.mjs's OrtMoonshine (BOS 1, EOS 2, at most
-// floor(seconds * 6.5) + 1 tokens, the merged decoder's use_cache_branch false on the first step and true after,
-// the first step's cross-attention keys/values kept). Every transcript (token ids) must equal ours, or the bench
-// reports nothing. ours encode/decode: the engine's encode_ms / decode_ms; total: wall time of asr.transcribe()
-// (worker messaging included). ORT: timed around session.run.
+// ORT's greedy loop is tests/web/moonshine_ort.mjs's (the Moonshine tests' reference), imported into the page:
+// BOS 1, EOS 2, at most floor(seconds * 6.5) + 1 tokens, the merged decoder's use_cache_branch false on the first
+// step and true after, the first step's cross-attention keys/values kept. Every transcript (token ids) must equal
+// ours, or the bench reports nothing. ours encode/decode: the engine's encode_ms / decode_ms; total: wall time of
+// asr.transcribe() (worker messaging included). ORT: timed around session.run.
 //
 //   node bench/moonshine_web.mjs [--threads 1,2] [--rounds 3] [--short 4] [--variant relaxed|simd128] [--out FILE.md]
 //
@@ -40,12 +40,12 @@ function parseArgs(argv) {
 
 // In the page: one thread count, both clips, both engines.
 async function pageRun({ threads, rounds, short, variant, model }) {
-  const LAYERS = 8, HEADS = 8, HEAD_DIM = 52;
   const ort = await import('/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs');
   ort.env.wasm.wasmPaths = '/node_modules/onnxruntime-web/dist/';
   ort.env.wasm.numThreads = threads;
   ort.env.wasm.proxy = false;
   const { Asr } = await import('/web/asr.js');
+  const { ortGreedy } = await import('/tests/web/moonshine_ort.mjs');
   const asr = await Asr.load(`/${model}`, { threads, variant });
   const full = await asr.decodeWav('/fixtures/audio/beckett.wav');
   const clips = [['beckett.wav', full], [`beckett.wav, first ${short} s`, full.slice(0, Math.round(short * 16000))]];
@@ -53,31 +53,9 @@ async function pageRun({ threads, rounds, short, variant, model }) {
   const options = { executionProviders: ['wasm'], intraOpNumThreads: threads, interOpNumThreads: 1 };
   const encoder = await ort.InferenceSession.create(`/${model}/encoder_model.ort`, options);
   const decoder = await ort.InferenceSession.create(`/${model}/decoder_model_merged.ort`, options);
-  const empty = new ort.Tensor('float32', new Float32Array(0), [1, HEADS, 0, HEAD_DIM]);
-  async function ortTranscribe(samples) {  // OrtMoonshine.transcribe, in the page
-    const t0 = performance.now();
-    const enc = (await encoder.run({ input_values: new ort.Tensor('float32', samples, [1, samples.length]) })).last_hidden_state;
-    const t1 = performance.now();
-    const maxTokens = Math.floor((samples.length / 16000) * 6.5) + 1;
-    const tokens = [];
-    let past = null, token = 1;
-    while (tokens.length < maxTokens) {
-      const feeds = { input_ids: new ort.Tensor('int64', BigInt64Array.from([BigInt(token)]), [1, 1]), encoder_hidden_states: enc };
-      for (let i = 0; i < LAYERS; i++)
-        for (const a of ['decoder', 'encoder'])
-          for (const kv of ['key', 'value']) feeds[`past_key_values.${i}.${a}.${kv}`] = past ? past[`present.${i}.${a}.${kv}`] : empty;
-      feeds.use_cache_branch = new ort.Tensor('bool', Uint8Array.from([past !== null ? 1 : 0]), [1]);
-      const out = await decoder.run(feeds);
-      if (past) for (const k of Object.keys(out)) if (k.includes('.encoder.')) out[k] = past[k];
-      past = out;
-      const logits = out.logits.data;
-      let best = 0;
-      for (let v = 1; v < logits.length; v++) if (logits[v] > logits[best]) best = v;
-      if (best === 2) break;
-      tokens.push(best);
-      token = best;
-    }
-    return { tokens, encodeMs: t1 - t0, decodeMs: performance.now() - t1, totalMs: performance.now() - t0 };
+  async function ortTranscribe(samples) {
+    const r = await ortGreedy(ort, encoder, decoder, samples);
+    return { ...r, totalMs: r.encodeMs + r.decodeMs };
   }
   async function oursTranscribe(samples) {
     const t0 = performance.now();

@@ -19,10 +19,8 @@ import {
   clipPath, modelPath, nativeCli, onnxRuntimeProbs, onnxRuntimeSession, readWav16, repo, wasmDir, wasmPath,
 } from '../tests/web/vad_support.mjs';
 import { startServer } from '../web/serve.mjs';
+import { CHROMIUM, CHROMIUM_ARGS } from './bench_page.mjs';
 import { median } from './report.mjs';
-
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 
 function parseArgs(argv) {
   const o = { repeats: 5, threads: [1, 2], clip: 'test.wav', models: ['v5.1', 'v6.2'], out: null };

@@ -15,10 +15,9 @@ import { loadavg } from 'node:os';
 import { chromium } from 'playwright-core';
 
 import { startServer } from '../web/serve.mjs';
+import { CHROMIUM, CHROMIUM_ARGS } from './bench_page.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 // [type, rows, cols, bytes per block, elements per block, what it is in the model]. The output table has
 // 151,936 rows; kernelCheck allows 2^24 elements, so 16,384 of them.
 const SHAPES = [
@@ -41,7 +40,7 @@ for (let i = 0; i < argv.length; ++i) {
 if (opts.dirs.length === 0) opts.dirs.push('build');
 
 const { server, url } = await startServer(0);
-const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, timeout: 60000 });
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 60000 });
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
 try {
   const pages = [];

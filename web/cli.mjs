@@ -37,6 +37,7 @@ import { G2p } from './g2p.js';
 import { Llm } from './llm.js';
 import { Tts } from './tts.js';
 import { Vad } from './vad.js';
+import { floatWav } from './wav.mjs';
 
 function parseArgs(argv) {
   const opts = { positional: [] };
@@ -447,25 +448,6 @@ async function runTranscribe(args) {
   } finally {
     asr.dispose();
   }
-}
-
-// A float32 mono WAV, the header `sotto speak` writes (IEEE float, 32 bits).
-function floatWav(samples, rate) {
-  const out = Buffer.alloc(44 + samples.length * 4);
-  out.write('RIFF', 0);
-  out.writeUInt32LE(36 + samples.length * 4, 4);
-  out.write('WAVEfmt ', 8);
-  out.writeUInt32LE(16, 16);
-  out.writeUInt16LE(3, 20);
-  out.writeUInt16LE(1, 22);
-  out.writeUInt32LE(rate, 24);
-  out.writeUInt32LE(rate * 4, 28);
-  out.writeUInt16LE(4, 32);
-  out.writeUInt16LE(32, 34);
-  out.write('data', 36);
-  out.writeUInt32LE(samples.length * 4, 40);
-  Buffer.from(samples.buffer, samples.byteOffset, samples.length * 4).copy(out, 44);
-  return out;
 }
 
 // speak: phonemes (or English text) -> a 24 kHz float32 WAV, on the engine worker's pool. compute_ms counts

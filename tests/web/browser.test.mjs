@@ -4,61 +4,26 @@
 // /usr/bin/chromium or $CHROMIUM, and tests/fixtures or $SOTTO_FIXTURES)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
+import { onLab, useBrowser } from './browser_support.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-// Flags that give navigator.gpu a SwiftShader adapter on this GPU-less machine (measured: --enable-unsafe-webgpu
-// alone already does, on a secure origin such as http://127.0.0.1; the Vulkan/ANGLE flags pin the path).
-// Playwright's --enable-unsafe-swiftshader default is dropped so WebGPU does not depend on it; Playwright's
-// other defaults (headless, the debugging pipe) stay.
-export const CHROMIUM_ARGS = [
-  '--no-sandbox',
-  '--enable-unsafe-webgpu',
-  '--enable-features=Vulkan',
-  '--use-angle=swiftshader',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--no-first-run',
-  '--disable-sync',
-];
+const chrome = useBrowser({ webgpu: true });
 
-let server;
-let baseUrl;
-let browser;
-
-before(async () => {
-  ({ server, url: baseUrl } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS,
-    ignoreDefaultArgs: ['--enable-unsafe-swiftshader'], timeout: 60000 });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
-
-async function openLab(query) {
-  const page = await browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  await page.goto(`${baseUrl}web/lab/?${query}`);
-  await page.waitForFunction(() => window.sottoLab?.ready);
-  await page.evaluate(() => window.sottoLab.ready);
-  const info = await page.evaluate(() => window.sottoLab.engine?.info ?? null);
-  assert.ok(info, `engine did not start (${query}); console: ${logs.join(' | ')}`);
-  return { page, info, logs };
+// onLab, with the engine it started: fn(page, info).
+function withEngine(query, fn) {
+  return onLab(chrome, query, async (page) => {
+    const info = await page.evaluate(() => window.sottoLab.engine?.info ?? null);
+    assert.ok(info, `engine did not start (${query})`);
+    return fn(page, info);
+  });
 }
 
 for (const variant of ['simd128', 'relaxed']) {
   test(`${variant} build: loads, isolated, threaded self-test matches the scalar reference`, async (t) => {
     assert.ok(existsSync(new URL(`../../build/wasm-${variant}/sotto.wasm`, import.meta.url)), `build wasm-${variant} first`);
-    const { page, info } = await openLab(`variant=${variant}&threads=4`);
-    try {
-      assert.equal(await page.evaluate(() => crossOriginIsolated), true);
+    await withEngine(`variant=${variant}&threads=4`, async (page, info) => {
+      // (onPage has checked that the page is cross-origin isolated.)
       assert.equal(info.variant, variant);
       assert.equal(info.threads, 4);
       // Each worker has its own TLS block (a thread_local written at start-up reads back per worker).
@@ -79,34 +44,27 @@ for (const variant of ['simd128', 'relaxed']) {
         assert.equal(r.q8Checksum, r.q8Checksum1Thread, 'q8_0 outputs do not depend on the thread count');
         assert.equal(r.passed, true);
       }
-    } finally {
-      await page.close();
-    }
+    });
   });
 }
 
 test('auto-detection picks the relaxed build in Chromium', async () => {
-  const { page, info } = await openLab('threads=2');
-  await page.close();
-  assert.equal(info.variant, 'relaxed');
+  const variant = await withEngine('threads=2', (page, info) => info.variant);
+  assert.equal(variant, 'relaxed');
 });
 
 test('self-test timing at 1, 2 and 4 threads', async (t) => {
   for (const threads of [1, 2, 4]) {
-    const { page, info } = await openLab(`threads=${threads}`);
-    try {
+    await withEngine(`threads=${threads}`, async (page, info) => {
       const r = await page.evaluate(() => window.sottoLab.engine.selftest({ rows: 2048, cols: 2048, repeats: 5 }));
       assert.equal(r.passed, true);
       t.diagnostic(`${info.variant}, ${threads} threads, 2048x2048 (int8 + q8_0 kernels + references): ${r.ms.toFixed(1)} ms`);
-    } finally {
-      await page.close();
-    }
+    });
   }
 });
 
 test('describe streams a real GGUF into wasm memory', async () => {
-  const { page } = await openLab('threads=2');
-  try {
+  await withEngine('threads=2', async (page) => {
     const d = await page.evaluate(() => window.sottoLab.describe('/fixtures/llm/stories260K.gguf'));
     assert.equal(d.ok, true, d.error);
     assert.match(d.format, /^gguf/);
@@ -126,14 +84,11 @@ test('describe streams a real GGUF into wasm memory', async () => {
       assert.equal(await page.locator('#describe-out table').count(), 0, source);
       assert.equal(await page.locator('#describe-out .bad').count(), 1, source);
     }
-  } finally {
-    await page.close();
-  }
+  });
 });
 
 test('WebGPU: navigator.gpu gives an adapter', async (t) => {
-  const { page } = await openLab('threads=1');
-  try {
+  await withEngine('threads=1', async (page) => {
     const adapter = await page.evaluate(async () => {
       if (!navigator.gpu) return { error: 'navigator.gpu is missing' };
       const a = await navigator.gpu.requestAdapter();
@@ -144,7 +99,5 @@ test('WebGPU: navigator.gpu gives an adapter', async (t) => {
     });
     t.diagnostic(`WebGPU adapter: ${JSON.stringify(adapter)}`);
     assert.ok(!adapter.error, adapter.error);
-  } finally {
-    await page.close();
-  }
+  });
 });

@@ -11,48 +11,17 @@
 // SOTTO_TEST_WASM_URL=/fixtures/... points at another build through the test server's /fixtures/ root)
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
+import { onLab, onPage, useBrowser } from './browser_support.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const WASM_URL = process.env.SOTTO_TEST_WASM_URL ?? '/build/wasm-simd128/sotto.wasm';
-// browser.test.mjs's WebGPU launch (importing that file would also run its tests).
-const CHROMIUM_ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
-  '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 
-let server;
-let baseUrl;
-let browser;
-
-before(async () => {
-  ({ server, url: baseUrl } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS,
-    ignoreDefaultArgs: ['--enable-unsafe-swiftshader'], timeout: 60000 });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
-
+const chrome = useBrowser({ webgpu: true });
 // A cross-origin-isolated page of the test server; `fn` runs in it with an Engine on WASM_URL.
-async function inPage(fn, arg) {
-  const page = await browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  await page.goto(`${baseUrl}web/lab/`);
-  try {
-    return await page.evaluate(fn, { wasmUrl: WASM_URL, ...arg });
-  } catch (e) {
-    e.message += `\nconsole: ${logs.join(' | ')}`;
-    throw e;
-  } finally {
-    await page.close();
-  }
-}
+const inPage = (fn, arg) => onPage(chrome, 'web/lab/', (page) => page.evaluate(fn, { wasmUrl: WASM_URL, ...arg }));
+// The lab page on WASM_URL with one thread.
+const LAB = `threads=1&wasm=${encodeURIComponent(WASM_URL)}`;
 
 test('WebGPU smoke test: wasm drives the worker GPUDevice and matches the CPU', async (t) => {
   const out = await inPage(async ({ wasmUrl }) => {
@@ -131,14 +100,8 @@ test('WebGPU op harness from wasm: every kernel matches the CPU (the packed dot\
 });
 
 test('lab page: the WebGPU section opens the GPU, runs the smoke test and the op harness (packed dot), shows kernel timings', async (t) => {
-  const page = await browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  try {
-    await page.goto(`${baseUrl}web/lab/?threads=1&wasm=${encodeURIComponent(WASM_URL)}`);
+  await onLab(chrome, LAB, async (page) => {
     await page.waitForFunction(() => window.sottoLab?.gpuLab);
-    await page.evaluate(() => window.sottoLab.ready);
     await page.click('#gpu-open');
     await page.waitForFunction(() => !document.getElementById('gpu-selftest').disabled, null, { timeout: 30000 });
     await page.click('#gpu-selftest');
@@ -152,12 +115,7 @@ test('lab page: the WebGPU section opens the GPU, runs the smoke test and the op
     assert.ok(r.checks.length > 0);
     for (const c of r.checks) assert.equal(c.passed, true, `${c.op} ${c.shape}: error ${c.error} > ${c.tolerance}`);
     assert.equal(await page.locator('#gpu-out table tr').count(), r.checks.length + 1);
-  } catch (e) {
-    e.message += `\nconsole: ${logs.join(' | ')}`;
-    throw e;
-  } finally {
-    await page.close();
-  }
+  });
 });
 
 // The language model on the GPU through web/llm.js ({device: 'webgpu'}): 64 greedy tokens of stories260K
@@ -261,14 +219,8 @@ test('WebGPU language model: sampling on the GPU (a seed gives the CPU backend\'
 });
 
 test('lab page: the language model on the GPU, its greedy text, and GPU time per kernel', async () => {
-  const page = await browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  try {
-    await page.goto(`${baseUrl}web/lab/?threads=1&wasm=${encodeURIComponent(WASM_URL)}`);
+  await onLab(chrome, LAB, async (page) => {
     await page.waitForFunction(() => window.sottoLab?.llmLab);
-    await page.evaluate(() => window.sottoLab.ready);
     await page.selectOption('#llm-device', 'webgpu');
     await page.fill('#llm-url', '/fixtures/llm/stories260K.gguf');
     await page.click('#llm-load-url');
@@ -287,10 +239,5 @@ test('lab page: the language model on the GPU, its greedy text, and GPU time per
     } else {
       assert.match(text, /no timestamp queries/);
     }
-  } catch (e) {
-    e.message += `\nconsole: ${logs.join(' | ')}`;
-    throw e;
-  } finally {
-    await page.close();
-  }
+  });
 });

@@ -12,12 +12,10 @@
 // /usr/bin/chromium or $CHROMIUM)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { test } from 'node:test';
 
 import { Tts } from '../../web/tts.js';
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM } from './browser_support.mjs';
+import { CHROMIUM, onPage, useBrowser } from './browser_support.mjs';
 import { repo, wasmPath } from './vad_support.mjs';
 
 const MODEL = `${repo}models/kokoro/kokoro-v1.0.int8.onnx`;
@@ -70,27 +68,13 @@ function spectralDistanceDb(a, b) {
   for (let i = 0; i < bands; i++) sum += Math.abs(10 * Math.log10((pa[i] + 1e-12) / (pb[i] + 1e-12)));
   return sum / bands;
 }
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
-  '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
+
 const fastSkip = !existsSync(wasmPath('simd128')) ? 'build the wasm first (cmake --build --preset wasm-simd128)'
   : !existsSync(MODEL) && 'no models/kokoro (bash scripts/get-models.sh kokoro)';
 const slowSkip = fastSkip || (!existsSync(CHROMIUM) ? `no browser at ${CHROMIUM}`
   : !process.env.SOTTO_SLOW_GPU_TESTS && 'SwiftShader needs minutes for Kokoro in Chromium: SOTTO_SLOW_GPU_TESTS=1 runs it');
 
-let server;
-let url;
-let browser;
-
-before(async () => {
-  if (slowSkip) return;
-  ({ server, url } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, ignoreDefaultArgs: ['--enable-unsafe-swiftshader'], timeout: 60000 });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useBrowser({ webgpu: true, skip: slowSkip });
 
 // (Both are refused before the model is read; 'auto''s CPU fallback would load the whole model on the CPU, ~8 s
 // of the web suite's budget, and is left out.)
@@ -102,12 +86,7 @@ test('Tts device option: unknown refused; webgpu without JSPI (Node) refused wit
 });
 
 test(`Kokoro on WebGPU in the page: '${PHONEMES}' as sound against the CPU build (length, level, spectrum)`, { skip: slowSkip, timeout: 600000 }, async (t) => {
-  const page = await browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  try {
-    await page.goto(`${url}web/serve.mjs`);
+  await onPage(chrome, 'web/serve.mjs', async (page) => {
     const out = await page.evaluate(async ({ phonemes }) => {
       const { Tts } = await import('/web/tts.js');
       const run = async (device) => {
@@ -137,10 +116,5 @@ test(`Kokoro on WebGPU in the page: '${PHONEMES}' as sound against the CPU build
     assert.ok(frames <= MAX_DURATION_FRAMES, `${frames} duration frames apart`);
     assert.ok(Math.abs(level) <= MAX_LEVEL_DB, `level ${level} dB`);
     assert.ok(diff <= MAX_SPECTRUM_DB, `average spectrum ${diff} dB apart`);
-  } catch (e) {
-    e.message += `\nconsole: ${logs.join(' | ')}`;
-    throw e;
-  } finally {
-    await page.close();
-  }
+  });
 });

@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 
 import { loadLlama } from '../../tools/llama_reference.mjs';
 import { FIRST_STEP_TOLERANCE, NEAR_TIE, N_GENERATE, REAL_MODELS, cases, nearTieMatch, reference } from '../../tools/real_models.mjs';
+import { onPage, useBrowser } from './browser_support.mjs';
 
 const repo = fileURLToPath(new URL('../../', import.meta.url));
 const nativeCli = process.env.SOTTO_CLI ?? `${repo}build/bin/sotto`;
@@ -123,17 +124,11 @@ for (const { file, chat } of REAL_MODELS) {
 // The lab page offers the default chat model (the best instruction-tuned one, Qwen2.5-Coder-0.5B-Instruct),
 // says why, loads it over HTTP into Chromium's wasm (SIMD128 build) and writes the native CLI's greedy tokens.
 const defaultModel = `${repo}models/${REAL_MODELS[0].file}`;
+const chrome = useBrowser({ onDemand: true });
 test('lab page: the default model is offered with its reason, loads, and writes the native greedy tokens',
      { skip: !existsSync(defaultModel) ? `${defaultModel} is missing (run bash scripts/get-models.sh)`
        : !existsSync(nativeCli) ? `no CLI at ${nativeCli}` : !haveWasm && 'build wasm-simd128 first', timeout: 600000 }, async (t) => {
-  const { chromium } = await import('playwright-core');
-  const { startServer } = await import('../../web/serve.mjs');
-  const { server, url } = await startServer(0);
-  const browser = await chromium.launch({ executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-                                          args: ['--no-sandbox', '--no-first-run', '--disable-sync'], timeout: 60000 });
-  try {
-    const page = await browser.newPage();
-    await page.goto(`${url}web/lab/?variant=simd128`);
+  await onPage(chrome, 'web/lab/?variant=simd128', async (page) => {
     await page.waitForFunction(() => window.sottoLab?.llmLab);
     const offered = await page.evaluate(() => ({ url: document.getElementById('llm-url').value,
                                                  about: document.getElementById('llm-default').textContent }));
@@ -168,8 +163,5 @@ test('lab page: the default model is offered with its reason, loads, and writes 
       t.diagnostic(`lab page: native's tokens for ${at} steps, then native's near tie (margin ${(best.logprob - second.logprob).toFixed(4)})`);
     }
     t.diagnostic(`lab page: ${result.info}`);
-  } finally {
-    await browser.close();
-    server.close();
-  }
+  });
 });

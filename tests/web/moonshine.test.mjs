@@ -16,6 +16,7 @@ import { after, before, test } from 'node:test';
 import * as ort from 'onnxruntime-node';
 
 import { Asr } from '../../web/asr.js';
+import { floatWav } from '../../web/wav.mjs';
 import { OrtMoonshine, haveMoonshine, modelDir, vadPath, writeWav16 } from './moonshine_support.mjs';
 import { clipPath, haveFixtures, nativeCli, readWav16, repo, wasmPath } from './vad_support.mjs';
 
@@ -164,7 +165,7 @@ test('bad input: one-line errors, exit code 1 or 2, never a crash', { skip }, ()
   b.writeUInt32LE(0x7ffffff0, 40);  // a data chunk far longer than the file
   writeFileSync(lying, b);
   const nanWav = join(dir, 'nan.wav');
-  writeFileSync(nanWav, floatWav([0.1, NaN, 0.2]));
+  writeFileSync(nanWav, floatWav([0.1, NaN, 0.2], 16000));
   const cases = [
     [['-m', modelDir, empty], /empty\.wav/],
     [['-m', modelDir, headerOnly], /no samples|header\.wav/],
@@ -184,21 +185,3 @@ test('bad input: one-line errors, exit code 1 or 2, never a crash', { skip }, ()
   assert.ok(r.status === 0 || (r.status === 1 && r.stderr.trim().split('\n').length === 1), r.stderr);
 });
 
-// 32-bit float mono WAV at 16 kHz (format 3).
-function floatWav(values) {
-  const b = Buffer.alloc(44 + values.length * 4);
-  b.write('RIFF', 0, 'latin1');
-  b.writeUInt32LE(36 + values.length * 4, 4);
-  b.write('WAVEfmt ', 8, 'latin1');
-  b.writeUInt32LE(16, 16);
-  b.writeUInt16LE(3, 20);
-  b.writeUInt16LE(1, 22);
-  b.writeUInt32LE(16000, 24);
-  b.writeUInt32LE(64000, 28);
-  b.writeUInt16LE(4, 32);
-  b.writeUInt16LE(32, 34);
-  b.write('data', 36, 'latin1');
-  b.writeUInt32LE(values.length * 4, 40);
-  values.forEach((v, i) => b.writeFloatLE(v, 44 + 4 * i));
-  return b;
-}

@@ -9,18 +9,13 @@
 // /usr/bin/chromium or $CHROMIUM, tests/fixtures)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM } from './browser_support.mjs';
+import { CHROMIUM, onPage, useBrowser } from './browser_support.mjs';
 import { haveMoonshine, modelDir } from './moonshine_support.mjs';
 import { clipPath, haveFixtures, readWav16, repo, wasmPath } from './vad_support.mjs';
 
 const SECONDS = 1.5;
-// gpu_browser.test.mjs's WebGPU launch.
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
-  '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 // SwiftShader took 112 s for the 1.5 s (3 tokens) in the page, the load not counted (measured on a loaded
 // 2-core machine): too slow for the web suite's budget, so it runs on request, as the native MoonshineGpu
 // transcript test does.
@@ -30,29 +25,11 @@ const skip = !process.env.SOTTO_SLOW_GPU_TESTS ? 'SwiftShader needs ~2 min for t
     : modelDir !== `${repo}models/moonshine-base-en` ? 'SOTTO_MOONSHINE is not served'
       : !haveMoonshine() && 'no models/moonshine-base-en (bash scripts/get-models.sh moonshine)';
 
-let server;
-let url;
-let browser;
-
-before(async () => {
-  if (skip) return;
-  ({ server, url } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, ignoreDefaultArgs: ['--enable-unsafe-swiftshader'], timeout: 60000 });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useBrowser({ webgpu: true, skip });
 
 test(`Moonshine on WebGPU in the page: ${SECONDS} s of beckett.wav, the CPU build's tokens`, { skip, timeout: 240000 }, async (t) => {
   const samples = readWav16(clipPath('beckett.wav')).samples.slice(0, SECONDS * 16000);
-  const page = await browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  try {
-    await page.goto(`${url}web/serve.mjs`);
+  await onPage(chrome, 'web/serve.mjs', async (page) => {
     const out = await page.evaluate(async ({ samples }) => {
       const { Asr } = await import('/web/asr.js');
       const audio = Float32Array.from(samples);
@@ -74,12 +51,7 @@ test(`Moonshine on WebGPU in the page: ${SECONDS} s of beckett.wav, the CPU buil
     assert.deepEqual(out.onGpu.tokens, out.onCpu.tokens);
     assert.equal(out.onGpu.text, out.onCpu.text);
     assert.equal(out.badDevice, "sotto: unknown ASR device 'tpu' (use 'cpu', 'webgpu' or 'auto')");
-  } catch (e) {
-    e.message += `\nconsole: ${logs.join(' | ')}`;
-    throw e;
-  } finally {
-    await page.close();
-  }
+  });
 });
 
 // Node 20 has no JS Promise Integration: `node web/cli.mjs transcribe --backend webgpu` says so in one line.

@@ -1,17 +1,15 @@
 // Moonshine base with onnxruntime-node on the .ort files: the independent reference of tests/web/moonshine.test.mjs
-// and bench/moonshine.mjs. Greedy decoding as our engine does it: BOS 1, stop at EOS 2 or after
-// floor(seconds * 6.5) + 1 tokens; the merged decoder's first step takes the no-cache branch (empty past), later
-// steps the cache branch, which returns empty cross-attention keys/values: the first step's are kept.
+// and bench/moonshine.mjs, decoding greedily as moonshine_ort.mjs says.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
+import { pcm16Wav } from '../../web/wav.mjs';
+import { ortGreedy } from './moonshine_ort.mjs';
 import { fixtures, repo } from './vad_support.mjs';
 
 export const modelDir = process.env.SOTTO_MOONSHINE ?? `${repo}models/moonshine-base-en`;
 export const vadPath = `${fixtures}/vad/silero_vad_v5.1.onnx`;
 export const haveMoonshine = () =>
   ['encoder_model.ort', 'decoder_model_merged.ort', 'tokenizer.bin'].every((f) => existsSync(`${modelDir}/${f}`));
-
-const LAYERS = 8, HEADS = 8, HEAD_DIM = 52;
 
 export class OrtMoonshine {
   static async create(ort, { threads = 2 } = {}) {
@@ -31,32 +29,8 @@ export class OrtMoonshine {
 
   // samples: Float32Array at 16 kHz -> {tokens (no BOS/EOS), text, encodeMs, decodeMs}
   async transcribe(samples) {
-    const { Tensor } = this.ort;
-    const t0 = performance.now();
-    const enc = (await this.encoder.run({ input_values: new Tensor('float32', samples, [1, samples.length]) })).last_hidden_state;
-    const t1 = performance.now();
-    const maxTokens = Math.floor((samples.length / 16000) * 6.5) + 1;
-    const tokens = [];
-    let past = null, token = 1;
-    while (tokens.length < maxTokens) {
-      const feeds = { input_ids: new Tensor('int64', BigInt64Array.from([BigInt(token)]), [1, 1]), encoder_hidden_states: enc };
-      for (let i = 0; i < LAYERS; i++)
-        for (const a of ['decoder', 'encoder'])
-          for (const kv of ['key', 'value'])
-            feeds[`past_key_values.${i}.${a}.${kv}`] = past ? past[`present.${i}.${a}.${kv}`]
-              : new Tensor('float32', new Float32Array(0), [1, HEADS, 0, HEAD_DIM]);
-      feeds.use_cache_branch = new Tensor('bool', [past !== null], [1]);
-      const out = await this.decoder.run(feeds);
-      if (past) for (const k of Object.keys(out)) if (k.includes('.encoder.')) out[k] = past[k];
-      past = out;
-      const logits = out.logits.data;
-      let best = 0;
-      for (let v = 1; v < logits.length; v++) if (logits[v] > logits[best]) best = v;
-      if (best === 2) break;
-      tokens.push(best);
-      token = best;
-    }
-    return { tokens, text: this.decode(tokens), encodeMs: t1 - t0, decodeMs: performance.now() - t1 };
+    const r = await ortGreedy(this.ort, this.encoder, this.decoder, samples);
+    return { ...r, text: this.decode(r.tokens) };
   }
 
   decode(tokens) {
@@ -78,21 +52,7 @@ function readVocab(path) {
 
 // 16-bit PCM mono WAV at `rate` of samples in [-1, 1] (rounded and clipped as sotto's reader expects).
 export function writeWav16(path, samples, rate = 16000) {
-  const b = Buffer.alloc(44 + samples.length * 2);
-  b.write('RIFF', 0, 'latin1');
-  b.writeUInt32LE(36 + samples.length * 2, 4);
-  b.write('WAVEfmt ', 8, 'latin1');
-  b.writeUInt32LE(16, 16);
-  b.writeUInt16LE(1, 20);
-  b.writeUInt16LE(1, 22);
-  b.writeUInt32LE(rate, 24);
-  b.writeUInt32LE(rate * 2, 28);
-  b.writeUInt16LE(2, 32);
-  b.writeUInt16LE(16, 34);
-  b.write('data', 36, 'latin1');
-  b.writeUInt32LE(samples.length * 2, 40);
-  for (let i = 0; i < samples.length; i++)
-    b.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(samples[i] * 32768))), 44 + 2 * i);
+  const b = pcm16Wav(samples, rate);
   writeFileSync(path, b);
   // What the file holds, as our reader and readWav16 read it back.
   const stored = new Float32Array(samples.length);

@@ -13,21 +13,12 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 
 import { Asr } from '../../web/asr.js';
+import { pcm16Wav } from '../../web/wav.mjs';
 import { ciModelDir as modelDir, readSafetensors } from './parakeet_support.mjs';
 import { fixtures, nativeCli, wasmPath } from './vad_support.mjs';
 
 const wasm = wasmPath('simd128');
 const skip = !existsSync(wasm) ? `no wasm build at ${wasm}` : false;
-
-function wav16(samples) {
-  const b = Buffer.alloc(44 + samples.length * 2);
-  b.write('RIFF', 0); b.writeUInt32LE(36 + samples.length * 2, 4); b.write('WAVEfmt ', 8);
-  b.writeUInt32LE(16, 16); b.writeUInt16LE(1, 20); b.writeUInt16LE(1, 22); b.writeUInt32LE(16000, 24);
-  b.writeUInt32LE(32000, 28); b.writeUInt16LE(2, 32); b.writeUInt16LE(16, 34); b.write('data', 36);
-  b.writeUInt32LE(samples.length * 2, 40);
-  samples.forEach((v, i) => b.writeInt16LE(Math.max(-32768, Math.min(32767, Math.round(v * 32767))), 44 + 2 * i));
-  return b;
-}
 
 test('Parakeet in wasm gives the reference tokens on every CI clip, and the native CLI\'s', { skip }, async () => {
   const ref = readSafetensors(`${modelDir}/reference.safetensors`);
@@ -42,7 +33,7 @@ test('Parakeet in wasm gives the reference tokens on every CI clip, and the nati
       if (existsSync(nativeCli)) {
         // The same samples through 16-bit PCM for both builds.
         const path = join(dir, `clip${i}.wav`);
-        writeFileSync(path, wav16(audio));
+        writeFileSync(path, pcm16Wav(audio, 16000, 32767));
         const r = spawnSync(nativeCli, ['transcribe', '-m', modelDir, path, '--json'], { encoding: 'utf8' });
         assert.equal(r.status, 0, r.stderr);
         const native = JSON.parse(r.stdout).tokens;

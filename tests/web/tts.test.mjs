@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 
 import { speechStart, Tts } from '../../web/tts.js';
+import { floatWav } from '../../web/wav.mjs';
 import { nativeCli, repo, wasmPath } from './vad_support.mjs';
 
 const model = `${repo}models/kokoro/kokoro-v1.0.int8.onnx`;
@@ -158,11 +159,7 @@ test('tts.stream of text: our G2P\'s phonemes, the same samples as those phoneme
     if (existsSync(`${moonshine}/encoder_model.ort`)) {
       const wav = join(dir, 'stream.wav');
       const { writeFileSync } = await import('node:fs');
-      const h = Buffer.alloc(44);
-      h.write('RIFF', 0); h.writeUInt32LE(36 + c.audio.length * 4, 4); h.write('WAVEfmt ', 8); h.writeUInt32LE(16, 16);
-      h.writeUInt16LE(3, 20); h.writeUInt16LE(1, 22); h.writeUInt32LE(24000, 24); h.writeUInt32LE(96000, 28);
-      h.writeUInt16LE(4, 32); h.writeUInt16LE(32, 34); h.write('data', 36); h.writeUInt32LE(c.audio.length * 4, 40);
-      writeFileSync(wav, Buffer.concat([h, Buffer.from(c.audio.buffer, c.audio.byteOffset, c.audio.length * 4)]));
+      writeFileSync(wav, floatWav(c.audio, 24000));
       const r = spawnSync(nativeCli, ['transcribe', '-m', moonshine, wav, '--json'], { encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);
       const heard = JSON.parse(r.stdout).text;
@@ -255,11 +252,7 @@ test('tts.stream in chunks: the whole sentence\'s length, its spectrum within bo
       const { writeFileSync } = await import('node:fs');
       const hear = (audio, name) => {
         const wav = join(dir, name);
-        const h = Buffer.alloc(44);
-        h.write('RIFF', 0); h.writeUInt32LE(36 + audio.length * 4, 4); h.write('WAVEfmt ', 8); h.writeUInt32LE(16, 16);
-        h.writeUInt16LE(3, 20); h.writeUInt16LE(1, 22); h.writeUInt32LE(24000, 24); h.writeUInt32LE(96000, 28);
-        h.writeUInt16LE(4, 32); h.writeUInt16LE(32, 34); h.write('data', 36); h.writeUInt32LE(audio.length * 4, 40);
-        writeFileSync(wav, Buffer.concat([h, Buffer.from(audio.buffer, audio.byteOffset, audio.length * 4)]));
+        writeFileSync(wav, floatWav(audio, 24000));
         const r = spawnSync(nativeCli, ['transcribe', '-m', moonshine, wav, '--json'], { encoding: 'utf8' });
         assert.equal(r.status, 0, r.stderr);
         return JSON.parse(r.stdout).text;

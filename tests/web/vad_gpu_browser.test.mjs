@@ -9,52 +9,19 @@
 // Run: node --test tests/web/vad_gpu_browser.test.mjs   (needs build/wasm-simd128, /usr/bin/chromium or $CHROMIUM)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import * as ort from 'onnxruntime-node';
-import { chromium } from 'playwright-core';
 
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM } from './browser_support.mjs';
+import { CHROMIUM, onPage, useBrowser } from './browser_support.mjs';
 import { MODELS, clipPath, haveFixtures, maxAbsDiff, modelPath, onnxRuntimeProbs, onnxRuntimeSession, readWav16, repo, wasmPath } from './vad_support.mjs';
 
 const TOLERANCE = 1e-4;
 const SECONDS = 3;
-// gpu_browser.test.mjs's WebGPU launch.
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
-  '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
 const skip = !haveFixtures() ? 'fixtures missing' : !existsSync(CHROMIUM) ? `no browser at ${CHROMIUM}`
   : !existsSync(wasmPath('simd128')) && 'build the wasm first (cmake --build --preset wasm-simd128)';
 
-let server;
-let url;
-let browser;
-
-before(async () => {
-  if (skip) return;
-  ({ server, url } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, ignoreDefaultArgs: ['--enable-unsafe-swiftshader'], timeout: 60000 });
-});
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
-
-async function inPage(fn, arg) {
-  const page = await browser.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  await page.goto(`${url}web/serve.mjs`);
-  try {
-    return await page.evaluate(fn, arg);
-  } catch (e) {
-    e.message += `\nconsole: ${logs.join(' | ')}`;
-    throw e;
-  } finally {
-    await page.close();
-  }
-}
+const chrome = useBrowser({ webgpu: true, skip });
+const inPage = (fn, arg) => onPage(chrome, 'web/serve.mjs', (page) => page.evaluate(fn, arg));
 
 test(`v5.1 and v6.2 on WebGPU: ${SECONDS} s within ${TOLERANCE} of the CPU build and of ONNX Runtime`, { skip }, async (t) => {
   const samples = readWav16(clipPath('beckett.wav')).samples.slice(0, SECONDS * 16000);

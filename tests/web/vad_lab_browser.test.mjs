@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 
-import { CHROMIUM, CPU_ARGS, useBrowser } from './browser_support.mjs';
+import { CHROMIUM, CPU_ARGS, onPage, useBrowser } from './browser_support.mjs';
 import { haveFixtures, wasmPath } from './vad_support.mjs';
 
 const skip = !haveFixtures() ? 'fixtures missing' : !existsSync(CHROMIUM) ? `no browser at ${CHROMIUM}`
@@ -16,28 +16,23 @@ const chrome = useBrowser({ skip, args: [...CPU_ARGS, '--use-fake-device-for-med
   '--autoplay-policy=no-user-gesture-required'] });
 
 test('VAD lab: plot with axes and legend, microphone through an AudioWorklet', { skip, timeout: 180000 }, async () => {
-  const context = await chrome.browser.newContext();
-  await context.grantPermissions(['microphone']);
-  const page = await context.newPage();
-  const logs = [];
-  page.on('console', (m) => logs.push(m.text()));
-  page.on('pageerror', (e) => logs.push(`pageerror: ${e.message}`));
-  await page.addInitScript(() => {
-    window.scriptProcessorAsked = 0;
-    BaseAudioContext.prototype.createScriptProcessor = function () {
-      window.scriptProcessorAsked++;
-      throw new Error('ScriptProcessorNode is deprecated');
-    };
-  });
   // The page asks for the relaxed build; a checkout with only the SIMD128 one serves that instead (the page's
   // drawing and audio are under test here, not the kernels).
   const relaxed = existsSync(wasmPath('relaxed')) ? wasmPath('relaxed') : wasmPath('simd128');
-  await page.route(/\/build\/wasm-relaxed\/sotto\.wasm$/, (route) => route.fulfill({
-    path: relaxed, contentType: 'application/wasm', headers: { 'Cross-Origin-Resource-Policy': 'same-origin' } }));
-  try {
-    await page.goto(`${chrome.url}web/lab/vad.html`);
-    await page.waitForFunction(() => /segments/.test(document.getElementById('summary').textContent), null, { timeout: 120000 })
-      .catch((e) => { throw new Error(`${e.message}\n${logs.join('\n')}`); });
+  const setup = async (page) => {
+    await page.context().grantPermissions(['microphone']);
+    await page.addInitScript(() => {
+      window.scriptProcessorAsked = 0;
+      BaseAudioContext.prototype.createScriptProcessor = function () {
+        window.scriptProcessorAsked++;
+        throw new Error('ScriptProcessorNode is deprecated');
+      };
+    });
+    await page.route(/\/build\/wasm-relaxed\/sotto\.wasm$/, (route) => route.fulfill({
+      path: relaxed, contentType: 'application/wasm', headers: { 'Cross-Origin-Resource-Policy': 'same-origin' } }));
+  };
+  await onPage(chrome, 'web/lab/vad.html', async (page, logs) => {
+    await page.waitForFunction(() => /segments/.test(document.getElementById('summary').textContent), null, { timeout: 120000 });
     const ink = await page.evaluate(() => {
       const c = document.getElementById('plot');
       const { data, width, height } = c.getContext('2d').getImageData(0, 0, c.width, c.height);
@@ -54,14 +49,12 @@ test('VAD lab: plot with axes and legend, microphone through an AudioWorklet', {
     });
     const { gutter, ...drawn } = ink;
     assert.equal(gutter, 0, 'the plot area should leave a margin for the axis labels');
-    for (const [where, n] of Object.entries(drawn)) assert.ok(n > 50, `nothing drawn in the plot's ${where} (${n} pixels): ${logs.join('\n')}`);
+    for (const [where, n] of Object.entries(drawn)) assert.ok(n > 50, `nothing drawn in the plot's ${where} (${n} pixels)`);
     await page.click('#mic');
     await page.waitForFunction(() => /^microphone: /.test(document.getElementById('summary').textContent), null, { timeout: 60000 });
     assert.equal(await page.evaluate(() => window.scriptProcessorAsked), 0);
     await page.click('#mic');
     await page.waitForFunction(() => /microphone off/.test(document.getElementById('events').textContent), null, { timeout: 30000 });
-    assert.ok(!logs.some((l) => l.startsWith('pageerror')), logs.join('\n'));
-  } finally {
-    await context.close();
-  }
+    assert.ok(!logs.some((l) => l.startsWith('pageerror')), 'an error in the page');
+  }, setup);
 });
