@@ -736,7 +736,7 @@ async function runTurn(text, tl, spec = null) {
   } else dropSpec(spec);
   // Any other turn held in the model (a question typed during a spoken one's pause) would hold this one's chat.
   dropPrefill(s.prefilled);
-  const turn = { tl, text, written: '', sentences: [], heard: [], clipIds: new Set(), cancelled: false, stream: null, synthesis: null };
+  const turn = { tl, text, written: '', sentences: [], heard: [], clipIds: new Set(), cancelled: false, stream: null, synthesis: null, deltaTimes: [] };
   turn.cancelling = new Promise((resolve) => (turn.cancel = resolve));  // resolves (to undefined) on a barge-in
   s.turn = turn;
   $('stop-button').disabled = false;
@@ -770,6 +770,8 @@ async function runTurn(text, tl, spec = null) {
       if (turn.cancelled) break;
       if (!delta) continue;
       tl.firstToken ??= now();
+      // When the first few pieces of text came (what the first spoken piece waited for, token by token).
+      if (turn.deltaTimes.length < 16) turn.deltaTimes.push(now());
       turn.written += delta;
       body.textContent = turn.written;
       for (const x of split.push(delta)) sentence(x);
@@ -801,6 +803,7 @@ async function runTurn(text, tl, spec = null) {
     source: tl.source, user: text, reply: turn.written, heard: s.tts ? remembered : null, cancelled: turn.cancelled,
     bargeIn: turn.bargeIn ?? null, reusedCache: timings?.reusedCache ?? null, decodeTokensPerS: timings?.decodeTokensPerS ?? null,
     prefillMs: (held ? timings?.beginMs : timings?.prefillMs) ?? null, speculativePrefill: !!held, nPast: timings?.nPast ?? null, stages: stagesOf(tl), firstPiece: turn.sentences[0] ?? null, ...asrOf(tl),
+    tokenGapsMs: turn.deltaTimes.slice(1).map((t, k) => Math.round(t - turn.deltaTimes[k])),
     writingPausedMs: turn.pausedAt ? Math.round((turn.resumedAt ?? now()) - turn.pausedAt) : null,
     longestStallMs: Math.round(s.longestStall), voiceGapMs: Math.round(turn.voiceGapMs ?? 0),
   };
