@@ -11,21 +11,12 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, repo, skipReason, waitReady, writeWav } from './agent_support.mjs';
+import { SMALL_MODEL, assertOnlyAllowed, buildStandinsOnce, fixtures, micArgs, openAgent, skipReason, useAgentBrowser, waitReady, writeWav } from './agent_support.mjs';
 
 const skip = skipReason();
 const BOUND_MS = 150;
 const SILENCE_MS = 3000;
-let onsetMs = 0;  // the speech's onset in the clip: the first 10 ms whose RMS passes 0.02 (beckett.wav: ~340 ms in)
-let browser = null;
-let server = null;
-let base = '';
-let dir = '';
 
 // Writes a 16-bit mono 16 kHz WAV to `out`: `silenceMs` of zeros, then the samples of `speech` (a 16 kHz 16-bit
 // mono WAV) and 1 s of zeros. -> {onsetMs}: where the speech's first 10 ms over 0.02 RMS (-34 dBFS) starts.
@@ -47,24 +38,16 @@ function clipWithSilence(speech, silenceMs, out) {
 }
 
 
+// The clip the fake microphone plays, written now: the browser's flags name it. onsetMs: the speech's onset in
+// the clip, the first 10 ms whose RMS passes 0.02 (beckett.wav: ~340 ms in).
+const dir = skip ? null : mkdtempSync(join(tmpdir(), 'sotto-bargein-'));
+const clip = dir ? join(dir, 'silence-then-speech.wav') : '';
+const { onsetMs } = dir ? clipWithSilence(`${fixtures}/audio/beckett.wav`, SILENCE_MS, clip) : { onsetMs: 0 };
 before(async () => {
-  if (skip) return;
-  const { buildAgent } = await import('../../web/agent/build.mjs');
-  const standins = fileURLToPath(new URL('./agent_standins.mjs', import.meta.url));
-  await buildAgent(`${repo}build/agent-standins`, { speech: { asr: standins, tts: standins } });
-  dir = mkdtempSync(join(tmpdir(), 'sotto-bargein-'));
-  const clip = join(dir, 'silence-then-speech.wav');
-  ({ onsetMs } = clipWithSilence(`${fixtures}/audio/beckett.wav`, SILENCE_MS, clip));
-  ({ server, url: base } = await startServer(0));
-  browser = await chromium.launch({
-    executablePath: CHROMIUM, timeout: 60000,
-    args: [...CPU_ARGS, ...AGENT_ARGS, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${clip}%noloop`],
-  });
+  if (!skip) await buildStandinsOnce();
 });
-
-after(async () => {
-  await browser?.close();
-  server?.close();
+const chrome = useAgentBrowser({ args: micArgs(clip), skip });
+after(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -73,7 +56,7 @@ after(async () => {
 // so what was heard is the voice's playing time in characters (to a word), not the share of the chunks made.
 for (const [name, query] of [[' (whole pieces)', '&ttschunks=0'], [' (the voice in chunks)', '']])
 test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the speech's onset${name}`, { skip }, async () => {
-  const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&tokens=60${query}`);
+  const { page, logs, requests, context } = await openAgent(chrome.browser, chrome.url, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&tokens=60${query}`);
   try {
     await waitReady(page);
     // Loaded with the warm-ups (the language model's greeting, a second of silence transcribed, "Hello." voiced).
@@ -111,7 +94,7 @@ test(`speech while the agent talks stops its voice within ${BOUND_MS} ms of the 
     assert.ok(turn.heard.length <= playedChars + 5 && turn.heard.length >= playedChars - 25,
       `the history kept ${turn.heard.length} characters of the reply; ~${playedChars.toFixed(0)} were spoken`);
     assert.deepEqual(logs, []);
-    assertOnlyAllowed(requests, base);
+    assertOnlyAllowed(requests, chrome.url);
   } finally {
     await context.close();
   }

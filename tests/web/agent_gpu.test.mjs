@@ -4,35 +4,19 @@
 // the conversation is the page's own history, so it carries on.)
 // Run: node --test tests/web/agent_gpu.test.mjs
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { before, test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, buildOnce, openAgent, skipReason, waitReady } from './agent_support.mjs';
+import { SMALL_MODEL, assertOnlyAllowed, buildOnce, openAgent, skipReason, useAgentBrowser, waitReady } from './agent_support.mjs';
 
 const skip = skipReason();
-const GPU_ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader',
-  '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync'];
-let browser = null;
-let server = null;
-let base = '';
-
 before(async () => {
-  if (skip) return;
-  await buildOnce();
-  ({ server, url: base } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: [...GPU_ARGS, ...AGENT_ARGS], ignoreDefaultArgs: ['--enable-unsafe-swiftshader'], timeout: 60000 });
+  if (!skip) await buildOnce();
 });
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useAgentBrowser({ webgpu: true, skip });
 
 for (const [profile, device] of [['auto', 'webgpu'], ['cpu', 'cpu']]) {
   test(`profile ${profile}: the language model runs on ${device} and answers`, { skip }, async () => {
-    const { page, logs, requests, context } = await openAgent(browser, base, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=4&profile=${profile}`);
+    const { page, logs, requests, context } = await openAgent(chrome.browser, chrome.url, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=4&profile=${profile}`);
     try {
       await waitReady(page);
       const gpuInfo = await page.locator('#gpu-info').textContent();
@@ -43,7 +27,7 @@ for (const [profile, device] of [['auto', 'webgpu'], ['cpu', 'cpu']]) {
       const turn = await page.evaluate(() => window.sottoAgent.turns[0]);
       assert.ok(turn.reply.length > 0);
       assert.deepEqual(logs, []);
-      assertOnlyAllowed(requests, base);
+      assertOnlyAllowed(requests, chrome.url);
     } finally {
       await context.close();
     }

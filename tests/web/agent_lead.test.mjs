@@ -5,32 +5,15 @@
 // under test; tests/web/tts.test.mjs checks what leadMs does to the audio.
 // Run: node --test tests/web/agent_lead.test.mjs
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { before, test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, openAgent, repo, skipReason, waitReady } from './agent_support.mjs';
+import { SMALL_MODEL, buildStandinsOnce, openAgent, skipReason, useAgentBrowser, waitReady } from './agent_support.mjs';
 
 const skip = skipReason();
-let browser = null;
-let server = null;
-let base = '';
-
 before(async () => {
-  if (skip) return;
-  const { buildAgent } = await import('../../web/agent/build.mjs');
-  const standins = fileURLToPath(new URL('./agent_standins.mjs', import.meta.url));
-  await buildAgent(`${repo}build/agent-standins`, { speech: { asr: standins, tts: standins } });
-  ({ server, url: base } = await startServer(0));
-  browser = await chromium.launch({ executablePath: CHROMIUM, timeout: 60000, args: [...CPU_ARGS, ...AGENT_ARGS] });
+  if (!skip) await buildStandinsOnce();
 });
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useAgentBrowser({ skip });
 
 test('the voice\'s chunks: 300 ms first, 100 ms of the leading pause vocoded; ttslead, trim and ttschunks change it', { skip }, async () => {
   const cases = [
@@ -41,7 +24,7 @@ test('the voice\'s chunks: 300 ms first, 100 ms of the leading pause vocoded; tt
     ['&ttschunks=0', false],
   ];
   for (const [query, want] of cases) {
-    const { page, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&warmup=0${query}`);
+    const { page, context } = await openAgent(chrome.browser, chrome.url, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&warmup=0${query}`);
     try {
       await waitReady(page);
       assert.deepEqual(await page.evaluate(() => window.sottoAgent.voiceChunks()), want, query || '(defaults)');

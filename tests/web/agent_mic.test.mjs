@@ -5,36 +5,19 @@
 // (the page hears it through Chromium's audio path, so its boundaries may move by a few frames).
 // Run: node --test tests/web/agent_mic.test.mjs
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { before, test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, buildOnce, fixtures, openAgent, skipReason, waitReady } from './agent_support.mjs';
+import { SMALL_MODEL, assertOnlyAllowed, buildOnce, fixtures, micArgs, openAgent, skipReason, useAgentBrowser, waitReady } from './agent_support.mjs';
 
 const skip = skipReason();
 const CLIP = `${fixtures}/audio/beckett.wav`;  // 9.96 s of speech
-let browser = null;
-let server = null;
-let base = '';
-
 before(async () => {
-  if (skip) return;
-  await buildOnce();
-  ({ server, url: base } = await startServer(0));
-  browser = await chromium.launch({
-    executablePath: CHROMIUM, timeout: 60000,
-    args: [...CPU_ARGS, ...AGENT_ARGS, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${CLIP}%noloop`],
-  });
+  if (!skip) await buildOnce();
 });
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useAgentBrowser({ args: micArgs(CLIP), skip });
 
 test('the fake microphone drives the VAD: the page shows live level, speech state and the segments', { skip }, async () => {
-  const { page, logs, requests, context } = await openAgent(browser, base, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&mic=1`);
+  const { page, logs, requests, context } = await openAgent(chrome.browser, chrome.url, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&mic=1`);
   try {
     await waitReady(page);
     await page.waitForFunction(() => window.sottoAgent.events.some((e) => e.type === 'mic-on'), null, { timeout: 10000 });
@@ -62,7 +45,7 @@ test('the fake microphone drives the VAD: the page shows live level, speech stat
       assert.match(await page.locator('.msg.system').first().textContent(), /Speech recognition is not available/);
     }
     assert.deepEqual(logs, []);
-    assertOnlyAllowed(requests, base);
+    assertOnlyAllowed(requests, chrome.url);
   } finally {
     await context.close();
   }

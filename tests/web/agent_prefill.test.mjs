@@ -15,13 +15,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 
 import { Llm } from '../../web/llm.js';
 import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, pausedClip, repo, skipReason, wasmDir } from './agent_support.mjs';
+import { SMALL_MODEL, assertOnlyAllowed, buildStandinsOnce, fixtures, launchAgentBrowser, micArgs, openAgent, pausedClip, skipReason, wasmDir } from './agent_support.mjs';
 
 const skip = skipReason();
 
@@ -79,9 +76,7 @@ before(async () => {
   if (skip) return;
   dir = mkdtempSync(join(tmpdir(), 'sotto-prefill-'));
   clip = pausedClip(dir, 450);
-  const { buildAgent } = await import('../../web/agent/build.mjs');
-  const standins = fileURLToPath(new URL('./agent_standins.mjs', import.meta.url));
-  await buildAgent(`${repo}build/agent-standins`, { speech: { asr: standins, tts: standins } });
+  await buildStandinsOnce();
   ({ server, url: base } = await startServer(0));
 });
 
@@ -93,10 +88,7 @@ after(() => {
 // Typed turn, voice turn (the microphone started once the typed one is over), typed turn: the page's record.
 async function conversation(options) {
   // A browser per run: the fake microphone plays its file once.
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM, timeout: 60000,
-    args: [...CPU_ARGS, ...AGENT_ARGS, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${clip}%noloop`],
-  });
+  const browser = await launchAgentBrowser(micArgs(clip));
   try {
     const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=8&seed=7${options}`);
     const settled = (n) => page.waitForFunction((count) => {

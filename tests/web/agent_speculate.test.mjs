@@ -13,14 +13,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
 
 import { Engine } from '../../web/engine.js';
 import { Vad } from '../../web/vad.js';
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, pausedClip, repo, skipReason, wasmDir } from './agent_support.mjs';
+import { SMALL_MODEL, assertOnlyAllowed, buildStandinsOnce, fixtures, micArgs, openAgent, pausedClip, skipReason, useAgentBrowser, wasmDir } from './agent_support.mjs';
 import { readWav16 } from './vad_support.mjs';
 
 const skip = skipReason();
@@ -72,33 +68,19 @@ test('openSegmentAudio: every open segment so far is the start of the segment on
   }
 });
 
-let browser = null;
-let server = null;
-let base = '';
-let dir = null;
-
+// The clip the fake microphone plays, written now: the browser's flags name it.
+const dir = skip ? null : mkdtempSync(join(tmpdir(), 'sotto-speculate-'));
+const clip = dir ? pausedClip(dir, 450) : '';
 before(async () => {
-  if (skip) return;
-  dir = mkdtempSync(join(tmpdir(), 'sotto-speculate-'));
-  const clip = pausedClip(dir, 450);
-  const { buildAgent } = await import('../../web/agent/build.mjs');
-  const standins = fileURLToPath(new URL('./agent_standins.mjs', import.meta.url));
-  await buildAgent(`${repo}build/agent-standins`, { speech: { asr: standins, tts: standins } });
-  ({ server, url: base } = await startServer(0));
-  browser = await chromium.launch({
-    executablePath: CHROMIUM, timeout: 60000,
-    args: [...CPU_ARGS, ...AGENT_ARGS, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${clip}%noloop`],
-  });
+  if (!skip) await buildStandinsOnce();
 });
-
-after(async () => {
-  await browser?.close();
-  server?.close();
+const chrome = useAgentBrowser({ args: micArgs(clip), skip });
+after(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 test('a pause inside the question: the early transcript is dropped, the turn transcribes the whole utterance', { skip, timeout: 90_000 }, async () => {
-  const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=8&mic=1`);
+  const { page, logs, requests, context } = await openAgent(chrome.browser, chrome.url, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=8&mic=1`);
   try {
     await page.waitForFunction(() => {
       const a = window.sottoAgent;
@@ -122,7 +104,7 @@ test('a pause inside the question: the early transcript is dropped, the turn tra
       `segment ${segmentSamples} samples, transcribed ${last.samples}`);
     assert.ok(turn.stages.first_sound_ms > 0, JSON.stringify(turn.stages));
     assert.deepEqual(logs, []);
-    assertOnlyAllowed(requests, base);
+    assertOnlyAllowed(requests, chrome.url);
   } finally {
     await context.close();
   }

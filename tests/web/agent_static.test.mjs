@@ -8,13 +8,10 @@ import { createReadStream, existsSync, statSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
 
-import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, assertOnlyAllowed, buildOnce, fixtures, openAgent, repo, skipReason, waitReady } from './agent_support.mjs';
+import { assertOnlyAllowed, buildOnce, fixtures, openAgent, repo, skipReason, useAgentBrowser, waitReady } from './agent_support.mjs';
 
 const skip = skipReason();
-let browser = null;
 let server = null;
 let base = '';
 const served = [];
@@ -49,16 +46,16 @@ before(async () => {
   server = staticHost(join(build.file, '..'), `${fixtures}/llm`);
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   base = `http://127.0.0.1:${server.address().port}/`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: [...CPU_ARGS, ...AGENT_ARGS], timeout: 60000 });
 });
+// The browser only: this file's pages come from its own static host.
+const chrome = useAgentBrowser({ serve: false, skip });
 
 after(async () => {
-  await browser?.close();
   server?.close();
 });
 
 test('from a static host without COOP/COEP, the service worker isolates the page and it answers', { skip }, async () => {
-  const { page, logs, requests, context } = await openAgent(browser, base, '/agent/?model=models/stories260K.gguf&tokens=4&warmup=0');
+  const { page, logs, requests, context } = await openAgent(chrome.browser, base, '/agent/?model=models/stories260K.gguf&tokens=4&warmup=0');
   try {
     await waitReady(page);
     assert.equal(await page.evaluate(() => crossOriginIsolated), true);

@@ -5,7 +5,8 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { CHROMIUM } from './browser_support.mjs';
+import { wavHeader } from '../../web/wav.mjs';
+import { CHROMIUM, CPU_ARGS, launchChromium, useBrowser } from './browser_support.mjs';
 import { readWav16 } from './vad_support.mjs';
 
 export const repo = fileURLToPath(new URL('../../', import.meta.url));
@@ -30,6 +31,27 @@ export async function buildOnce() {
   built ??= buildAgent();
   return built;
 }
+
+let builtStandins = null;
+// Builds build/agent-standins/: the page with the stand-in speech modules (agent_standins.mjs), once per process.
+export async function buildStandinsOnce() {
+  const { buildAgent } = await import('../../web/agent/build.mjs');
+  const standins = fileURLToPath(new URL('./agent_standins.mjs', import.meta.url));
+  builtStandins ??= buildAgent(`${repo}build/agent-standins`, { speech: { asr: standins, tts: standins } });
+  return builtStandins;
+}
+
+// Chromium's flags for a fake microphone that plays `wav` once, granted without asking.
+export const micArgs = (wav) => ['--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${wav}%noloop`];
+
+// browser_support's useBrowser with the agent's flags (autoplay) added to `args` (e.g. micArgs(clip)). A file
+// that prepares something the launch needs (a build, a clip) registers that before() first: hooks run in order.
+export function useAgentBrowser({ args = [], webgpu = false, ...options } = {}) {
+  return useBrowser({ args: [...CPU_ARGS, ...AGENT_ARGS, ...args], webgpu, ...options });
+}
+
+// A Chromium of its own with the agent's flags and `args` (for a test that needs a fresh fake microphone).
+export const launchAgentBrowser = (args = []) => launchChromium({ args: [...CPU_ARGS, ...AGENT_ARGS, ...args] });
 
 // The requests the agent may make: its own page and service worker, the engine's Blob URLs, and model files.
 export function allowedRequest(url, origin) {
@@ -71,20 +93,7 @@ export function assertOnlyAllowed(requests, base) {
 
 // A 16 kHz mono 16-bit WAV of the given PCM bytes (a fake microphone's clip).
 export function writeWav(out, pcm) {
-  const header = Buffer.alloc(44);
-  header.write('RIFF', 0);
-  header.writeUInt32LE(36 + pcm.length, 4);
-  header.write('WAVEfmt ', 8);
-  header.writeUInt32LE(16, 16);
-  header.writeUInt16LE(1, 20);
-  header.writeUInt16LE(1, 22);
-  header.writeUInt32LE(16000, 24);
-  header.writeUInt32LE(32000, 28);
-  header.writeUInt16LE(2, 32);
-  header.writeUInt16LE(16, 34);
-  header.write('data', 36);
-  header.writeUInt32LE(pcm.length, 40);
-  writeFileSync(out, Buffer.concat([header, pcm]));
+  writeFileSync(out, Buffer.concat([wavHeader(16000, 16, pcm.length), pcm]));
 }
 
 // capital.wav with `pauseMs` of silence cut into the middle of its speech, as a 16 kHz WAV file.

@@ -8,35 +8,17 @@
 // models/moonshine-base-en; skips without them)
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { after, before, test } from 'node:test';
-import { chromium } from 'playwright-core';
+import { before, test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, buildOnce, fixtures, openAgent, repo, skipReason, waitReady } from './agent_support.mjs';
+import { SMALL_MODEL, buildOnce, fixtures, micArgs, openAgent, repo, skipReason, useAgentBrowser, waitReady } from './agent_support.mjs';
 
 const need = ['models/kokoro/kokoro-v1.0.int8.onnx', 'models/kokoro/voices/af_heart.bin', 'models/g2p-en-us.bin',
   'models/moonshine-base-en/encoder_model.ort'].find((f) => !existsSync(`${repo}${f}`));
 const skip = skipReason() || (need && `${need} missing (bash scripts/get-models.sh)`);
-let browser = null;
-let server = null;
-let base = '';
-
 before(async () => {
-  if (skip) return;
-  await buildOnce();
-  ({ server, url: base } = await startServer(0));
-  browser = await chromium.launch({
-    executablePath: CHROMIUM, timeout: 60000,
-    args: [...CPU_ARGS, ...AGENT_ARGS, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
-      `--use-file-for-fake-audio-capture=${fixtures}/audio/beckett.wav%noloop`],
-  });
+  if (!skip) await buildOnce();
 });
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useAgentBrowser({ args: micArgs(`${fixtures}/audio/beckett.wav`), skip });
 
 // The voice played in chunks as the vocoder makes them (the page's default: tts.stream's { chunks }, normalised
 // window by window, so not the whole piece's samples) and whole (?ttschunks=0): the same checks; what was heard
@@ -45,7 +27,7 @@ after(async () => {
 const words = (text) => text.toLowerCase().replace(/[^a-z0-9' ]+/g, ' ').split(/\s+/).filter(Boolean);
 for (const [name, query] of [[' (the voice in chunks)', ''], [' (whole pieces)', '&ttschunks=0']])
 test(`a spoken question gets a spoken answer (real ASR and TTS in wasm)${name}`, { skip, timeout: 300_000 }, async () => {
-  const { page, logs, context } = await openAgent(browser, base, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=24&mic=1&record=1${query}`);
+  const { page, logs, context } = await openAgent(chrome.browser, chrome.url, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=24&mic=1&record=1${query}`);
   try {
     await waitReady(page, 120_000);
     await page.waitForFunction(() => window.sottoAgent.turns.some((t) => t.stages?.first_sound_ms > 0), null, { timeout: 180_000, polling: 250 });

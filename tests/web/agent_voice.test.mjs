@@ -6,41 +6,20 @@
 // history keeps only what was heard — and the last turn, uninterrupted, is heard whole.
 // Run: node --test tests/web/agent_voice.test.mjs
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { before, test } from 'node:test';
 
-import { startServer } from '../../web/serve.mjs';
-import { CHROMIUM, CPU_ARGS } from './browser_support.mjs';
-import { AGENT_ARGS, SMALL_MODEL, assertOnlyAllowed, fixtures, openAgent, repo, skipReason, waitReady } from './agent_support.mjs';
+import { SMALL_MODEL, assertOnlyAllowed, buildStandinsOnce, fixtures, micArgs, openAgent, skipReason, useAgentBrowser, waitReady } from './agent_support.mjs';
 import { STANDIN_QUESTION } from './agent_standins.mjs';
 
 const skip = skipReason();
 const BARGE_IN_BOUND_MS = 150;
-let browser = null;
-let server = null;
-let base = '';
-
 before(async () => {
-  if (skip) return;
-  const { buildAgent } = await import('../../web/agent/build.mjs');
-  const standins = fileURLToPath(new URL('./agent_standins.mjs', import.meta.url));
-  await buildAgent(`${repo}build/agent-standins`, { speech: { asr: standins, tts: standins } });
-  ({ server, url: base } = await startServer(0));
-  browser = await chromium.launch({
-    executablePath: CHROMIUM, timeout: 60000,
-    args: [...CPU_ARGS, ...AGENT_ARGS, '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream',
-      `--use-file-for-fake-audio-capture=${fixtures}/audio/beckett.wav%noloop`],
-  });
+  if (!skip) await buildStandinsOnce();
 });
-
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const chrome = useAgentBrowser({ args: micArgs(`${fixtures}/audio/beckett.wav`), skip });
 
 test('voice turns in order, barge-in within the bound keeps only what was heard, the last turn heard whole', { skip }, async () => {
-  const { page, logs, requests, context } = await openAgent(browser, base, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=40&mic=1`);
+  const { page, logs, requests, context } = await openAgent(chrome.browser, chrome.url, `/build/agent-standins/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=40&mic=1`);
   try {
     await waitReady(page);
     // Six utterances over ~10 s; the last turn ends when its tone has played.
@@ -75,7 +54,7 @@ test('voice turns in order, barge-in within the bound keeps only what was heard,
     assert.ok(events.filter((e) => e.type === 'barge-in').length >= interrupted.length);
     assert.ok(await page.locator('.msg .unspoken').count() >= 1, 'the unspoken part of an interrupted reply is not marked');
     assert.deepEqual(logs, []);
-    assertOnlyAllowed(requests, base);
+    assertOnlyAllowed(requests, chrome.url);
   } finally {
     await context.close();
   }

@@ -13,18 +13,23 @@ export const CPU_ARGS = ['--no-sandbox', '--disable-background-networking', '--d
 // Playwright's other defaults (headless, the debugging pipe) stay.
 export const WEBGPU_ARGS = ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--use-angle=swiftshader'];
 
+// A headless Chromium with `args`; webgpu: WEBGPU_ARGS added to them (and Playwright's SwiftShader default dropped).
+export function launchChromium({ args = CPU_ARGS, webgpu = false } = {}) {
+  return chromium.launch({
+    executablePath: CHROMIUM, args: webgpu ? [...args, ...WEBGPU_ARGS] : args,
+    ...(webgpu && { ignoreDefaultArgs: ['--enable-unsafe-swiftshader'] }), timeout: 60000 });
+}
+
 // Registers the file's before/after hooks; -> {browser, url} filled in once the browser has started. args:
 // Chromium's flags; webgpu: WEBGPU_ARGS added to them. skip: a reason the file's tests are skipped
 // (nothing is started). onDemand: start at the first onPage instead of before the file's first test (for a
-// file where one test of many needs the browser).
-export function useBrowser({ args = CPU_ARGS, webgpu = false, skip = false, onDemand = false } = {}) {
+// file where one test of many needs the browser). serve: false for a file that serves its pages itself.
+export function useBrowser({ args = CPU_ARGS, webgpu = false, skip = false, onDemand = false, serve = true } = {}) {
   const chrome = { browser: null, url: '', server: null };
   let started = null;
   chrome.start = () => (started ??= (async () => {
-    ({ server: chrome.server, url: chrome.url } = await startServer(0));
-    chrome.browser = await chromium.launch({
-      executablePath: CHROMIUM, args: webgpu ? [...args, ...WEBGPU_ARGS] : args,
-      ...(webgpu && { ignoreDefaultArgs: ['--enable-unsafe-swiftshader'] }), timeout: 60000 });
+    if (serve) ({ server: chrome.server, url: chrome.url } = await startServer(0));
+    chrome.browser = await launchChromium({ args, webgpu });
   })());
   before(async () => {
     if (!skip && !onDemand) await chrome.start();
