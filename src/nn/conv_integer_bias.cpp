@@ -178,7 +178,7 @@ void time_rows(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, 
 // are within 255 * 2^d (int16), and sums within 2 taps Cin (255 * 2^d)^2, which tap_pair_depth keeps under
 // 2^31, so the result is the direct product's, exactly.
 //
-// On pair-major rows (tap_pair_product_pairs) the split goes on until one tap is left (depth 4 for k=11: 35 of
+// On pair-major rows (conv_pairs, split_plan) the split goes on until one tap is left (depth 4 for k=11: 35 of
 // 88 multiply-adds instead of depth 3's 43, and 256 channels' k=11 from depth 2) without that bound: the int16
 // values stay exact (within 255 * 2^4), and every later step is an add, subtract or multiply in int32 that the
 // vector kernel and the recombination do modulo 2^32 (clang's vector adds wrap; the scalar edges add as
@@ -359,35 +359,91 @@ void recombine(const int32_t* __restrict r1, const int32_t* __restrict r2, const
   if (n % 2) y[n - 1] = add(r1[half], r2[half]);
 }
 
-// acc [Cout, n] = the stride-1 product of `taps` taps over pair-major rows g (ld rows per pair, g_rows real).
-void tap_pair_product_pairs(Context& ctx, const int16_t* a, int64_t lda, int64_t cout, int64_t pairs,
-                            int64_t taps, int depth, const int16_t* g, int64_t ld, int64_t g_rows, int64_t n,
-                            int32_t* acc, int64_t ldc) {
-  if (depth == 0 || taps < 2) {  // a leaf: g holds n + taps - 1 rows here
-    cpu::iconv_pairs(ctx, cout, n, taps, pairs, a, lda, g, ld, acc, ldc);
-    return;
-  }
-  const int64_t cin = 2 * pairs;
+// The split on pair-major rows as a plan, run in two passes over the threads. Each node of the split used to be
+// pool jobs of its own (its difference rows, its recombination, each leaf's product: ~160 hand-offs for one k=11
+// conv over a streamed window), and on 2 wasm threads the hand-offs (a sleeping helper's wake-up, the notify
+// that wakes it) took as long as the arithmetic. A pair's difference rows depend on that pair's rows alone and
+// an output channel's sums on its own weight rows alone, so one pass over channel pairs makes every node's rows
+// and one pass over blocks of output channels runs every leaf's product and recombination for its rows: the
+// same values (the same leaves and sums), two hand-offs.
+struct SplitNode {
+  const int16_t* a = nullptr;  // weights: the node's leaves, rows of lda
+  int64_t lda = 0;
+  int64_t taps = 0, n = 0;  // taps of the node's product, its outputs
+  int depth = 0;            // 0: a leaf (one iconv_pairs)
+  int level = 0;            // distance from the root
+  const int16_t* g =
+      nullptr;  // input rows, pair-major: ld rows per pair, g_rows real (the rest read as zero)
+  int64_t ld = 0, g_rows = 0;
+  int16_t *e = nullptr, *o = nullptr, *f = nullptr;  // internal: the children's rows, rows1 per pair
+  int64_t rows1 = 0, rows0 = 0;
+  int child[3] = {-1, -1, -1};
+};
+
+// int16 elements of the difference rows below a node of `taps` taps, split `depth` more times, n outputs.
+int64_t split_rows_size(int64_t taps, int depth, int64_t n, int64_t cin) {
+  if (depth == 0 || taps < 2) return 0;
+  const int64_t p1 = (taps + 1) / 2, p0 = taps / 2, q = (n + 1) / 2;
+  return 3 * (q + p1 - 1) * cin + 2 * split_rows_size(p1, depth - 1, q, cin) +
+         split_rows_size(p0, depth - 1, q, cin);
+}
+
+// Appends the node and its subtree to `nodes` (rows from `bump`, advanced); returns the node's index. Levels'
+// largest output counts go to level_q (a level's sums are reused by every node of that level in turn).
+int split_plan(std::vector<SplitNode>& nodes, std::vector<int64_t>& level_q, const int16_t* a, int64_t lda,
+               int64_t cin, int64_t taps, int depth, int level, int64_t n, const int16_t* g, int64_t ld,
+               int64_t g_rows, int16_t*& bump) {
+  const int index = static_cast<int>(nodes.size());
+  nodes.push_back(
+      {.a = a, .lda = lda, .taps = taps, .n = n, .level = level, .g = g, .ld = ld, .g_rows = g_rows});
+  if (depth == 0 || taps < 2) return index;
   const int64_t p1 = (taps + 1) / 2, p0 = taps / 2, q = (n + 1) / 2, rows1 = q + p1 - 1, rows0 = q + p0 - 1;
   const int64_t len1 = tap_pair_length(p1, cin, depth - 1);
-  Tensor ke, ko, kf, ks;
-  int16_t* e = scratch<int16_t>(ctx, ke, rows1 * cin, DType::I16);
-  int16_t* o = scratch<int16_t>(ctx, ko, rows1 * cin, DType::I16);
-  int16_t* f = scratch<int16_t>(ctx, kf, rows1 * cin, DType::I16);
-  cpu::parallel_for(ctx, pairs, 6 * rows1, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p)
-      pair_differences(g + p * ld * 2, g_rows, rows1, rows0, e + p * rows1 * 2, o + p * rows1 * 2,
-                       f + p * rows1 * 2);
-  });
-  int32_t* s = scratch<int32_t>(ctx, ks, 3 * cout * q, DType::I32);
+  int16_t *e = bump, *o = e + rows1 * cin, *f = o + rows1 * cin;
+  bump = f + rows1 * cin;
+  if (level_q.size() <= static_cast<size_t>(level)) level_q.resize(static_cast<size_t>(level) + 1, 0);
+  level_q[static_cast<size_t>(level)] = std::max(level_q[static_cast<size_t>(level)], q);
+  const int c0 = split_plan(nodes, level_q, a, lda, cin, p1, depth - 1, level + 1, q, e, rows1, rows1, bump);
+  const int c1 =
+      split_plan(nodes, level_q, a + len1, lda, cin, p1, depth - 1, level + 1, q, o, rows1, rows1, bump);
+  const int c2 =
+      split_plan(nodes, level_q, a + 2 * len1, lda, cin, p0, depth - 1, level + 1, q, f, rows1, rows0, bump);
+  SplitNode& node = nodes[static_cast<size_t>(index)];
+  node.depth = depth;
+  node.e = e, node.o = o, node.f = f, node.rows1 = rows1, node.rows0 = rows0;
+  node.child[0] = c0, node.child[1] = c1, node.child[2] = c2;
+  return index;
+}
+
+// Pass 1 for channel pair p: the difference rows of every node below `index`.
+void split_rows(const std::vector<SplitNode>& nodes, int index, int64_t p) {
+  const SplitNode& node = nodes[static_cast<size_t>(index)];
+  if (node.depth == 0) return;
+  pair_differences(node.g + p * node.ld * 2, node.g_rows, node.rows1, node.rows0, node.e + p * node.rows1 * 2,
+                   node.o + p * node.rows1 * 2, node.f + p * node.rows1 * 2);
+  for (const int c : node.child) split_rows(nodes, c, p);
+}
+
+// Pass 2 for output channels [m0, m1): acc rows m0 .. m1 (stride ldc) = the node's product. sums[level]: the
+// level's partial sums, [3][cout][level_q[level]] whatever the node's own q, so that threads at different
+// products of a batch still write only their own rows.
+void split_product(const std::vector<SplitNode>& nodes, int index, int64_t cout, int64_t pairs,
+                   int32_t* const* sums, const int64_t* level_q, int64_t m0, int64_t m1, int32_t* acc,
+                   int64_t ldc) {
+  const SplitNode& node = nodes[static_cast<size_t>(index)];
+  if (node.depth == 0) {
+    cpu::iconv_pairs(m1 - m0, node.n, node.taps, pairs, node.a + m0 * node.lda, node.lda, node.g, node.ld,
+                     acc + m0 * ldc, ldc);
+    return;
+  }
+  const int64_t q = level_q[node.level];  // the row stride; the node's own outputs (n + 1) / 2 <= q
+  int32_t* s = sums[node.level];
   int32_t *s1 = s, *s2 = s + cout * q, *s3 = s + 2 * cout * q;
-  tap_pair_product_pairs(ctx, a, lda, cout, pairs, p1, depth - 1, e, rows1, rows1, q, s1, q);
-  tap_pair_product_pairs(ctx, a + len1, lda, cout, pairs, p1, depth - 1, o, rows1, rows1, q, s2, q);
-  tap_pair_product_pairs(ctx, a + 2 * len1, lda, cout, pairs, p0, depth - 1, f, rows1, rows0, q, s3, q);
-  cpu::parallel_for(ctx, cout, n, [&](int64_t begin, int64_t end) {
-    for (int64_t oc = begin; oc < end; ++oc)
-      recombine(s1 + oc * q, s2 + oc * q, s3 + oc * q, n, acc + oc * ldc);
-  });
+  split_product(nodes, node.child[0], cout, pairs, sums, level_q, m0, m1, s1, q);
+  split_product(nodes, node.child[1], cout, pairs, sums, level_q, m0, m1, s2, q);
+  split_product(nodes, node.child[2], cout, pairs, sums, level_q, m0, m1, s3, q);
+  for (int64_t oc = m0; oc < m1; ++oc)
+    recombine(s1 + oc * q, s2 + oc * q, s3 + oc * q, node.n, acc + oc * ldc);
 }
 
 // Quantized x [Cin, T] (zero point subtracted) as pair-major rows (n_rows per pair): row padding + t of pair p
@@ -412,6 +468,124 @@ void pair_rows(const int16_t* xq, int64_t pairs, int64_t length, int64_t padding
     }
     for (; t < length; ++t) out[2 * t] = x0[t], out[2 * t + 1] = x1[t];
   }
+}
+
+// Difference rows a batch of the split may hold (int16 elements): a whole sentence's last generator stage
+// (~23,000 outputs at 128 channels, ~12 rows per output and channel at depth 4) would otherwise need ~70 MB.
+constexpr int64_t kSplitRowsBudget = int64_t{8} << 20;
+
+// A stride-1 conv over an even Cin, from x [Cin, T] quantized with q, on pair-major rows: the split's plan in
+// tiles of each dilation residue's outputs, each batch of tiles in the two passes above (the first also
+// quantizes x, interleaves it into pair-major rows and gathers the residues' rows), then the scaling.
+Tensor conv_pairs(const Tensor& x, const QuantParams& q, const Tensor& wk, const Tensor& pairs_w, int depth,
+                  int64_t cout, int64_t kernel, const Conv1dOptions& o, int64_t out_len,
+                  const std::vector<float>& bias, float out_scale) {
+  Context& ctx = x.ctx();
+  const int64_t cin = x.dim(0), length = x.dim(1), pairs = cin / 2, d = o.dilation;
+  const int64_t n_rows = std::max((out_len - 1) + (kernel - 1) * d + 1, o.padding + length);
+  Tensor quantized, rows, gathered, tree, sums_t, acc_t;
+  int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
+  int16_t* xt = scratch<int16_t>(ctx, rows, n_rows * cin, DType::I16);
+
+  // Residue r's outputs t = r + d u read padded rows r + d (u + k): with d > 1 gathered, g_rows[r] per pair.
+  const int64_t residues = std::min(d, out_len);
+  std::vector<int64_t> res_n(static_cast<size_t>(residues)), res_rows(res_n.size()), res_at(res_n.size());
+  int64_t gathered_size = 0;
+  for (int64_t r = 0; r < residues; ++r) {
+    res_n[static_cast<size_t>(r)] = (out_len - r + d - 1) / d;
+    res_rows[static_cast<size_t>(r)] = d == 1 ? n_rows : res_n[static_cast<size_t>(r)] + kernel - 1;
+    res_at[static_cast<size_t>(r)] = gathered_size;
+    if (d > 1) gathered_size += pairs * res_rows[static_cast<size_t>(r)] * 2;
+  }
+  int16_t* gr = d > 1 ? scratch<int16_t>(ctx, gathered, gathered_size, DType::I16) : nullptr;
+  auto residue_rows = [&](int64_t r) { return d == 1 ? xt : gr + res_at[static_cast<size_t>(r)]; };
+
+  struct Job {
+    int64_t r, u0, u1;
+    int root = -1;
+  };
+  std::vector<Job> jobs;
+  const int64_t tile = std::max<int64_t>(256, kSplitRowsBudget / (16 * cin));
+  for (int64_t r = 0; r < residues; ++r)
+    for (int64_t u0 = 0; u0 < res_n[static_cast<size_t>(r)]; u0 += tile)
+      jobs.push_back({r, u0, std::min(res_n[static_cast<size_t>(r)], u0 + tile)});
+  auto splits = [&](const Job& j) { return depth > 0 && j.u1 - j.u0 >= 4; };
+  auto rows_size = [&](const Job& j) {
+    return splits(j) ? split_rows_size(kernel, depth, j.u1 - j.u0, cin) : 0;
+  };
+
+  Tensor out = ctx.empty({cout, out_len});
+  for (size_t first = 0; first < jobs.size();) {
+    size_t last = first + 1;
+    int64_t size = rows_size(jobs[first]);
+    while (last < jobs.size() && size + rows_size(jobs[last]) <= kSplitRowsBudget)
+      size += rows_size(jobs[last++]);
+
+    int16_t* bump = scratch<int16_t>(ctx, tree, size, DType::I16);
+    std::vector<SplitNode> nodes;
+    std::vector<int64_t> level_q;
+    int64_t max_n = 1, work = 0;
+    for (size_t i = first; i < last; ++i) {
+      Job& j = jobs[i];
+      const int64_t n = j.u1 - j.u0;
+      const int16_t* g = residue_rows(j.r) + j.u0 * 2;
+      const int64_t ld = res_rows[static_cast<size_t>(j.r)];
+      if (splits(j)) {
+        j.root = split_plan(nodes, level_q, pairs_w.data<int16_t>(), pairs_w.dim(1), cin, kernel, depth, 0, n,
+                            g, ld, n + kernel - 1, bump);
+      } else {  // the direct product
+        j.root = static_cast<int>(nodes.size());
+        nodes.push_back({.a = wk.data<int16_t>(),
+                         .lda = kernel * cin,
+                         .taps = kernel,
+                         .n = n,
+                         .g = g,
+                         .ld = ld,
+                         .g_rows = n + kernel - 1});
+      }
+      max_n = std::max(max_n, n);
+      work += n * kernel * cin;
+    }
+    std::vector<int32_t*> sums(level_q.size());
+    int64_t sums_size = 0;
+    for (const int64_t lq : level_q) sums_size += 3 * cout * lq;
+    int32_t* s = scratch<int32_t>(ctx, sums_t, sums_size, DType::I32);
+    for (size_t l = 0; l < level_q.size(); ++l) sums[l] = s, s += 3 * cout * level_q[l];
+    int32_t* acc = scratch<int32_t>(ctx, acc_t, cout * max_n, DType::I32);
+
+    cpu::parallel_for(ctx, pairs, 4 * length + 2 * size / pairs, [&](int64_t begin, int64_t end) {
+      if (first == 0) {
+        cpu::quantize_i16(x.f32() + 2 * begin * length, 2 * (end - begin) * length, q,
+                          xq + 2 * begin * length);
+        pair_rows(xq + 2 * begin * length, end - begin, length, o.padding, n_rows, xt + begin * n_rows * 2);
+        for (int64_t r = 0; d > 1 && r < residues; ++r) {  // pair p's rows r, r + d, ... as 32-bit words
+          const int64_t g_rows = res_rows[static_cast<size_t>(r)];
+          int16_t* g = gr + res_at[static_cast<size_t>(r)];
+          for (int64_t p = begin; p < end; ++p)
+            for (int64_t v = 0; v < g_rows; ++v)
+              std::memcpy(g + (p * g_rows + v) * 2, xt + (p * n_rows + r + d * v) * 2, 4);
+        }
+      }
+      for (size_t i = first; i < last; ++i)
+        for (int64_t p = begin; p < end; ++p) split_rows(nodes, jobs[i].root, p);
+    });
+    cpu::parallel_for(ctx, (cout + 3) / 4, 4 * work, [&](int64_t begin, int64_t end) {
+      const int64_t m0 = 4 * begin, m1 = std::min(cout, 4 * end);
+      for (size_t i = first; i < last; ++i) {
+        const Job& j = jobs[i];
+        const int64_t n = j.u1 - j.u0;
+        split_product(nodes, j.root, cout, pairs, sums.data(), level_q.data(), m0, m1, acc, max_n);
+        for (int64_t oc = m0; oc < m1; ++oc) {
+          const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
+          const int32_t* a = acc + oc * max_n;
+          float* y = out.f32() + oc * out_len + j.r + d * j.u0;
+          for (int64_t u = 0; u < n; ++u) y[u * d] = static_cast<float>(a[u]) * out_scale + bo;
+        }
+      }
+    });
+    first = last;
+  }
+  return out;
 }
 
 }  // namespace
@@ -483,6 +657,7 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   const Tensor pairs_w = depth > 0 ? w.derived(pm ? kDerivedTapPairsWrapped : kDerivedTapPairs,
                                                [&] { return tap_pair_weights(wk, kernel, depth); })
                                    : Tensor{};
+  if (pm) return conv_pairs(x, q, wk, pairs_w, depth, cout, kernel, o, out_len, bias, out_scale);
 
   Tensor quantized, rows, gathered, sums;
   int16_t* xq = scratch<int16_t>(ctx, quantized, cin * length, DType::I16);
@@ -492,16 +667,7 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   const int64_t n_rows = std::max((out_len - 1) * s + (kernel - 1) * d + 1, o.padding + length);
   int16_t* xt16 = nullptr;
   uint8_t* xt8 = nullptr;
-  // Stride-1 int16 convs over an even Cin run on pair-major rows (time in the vector lanes, see
-  // tap_pair_product_pairs); xt16 then holds them, n_rows per pair.
-  const int64_t pairs = cin / 2;
-  if (pm) {
-    xt16 = scratch<int16_t>(ctx, rows, n_rows * cin, DType::I16);
-    cpu::parallel_for(ctx, pairs, 2 * n_rows, [&](int64_t begin, int64_t end) {
-      pair_rows(xq + 2 * begin * length, end - begin, length, o.padding, n_rows, xt16 + begin * n_rows * 2);
-    });
-  } else if (
-      use8) {  // uint8 as quantized, padding = the zero point; the zero point's share is taken off after
+  if (use8) {  // uint8 as quantized, padding = the zero point; the zero point's share is taken off after
     xt8 = scratch<uint8_t>(ctx, rows, n_rows * cin, DType::U8);
 #if defined(__x86_64__) && !defined(__wasm__)
     std::fill(xt8, xt8 + n_rows * cin, static_cast<uint8_t>(q.zero_point));
@@ -521,7 +687,6 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
     time_rows<int16_t>(xq, cin, length, o.padding, n_rows, 0, 0, xt16);
 #endif
   }
-  int64_t ld_pm = n_rows;  // rows per pair of the pair-major rows the product reads
   // acc [Cout, n] (row stride ldc) over outputs whose rows start every ldb_rows rows at `first` row.
   auto product = [&](int64_t n, int64_t first, int64_t ldb_rows, int32_t* acc, int64_t ldc) {
 #if defined(__x86_64__) && !defined(__wasm__)
@@ -534,13 +699,6 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
       return;
     }
 #endif
-    if (pm) {  // stride 1: ldb_rows == 1, and xt16 holds ld_pm rows per pair
-      if (depth > 0 && n >= 4)
-        return tap_pair_product_pairs(ctx, pairs_w.data<int16_t>(), pairs_w.dim(1), cout, pairs, kernel,
-                                      depth, xt16 + first * 2, ld_pm, n + kernel - 1, n, acc, ldc);
-      return cpu::iconv_pairs(ctx, cout, n, kernel, pairs, wk.data<int16_t>(), row, xt16 + first * 2, ld_pm,
-                              acc, ldc);
-    }
     if (depth > 0 && ldb_rows == 1 && n >= 4)
       return tap_pair_product(ctx, pairs_w.data<int16_t>(), pairs_w.dim(1), cout, cin, kernel, depth,
                               xt16 + first * cin, n + kernel - 1, n, acc, ldc);
@@ -573,24 +731,6 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   int32_t* acc = scratch<int32_t>(ctx, sums, cout * ((out_len + d - 1) / d), DType::I32);
   for (int64_t r = 0; r < d && r < out_len; ++r) {
     const int64_t n_r = (out_len - r + d - 1) / d, g_rows = n_r + kernel - 1;
-    if (pm) {  // pair p's rows r, r + d, ... as 32-bit words
-      cpu::parallel_for(ctx, pairs, g_rows, [&](int64_t begin, int64_t end) {
-        for (int64_t p = begin; p < end; ++p)
-          for (int64_t v = 0; v < g_rows; ++v)
-            std::memcpy(g16 + (p * g_rows + v) * 2, rows16 + (p * n_rows + r + d * v) * 2, 4);
-      });
-      xt16 = g16;
-      ld_pm = g_rows;
-      product(n_r, 0, 1, acc, n_r);
-      cpu::parallel_for(ctx, cout, n_r, [&](int64_t begin, int64_t end) {
-        for (int64_t oc = begin; oc < end; ++oc) {
-          const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
-          float* y = out.f32() + oc * out_len + r;
-          for (int64_t u = 0; u < n_r; ++u) y[u * d] = static_cast<float>(acc[oc * n_r + u]) * out_scale + bo;
-        }
-      });
-      continue;
-    }
     for (int64_t v = 0; v < g_rows; ++v) {
       if (use8)
         std::memcpy(g8 + v * cin, rows8 + (r + d * v) * cin, static_cast<size_t>(cin));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/thread_pool.h"
 #include "nn/cpu.h"
 #include "nn/gemm.h"
 #include "nn/gpu_ops.h"
@@ -122,6 +123,42 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
 }
 }  // namespace ref
 
+namespace {
+
+// One direction's int8 recurrence (ONNX Runtime's DynamicQuantizeLSTM) over the input gates gx [steps, 4H]:
+// each step quantizes h, takes one igemm_nt row against the [4H, H] int16 weight, then the zero points' share,
+// the scales and the cell. threads: the context whose pool splits each step's product over the gate rows, or
+// nullptr for this thread alone (the same integer sums either way).
+void recur_int8(const Context* threads, const RecurrentInt8& r, const float* gx, const float* bias,
+                int64_t steps, int64_t hidden, bool reverse, float* h, float* c, float* out) {
+  const int64_t n = 4 * hidden;
+  std::vector<float> g(static_cast<size_t>(n));
+  std::vector<int16_t> hq(static_cast<size_t>(hidden));
+  std::vector<int32_t> acc(static_cast<size_t>(n));
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = reverse ? steps - 1 - s : s;
+    const QuantParams q = cpu::dynamic_quant_params(h, hidden);
+    int32_t h_sum = 0;
+    for (int64_t k = 0; k < hidden; ++k) {
+      hq[k] = static_cast<int16_t>(int32_t{cpu::quantize_u8(h[k], q)} - q.zero_point);
+      h_sum += hq[k];
+    }
+    if (threads)
+      cpu::igemm_nt(*threads, 1, n, hidden, hq.data(), hidden, r.w.data<int16_t>(), hidden, acc.data(), n);
+    else
+      cpu::igemm_nt(1, n, hidden, hq.data(), hidden, r.w.data<int16_t>(), hidden, acc.data(), n);
+    for (int64_t j = 0; j < n; ++j)
+      g[j] = gx[t * n + j] +
+             static_cast<float>(acc[j] - static_cast<int32_t>(r.zero_points[j]) * h_sum) *
+                 (q.scale * r.scales[j]) +
+             bias[j];
+    cell(g.data(), hidden, h, c);
+    std::memcpy(out + t * hidden, h, static_cast<size_t>(hidden) * 4);
+  }
+}
+
+}  // namespace
+
 Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
             Tensor* h_out, Tensor* c_out) {
   if (gpu_ops::on_gpu(x0)) return gpu_ops::lstm(x0, w, reverse, h0, c0, h_out, c_out);
@@ -136,29 +173,11 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
       w.int8() ? matmul_integer_dynamic(x, w.w_ih, w.w_ih_scales, w.w_ih_zero_points) : linear(x, w.w_ih);
   const Tensor bias = w.b.defined() ? cpu::as_f32(w.b) : ctx.zeros({n});
   Tensor out = ctx.empty({steps, hidden});
-  std::vector<float> g(static_cast<size_t>(n));
   if (w.int8()) {
-    const RecurrentInt8 r = prepare_recurrent(w, hidden);
-    std::vector<int16_t> hq(static_cast<size_t>(hidden));
-    std::vector<int32_t> acc(static_cast<size_t>(n));
-    for (int64_t s = 0; s < steps; ++s) {
-      const int64_t t = reverse ? steps - 1 - s : s;
-      const QuantParams q = cpu::dynamic_quant_params(h.data(), hidden);
-      int32_t h_sum = 0;
-      for (int64_t k = 0; k < hidden; ++k) {
-        hq[k] = static_cast<int16_t>(int32_t{cpu::quantize_u8(h[k], q)} - q.zero_point);
-        h_sum += hq[k];
-      }
-      cpu::igemm_nt(ctx, 1, n, hidden, hq.data(), hidden, r.w.data<int16_t>(), hidden, acc.data(), n);
-      for (int64_t j = 0; j < n; ++j)
-        g[j] = gx.f32()[t * n + j] +
-               static_cast<float>(acc[j] - static_cast<int32_t>(r.zero_points[j]) * h_sum) *
-                   (q.scale * r.scales[j]) +
-               bias.f32()[j];
-      cell(g.data(), hidden, h.data(), c.data());
-      std::memcpy(out.f32() + t * hidden, h.data(), static_cast<size_t>(hidden) * 4);
-    }
+    recur_int8(&ctx, prepare_recurrent(w, hidden), gx.f32(), bias.f32(), steps, hidden, reverse, h.data(),
+               c.data(), out.f32());
   } else {
+    std::vector<float> g(static_cast<size_t>(n));
     const Tensor whh = cpu::weight_f32(w.w_hh);
     for (int64_t s = 0; s < steps; ++s) {
       const int64_t t = reverse ? steps - 1 - s : s;
@@ -173,9 +192,46 @@ Tensor lstm(const Tensor& x0, const LstmWeights& w, bool reverse, const Tensor& 
   return out;
 }
 
+// With int8 weights and two or more threads the two directions run side by side, each on one thread: the
+// per-step product split over the threads cost a pool hand-off per step (a few microseconds natively, tens in
+// wasm, for ~250K multiply-adds), so Kokoro's text side spent more time handing off than multiplying.
+// The same integer sums and float steps as lstm(), so the same values.
 Tensor bilstm(const Tensor& x, const LstmWeights& forward, const LstmWeights& backward) {
   if (gpu_ops::on_gpu(x) && forward.int8()) return gpu_ops::bilstm_int8(x, forward, backward);
-  const Tensor parts[2] = {lstm(x, forward, false), lstm(x, backward, true)};
+  Context& ctx = x.ctx();
+  ThreadPool* pool = ctx.pool();
+  if (!forward.int8() || !backward.int8() || pool == nullptr || pool->n_threads() < 2 ||
+      hidden_of(forward) != hidden_of(backward)) {
+    const Tensor parts[2] = {lstm(x, forward, false), lstm(x, backward, true)};
+    return concat(parts, 1);
+  }
+  const Tensor xf = cpu::as_f32(x);
+  NN_ASSERT(xf.rank() == 2);
+  const int64_t steps = xf.dim(0), hidden = hidden_of(forward);
+  // Everything that allocates on the context first: the threads below only compute.
+  struct Direction {
+    Tensor gx, bias, out;
+    RecurrentInt8 r;
+    std::vector<float> h, c;
+  } d[2];
+  const LstmWeights* weights[2] = {&forward, &backward};
+  for (int i = 0; i < 2; ++i) {
+    const LstmWeights& w = *weights[i];
+    d[i].gx = matmul_integer_dynamic(xf, w.w_ih, w.w_ih_scales, w.w_ih_zero_points);
+    d[i].bias = w.b.defined() ? cpu::as_f32(w.b) : ctx.zeros({4 * hidden});
+    d[i].out = ctx.empty({steps, hidden});
+    d[i].r = prepare_recurrent(w, hidden);
+    init_state({}, hidden, d[i].h);
+    init_state({}, hidden, d[i].c);
+  }
+  pool->run(
+      [&](int ith, int) {
+        Direction& e = d[ith];
+        recur_int8(nullptr, e.r, e.gx.f32(), e.bias.f32(), steps, hidden, ith == 1, e.h.data(), e.c.data(),
+                   e.out.f32());
+      },
+      2);
+  const Tensor parts[2] = {d[0].out, d[1].out};
   return concat(parts, 1);
 }
 

@@ -158,6 +158,46 @@ TEST(NnConvInteger, QuantizedBiasConvAtTheTapPairBound) {
   cpu::conv_integer_allow_vnni(true);
 }
 
+// The pair-major convs run the tap-pair split as a plan in two passes (every node's difference rows over channel
+// pairs, then every leaf's product and recombination over blocks of output channels), in tiles of each dilation
+// residue's outputs, batched under a memory bound. Against the scalar reference on fresh random inputs: output
+// channels around the 4-row blocks, residues shorter than the split's 4 outputs (the direct product), and one
+// conv long enough for several tiles and batches (256 channels: 2,048 outputs a tile, one tile a batch).
+TEST(NnConvInteger, PairMajorSplitPlanMatchesReference) {
+  testing::Backends b;
+  cpu::conv_integer_allow_vnni(false);
+  b.each([&](Context& ctx, const std::string& backend) {
+    struct Case {
+      int64_t cin, k, dilation, t, cout = 0;
+    };
+    const Case cases[] = {{128, 11, 1, rand_int(1, 40)},
+                          {2 * rand_int(1, 40), 7, 5, rand_int(7, 60)},
+                          {64, 3, 3, rand_int(1, 9)},
+                          {2 * rand_int(1, 9), 11, 1, rand_int(30, 300)},
+                          {256, 11, 1, 4500},
+                          {128, 5, 2, rand_int(2, 5)},
+                          {256, 3, 5, rand_int(60, 120), 256},
+                          {128, 11, 1, rand_int(60, 120), 128}};
+    for (const Case& c : cases) {
+      if (c.t >= 4500 && backend.find("portable/1") == std::string::npos)
+        continue;  // once: the reference is slow
+      const int64_t cout = c.cout ? c.cout : rand_int(1, 37);
+      const Conv1dOptions o{.padding = static_cast<int>(c.dilation * (c.k / 2)),
+                            .dilation = static_cast<int>(c.dilation)};
+      const Tensor x = rand_tensor(ctx, {c.cin, c.t}, -1.5f, 3.0f);
+      const DType wt = rand_int(0, 1) ? DType::U8 : DType::I8;
+      const Tensor w = rand_int8(ctx, {cout, c.cin, c.k}, wt).with_quant({0.011f, wt == DType::U8 ? 119 : 0});
+      const Tensor bias = rand_tensor(ctx, {cout}, -0.7f, 0.7f);
+      const std::string at = backend + " cin " + std::to_string(c.cin) + " cout " + std::to_string(cout) +
+                             " k " + std::to_string(c.k) + " dilation " + std::to_string(c.dilation) + " t " +
+                             std::to_string(c.t);
+      expect_bitwise(conv1d_integer_dynamic_quantized_bias(x, w, bias, o),
+                     ref::conv1d_integer_dynamic_quantized_bias(x, w, bias, o), at);
+    }
+  });
+  cpu::conv_integer_allow_vnni(true);
+}
+
 // Grouped convs go through the unrolled-input fallback: the same values.
 TEST(NnConvInteger, QuantizedBiasGroupedFallbackMatchesReference) {
   testing::Backends b;

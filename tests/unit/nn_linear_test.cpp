@@ -403,6 +403,33 @@ TEST(NnLstm, DynamicQuantizeLstmMatchesReference) {
   });
 }
 
+// int8 bilstm on a pool runs its two directions side by side, one thread each, with the per-step product on
+// that thread alone: bitwise the two lstm() calls (whose steps split the product over the pool), at hidden
+// sizes where those steps are threaded (Kokoro's: 256), and close to the reference.
+TEST(NnLstm, Int8BiLstmDirectionsSideBySideAreTheSequentialOnes) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    const int64_t in = rand_int(1, 70), h = rand_int(120, 260), t = rand_int(1, 30);
+    LstmWeights w[2];
+    for (LstmWeights& d : w) {
+      d.w_ih = rand_int8(ctx, {in, 4 * h}, DType::I8);
+      d.w_hh = rand_int8(ctx, {h, 4 * h}, DType::I8);
+      d.w_ih_scales = rand_tensor(ctx, {4 * h}, 0.001f, 0.01f);
+      d.w_hh_scales = rand_tensor(ctx, {1}, 0.001f, 0.01f);
+      d.b = rand_tensor(ctx, {4 * h});
+    }
+    const Tensor x = rand_tensor(ctx, {t, in});
+    const Tensor got = bilstm(x, w[0], w[1]);
+    const Tensor parts[2] = {lstm(x, w[0], false), lstm(x, w[1], true)};
+    const Tensor want = concat(parts, 1);
+    ASSERT_EQ(got.shape(), want.shape());
+    for (int64_t i = 0; i < got.elements(); ++i)
+      ASSERT_EQ(got.f32()[i], want.f32()[i]) << where << " h " << h << " t " << t << " at " << i;
+    const Tensor refs[2] = {ref::lstm(x, w[0], false), ref::lstm(x, w[1], true)};
+    expect_close(got, concat(refs, 1), 0.05f, 0, "int8 bilstm " + where);
+  });
+}
+
 TEST(NnLstm, SingleStepByHand) {
   // One unit, zero weights: gates are the biases. i = sigmoid(0) = 0.5, f = sigmoid(0), g = tanh(1), o =
   // sigmoid(2); c = 0.5 * c0 + 0.5 tanh(1), h = sigmoid(2) tanh(c).
