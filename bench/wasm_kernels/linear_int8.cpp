@@ -22,10 +22,10 @@ extern "C" __attribute__((export_name("buf"))) void* buf() {
 
 // y[0, j] for the n rows of q [n, k]: the integer kernel on xq (int16) or the float one on x.
 extern "C" __attribute__((export_name("int16"))) void int16(int32_t n, int32_t k, const int16_t* xq,
-                                                             const int8_t* q, float* y) {
+                                                            const int8_t* q, float* y) {
   sotto::nn::cpu::linear_int8_rows_wasm(xq, 1, k, q, 0, n, y, n);
 }
 extern "C" __attribute__((export_name("f32"))) void f32(int32_t n, int32_t k, const float* x, const int8_t* q,
-                                                         float* y) {
+                                                        float* y) {
   sotto::nn::cpu_old::linear_int8_rows_wasm_f32(x, 1, k, q, 0, n, y, n);
 }

@@ -58,8 +58,8 @@ struct QuantizedRows {
 };
 
 QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k) {
-  QuantizedRows r{std::vector<int16_t>(static_cast<size_t>(m * k)), std::vector<float>(static_cast<size_t>(m)),
-                  std::vector<float>(static_cast<size_t>(m))};
+  QuantizedRows r{std::vector<int16_t>(static_cast<size_t>(m * k)),
+                  std::vector<float>(static_cast<size_t>(m)), std::vector<float>(static_cast<size_t>(m))};
   for (int64_t i = 0; i < m; ++i) {
     const float* xi = x + i * k;
     float amax = 0, sum = 0;

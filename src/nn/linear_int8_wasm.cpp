@@ -17,8 +17,8 @@ namespace {
 constexpr int64_t kChunk = 1024;
 
 inline int64_t lanes_sum(v128_t v) {
-  return int64_t{wasm_i32x4_extract_lane(v, 0)} + wasm_i32x4_extract_lane(v, 1) + wasm_i32x4_extract_lane(v, 2) +
-         wasm_i32x4_extract_lane(v, 3);
+  return int64_t{wasm_i32x4_extract_lane(v, 0)} + wasm_i32x4_extract_lane(v, 1) +
+         wasm_i32x4_extract_lane(v, 2) + wasm_i32x4_extract_lane(v, 3);
 }
 
 inline v128_t step8(v128_t acc, v128_t x, const int8_t* q) {

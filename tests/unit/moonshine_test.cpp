@@ -90,7 +90,8 @@ TEST(Moonshine, EncoderMatchesOnnxRuntime) {
 }
 
 // Teacher forcing on ONNX Runtime's own encoder output and greedy tokens: every step's 16 largest logits within
-// 1e-4 (measured 8e-6; logits range about +-30) and the same argmax.
+// 5e-3 and the same argmax. Logits range about +-30; measured 2.0e-3, all of it from the int8 products' x
+// rounded to int16 per row (nn::linear_int8_affine; 8e-6 when x stayed float, 3.5e-3 with 14 bits).
 TEST(Moonshine, TeacherForcedLogitsMatchOnnxRuntime) {
   NEED_MODEL();
   const nn::Tensor enc = ctx.from_floats({ref.frames, ref.d_model}, ref.encoder);
@@ -117,10 +118,11 @@ TEST(Moonshine, TeacherForcedLogitsMatchOnnxRuntime) {
   }
   std::printf("[ info    ] teacher-forced logits: %zu steps, max |ours - ORT| %.3g over each step's top 16\n",
               ref.tokens.size(), max_diff);
-  EXPECT_LT(max_diff, 1e-4);
+  EXPECT_LT(max_diff, 5e-3);
 }
 
-// The cache path (one token at a time) gives the teacher-forced logits.
+// The cache path (one token at a time) gives the teacher-forced logits, within 5e-3 (measured 2.8e-3: the rows'
+// int16 roundings of x differ between the paths' slightly different float sums).
 TEST(Moonshine, CachedDecodingMatchesTeacherForcing) {
   NEED_MODEL();
   const nn::Tensor enc = ctx.from_floats({ref.frames, ref.d_model}, ref.encoder);
@@ -134,7 +136,7 @@ TEST(Moonshine, CachedDecodingMatchesTeacherForcing) {
     double diff = 0;
     for (uint32_t v = 0; v < ref.vocab; ++v)
       diff = std::max(diff, static_cast<double>(std::fabs((*row)[v] - (*forced)[t * ref.vocab + v])));
-    EXPECT_LT(diff, 1e-3) << "step " << t;
+    EXPECT_LT(diff, 5e-3) << "step " << t;
   }
 }
 

@@ -34,8 +34,9 @@ TEST(NnLinearInt8, AffineInt8MatchesReference) {
       expect_close(linear_int8_affine(x, w, scale, offset, bias),
                    ref::linear_int8_affine_quantized_x(x, w, scale, offset, bias), 0, 0,
                    "linear_int8_affine vs its scalar product " + where);
-      expect_close(linear_int8_affine(x3, w, scale, offset), ref::linear_int8_affine_quantized_x(x3, w, scale, offset),
-                   0, 0, "linear_int8_affine 3-D vs its scalar product " + where);
+      expect_close(linear_int8_affine(x3, w, scale, offset),
+                   ref::linear_int8_affine_quantized_x(x3, w, scale, offset), 0, 0,
+                   "linear_int8_affine 3-D vs its scalar product " + where);
       expect_close(linear_int8_affine(x, w, scale, offset, bias),
                    ref::linear_int8_affine(x, w, scale, offset, bias), tol, 1e-5f,
                    "linear_int8_affine " + where);
@@ -61,8 +62,8 @@ TEST(NnLinearInt8, AffineInt8IntegerSumsDoNotOverflow) {
     const int64_t m = 4, k = 4100, n = 9;
     std::vector<float> xv(static_cast<size_t>(m * k));
     for (int64_t t = 0; t < k; ++t) {
-      xv[static_cast<size_t>(t)] = -2.5f;                                   // all at -max
-      xv[static_cast<size_t>(k + t)] = t % 2 ? 1.0f : -1.0f;                // alternating
+      xv[static_cast<size_t>(t)] = -2.5f;                                  // all at -max
+      xv[static_cast<size_t>(k + t)] = t % 2 ? 1.0f : -1.0f;               // alternating
       xv[static_cast<size_t>(3 * k + t)] = t == 7 ? std::nanf("") : 1.0f;  // NaN
     }
     std::vector<uint8_t> wv(static_cast<size_t>(n * k), 0x80);  // -128
@@ -72,7 +73,8 @@ TEST(NnLinearInt8, AffineInt8IntegerSumsDoNotOverflow) {
     const Tensor want = ref::linear_int8_affine(x, w, 0.01f, 0.0f);
     for (int64_t j = 0; j < n; ++j) {
       for (int64_t i = 0; i < 3; ++i)
-        EXPECT_NEAR(got.f32()[i * n + j], want.f32()[i * n + j], 1e-4 * std::fabs(want.f32()[i * n + j]) + 1e-6)
+        EXPECT_NEAR(got.f32()[i * n + j], want.f32()[i * n + j],
+                    1e-4 * std::fabs(want.f32()[i * n + j]) + 1e-6)
             << where << " row " << i << " column " << j;
       EXPECT_TRUE(std::isnan(got.f32()[3 * n + j])) << where << " column " << j;
     }
