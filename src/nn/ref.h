@@ -21,6 +21,10 @@ Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = {});
 Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b = {});
+// linear_int8_affine's own algorithm (x quantized per row to int16, exact integer sums; nn/linear_int8.cpp)
+// with a plain scalar product: the kernels must give it bit for bit.
+Tensor linear_int8_affine_quantized_x(const Tensor& x, const Tensor& w, float scale, float offset,
+                                      const Tensor& b = {});
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales = {},
                               const Tensor& w_zero_points = {});

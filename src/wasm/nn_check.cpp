@@ -68,8 +68,17 @@ struct NnCheck {
       const Tensor w8 = random_int8({k, n});
       expect(matmul_integer_dynamic(x, w8), ref::matmul_integer_dynamic(x, w8), 0, 1e-6);
       const Tensor w8t = random_int8({n, k});  // weight-only int8 [out, in], per-tensor scale and offset
+      // Bit for bit its own algorithm with a scalar product (x quantized per row to int16, exact integer
+      // sums), and within x's rounding of the float reference: |x error| <= 1 / 65534, |w| <= 2.66, K terms.
+      expect(linear_int8_affine(x, w8t, 0.02f, 0.1f, b),
+             ref::linear_int8_affine_quantized_x(x, w8t, 0.02f, 0.1f, b), 0, 0);
       expect(linear_int8_affine(x, w8t, 0.02f, 0.1f, b), ref::linear_int8_affine(x, w8t, 0.02f, 0.1f, b),
-             1e-5 * std::sqrt(static_cast<double>(k)) + 2e-6, 1e-5);
+             2.66 * static_cast<double>(k) / 65534.0 + 1e-5, 1e-5);
+      // K past the kernel's 1024-column int32 chunks.
+      const int64_t k_long = size(1025, 2600);
+      const Tensor x_long = random({2, k_long}, -3.0f, 3.0f), w_long = random_int8({size(1, 13), k_long});
+      expect(linear_int8_affine(x_long, w_long, 0.02f, 0.1f),
+             ref::linear_int8_affine_quantized_x(x_long, w_long, 0.02f, 0.1f), 0, 0);
       const int64_t cin = size(1, 9), cout = size(1, 9), kernel = size(1, 5), t = size(kernel * 3, 120);
       const Conv1dOptions o{.stride = static_cast<int>(size(1, 3)), .padding = static_cast<int>(size(0, 2))};
       const Tensor cx = random({cin, t}), cw = random({cout, cin, kernel}), cb = random({cout});

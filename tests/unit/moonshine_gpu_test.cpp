@@ -143,9 +143,10 @@ TEST(MoonshineGpu, EncoderMatchesCpuAndOnnxRuntime) {
 
 // The fused GPU decoder step (nn/fused.h: stacked q/k/v with norm, rope and the KV-cache append in place, norms,
 // biases, gates and residual adds inside the int8 products) against the CPU's op-by-op step, three tokens fed one
-// at a time over a 0.25 s encoder output: logits within 2e-3 (logits range about +-30; the two backends' encoder
-// outputs already differ by ~3e-4; measured 5e-4 on SwiftShader) and the same argmax. ~35 s on SwiftShader
-// (the 32,768-row head), so a real GPU's check, like the whole-clip ones.
+// at a time over a 0.25 s encoder output: every logit within 1e-2 (logits range about +-30; the two backends'
+// encoder outputs already differ by ~3e-4, and the CPU's int8 products round x to int16 per row, ~2e-3 from
+// ORT's float logits on their own; measured 4.1e-3 on SwiftShader, 5e-4 before that rounding) and the same
+// argmax. ~35 s on SwiftShader (the 32,768-row head), so a real GPU's check, like the whole-clip ones.
 TEST(MoonshineGpu, FusedDecoderStepMatchesTheCpu) {
   NEED_MODELS();
   SKIP_SLOW_ON_CPU_ADAPTER();
@@ -164,7 +165,7 @@ TEST(MoonshineGpu, FusedDecoderStepMatchesTheCpu) {
     ASSERT_EQ(g->size(), c->size());
     const double diff = max_abs_diff(*g, *c);
     std::printf("[ info    ] fused gpu step after token %d: max |gpu - cpu| logit %.3g\n", token, diff);
-    EXPECT_LT(diff, 2e-3);
+    EXPECT_LT(diff, 1e-2);
     EXPECT_EQ(std::max_element(g->begin(), g->end()) - g->begin(),
               std::max_element(c->begin(), c->end()) - c->begin());
   }

@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -91,7 +90,8 @@ TEST(Moonshine, EncoderMatchesOnnxRuntime) {
 }
 
 // Teacher forcing on ONNX Runtime's own encoder output and greedy tokens: every step's 16 largest logits within
-// 1e-4 (measured 8e-6; logits range about +-30) and the same argmax.
+// 5e-3 and the same argmax. Logits range about +-30; measured 2.0e-3, all of it from the int8 products' x
+// rounded to int16 per row (nn::linear_int8_affine; 8e-6 when x stayed float, 3.5e-3 with 14 bits).
 TEST(Moonshine, TeacherForcedLogitsMatchOnnxRuntime) {
   NEED_MODEL();
   const nn::Tensor enc = ctx.from_floats({ref.frames, ref.d_model}, ref.encoder);
@@ -118,10 +118,11 @@ TEST(Moonshine, TeacherForcedLogitsMatchOnnxRuntime) {
   }
   std::printf("[ info    ] teacher-forced logits: %zu steps, max |ours - ORT| %.3g over each step's top 16\n",
               ref.tokens.size(), max_diff);
-  EXPECT_LT(max_diff, 1e-4);
+  EXPECT_LT(max_diff, 5e-3);
 }
 
-// The cache path (one token at a time) gives the teacher-forced logits.
+// The cache path (one token at a time) gives the teacher-forced logits, within 5e-3 (measured 2.8e-3: the rows'
+// int16 roundings of x differ between the paths' slightly different float sums).
 TEST(Moonshine, CachedDecodingMatchesTeacherForcing) {
   NEED_MODEL();
   const nn::Tensor enc = ctx.from_floats({ref.frames, ref.d_model}, ref.encoder);
@@ -135,30 +136,8 @@ TEST(Moonshine, CachedDecodingMatchesTeacherForcing) {
     double diff = 0;
     for (uint32_t v = 0; v < ref.vocab; ++v)
       diff = std::max(diff, static_cast<double>(std::fabs((*row)[v] - (*forced)[t * ref.vocab + v])));
-    EXPECT_LT(diff, 1e-3) << "step " << t;
+    EXPECT_LT(diff, 5e-3) << "step " << t;
   }
-}
-
-// The CPU step's stacked q/k/v product (one dispatch) gives the three separate products' logits bit for bit
-// (the same int8 kernel per row, the same scale * dot + offset * sum(x) after), cached steps included.
-TEST(Moonshine, StackedQkvProductIsTheSeparateProductsBitForBit) {
-  NEED_MODEL();
-  ASSERT_TRUE(w.decoder[0].qkv.defined());
-  asr::MoonshineWeights separate = w;
-  for (asr::MoonshineDecoderLayer& l : separate.decoder) l.qkv = {};
-  const nn::Tensor enc = ctx.from_floats({ref.frames, ref.d_model}, ref.encoder);
-  asr::MoonshineDecoderState a = asr::moonshine_decoder_start(w, enc);
-  asr::MoonshineDecoderState b = asr::moonshine_decoder_start(separate, enc);
-  const size_t prompt = 3;
-  auto check = [&](std::span<const int32_t> ids) {
-    auto x = ctx.to_floats(asr::moonshine_decode(w, a, ids, true));
-    auto y = ctx.to_floats(asr::moonshine_decode(separate, b, ids, true));
-    ASSERT_TRUE(x.ok() && y.ok());
-    ASSERT_EQ(x->size(), y->size());
-    EXPECT_EQ(std::memcmp(x->data(), y->data(), x->size() * sizeof(float)), 0);
-  };
-  check({ref.tokens.data(), prompt});
-  for (size_t t = prompt; t < ref.tokens.size(); ++t) check({&ref.tokens[t], 1});
 }
 
 TEST(Moonshine, GreedyTranscriptIsOnnxRuntimes) {

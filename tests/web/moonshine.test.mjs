@@ -2,7 +2,7 @@
 // .ort files) run LIVE here, on the 16 kHz clips of tests/fixtures/audio and on clips synthesised from them
 // (very short, silent, quiet, noisy, faster and slower speech, 30 s of speech with pauses, exactly one window).
 // The CLI reports the windows it cut long audio into (sample ranges); ORT transcribes exactly those samples, and
-// every window's tokens must be IDENTICAL (greedy decoding; our logits are within 1e-4 of ORT's, see
+// every window's tokens must be IDENTICAL (greedy decoding; our logits are within 5e-3 of ORT's, see
 // tests/unit/moonshine_test.cpp). sample.wav (24 kHz) is left out: ORT would need our resampler's samples.
 // The wasm build (web/asr.js, `node web/cli.mjs transcribe`) is checked the same way on beckett.wav.
 // Also bad input: one-line errors and exit code 1, never a crash.

@@ -56,33 +56,6 @@ Tensor apply(const MoonshineMatrix& m, const Tensor& x, const Tensor& b = {}) {
   return nn::linear(x, m.w, b);
 }
 
-struct QkvRows {
-  Tensor q, k, v;
-};
-
-// The q, k and v products of a decoder layer as one int8 product over the stacked [3 d, d] matrix: one pool
-// dispatch (and its barrier) where there were three, and h read once. The product runs with scale 1 and
-// offset 0 (exactly x . q), then each third gets its own scale * (x . q) + offset * sum(x) as
-// linear_int8_affine computes it, so q, k and v are bit for bit those of the three separate products.
-QkvRows qkv_product(const MoonshineDecoderLayer& l, const Tensor& h) {
-  const Tensor raw = nn::linear_int8_affine(h, l.qkv, 1.0f, 0.0f);
-  const int64_t k = h.dim(-1), m = h.elements() / k, d = l.qkv.dim(0) / 3;
-  const float* xp = h.f32();
-  const float* y = raw.f32();
-  QkvRows r{h.ctx().empty({m, d}), h.ctx().empty({m, d}), h.ctx().empty({m, d})};
-  float* out[3] = {r.q.f32(), r.k.f32(), r.v.f32()};
-  for (int64_t i = 0; i < m; ++i) {
-    float sum_x = 0;
-    for (int64_t t = 0; t < k; ++t) sum_x += xp[i * k + t];
-    for (int seg = 0; seg < 3; ++seg) {
-      const float scale = l.qkv_scale[static_cast<size_t>(seg)];
-      const float shift = l.qkv_offset[static_cast<size_t>(seg)] * sum_x;
-      for (int64_t j = 0; j < d; ++j) out[seg][i * d + j] = scale * y[i * 3 * d + seg * d + j] + shift + 0.0f;
-    }
-  }
-  return r;
-}
-
 // Rows of the embedding table, dequantized as the graph does (q * scale, then + offset, in float).
 Tensor embed(const MoonshineMatrix& table, const Tensor& ids) {
   if (table.w.dtype() != DType::I8) return nn::embedding(table.w, ids);
@@ -221,17 +194,9 @@ Tensor moonshine_decode_ids(const MoonshineWeights& w, MoonshineDecoderState& s,
   for (size_t i = 0; i < w.decoder.size(); ++i) {
     const MoonshineDecoderLayer& l = w.decoder[i];
     Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
-    Tensor q, k, v;
-    if (l.qkv.defined() && h.ctx().backend() == nn::Backend::Cpu) {
-      const QkvRows r = qkv_product(l, h);
-      q = nn::rope(r.q, c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
-      k = nn::rope(r.k, c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
-      v = r.v;
-    } else {
-      q = nn::rope(apply(l.q, h), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
-      k = nn::rope(apply(l.k, h), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
-      v = apply(l.v, h);
-    }
+    const Tensor q = nn::rope(apply(l.q, h), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
+    Tensor k = nn::rope(apply(l.k, h), c.n_heads, c.rotary_dim, c.rope_base, s.n_past, true);
+    Tensor v = apply(l.v, h);
     if (s.n_past > 0) {
       const Tensor ks[] = {s.self_k[i], k}, vs[] = {s.self_v[i], v};
       k = nn::concat(ks, 0);
@@ -703,9 +668,10 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       MoonshineDecoderLayer l;
       SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
       std::vector<uint8_t> qkv;
-      SOTTO_ASSIGN(l.q, ld.int8_matrix(p + "self_attn/q_proj/MatMul_output_0", 1, d, d, true, &qkv));
-      SOTTO_ASSIGN(l.k, ld.int8_matrix(p + "self_attn/k_proj/MatMul_output_0", 1, d, d, true, &qkv));
-      SOTTO_ASSIGN(l.v, ld.int8_matrix(p + "self_attn/v_proj/MatMul_output_0", 1, d, d, true, &qkv));
+      std::vector<uint8_t>* keep = ctx.backend() == nn::Backend::Gpu ? &qkv : nullptr;
+      SOTTO_ASSIGN(l.q, ld.int8_matrix(p + "self_attn/q_proj/MatMul_output_0", 1, d, d, true, keep));
+      SOTTO_ASSIGN(l.k, ld.int8_matrix(p + "self_attn/k_proj/MatMul_output_0", 1, d, d, true, keep));
+      SOTTO_ASSIGN(l.v, ld.int8_matrix(p + "self_attn/v_proj/MatMul_output_0", 1, d, d, true, keep));
       if (qkv.size() == static_cast<size_t>(3 * d * d)) {
         l.qkv = ctx.from_bytes({3 * d, d}, DType::I8, qkv);
         l.qkv_scale = {l.q.scale, l.k.scale, l.v.scale, 1.0f};

@@ -84,9 +84,9 @@ struct MoonshineMatrix {
 struct MoonshineDecoderLayer {
   nn::Tensor attn_norm;
   MoonshineMatrix q, k, v, o;
-  // With int8 q, k, v: the three stacked [3 x 416, 416], each with its scale and offset: on the GPU one fused
-  // dispatch (norm, product, rope, KV-cache append; nn/fused.h), on the CPU one product (one pool dispatch
-  // where there were three). Kept beside q, k, v (4 MB more for the 8 layers).
+  // GPU weights with int8 q, k, v only: the three stacked [3 x 416, 416], each with its scale and offset, for
+  // one fused dispatch (norm, product, rope, KV-cache append; nn/fused.h). Kept beside q, k, v (4 MB more for
+  // the 8 layers). The CPU runs the three products (stacking them gave no measurable gain there).
   nn::Tensor qkv;
   std::array<float, 4> qkv_scale = {1, 1, 1, 1}, qkv_offset = {0, 0, 0, 0};
   nn::Tensor cross_norm;
