@@ -6,7 +6,8 @@
 //
 //   node bench/agent_ab.mjs [--variants 'ttschunks=0;ttschunks=1'] [--out FILE.md] [CLIP.wav...]
 // A variant is agent_latency.mjs's options as k=v pairs joined by ',' (e.g. 'ttschunks=1,first-chunk=150');
-// variants are separated by ';'. Without clips: the eight questions of bench/data/questions/.
+// variants are separated by ';'; wasm=DIR builds that variant's page from DIR/wasm-* (another tree's build).
+// Without clips: the eight questions of bench/data/questions/.
 import { execFileSync } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -24,10 +25,15 @@ if (!clips.length) {
   clips.push(...readdirSync(dir).filter((f) => f.endsWith('.wav')).sort().map((f) => join(dir, f)));
 }
 const variants = opts.variants.split(';').map((v) => v.trim()).filter(Boolean);
+// wasm=DIR is not the page's: that variant's page is built from DIR/wasm-* (SOTTO_WASM_DIR), e.g. an older build.
 const argsOf = (v) => v.split(',').filter(Boolean).flatMap((kv) => {
   const [k, x] = kv.split('=');
-  return [`--${k}=${x}`];  // one argument: a value may start with a dash (ttslead=-1)
+  return k === 'wasm' ? [] : [`--${k}=${x}`];  // one argument: a value may start with a dash (ttslead=-1)
 });
+const envOf = (v) => {
+  const dir = v.split(',').map((kv) => kv.split('=')).find(([k]) => k === 'wasm')?.[1];
+  return dir ? { ...process.env, SOTTO_WASM_DIR: dir } : process.env;
+};
 const bench = fileURLToPath(new URL('agent_latency.mjs', import.meta.url));
 const median = (xs) => {
   const v = xs.filter(Number.isFinite).sort((a, b) => a - b);
@@ -48,7 +54,7 @@ const log = (s) => {
 clips.forEach((clip, c) => {
   for (let k = 0; k < variants.length; k++) {
     const i = (k + c) % variants.length;
-    const out = execFileSync(process.execPath, [bench, '--json', ...argsOf(variants[i]), clip], { encoding: 'utf8', maxBuffer: 1 << 26 });
+    const out = execFileSync(process.execPath, [bench, '--json', ...argsOf(variants[i]), clip], { encoding: 'utf8', maxBuffer: 1 << 26, env: envOf(variants[i]) });
     const r = JSON.parse(out.trim().split('\n').at(-1));
     const t = r.turns[0];
     results[i][c] = { ...t, load: r.load };
