@@ -121,7 +121,7 @@ async function runClip(clip, base, profileDir) {
       // The page's thread: the longest it went without running a 50 ms timer during the turn (ASR or TTS on it
       // blocks it for seconds; in their workers only the page's own work remains).
       prefill_ms: voice?.prefillMs === null || voice?.prefillMs === undefined ? null : Math.round(voice.prefillMs), reused_cache: voice?.reusedCache ?? null,
-      first_piece: voice?.firstPiece ?? null, speculative_asr: voice?.speculativeAsr ?? null, speculative_prefill: voice?.speculativePrefill ?? null, writing_paused_ms: voice?.writingPausedMs ?? null, longest_stall_ms: voice?.longestStallMs ?? null, voice_gap_ms: voice?.voiceGapMs ?? null, token_gaps_ms: voice?.tokenGapsMs ?? null, decode_tokens_per_s: voice?.decodeTokensPerS ?? null, speech_workers: agent.speechWorkers ?? null,
+      first_piece: voice?.firstPiece ?? null, speculative_asr: voice?.speculativeAsr ?? null, speculative_prefill: voice?.speculativePrefill ?? null, writing_paused_ms: voice?.writingPausedMs ?? null, longest_stall_ms: voice?.longestStallMs ?? null, voice_gap_ms: voice?.voiceGapMs ?? null, token_gaps_ms: voice?.tokenGapsMs ?? null, asr_done_ms: voice?.asrDoneMs ?? null, prefill_start_ms: voice?.prefillStartMs ?? null, decode_tokens_per_s: voice?.decodeTokensPerS ?? null, speech_workers: agent.speechWorkers ?? null,
       typed: typed && { question: typed.user, reply: typed.reply, stages: typed.stages, decode_tokens_per_s: typed.decodeTokensPerS },
     };
   } finally {

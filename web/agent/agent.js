@@ -633,6 +633,7 @@ async function voiceTurn(audio, tl, spec = null) {
     text = (early.r.text ?? '').trim();
     tl.asr = early.r;
     tl.transcript = Math.max(early.at, tl.started);
+    tl.asrDone = early.at;
   } else {
     tl.asrStart = now();
     tl.asrSamples = audio.length;
@@ -825,8 +826,11 @@ async function runTurn(text, tl, spec = null) {
 
 // How a voice turn's transcript was made: during the pause (speculative) or at the endpoint, and of how many
 // samples (the segment's, or its part before the pause).
+// asrDoneMs / prefillStartMs: when the speculative recognition ended and its held prefill began, from the end of
+// speech (the stages clamp both to the endpoint, which hides how early they were).
 function asrOf(tl) {
-  return tl.source === 'voice' ? { speculativeAsr: !!tl.speculative, asrSamples: tl.asrSamples ?? null } : {};
+  const from = (t) => (t === undefined ? null : Math.round(t - tl.endOfSpeech));
+  return tl.source === 'voice' ? { speculativeAsr: !!tl.speculative, asrSamples: tl.asrSamples ?? null, asrDoneMs: from(tl.asrDone), prefillStartMs: from(tl.prefilled) } : {};
 }
 
 // The writing waits while the first piece (YIELD_TO_VOICE), or each piece (YIELD_ALL), is synthesised;
