@@ -25,9 +25,15 @@ const chrome = useAgentBrowser({ args: micArgs(`${fixtures}/audio/beckett.wav`),
 // is the reply's sentences whole (every chunk of each played); and the voice as played (?record=1), chunk
 // joints and trimmed silences included, goes back through our Moonshine, which must hear the reply's words.
 const words = (text) => text.toLowerCase().replace(/[^a-z0-9' ]+/g, ' ').split(/\s+/).filter(Boolean);
+// The words heard, and each two neighbours joined: the story model's made-up compounds come back split
+// ("pushroom" as "push room").
+const heardWords = (text) => {
+  const w = words(text);
+  return new Set([...w, ...w.slice(1).map((x, i) => w[i] + x)]);
+};
 for (const [name, query] of [[' (the voice in chunks)', ''], [' (whole pieces)', '&ttschunks=0']])
 test(`a spoken question gets a spoken answer (real ASR and TTS in wasm)${name}`, { skip, timeout: 300_000 }, async () => {
-  const { page, logs, context } = await openAgent(chrome.browser, chrome.url, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=24&mic=1&record=1${query}`);
+  const { page, logs, context } = await openAgent(chrome.browser, chrome.url, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=32&mic=1&record=1${query}`);
   try {
     await waitReady(page, 120_000);
     await page.waitForFunction(() => window.sottoAgent.turns.some((t) => t.stages?.first_sound_ms > 0), null, { timeout: 180_000, polling: 250 });
@@ -55,7 +61,7 @@ test(`a spoken question gets a spoken answer (real ASR and TTS in wasm)${name}`,
     // Our recogniser on the page's voice: most of the words spoken, the first piece's among them. (Kokoro's
     // whole-piece audio of such text comes back at ~90 %; the tiny story model's odd words cost some.)
     const back = await page.evaluate(() => window.sottoAgent.transcribeVoice());
-    const said = words(done.heard), got = new Set(words(back.text));
+    const said = words(done.heard), got = heardWords(back.text);
     const recall = said.filter((w) => got.has(w)).length / Math.max(1, said.length);
     console.log(`Moonshine hears the voice (${back.seconds.toFixed(1)} s) as ${JSON.stringify(back.text)}; said ${JSON.stringify(done.heard)}; word recall ${recall.toFixed(2)}`);
     assert.ok(recall >= 0.6, `Moonshine heard ${JSON.stringify(back.text)} for ${JSON.stringify(done.heard)} (recall ${recall.toFixed(2)})`);
