@@ -9,8 +9,9 @@
 // weight to float took 7, and in AVX2 3 per 16 (vpmovsxbw, vpmaddwd, vpaddd). The price is x's rounding:
 // |error| <= xs / 2 * sum_t |w_t| per output (x's relative precision ~1.5e-5 of the row's largest value),
 // far below the int8 weights' own; every kernel gives the same integers, so native and wasm agree bit for bit.
-// Threads split the output columns (rows of W); the AVX2 kernel is linear_int8_avx2.cpp, the wasm one
-// linear_int8_wasm.cpp, the portable loop below is the scalar reference and the native fallback.
+// Threads split the output columns (rows of W); the SIMD kernels' loop is linear_int8_kernel.h (its steps in
+// linear_int8_avx2.cpp and linear_int8_wasm.cpp), the portable loop below is the scalar reference and the
+// native fallback.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
