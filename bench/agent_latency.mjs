@@ -21,6 +21,9 @@
 // pause; --ttslead MS: how much of each piece's leading pause is vocoded (-1: all of it; the page's default
 // otherwise); --endpoint MS: the pause that ends a turn (the page's default otherwise); --prefill 0: no speculative prefill (the page
 // prefills the speculative transcript's turn during the pause by default).
+// NOANIM=1 (environment): the page as with prefers-reduced-motion (no motion at all, not even the loading pulse).
+// --json also gives per turn when the voice's first audio reached the page (first_audio_ms) and its synthesis
+// time in the worker (first_audio_compute_ms).
 // Without clips: the eight short spoken questions of bench/data/questions/ (bench/make_questions.mjs: our
 // Kokoro, eight voices); tests/fixtures/audio/beckett.wav and sample.wav are longer (10-12 s, several sentences).
 //
@@ -97,6 +100,7 @@ async function runClip(clip, base, profileDir) {
     const model = opts.model ?? (opts.standins ? '/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf' : null);
     if (model) q.set('model', model);
     // The microphone starts after loading, so the clip's audio (which starts when capture opens) is heard whole.
+    if (process.env.NOANIM) await page.emulateMedia({ reducedMotion: 'reduce' });
     await page.goto(`${base}${pagePath}?${q}`);
     await page.waitForFunction(() => window.sottoAgent?.ready || window.sottoAgent?.status === 'error', null, { timeout: 600000 });
     const errors = await page.evaluate(() => window.sottoAgent.errors);
@@ -121,7 +125,7 @@ async function runClip(clip, base, profileDir) {
       // The page's thread: the longest it went without running a 50 ms timer during the turn (ASR or TTS on it
       // blocks it for seconds; in their workers only the page's own work remains).
       prefill_ms: voice?.prefillMs === null || voice?.prefillMs === undefined ? null : Math.round(voice.prefillMs), reused_cache: voice?.reusedCache ?? null,
-      first_piece: voice?.firstPiece ?? null, speculative_asr: voice?.speculativeAsr ?? null, speculative_prefill: voice?.speculativePrefill ?? null, writing_paused_ms: voice?.writingPausedMs ?? null, longest_stall_ms: voice?.longestStallMs ?? null, voice_gap_ms: voice?.voiceGapMs ?? null, token_gaps_ms: voice?.tokenGapsMs ?? null, asr_done_ms: voice?.asrDoneMs ?? null, prefill_start_ms: voice?.prefillStartMs ?? null, decode_tokens_per_s: voice?.decodeTokensPerS ?? null, speech_workers: agent.speechWorkers ?? null,
+      first_piece: voice?.firstPiece ?? null, speculative_asr: voice?.speculativeAsr ?? null, speculative_prefill: voice?.speculativePrefill ?? null, writing_paused_ms: voice?.writingPausedMs ?? null, longest_stall_ms: voice?.longestStallMs ?? null, voice_gap_ms: voice?.voiceGapMs ?? null, token_gaps_ms: voice?.tokenGapsMs ?? null, asr_done_ms: voice?.asrDoneMs ?? null, prefill_start_ms: voice?.prefillStartMs ?? null, first_audio_ms: voice?.firstAudioMs ?? null, first_audio_compute_ms: voice?.firstAudioComputeMs ?? null, decode_tokens_per_s: voice?.decodeTokensPerS ?? null, speech_workers: agent.speechWorkers ?? null,
       typed: typed && { question: typed.user, reply: typed.reply, stages: typed.stages, decode_tokens_per_s: typed.decodeTokensPerS },
     };
   } finally {

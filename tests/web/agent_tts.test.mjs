@@ -24,6 +24,9 @@ const chrome = useAgentBrowser({ args: micArgs(`${fixtures}/audio/beckett.wav`),
 // window by window, so not the whole piece's samples) and whole (?ttschunks=0): the same checks; what was heard
 // is the reply's sentences whole (every chunk of each played); and the voice as played (?record=1), chunk
 // joints and trimmed silences included, goes back through our Moonshine, which must hear the reply's words.
+// The reply is sampled from a fixed seed (?seed=5): the story model's random replies made this test fail three
+// times in CI on their oddities (a lone quote mark, a line break, a made-up word), each mended, but the test
+// should not depend on which reply comes.
 const words = (text) => text.toLowerCase().replace(/[^a-z0-9' ]+/g, ' ').split(/\s+/).filter(Boolean);
 // The words heard, and each two neighbours joined: the story model's made-up compounds come back split
 // ("pushroom" as "push room").
@@ -33,7 +36,7 @@ const heardWords = (text) => {
 };
 for (const [name, query] of [[' (the voice in chunks)', ''], [' (whole pieces)', '&ttschunks=0']])
 test(`a spoken question gets a spoken answer (real ASR and TTS in wasm)${name}`, { skip, timeout: 300_000 }, async () => {
-  const { page, logs, context } = await openAgent(chrome.browser, chrome.url, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=32&mic=1&record=1${query}`);
+  const { page, logs, context } = await openAgent(chrome.browser, chrome.url, `/agent/?model=${SMALL_MODEL}&cache=0&warmup=0&tokens=32&mic=1&record=1&seed=5${query}`);
   try {
     await waitReady(page, 120_000);
     await page.waitForFunction(() => window.sottoAgent.turns.some((t) => t.stages?.first_sound_ms > 0), null, { timeout: 180_000, polling: 250 });

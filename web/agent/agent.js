@@ -429,7 +429,7 @@ async function toggleMic() {
     button.setAttribute('aria-pressed', 'false');
     $('mic-label').textContent = 'Start talking';
     setVadState(null);
-    $('mic-level').style.width = '0';
+    $('mic-level').style.transform = 'scaleX(0)';
     if (agent.status === 'listening') setStatus('ready', 'ready');
     return;
   }
@@ -493,7 +493,7 @@ async function toggleMic() {
         s.lastChunkAt = now();
         s.lastChunkQueuedMs = queuedMs;
         const level = Math.min(100, Math.round(Math.sqrt(rms) * 180));
-        $('mic-level').style.width = `${level}%`;
+        $('mic-level').style.transform = `scaleX(${level / 100})`;
         $('mic-meter').setAttribute('aria-valuenow', String(level));
         s.segmenter.process(samples).catch((e) => notice(fail('voice activity detection', e), { error: true }));
       },
@@ -827,10 +827,11 @@ async function runTurn(text, tl, spec = null) {
 // How a voice turn's transcript was made: during the pause (speculative) or at the endpoint, and of how many
 // samples (the segment's, or its part before the pause).
 // asrDoneMs / prefillStartMs: when the speculative recognition ended and its held prefill began, from the end of
-// speech (the stages clamp both to the endpoint, which hides how early they were).
+// speech (the stages clamp both to the endpoint, which hides how early they were). firstAudioMs: when the voice's
+// first audio (its first chunk) reached the page, and firstAudioComputeMs its synthesis time in the worker.
 function asrOf(tl) {
   const from = (t) => (t === undefined ? null : Math.round(t - tl.endOfSpeech));
-  return tl.source === 'voice' ? { speculativeAsr: !!tl.speculative, asrSamples: tl.asrSamples ?? null, asrDoneMs: from(tl.asrDone), prefillStartMs: from(tl.prefilled) } : {};
+  return tl.source === 'voice' ? { speculativeAsr: !!tl.speculative, asrSamples: tl.asrSamples ?? null, asrDoneMs: from(tl.asrDone), prefillStartMs: from(tl.prefilled), firstAudioMs: from(tl.firstAudio), firstAudioComputeMs: tl.firstAudioComputeMs === undefined ? null : Math.round(tl.firstAudioComputeMs) } : {};
 }
 
 // The writing waits while the first piece (YIELD_TO_VOICE), or each piece (YIELD_ALL), is synthesised;
@@ -881,6 +882,10 @@ async function speak(turn, queue) {
       }
       const clip = next.value;
       const chunked = clip.chunk !== undefined;
+      if (turn.tl.firstAudio === undefined) {
+        turn.tl.firstAudio = now();  // the first audio of the voice is in the page (a chunk, or a whole piece)
+        turn.tl.firstAudioComputeMs = clip.ms;  // its synthesis in the worker (the piece's text side included)
+      }
       // The writing resumes when the first piece is wholly synthesised (its last chunk), not at its first sound:
       // the rest of its vocoding would compete with the language model.
       if (!chunked || clip.last) resumeWriting(turn);

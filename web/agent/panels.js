@@ -57,6 +57,7 @@ export class VadTrace {
 
   constructor(canvas) {
     this.canvas = canvas;
+    globalThis.matchMedia?.('(prefers-color-scheme: dark)').addEventListener?.('change', () => (this.colours = null));
   }
 
   push(probability, speaking) {
@@ -75,12 +76,16 @@ export class VadTrace {
     const g = c.getContext('2d');
     const w = c.width, h = c.height;
     g.clearRect(0, 0, w, h);
-    const style = getComputedStyle(document.documentElement);
+    // The theme's colours, read once (getComputedStyle per frame would recompute the page's style 30 times a second).
+    this.colours ??= (() => {
+      const style = getComputedStyle(document.documentElement);
+      return { speech: style.getPropertyValue('--speech').trim(), accent: style.getPropertyValue('--accent').trim() };
+    })();
     const dx = w / TRACE_FRAMES;
     const at = (i) => this.#n - TRACE_FRAMES + i;  // the frame drawn at column i
-    g.fillStyle = `${style.getPropertyValue('--speech').trim()}33`;
+    g.fillStyle = `${this.colours.speech}33`;
     for (let i = 0; i < TRACE_FRAMES; i++) if (at(i) >= 0 && this.#speech[at(i) % TRACE_FRAMES]) g.fillRect(i * dx, 0, dx + 0.5, h);
-    g.strokeStyle = style.getPropertyValue('--accent').trim();
+    g.strokeStyle = this.colours.accent;
     g.lineWidth = 1.5;
     g.beginPath();
     for (let i = 0; i < TRACE_FRAMES; i++) {
