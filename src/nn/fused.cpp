@@ -8,6 +8,7 @@
 
 #include "nn/cpu.h"
 #include "nn/gpu_ops.h"
+#include "nn/ref.h"
 
 namespace sotto::nn {
 
@@ -99,6 +100,18 @@ Tensor linear_int8_fused(const Tensor& x1, const Int8LinearFused& f) {
   return out;
 }
 
+// The projection by linear_int8_fused's reference (which appends k and v to the caches), then the attention by
+// nn::ref's, over the caches' rows up to and including the new ones (self) or over k / v (cross).
+Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f) {
+  const Tensor q = ref::linear_int8_fused(x, f.proj);
+  if (f.proj.stop.defined() && f.proj.stop.data<int32_t>()[0] != 0) return q;  // zeros: the loop has ended
+  const bool self = f.proj.cache_k.defined();
+  const int64_t rows = f.proj.cache_row + q.dim(0);
+  const Tensor k = self ? slice(f.proj.cache_k, 0, 0, rows) : cpu::as_f32(f.k);
+  const Tensor v = self ? slice(f.proj.cache_v, 0, 0, rows) : cpu::as_f32(f.v);
+  return ref::attention(q, k, v, {.n_heads = static_cast<int>(f.n_heads), .causal = self});
+}
+
 void greedy_step(const Tensor& logits, const GreedyLoop& g) {
   int32_t* log = g.log.data<int32_t>();
   if (log[0] != 0) return;
@@ -132,6 +145,12 @@ Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, con
   if (gpu_ops::on_gpu(q)) return gpu_ops::attention_partials(q, k, v, o, blocks);
   *blocks = 0;
   return attention(q, k, v, o);
+}
+
+Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f, int64_t* blocks) {
+  *blocks = 0;
+  if (gpu_ops::on_gpu(x)) return gpu_ops::attention_int8_fused(x, f, blocks);
+  return ref::attention_int8_fused(x, f);
 }
 
 void greedy_step(const Tensor& logits, const GreedyLoop& g) {

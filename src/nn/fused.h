@@ -60,6 +60,22 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
 Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                           int64_t* blocks);
 
+// A decoder attention with the product before it, for one query row: the layer-normed x projected to the
+// query (cross-attention: proj.w [D, K]) or to the stacked query, key and value of the new row (self-attention:
+// proj.w [3D, K], segment D, rotary embedding on q and k, k and v appended to proj.cache_k / cache_v at
+// proj.cache_row), then scaled dot-product attention of the query over `k` / `v` [T, D] (cross) or the
+// caches' first cache_row + 1 rows (self, the new row last). On the GPU one dispatch: a workgroup per (head,
+// block of 64 keys) recomputes its head's projection (norm of x in the workgroup, 1-3 x head_dim rows of W:
+// Moonshine's 21-63 KB), so the two dependent dispatches of the product and the attention are one.
+// Returns as attention_partials does: the key blocks' partials with *blocks (> 1) set for a following
+// linear_int8_fused (x_heads, x_blocks), or the combined output [M, D] with *blocks = 0.
+struct Int8AttentionFused {
+  Int8LinearFused proj;  // w, segment, scale, offset, norm_gamma, norm_eps, rope, caches, stop
+  Tensor k, v;           // cross-attention: F32 [T, D]; self-attention: undefined
+  int64_t n_heads = 0;
+};
+Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f, int64_t* blocks);
+
 // One step of greedy decoding kept on the GPU (a loop recorded ahead, read once per batch of steps): the first
 // maximum of `logits` [1, V]; unless the loop has ended, it is logged (when not `eos`) and its row of the int8
 // embedding table, dequantized (q * scale + offset), written to `x` [1, D] as the next step's input. The loop
@@ -79,6 +95,10 @@ constexpr int32_t kGreedyEnded = 0x3f800000;
 
 namespace ref {
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
+// Combined output [M, D] (blocks not used: the reference does not split keys).
+Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f);
+// Attention partials [M, heads, blocks, D / heads + 2] combined into [M, D].
+Tensor combine_partials(const Tensor& part, int64_t heads, int64_t blocks, int64_t d);
 void greedy_step(const Tensor& logits, const GreedyLoop& g);
 }  // namespace ref
 

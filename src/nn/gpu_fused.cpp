@@ -1,6 +1,7 @@
 // The GPU kernel of linear_int8_fused (nn/fused.h): one dispatch for a decoder step's norm + int8 product +
 // bias + rope + gate + residual (+ KV-cache append), where the separate ops took 2-6 dispatches of ~10 us each
 // on an H200 (their count, not their bytes, was the step's time).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -338,6 +339,291 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   rec.dispatch(combined ? "nn_linear_int8_fused_combine" : "nn_linear_int8_fused",
                combined ? kLinearInt8FusedCombine : kLinearInt8Fused, params,
                {&x, &w, &gamma, &bias, &residual, &out, &ck, &cv}, static_cast<uint64_t>(m * groups) * 64);
+  return out;
+}
+
+// ---------------------------------------------------------------- attention_int8_fused
+
+namespace {
+
+// A decoder attention with its projection in one dispatch: a workgroup of 256 threads per (head h, block b of
+// `block` keys). It layer-norms x (K <= 1024 floats) into workgroup memory, computes its head's 1-3 x head_dim
+// projection rows (q; or q, k, v) with 16 threads a row, 16 rows at a time (adjacent threads read adjacent
+// words of the row), rotates q and k (the fixed-point turn of linear_int8_fused's kernel), and the last block
+// appends k and v to the caches. Then the block's attention as gpu_ops.cpp's kAttention4: thread j scores key
+// j (the new row's key from workgroup memory, not the cache: other heads' workgroups write that row, and no
+// workgroup reads it from memory), the max and sum of exponentials reduced in workgroup memory, and 16 groups
+// of 16 threads sum probabilities times values (vec4 dims), reduced in workgroup memory. One block writes the
+// head's output; several write attention_partials' layout for the product after it to combine.
+// Each of a cross-attention's key blocks (7 for a 10 s clip) recomputes its head's q (52 x 416 int8 weights,
+// 21 KB), the price of not waiting on a dispatch for it; a self-attention's cache is one block up to 64 tokens.
+// KV: the keys' access (read_write for self-attention's caches, read for cross-attention's encoder keys);
+// APPEND: self-attention's cache append.
+#define NN_ATTENTION_INT8_FUSED(KV, APPEND) \
+  R"(
+fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
+struct P { k: u32, d: u32, hd: u32, heads: u32, segs: u32, tk: u32, block: u32, blocks: u32,
+           eps: f32, att_scale: f32, rotary_dim: u32, rope_segs: u32, position: u32, cache_row: u32,
+           has_stop: u32, pad0: u32, scale: vec4<f32>, offset: vec4<f32>, turns: array<vec4<u32>, 16> };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read> gamma: array<f32>;
+)"                                       \
+  "@group(0) @binding(4) var<storage, " KV  \
+  "> kc: array<vec4<f32>>;\n"               \
+  "@group(0) @binding(5) var<storage, " KV  \
+  "> vc: array<vec4<f32>>;\n"               \
+  R"(
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(7) var<storage, read> stop: array<u32>;
+var<workgroup> xn: array<f32, 1024>;
+var<workgroup> red: array<f32, 256>;
+var<workgroup> red_x: array<f32, 256>;
+var<workgroup> proj: array<f32, 192>;
+var<workgroup> probs: array<f32, 64>;
+var<workgroup> acc4: array<vec4<f32>, 256>;
+var<workgroup> stopped: u32;
+fn reduce_sum(v: f32, lid: u32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] += red[lid + s]; }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+fn reduce_max(v: f32, lid: u32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var s = 128u; s > 0u; s >>= 1u) {
+    if (lid < s) { red[lid] = max(red[lid], red[lid + s]); }
+    workgroupBarrier();
+  }
+  let r = red[0];
+  workgroupBarrier();
+  return r;
+}
+fn proj4(at: u32) -> vec4<f32> { return vec4<f32>(proj[at], proj[at + 1u], proj[at + 2u], proj[at + 3u]); }
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = row_of(wid);
+  if (wg >= p.heads * p.blocks) { return; }
+  if (p.has_stop != 0u) {
+    if (lid == 0u) { stopped = stop[0]; }
+    if (workgroupUniformLoad(&stopped) != 0u) { return; }
+  }
+  let h = wg / p.blocks;
+  let b = wg % p.blocks;
+  let hd = p.hd;
+  let d4 = hd / 4u;
+  let self_att = p.segs == 3u;
+  // The layer norm of x, as linear_int8_fused's kernel: (x - mean) * inv * gamma.
+  var sum = 0.0;
+  for (var i = lid; i < p.k; i += 256u) { sum += x[i]; }
+  let mean = reduce_sum(sum, lid) / f32(p.k);
+  var var_sum = 0.0;
+  for (var i = lid; i < p.k; i += 256u) { let c = x[i] - mean; var_sum += c * c; }
+  let inv = 1.0 / sqrt(reduce_sum(var_sum, lid) / f32(p.k) + p.eps);
+  for (var i = lid; i < p.k; i += 256u) { xn[i] = (x[i] - mean) * inv * gamma[i]; }
+  workgroupBarrier();
+  // The head's projection rows: row r of segment r / hd is W's row seg * d + h * hd + r % hd.
+  let lane = lid % 16u;
+  let slot = lid / 16u;
+  let words = p.k / 4u;
+  let rows = p.segs * hd;
+  for (var r0 = 0u; r0 < rows; r0 += 16u) {
+    let r = r0 + slot;
+    var a = 0.0;
+    var ax = 0.0;
+    if (r < rows) {
+      let wb = ((r / hd) * p.d + h * hd + r % hd) * words;
+      for (var t = lane; t < words; t += 16u) {
+        let qw = bitcast<i32>(w[wb + t]);
+        let xv = vec4<f32>(xn[4u * t], xn[4u * t + 1u], xn[4u * t + 2u], xn[4u * t + 3u]);
+        let qv = vec4<f32>(f32(extractBits(qw, 0u, 8u)), f32(extractBits(qw, 8u, 8u)), f32(extractBits(qw, 16u, 8u)),
+                           f32(extractBits(qw, 24u, 8u)));
+        a += dot(xv, qv);
+        ax += xv.x + xv.y + xv.z + xv.w;
+      }
+    }
+    red[lid] = a;
+    red_x[lid] = ax;
+    workgroupBarrier();
+    for (var s = 8u; s > 0u; s >>= 1u) {
+      if (lane < s) {
+        red[lid] += red[lid + s];
+        red_x[lid] += red_x[lid + s];
+      }
+      workgroupBarrier();
+    }
+    if (lane == 0u && r < rows) {
+      let seg = r / hd;
+      proj[r] = p.scale[seg] * red[lid] + p.offset[seg] * red_x[lid];
+    }
+    workgroupBarrier();
+  }
+  // Rotary embedding on pairs (2i, 2i + 1), i < rotary_dim / 2, of the first rope_segs segments (q, k).
+  let pairs = p.rotary_dim / 2u;
+  if (lid < p.rope_segs * pairs) {
+    let pair = lid % pairs;
+    let at = (lid / pairs) * hd + 2u * pair;
+    let xa = proj[at];
+    let xb = proj[at + 1u];
+    let frac = p.position * p.turns[pair / 4u][pair % 4u];
+    let quarter = (frac + 0x20000000u) >> 30u;
+    let rr = f32(bitcast<i32>(frac - (quarter << 30u))) * 1.4629180792671596e-09;
+    let r2 = rr * rr;
+    let s0 = rr * (1.0 + r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0)))));
+    let c0 = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0)))));
+    var sn = s0;
+    var cs = c0;
+    if (quarter == 1u) { sn = c0; cs = -s0; }
+    if (quarter == 2u) { sn = -s0; cs = -c0; }
+    if (quarter == 3u) { sn = -c0; cs = s0; }
+    proj[at] = xa * cs - xb * sn;
+    proj[at + 1u] = xa * sn + xb * cs;
+  }
+  workgroupBarrier();
+  let d4_all = p.d / 4u;
+  let kv_base = h * d4;
+)" APPEND R"(
+  let j0 = b * p.block;
+  let j = j0 + lid;
+  let live = lid < p.block && j < p.tk;
+  var score = -3.0e38;
+  if (live) {
+    var acc = vec4<f32>(0.0);
+    if (self_att && j == p.cache_row) {
+      for (var e = 0u; e < d4; e++) { acc += proj4(4u * e) * proj4(hd + 4u * e); }
+    } else {
+      let kb = j * d4_all + kv_base;
+      for (var e = 0u; e < d4; e++) { acc += proj4(4u * e) * kc[kb + e]; }
+    }
+    score = (acc.x + acc.y + acc.z + acc.w) * p.att_scale;
+  }
+  let m = reduce_max(score, lid);
+  var z = 0.0;
+  if (live) { z = exp(score - m); }
+  if (lid < 64u) { probs[lid] = z; }
+  let l = reduce_sum(z, lid);  // its barriers also publish probs
+  let n = min(p.block, p.tk - j0);
+  let grp = lid / 16u;
+  let e4 = lid % 16u;
+  var acc = vec4<f32>(0.0);
+  if (e4 < d4) {
+    for (var t = grp; t < n; t += 16u) {
+      let jt = j0 + t;
+      if (self_att && jt == p.cache_row) {
+        acc += probs[t] * proj4(2u * hd + 4u * e4);
+      } else {
+        acc += probs[t] * vc[jt * d4_all + kv_base + e4];
+      }
+    }
+  }
+  acc4[lid] = acc;
+  workgroupBarrier();
+  let part = (h * p.blocks + b) * (hd + 2u);
+  if (lid < d4) {
+    var tot = vec4<f32>(0.0);
+    for (var g = 0u; g < 16u; g++) { tot += acc4[16u * g + lid]; }
+    for (var c = 0u; c < 4u; c++) {
+      if (p.blocks == 1u) {
+        out[h * hd + 4u * lid + c] = tot[c] / l;
+      } else {
+        out[part + 2u + 4u * lid + c] = tot[c];
+      }
+    }
+  }
+  if (p.blocks > 1u && lid == 0u) {
+    out[part] = m;
+    out[part + 1u] = l;
+  }
+}
+)"
+// The new row's key and value into the caches (the last block holds it).
+#define NN_APPEND_KV \
+  R"(  if (b == p.blocks - 1u && lid < d4) {
+    kc[p.cache_row * d4_all + kv_base + lid] = proj4(hd + 4u * lid);
+    vc[p.cache_row * d4_all + kv_base + lid] = proj4(2u * hd + 4u * lid);
+  }
+)"
+constexpr const char* kAttentionInt8FusedSelf = NN_ATTENTION_INT8_FUSED("read_write", NN_APPEND_KV);
+constexpr const char* kAttentionInt8FusedCross = NN_ATTENTION_INT8_FUSED("read", "");
+#undef NN_APPEND_KV
+#undef NN_ATTENTION_INT8_FUSED
+
+bool vec4_tensor(const Tensor& t) {
+  return on_gpu(t) && t.dtype() == DType::F32 && t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0;
+}
+
+}  // namespace
+
+Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f, int64_t* blocks_out) {
+  *blocks_out = 0;
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return x.ctx().empty({0});
+  const Int8LinearFused& pr = f.proj;
+  const bool self = pr.cache_k.defined();
+  const int64_t heads = f.n_heads, k = x.rank() == 2 ? x.dim(1) : 0;
+  const int64_t n = pr.w.defined() && pr.w.rank() == 2 ? pr.w.dim(0) : 0, segs = self ? 3 : 1;
+  const int64_t d = n / segs, hd = heads > 0 ? d / heads : 0;
+  const int64_t tk = self ? pr.cache_row + 1 : f.k.defined() && f.k.rank() == 2 ? f.k.dim(0) : 0;
+  const int64_t rope_segs = d > 0 ? pr.rope_columns / d : 0;
+  const bool rope_ok =
+      pr.rope_columns == 0 ||
+      (pr.rope_columns % d == 0 && rope_segs <= std::min<int64_t>(segs, 2) && pr.head_dim == hd &&
+       pr.rotary_dim >= 2 && pr.rotary_dim % 2 == 0 && pr.rotary_dim <= hd && pr.position0 >= 0);
+  const bool keys_ok =
+      self ? (pr.segment == d && vec4_tensor(pr.cache_k) && vec4_tensor(pr.cache_v) &&
+              pr.cache_k.rank() == 2 && pr.cache_k.shape() == pr.cache_v.shape() && pr.cache_k.dim(1) == d &&
+              pr.cache_row >= 0 && pr.cache_row < pr.cache_k.dim(0) && !f.k.defined() && !f.v.defined())
+           : (tk >= 1 && vec4_tensor(f.k) && vec4_tensor(f.v) && f.k.dim(1) == d &&
+              f.v.shape() == f.k.shape() && (pr.segment == 0 || pr.segment == d));
+  if (x.dtype() != DType::F32 || x.rank() != 2 || x.dim(0) != 1 || k % 4 != 0 || k < 4 || k > 1024 ||
+      !on_gpu(pr.w) || pr.w.dtype() != DType::I8 || pr.w.dim(1) != k || heads < 1 || n % segs != 0 ||
+      d % heads != 0 || hd % 4 != 0 || hd < 4 || hd > 64 || !pr.norm_gamma.defined() ||
+      !on_gpu(pr.norm_gamma) || pr.norm_gamma.dtype() != DType::F32 || pr.norm_gamma.elements() != k ||
+      pr.bias.defined() || pr.residual.defined() || pr.gated_silu || pr.x_blocks > 1 || !rope_ok ||
+      !keys_ok || (pr.stop.defined() && (!on_gpu(pr.stop) || pr.stop.dtype() != DType::I32)))
+    return unsupported(x, "attention_int8_fused of these tensors");
+  const int64_t block = 64, blocks = (tk + block - 1) / block;
+  uint32_t params[16 + 8 + 64] = {word(k),
+                                  word(d),
+                                  word(hd),
+                                  word(heads),
+                                  word(segs),
+                                  word(tk),
+                                  word(block),
+                                  word(blocks),
+                                  float_bits(pr.norm_eps),
+                                  float_bits(1.0f / std::sqrt(static_cast<float>(hd))),
+                                  word(pr.rope_columns > 0 ? pr.rotary_dim : 0),
+                                  word(rope_segs),
+                                  word(pr.position0),
+                                  word(pr.cache_row),
+                                  pr.stop.defined() ? 1u : 0u,
+                                  0};
+  for (int i = 0; i < 4; ++i) {
+    params[16 + i] = float_bits(pr.scale[static_cast<size_t>(i)]);
+    params[20 + i] = float_bits(pr.offset[static_cast<size_t>(i)]);
+  }
+  for (int i = 0; i < pr.rotary_dim / 2 && pr.rope_columns > 0; ++i) {
+    const double turns =
+        std::pow(static_cast<double>(pr.rope_base), -2.0 * i / pr.rotary_dim) / (2 * 3.14159265358979323846);
+    params[24 + i] = static_cast<uint32_t>(static_cast<uint64_t>(turns * 4294967296.0 + 0.5));
+  }
+  Tensor out = blocks > 1 ? x.ctx().empty({heads * blocks * (hd + 2)}) : x.ctx().empty({1, d});
+  const Tensor& kt = self ? pr.cache_k : f.k;
+  const Tensor& vt = self ? pr.cache_v : f.v;
+  const Tensor& stop = pr.stop.defined() ? pr.stop : x;
+  rec.dispatch(self ? "nn_attention_int8_fused_self" : "nn_attention_int8_fused_cross",
+               self ? kAttentionInt8FusedSelf : kAttentionInt8FusedCross, params,
+               {&x, &pr.w, &pr.norm_gamma, &kt, &vt, &out, &stop},
+               static_cast<uint64_t>(heads * blocks) * 64);
+  *blocks_out = blocks > 1 ? blocks : 0;
   return out;
 }
 

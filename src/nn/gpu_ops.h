@@ -61,6 +61,7 @@ Result<TdtDecoded> tdt_greedy(const Tensor& enc_proj, const TdtDecoder& d);
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
 Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                           int64_t* blocks);  // gpu_ops.cpp's last block
+Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f, int64_t* blocks);
 void greedy_step(const Tensor& logits, const GreedyLoop& g);
 // Kokoro's ops (gpu_kokoro.cpp). repeat_by_durations takes the durations on the host (the forward reads them
 // back once); conv_transpose1d the output length the CPU op computes; dynamic_quantize_linear returns uint8 and

@@ -146,7 +146,8 @@ TEST(MoonshineGpu, EncoderMatchesCpuAndOnnxRuntime) {
 // at a time over a 0.25 s encoder output: every logit within 1e-2 (logits range about +-30; the two backends'
 // encoder outputs already differ by ~3e-4, and the CPU's int8 products round x to int16 per row, ~2e-3 from
 // ORT's float logits on their own; measured 4.1e-3 on SwiftShader, 5e-4 before that rounding) and the same
-// argmax. ~35 s on SwiftShader (the 32,768-row head), so a real GPU's check, like the whole-clip ones.
+// argmax; and the step's dispatch count (6 a layer). ~35 s on SwiftShader (the 32,768-row head), so a real GPU's
+// check, like the whole-clip ones.
 TEST(MoonshineGpu, FusedDecoderStepMatchesTheCpu) {
   NEED_MODELS();
   SKIP_SLOW_ON_CPU_ADAPTER();
@@ -158,8 +159,15 @@ TEST(MoonshineGpu, FusedDecoderStepMatchesTheCpu) {
   EXPECT_EQ(gs.capacity, 4) << "the GPU state should take the fused step";
   EXPECT_EQ(cs.capacity, 0) << "the CPU keeps its op-by-op step";
   for (int32_t token : {1, 18274, 1898}) {
+    const uint64_t before = gctx.gpu()->dispatches_run();
     auto g = gctx.to_floats(asr::moonshine_decode(loaded->gpu.weights, gs, {&token, 1}));
     ASSERT_TRUE(g.ok()) << g.message();
+    // The step's dispatches (its time on a GPU: each is a dependent ~7 us at least): per layer the self-
+    // attention with its q/k/v product, o, the cross-attention with its q product, cross o, up, down; then
+    // the final norm and the head, and the embedding row (the greedy loop's own step writes it instead).
+    const uint64_t dispatches = gctx.gpu()->dispatches_run() - before;
+    std::printf("[ info    ] fused gpu step: %llu dispatches\n", static_cast<unsigned long long>(dispatches));
+    EXPECT_EQ(dispatches, 6 * loaded->gpu.weights.decoder.size() + 3);
     auto c = cctx.to_floats(asr::moonshine_decode(loaded->cpu.weights, cs, {&token, 1}));
     ASSERT_TRUE(c.ok()) << c.message();
     ASSERT_EQ(g->size(), c->size());

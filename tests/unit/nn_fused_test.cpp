@@ -1,4 +1,4 @@
-// linear_int8_fused (nn/fused.h): its scalar reference against the separate CPU ops it fuses (layer_norm,
+// linear_int8_fused and attention_int8_fused (nn/fused.h): the product's scalar reference against the separate CPU ops it fuses (layer_norm,
 // linear_int8_affine per segment, rope, silu, mul, add), then the GPU kernel (SwiftShader in CI, skipped with
 // the reason where this machine has no WebGPU) against the reference, on fresh random inputs of odd sizes:
 // K a multiple of 4 (the kernel's word loop) and not (its byte loop), every option alone and together.
@@ -216,6 +216,80 @@ TEST(NnFused, GpuCombinesAttentionPartialsInTheProduct) {
     c.x_blocks = g.x_blocks;
     expect_close(ref::linear_int8_fused(download(*cpu, *gpu, part), c), want, tolerance(d) * 4, 1e-4f,
                  "reference combine");
+  }
+}
+
+// attention_int8_fused on the GPU (one dispatch: the projection recomputed per head and key block, then the
+// attention) against its reference (linear_int8_fused's, then ref::attention), on fresh random inputs: self-
+// attention (stacked q/k/v, norm, rope, the new row appended to caches of up to 150 rows: one block or several)
+// and cross-attention (q only, 1-300 encoder keys), partials combined by the reference's combine. Weights are
+// scaled so that scores stay within ~+-30 (softmax then weighs several keys: f32 rounding in a score is not
+// amplified past the tolerance). Then the stop word: set, the caches stay as they were.
+TEST(NnFused, GpuAttentionWithItsProjectionMatchesTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int trial = 0; trial < 8; ++trial) {
+    const bool self = trial % 2 == 0, stopped = trial == 6;
+    const int64_t heads = rand_int(1, 4), hd = 4 * rand_int(1, 16), d = heads * hd, k = 4 * rand_int(1, 256);
+    Int8AttentionFused f;
+    f.n_heads = heads;
+    Int8LinearFused& p = f.proj;
+    p.w = rand_int8(*cpu, {(self ? 3 : 1) * d, k}, DType::I8);
+    for (size_t s = 0; s < 4; ++s) {
+      p.scale[s] = (0.2f + 0.8f * static_cast<float>(rand_int(0, 100)) / 100.0f) / static_cast<float>(k);
+      p.offset[s] = 0.01f * static_cast<float>(rand_int(-100, 100)) / 100.0f;
+    }
+    p.norm_gamma = rand_tensor(*cpu, {k}, 0.5f, 1.5f);
+    p.norm_eps = 1e-5f;
+    int64_t tk = 0;
+    if (self) {
+      const int64_t rows = rand_int(1, 150);
+      p.segment = d;
+      p.cache_row = rand_int(0, rows - 1);
+      p.cache_k = rand_tensor(*cpu, {rows, d}, -2.0f, 2.0f);
+      p.cache_v = rand_tensor(*cpu, {rows, d});
+      p.rope_columns = 2 * d;
+      p.head_dim = static_cast<int>(hd);
+      p.rotary_dim = 2 * static_cast<int>(rand_int(1, hd / 2));
+      p.position0 = p.cache_row;
+      tk = p.cache_row + 1;
+    } else {
+      tk = rand_int(1, 300);
+      f.k = rand_tensor(*cpu, {tk, d}, -2.0f, 2.0f);
+      f.v = rand_tensor(*cpu, {tk, d});
+    }
+    const Tensor x = rand_tensor(*cpu, {1, k}, -2.0f, 2.0f);
+    auto up = [&](const Tensor& t) { return t.defined() ? upload(*gpu, t) : Tensor(); };
+    Int8AttentionFused g = f;
+    g.proj.w = upload_raw(*gpu, p.w);
+    g.proj.norm_gamma = up(p.norm_gamma);
+    g.proj.cache_k = up(p.cache_k);
+    g.proj.cache_v = up(p.cache_v);
+    g.k = up(f.k);
+    g.v = up(f.v);
+    const int32_t word = stopped ? kGreedyEnded : 0;
+    g.proj.stop = gpu->from_bytes({1}, DType::I32, {reinterpret_cast<const uint8_t*>(&word), 4});
+    const std::vector<float> k_before = self ? floats(p.cache_k) : std::vector<float>();
+    int64_t blocks = -1;
+    const Tensor out = attention_int8_fused(upload(*gpu, x), g, &blocks);
+    const Tensor raw = download(*cpu, *gpu, out);
+    const std::string what = std::string(self ? "self" : "cross") + ", " + std::to_string(heads) +
+                             " heads of " + std::to_string(hd) + ", K " + std::to_string(k) + ", " +
+                             std::to_string(tk) + " keys";
+    EXPECT_EQ(blocks, tk > 64 ? (tk + 63) / 64 : 0) << what;
+    if (stopped) {
+      EXPECT_EQ(floats(download(*cpu, *gpu, g.proj.cache_k)), k_before) << what;
+      continue;
+    }
+    const Tensor got = blocks > 1 ? ref::combine_partials(raw, heads, blocks, d) : raw;
+    const Tensor want = ref::attention_int8_fused(x, f);  // writes the CPU caches' rows
+    expect_close(got, want, 2e-4f, 2e-4f, what);
+    if (self) {
+      expect_close(download(*cpu, *gpu, g.proj.cache_k), p.cache_k, tolerance(k), 1e-5f, what + " k cache");
+      expect_close(download(*cpu, *gpu, g.proj.cache_v), p.cache_v, tolerance(k), 1e-5f, what + " v cache");
+    }
   }
 }
 

@@ -109,11 +109,15 @@ nn::Int8LinearFused product(const MoonshineMatrix& m) {
 // order: per layer the stacked q/k/v product (norm, rope, KV-cache append), self-attention, o (+ residual),
 // cross q (norm), cross-attention, cross o (+ residual), up (norm, bias, gated SiLU), down (bias, residual).
 // `stop` (optional): nn/fused.h's stop word, making the step's products no-ops once a loop recorded ahead on the
-// GPU has ended. The cross-attention's key blocks are combined inside the cross o product (8 dispatches fewer).
+// GPU has ended. The attentions' key blocks are combined inside the o products (8 dispatches fewer), and for one
+// row each attention takes its projection's dispatch too: 6 dispatches a layer.
 Tensor decode_fused(const MoonshineWeights& w, MoonshineDecoderState& s, Tensor x, int64_t n, bool all_logits,
                     const Tensor& stop = {}) {
   const MoonshineConfig& c = w.config;
   const int64_t d = c.d_model;
+  // One row (every greedy step): each attention is one dispatch with the projection before it
+  // (nn::attention_int8_fused); several rows (a prompt) keep the product and the attention apart.
+  const bool one_row = n == 1;
   for (size_t i = 0; i < w.decoder.size(); ++i) {
     const MoonshineDecoderLayer& l = w.decoder[i];
     nn::Int8LinearFused qkv;
@@ -132,11 +136,19 @@ Tensor decode_fused(const MoonshineWeights& w, MoonshineDecoderState& s, Tensor 
     qkv.cache_v = s.self_v[i];
     qkv.cache_row = s.n_past;
     qkv.stop = stop;
-    const Tensor q = nn::linear_int8_fused(x, qkv);
-    const Tensor att =
-        nn::attention(q, leading_rows(s.self_k[i], s.n_past + n), leading_rows(s.self_v[i], s.n_past + n),
-                      {.n_heads = c.n_heads, .causal = true});
     nn::Int8LinearFused o = product(l.o);
+    Tensor att;
+    if (one_row) {
+      nn::Int8AttentionFused self;
+      self.proj = qkv;
+      self.n_heads = c.n_heads;
+      att = nn::attention_int8_fused(x, self, &o.x_blocks);
+    } else {
+      const Tensor q = nn::linear_int8_fused(x, qkv);
+      att = nn::attention(q, leading_rows(s.self_k[i], s.n_past + n), leading_rows(s.self_v[i], s.n_past + n),
+                          {.n_heads = c.n_heads, .causal = true});
+    }
+    o.x_heads = c.n_heads;
     o.residual = x;
     o.stop = stop;
     x = nn::linear_int8_fused(att, o);
@@ -146,8 +158,10 @@ Tensor decode_fused(const MoonshineWeights& w, MoonshineDecoderState& s, Tensor 
     cq.norm_eps = c.norm_eps;
     cq.stop = stop;
     nn::Int8LinearFused co = product(l.cross_o);
-    const Tensor cross = nn::attention_partials(nn::linear_int8_fused(x, cq), s.cross_k[i], s.cross_v[i],
-                                                {.n_heads = c.n_heads}, &co.x_blocks);
+    nn::Int8AttentionFused ca{.proj = cq, .k = s.cross_k[i], .v = s.cross_v[i], .n_heads = c.n_heads};
+    const Tensor cross = one_row ? nn::attention_int8_fused(x, ca, &co.x_blocks)
+                                 : nn::attention_partials(nn::linear_int8_fused(x, cq), s.cross_k[i],
+                                                          s.cross_v[i], {.n_heads = c.n_heads}, &co.x_blocks);
     co.x_heads = c.n_heads;
     co.residual = x;
     co.stop = stop;
