@@ -1,7 +1,8 @@
-// linear_int8_fused and attention_int8_fused (nn/fused.h): the product's scalar reference against the separate CPU ops it fuses (layer_norm,
+// linear_int8_fused (nn/fused.h): its scalar reference against the separate CPU ops it fuses (layer_norm,
 // linear_int8_affine per segment, rope, silu, mul, add), then the GPU kernel (SwiftShader in CI, skipped with
 // the reason where this machine has no WebGPU) against the reference, on fresh random inputs of odd sizes:
-// K a multiple of 4 (the kernel's word loop) and not (its byte loop), every option alone and together.
+// K a multiple of 4 (the kernel's word loop) and not (its byte loop), every option alone and together. Then
+// attention_int8_fused, attention_partials and greedy_step on the GPU against their references.
 #include "gpu/device.h"
 #include "gpu_test_support.h"
 #include "nn/fused.h"

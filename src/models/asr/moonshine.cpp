@@ -287,11 +287,11 @@ Result<std::vector<int32_t>> decode_pipelined(const MoonshineWeights& w, Moonshi
 // nn::greedy_step (argmax, log, the next input row), so no token comes back to the host between steps. Steps are
 // recorded kBatchSteps at a time, with one batch in flight while the previous batch's log is read: the GPU
 // never waits for the host, and the host reads once per batch instead of once per token. After EOS the
-// remaining steps are no-ops (their products and the greedy step return at once; the attention dispatches
-// still run, on rows nobody reads). Batches of 4 steps: the rule is that the batch in flight when EOS is read
+// remaining steps are no-ops (their products, attentions and greedy step return at once; the final norm still
+// runs, on a row nobody reads). Batches of 4 steps: the rule is that the batch in flight when EOS is read
 // (up to 4 + 3 no-op steps with the rest of EOS's batch) is wasted GPU time after the result, paid by whatever
 // runs next; with a batch always queued behind the one being read, a batch needs only to be recorded faster
-// than the GPU runs it (~4 x 68 dispatches), which any size does, so the smallest size that amortises a read
+// than the GPU runs it (~4 x 52 dispatches), which any size does, so the smallest size that amortises a read
 // and a submit over a few steps.
 Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, MoonshineDecoderState& s,
                                             size_t max_tokens) {

@@ -140,8 +140,8 @@ struct MoonshineDecoderState {
   std::vector<nn::Tensor> cross_k, cross_v;  // per layer [T_enc, 416]
   std::vector<nn::Tensor> self_k, self_v;    // per layer [n_past, 416], or [capacity, 416] preallocated
   int64_t n_past = 0;
-  // > 0: the GPU's fused decoder step (nn/fused.h: 8 dispatches a layer instead of ~25), the self-attention
-  // cache preallocated for this many tokens and appended in place.
+  // > 0: the GPU's fused decoder step (nn/fused.h: 6 dispatches a layer for one row, 8 for several), the
+  // self-attention cache preallocated for this many tokens and appended in place.
   int64_t capacity = 0;
 };
 // `capacity`: the most tokens (BOS included) this utterance will feed; on the GPU, with the stacked q/k/v
