@@ -347,9 +347,8 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
 namespace {
 
 // A decoder attention with its projection in one dispatch: a workgroup of 256 threads per (head h, block b of
-// `block` keys). It layer-norms x (K <= 1024 floats) into workgroup memory, computes its head's 1-3 x head_dim
-// projection rows (q; or q, k, v) with 16 threads a row, 16 rows at a time (adjacent threads read adjacent
-// words of the row), rotates q and k (the fixed-point turn of linear_int8_fused's kernel), and the last block
+// `block` keys). It layer-norms x (K <= 1024 floats, a multiple of 16) into workgroup memory, computes its
+// head's 1-3 x head_dim projection rows (q; or q, k, v; see below), rotates q and k (the fixed-point turn of linear_int8_fused's kernel), and the last block
 // appends k and v to the caches. Then the block's attention as gpu_ops.cpp's kAttention4: thread j scores key
 // j (the new row's key from workgroup memory, not the cache: other heads' workgroups write that row, and no
 // workgroup reads it from memory), the max and sum of exponentials reduced in workgroup memory, and 16 groups
@@ -367,7 +366,7 @@ struct P { k: u32, d: u32, hd: u32, heads: u32, segs: u32, tk: u32, block: u32, 
            has_stop: u32, pad0: u32, scale: vec4<f32>, offset: vec4<f32>, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> gamma: array<f32>;
 )"                                       \
   "@group(0) @binding(4) var<storage, " KV  \
@@ -379,10 +378,9 @@ struct P { k: u32, d: u32, hd: u32, heads: u32, segs: u32, tk: u32, block: u32, 
 @group(0) @binding(7) var<storage, read> stop: array<u32>;
 var<workgroup> xn: array<f32, 1024>;
 var<workgroup> red: array<f32, 256>;
-var<workgroup> red_x: array<f32, 256>;
+var<workgroup> part: array<f32, 1536>;  // the product's partial sums, then the values' (vec4 a thread)
 var<workgroup> proj: array<f32, 192>;
 var<workgroup> probs: array<f32, 64>;
-var<workgroup> acc4: array<vec4<f32>, 256>;
 var<workgroup> stopped: u32;
 fn reduce_sum(v: f32, lid: u32) -> f32 {
   red[lid] = v;
@@ -427,44 +425,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var var_sum = 0.0;
   for (var i = lid; i < p.k; i += 256u) { let c = x[i] - mean; var_sum += c * c; }
   let inv = 1.0 / sqrt(reduce_sum(var_sum, lid) / f32(p.k) + p.eps);
-  for (var i = lid; i < p.k; i += 256u) { xn[i] = (x[i] - mean) * inv * gamma[i]; }
-  workgroupBarrier();
-  // The head's projection rows: row r of segment r / hd is W's row seg * d + h * hd + r % hd.
-  let lane = lid % 16u;
-  let slot = lid / 16u;
-  let words = p.k / 4u;
-  let rows = p.segs * hd;
-  for (var r0 = 0u; r0 < rows; r0 += 16u) {
-    let r = r0 + slot;
-    var a = 0.0;
-    var ax = 0.0;
-    if (r < rows) {
-      let wb = ((r / hd) * p.d + h * hd + r % hd) * words;
-      for (var t = lane; t < words; t += 16u) {
-        let qw = bitcast<i32>(w[wb + t]);
-        let xv = vec4<f32>(xn[4u * t], xn[4u * t + 1u], xn[4u * t + 2u], xn[4u * t + 3u]);
-        let qv = vec4<f32>(f32(extractBits(qw, 0u, 8u)), f32(extractBits(qw, 8u, 8u)), f32(extractBits(qw, 16u, 8u)),
-                           f32(extractBits(qw, 24u, 8u)));
-        a += dot(xv, qv);
-        ax += xv.x + xv.y + xv.z + xv.w;
-      }
-    }
-    red[lid] = a;
-    red_x[lid] = ax;
-    workgroupBarrier();
-    for (var s = 8u; s > 0u; s >>= 1u) {
-      if (lane < s) {
-        red[lid] += red[lid + s];
-        red_x[lid] += red_x[lid + s];
-      }
-      workgroupBarrier();
-    }
-    if (lane == 0u && r < rows) {
-      let seg = r / hd;
-      proj[r] = p.scale[seg] * red[lid] + p.offset[seg] * red_x[lid];
-    }
-    workgroupBarrier();
+  var xs = 0.0;
+  for (var i = lid; i < p.k; i += 256u) {
+    let v = (x[i] - mean) * inv * gamma[i];
+    xn[i] = v;
+    xs += v;
   }
+  let sum_x = reduce_sum(xs, lid);  // its barriers also publish xn
+  // The head's projection rows (row r of segment r / hd is W's row seg * d + h * hd + r % hd): 8 threads a row,
+  // 32 rows at a time, each thread's sum over its 16-byte words of the row (adjacent threads read adjacent
+  // words) left in workgroup memory, so that the whole product is one pass of independent loads and one barrier
+  // (a decoder step's workgroup is latency-bound: ~16 loads a thread for Moonshine's q/k/v, not 64 in 10
+  // barrier-separated rounds). The offset term uses the sum of the normed x, the same for every row.
+  let lane = lid % 8u;
+  let slot = lid / 8u;
+  let words = p.k / 16u;
+  let rows = p.segs * hd;
+  for (var r = slot; r < rows; r += 32u) {
+    let wb = ((r / hd) * p.d + h * hd + r % hd) * words;
+    var a = 0.0;
+    for (var t = lane; t < words; t += 8u) {
+      let q4 = w[wb + t];
+      for (var c = 0u; c < 4u; c++) {
+        let qw = bitcast<i32>(q4[c]);
+        let kk = 16u * t + 4u * c;
+        let xv = vec4<f32>(xn[kk], xn[kk + 1u], xn[kk + 2u], xn[kk + 3u]);
+        a += dot(xv, vec4<f32>(f32(extractBits(qw, 0u, 8u)), f32(extractBits(qw, 8u, 8u)),
+                               f32(extractBits(qw, 16u, 8u)), f32(extractBits(qw, 24u, 8u))));
+      }
+    }
+    part[8u * r + lane] = a;
+  }
+  workgroupBarrier();
+  if (lid < rows) {
+    var a = 0.0;
+    for (var i = 0u; i < 8u; i++) { a += part[8u * lid + i]; }
+    let seg = lid / hd;
+    proj[lid] = p.scale[seg] * a + p.offset[seg] * sum_x;
+  }
+  workgroupBarrier();
   // Rotary embedding on pairs (2i, 2i + 1), i < rotary_dim / 2, of the first rope_segs segments (q, k).
   let pairs = p.rotary_dim / 2u;
   if (lid < p.rope_segs * pairs) {
@@ -523,23 +522,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       }
     }
   }
-  acc4[lid] = acc;
+  for (var c = 0u; c < 4u; c++) { part[4u * lid + c] = acc[c]; }
   workgroupBarrier();
-  let part = (h * p.blocks + b) * (hd + 2u);
+  let at = (h * p.blocks + b) * (hd + 2u);
   if (lid < d4) {
     var tot = vec4<f32>(0.0);
-    for (var g = 0u; g < 16u; g++) { tot += acc4[16u * g + lid]; }
+    for (var g = 0u; g < 16u; g++) {
+      let src = 4u * (16u * g + lid);
+      tot += vec4<f32>(part[src], part[src + 1u], part[src + 2u], part[src + 3u]);
+    }
     for (var c = 0u; c < 4u; c++) {
       if (p.blocks == 1u) {
         out[h * hd + 4u * lid + c] = tot[c] / l;
       } else {
-        out[part + 2u + 4u * lid + c] = tot[c];
+        out[at + 2u + 4u * lid + c] = tot[c];
       }
     }
   }
   if (p.blocks > 1u && lid == 0u) {
-    out[part] = m;
-    out[part + 1u] = l;
+    out[at] = m;
+    out[at + 1u] = l;
   }
 }
 )"
@@ -582,12 +584,13 @@ Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f, int64_
               pr.cache_row >= 0 && pr.cache_row < pr.cache_k.dim(0) && !f.k.defined() && !f.v.defined())
            : (tk >= 1 && vec4_tensor(f.k) && vec4_tensor(f.v) && f.k.dim(1) == d &&
               f.v.shape() == f.k.shape() && (pr.segment == 0 || pr.segment == d));
-  if (x.dtype() != DType::F32 || x.rank() != 2 || x.dim(0) != 1 || k % 4 != 0 || k < 4 || k > 1024 ||
-      !on_gpu(pr.w) || pr.w.dtype() != DType::I8 || pr.w.dim(1) != k || heads < 1 || n % segs != 0 ||
-      d % heads != 0 || hd % 4 != 0 || hd < 4 || hd > 64 || !pr.norm_gamma.defined() ||
-      !on_gpu(pr.norm_gamma) || pr.norm_gamma.dtype() != DType::F32 || pr.norm_gamma.elements() != k ||
-      pr.bias.defined() || pr.residual.defined() || pr.gated_silu || pr.x_blocks > 1 || !rope_ok ||
-      !keys_ok || (pr.stop.defined() && (!on_gpu(pr.stop) || pr.stop.dtype() != DType::I32)))
+  if (x.dtype() != DType::F32 || x.rank() != 2 || x.dim(0) != 1 || k % 16 != 0 || k < 16 || k > 1024 ||
+      !on_gpu(pr.w) || pr.w.dtype() != DType::I8 || pr.w.dim(1) != k || pr.w.gpu_offset() % 16 != 0 ||
+      heads < 1 || n % segs != 0 || d % heads != 0 || hd % 4 != 0 || hd < 4 || hd > 64 ||
+      !pr.norm_gamma.defined() || !on_gpu(pr.norm_gamma) || pr.norm_gamma.dtype() != DType::F32 ||
+      pr.norm_gamma.elements() != k || pr.bias.defined() || pr.residual.defined() || pr.gated_silu ||
+      pr.x_blocks > 1 || !rope_ok || !keys_ok ||
+      (pr.stop.defined() && (!on_gpu(pr.stop) || pr.stop.dtype() != DType::I32)))
     return unsupported(x, "attention_int8_fused of these tensors");
   const int64_t block = 64, blocks = (tk + block - 1) / block;
   uint32_t params[16 + 8 + 64] = {word(k),

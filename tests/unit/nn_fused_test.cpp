@@ -233,7 +233,7 @@ TEST(NnFused, GpuAttentionWithItsProjectionMatchesTheReference) {
   auto gpu = Context::webgpu(*device);
   for (int trial = 0; trial < 8; ++trial) {
     const bool self = trial % 2 == 0, stopped = trial == 6;
-    const int64_t heads = rand_int(1, 4), hd = 4 * rand_int(1, 16), d = heads * hd, k = 4 * rand_int(1, 256);
+    const int64_t heads = rand_int(1, 4), hd = 4 * rand_int(1, 16), d = heads * hd, k = 16 * rand_int(1, 64);
     Int8AttentionFused f;
     f.n_heads = heads;
     Int8LinearFused& p = f.proj;
