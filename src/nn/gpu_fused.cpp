@@ -8,6 +8,7 @@
 #include "nn/fused.h"
 #include "nn/gpu_ops.h"
 #include "nn/gpu_recorder.h"
+#include "nn/gpu_wgsl.h"
 
 namespace sotto::nn::gpu_ops {
 
@@ -23,8 +24,8 @@ namespace {
 // The kernel with its workgroup array for combined x sized XS: 1024 words where x comes from attention
 // partials, else 4 (WebGPU zeroes workgroup memory in every workgroup: 4 KB it does not need would be zeroed
 // by each of a step's ~50,000 product workgroups).
-#define NN_LINEAR_INT8_FUSED(XS)      \
-  R"(
+#define NN_LINEAR_INT8_FUSED(XS)                           \
+  NN_WGSL_ROPE_SIN_COS R"(
 fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
 struct P { m: u32, n: u32, k: u32, n_out: u32, flags: u32, eps: f32, segment: u32, groups: u32,
            rope_cols: u32, head_dim: u32, rotary_dim: u32, position0: u32, cache_row: u32, lanes: u32, rows: u32,
@@ -43,9 +44,9 @@ var<workgroup> red: array<f32, 64>;
 var<workgroup> red_x: array<f32, 64>;
 var<workgroup> res: array<f32, 8>;
 )"                                 \
-  "var<workgroup> xs: array<f32, " XS \
-  ">;\n"                              \
-  R"(var<workgroup> head_max: array<f32, 16>;
+                       "var<workgroup> xs: array<f32, " XS \
+                       ">;\n"                              \
+                       R"(var<workgroup> head_max: array<f32, 16>;
 var<workgroup> head_inv: array<f32, 16>;
 var<workgroup> stopped: u32;
 fn reduce_sum(v: f32, lid: u32) -> f32 {
@@ -206,16 +207,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       let xa = select(res[lid ^ 1u], val, first);
       let xb = select(val, res[lid ^ 1u], first);
       let frac = (p.position0 + r) * p.turns[pair / 4u][pair % 4u];
-      let quarter = (frac + 0x20000000u) >> 30u;
-      let rr = f32(bitcast<i32>(frac - (quarter << 30u))) * 1.4629180792671596e-09;
-      let r2 = rr * rr;
-      let s0 = rr * (1.0 + r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0)))));
-      let c0 = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0)))));
-      var sn = s0;
-      var cs = c0;
-      if (quarter == 1u) { sn = c0; cs = -s0; }
-      if (quarter == 2u) { sn = -s0; cs = -c0; }
-      if (quarter == 3u) { sn = -c0; cs = s0; }
+      let sc = rope_sin_cos(frac);
+      let sn = sc.x;
+      let cs = sc.y;
       val = select(xa * sn + xb * cs, xa * cs - xb * sn, first);
     }
   }
@@ -358,8 +352,8 @@ namespace {
 // 21 KB), the price of not waiting on a dispatch for it; a self-attention's cache is one block up to 64 tokens.
 // KV: the keys' access (read_write for self-attention's caches, read for cross-attention's encoder keys);
 // APPEND: self-attention's cache append.
-#define NN_ATTENTION_INT8_FUSED(KV, APPEND) \
-  R"(
+#define NN_ATTENTION_INT8_FUSED(KV, APPEND)                     \
+  NN_WGSL_ROPE_SIN_COS R"(
 fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
 struct P { k: u32, d: u32, hd: u32, heads: u32, segs: u32, tk: u32, block: u32, blocks: u32,
            eps: f32, att_scale: f32, rotary_dim: u32, rope_segs: u32, position: u32, cache_row: u32,
@@ -368,12 +362,12 @@ struct P { k: u32, d: u32, hd: u32, heads: u32, segs: u32, tk: u32, block: u32, 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read> gamma: array<f32>;
-)"                                       \
-  "@group(0) @binding(4) var<storage, " KV  \
-  "> kc: array<vec4<f32>>;\n"               \
-  "@group(0) @binding(5) var<storage, " KV  \
-  "> vc: array<vec4<f32>>;\n"               \
-  R"(
+)"                                      \
+                       "@group(0) @binding(4) var<storage, " KV \
+                       "> kc: array<vec4<f32>>;\n"              \
+                       "@group(0) @binding(5) var<storage, " KV \
+                       "> vc: array<vec4<f32>>;\n"              \
+                       R"(
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 @group(0) @binding(7) var<storage, read> stop: array<u32>;
 var<workgroup> xn: array<f32, 1024>;
@@ -472,16 +466,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let xa = proj[at];
     let xb = proj[at + 1u];
     let frac = p.position * p.turns[pair / 4u][pair % 4u];
-    let quarter = (frac + 0x20000000u) >> 30u;
-    let rr = f32(bitcast<i32>(frac - (quarter << 30u))) * 1.4629180792671596e-09;
-    let r2 = rr * rr;
-    let s0 = rr * (1.0 + r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0)))));
-    let c0 = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0)))));
-    var sn = s0;
-    var cs = c0;
-    if (quarter == 1u) { sn = c0; cs = -s0; }
-    if (quarter == 2u) { sn = -s0; cs = -c0; }
-    if (quarter == 3u) { sn = -c0; cs = s0; }
+    let sc = rope_sin_cos(frac);
+    let sn = sc.x;
+    let cs = sc.y;
     proj[at] = xa * cs - xb * sn;
     proj[at + 1u] = xa * sn + xb * cs;
   }

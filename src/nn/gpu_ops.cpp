@@ -477,7 +477,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // ~position * 2^-31 rad at any position (an f32 product would lose ~position * 2^-22). The fraction splits
 // exactly into a quarter turn and a remainder in [-pi/4, pi/4), where Taylor polynomials to x^9 / x^10 give
 // sin and cos within ~1e-9 (WGSL's own sin and cos only promise 2^-11; SwiftShader's are off by ~2e-4).
-constexpr const char* kRope = NN_WGSL_INDEX R"(
+constexpr const char* kRope = NN_WGSL_INDEX NN_WGSL_ROPE_SIN_COS R"(
 struct P { total: u32, c: u32, head_dim: u32, rotary_dim: u32, position0: u32, interleaved: u32, pad0: u32,
            pad1: u32, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
@@ -500,16 +500,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     partner = select(i - 1u, i + 1u, first);
   }
   let frac = (p.position0 + t) * p.turns[pair / 4u][pair % 4u];
-  let quarter = (frac + 0x20000000u) >> 30u;
-  let r = f32(bitcast<i32>(frac - (quarter << 30u))) * 1.4629180792671596e-09;
-  let r2 = r * r;
-  let s0 = r * (1.0 + r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0)))));
-  let c0 = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0)))));
-  var sn = s0;
-  var cs = c0;
-  if (quarter == 1u) { sn = c0; cs = -s0; }
-  if (quarter == 2u) { sn = -s0; cs = -c0; }
-  if (quarter == 3u) { sn = -c0; cs = s0; }
+  let sc = rope_sin_cos(frac);
+  let sn = sc.x;
+  let cs = sc.y;
   let xa = select(x[partner], x[i], first);
   let xb = select(x[i], x[partner], first);
   y[i] = select(xa * sn + xb * cs, xa * cs - xb * sn, first);

@@ -34,3 +34,20 @@
   "  workgroupBarrier();\n"                                         \
   "  return r;\n"                                                   \
   "}\n"
+
+// Rotary embedding's (sin, cos) of an angle given as a 32-bit fixed-point fraction of a turn (why and how
+// exactly: gpu_ops.cpp, kRope); the rope kernel and the fused products and attentions (gpu_fused.cpp) share it.
+#define NN_WGSL_ROPE_SIN_COS                                                                                \
+  "fn rope_sin_cos(frac: u32) -> vec2<f32> {\n"                                                             \
+  "  let quarter = (frac + 0x20000000u) >> 30u;\n"                                                          \
+  "  let r = f32(bitcast<i32>(frac - (quarter << 30u))) * 1.4629180792671596e-09;\n"                        \
+  "  let r2 = r * r;\n"                                                                                     \
+  "  let s0 = r * (1.0 + r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / "         \
+  "362880.0)))));\n"                                                                                        \
+  "  let c0 = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 " \
+  "/ 3628800.0)))));\n"                                                                                     \
+  "  if (quarter == 1u) { return vec2<f32>(c0, -s0); }\n"                                                   \
+  "  if (quarter == 2u) { return vec2<f32>(-s0, -c0); }\n"                                                  \
+  "  if (quarter == 3u) { return vec2<f32>(-c0, s0); }\n"                                                   \
+  "  return vec2<f32>(s0, c0);\n"                                                                           \
+  "}\n"
