@@ -312,11 +312,7 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
     params[16 + i] = float_bits(f.scale[static_cast<size_t>(i)]);
     params[20 + i] = float_bits(f.offset[static_cast<size_t>(i)]);
   }
-  for (int i = 0; i < f.rotary_dim / 2 && f.rope_columns > 0; ++i) {
-    const double turns =
-        std::pow(static_cast<double>(f.rope_base), -2.0 * i / f.rotary_dim) / (2 * 3.14159265358979323846);
-    params[24 + i] = static_cast<uint32_t>(static_cast<uint64_t>(turns * 4294967296.0 + 0.5));
-  }
+  if (f.rope_columns > 0) rope_turns(f.rope_base, f.rotary_dim, params + 24);
   params[88] = word(combined ? f.x_heads : 0);
   params[89] = word(combined ? f.x_blocks : 0);
   params[90] = stop_slot;
@@ -600,11 +596,7 @@ Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f, int64_
     params[16 + i] = float_bits(pr.scale[static_cast<size_t>(i)]);
     params[20 + i] = float_bits(pr.offset[static_cast<size_t>(i)]);
   }
-  for (int i = 0; i < pr.rotary_dim / 2 && pr.rope_columns > 0; ++i) {
-    const double turns =
-        std::pow(static_cast<double>(pr.rope_base), -2.0 * i / pr.rotary_dim) / (2 * 3.14159265358979323846);
-    params[24 + i] = static_cast<uint32_t>(static_cast<uint64_t>(turns * 4294967296.0 + 0.5));
-  }
+  if (pr.rope_columns > 0) rope_turns(pr.rope_base, pr.rotary_dim, params + 24);
   Tensor out = blocks > 1 ? x.ctx().empty({heads * blocks * (hd + 2)}) : x.ctx().empty({1, d});
   const Tensor& kt = self ? pr.cache_k : f.k;
   const Tensor& vt = self ? pr.cache_v : f.v;

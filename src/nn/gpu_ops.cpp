@@ -1405,11 +1405,7 @@ Tensor rope(const Tensor& x, int n_heads, int rotary_dim, float base, int64_t po
   Tensor out = x.ctx().empty(x.shape());
   uint32_t params[8 + 64] = {u32(x.elements()), u32(x.dim(1)),  u32(x.dim(1) / n_heads),
                              u32(rotary_dim),   u32(position0), interleaved ? 1u : 0u};
-  for (int i = 0; i < rotary_dim / 2; ++i) {
-    const double turns =
-        std::pow(static_cast<double>(base), -2.0 * i / rotary_dim) / (2 * 3.14159265358979323846);
-    params[8 + i] = static_cast<uint32_t>(static_cast<uint64_t>(turns * 4294967296.0 + 0.5));  // rounded
-  }
+  rope_turns(base, rotary_dim, params + 8);
   rec.dispatch("nn_rope", kRope, params, {&x, &out}, static_cast<uint64_t>(x.elements()));
   return out;
 }

@@ -2,6 +2,9 @@
 // globals: the wasm build has no atexit for their destructors).
 #pragma once
 
+#include <cmath>
+#include <cstdint>
+
 // The element index of a one-element-per-thread kernel: global x + global y * 65535 * 64 (the recorder spreads
 // large dispatches over y).
 #define NN_WGSL_INDEX "fn index(g: vec3<u32>) -> u32 { return g.x + g.y * 65535u * 64u; }\n"
@@ -51,3 +54,14 @@
   "  if (quarter == 3u) { return vec2<f32>(-c0, s0); }\n"                                                   \
   "  return vec2<f32>(s0, c0);\n"                                                                           \
   "}\n"
+
+namespace sotto::nn {
+// NN_WGSL_ROPE_SIN_COS's frequencies, for pairs 0 .. rotary_dim / 2 - 1: each pair's inv_freq as a 32-bit
+// fixed-point fraction of a turn per position (inv_freq / 2 pi * 2^32, computed in double and rounded).
+inline void rope_turns(double base, int rotary_dim, uint32_t* turns) {
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const double t = std::pow(base, -2.0 * i / rotary_dim) / (2 * 3.14159265358979323846);
+    turns[i] = static_cast<uint32_t>(static_cast<uint64_t>(t * 4294967296.0 + 0.5));
+  }
+}
+}  // namespace sotto::nn
