@@ -138,6 +138,11 @@ test('a model download resumes after an interruption (Range requests) and is che
     await page.getByRole('button', { name: 'Remove saved models' }).click();
     await page.waitForFunction(() => /Removed the saved models/.test(document.getElementById('storage-info').textContent), null, { timeout: 5000 });
     assert.equal(await page.evaluate(() => caches.has('sotto-models-v1')), false);
+    // A download from an empty cache is not a resumed one (its first chunk is fetched before the rest).
+    await page.goto(url(sha));
+    await waitReady(page);
+    const fresh = await page.evaluate(() => window.sottoAgent.models.llm);
+    assert.match(fresh.detail, / · kept in this browser, sha256 ok · /);
     // A wrong sum: the cached copy is not trusted again after the check fails, and the page says why.
     const wrong = sha.replace(/^./, (c) => (c === '0' ? '1' : '0'));
     await page.goto(url(wrong));

@@ -123,11 +123,14 @@ async function checkStorage(url, neededBytes) {
   if (free < neededBytes * 1.02) throw new StorageShortError(url, neededBytes, free);
 }
 
-// -> {blob, bytes, cached (was already complete), verified (sha256 checked: true, or null when none known)}
+// -> {blob, bytes, resumed (an unfinished earlier download was continued), verified (sha256 checked: true, or
+// null when none known)}
 export async function fetchModel(url, { sha256 = null, onProgress = () => {}, chunkBytes = CHUNK_BYTES, signal } = {}) {
   url = new URL(url, location.href).href;
   const cache = await caches.open(CACHE_NAME);
   let manifest = await readManifest(cache, url);
+  // Resumed: chunks of an earlier, unfinished download were in the cache when this call began.
+  const hadPart = Boolean(manifest && manifest.chunkBytes === chunkBytes && manifest.done.some(Boolean));
   const speed = new Speedometer();
   const report = (phase, loaded, total) => onProgress({ phase, loaded, total, bytesPerS: phase === 'download' ? speed.add(loaded) : 0 });
 
@@ -162,7 +165,7 @@ export async function fetchModel(url, { sha256 = null, onProgress = () => {}, ch
   const total = manifest.size;
   let loaded = 0;
   for (let i = 0; i < manifest.parts; i++) if (manifest.done[i]) loaded += Math.min(chunkBytes, total - i * chunkBytes);
-  const resumed = loaded > 0 && loaded < total;
+  const resumed = hadPart && loaded < total;
   if (loaded < total) await checkStorage(url, total - loaded);
   for (let i = 0; i < manifest.parts; i++) {
     if (manifest.done[i]) continue;
