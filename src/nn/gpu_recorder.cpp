@@ -64,6 +64,9 @@ void GpuRecorder::dispatch(std::string_view name, std::string_view wgsl, std::sp
   d.groups_y = static_cast<uint32_t>((groups + 65534) / 65535);
   plan_.push_back(d);
   plan_names_.push_back(&pipeline->first);
+  if (submit_every_ > 0 && plan_.size() >= submit_every_) {
+    if (Status s = flush(); !s.ok()) fail(s.message());
+  }
 }
 
 Status GpuRecorder::flush() {

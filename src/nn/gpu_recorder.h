@@ -43,6 +43,10 @@ class GpuRecorder {
                 std::initializer_list<const Tensor*> tensors, uint64_t threads);
   // Submits what was recorded and forgets it.
   Status flush();
+  // Submits on its own every `n` recorded dispatches (0: only at flush() and reads), so a long forward pass
+  // starts on the GPU while the host still records the rest of it: with one submit at the end, the GPU waits
+  // for the whole recording and encoding (~150 dispatches for Moonshine's encoder) before its first dispatch.
+  void set_submit_every(size_t n) { submit_every_ = n; }
   // The first failure since the context was made ("" when none): an op without a GPU kernel, a compile error.
   void fail(std::string message);
   bool failed() const { return !error_.empty(); }
@@ -62,6 +66,7 @@ class GpuRecorder {
   std::vector<gpu::Dispatch> plan_;
   std::vector<const std::string*> plan_names_;  // the kernel of each recorded dispatch (pipelines_' keys)
   bool profiling_ = false;
+  size_t submit_every_ = 0;
   uint64_t flushes_ = 0;
   std::map<std::string, std::pair<uint64_t, uint64_t>, std::less<>> profile_;  // kernel: dispatches, GPU ns
   uint64_t dispatches_run_ = 0;
