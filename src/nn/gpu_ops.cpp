@@ -1437,6 +1437,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
       heads % kv_heads != 0 || k.dim(1) != kv_heads * (q.dim(1) / heads) || v.shape() != k.shape() ||
       q.dim(1) / heads > 256 || (o.causal && k.dim(0) < q.dim(0)) || k.dim(0) < 1)
     return unsupported(q, "attention of these tensors");
+  if (attention_tiled_fits(q, k, v, o)) return attention_tiled(q, k, v, o);
   const int64_t tq = q.dim(0), tk = k.dim(0), head_dim = q.dim(1) / heads;
   const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   // Blocks of 64 keys, halved down to 16 while that leaves fewer than ~256 workgroups (a decoder step's one

@@ -32,6 +32,10 @@ Tensor transpose(const Tensor& x);
 Tensor concat(std::span<const Tensor> parts, int axis);
 Tensor rope(const Tensor& x, int n_heads, int rotary_dim, float base, int64_t position0, bool interleaved);
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
+// attention for 16 or more query rows, heads of a multiple of 4 dims up to 64 (gpu_attention.cpp): one
+// dispatch, keys streamed through workgroup memory once per 16 queries.
+bool attention_tiled_fits(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
+Tensor attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
 Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b);
 Tensor embedding(const Tensor& table, const Tensor& ids);
 Tensor argmax(const Tensor& x);  // over the last axis -> I32
