@@ -112,6 +112,11 @@ Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f) {
   return ref::attention(q, k, v, {.n_heads = static_cast<int>(f.n_heads), .causal = self});
 }
 
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
+  const Tensor y = ref::activation(ref::linear(cpu::as_f32(x), w, b), f.act);
+  return f.residual.defined() ? ref::binary(y, cpu::as_f32(f.residual), '+') : y;
+}
+
 void greedy_step(const Tensor& logits, const GreedyLoop& g) {
   int32_t* log = g.log.data<int32_t>();
   if (log[0] != 0) return;
@@ -138,6 +143,12 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   if (gpu_ops::on_gpu(x)) return gpu_ops::linear_int8_fused(x, f);
   NN_ASSERT(f.w.dtype() == DType::I8 && f.w.rank() == 2 && (f.x_blocks > 1 || f.w.dim(1) == x.dim(-1)));
   return ref::linear_int8_fused(x, f);
+}
+
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
+  if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
+  const Tensor y = activation(linear(x, w, b), f.act);
+  return f.residual.defined() ? add(y, f.residual) : y;
 }
 
 Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,

@@ -93,7 +93,18 @@ void greedy_step(const Tensor& logits, const GreedyLoop& g);
 // log word 0 once the loop has ended: 1.0f's bits (linear_int8_fused reads it through a float binding).
 constexpr int32_t kGreedyEnded = 0x3f800000;
 
+// An f32 product with what follows it in a transformer's encoder layer: act(x . W^T + b) + residual, act
+// Identity or GeluErf, residual [M, N] or undefined. On the GPU one dispatch where the separate ops took 2-3
+// (Moonshine's encoder: its FFN's GELU and both residual adds). On the CPU nn::linear, then activation, then
+// add (models keep their CPU path, which packs its weights).
+struct LinearFusedF32 {
+  Act act = Act::Identity;
+  Tensor residual = {};
+};
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
+
 namespace ref {
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
 // Combined output [M, D] (blocks not used: the reference does not split keys).
 Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f);

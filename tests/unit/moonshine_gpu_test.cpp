@@ -28,6 +28,9 @@
 namespace sotto {
 namespace {
 
+// The encoder's dispatches on 0.25 s (9 frames) and 10 s (413 frames) of audio.
+constexpr uint64_t kEncoderDispatches9Frames = 104, kEncoderDispatches10s = 113;
+
 using testing::read_moonshine_reference;
 using testing::source_path;
 using Reference = testing::MoonshineReference;
@@ -112,11 +115,44 @@ TEST(MoonshineGpu, EncoderOnAShortClipMatchesTheCpu) {
     EXPECT_TRUE(got.ok()) << got.message();
     return got.ok() ? *got : std::vector<float>();
   };
-  const std::vector<float> gpu = encode(gctx, loaded->gpu), cpu = encode(cctx, loaded->cpu);
+  const uint64_t before = gctx.gpu()->dispatches_run();
+  const std::vector<float> gpu = encode(gctx, loaded->gpu);
+  const uint64_t dispatches = gctx.gpu()->dispatches_run() - before;
+  const std::vector<float> cpu = encode(cctx, loaded->cpu);
   ASSERT_EQ(gpu.size(), cpu.size());
   const double diff = max_abs_diff(gpu, cpu);
-  std::printf("[ info    ] gpu encoder, 0.25 s: max |gpu - cpu| %.3g\n", diff);
+  std::printf("[ info    ] gpu encoder, 0.25 s: max |gpu - cpu| %.3g, %llu dispatches\n", diff,
+              static_cast<unsigned long long>(dispatches));
   EXPECT_LT(diff, 1e-3);
+  // Each dispatch is a dependent ~12 us at least on an H100: per layer 2 norms, q / k / v, 2 ropes, the
+  // attention, o with the residual add, the FFN's 2 products with GELU and the residual add inside.
+  EXPECT_EQ(dispatches, kEncoderDispatches9Frames);
+}
+
+// The encoder and the decoder's cross K / V products on 10 s of audio (the 3 s clip repeated: only the counts
+// matter here), in dispatches: the products of 413 rows take one each (32 x 32 blocks with K sliced in the
+// workgroup), where split-K took two.
+TEST(MoonshineGpu, TenSecondsOfAudioTakeTheirDispatchCount) {
+  NEED_MODELS();
+  SKIP_SLOW_ON_CPU_ADAPTER();
+  std::vector<float> audio;
+  while (audio.size() < 159414) audio.insert(audio.end(), ref.audio.begin(), ref.audio.end());
+  audio.resize(159414);
+  uint64_t before = gctx.gpu()->dispatches_run();
+  const nn::Tensor enc = asr::moonshine_encode(loaded->gpu.weights,
+                                               gctx.from_floats({static_cast<int64_t>(audio.size())}, audio));
+  ASSERT_TRUE(gctx.to_floats(nn::slice(enc, 0, 0, 1)).ok());
+  const uint64_t encoder = gctx.gpu()->dispatches_run() - before - 1;  // less the slice
+  before = gctx.gpu()->dispatches_run();
+  const asr::MoonshineDecoderState s = asr::moonshine_decoder_start(loaded->gpu.weights, enc, 8);
+  ASSERT_TRUE(gctx.to_floats(nn::slice(s.cross_v.back(), 0, 0, 1)).ok());
+  const uint64_t start = gctx.gpu()->dispatches_run() - before - 1;
+  std::printf("[ info    ] 10 s: %lld frames, encoder %llu dispatches, decoder start %llu\n",
+              static_cast<long long>(enc.dim(0)), static_cast<unsigned long long>(encoder),
+              static_cast<unsigned long long>(start));
+  EXPECT_EQ(enc.dim(0), 413);
+  EXPECT_EQ(encoder, kEncoderDispatches10s);
+  EXPECT_EQ(start, 2 * loaded->gpu.weights.decoder.size());
 }
 
 // The encoder on the GPU within 1e-3 of ONNX Runtime's output (the CPU backend's bound: values are layer-normed,

@@ -4,6 +4,8 @@
 // in one line.
 #include "gpu/device.h"
 #include "gpu_test_support.h"
+#include "nn/fused.h"
+#include "nn/gpu_ops.h"
 #include "nn/gpu_recorder.h"
 #include "nn_test_support.h"
 
@@ -78,6 +80,79 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
       ref::activation(ref::binary(ref::linear(ref::activation(x, Act::Relu), w), bias, '+'), Act::Sigmoid),
       2.0f);
   expect_close(download(*cpu, *gpu, chain), want, 1e-5f, 1e-5f, "gpu chain");
+}
+
+// Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 blocks with K sliced
+// in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of linear_fused_f32
+// (bias, GELU, residual) against the scalar reference (ref::linear, then activation and add), on odd sizes: a
+// few rows (the row kernel), fewer rows than a block, K below one chunk of 32 and not a multiple of 4 (scalar
+// loads), K a multiple of 4 (vec4 loads) with partial blocks each way, and a long K (split 4-8 ways under the
+// 64 x 64 kernel). Tolerance as plain linear's: 1e-5 * K absolute (inputs in [-1, 1]: each of K products is
+// rounded at ~6e-8 of a sum up to ~sqrt(K)), 1e-5 relative; the kernels' GELU (erf to 1.5e-7) adds < 1e-6.
+TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  struct Size {
+    int64_t m, n, k;
+  };
+  const Size sizes[] = {
+      {rand_int(1, 15), rand_int(1, 70), rand_int(1, 90)},
+      {rand_int(16, 31), rand_int(5, 31), rand_int(1, 31)},
+      {rand_int(33, 100), rand_int(33, 100), 4 * rand_int(20, 70) + (rand_int(0, 1) ? 0 : 1)},
+      {rand_int(60, 100), rand_int(65, 150), rand_int(600, 900)},
+  };
+  for (const auto kernel :
+       {gpu_ops::LinearKernel::Tiled64, gpu_ops::LinearKernel::SliceK, gpu_ops::LinearKernel::Auto}) {
+    gpu_ops::set_linear_kernel(kernel);
+    for (const Size& s : sizes) {
+      const Tensor x = rand_tensor(*cpu, {s.m, s.k}), w = rand_tensor(*cpu, {s.n, s.k}),
+                   b = rand_tensor(*cpu, {s.n}), res = rand_tensor(*cpu, {s.m, s.n});
+      const Tensor gx = upload(*gpu, x), gw = upload(*gpu, w), gb = upload(*gpu, b), gres = upload(*gpu, res);
+      const float atol = 1e-5f * static_cast<float>(s.k);
+      const std::string what = "gpu linear kernel " + std::to_string(static_cast<int>(kernel)) + " " +
+                               std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+      expect_close(download(*cpu, *gpu, linear(gx, gw)), ref::linear(x, w), atol, 1e-5f, what);
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf})),
+                   ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf}), atol, 1e-5f, what + " bias gelu");
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, {}, {.residual = gres})),
+                   ref::linear_fused_f32(x, w, {}, {.residual = res}), atol, 1e-5f, what + " residual");
+      expect_close(
+          download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf, .residual = gres})),
+          ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}), atol, 1e-5f,
+          what + " bias gelu residual");
+    }
+  }
+  gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
+  // The CPU op is the reference's arithmetic (nn::linear, then activation and add).
+  const Tensor x = rand_tensor(*cpu, {7, 19}), w = rand_tensor(*cpu, {11, 19}), b = rand_tensor(*cpu, {11}),
+               res = rand_tensor(*cpu, {7, 11});
+  expect_close(linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}),
+               ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}), 1e-6f, 1e-6f,
+               "cpu linear_fused_f32");
+}
+
+// The rule's plans in dispatches, for the shapes they were made for: Moonshine's encoder at 10 s (415 rows,
+// d 416, FFN 1664) one dispatch a product (32 x 32 blocks, K sliced in the workgroup); Parakeet's 75-row
+// product with K 4096 keeps split-K (two); a product with enough 64 x 64 blocks takes one.
+TEST(NnGpu, LinearRuleTakesOneDispatchForMoonshinesEncoderProducts) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto gpu = Context::webgpu(*device);
+  gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
+  auto dispatches = [&](int64_t m, int64_t n, int64_t k) {
+    const Tensor x = gpu->empty({m, k}), w = gpu->empty({n, k});
+    const uint64_t before = gpu->gpu()->dispatches_run();
+    EXPECT_TRUE(
+        gpu->to_floats(gpu_ops::slice(linear_fused_f32(x, w, {}, {.act = Act::GeluErf}), 0, 0, 1)).ok());
+    return gpu->gpu()->dispatches_run() - before - 1;  // less the slice
+  };
+  EXPECT_EQ(dispatches(415, 416, 416), 1u);
+  EXPECT_EQ(dispatches(415, 1664, 416), 1u);
+  EXPECT_EQ(dispatches(415, 416, 1664), 1u);
+  EXPECT_EQ(dispatches(75, 1024, 4096), 2u);
+  EXPECT_EQ(dispatches(700, 800, 32), 1u);
 }
 
 TEST(NnGpu, ConvLstmPadSliceMatchTheReference) {

@@ -36,11 +36,22 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
   x = nn::gelu(nn::conv1d(x, w.conv3, w.conv3_b, {.stride = 2}));
   x = nn::transpose(x);  // [C, T] -> [T, C]
 
+  // On the GPU the FFN's GELU and both residual adds happen in the products' stores (nn/fused.h: a dispatch
+  // each saved, 3 a layer); the CPU keeps its packed products and separate adds.
+  const bool gpu = x.ctx().backend() == nn::Backend::Gpu && !w.encoder_packed;
   for (const MoonshineEncoderLayer& l : w.encoder) {
     Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
     Tensor q = nn::rope(linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
     Tensor k = nn::rope(linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
-    x = nn::add(x, linear(nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads}), l.o));
+    const Tensor attended = nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads});
+    if (gpu) {
+      x = nn::linear_fused_f32(attended, l.o, {}, {.residual = x});
+      h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
+      h = nn::linear_fused_f32(h, l.fc1, l.fc1_b, {.act = nn::Act::GeluErf});
+      x = nn::linear_fused_f32(h, l.fc2, l.fc2_b, {.residual = x});
+      continue;
+    }
+    x = nn::add(x, linear(attended, l.o));
     h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
     x = nn::add(x, linear(nn::gelu(linear(h, l.fc1, l.fc1_b)), l.fc2, l.fc2_b));
   }

@@ -1,0 +1,393 @@
+// The f32 product y = act(x . W^T + b) + residual on the GPU (nn::linear, nn::linear_fused_f32): four kernels
+// and the rule that picks one from (m, n, K) alone (no timing at load).
+//   m < 16             kLinearRows: one output per thread (a step of a recurrent network).
+//   enough 64 x 64 blocks to fill the GPU, or K too short to split
+//                      kLinear64: 64 x 64 outputs per workgroup of 256 threads.
+//   too few 64 x 64 blocks, but 32 x 32 blocks enough for ~4 workgroups a core of an H100 / H200 (132 SMs)
+//                      kLinearSliceK: 32 x 32 outputs per workgroup of 256 threads, K split over 4 groups of
+//                      64 threads inside the workgroup. Moonshine's encoder at 10 s (415 rows, d 416, FFN 1664).
+//   too few of either  kLinear64 split over K ranges, partial sums added by kSplitSum (a second dispatch).
+//                      Parakeet's products of ~75 rows and K 1024-4096.
+// A dispatch costs ~12-15 us on an H100 whatever its size, and Moonshine's encoder products take 30-60 us: a
+// split-K plan's second dispatch, and the separate bias / GELU / residual dispatches after a product, were a
+// third of the encoder's time. Every kernel applies the epilogue as it stores (kSplitSum where split).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "nn/gpu_ops.h"
+#include "nn/gpu_recorder.h"
+#include "nn/gpu_wgsl.h"
+
+namespace sotto::nn::gpu_ops {
+
+namespace {
+
+// The epilogue of every kernel below, on one output (row r, column c) of the product: + bias, then GELU (erf
+// by Abramowitz & Stegun 7.1.26, |error| < 1.5e-7, as the activation kernel: WGSL has no erf) where p.act is
+// Act::GeluErf (6), then + residual [m, n]. Each kernel declares p (with has_bias, act, has_residual, n), bias
+// and res (stand-ins, unread, where absent).
+#define NN_WGSL_LINEAR_EPILOGUE                                                                     \
+  "fn erf_approx(x: f32) -> f32 {\n"                                                                \
+  "  let t = 1.0 / (1.0 + 0.3275911 * abs(x));\n"                                                   \
+  "  let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * " \
+  "1.061405429))));\n"                                                                              \
+  "  return sign(x) * (1.0 - poly * exp(-x * x));\n"                                                \
+  "}\n"                                                                                             \
+  "fn epilogue(v: f32, r: u32, c: u32) -> f32 {\n"                                                  \
+  "  var s = v;\n"                                                                                  \
+  "  if (p.has_bias != 0u) { s += bias[c]; }\n"                                                     \
+  "  if (p.act == 6u) { s = 0.5 * s * (1.0 + erf_approx(s * 0.70710678118654752)); }\n"             \
+  "  if (p.has_residual != 0u) { s += res[r * p.n + c]; }\n"                                        \
+  "  return s;\n"                                                                                   \
+  "}\n"
+
+// linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
+// (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
+// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them).
+constexpr const char* kLinearRows = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.m * p.n) { return; }
+  let r = i / p.n;
+  let c = i % p.n;
+  var s = 0.0;
+  for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
+  y[i] = epilogue(s, r, c);
+}
+)";
+
+// linear, register-tiled: a workgroup of 256 threads per 64 x 64 block of outputs, each thread a 4 x 4 square
+// of them (16 multiply-adds for each pair of vec4 reads from workgroup memory, where the 32 x 32 kernel does 4
+// for 4 scalar reads). K in chunks of 16 staged k-major as vec4s of 4 rows (rows of a k 17 vec4s apart: stores
+// from a warp's 16 ks hit 2 banks each, not 16), loaded 16 consecutive ks a row so a warp reads whole 64-byte
+// segments. Split-K: a product with too few blocks to fill a large GPU (Parakeet's at 6 s of audio: 75 rows,
+// 32-128 blocks for an H200's 132 SMs) gives each block `splits` workgroups over consecutive K ranges, written
+// as partial sums [splits, m, n] that kSplitSum adds in split order with the epilogue. Each output sums its own
+// K range in order from its start (split-K reorders the sum once per range: differences ~1e-7 relative).
+constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
+           act: u32, has_residual: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> xs: array<vec4<f32>, 272>;
+var<workgroup> ws: array<vec4<f32>, 272>;
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let id = wid.x + wid.y * 65535u;
+  let split = id / p.tiles;
+  if (split >= p.splits) { return; }
+  let tile = id % p.tiles;
+  let r0 = (tile / p.tiles_n) * 64u;
+  let c0 = (tile % p.tiles_n) * 64u;
+  let kb = split * p.k_chunk;
+  let ke = min(p.k, kb + p.k_chunk);
+  let tx = lid % 16u;
+  let ty = lid / 16u;
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
+  for (var k0 = kb; k0 < ke; k0 += 16u) {
+    let kk = k0 + tx;
+    for (var part = 0u; part < 4u; part++) {
+      let row = part * 16u + ty;
+      var xv = 0.0;
+      if (r0 + row < p.m && kk < ke) { xv = x[(r0 + row) * p.k + kk]; }
+      xs[tx * 17u + row / 4u][row % 4u] = xv;
+      var wv = 0.0;
+      if (c0 + row < p.n && kk < ke) { wv = w[(c0 + row) * p.k + kk]; }
+      ws[tx * 17u + row / 4u][row % 4u] = wv;
+    }
+    workgroupBarrier();
+    for (var t = 0u; t < 16u; t++) {
+      let a = xs[t * 17u + ty];
+      let b = ws[t * 17u + tx];
+      acc0 += a.x * b;
+      acc1 += a.y * b;
+      acc2 += a.z * b;
+      acc3 += a.w * b;
+    }
+    workgroupBarrier();
+  }
+  let c = c0 + tx * 4u;
+  let r = r0 + ty * 4u;
+  var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
+  for (var i = 0u; i < 4u; i++) {
+    if (r + i >= p.m) { break; }
+    for (var j = 0u; j < 4u; j++) {
+      if (c + j >= p.n) { break; }
+      if (p.splits > 1u) {
+        y[split * p.m * p.n + (r + i) * p.n + c + j] = rows[i][j];
+      } else {
+        y[(r + i) * p.n + c + j] = epilogue(rows[i][j], r + i, c + j);
+      }
+    }
+  }
+}
+)";
+
+// The split-K partial sums [splits, m, n] added in split order, then the epilogue: one output per thread.
+constexpr const char* kSplitSum = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
+struct P { total: u32, n: u32, splits: u32, has_bias: u32, act: u32, has_residual: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> part: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(3) var<storage, read> res: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  var s = part[i];
+  for (var j = 1u; j < p.splits; j++) { s += part[j * p.total + i]; }
+  y[i] = epilogue(s, i / p.n, i % p.n);
+}
+)";
+
+// linear, K sliced inside the workgroup: a workgroup of 256 threads per 32 x 32 block of outputs, as 4 slices
+// of 64 threads; each thread of a slice a 4 x 4 square of the block (16 multiply-adds per pair of vec4 reads
+// from workgroup memory), over the slice's 8 of every chunk of 32 ks. The 4 slices' sums are added in slice
+// order through workgroup memory at the end, then the epilogue. Against kLinear64 split K ways: the same
+// number of threads in flight (Moonshine's 415 x 416 products: 169 workgroups here, 49 x 3 there) with no
+// partial sums written and no second dispatch; each 32 x 32 block reads its 64 rows of x and W from L2 (twice
+// the 64 x 64 kernel's bytes per output: ~18 MB for a 415 x 416 x 416 product, a few us of L2 bandwidth).
+// A chunk: each thread loads 4 consecutive ks of one x row and one W row (a vec4 where K % 4 == 0; a warp reads
+// 8 rows x 64 bytes), the next chunk's loaded into registers while this one is multiplied; staged k-major as
+// vec4s of 4 rows, 9 vec4s a k (a warp's stores hit each bank at most twice). Workgroup memory: x at [0, 288),
+// W at [288, 576), then all of [0, 768) for the slices' sums. Each output sums its slice's ks in order, then
+// slices 0 + 1 + 2 + 3: differences from the CPU's order ~1e-7 relative.
+std::string linear_slice_k_wgsl(bool vec4_loads) {
+  const char* loads = vec4_loads ? R"(
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
+fn load_x(row: u32, k: u32) -> vec4<f32> {
+  if (row >= p.m || k >= p.k) { return vec4<f32>(0.0); }
+  return x[(row * p.k + k) / 4u];
+}
+fn load_w(row: u32, k: u32) -> vec4<f32> {
+  if (row >= p.n || k >= p.k) { return vec4<f32>(0.0); }
+  return w[(row * p.k + k) / 4u];
+}
+)"
+                                 : R"(
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+fn load_x(row: u32, k: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  if (row >= p.m) { return v; }
+  for (var j = 0u; j < 4u; j++) { if (k + j < p.k) { v[j] = x[row * p.k + k + j]; } }
+  return v;
+}
+fn load_w(row: u32, k: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  if (row >= p.n) { return v; }
+  for (var j = 0u; j < 4u; j++) { if (k + j < p.k) { v[j] = w[row * p.k + k + j]; } }
+  return v;
+}
+)";
+  return std::string(NN_WGSL_LINEAR_EPILOGUE R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+var<workgroup> sh: array<vec4<f32>, 768>;
+)") + loads +
+         R"(
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tile = wid.x + wid.y * 65535u;
+  let r0 = (tile / p.tiles_n) * 32u;
+  let c0 = (tile % p.tiles_n) * 32u;
+  let lr = lid % 8u + 8u * (lid / 64u);
+  let lk = 4u * ((lid / 8u) % 8u);
+  let slice = lid / 64u;
+  let tx = lid % 8u;
+  let ty = (lid % 64u) / 8u;
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
+  var xv = load_x(r0 + lr, lk);
+  var wv = load_w(c0 + lr, lk);
+  for (var k0 = 0u; k0 < p.k; k0 += 32u) {
+    for (var j = 0u; j < 4u; j++) {
+      let at = (lk + j) * 9u + lr / 4u;
+      sh[at][lr % 4u] = xv[j];
+      sh[288u + at][lr % 4u] = wv[j];
+    }
+    workgroupBarrier();
+    if (k0 + 32u < p.k) {
+      xv = load_x(r0 + lr, k0 + 32u + lk);
+      wv = load_w(c0 + lr, k0 + 32u + lk);
+    }
+    for (var kk = 0u; kk < 8u; kk++) {
+      let at = (slice * 8u + kk) * 9u;
+      let a = sh[at + ty];
+      let b = sh[288u + at + tx];
+      acc0 += a.x * b;
+      acc1 += a.y * b;
+      acc2 += a.z * b;
+      acc3 += a.w * b;
+    }
+    workgroupBarrier();
+  }
+  if (slice > 0u) {
+    let at = ((slice - 1u) * 64u + lid % 64u) * 4u;
+    sh[at] = acc0;
+    sh[at + 1u] = acc1;
+    sh[at + 2u] = acc2;
+    sh[at + 3u] = acc3;
+  }
+  workgroupBarrier();
+  if (slice > 0u) { return; }
+  for (var s = 0u; s < 3u; s++) {
+    let at = (s * 64u + lid) * 4u;
+    acc0 += sh[at];
+    acc1 += sh[at + 1u];
+    acc2 += sh[at + 2u];
+    acc3 += sh[at + 3u];
+  }
+  let c = c0 + tx * 4u;
+  let r = r0 + ty * 4u;
+  var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
+  for (var i = 0u; i < 4u; i++) {
+    if (r + i >= p.m) { break; }
+    for (var j = 0u; j < 4u; j++) {
+      if (c + j < p.n) { y[(r + i) * p.n + c + j] = epilogue(rows[i][j], r + i, c + j); }
+    }
+  }
+}
+)";
+}
+
+#undef NN_WGSL_LINEAR_EPILOGUE
+
+Tensor empty_on(const Tensor& x) {
+  return x.ctx().empty({0});
+}
+
+// The split-K rule's workgroup target and smallest K range: 528 and 128, or for benchmarking other values from
+// SOTTO_GPU_LINEAR_SPLIT="TARGET,MIN_CHUNK" (read once; bench/parakeet_gpu.sh sweeps it).
+std::pair<int64_t, int64_t> linear_split_rule() {
+  static const std::pair<int64_t, int64_t> rule = [] {
+    std::pair<int64_t, int64_t> r{528, 128};
+#if !defined(__wasm__)  // the wasm build has no getenv / sscanf
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SPLIT")) {
+      long long target = 0, chunk = 0;
+      if (std::sscanf(env, "%lld,%lld", &target, &chunk) == 2 && target >= 1 && chunk >= 16)
+        r = {target, chunk};
+    }
+#endif
+    return r;
+  }();
+  return rule;
+}
+
+// The kernel set_linear_kernel pins, or natively SOTTO_GPU_LINEAR_KERNEL = "64" (64 x 64 blocks, split-K where
+// they are few: the plan before kLinearSliceK, to time one against the other with one binary) or "slice" (the
+// sliced kernel for every product of 16 rows or more).
+LinearKernel& linear_kernel() {
+  static LinearKernel kernel = [] {
+#if !defined(__wasm__)
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_KERNEL")) {
+      if (std::strcmp(env, "64") == 0) return LinearKernel::Tiled64;
+      if (std::strcmp(env, "slice") == 0) return LinearKernel::SliceK;
+    }
+#endif
+    return LinearKernel::Auto;
+  }();
+  return kernel;
+}
+
+}  // namespace
+
+void set_linear_kernel(LinearKernel k) {
+  linear_kernel() = k;
+}
+
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || w.rank() != 2 || w.dim(1) != x.dim(-1) ||
+      (b.defined() && b.dtype() != DType::F32))
+    return unsupported(x, "linear other than f32 x . f32 W^T");
+  if (f.act != Act::Identity && f.act != Act::GeluErf) return unsupported(x, "linear with this activation");
+  const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
+  if (f.residual.defined() && (f.residual.dtype() != DType::F32 || f.residual.elements() != m * n))
+    return unsupported(x, "linear with a residual of another shape");
+  Shape shape = x.shape();
+  shape[-1] = n;
+  Tensor out = x.ctx().empty(shape);
+  const Tensor& bias = b.defined() ? b : w;  // bindings must exist: w stands in, unread
+  const Tensor& res = f.residual.defined() ? f.residual : w;
+  const uint32_t has_bias = b.defined() ? 1u : 0u, act = static_cast<uint32_t>(f.act),
+                 has_res = f.residual.defined() ? 1u : 0u;
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  if (m < 16) {
+    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, 0, 0};
+    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &res, &out},
+                 static_cast<uint64_t>(m * n));
+    return out;
+  }
+  // 64 x 64 blocks; where they are fewer than ~4 a core of a large GPU (an H200's 132), either 32 x 32 blocks
+  // with K sliced 4 ways in the workgroup (where those blocks alone reach the target's quarter), or K split
+  // into up to that many ranges of at least 128 (a second dispatch adds them).
+  const auto [target_workgroups, min_chunk] = linear_split_rule();
+  const int64_t tiles_n = (n + 63) / 64, tiles = ((m + 63) / 64) * tiles_n;
+  int64_t splits =
+      std::clamp<int64_t>((target_workgroups + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / min_chunk));
+  const int64_t tiles32_n = (n + 31) / 32, tiles32 = ((m + 31) / 32) * tiles32_n;
+  const LinearKernel pinned = linear_kernel();
+  const bool slice_k = pinned == LinearKernel::SliceK ||
+                       (pinned == LinearKernel::Auto && splits > 1 && tiles32 * 4 >= target_workgroups);
+  if (slice_k) {
+    const bool vec4_loads = k % 4 == 0 && x.gpu_offset() % 16 == 0 && w.gpu_offset() % 16 == 0;
+    static const std::string vec4_wgsl = linear_slice_k_wgsl(true), scalar_wgsl = linear_slice_k_wgsl(false);
+    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, 0};
+    // One workgroup of 256 per block: the recorder counts threads in 64s.
+    rec.dispatch(vec4_loads ? "nn_linear_slice_k_vec4" : "nn_linear_slice_k",
+                 vec4_loads ? vec4_wgsl : scalar_wgsl, params, {&x, &w, &bias, &res, &out},
+                 static_cast<uint64_t>(tiles32 * 64));
+    return out;
+  }
+  const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
+  splits = (k + k_chunk - 1) / k_chunk;
+  const uint32_t params[] = {
+      u32(m), u32(n),  u32(k), has_bias, u32(tiles_n), u32(tiles), u32(k_chunk), u32(splits),
+      act,    has_res, 0,      0};
+  // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
+  if (splits == 1) {
+    rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &out},
+                 static_cast<uint64_t>(tiles * 64));
+    return out;
+  }
+  Tensor part = x.ctx().empty({splits, m, n});
+  rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &part},
+               static_cast<uint64_t>(splits * tiles * 64));
+  const uint32_t sum_params[] = {u32(m * n), u32(n), u32(splits), has_bias, act, has_res, 0, 0};
+  rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &res, &out},
+               static_cast<uint64_t>(m * n));
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return gpu_ops::linear_fused_f32(x, w, b, {});
+}
+
+}  // namespace sotto::nn::gpu_ops
