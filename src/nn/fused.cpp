@@ -112,8 +112,16 @@ Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f) {
   return ref::attention(q, k, v, {.n_heads = static_cast<int>(f.n_heads), .causal = self});
 }
 
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f) {
+  const Tensor y = ref::activation(ref::conv1d(cpu::as_f32(x), w, b, o), f.act);
+  return f.time_major ? transpose(y) : y;
+}
+
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
-  const Tensor y = ref::activation(ref::linear(cpu::as_f32(x), w, b), f.act);
+  Tensor y = ref::linear(cpu::as_f32(x), w, b);
+  if (f.rope_heads > 0) y = ref::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+  y = ref::activation(y, f.act);
   return f.residual.defined() ? ref::binary(y, cpu::as_f32(f.residual), '+') : y;
 }
 
@@ -145,9 +153,18 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   return ref::linear_int8_fused(x, f);
 }
 
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f) {
+  if (gpu_ops::on_gpu(x)) return gpu_ops::conv1d_fused_f32(x, w, b, o, f);
+  const Tensor y = activation(conv1d(x, w, b, o), f.act);
+  return f.time_major ? transpose(y) : y;
+}
+
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
   if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
-  const Tensor y = activation(linear(x, w, b), f.act);
+  Tensor y = linear(x, w, b);
+  if (f.rope_heads > 0) y = rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+  y = activation(y, f.act);
   return f.residual.defined() ? add(y, f.residual) : y;
 }
 

@@ -93,17 +93,34 @@ void greedy_step(const Tensor& logits, const GreedyLoop& g);
 // log word 0 once the loop has ended: 1.0f's bits (linear_int8_fused reads it through a float binding).
 constexpr int32_t kGreedyEnded = 0x3f800000;
 
-// An f32 product with what follows it in a transformer's encoder layer: act(x . W^T + b) + residual, act
-// Identity or GeluErf, residual [M, N] or undefined. On the GPU one dispatch where the separate ops took 2-3
-// (Moonshine's encoder: its FFN's GELU and both residual adds). On the CPU nn::linear, then activation, then
-// add (models keep their CPU path, which packs its weights).
+// An f32 product with what follows it in a transformer's encoder layer: act(rope(x . W^T + b)) + residual, act
+// Identity, Tanh or GeluErf, residual [M, N] or undefined, rope the rotary embedding of nn::rope (interleaved pairs,
+// row r at position r) where rope_heads > 0. On the GPU one dispatch where the separate ops took 2-3
+// (Moonshine's encoder: q and k with their rope, its FFN's GELU, both residual adds). On the CPU nn::linear,
+// then rope, activation and add (models keep their CPU path, which packs its weights).
 struct LinearFusedF32 {
   Act act = Act::Identity;
   Tensor residual = {};
+  int rope_heads = 0, rotary_dim = 0;
+  float rope_base = 10000.0f;
 };
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
 
+// conv1d (x [Cin, T], w [Cout, Cin, K] F32, groups 1) with its activation (Identity, Tanh or GeluErf), the
+// output [Cout, T'] or, time_major, [T', Cout]. On the GPU a large convolution is an unrolled product whose
+// store applies the activation and which is [T', Cout] as it comes: Moonshine's conv stem saves its separate
+// tanh / GELU dispatches and the two transposes between its last conv and the encoder layers. On the CPU
+// nn::conv1d, then activation, then transpose.
+struct Conv1dFusedF32 {
+  Act act = Act::Identity;
+  bool time_major = false;
+};
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f);
+
 namespace ref {
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f);
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
 // Combined output [M, D] (blocks not used: the reference does not split keys).

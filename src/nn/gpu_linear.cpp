@@ -25,10 +25,11 @@ namespace sotto::nn::gpu_ops {
 
 namespace {
 
-// The epilogue of every kernel below, on one output (row r, column c) of the product: + bias, then GELU (erf
-// by Abramowitz & Stegun 7.1.26, |error| < 1.5e-7, as the activation kernel: WGSL has no erf) where p.act is
-// Act::GeluErf (6), then + residual [m, n]. Each kernel declares p (with has_bias, act, has_residual, n), bias
-// and res (stand-ins, unread, where absent).
+// The epilogue of every kernel below, on one output (row r, column c) of the product: + bias, then tanh
+// (clamped, as the activation kernel) where p.act is Act::Tanh (4) or GELU (erf by Abramowitz & Stegun 7.1.26,
+// |error| < 1.5e-7, as the activation kernel: WGSL has no erf) where it is Act::GeluErf (6), then + residual
+// [m, n]. Each kernel declares p (with has_bias, act, has_residual, n), bias and res (stand-ins, unread, where
+// absent).
 #define NN_WGSL_LINEAR_EPILOGUE                                                                     \
   "fn erf_approx(x: f32) -> f32 {\n"                                                                \
   "  let t = 1.0 / (1.0 + 0.3275911 * abs(x));\n"                                                   \
@@ -36,12 +37,40 @@ namespace {
   "1.061405429))));\n"                                                                              \
   "  return sign(x) * (1.0 - poly * exp(-x * x));\n"                                                \
   "}\n"                                                                                             \
-  "fn epilogue(v: f32, r: u32, c: u32) -> f32 {\n"                                                  \
+  "fn finish(v: f32, r: u32, c: u32) -> f32 {\n"                                                    \
   "  var s = v;\n"                                                                                  \
-  "  if (p.has_bias != 0u) { s += bias[c]; }\n"                                                     \
+  "  if (p.act == 4u) { s = tanh(clamp(s, -15.0, 15.0)); }\n"                                       \
   "  if (p.act == 6u) { s = 0.5 * s * (1.0 + erf_approx(s * 0.70710678118654752)); }\n"             \
   "  if (p.has_residual != 0u) { s += res[r * p.n + c]; }\n"                                        \
   "  return s;\n"                                                                                   \
+  "}\n"                                                                                             \
+  "fn epilogue(v: f32, r: u32, c: u32) -> f32 {\n"                                                  \
+  "  var s = v;\n"                                                                                  \
+  "  if (p.has_bias != 0u) { s += bias[c]; }\n"                                                     \
+  "  return finish(s, r, c);\n"                                                                     \
+  "}\n"
+
+// The tiled kernels' epilogue on 4 outputs of a row, columns c .. c + 3 (c a multiple of 4): + bias, then the
+// rotary embedding where p.rope_hd (the head width) is nonzero, on interleaved pairs (c, c + 1), (c + 2, c + 3)
+// of the first p.rope_rd dims of each head at position r (the rope kernel's angles, from p.turns: gpu_ops.cpp,
+// kRope), then finish() per output. Columns past n are left alone (rope needs n even: pairs never straddle it).
+#define NN_WGSL_LINEAR_EPILOGUE4                                                                   \
+  NN_WGSL_ROPE_SIN_COS                                                                             \
+  "fn rope_pair(v: vec2<f32>, r: u32, c: u32) -> vec2<f32> {\n"                                    \
+  "  let e = c % p.rope_hd;\n"                                                                     \
+  "  if (e >= p.rope_rd) { return v; }\n"                                                          \
+  "  let pair = e / 2u;\n"                                                                         \
+  "  let sc = rope_sin_cos(r * p.turns[pair / 4u][pair % 4u]);\n"                                  \
+  "  return vec2<f32>(v.x * sc.y - v.y * sc.x, v.x * sc.x + v.y * sc.y);\n"                        \
+  "}\n"                                                                                            \
+  "fn epilogue4(v: vec4<f32>, r: u32, c: u32) -> vec4<f32> {\n"                                    \
+  "  var s = v;\n"                                                                                 \
+  "  if (p.has_bias != 0u) {\n"                                                                    \
+  "    for (var j = 0u; j < 4u; j++) { if (c + j < p.n) { s[j] += bias[c + j]; } }\n"              \
+  "  }\n"                                                                                          \
+  "  if (p.rope_hd != 0u) { s = vec4<f32>(rope_pair(s.xy, r, c), rope_pair(s.zw, r, c + 2u)); }\n" \
+  "  for (var j = 0u; j < 4u; j++) { if (c + j < p.n) { s[j] = finish(s[j], r, c + j); } }\n"      \
+  "  return s;\n"                                                                                  \
   "}\n"
 
 // linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
@@ -75,9 +104,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // 32-128 blocks for an H200's 132 SMs) gives each block `splits` workgroups over consecutive K ranges, written
 // as partial sums [splits, m, n] that kSplitSum adds in split order with the epilogue. Each output sums its own
 // K range in order from its start (split-K reorders the sum once per range: differences ~1e-7 relative).
-constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE R"(
+constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
-           act: u32, has_residual: u32, pad0: u32, pad1: u32 };
+           act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -129,13 +158,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
   for (var i = 0u; i < 4u; i++) {
     if (r + i >= p.m) { break; }
+    var v = rows[i];
+    let at = split * p.m * p.n + (r + i) * p.n + c;
+    if (p.splits == 1u) { v = epilogue4(v, r + i, c); }
     for (var j = 0u; j < 4u; j++) {
-      if (c + j >= p.n) { break; }
-      if (p.splits > 1u) {
-        y[split * p.m * p.n + (r + i) * p.n + c + j] = rows[i][j];
-      } else {
-        y[(r + i) * p.n + c + j] = epilogue(rows[i][j], r + i, c + j);
-      }
+      if (c + j < p.n) { y[at + j] = v[j]; }
     }
   }
 }
@@ -200,8 +227,9 @@ fn load_w(row: u32, k: u32) -> vec4<f32> {
   return v;
 }
 )";
-  return std::string(NN_WGSL_LINEAR_EPILOGUE R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, pad0: u32 };
+  return std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, pad0: u32,
+           rope_hd: u32, rope_rd: u32, pad1: u32, pad2: u32, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> res: array<f32>;
@@ -268,8 +296,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
   for (var i = 0u; i < 4u; i++) {
     if (r + i >= p.m) { break; }
+    let v = epilogue4(rows[i], r + i, c);
     for (var j = 0u; j < 4u; j++) {
-      if (c + j < p.n) { y[(r + i) * p.n + c + j] = epilogue(rows[i][j], r + i, c + j); }
+      if (c + j < p.n) { y[(r + i) * p.n + c + j] = v[j]; }
     }
   }
 }
@@ -277,6 +306,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 
 #undef NN_WGSL_LINEAR_EPILOGUE
+#undef NN_WGSL_LINEAR_EPILOGUE4
 
 Tensor empty_on(const Tensor& x) {
   return x.ctx().empty({0});
@@ -327,10 +357,16 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || w.rank() != 2 || w.dim(1) != x.dim(-1) ||
       (b.defined() && b.dtype() != DType::F32))
     return unsupported(x, "linear other than f32 x . f32 W^T");
-  if (f.act != Act::Identity && f.act != Act::GeluErf) return unsupported(x, "linear with this activation");
+  if (f.act != Act::Identity && f.act != Act::Tanh && f.act != Act::GeluErf)
+    return unsupported(x, "linear with this activation");
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   if (f.residual.defined() && (f.residual.dtype() != DType::F32 || f.residual.elements() != m * n))
     return unsupported(x, "linear with a residual of another shape");
+  const int64_t head_dim = f.rope_heads > 0 ? n / f.rope_heads : 0;
+  if (f.rope_heads > 0 &&
+      (n % f.rope_heads != 0 || head_dim % 2 != 0 || f.rotary_dim < 2 || f.rotary_dim % 2 != 0 ||
+       f.rotary_dim > head_dim || f.rotary_dim > 128 || m > (int64_t{1} << 31)))
+    return unsupported(x, "linear with this rotary embedding");
   Shape shape = x.shape();
   shape[-1] = n;
   Tensor out = x.ctx().empty(shape);
@@ -339,12 +375,6 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const uint32_t has_bias = b.defined() ? 1u : 0u, act = static_cast<uint32_t>(f.act),
                  has_res = f.residual.defined() ? 1u : 0u;
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  if (m < 16) {
-    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, 0, 0};
-    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &res, &out},
-                 static_cast<uint64_t>(m * n));
-    return out;
-  }
   // 64 x 64 blocks; where they are fewer than ~4 a core of a large GPU (an H200's 132), either 32 x 32 blocks
   // with K sliced 4 ways in the workgroup (where those blocks alone reach the target's quarter), or K split
   // into up to that many ranges of at least 128 (a second dispatch adds them).
@@ -356,30 +386,56 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const LinearKernel pinned = linear_kernel();
   const bool slice_k = pinned == LinearKernel::SliceK ||
                        (pinned == LinearKernel::Auto && splits > 1 && tiles32 * 4 >= target_workgroups);
+  if (f.rope_heads > 0 && (m < 16 || (!slice_k && splits > 1))) {
+    // The kernels that store one output per thread leave the rotary embedding to its own kernel.
+    Tensor y = gpu_ops::rope(gpu_ops::linear_fused_f32(x, w, b, {}).reshape({m, n}), f.rope_heads,
+                             f.rotary_dim, f.rope_base, 0, true);
+    if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
+    if (f.residual.defined()) y = gpu_ops::binary(y, f.residual.reshape({m, n}), '+');
+    return y.reshape(shape);
+  }
+  if (m < 16) {
+    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, 0, 0};
+    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &res, &out},
+                 static_cast<uint64_t>(m * n));
+    return out;
+  }
+  // The tiled kernels' uniform block ends with the rope fields and the turns of its rope_rd / 2 frequencies.
+  uint32_t params[16 + 64] = {};
+  const int rope_at = slice_k ? 8 : 10, turns_at = 12;
+  if (f.rope_heads > 0) {
+    params[rope_at] = u32(head_dim);
+    params[rope_at + 1] = u32(f.rotary_dim);
+    rope_turns(f.rope_base, f.rotary_dim, params + turns_at);
+  }
+  const size_t words = 12 + 64;
   if (slice_k) {
     const bool vec4_loads = k % 4 == 0 && x.gpu_offset() % 16 == 0 && w.gpu_offset() % 16 == 0;
-    static const std::string vec4_wgsl = linear_slice_k_wgsl(true), scalar_wgsl = linear_slice_k_wgsl(false);
-    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, 0};
+    // Made once and kept (a static std::string's destructor would need __cxa_atexit, which wasm lacks).
+    static const std::string* vec4_wgsl = new std::string(linear_slice_k_wgsl(true));
+    static const std::string* scalar_wgsl = new std::string(linear_slice_k_wgsl(false));
+    const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, 0};
+    std::copy(std::begin(head), std::end(head), params);
     // One workgroup of 256 per block: the recorder counts threads in 64s.
     rec.dispatch(vec4_loads ? "nn_linear_slice_k_vec4" : "nn_linear_slice_k",
-                 vec4_loads ? vec4_wgsl : scalar_wgsl, params, {&x, &w, &bias, &res, &out},
-                 static_cast<uint64_t>(tiles32 * 64));
+                 vec4_loads ? *vec4_wgsl : *scalar_wgsl, std::span<const uint32_t>(params, words),
+                 {&x, &w, &bias, &res, &out}, static_cast<uint64_t>(tiles32 * 64));
     return out;
   }
   const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
   splits = (k + k_chunk - 1) / k_chunk;
-  const uint32_t params[] = {
-      u32(m), u32(n),  u32(k), has_bias, u32(tiles_n), u32(tiles), u32(k_chunk), u32(splits),
-      act,    has_res, 0,      0};
+  const uint32_t head[] = {u32(m),     u32(n),       u32(k),      has_bias, u32(tiles_n),
+                           u32(tiles), u32(k_chunk), u32(splits), act,      has_res};
+  std::copy(std::begin(head), std::end(head), params);
   // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
   if (splits == 1) {
-    rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &out},
-                 static_cast<uint64_t>(tiles * 64));
+    rec.dispatch("nn_linear64", kLinear64, std::span<const uint32_t>(params, words),
+                 {&x, &w, &bias, &res, &out}, static_cast<uint64_t>(tiles * 64));
     return out;
   }
   Tensor part = x.ctx().empty({splits, m, n});
-  rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &part},
-               static_cast<uint64_t>(splits * tiles * 64));
+  rec.dispatch("nn_linear64", kLinear64, std::span<const uint32_t>(params, words),
+               {&x, &w, &bias, &res, &part}, static_cast<uint64_t>(splits * tiles * 64));
   const uint32_t sum_params[] = {u32(m * n), u32(n), u32(splits), has_bias, act, has_res, 0, 0};
   rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &res, &out},
                static_cast<uint64_t>(m * n));

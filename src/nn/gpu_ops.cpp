@@ -1027,6 +1027,42 @@ Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end) {
   return out;
 }
 
+namespace {
+// A groups = 1 convolution large enough for the tiled product (Moonshine's stem: 2 G multiply-adds for 10 s):
+// the input windows unrolled, multiplied, the activation in the product's store; [T', Cout] as the product
+// gives it. Undefined where the convolution is small or grouped.
+Tensor conv1d_as_product(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding,
+                         int padding_end, int dilation, int groups, Act act) {
+  const int64_t length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
+  const int64_t out_len = (length + padding + padding_end - dilation * (kernel - 1) - 1) / stride + 1;
+  if (groups != 1 || cout * out_len * in_g * kernel < (int64_t{1} << 22)) return {};
+  const int64_t cols = in_g * kernel;
+  Tensor unrolled = x.ctx().empty({out_len, cols});
+  const uint32_t p[] = {static_cast<uint32_t>(out_len * cols), static_cast<uint32_t>(cols),
+                        static_cast<uint32_t>(kernel),         static_cast<uint32_t>(length),
+                        static_cast<uint32_t>(stride),         static_cast<uint32_t>(padding),
+                        static_cast<uint32_t>(dilation),       0};
+  x.ctx().gpu()->dispatch("nn_im2col", kIm2col, p, {&x, &unrolled}, static_cast<uint64_t>(out_len * cols));
+  return gpu_ops::linear_fused_f32(unrolled, w.reshape({cout, cols}), b, {.act = act});
+}
+}  // namespace
+
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || x.rank() != 2 || w.rank() != 3 ||
+      (b.defined() && b.dtype() != DType::F32))
+    return unsupported(x, "conv1d other than f32");
+  const int padding_end = o.padding_end < 0 ? o.padding : o.padding_end;
+  const Tensor product =
+      conv1d_as_product(x, w, b, o.stride, o.padding, padding_end, o.dilation, o.groups, f.act);
+  if (product.defined()) return f.time_major ? product : gpu_ops::transpose(product);
+  Tensor y = gpu_ops::conv1d(x, w, b, o.stride, o.padding, padding_end, o.dilation, o.groups);
+  if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
+  return f.time_major ? gpu_ops::transpose(y) : y;
+}
+
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding, int padding_end,
               int dilation, int groups) {
   GpuRecorder& rec = *x.ctx().gpu();
@@ -1036,18 +1072,9 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
     return unsupported(x, "conv1d other than f32");
   const int64_t length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
   const int64_t out_len = (length + padding + padding_end - dilation * (kernel - 1) - 1) / stride + 1;
-  if (groups == 1 && cout * out_len * in_g * kernel >= (int64_t{1} << 22)) {
-    // Large convolutions (Moonshine's stem: 2 G multiply-adds for 10 s) as the tiled product: unroll the input
-    // windows, multiply, transpose back to [Cout, T'].
-    const int64_t cols = in_g * kernel;
-    Tensor unrolled = x.ctx().empty({out_len, cols});
-    const uint32_t p[] = {static_cast<uint32_t>(out_len * cols), static_cast<uint32_t>(cols),
-                          static_cast<uint32_t>(kernel),         static_cast<uint32_t>(length),
-                          static_cast<uint32_t>(stride),         static_cast<uint32_t>(padding),
-                          static_cast<uint32_t>(dilation),       0};
-    rec.dispatch("nn_im2col", kIm2col, p, {&x, &unrolled}, static_cast<uint64_t>(out_len * cols));
-    return gpu_ops::transpose(gpu_ops::linear(unrolled, w.reshape({cout, cols}), b));
-  }
+  const Tensor product =
+      conv1d_as_product(x, w, b, stride, padding, padding_end, dilation, groups, Act::Identity);
+  if (product.defined()) return gpu_ops::transpose(product);  // [T', Cout] -> [Cout, T']
   Tensor out = x.ctx().empty({cout, out_len});
   const uint32_t params[] = {static_cast<uint32_t>(cout),
                              static_cast<uint32_t>(out_len),

@@ -29,6 +29,8 @@ Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& 
 Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end);
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding, int padding_end,
               int dilation, int groups);
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f);  // nn/fused.h's
 Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
             Tensor* h_out, Tensor* c_out);
 // Moonshine's ops (the kernels below the first group in gpu_ops.cpp).

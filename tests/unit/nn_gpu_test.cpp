@@ -84,7 +84,7 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
 
 // Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 blocks with K sliced
 // in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of linear_fused_f32
-// (bias, GELU, residual) against the scalar reference (ref::linear, then activation and add), on odd sizes: a
+// (bias, rope, tanh, GELU, residual) against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
 // few rows (the row kernel), fewer rows than a block, K below one chunk of 32 and not a multiple of 4 (scalar
 // loads), K a multiple of 4 (vec4 loads) with partial blocks each way, and a long K (split 4-8 ways under the
 // 64 x 64 kernel). Tolerance as plain linear's: 1e-5 * K absolute (inputs in [-1, 1]: each of K products is
@@ -116,12 +116,25 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
       expect_close(download(*cpu, *gpu, linear(gx, gw)), ref::linear(x, w), atol, 1e-5f, what);
       expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf})),
                    ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf}), atol, 1e-5f, what + " bias gelu");
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::Tanh})),
+                   ref::linear_fused_f32(x, w, b, {.act = Act::Tanh}), atol, 1e-5f, what + " bias tanh");
       expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, {}, {.residual = gres})),
                    ref::linear_fused_f32(x, w, {}, {.residual = res}), atol, 1e-5f, what + " residual");
       expect_close(
           download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf, .residual = gres})),
           ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}), atol, 1e-5f,
           what + " bias gelu residual");
+      // The rotary embedding (Moonshine's q and k) on N = heads x an even head width, its first rotary_dim
+      // dims rotating: each output mixes two within atol, so 1.5 x atol.
+      const int heads = static_cast<int>(rand_int(1, 4)), head_dim = 2 * static_cast<int>(rand_int(2, 12));
+      const int rotary_dim = 2 * static_cast<int>(rand_int(1, head_dim / 2));
+      const Tensor wr = rand_tensor(*cpu, {heads * head_dim, s.k}),
+                   br = rand_tensor(*cpu, {heads * head_dim});
+      const LinearFusedF32 rope = {.rope_heads = heads, .rotary_dim = rotary_dim, .rope_base = 10000.0f};
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, upload(*gpu, wr), upload(*gpu, br), rope)),
+                   ref::linear_fused_f32(x, wr, br, rope), 1.5f * atol, 1e-5f,
+                   what + " rope " + std::to_string(heads) + "x" + std::to_string(head_dim) + " rotating " +
+                       std::to_string(rotary_dim));
     }
   }
   gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
@@ -131,6 +144,37 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
   expect_close(linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}),
                ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}), 1e-6f, 1e-6f,
                "cpu linear_fused_f32");
+}
+
+// conv1d_fused_f32 (the activation in the product's store, the output [T', Cout] or [Cout, T']) against the
+// reference (ref::conv1d, activation, transpose): a convolution large enough for the unrolled product (Moonshine's
+// stem, smaller) and a small one (the direct kernel, then the activation and transpose kernels). Tolerance as
+// linear's over Cin x K products.
+TEST(NnGpu, FusedConv1dMatchesTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (const bool large : {true, false}) {
+    // Large: at least 100 x 650 x 40 x 3 = 7.8 M multiply-adds (the product takes >= 4 M).
+    const int64_t cin = large ? rand_int(40, 60) : rand_int(1, 5), kernel = rand_int(3, 7);
+    const int64_t cout = large ? rand_int(100, 130) : rand_int(1, 9),
+                  length = large ? rand_int(1300, 1800) : 50;
+    const int stride = static_cast<int>(rand_int(1, large ? 2 : 3)),
+              padding = static_cast<int>(rand_int(0, 2));
+    const Tensor x = rand_tensor(*cpu, {cin, length}), w = rand_tensor(*cpu, {cout, cin, kernel}),
+                 b = rand_tensor(*cpu, {cout});
+    const Conv1dOptions o = {.stride = stride, .padding = padding};
+    for (const Act act : {Act::Identity, Act::Tanh, Act::GeluErf})
+      for (const bool time_major : {false, true}) {
+        const Conv1dFusedF32 f = {.act = act, .time_major = time_major};
+        expect_close(
+            download(*cpu, *gpu, conv1d_fused_f32(upload(*gpu, x), upload(*gpu, w), upload(*gpu, b), o, f)),
+            ref::conv1d_fused_f32(x, w, b, o, f), 1e-5f * static_cast<float>(cin * kernel), 1e-5f,
+            "gpu conv1d_fused_f32 " + std::string(large ? "large" : "small") + " act " +
+                std::to_string(static_cast<int>(act)) + (time_major ? " time-major" : ""));
+      }
+  }
 }
 
 // The rule's plans in dispatches, for the shapes they were made for: Moonshine's encoder at 10 s (415 rows,

@@ -29,29 +29,41 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
   auto linear = [&](const Tensor& x, const Tensor& m, const Tensor& b = {}) {
     return moonshine_encoder_linear(w, x, m, b);
   };
+  // On the GPU the stem's activations, the rotary embeddings of q and k, the FFN's GELU and both residual adds
+  // happen in the products' stores (nn/fused.h: a dispatch each saved, 5 a layer), and the last conv comes
+  // out [T, C] (2 transposes saved); the CPU keeps its packed products and separate ops.
+  const bool gpu = audio.ctx().backend() == nn::Backend::Gpu && !w.encoder_packed;
   Tensor x = audio.reshape({1, audio.elements()});
-  x = nn::tanh(nn::conv1d(x, w.conv1, {}, {.stride = 64}));
-  x = nn::group_norm(x, 1, w.group_norm_gamma, w.group_norm_beta, c.norm_eps);
-  x = nn::gelu(nn::conv1d(x, w.conv2, w.conv2_b, {.stride = 3}));
-  x = nn::gelu(nn::conv1d(x, w.conv3, w.conv3_b, {.stride = 2}));
-  x = nn::transpose(x);  // [C, T] -> [T, C]
+  if (gpu) {
+    x = nn::conv1d_fused_f32(x, w.conv1, {}, {.stride = 64}, {.act = nn::Act::Tanh});
+    x = nn::group_norm(x, 1, w.group_norm_gamma, w.group_norm_beta, c.norm_eps);
+    x = nn::conv1d_fused_f32(x, w.conv2, w.conv2_b, {.stride = 3}, {.act = nn::Act::GeluErf});
+    x = nn::conv1d_fused_f32(x, w.conv3, w.conv3_b, {.stride = 2},
+                             {.act = nn::Act::GeluErf, .time_major = true});
+  } else {
+    x = nn::tanh(nn::conv1d(x, w.conv1, {}, {.stride = 64}));
+    x = nn::group_norm(x, 1, w.group_norm_gamma, w.group_norm_beta, c.norm_eps);
+    x = nn::gelu(nn::conv1d(x, w.conv2, w.conv2_b, {.stride = 3}));
+    x = nn::gelu(nn::conv1d(x, w.conv3, w.conv3_b, {.stride = 2}));
+    x = nn::transpose(x);  // [C, T] -> [T, C]
+  }
 
-  // On the GPU the FFN's GELU and both residual adds happen in the products' stores (nn/fused.h: a dispatch
-  // each saved, 3 a layer); the CPU keeps its packed products and separate adds.
-  const bool gpu = x.ctx().backend() == nn::Backend::Gpu && !w.encoder_packed;
   for (const MoonshineEncoderLayer& l : w.encoder) {
     Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
-    Tensor q = nn::rope(linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
-    Tensor k = nn::rope(linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
-    const Tensor attended = nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads});
     if (gpu) {
+      const nn::LinearFusedF32 rope = {
+          .rope_heads = c.n_heads, .rotary_dim = c.rotary_dim, .rope_base = c.rope_base};
+      const Tensor q = nn::linear_fused_f32(h, l.q, {}, rope), k = nn::linear_fused_f32(h, l.k, {}, rope);
+      const Tensor attended = nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads});
       x = nn::linear_fused_f32(attended, l.o, {}, {.residual = x});
       h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
       h = nn::linear_fused_f32(h, l.fc1, l.fc1_b, {.act = nn::Act::GeluErf});
       x = nn::linear_fused_f32(h, l.fc2, l.fc2_b, {.residual = x});
       continue;
     }
-    x = nn::add(x, linear(attended, l.o));
+    Tensor q = nn::rope(linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
+    Tensor k = nn::rope(linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
+    x = nn::add(x, linear(nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads}), l.o));
     h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
     x = nn::add(x, linear(nn::gelu(linear(h, l.fc1, l.fc1_b)), l.fc2, l.fc2_b));
   }
