@@ -119,7 +119,9 @@ Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
 }
 
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
-  Tensor y = ref::linear(cpu::as_f32(x), w, b);
+  const Tensor xn =
+      f.norm_gamma.defined() ? ref::layer_norm(cpu::as_f32(x), f.norm_gamma, {}, f.norm_eps) : cpu::as_f32(x);
+  Tensor y = ref::linear(xn, w, b);
   if (f.rope_heads > 0) y = ref::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
   y = ref::activation(y, f.act);
   return f.residual.defined() ? ref::binary(y, cpu::as_f32(f.residual), '+') : y;
@@ -162,7 +164,7 @@ Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
 
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
   if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
-  Tensor y = linear(x, w, b);
+  Tensor y = linear(f.norm_gamma.defined() ? layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, w, b);
   if (f.rope_heads > 0) y = rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
   y = activation(y, f.act);
   return f.residual.defined() ? add(y, f.residual) : y;

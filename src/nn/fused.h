@@ -93,12 +93,16 @@ void greedy_step(const Tensor& logits, const GreedyLoop& g);
 // log word 0 once the loop has ended: 1.0f's bits (linear_int8_fused reads it through a float binding).
 constexpr int32_t kGreedyEnded = 0x3f800000;
 
-// An f32 product with what follows it in a transformer's encoder layer: act(rope(x . W^T + b)) + residual, act
-// Identity, Tanh or GeluErf, residual [M, N] or undefined, rope the rotary embedding of nn::rope (interleaved pairs,
-// row r at position r) where rope_heads > 0. On the GPU one dispatch where the separate ops took 2-3
-// (Moonshine's encoder: q and k with their rope, its FFN's GELU, both residual adds). On the CPU nn::linear,
-// then rope, activation and add (models keep their CPU path, which packs its weights).
+// An f32 product with what is around it in a transformer's encoder layer: act(rope(norm(x) . W^T + b)) +
+// residual. norm: nn::layer_norm without bias, where norm_gamma is defined; act Identity, Tanh or GeluErf;
+// residual [M, N] or undefined; rope: nn::rope's rotary embedding (interleaved pairs, row r at position r)
+// where rope_heads > 0. On the GPU one dispatch where the separate ops took 2-4 (Moonshine's encoder: the
+// norms before q / k / v and fc1, q and k with their rope, the FFN's GELU, both residual adds). On the CPU
+// layer_norm, nn::linear, rope, activation and add (models keep their CPU path, which packs its weights).
 struct LinearFusedF32 {
+  // Layer norm without bias of each row of x first: (x - mean) / sqrt(var + eps) * gamma (undefined: none).
+  Tensor norm_gamma = {};
+  float norm_eps = 1e-5f;
   Act act = Act::Identity;
   Tensor residual = {};
   int rope_heads = 0, rotary_dim = 0;

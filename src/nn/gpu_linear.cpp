@@ -1,17 +1,20 @@
-// The f32 product y = act(x . W^T + b) + residual on the GPU (nn::linear, nn::linear_fused_f32): four kernels
-// and the rule that picks one from (m, n, K) alone (no timing at load).
+// The f32 product y = act(rope(norm(x) . W^T + b)) + residual on the GPU (nn::linear, nn::linear_fused_f32):
+// four kernels and the rule that picks one from (m, n, K) alone (no timing at load).
 //   m < 16             kLinearRows: one output per thread (a step of a recurrent network).
 //   enough 64 x 64 blocks to fill the GPU, or K too short to split
 //                      kLinear64: 64 x 64 outputs per workgroup of 256 threads.
-//   too few 64 x 64 blocks, but 32 x 32 blocks enough for ~4 workgroups a core of an H100 / H200 (132 SMs)
+//   too few 64 x 64 blocks, but 32 x 32 blocks at least one a core of an H100 / H200 (132 = the split target
+//   528 / 4, each block's workgroup being 4 slices of K)
 //                      kLinearSliceK: 32 x 32 outputs per workgroup of 256 threads, K split over 4 groups of
-//                      64 threads inside the workgroup. Moonshine's encoder at 10 s (415 rows, d 416, FFN 1664).
+//                      64 threads inside the workgroup. Moonshine's encoder at 10 s (413 rows, d 416, FFN 1664).
 //   too few of either  kLinear64 split over K ranges, partial sums added by kSplitSum (a second dispatch).
 //                      Parakeet's products of ~75 rows and K 1024-4096.
 // A dispatch costs ~12-15 us on an H100 whatever its size, and Moonshine's encoder products take 30-60 us: a
 // split-K plan's second dispatch, and the separate bias / GELU / residual dispatches after a product, were a
-// third of the encoder's time. Every kernel applies the epilogue as it stores (kSplitSum where split).
+// third of the encoder's time. Every kernel applies the epilogue as it stores (kSplitSum where split) and, where
+// asked, the layer norm of x's rows as it loads them (the tiled kernels compute the rows' statistics first).
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -77,13 +80,14 @@ namespace {
 // (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
 // barriers cost more than they save (SwiftShader runs Silero ~3x slower with them).
 constexpr const char* kLinearRows = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, pad0: u32, pad1: u32 };
+struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, has_norm: u32, eps: f32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> res: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read> gamma: array<f32>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let i = index(g);
@@ -91,7 +95,18 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   let r = i / p.n;
   let c = i % p.n;
   var s = 0.0;
-  for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
+  if (p.has_norm != 0u) {
+    // The row's layer norm, recomputed by each of its outputs (K more reads each: rows are few here).
+    var t = 0.0;
+    for (var e = 0u; e < p.k; e++) { t += x[r * p.k + e]; }
+    let mean = t / f32(p.k);
+    t = 0.0;
+    for (var e = 0u; e < p.k; e++) { t += (x[r * p.k + e] - mean) * (x[r * p.k + e] - mean); }
+    let rstd = 1.0 / sqrt(t / f32(p.k) + p.eps);
+    for (var e = 0u; e < p.k; e++) { s += (x[r * p.k + e] - mean) * rstd * gamma[e] * w[c * p.k + e]; }
+  } else {
+    for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
+  }
   y[i] = epilogue(s, r, c);
 }
 )";
@@ -106,15 +121,29 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // K range in order from its start (split-K reorders the sum once per range: differences ~1e-7 relative).
 constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
-           act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16> };
+           act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16>, has_norm: u32,
+           eps: f32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> res: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read> gamma: array<f32>;
 var<workgroup> xs: array<vec4<f32>, 272>;
 var<workgroup> ws: array<vec4<f32>, 272>;
+var<workgroup> stats: array<f32, 256>;
+var<workgroup> row_mean: array<f32, 64>;
+var<workgroup> row_rstd: array<f32, 64>;
+// Row lid / 4's total over its 4 threads (lid % 4), in their order.
+fn row_total(v: f32, lid: u32) -> f32 {
+  stats[lid] = v;
+  workgroupBarrier();
+  let b = lid - lid % 4u;
+  let t = stats[b] + stats[b + 1u] + stats[b + 2u] + stats[b + 3u];
+  workgroupBarrier();
+  return t;
+}
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let id = wid.x + wid.y * 65535u;
@@ -131,12 +160,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
   var acc3 = vec4<f32>(0.0);
+  if (p.has_norm != 0u) {
+    // The layer norm of the block's 64 rows first (over all of K, whatever the split): 4 threads a row, its
+    // mean, then its variance about it.
+    let row = lid / 4u;
+    var t = 0.0;
+    if (r0 + row < p.m) { for (var e = lid % 4u; e < p.k; e += 4u) { t += x[(r0 + row) * p.k + e]; } }
+    let mean = row_total(t, lid) / f32(p.k);
+    t = 0.0;
+    if (r0 + row < p.m) {
+      for (var e = lid % 4u; e < p.k; e += 4u) {
+        let d = x[(r0 + row) * p.k + e] - mean;
+        t += d * d;
+      }
+    }
+    let rstd = 1.0 / sqrt(row_total(t, lid) / f32(p.k) + p.eps);
+    if (lid % 4u == 0u) {
+      row_mean[row] = mean;
+      row_rstd[row] = rstd;
+    }
+    workgroupBarrier();
+  }
   for (var k0 = kb; k0 < ke; k0 += 16u) {
     let kk = k0 + tx;
     for (var part = 0u; part < 4u; part++) {
       let row = part * 16u + ty;
       var xv = 0.0;
       if (r0 + row < p.m && kk < ke) { xv = x[(r0 + row) * p.k + kk]; }
+      if (p.has_norm != 0u && kk < ke) { xv = (xv - row_mean[row]) * row_rstd[row] * gamma[kk]; }
       xs[tx * 17u + row / 4u][row % 4u] = xv;
       var wv = 0.0;
       if (c0 + row < p.n && kk < ke) { wv = w[(c0 + row) * p.k + kk]; }
@@ -190,14 +241,16 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // of 64 threads; each thread of a slice a 4 x 4 square of the block (16 multiply-adds per pair of vec4 reads
 // from workgroup memory), over the slice's 8 of every chunk of 32 ks. The 4 slices' sums are added in slice
 // order through workgroup memory at the end, then the epilogue. Against kLinear64 split K ways: the same
-// number of threads in flight (Moonshine's 415 x 416 products: 169 workgroups here, 49 x 3 there) with no
+// number of threads in flight (Moonshine's 413 x 416 products: 169 workgroups here, 49 x 3 there) with no
 // partial sums written and no second dispatch; each 32 x 32 block reads its 64 rows of x and W from L2 (twice
-// the 64 x 64 kernel's bytes per output: ~18 MB for a 415 x 416 x 416 product, a few us of L2 bandwidth).
+// the 64 x 64 kernel's bytes per output: ~18 MB for a 413 x 416 x 416 product, a few us of L2 bandwidth).
 // A chunk: each thread loads 4 consecutive ks of one x row and one W row (a vec4 where K % 4 == 0; a warp reads
 // 8 rows x 64 bytes), the next chunk's loaded into registers while this one is multiplied; staged k-major as
 // vec4s of 4 rows, 9 vec4s a k (a warp's stores hit each bank at most twice). Workgroup memory: x at [0, 288),
 // W at [288, 576), then all of [0, 768) for the slices' sums. Each output sums its slice's ks in order, then
-// slices 0 + 1 + 2 + 3: differences from the CPU's order ~1e-7 relative.
+// slices 0 + 1 + 2 + 3: differences from the CPU's order ~1e-7 relative. With a layer norm, the block's 32
+// rows' means and variances first (two passes over each row, 8 threads a row: 2 x 32 x K floats from L2,
+// ~6 % of the product's loads for K 416), applied to x as each chunk is loaded.
 std::string linear_slice_k_wgsl(bool vec4_loads) {
   const char* loads = vec4_loads ? R"(
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
@@ -228,13 +281,30 @@ fn load_w(row: u32, k: u32) -> vec4<f32> {
 }
 )";
   return std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, pad0: u32,
-           rope_hd: u32, rope_rd: u32, pad1: u32, pad2: u32, turns: array<vec4<u32>, 16> };
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, has_norm: u32,
+           rope_hd: u32, rope_rd: u32, eps: f32, pad0: u32, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> res: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read> gamma: array<f32>;
 var<workgroup> sh: array<vec4<f32>, 768>;
+var<workgroup> stats: array<f32, 256>;
+fn normed(v: vec4<f32>, k: u32, mean: f32, rstd: f32) -> vec4<f32> {
+  if (p.has_norm == 0u) { return v; }
+  var g = vec4<f32>(0.0);
+  for (var j = 0u; j < 4u; j++) { if (k + j < p.k) { g[j] = gamma[k + j]; } }
+  return (v - mean) * rstd * g;
+}
+// Row lr's total over the 8 threads that load it (their lids differ in bits 3-5), in their order.
+fn row_total(v: f32, lid: u32) -> f32 {
+  stats[lid] = v;
+  workgroupBarrier();
+  var t = 0.0;
+  for (var q = 0u; q < 8u; q++) { t += stats[lid % 8u + 64u * (lid / 64u) + 8u * q]; }
+  workgroupBarrier();
+  return t;
+}
 )") + loads +
          R"(
 @compute @workgroup_size(256)
@@ -251,7 +321,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
   var acc3 = vec4<f32>(0.0);
-  var xv = load_x(r0 + lr, lk);
+  // The layer norm of x's rows first, where asked: each row's mean, then its variance about it (two passes
+  // over the row, 8 threads a row, from L2), applied to x as it is loaded.
+  var mean = 0.0;
+  var rstd = 1.0;
+  if (p.has_norm != 0u) {
+    var t = 0.0;
+    for (var k0 = 0u; k0 < p.k; k0 += 32u) {
+      let v = load_x(r0 + lr, k0 + lk);
+      t += v.x + v.y + v.z + v.w;
+    }
+    mean = row_total(t, lid) / f32(p.k);
+    t = 0.0;
+    for (var k0 = 0u; k0 < p.k; k0 += 32u) {
+      let v = load_x(r0 + lr, k0 + lk);
+      for (var j = 0u; j < 4u; j++) {
+        if (k0 + lk + j < p.k) { t += (v[j] - mean) * (v[j] - mean); }
+      }
+    }
+    rstd = 1.0 / sqrt(row_total(t, lid) / f32(p.k) + p.eps);
+  }
+  var xv = normed(load_x(r0 + lr, lk), lk, mean, rstd);
   var wv = load_w(c0 + lr, lk);
   for (var k0 = 0u; k0 < p.k; k0 += 32u) {
     for (var j = 0u; j < 4u; j++) {
@@ -261,7 +351,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     if (k0 + 32u < p.k) {
-      xv = load_x(r0 + lr, k0 + 32u + lk);
+      xv = normed(load_x(r0 + lr, k0 + 32u + lk), k0 + 32u + lk, mean, rstd);
       wv = load_w(c0 + lr, k0 + 32u + lk);
     }
     for (var kk = 0u; kk < 8u; kk++) {
@@ -367,6 +457,8 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
       (n % f.rope_heads != 0 || head_dim % 2 != 0 || f.rotary_dim < 2 || f.rotary_dim % 2 != 0 ||
        f.rotary_dim > head_dim || f.rotary_dim > 128 || m > (int64_t{1} << 31)))
     return unsupported(x, "linear with this rotary embedding");
+  if (f.norm_gamma.defined() && (f.norm_gamma.dtype() != DType::F32 || f.norm_gamma.elements() != k))
+    return unsupported(x, "linear with a layer norm of another width");
   Shape shape = x.shape();
   shape[-1] = n;
   Tensor out = x.ctx().empty(shape);
@@ -386,17 +478,20 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const LinearKernel pinned = linear_kernel();
   const bool slice_k = pinned == LinearKernel::SliceK ||
                        (pinned == LinearKernel::Auto && splits > 1 && tiles32 * 4 >= target_workgroups);
+  const Tensor& gamma = f.norm_gamma.defined() ? f.norm_gamma : w;
+  const uint32_t has_norm = f.norm_gamma.defined() ? 1u : 0u, eps = std::bit_cast<uint32_t>(f.norm_eps);
   if (f.rope_heads > 0 && (m < 16 || (!slice_k && splits > 1))) {
     // The kernels that store one output per thread leave the rotary embedding to its own kernel.
-    Tensor y = gpu_ops::rope(gpu_ops::linear_fused_f32(x, w, b, {}).reshape({m, n}), f.rope_heads,
+    const LinearFusedF32 product = {.norm_gamma = f.norm_gamma, .norm_eps = f.norm_eps};
+    Tensor y = gpu_ops::rope(gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n}), f.rope_heads,
                              f.rotary_dim, f.rope_base, 0, true);
     if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
     if (f.residual.defined()) y = gpu_ops::binary(y, f.residual.reshape({m, n}), '+');
     return y.reshape(shape);
   }
   if (m < 16) {
-    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, 0, 0};
-    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &res, &out},
+    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, has_norm, eps};
+    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &res, &out, &gamma},
                  static_cast<uint64_t>(m * n));
     return out;
   }
@@ -414,12 +509,13 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
     // Made once and kept (a static std::string's destructor would need __cxa_atexit, which wasm lacks).
     static const std::string* vec4_wgsl = new std::string(linear_slice_k_wgsl(true));
     static const std::string* scalar_wgsl = new std::string(linear_slice_k_wgsl(false));
-    const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, 0};
+    const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, has_norm};
     std::copy(std::begin(head), std::end(head), params);
+    params[10] = eps;
     // One workgroup of 256 per block: the recorder counts threads in 64s.
     rec.dispatch(vec4_loads ? "nn_linear_slice_k_vec4" : "nn_linear_slice_k",
                  vec4_loads ? *vec4_wgsl : *scalar_wgsl, std::span<const uint32_t>(params, words),
-                 {&x, &w, &bias, &res, &out}, static_cast<uint64_t>(tiles32 * 64));
+                 {&x, &w, &bias, &res, &out, &gamma}, static_cast<uint64_t>(tiles32 * 64));
     return out;
   }
   const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
@@ -427,15 +523,17 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const uint32_t head[] = {u32(m),     u32(n),       u32(k),      has_bias, u32(tiles_n),
                            u32(tiles), u32(k_chunk), u32(splits), act,      has_res};
   std::copy(std::begin(head), std::end(head), params);
+  params[76] = has_norm;
+  params[77] = eps;
   // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
   if (splits == 1) {
-    rec.dispatch("nn_linear64", kLinear64, std::span<const uint32_t>(params, words),
-                 {&x, &w, &bias, &res, &out}, static_cast<uint64_t>(tiles * 64));
+    rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &out, &gamma},
+                 static_cast<uint64_t>(tiles * 64));
     return out;
   }
   Tensor part = x.ctx().empty({splits, m, n});
-  rec.dispatch("nn_linear64", kLinear64, std::span<const uint32_t>(params, words),
-               {&x, &w, &bias, &res, &part}, static_cast<uint64_t>(splits * tiles * 64));
+  rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &part, &gamma},
+               static_cast<uint64_t>(splits * tiles * 64));
   const uint32_t sum_params[] = {u32(m * n), u32(n), u32(splits), has_bias, act, has_res, 0, 0};
   rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &res, &out},
                static_cast<uint64_t>(m * n));

@@ -84,7 +84,7 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
 
 // Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 blocks with K sliced
 // in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of linear_fused_f32
-// (bias, rope, tanh, GELU, residual) against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
+// (norm, bias, rope, tanh, GELU, residual) against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
 // few rows (the row kernel), fewer rows than a block, K below one chunk of 32 and not a multiple of 4 (scalar
 // loads), K a multiple of 4 (vec4 loads) with partial blocks each way, and a long K (split 4-8 ways under the
 // 64 x 64 kernel). Tolerance as plain linear's: 1e-5 * K absolute (inputs in [-1, 1]: each of K products is
@@ -124,15 +124,30 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
           download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf, .residual = gres})),
           ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}), atol, 1e-5f,
           what + " bias gelu residual");
-      // The rotary embedding (Moonshine's q and k) on N = heads x an even head width, its first rotary_dim
-      // dims rotating: each output mixes two within atol, so 1.5 x atol.
+      // The layer norm of x's rows first (Moonshine's norms before q / k / v and fc1): normalised x is within
+      // sqrt(3) of 0 here (uniform inputs), so 2 x atol.
+      const Tensor gamma = rand_tensor(*cpu, {s.k});
+      const LinearFusedF32 normed = {
+          .norm_gamma = gamma, .norm_eps = 1e-5f, .act = Act::GeluErf, .residual = res};
+      LinearFusedF32 gnormed = normed;
+      gnormed.norm_gamma = upload(*gpu, gamma);
+      gnormed.residual = gres;
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, gnormed)),
+                   ref::linear_fused_f32(x, w, b, normed), 2.0f * atol, 1e-5f,
+                   what + " norm bias gelu residual");
+      // The rotary embedding (Moonshine's q and k, after the norm) on N = heads x an even head width, its first
+      // rotary_dim dims rotating: each output mixes two within 2 x atol, so 3 x atol.
       const int heads = static_cast<int>(rand_int(1, 4)), head_dim = 2 * static_cast<int>(rand_int(2, 12));
       const int rotary_dim = 2 * static_cast<int>(rand_int(1, head_dim / 2));
       const Tensor wr = rand_tensor(*cpu, {heads * head_dim, s.k}),
                    br = rand_tensor(*cpu, {heads * head_dim});
       const LinearFusedF32 rope = {.rope_heads = heads, .rotary_dim = rotary_dim, .rope_base = 10000.0f};
-      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, upload(*gpu, wr), upload(*gpu, br), rope)),
-                   ref::linear_fused_f32(x, wr, br, rope), 1.5f * atol, 1e-5f,
+      LinearFusedF32 grope = rope;
+      grope.norm_gamma = upload(*gpu, gamma);
+      LinearFusedF32 rope_normed = rope;
+      rope_normed.norm_gamma = gamma;
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, upload(*gpu, wr), upload(*gpu, br), grope)),
+                   ref::linear_fused_f32(x, wr, br, rope_normed), 3.0f * atol, 1e-5f,
                    what + " rope " + std::to_string(heads) + "x" + std::to_string(head_dim) + " rotating " +
                        std::to_string(rotary_dim));
     }

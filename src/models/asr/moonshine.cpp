@@ -29,9 +29,10 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
   auto linear = [&](const Tensor& x, const Tensor& m, const Tensor& b = {}) {
     return moonshine_encoder_linear(w, x, m, b);
   };
-  // On the GPU the stem's activations, the rotary embeddings of q and k, the FFN's GELU and both residual adds
-  // happen in the products' stores (nn/fused.h: a dispatch each saved, 5 a layer), and the last conv comes
-  // out [T, C] (2 transposes saved); the CPU keeps its packed products and separate ops.
+  // On the GPU the layer norms happen as the products load x, the stem's activations, the rotary embeddings of
+  // q and k, the FFN's GELU and both residual adds in the products' stores (nn/fused.h: a dispatch each saved,
+  // 7 a layer), and the last conv comes out [T, C] (2 transposes saved); the CPU keeps its packed products and
+  // separate ops.
   const bool gpu = audio.ctx().backend() == nn::Backend::Gpu && !w.encoder_packed;
   Tensor x = audio.reshape({1, audio.elements()});
   if (gpu) {
@@ -49,18 +50,22 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
   }
 
   for (const MoonshineEncoderLayer& l : w.encoder) {
-    Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
     if (gpu) {
-      const nn::LinearFusedF32 rope = {
-          .rope_heads = c.n_heads, .rotary_dim = c.rotary_dim, .rope_base = c.rope_base};
-      const Tensor q = nn::linear_fused_f32(h, l.q, {}, rope), k = nn::linear_fused_f32(h, l.k, {}, rope);
-      const Tensor attended = nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads});
+      const nn::LinearFusedF32 normed = {.norm_gamma = l.attn_norm, .norm_eps = c.norm_eps};
+      nn::LinearFusedF32 rope = normed;
+      rope.rope_heads = c.n_heads;
+      rope.rotary_dim = c.rotary_dim;
+      rope.rope_base = c.rope_base;
+      const Tensor q = nn::linear_fused_f32(x, l.q, {}, rope), k = nn::linear_fused_f32(x, l.k, {}, rope);
+      const Tensor attended =
+          nn::attention(q, k, nn::linear_fused_f32(x, l.v, {}, normed), {.n_heads = c.n_heads});
       x = nn::linear_fused_f32(attended, l.o, {}, {.residual = x});
-      h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
-      h = nn::linear_fused_f32(h, l.fc1, l.fc1_b, {.act = nn::Act::GeluErf});
+      const Tensor h = nn::linear_fused_f32(
+          x, l.fc1, l.fc1_b, {.norm_gamma = l.mlp_norm, .norm_eps = c.norm_eps, .act = nn::Act::GeluErf});
       x = nn::linear_fused_f32(h, l.fc2, l.fc2_b, {.residual = x});
       continue;
     }
+    Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
     Tensor q = nn::rope(linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
     Tensor k = nn::rope(linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
     x = nn::add(x, linear(nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads}), l.o));
