@@ -112,6 +112,21 @@ Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f) {
   return ref::attention(q, k, v, {.n_heads = static_cast<int>(f.n_heads), .causal = self});
 }
 
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f) {
+  const Tensor y = ref::activation(ref::conv1d(cpu::as_f32(x), w, b, o), f.act);
+  return f.time_major ? transpose(y) : y;
+}
+
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
+  const Tensor xn =
+      f.norm_gamma.defined() ? ref::layer_norm(cpu::as_f32(x), f.norm_gamma, {}, f.norm_eps) : cpu::as_f32(x);
+  Tensor y = ref::linear(xn, w, b);
+  if (f.rope_heads > 0) y = ref::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+  y = ref::activation(y, f.act);
+  return f.residual.defined() ? ref::binary(y, cpu::as_f32(f.residual), '+') : y;
+}
+
 void greedy_step(const Tensor& logits, const GreedyLoop& g) {
   int32_t* log = g.log.data<int32_t>();
   if (log[0] != 0) return;
@@ -138,6 +153,21 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f) {
   if (gpu_ops::on_gpu(x)) return gpu_ops::linear_int8_fused(x, f);
   NN_ASSERT(f.w.dtype() == DType::I8 && f.w.rank() == 2 && (f.x_blocks > 1 || f.w.dim(1) == x.dim(-1)));
   return ref::linear_int8_fused(x, f);
+}
+
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f) {
+  if (gpu_ops::on_gpu(x)) return gpu_ops::conv1d_fused_f32(x, w, b, o, f);
+  const Tensor y = activation(conv1d(x, w, b, o), f.act);
+  return f.time_major ? transpose(y) : y;
+}
+
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
+  if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
+  Tensor y = linear(f.norm_gamma.defined() ? layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, w, b);
+  if (f.rope_heads > 0) y = rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+  y = activation(y, f.act);
+  return f.residual.defined() ? add(y, f.residual) : y;
 }
 
 Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,

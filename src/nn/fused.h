@@ -93,7 +93,39 @@ void greedy_step(const Tensor& logits, const GreedyLoop& g);
 // log word 0 once the loop has ended: 1.0f's bits (linear_int8_fused reads it through a float binding).
 constexpr int32_t kGreedyEnded = 0x3f800000;
 
+// An f32 product with what is around it in a transformer's encoder layer: act(rope(norm(x) . W^T + b)) +
+// residual. norm: nn::layer_norm without bias, where norm_gamma is defined; act Identity, Tanh or GeluErf;
+// residual [M, N] or undefined; rope: nn::rope's rotary embedding (interleaved pairs, row r at position r)
+// where rope_heads > 0. On the GPU one dispatch where the separate ops took 2-4 (Moonshine's encoder: the
+// norms before q / k / v and fc1, q and k with their rope, the FFN's GELU, both residual adds). On the CPU
+// layer_norm, nn::linear, rope, activation and add (models keep their CPU path, which packs its weights).
+struct LinearFusedF32 {
+  // Layer norm without bias of each row of x first: (x - mean) / sqrt(var + eps) * gamma (undefined: none).
+  Tensor norm_gamma = {};
+  float norm_eps = 1e-5f;
+  Act act = Act::Identity;
+  Tensor residual = {};
+  int rope_heads = 0, rotary_dim = 0;
+  float rope_base = 10000.0f;
+};
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
+
+// conv1d (x [Cin, T], w [Cout, Cin, K] F32, groups 1) with its activation (Identity, Tanh or GeluErf), the
+// output [Cout, T'] or, time_major, [T', Cout]. On the GPU a large convolution is an unrolled product whose
+// store applies the activation and which is [T', Cout] as it comes: Moonshine's conv stem saves its separate
+// tanh / GELU dispatches and the two transposes between its last conv and the encoder layers. On the CPU
+// nn::conv1d, then activation, then transpose.
+struct Conv1dFusedF32 {
+  Act act = Act::Identity;
+  bool time_major = false;
+};
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f);
+
 namespace ref {
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f);
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
 Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
 // Combined output [M, D] (blocks not used: the reference does not split keys).
 Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f);

@@ -1,7 +1,7 @@
 // WGSL kernels of the ops that run on the GPU so far, each kernel's WGSL once, here. The first group: workgroups
 // of 64 threads, one output element per thread (index = global x + global y * 65535 * 64), inputs read once
 // (Moonshine's reductions, further down, give a workgroup to each row instead); element-wise kernels are
-// memory-bound (8-12 bytes per element); linear is register-tiled (kLinear64) except for products of a few rows.
+// memory-bound (8-12 bytes per element); linear's kernels are in gpu_linear.cpp.
 #include "nn/gpu_ops.h"
 
 #include <algorithm>
@@ -77,121 +77,6 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     default: { }
   }
   y[i] = r;
-}
-)";
-
-// linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
-// (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
-// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them).
-constexpr const char* kLinearRows = NN_WGSL_INDEX R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, pad0: u32, pad1: u32, pad2: u32 };
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = index(g);
-  if (i >= p.m * p.n) { return; }
-  let r = i / p.n;
-  let c = i % p.n;
-  var s = 0.0;
-  for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
-  if (p.has_bias != 0u) { s += bias[c]; }
-  y[i] = s;
-}
-)";
-
-// linear, register-tiled: a workgroup of 256 threads per 64 x 64 block of outputs, each thread a 4 x 4 square
-// of them (16 multiply-adds for each pair of vec4 reads from workgroup memory, where the 32 x 32 kernel does 4
-// for 4 scalar reads). K in chunks of 16 staged k-major as vec4s of 4 rows (rows of a k 17 vec4s apart: stores
-// from a warp's 16 ks hit 2 banks each, not 16), loaded 16 consecutive ks a row so a warp reads whole 64-byte
-// segments. Split-K: a product with too few blocks to fill a large GPU (Parakeet's at 6 s of audio: 75 rows,
-// 32-128 blocks for an H200's 132 SMs) gives each block `splits` workgroups over consecutive K ranges, written
-// as partial sums [splits, m, n] that kSplitSum adds in split order with the bias. Each output sums its own K
-// range in order from its start (split-K reorders the sum once per range: differences ~1e-7 relative).
-constexpr const char* kLinear64 = R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32 };
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<vec4<f32>, 272>;
-var<workgroup> ws: array<vec4<f32>, 272>;
-@compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let id = wid.x + wid.y * 65535u;
-  let split = id / p.tiles;
-  if (split >= p.splits) { return; }
-  let tile = id % p.tiles;
-  let r0 = (tile / p.tiles_n) * 64u;
-  let c0 = (tile % p.tiles_n) * 64u;
-  let kb = split * p.k_chunk;
-  let ke = min(p.k, kb + p.k_chunk);
-  let tx = lid % 16u;
-  let ty = lid / 16u;
-  var acc0 = vec4<f32>(0.0);
-  var acc1 = vec4<f32>(0.0);
-  var acc2 = vec4<f32>(0.0);
-  var acc3 = vec4<f32>(0.0);
-  for (var k0 = kb; k0 < ke; k0 += 16u) {
-    let kk = k0 + tx;
-    for (var part = 0u; part < 4u; part++) {
-      let row = part * 16u + ty;
-      var xv = 0.0;
-      if (r0 + row < p.m && kk < ke) { xv = x[(r0 + row) * p.k + kk]; }
-      xs[tx * 17u + row / 4u][row % 4u] = xv;
-      var wv = 0.0;
-      if (c0 + row < p.n && kk < ke) { wv = w[(c0 + row) * p.k + kk]; }
-      ws[tx * 17u + row / 4u][row % 4u] = wv;
-    }
-    workgroupBarrier();
-    for (var t = 0u; t < 16u; t++) {
-      let a = xs[t * 17u + ty];
-      let b = ws[t * 17u + tx];
-      acc0 += a.x * b;
-      acc1 += a.y * b;
-      acc2 += a.z * b;
-      acc3 += a.w * b;
-    }
-    workgroupBarrier();
-  }
-  let c = c0 + tx * 4u;
-  var b = vec4<f32>(0.0);
-  var base = 0u;
-  if (p.splits > 1u) {
-    base = split * p.m * p.n;
-  } else if (p.has_bias != 0u) {
-    for (var j = 0u; j < 4u; j++) { if (c + j < p.n) { b[j] = bias[c + j]; } }
-  }
-  let r = r0 + ty * 4u;
-  var rows = array<vec4<f32>, 4>(acc0 + b, acc1 + b, acc2 + b, acc3 + b);
-  for (var i = 0u; i < 4u; i++) {
-    if (r + i >= p.m) { break; }
-    for (var j = 0u; j < 4u; j++) {
-      if (c + j < p.n) { y[base + (r + i) * p.n + c + j] = rows[i][j]; }
-    }
-  }
-}
-)";
-
-// The split-K partial sums [splits, m, n] added in split order, plus the bias: one output per thread.
-constexpr const char* kSplitSum = NN_WGSL_INDEX R"(
-struct P { total: u32, n: u32, splits: u32, has_bias: u32 };
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read> part: array<f32>;
-@group(0) @binding(2) var<storage, read> bias: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = index(g);
-  if (i >= p.total) { return; }
-  var s = part[i];
-  for (var j = 1u; j < p.splits; j++) { s += part[j * p.total + i]; }
-  if (p.has_bias != 0u) { s += bias[i % p.n]; }
-  y[i] = s;
 }
 )";
 
@@ -1093,74 +978,6 @@ Tensor scale(const Tensor& x, float s, float bias) {
   return out;
 }
 
-// The split-K rule's workgroup target and smallest K range: 528 and 128, or for benchmarking other values from
-// SOTTO_GPU_LINEAR_SPLIT="TARGET,MIN_CHUNK" (read once; bench/parakeet_gpu.sh sweeps it).
-namespace {
-std::pair<int64_t, int64_t> linear_split_rule() {
-  static const std::pair<int64_t, int64_t> rule = [] {
-    std::pair<int64_t, int64_t> r{528, 128};
-#if !defined(__wasm__)  // the wasm build has no getenv / sscanf
-    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SPLIT")) {
-      long long target = 0, chunk = 0;
-      if (std::sscanf(env, "%lld,%lld", &target, &chunk) == 2 && target >= 1 && chunk >= 16)
-        r = {target, chunk};
-    }
-#endif
-    return r;
-  }();
-  return rule;
-}
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
-  GpuRecorder& rec = *x.ctx().gpu();
-  if (rec.failed()) return empty_on(x);
-  if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || w.rank() != 2 || w.dim(1) != x.dim(-1) ||
-      (b.defined() && b.dtype() != DType::F32))
-    return unsupported(x, "linear other than f32 x . f32 W^T");
-  const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
-  Shape shape = x.shape();
-  shape[-1] = n;
-  Tensor out = x.ctx().empty(shape);
-  const Tensor& bias = b.defined() ? b : w;  // a binding must exist: w stands in, unread
-  if (m < 16) {
-    const uint32_t params[] = {static_cast<uint32_t>(m),
-                               static_cast<uint32_t>(n),
-                               static_cast<uint32_t>(k),
-                               b.defined() ? 1u : 0u,
-                               0,
-                               0,
-                               0,
-                               0};
-    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(m * n));
-    return out;
-  }
-  // 64 x 64 blocks; where they are fewer than ~4 a core of a large GPU (an H200's 132), K is split into up to
-  // that many ranges of at least 128.
-  const auto [target_workgroups, min_chunk] = linear_split_rule();
-  const int64_t tiles_n = (n + 63) / 64, tiles = ((m + 63) / 64) * tiles_n;
-  int64_t splits =
-      std::clamp<int64_t>((target_workgroups + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / min_chunk));
-  const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
-  splits = (k + k_chunk - 1) / k_chunk;
-  const uint32_t params[] = {static_cast<uint32_t>(m),       static_cast<uint32_t>(n),
-                             static_cast<uint32_t>(k),       b.defined() ? 1u : 0u,
-                             static_cast<uint32_t>(tiles_n), static_cast<uint32_t>(tiles),
-                             static_cast<uint32_t>(k_chunk), static_cast<uint32_t>(splits)};
-  // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
-  if (splits == 1) {
-    rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &out}, static_cast<uint64_t>(tiles * 64));
-    return out;
-  }
-  Tensor part = x.ctx().empty({splits, m, n});
-  rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &part},
-               static_cast<uint64_t>(splits * tiles * 64));
-  const uint32_t sum_params[] = {static_cast<uint32_t>(m * n), static_cast<uint32_t>(n),
-                                 static_cast<uint32_t>(splits), b.defined() ? 1u : 0u};
-  rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &out}, static_cast<uint64_t>(m * n));
-  return out;
-}
-
 Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return empty_on(x);
@@ -1210,6 +1027,42 @@ Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end) {
   return out;
 }
 
+namespace {
+// A groups = 1 convolution large enough for the tiled product (Moonshine's stem: 2 G multiply-adds for 10 s):
+// the input windows unrolled, multiplied, the activation in the product's store; [T', Cout] as the product
+// gives it. Undefined where the convolution is small or grouped.
+Tensor conv1d_as_product(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding,
+                         int padding_end, int dilation, int groups, Act act) {
+  const int64_t length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
+  const int64_t out_len = (length + padding + padding_end - dilation * (kernel - 1) - 1) / stride + 1;
+  if (groups != 1 || cout * out_len * in_g * kernel < (int64_t{1} << 22)) return {};
+  const int64_t cols = in_g * kernel;
+  Tensor unrolled = x.ctx().empty({out_len, cols});
+  const uint32_t p[] = {static_cast<uint32_t>(out_len * cols), static_cast<uint32_t>(cols),
+                        static_cast<uint32_t>(kernel),         static_cast<uint32_t>(length),
+                        static_cast<uint32_t>(stride),         static_cast<uint32_t>(padding),
+                        static_cast<uint32_t>(dilation),       0};
+  x.ctx().gpu()->dispatch("nn_im2col", kIm2col, p, {&x, &unrolled}, static_cast<uint64_t>(out_len * cols));
+  return gpu_ops::linear_fused_f32(unrolled, w.reshape({cout, cols}), b, {.act = act});
+}
+}  // namespace
+
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || x.rank() != 2 || w.rank() != 3 ||
+      (b.defined() && b.dtype() != DType::F32))
+    return unsupported(x, "conv1d other than f32");
+  const int padding_end = o.padding_end < 0 ? o.padding : o.padding_end;
+  const Tensor product =
+      conv1d_as_product(x, w, b, o.stride, o.padding, padding_end, o.dilation, o.groups, f.act);
+  if (product.defined()) return f.time_major ? product : gpu_ops::transpose(product);
+  Tensor y = gpu_ops::conv1d(x, w, b, o.stride, o.padding, padding_end, o.dilation, o.groups);
+  if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
+  return f.time_major ? gpu_ops::transpose(y) : y;
+}
+
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding, int padding_end,
               int dilation, int groups) {
   GpuRecorder& rec = *x.ctx().gpu();
@@ -1219,18 +1072,9 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int
     return unsupported(x, "conv1d other than f32");
   const int64_t length = x.dim(1), cout = w.dim(0), in_g = w.dim(1), kernel = w.dim(2);
   const int64_t out_len = (length + padding + padding_end - dilation * (kernel - 1) - 1) / stride + 1;
-  if (groups == 1 && cout * out_len * in_g * kernel >= (int64_t{1} << 22)) {
-    // Large convolutions (Moonshine's stem: 2 G multiply-adds for 10 s) as the tiled product: unroll the input
-    // windows, multiply, transpose back to [Cout, T'].
-    const int64_t cols = in_g * kernel;
-    Tensor unrolled = x.ctx().empty({out_len, cols});
-    const uint32_t p[] = {static_cast<uint32_t>(out_len * cols), static_cast<uint32_t>(cols),
-                          static_cast<uint32_t>(kernel),         static_cast<uint32_t>(length),
-                          static_cast<uint32_t>(stride),         static_cast<uint32_t>(padding),
-                          static_cast<uint32_t>(dilation),       0};
-    rec.dispatch("nn_im2col", kIm2col, p, {&x, &unrolled}, static_cast<uint64_t>(out_len * cols));
-    return gpu_ops::transpose(gpu_ops::linear(unrolled, w.reshape({cout, cols}), b));
-  }
+  const Tensor product =
+      conv1d_as_product(x, w, b, stride, padding, padding_end, dilation, groups, Act::Identity);
+  if (product.defined()) return gpu_ops::transpose(product);  // [T', Cout] -> [Cout, T']
   Tensor out = x.ctx().empty({cout, out_len});
   const uint32_t params[] = {static_cast<uint32_t>(cout),
                              static_cast<uint32_t>(out_len),

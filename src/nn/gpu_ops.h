@@ -18,12 +18,19 @@ Tensor binary(const Tensor& a, const Tensor& b, char op);
 Tensor scale(const Tensor& x, float s, float bias);
 Tensor activation(const Tensor& x, Act act, float alpha);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
+// nn/fused.h's f32 product with its epilogue, and the kernel both take (gpu_linear.cpp; Auto: by the rule there,
+// from the shape). Tests pin each in turn; natively SOTTO_GPU_LINEAR_KERNEL=64|slice sets it at start.
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
+enum class LinearKernel { Auto, Tiled64, SliceK };
+void set_linear_kernel(LinearKernel k);
 Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after);
 // Over the last axis: op 0 softmax, op 1 layer norm (gamma, beta optional).
 Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& beta, float eps);
 Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end);
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, int stride, int padding, int padding_end,
               int dilation, int groups);
+Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                        const Conv1dFusedF32& f);  // nn/fused.h's
 Tensor lstm(const Tensor& x, const LstmWeights& w, bool reverse, const Tensor& h0, const Tensor& c0,
             Tensor* h_out, Tensor* c_out);
 // Moonshine's ops (the kernels below the first group in gpu_ops.cpp).

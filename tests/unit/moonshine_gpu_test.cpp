@@ -28,6 +28,11 @@
 namespace sotto {
 namespace {
 
+// The encoder's dispatches on 0.25 s (9 frames) and 10 s (413 frames) of audio: 128 and 187 with the products
+// split over K and the layer norms, the stem's activations, ropes, GELUs, residual adds and transposes as
+// kernels of their own.
+constexpr uint64_t kEncoderDispatches9Frames = 84, kEncoderDispatches10s = 76;
+
 using testing::read_moonshine_reference;
 using testing::source_path;
 using Reference = testing::MoonshineReference;
@@ -112,10 +117,55 @@ TEST(MoonshineGpu, EncoderOnAShortClipMatchesTheCpu) {
     EXPECT_TRUE(got.ok()) << got.message();
     return got.ok() ? *got : std::vector<float>();
   };
-  const std::vector<float> gpu = encode(gctx, loaded->gpu), cpu = encode(cctx, loaded->cpu);
+  const uint64_t before = gctx.gpu()->dispatches_run();
+  const std::vector<float> gpu = encode(gctx, loaded->gpu);
+  const uint64_t dispatches = gctx.gpu()->dispatches_run() - before;
+  const std::vector<float> cpu = encode(cctx, loaded->cpu);
   ASSERT_EQ(gpu.size(), cpu.size());
   const double diff = max_abs_diff(gpu, cpu);
-  std::printf("[ info    ] gpu encoder, 0.25 s: max |gpu - cpu| %.3g\n", diff);
+  std::printf("[ info    ] gpu encoder, 0.25 s: max |gpu - cpu| %.3g, %llu dispatches\n", diff,
+              static_cast<unsigned long long>(dispatches));
+  EXPECT_LT(diff, 1e-3);
+  // Each dispatch is a dependent ~12 us at least on an H100: per layer q / k / v with the norm inside, 2 ropes
+  // (rows this few take the one-output-per-thread kernel, which leaves rope apart), the attention, o with the
+  // residual add, the FFN's 2 products with norm, GELU and residual add inside; the stem's convs with their
+  // activations.
+  EXPECT_EQ(dispatches, kEncoderDispatches9Frames);
+}
+
+// The encoder and the decoder's cross K / V products on 10 s of audio (the 3 s clip repeated), in dispatches:
+// products of 413 rows take one each (32 x 32 blocks with K sliced in the workgroup, the layer norm as they
+// load x, rope, tanh, GELU and residual adds in their stores) where split-K and the separate kernels took two
+// to four. The encoder within
+// 1e-3 of the CPU's, as on 3 s (this length is where those kernels run: the 3 s clip's 123 rows split K);
+// measured 6.8e-4 on SwiftShader, the same with SOTTO_GPU_LINEAR_KERNEL=64 (split-K, rope apart).
+TEST(MoonshineGpu, TenSecondsOfAudioTakeTheirDispatchCountAndMatchTheCpu) {
+  NEED_MODELS();
+  SKIP_SLOW_ON_CPU_ADAPTER();
+  std::vector<float> audio;
+  while (audio.size() < 159414) audio.insert(audio.end(), ref.audio.begin(), ref.audio.end());
+  audio.resize(159414);
+  const int64_t samples = static_cast<int64_t>(audio.size());
+  uint64_t before = gctx.gpu()->dispatches_run();
+  const nn::Tensor enc = asr::moonshine_encode(loaded->gpu.weights, gctx.from_floats({samples}, audio));
+  ASSERT_TRUE(gctx.to_floats(nn::slice(enc, 0, 0, 1)).ok());
+  const uint64_t encoder = gctx.gpu()->dispatches_run() - before - 1;  // less the slice
+  before = gctx.gpu()->dispatches_run();
+  const asr::MoonshineDecoderState s = asr::moonshine_decoder_start(loaded->gpu.weights, enc, 8);
+  ASSERT_TRUE(gctx.to_floats(nn::slice(s.cross_v.back(), 0, 0, 1)).ok());
+  const uint64_t start = gctx.gpu()->dispatches_run() - before - 1;
+  auto gpu = gctx.to_floats(enc);
+  auto cpu = cctx.to_floats(asr::moonshine_encode(loaded->cpu.weights, cctx.from_floats({samples}, audio)));
+  ASSERT_TRUE(gpu.ok() && cpu.ok());
+  ASSERT_EQ(gpu->size(), cpu->size());
+  const double diff = max_abs_diff(*gpu, *cpu);
+  std::printf(
+      "[ info    ] 10 s: %lld frames, encoder %llu dispatches, decoder start %llu, max |gpu - cpu| %.3g\n",
+      static_cast<long long>(enc.dim(0)), static_cast<unsigned long long>(encoder),
+      static_cast<unsigned long long>(start), diff);
+  EXPECT_EQ(enc.dim(0), 413);
+  EXPECT_EQ(encoder, kEncoderDispatches10s);
+  EXPECT_EQ(start, 2 * loaded->gpu.weights.decoder.size());
   EXPECT_LT(diff, 1e-3);
 }
 

@@ -4,6 +4,8 @@
 // in one line.
 #include "gpu/device.h"
 #include "gpu_test_support.h"
+#include "nn/fused.h"
+#include "nn/gpu_ops.h"
 #include "nn/gpu_recorder.h"
 #include "nn_test_support.h"
 
@@ -78,6 +80,138 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
       ref::activation(ref::binary(ref::linear(ref::activation(x, Act::Relu), w), bias, '+'), Act::Sigmoid),
       2.0f);
   expect_close(download(*cpu, *gpu, chain), want, 1e-5f, 1e-5f, "gpu chain");
+}
+
+// Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 blocks with K sliced
+// in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of linear_fused_f32
+// (norm, bias, rope, tanh, GELU, residual) against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
+// few rows (the row kernel), fewer rows than a block, K below one chunk of 32 and not a multiple of 4 (scalar
+// loads), K a multiple of 4 (vec4 loads) with partial blocks each way, and a long K (split 4-8 ways under the
+// 64 x 64 kernel). Tolerance as plain linear's: 1e-5 * K absolute (inputs in [-1, 1]: each of K products is
+// rounded at ~6e-8 of a sum up to ~sqrt(K)), 1e-5 relative; the kernels' GELU (erf to 1.5e-7) adds < 1e-6.
+TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  struct Size {
+    int64_t m, n, k;
+  };
+  const Size sizes[] = {
+      {rand_int(1, 15), rand_int(1, 70), rand_int(1, 90)},
+      {rand_int(16, 31), rand_int(5, 31), rand_int(1, 31)},
+      {rand_int(33, 100), rand_int(33, 100), 4 * rand_int(20, 70) + (rand_int(0, 1) ? 0 : 1)},
+      {rand_int(60, 100), rand_int(65, 150), rand_int(600, 900)},
+  };
+  for (const auto kernel :
+       {gpu_ops::LinearKernel::Tiled64, gpu_ops::LinearKernel::SliceK, gpu_ops::LinearKernel::Auto}) {
+    gpu_ops::set_linear_kernel(kernel);
+    for (const Size& s : sizes) {
+      const Tensor x = rand_tensor(*cpu, {s.m, s.k}), w = rand_tensor(*cpu, {s.n, s.k}),
+                   b = rand_tensor(*cpu, {s.n}), res = rand_tensor(*cpu, {s.m, s.n});
+      const Tensor gx = upload(*gpu, x), gw = upload(*gpu, w), gb = upload(*gpu, b), gres = upload(*gpu, res);
+      const float atol = 1e-5f * static_cast<float>(s.k);
+      const std::string what = "gpu linear kernel " + std::to_string(static_cast<int>(kernel)) + " " +
+                               std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+      expect_close(download(*cpu, *gpu, linear(gx, gw)), ref::linear(x, w), atol, 1e-5f, what);
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf})),
+                   ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf}), atol, 1e-5f, what + " bias gelu");
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::Tanh})),
+                   ref::linear_fused_f32(x, w, b, {.act = Act::Tanh}), atol, 1e-5f, what + " bias tanh");
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, {}, {.residual = gres})),
+                   ref::linear_fused_f32(x, w, {}, {.residual = res}), atol, 1e-5f, what + " residual");
+      expect_close(
+          download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf, .residual = gres})),
+          ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}), atol, 1e-5f,
+          what + " bias gelu residual");
+      // The layer norm of x's rows first (Moonshine's norms before q / k / v and fc1): normalised x is within
+      // sqrt(3) of 0 here (uniform inputs), so 2 x atol.
+      const Tensor gamma = rand_tensor(*cpu, {s.k});
+      const LinearFusedF32 normed = {
+          .norm_gamma = gamma, .norm_eps = 1e-5f, .act = Act::GeluErf, .residual = res};
+      LinearFusedF32 gnormed = normed;
+      gnormed.norm_gamma = upload(*gpu, gamma);
+      gnormed.residual = gres;
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, gnormed)),
+                   ref::linear_fused_f32(x, w, b, normed), 2.0f * atol, 1e-5f,
+                   what + " norm bias gelu residual");
+      // The rotary embedding (Moonshine's q and k, after the norm) on N = heads x an even head width, its first
+      // rotary_dim dims rotating: each output mixes two within 2 x atol, so 3 x atol.
+      const int heads = static_cast<int>(rand_int(1, 4)), head_dim = 2 * static_cast<int>(rand_int(2, 12));
+      const int rotary_dim = 2 * static_cast<int>(rand_int(1, head_dim / 2));
+      const Tensor wr = rand_tensor(*cpu, {heads * head_dim, s.k}),
+                   br = rand_tensor(*cpu, {heads * head_dim});
+      const LinearFusedF32 rope = {.rope_heads = heads, .rotary_dim = rotary_dim, .rope_base = 10000.0f};
+      LinearFusedF32 grope = rope;
+      grope.norm_gamma = upload(*gpu, gamma);
+      LinearFusedF32 rope_normed = rope;
+      rope_normed.norm_gamma = gamma;
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, upload(*gpu, wr), upload(*gpu, br), grope)),
+                   ref::linear_fused_f32(x, wr, br, rope_normed), 3.0f * atol, 1e-5f,
+                   what + " rope " + std::to_string(heads) + "x" + std::to_string(head_dim) + " rotating " +
+                       std::to_string(rotary_dim));
+    }
+  }
+  gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
+  // The CPU op is the reference's arithmetic (nn::linear, then activation and add).
+  const Tensor x = rand_tensor(*cpu, {7, 19}), w = rand_tensor(*cpu, {11, 19}), b = rand_tensor(*cpu, {11}),
+               res = rand_tensor(*cpu, {7, 11});
+  expect_close(linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}),
+               ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}), 1e-6f, 1e-6f,
+               "cpu linear_fused_f32");
+}
+
+// conv1d_fused_f32 (the activation in the product's store, the output [T', Cout] or [Cout, T']) against the
+// reference (ref::conv1d, activation, transpose): a convolution large enough for the unrolled product (Moonshine's
+// stem, smaller) and a small one (the direct kernel, then the activation and transpose kernels). Tolerance as
+// linear's over Cin x K products.
+TEST(NnGpu, FusedConv1dMatchesTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (const bool large : {true, false}) {
+    // Large: at least 100 x 650 x 40 x 3 = 7.8 M multiply-adds (the product takes >= 4 M).
+    const int64_t cin = large ? rand_int(40, 60) : rand_int(1, 5), kernel = rand_int(3, 7);
+    const int64_t cout = large ? rand_int(100, 130) : rand_int(1, 9),
+                  length = large ? rand_int(1300, 1800) : 50;
+    const int stride = static_cast<int>(rand_int(1, large ? 2 : 3)),
+              padding = static_cast<int>(rand_int(0, 2));
+    const Tensor x = rand_tensor(*cpu, {cin, length}), w = rand_tensor(*cpu, {cout, cin, kernel}),
+                 b = rand_tensor(*cpu, {cout});
+    const Conv1dOptions o = {.stride = stride, .padding = padding};
+    for (const Act act : {Act::Identity, Act::Tanh, Act::GeluErf})
+      for (const bool time_major : {false, true}) {
+        const Conv1dFusedF32 f = {.act = act, .time_major = time_major};
+        expect_close(
+            download(*cpu, *gpu, conv1d_fused_f32(upload(*gpu, x), upload(*gpu, w), upload(*gpu, b), o, f)),
+            ref::conv1d_fused_f32(x, w, b, o, f), 1e-5f * static_cast<float>(cin * kernel), 1e-5f,
+            "gpu conv1d_fused_f32 " + std::string(large ? "large" : "small") + " act " +
+                std::to_string(static_cast<int>(act)) + (time_major ? " time-major" : ""));
+      }
+  }
+}
+
+// The rule's plans in dispatches, for the shapes they were made for: Moonshine's encoder at 10 s (415 rows,
+// d 416, FFN 1664) one dispatch a product (32 x 32 blocks, K sliced in the workgroup); Parakeet's 75-row
+// product with K 4096 keeps split-K (two); a product with enough 64 x 64 blocks takes one.
+TEST(NnGpu, LinearRuleTakesOneDispatchForMoonshinesEncoderProducts) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto gpu = Context::webgpu(*device);
+  gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
+  auto dispatches = [&](int64_t m, int64_t n, int64_t k) {
+    const Tensor x = gpu->empty({m, k}), w = gpu->empty({n, k});
+    const uint64_t before = gpu->gpu()->dispatches_run();
+    EXPECT_TRUE(
+        gpu->to_floats(gpu_ops::slice(linear_fused_f32(x, w, {}, {.act = Act::GeluErf}), 0, 0, 1)).ok());
+    return gpu->gpu()->dispatches_run() - before - 1;  // less the slice
+  };
+  EXPECT_EQ(dispatches(415, 416, 416), 1u);
+  EXPECT_EQ(dispatches(415, 1664, 416), 1u);
+  EXPECT_EQ(dispatches(415, 416, 1664), 1u);
+  EXPECT_EQ(dispatches(75, 1024, 4096), 2u);
+  EXPECT_EQ(dispatches(700, 800, 32), 1u);
 }
 
 TEST(NnGpu, ConvLstmPadSliceMatchTheReference) {

@@ -1,0 +1,547 @@
+// The f32 product y = act(rope(norm(x) . W^T + b)) + residual on the GPU (nn::linear, nn::linear_fused_f32):
+// four kernels and the rule that picks one from (m, n, K) alone (no timing at load).
+//   m < 16             kLinearRows: one output per thread (a step of a recurrent network).
+//   enough 64 x 64 blocks to fill the GPU, or K too short to split
+//                      kLinear64: 64 x 64 outputs per workgroup of 256 threads.
+//   too few 64 x 64 blocks, but 32 x 32 blocks at least one a core of an H100 / H200 (132 = the split target
+//   528 / 4, each block's workgroup being 4 slices of K)
+//                      kLinearSliceK: 32 x 32 outputs per workgroup of 256 threads, K split over 4 groups of
+//                      64 threads inside the workgroup. Moonshine's encoder at 10 s (413 rows, d 416, FFN 1664).
+//   too few of either  kLinear64 split over K ranges, partial sums added by kSplitSum (a second dispatch).
+//                      Parakeet's products of ~75 rows and K 1024-4096.
+// A dispatch costs ~12-15 us on an H100 whatever its size, and Moonshine's encoder products take 30-60 us: a
+// split-K plan's second dispatch, and the separate bias / GELU / residual dispatches after a product, were a
+// third of the encoder's time. Every kernel applies the epilogue as it stores (kSplitSum where split) and, where
+// asked, the layer norm of x's rows as it loads them (the tiled kernels compute the rows' statistics first).
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "nn/gpu_ops.h"
+#include "nn/gpu_recorder.h"
+#include "nn/gpu_wgsl.h"
+
+namespace sotto::nn::gpu_ops {
+
+namespace {
+
+// The epilogue of every kernel below, on one output (row r, column c) of the product: + bias, then tanh
+// (clamped, as the activation kernel) where p.act is Act::Tanh (4) or GELU (erf by Abramowitz & Stegun 7.1.26,
+// |error| < 1.5e-7, as the activation kernel: WGSL has no erf) where it is Act::GeluErf (6), then + residual
+// [m, n]. Each kernel declares p (with has_bias, act, has_residual, n), bias and res (stand-ins, unread, where
+// absent).
+#define NN_WGSL_LINEAR_EPILOGUE                                                                     \
+  "fn erf_approx(x: f32) -> f32 {\n"                                                                \
+  "  let t = 1.0 / (1.0 + 0.3275911 * abs(x));\n"                                                   \
+  "  let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * " \
+  "1.061405429))));\n"                                                                              \
+  "  return sign(x) * (1.0 - poly * exp(-x * x));\n"                                                \
+  "}\n"                                                                                             \
+  "fn finish(v: f32, r: u32, c: u32) -> f32 {\n"                                                    \
+  "  var s = v;\n"                                                                                  \
+  "  if (p.act == 4u) { s = tanh(clamp(s, -15.0, 15.0)); }\n"                                       \
+  "  if (p.act == 6u) { s = 0.5 * s * (1.0 + erf_approx(s * 0.70710678118654752)); }\n"             \
+  "  if (p.has_residual != 0u) { s += res[r * p.n + c]; }\n"                                        \
+  "  return s;\n"                                                                                   \
+  "}\n"                                                                                             \
+  "fn epilogue(v: f32, r: u32, c: u32) -> f32 {\n"                                                  \
+  "  var s = v;\n"                                                                                  \
+  "  if (p.has_bias != 0u) { s += bias[c]; }\n"                                                     \
+  "  return finish(s, r, c);\n"                                                                     \
+  "}\n"
+
+// The tiled kernels' epilogue on 4 outputs of a row, columns c .. c + 3 (c a multiple of 4): + bias, then the
+// rotary embedding where p.rope_hd (the head width) is nonzero, on interleaved pairs (c, c + 1), (c + 2, c + 3)
+// of the first p.rope_rd dims of each head at position r (the rope kernel's angles, from p.turns: gpu_ops.cpp,
+// kRope), then finish() per output. Columns past n are left alone (rope needs n even: pairs never straddle it).
+#define NN_WGSL_LINEAR_EPILOGUE4                                                                   \
+  NN_WGSL_ROPE_SIN_COS                                                                             \
+  "fn rope_pair(v: vec2<f32>, r: u32, c: u32) -> vec2<f32> {\n"                                    \
+  "  let e = c % p.rope_hd;\n"                                                                     \
+  "  if (e >= p.rope_rd) { return v; }\n"                                                          \
+  "  let pair = e / 2u;\n"                                                                         \
+  "  let sc = rope_sin_cos(r * p.turns[pair / 4u][pair % 4u]);\n"                                  \
+  "  return vec2<f32>(v.x * sc.y - v.y * sc.x, v.x * sc.x + v.y * sc.y);\n"                        \
+  "}\n"                                                                                            \
+  "fn epilogue4(v: vec4<f32>, r: u32, c: u32) -> vec4<f32> {\n"                                    \
+  "  var s = v;\n"                                                                                 \
+  "  if (p.has_bias != 0u) {\n"                                                                    \
+  "    for (var j = 0u; j < 4u; j++) { if (c + j < p.n) { s[j] += bias[c + j]; } }\n"              \
+  "  }\n"                                                                                          \
+  "  if (p.rope_hd != 0u) { s = vec4<f32>(rope_pair(s.xy, r, c), rope_pair(s.zw, r, c + 2u)); }\n" \
+  "  for (var j = 0u; j < 4u; j++) { if (c + j < p.n) { s[j] = finish(s[j], r, c + j); } }\n"      \
+  "  return s;\n"                                                                                  \
+  "}\n"
+
+// linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
+// (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
+// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them).
+constexpr const char* kLinearRows = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, has_norm: u32, eps: f32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read> gamma: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.m * p.n) { return; }
+  let r = i / p.n;
+  let c = i % p.n;
+  var s = 0.0;
+  if (p.has_norm != 0u) {
+    // The row's layer norm, recomputed by each of its outputs (K more reads each: rows are few here).
+    var t = 0.0;
+    for (var e = 0u; e < p.k; e++) { t += x[r * p.k + e]; }
+    let mean = t / f32(p.k);
+    t = 0.0;
+    for (var e = 0u; e < p.k; e++) { t += (x[r * p.k + e] - mean) * (x[r * p.k + e] - mean); }
+    let rstd = 1.0 / sqrt(t / f32(p.k) + p.eps);
+    for (var e = 0u; e < p.k; e++) { s += (x[r * p.k + e] - mean) * rstd * gamma[e] * w[c * p.k + e]; }
+  } else {
+    for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
+  }
+  y[i] = epilogue(s, r, c);
+}
+)";
+
+// linear, register-tiled: a workgroup of 256 threads per 64 x 64 block of outputs, each thread a 4 x 4 square
+// of them (16 multiply-adds for each pair of vec4 reads from workgroup memory, where the 32 x 32 kernel does 4
+// for 4 scalar reads). K in chunks of 16 staged k-major as vec4s of 4 rows (rows of a k 17 vec4s apart: stores
+// from a warp's 16 ks hit 2 banks each, not 16), loaded 16 consecutive ks a row so a warp reads whole 64-byte
+// segments. Split-K: a product with too few blocks to fill a large GPU (Parakeet's at 6 s of audio: 75 rows,
+// 32-128 blocks for an H200's 132 SMs) gives each block `splits` workgroups over consecutive K ranges, written
+// as partial sums [splits, m, n] that kSplitSum adds in split order with the epilogue. Each output sums its own
+// K range in order from its start (split-K reorders the sum once per range: differences ~1e-7 relative).
+constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
+           act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16>, has_norm: u32,
+           eps: f32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read> gamma: array<f32>;
+var<workgroup> xs: array<vec4<f32>, 272>;
+var<workgroup> ws: array<vec4<f32>, 272>;
+var<workgroup> stats: array<f32, 256>;
+var<workgroup> row_mean: array<f32, 64>;
+var<workgroup> row_rstd: array<f32, 64>;
+// Row lid / 4's total over its 4 threads (lid % 4), in their order.
+fn row_total(v: f32, lid: u32) -> f32 {
+  stats[lid] = v;
+  workgroupBarrier();
+  let b = lid - lid % 4u;
+  let t = stats[b] + stats[b + 1u] + stats[b + 2u] + stats[b + 3u];
+  workgroupBarrier();
+  return t;
+}
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let id = wid.x + wid.y * 65535u;
+  let split = id / p.tiles;
+  if (split >= p.splits) { return; }
+  let tile = id % p.tiles;
+  let r0 = (tile / p.tiles_n) * 64u;
+  let c0 = (tile % p.tiles_n) * 64u;
+  let kb = split * p.k_chunk;
+  let ke = min(p.k, kb + p.k_chunk);
+  let tx = lid % 16u;
+  let ty = lid / 16u;
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
+  if (p.has_norm != 0u) {
+    // The layer norm of the block's 64 rows first (over all of K, whatever the split): 4 threads a row, its
+    // mean, then its variance about it.
+    let row = lid / 4u;
+    var t = 0.0;
+    if (r0 + row < p.m) { for (var e = lid % 4u; e < p.k; e += 4u) { t += x[(r0 + row) * p.k + e]; } }
+    let mean = row_total(t, lid) / f32(p.k);
+    t = 0.0;
+    if (r0 + row < p.m) {
+      for (var e = lid % 4u; e < p.k; e += 4u) {
+        let d = x[(r0 + row) * p.k + e] - mean;
+        t += d * d;
+      }
+    }
+    let rstd = 1.0 / sqrt(row_total(t, lid) / f32(p.k) + p.eps);
+    if (lid % 4u == 0u) {
+      row_mean[row] = mean;
+      row_rstd[row] = rstd;
+    }
+    workgroupBarrier();
+  }
+  for (var k0 = kb; k0 < ke; k0 += 16u) {
+    let kk = k0 + tx;
+    for (var part = 0u; part < 4u; part++) {
+      let row = part * 16u + ty;
+      var xv = 0.0;
+      if (r0 + row < p.m && kk < ke) { xv = x[(r0 + row) * p.k + kk]; }
+      if (p.has_norm != 0u && kk < ke) { xv = (xv - row_mean[row]) * row_rstd[row] * gamma[kk]; }
+      xs[tx * 17u + row / 4u][row % 4u] = xv;
+      var wv = 0.0;
+      if (c0 + row < p.n && kk < ke) { wv = w[(c0 + row) * p.k + kk]; }
+      ws[tx * 17u + row / 4u][row % 4u] = wv;
+    }
+    workgroupBarrier();
+    for (var t = 0u; t < 16u; t++) {
+      let a = xs[t * 17u + ty];
+      let b = ws[t * 17u + tx];
+      acc0 += a.x * b;
+      acc1 += a.y * b;
+      acc2 += a.z * b;
+      acc3 += a.w * b;
+    }
+    workgroupBarrier();
+  }
+  let c = c0 + tx * 4u;
+  let r = r0 + ty * 4u;
+  var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
+  for (var i = 0u; i < 4u; i++) {
+    if (r + i >= p.m) { break; }
+    var v = rows[i];
+    let at = split * p.m * p.n + (r + i) * p.n + c;
+    if (p.splits == 1u) { v = epilogue4(v, r + i, c); }
+    for (var j = 0u; j < 4u; j++) {
+      if (c + j < p.n) { y[at + j] = v[j]; }
+    }
+  }
+}
+)";
+
+// The split-K partial sums [splits, m, n] added in split order, then the epilogue: one output per thread.
+constexpr const char* kSplitSum = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
+struct P { total: u32, n: u32, splits: u32, has_bias: u32, act: u32, has_residual: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> part: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(3) var<storage, read> res: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.total) { return; }
+  var s = part[i];
+  for (var j = 1u; j < p.splits; j++) { s += part[j * p.total + i]; }
+  y[i] = epilogue(s, i / p.n, i % p.n);
+}
+)";
+
+// linear, K sliced inside the workgroup: a workgroup of 256 threads per 32 x 32 block of outputs, as 4 slices
+// of 64 threads; each thread of a slice a 4 x 4 square of the block (16 multiply-adds per pair of vec4 reads
+// from workgroup memory), over the slice's 8 of every chunk of 32 ks. The 4 slices' sums are added in slice
+// order through workgroup memory at the end, then the epilogue. Against kLinear64 split K ways: the same
+// number of threads in flight (Moonshine's 413 x 416 products: 169 workgroups here, 49 x 3 there) with no
+// partial sums written and no second dispatch; each 32 x 32 block reads its 64 rows of x and W from L2 (twice
+// the 64 x 64 kernel's bytes per output: ~18 MB for a 413 x 416 x 416 product, a few us of L2 bandwidth).
+// A chunk: each thread loads 4 consecutive ks of one x row and one W row (a vec4 where K % 4 == 0; a warp reads
+// 8 rows x 64 bytes), the next chunk's loaded into registers while this one is multiplied; staged k-major as
+// vec4s of 4 rows, 9 vec4s a k (a warp's stores hit each bank at most twice). Workgroup memory: x at [0, 288),
+// W at [288, 576), then all of [0, 768) for the slices' sums. Each output sums its slice's ks in order, then
+// slices 0 + 1 + 2 + 3: differences from the CPU's order ~1e-7 relative. With a layer norm, the block's 32
+// rows' means and variances first (two passes over each row, 8 threads a row: 2 x 32 x K floats from L2,
+// ~6 % of the product's loads for K 416), applied to x as each chunk is loaded.
+std::string linear_slice_k_wgsl(bool vec4_loads) {
+  const char* loads = vec4_loads ? R"(
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
+fn load_x(row: u32, k: u32) -> vec4<f32> {
+  if (row >= p.m || k >= p.k) { return vec4<f32>(0.0); }
+  return x[(row * p.k + k) / 4u];
+}
+fn load_w(row: u32, k: u32) -> vec4<f32> {
+  if (row >= p.n || k >= p.k) { return vec4<f32>(0.0); }
+  return w[(row * p.k + k) / 4u];
+}
+)"
+                                 : R"(
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+fn load_x(row: u32, k: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  if (row >= p.m) { return v; }
+  for (var j = 0u; j < 4u; j++) { if (k + j < p.k) { v[j] = x[row * p.k + k + j]; } }
+  return v;
+}
+fn load_w(row: u32, k: u32) -> vec4<f32> {
+  var v = vec4<f32>(0.0);
+  if (row >= p.n) { return v; }
+  for (var j = 0u; j < 4u; j++) { if (k + j < p.k) { v[j] = w[row * p.k + k + j]; } }
+  return v;
+}
+)";
+  return std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, has_norm: u32,
+           rope_hd: u32, rope_rd: u32, eps: f32, pad0: u32, turns: array<vec4<u32>, 16> };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read> gamma: array<f32>;
+var<workgroup> sh: array<vec4<f32>, 768>;
+var<workgroup> stats: array<f32, 256>;
+fn normed(v: vec4<f32>, k: u32, mean: f32, rstd: f32) -> vec4<f32> {
+  if (p.has_norm == 0u) { return v; }
+  var g = vec4<f32>(0.0);
+  for (var j = 0u; j < 4u; j++) { if (k + j < p.k) { g[j] = gamma[k + j]; } }
+  return (v - mean) * rstd * g;
+}
+// Row lr's total over the 8 threads that load it (their lids differ in bits 3-5), in their order.
+fn row_total(v: f32, lid: u32) -> f32 {
+  stats[lid] = v;
+  workgroupBarrier();
+  var t = 0.0;
+  for (var q = 0u; q < 8u; q++) { t += stats[lid % 8u + 64u * (lid / 64u) + 8u * q]; }
+  workgroupBarrier();
+  return t;
+}
+)") + loads +
+         R"(
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let tile = wid.x + wid.y * 65535u;
+  let r0 = (tile / p.tiles_n) * 32u;
+  let c0 = (tile % p.tiles_n) * 32u;
+  let lr = lid % 8u + 8u * (lid / 64u);
+  let lk = 4u * ((lid / 8u) % 8u);
+  let slice = lid / 64u;
+  let tx = lid % 8u;
+  let ty = (lid % 64u) / 8u;
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
+  // The layer norm of x's rows first, where asked: each row's mean, then its variance about it (two passes
+  // over the row, 8 threads a row, from L2), applied to x as it is loaded.
+  var mean = 0.0;
+  var rstd = 1.0;
+  if (p.has_norm != 0u) {
+    var t = 0.0;
+    for (var k0 = 0u; k0 < p.k; k0 += 32u) {
+      let v = load_x(r0 + lr, k0 + lk);
+      t += v.x + v.y + v.z + v.w;
+    }
+    mean = row_total(t, lid) / f32(p.k);
+    t = 0.0;
+    for (var k0 = 0u; k0 < p.k; k0 += 32u) {
+      let v = load_x(r0 + lr, k0 + lk);
+      for (var j = 0u; j < 4u; j++) {
+        if (k0 + lk + j < p.k) { t += (v[j] - mean) * (v[j] - mean); }
+      }
+    }
+    rstd = 1.0 / sqrt(row_total(t, lid) / f32(p.k) + p.eps);
+  }
+  var xv = normed(load_x(r0 + lr, lk), lk, mean, rstd);
+  var wv = load_w(c0 + lr, lk);
+  for (var k0 = 0u; k0 < p.k; k0 += 32u) {
+    for (var j = 0u; j < 4u; j++) {
+      let at = (lk + j) * 9u + lr / 4u;
+      sh[at][lr % 4u] = xv[j];
+      sh[288u + at][lr % 4u] = wv[j];
+    }
+    workgroupBarrier();
+    if (k0 + 32u < p.k) {
+      xv = normed(load_x(r0 + lr, k0 + 32u + lk), k0 + 32u + lk, mean, rstd);
+      wv = load_w(c0 + lr, k0 + 32u + lk);
+    }
+    for (var kk = 0u; kk < 8u; kk++) {
+      let at = (slice * 8u + kk) * 9u;
+      let a = sh[at + ty];
+      let b = sh[288u + at + tx];
+      acc0 += a.x * b;
+      acc1 += a.y * b;
+      acc2 += a.z * b;
+      acc3 += a.w * b;
+    }
+    workgroupBarrier();
+  }
+  if (slice > 0u) {
+    let at = ((slice - 1u) * 64u + lid % 64u) * 4u;
+    sh[at] = acc0;
+    sh[at + 1u] = acc1;
+    sh[at + 2u] = acc2;
+    sh[at + 3u] = acc3;
+  }
+  workgroupBarrier();
+  if (slice > 0u) { return; }
+  for (var s = 0u; s < 3u; s++) {
+    let at = (s * 64u + lid) * 4u;
+    acc0 += sh[at];
+    acc1 += sh[at + 1u];
+    acc2 += sh[at + 2u];
+    acc3 += sh[at + 3u];
+  }
+  let c = c0 + tx * 4u;
+  let r = r0 + ty * 4u;
+  var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
+  for (var i = 0u; i < 4u; i++) {
+    if (r + i >= p.m) { break; }
+    let v = epilogue4(rows[i], r + i, c);
+    for (var j = 0u; j < 4u; j++) {
+      if (c + j < p.n) { y[(r + i) * p.n + c + j] = v[j]; }
+    }
+  }
+}
+)";
+}
+
+#undef NN_WGSL_LINEAR_EPILOGUE
+#undef NN_WGSL_LINEAR_EPILOGUE4
+
+Tensor empty_on(const Tensor& x) {
+  return x.ctx().empty({0});
+}
+
+// The split-K rule's workgroup target and smallest K range: 528 and 128, or for benchmarking other values from
+// SOTTO_GPU_LINEAR_SPLIT="TARGET,MIN_CHUNK" (read once; bench/parakeet_gpu.sh sweeps it).
+std::pair<int64_t, int64_t> linear_split_rule() {
+  static const std::pair<int64_t, int64_t> rule = [] {
+    std::pair<int64_t, int64_t> r{528, 128};
+#if !defined(__wasm__)  // the wasm build has no getenv / sscanf
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SPLIT")) {
+      long long target = 0, chunk = 0;
+      if (std::sscanf(env, "%lld,%lld", &target, &chunk) == 2 && target >= 1 && chunk >= 16)
+        r = {target, chunk};
+    }
+#endif
+    return r;
+  }();
+  return rule;
+}
+
+// The kernel set_linear_kernel pins, or natively SOTTO_GPU_LINEAR_KERNEL = "64" (64 x 64 blocks, split-K where
+// they are few: the plan before kLinearSliceK, to time one against the other with one binary) or "slice" (the
+// sliced kernel for every product of 16 rows or more).
+LinearKernel& linear_kernel() {
+  static LinearKernel kernel = [] {
+#if !defined(__wasm__)
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_KERNEL")) {
+      if (std::strcmp(env, "64") == 0) return LinearKernel::Tiled64;
+      if (std::strcmp(env, "slice") == 0) return LinearKernel::SliceK;
+    }
+#endif
+    return LinearKernel::Auto;
+  }();
+  return kernel;
+}
+
+}  // namespace
+
+void set_linear_kernel(LinearKernel k) {
+  linear_kernel() = k;
+}
+
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || w.rank() != 2 || w.dim(1) != x.dim(-1) ||
+      (b.defined() && b.dtype() != DType::F32))
+    return unsupported(x, "linear other than f32 x . f32 W^T");
+  if (f.act != Act::Identity && f.act != Act::Tanh && f.act != Act::GeluErf)
+    return unsupported(x, "linear with this activation");
+  const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
+  if (f.residual.defined() && (f.residual.dtype() != DType::F32 || f.residual.elements() != m * n))
+    return unsupported(x, "linear with a residual of another shape");
+  const int64_t head_dim = f.rope_heads > 0 ? n / f.rope_heads : 0;
+  if (f.rope_heads > 0 &&
+      (n % f.rope_heads != 0 || head_dim % 2 != 0 || f.rotary_dim < 2 || f.rotary_dim % 2 != 0 ||
+       f.rotary_dim > head_dim || f.rotary_dim > 128 || m > (int64_t{1} << 31)))
+    return unsupported(x, "linear with this rotary embedding");
+  if (f.norm_gamma.defined() && (f.norm_gamma.dtype() != DType::F32 || f.norm_gamma.elements() != k))
+    return unsupported(x, "linear with a layer norm of another width");
+  Shape shape = x.shape();
+  shape[-1] = n;
+  Tensor out = x.ctx().empty(shape);
+  const Tensor& bias = b.defined() ? b : w;  // bindings must exist: w stands in, unread
+  const Tensor& res = f.residual.defined() ? f.residual : w;
+  const uint32_t has_bias = b.defined() ? 1u : 0u, act = static_cast<uint32_t>(f.act),
+                 has_res = f.residual.defined() ? 1u : 0u;
+  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  // 64 x 64 blocks; where they are fewer than ~4 a core of a large GPU (an H200's 132), either 32 x 32 blocks
+  // with K sliced 4 ways in the workgroup (where those blocks alone reach the target's quarter), or K split
+  // into up to that many ranges of at least 128 (a second dispatch adds them).
+  const auto [target_workgroups, min_chunk] = linear_split_rule();
+  const int64_t tiles_n = (n + 63) / 64, tiles = ((m + 63) / 64) * tiles_n;
+  int64_t splits =
+      std::clamp<int64_t>((target_workgroups + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / min_chunk));
+  const int64_t tiles32_n = (n + 31) / 32, tiles32 = ((m + 31) / 32) * tiles32_n;
+  const LinearKernel pinned = linear_kernel();
+  const bool slice_k = pinned == LinearKernel::SliceK ||
+                       (pinned == LinearKernel::Auto && splits > 1 && tiles32 * 4 >= target_workgroups);
+  const Tensor& gamma = f.norm_gamma.defined() ? f.norm_gamma : w;
+  const uint32_t has_norm = f.norm_gamma.defined() ? 1u : 0u, eps = std::bit_cast<uint32_t>(f.norm_eps);
+  if (f.rope_heads > 0 && (m < 16 || (!slice_k && splits > 1))) {
+    // The kernels that store one output per thread leave the rotary embedding to its own kernel.
+    const LinearFusedF32 product = {.norm_gamma = f.norm_gamma, .norm_eps = f.norm_eps};
+    Tensor y = gpu_ops::rope(gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n}), f.rope_heads,
+                             f.rotary_dim, f.rope_base, 0, true);
+    if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
+    if (f.residual.defined()) y = gpu_ops::binary(y, f.residual.reshape({m, n}), '+');
+    return y.reshape(shape);
+  }
+  if (m < 16) {
+    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, has_norm, eps};
+    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &res, &out, &gamma},
+                 static_cast<uint64_t>(m * n));
+    return out;
+  }
+  // The tiled kernels' uniform block ends with the rope fields and the turns of its rope_rd / 2 frequencies.
+  uint32_t params[16 + 64] = {};
+  const int rope_at = slice_k ? 8 : 10, turns_at = 12;
+  if (f.rope_heads > 0) {
+    params[rope_at] = u32(head_dim);
+    params[rope_at + 1] = u32(f.rotary_dim);
+    rope_turns(f.rope_base, f.rotary_dim, params + turns_at);
+  }
+  const size_t words = 12 + 64;
+  if (slice_k) {
+    const bool vec4_loads = k % 4 == 0 && x.gpu_offset() % 16 == 0 && w.gpu_offset() % 16 == 0;
+    // Made once and kept (a static std::string's destructor would need __cxa_atexit, which wasm lacks).
+    static const std::string* vec4_wgsl = new std::string(linear_slice_k_wgsl(true));
+    static const std::string* scalar_wgsl = new std::string(linear_slice_k_wgsl(false));
+    const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, has_norm};
+    std::copy(std::begin(head), std::end(head), params);
+    params[10] = eps;
+    // One workgroup of 256 per block: the recorder counts threads in 64s.
+    rec.dispatch(vec4_loads ? "nn_linear_slice_k_vec4" : "nn_linear_slice_k",
+                 vec4_loads ? *vec4_wgsl : *scalar_wgsl, std::span<const uint32_t>(params, words),
+                 {&x, &w, &bias, &res, &out, &gamma}, static_cast<uint64_t>(tiles32 * 64));
+    return out;
+  }
+  const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
+  splits = (k + k_chunk - 1) / k_chunk;
+  const uint32_t head[] = {u32(m),     u32(n),       u32(k),      has_bias, u32(tiles_n),
+                           u32(tiles), u32(k_chunk), u32(splits), act,      has_res};
+  std::copy(std::begin(head), std::end(head), params);
+  params[76] = has_norm;
+  params[77] = eps;
+  // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
+  if (splits == 1) {
+    rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &out, &gamma},
+                 static_cast<uint64_t>(tiles * 64));
+    return out;
+  }
+  Tensor part = x.ctx().empty({splits, m, n});
+  rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &part, &gamma},
+               static_cast<uint64_t>(splits * tiles * 64));
+  const uint32_t sum_params[] = {u32(m * n), u32(n), u32(splits), has_bias, act, has_res, 0, 0};
+  rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &res, &out},
+               static_cast<uint64_t>(m * n));
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  return gpu_ops::linear_fused_f32(x, w, b, {});
+}
+
+}  // namespace sotto::nn::gpu_ops
