@@ -27,51 +27,37 @@ Tensor moonshine_encoder_linear(const MoonshineWeights& w, const Tensor& x, cons
 
 Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
   const MoonshineConfig& c = w.config;
-  auto linear = [&](const Tensor& x, const Tensor& m, const Tensor& b = {}) {
-    return moonshine_encoder_linear(w, x, m, b);
+  // Each product with the ops around it (nn/fused.h): act(rope(norm(x) . W^T + b)) + residual. On the GPU one
+  // dispatch each (the norms as the product loads x; rope, GELU and the residual add in its store: 7
+  // dispatches a layer saved). The CPU's packed products (w.encoder_packed) take the same ops one by one.
+  auto product = [&](const Tensor& x, const Tensor& m, const Tensor& b, const nn::LinearFusedF32& f) {
+    if (!w.encoder_packed) return nn::linear_fused_f32(x, m, b, f);
+    Tensor y = nn::cpu::linear_prepacked(
+        f.norm_gamma.defined() ? nn::layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, m, b);
+    if (f.rope_heads > 0) y = nn::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+    if (f.act != nn::Act::Identity) y = nn::activation(y, f.act);
+    return f.residual.defined() ? nn::add(f.residual, y) : y;
   };
-  // On the GPU the layer norms happen as the products load x, the stem's activations, the rotary embeddings of
-  // q and k, the FFN's GELU and both residual adds in the products' stores (nn/fused.h: a dispatch each saved,
-  // 7 a layer), and the last conv comes out [T, C] (2 transposes saved); the CPU keeps its packed products and
-  // separate ops.
-  const bool gpu = audio.ctx().backend() == nn::Backend::Gpu && !w.encoder_packed;
   Tensor x = audio.reshape({1, audio.elements()});
-  if (gpu) {
-    x = nn::conv1d_fused_f32(x, w.conv1, {}, {.stride = 64}, {.act = nn::Act::Tanh});
-    x = nn::group_norm(x, 1, w.group_norm_gamma, w.group_norm_beta, c.norm_eps);
-    x = nn::conv1d_fused_f32(x, w.conv2, w.conv2_b, {.stride = 3}, {.act = nn::Act::GeluErf});
-    x = nn::conv1d_fused_f32(x, w.conv3, w.conv3_b, {.stride = 2},
-                             {.act = nn::Act::GeluErf, .time_major = true});
-  } else {
-    x = nn::tanh(nn::conv1d(x, w.conv1, {}, {.stride = 64}));
-    x = nn::group_norm(x, 1, w.group_norm_gamma, w.group_norm_beta, c.norm_eps);
-    x = nn::gelu(nn::conv1d(x, w.conv2, w.conv2_b, {.stride = 3}));
-    x = nn::gelu(nn::conv1d(x, w.conv3, w.conv3_b, {.stride = 2}));
-    x = nn::transpose(x);  // [C, T] -> [T, C]
-  }
+  x = nn::conv1d_fused_f32(x, w.conv1, {}, {.stride = 64}, {.act = nn::Act::Tanh});
+  x = nn::group_norm(x, 1, w.group_norm_gamma, w.group_norm_beta, c.norm_eps);
+  x = nn::conv1d_fused_f32(x, w.conv2, w.conv2_b, {.stride = 3}, {.act = nn::Act::GeluErf});
+  // [T, C] out for the layers.
+  x = nn::conv1d_fused_f32(x, w.conv3, w.conv3_b, {.stride = 2},
+                           {.act = nn::Act::GeluErf, .time_major = true});
 
   for (const MoonshineEncoderLayer& l : w.encoder) {
-    if (gpu) {
-      const nn::LinearFusedF32 normed = {.norm_gamma = l.attn_norm, .norm_eps = c.norm_eps};
-      nn::LinearFusedF32 rope = normed;
-      rope.rope_heads = c.n_heads;
-      rope.rotary_dim = c.rotary_dim;
-      rope.rope_base = c.rope_base;
-      const Tensor q = nn::linear_fused_f32(x, l.q, {}, rope), k = nn::linear_fused_f32(x, l.k, {}, rope);
-      const Tensor attended =
-          nn::attention(q, k, nn::linear_fused_f32(x, l.v, {}, normed), {.n_heads = c.n_heads});
-      x = nn::linear_fused_f32(attended, l.o, {}, {.residual = x});
-      const Tensor h = nn::linear_fused_f32(
-          x, l.fc1, l.fc1_b, {.norm_gamma = l.mlp_norm, .norm_eps = c.norm_eps, .act = nn::Act::GeluErf});
-      x = nn::linear_fused_f32(h, l.fc2, l.fc2_b, {.residual = x});
-      continue;
-    }
-    Tensor h = nn::layer_norm(x, l.attn_norm, {}, c.norm_eps);
-    Tensor q = nn::rope(linear(h, l.q), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
-    Tensor k = nn::rope(linear(h, l.k), c.n_heads, c.rotary_dim, c.rope_base, 0, true);
-    x = nn::add(x, linear(nn::attention(q, k, linear(h, l.v), {.n_heads = c.n_heads}), l.o));
-    h = nn::layer_norm(x, l.mlp_norm, {}, c.norm_eps);
-    x = nn::add(x, linear(nn::gelu(linear(h, l.fc1, l.fc1_b)), l.fc2, l.fc2_b));
+    const nn::LinearFusedF32 normed = {.norm_gamma = l.attn_norm, .norm_eps = c.norm_eps};
+    nn::LinearFusedF32 rotated = normed;
+    rotated.rope_heads = c.n_heads;
+    rotated.rotary_dim = c.rotary_dim;
+    rotated.rope_base = c.rope_base;
+    const Tensor q = product(x, l.q, {}, rotated), k = product(x, l.k, {}, rotated);
+    const Tensor attended = nn::attention(q, k, product(x, l.v, {}, normed), {.n_heads = c.n_heads});
+    x = product(attended, l.o, {}, {.residual = x});
+    const Tensor h = product(x, l.fc1, l.fc1_b,
+                             {.norm_gamma = l.mlp_norm, .norm_eps = c.norm_eps, .act = nn::Act::GeluErf});
+    x = product(h, l.fc2, l.fc2_b, {.residual = x});
   }
   return nn::layer_norm(x, w.encoder_norm, {}, c.norm_eps);
 }
