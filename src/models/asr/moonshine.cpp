@@ -371,12 +371,13 @@ Result<std::vector<int32_t>> moonshine_greedy_gpu(const MoonshineWeights& w, Moo
 
 namespace {
 
-// The GPU recorder submits every 32 dispatches: the GPU starts on the encoder while the host records the rest,
-// and on the decoder's first batch of steps while the host records it (a dispatch takes the GPU ~10-15 us, its
-// recording and encoding a few, so the host stays ahead). SOTTO_GPU_SUBMIT_EVERY=N overrides it natively (0:
-// one submit per read) for benchmarking.
+// The GPU recorder submits every 64 dispatches: the GPU starts on the encoder while the host records the rest,
+// and on the decoder's first batch of steps while the host records it (a dispatch takes the GPU ~10-50 us, its
+// recording and encoding a few, so the host stays ahead). On an H100 every 64 was 0.4-0.7 ms faster than one
+// submit per read for a 10 s clip, 0.1 ms faster than every 32 (bench/results/2026-12-06-moonshine-gpu.md).
+// SOTTO_GPU_SUBMIT_EVERY=N overrides it natively (0: one submit per read) for benchmarking.
 size_t gpu_submit_every() {
-  size_t n = 32;
+  size_t n = 64;
 #if !defined(__wasm__)
   if (const char* env = std::getenv("SOTTO_GPU_SUBMIT_EVERY"))
     n = static_cast<size_t>(std::strtoul(env, nullptr, 10));
