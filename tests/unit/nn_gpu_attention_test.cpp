@@ -24,14 +24,16 @@ TEST(NnGpuAttention, ManyQueriesMatchTheReference) {
   auto cpu = Context::cpu();
   auto gpu = Context::webgpu(*device);
   for (int rep = 0; rep < 4; ++rep) {
-    const int kv_heads = static_cast<int>(rand_int(1, 3)), heads = kv_heads * static_cast<int>(rand_int(1, 3));
+    const int kv_heads = static_cast<int>(rand_int(1, 3)),
+              heads = kv_heads * static_cast<int>(rand_int(1, 3));
     const int64_t d = 4 * rand_int(1, 16), tq = rand_int(16, 130), tk = tq + rand_int(0, 300);
-    const Tensor q = rand_tensor(*cpu, {tq, heads * d}, -2.0f, 2.0f), k = rand_tensor(*cpu, {tk, kv_heads * d}),
-                 v = rand_tensor(*cpu, {tk, kv_heads * d});
+    const Tensor q = rand_tensor(*cpu, {tq, heads * d}, -2.0f, 2.0f),
+                 k = rand_tensor(*cpu, {tk, kv_heads * d}), v = rand_tensor(*cpu, {tk, kv_heads * d});
     for (bool causal : {false, true}) {
       const AttentionOptions o{.n_heads = heads, .n_kv_heads = kv_heads, .causal = causal};
       const uint64_t before = gpu->gpu()->dispatches_run();
-      const Tensor out = download(*cpu, *gpu, attention(upload(*gpu, q), upload(*gpu, k), upload(*gpu, v), o));
+      const Tensor out =
+          download(*cpu, *gpu, attention(upload(*gpu, q), upload(*gpu, k), upload(*gpu, v), o));
       EXPECT_EQ(gpu->gpu()->dispatches_run() - before, 1u) << "one dispatch, no combine";
       expect_close(out, ref::attention(q, k, v, o), 1e-5f, 1e-5f, causal ? "tiled causal" : "tiled");
     }
