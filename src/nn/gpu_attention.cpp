@@ -140,9 +140,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 bool attention_tiled_fits(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   const int64_t heads = o.n_heads, kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
   const int64_t head_dim = q.dim(1) / heads;
-  const auto aligned = [](const Tensor& t) { return t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0; };
   return q.dim(0) >= 16 && head_dim % 4 == 0 && head_dim <= 64 && (kv_heads * head_dim) % 4 == 0 &&
-         aligned(q) && aligned(k) && aligned(v);
+         vec4_view(q) && vec4_view(k) && vec4_view(v);
 }
 
 Tensor attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {

@@ -541,7 +541,7 @@ constexpr const char* kAttentionInt8FusedCross = NN_ATTENTION_INT8_FUSED("read",
 #undef NN_ATTENTION_INT8_FUSED
 
 bool vec4_tensor(const Tensor& t) {
-  return on_gpu(t) && t.dtype() == DType::F32 && t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0;
+  return on_gpu(t) && t.dtype() == DType::F32 && vec4_view(t);
 }
 
 }  // namespace

@@ -398,10 +398,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 #undef NN_WGSL_LINEAR_EPILOGUE
 #undef NN_WGSL_LINEAR_EPILOGUE4
 
-Tensor empty_on(const Tensor& x) {
-  return x.ctx().empty({0});
-}
-
 // The split-K rule's workgroup target and smallest K range: 528 and 128, or for benchmarking other values from
 // SOTTO_GPU_LINEAR_SPLIT="TARGET,MIN_CHUNK" (read once; bench/parakeet_gpu.sh sweeps it).
 std::pair<int64_t, int64_t> linear_split_rule() {

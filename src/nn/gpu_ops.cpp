@@ -932,12 +932,11 @@ bool is_suffix(const Shape& small, const Shape& big) {
   return true;
 }
 
-// An empty GPU tensor: what a failed recorder hands on (every later op returns at once).
+}  // namespace
+
 Tensor empty_on(const Tensor& x) {
   return x.ctx().empty({0});
 }
-
-}  // namespace
 
 Tensor unsupported(const Tensor& x, const char* op) {
   x.ctx().gpu()->fail(cat(op, " has no GPU kernel yet"));
@@ -1149,11 +1148,6 @@ uint32_t u32(int64_t v) {
 }
 
 // Threads for `rows` workgroups of 64 (the workgroup kernels' rows).
-// A tensor the vec4 kernels can read: it starts and ends on 16-byte boundaries of its buffer.
-bool vec4_view(const Tensor& t) {
-  return t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0;
-}
-
 uint64_t workgroups(int64_t rows) {
   return static_cast<uint64_t>(rows) * 64;
 }

@@ -14,6 +14,11 @@ inline bool on_gpu(const Tensor& t) {
   return t.defined() && t.ctx().backend() == Backend::Gpu;
 }
 
+// A tensor the vec4 kernels can read: it starts and ends on 16-byte boundaries of its buffer.
+inline bool vec4_view(const Tensor& t) {
+  return t.gpu_offset() % 16 == 0 && t.bytes() % 16 == 0;
+}
+
 Tensor binary(const Tensor& a, const Tensor& b, char op);
 Tensor scale(const Tensor& x, float s, float bias);
 Tensor activation(const Tensor& x, Act act, float alpha);
@@ -110,6 +115,8 @@ void set_matmul_integer_kernel(MatmulIntegerKernel k);
 // threads where the device allows, else 256; else one dispatch per step). Tests pin each in turn.
 enum class LstmKernel { Auto, PerStep, Persistent, Persistent256 };
 void set_lstm_kernel(LstmKernel k);
+// An empty GPU tensor: what a failed recorder hands on (every later op returns at once).
+Tensor empty_on(const Tensor& x);
 // An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.
 Tensor unsupported(const Tensor& x, const char* op);
 
