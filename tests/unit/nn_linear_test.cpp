@@ -406,6 +406,10 @@ TEST(NnLstm, DynamicQuantizeLstmMatchesReference) {
 // int8 bilstm on a pool runs its two directions side by side, one thread each, with the per-step product on
 // that thread alone: bitwise the two lstm() calls (whose steps split the product over the pool), at hidden
 // sizes where those steps are threaded (Kokoro's: 256), and close to the reference.
+// The recurrent scale keeps the recurrence contractive (the h . W_hh^T term's spread ~ sqrt(H) * 74 * scale *
+// rms(h) <= ~0.25): with scales of 0.001-0.01 at H = 120-260 it is chaotic, and the float-against-double
+// rounding that moves h across a quantization step once in a while grew to a different trajectory (signs
+// flipped) over 30 steps in ~2 % of runs. Contractive, one such step moves the gates by ~1e-4 and dies out.
 TEST(NnLstm, Int8BiLstmDirectionsSideBySideAreTheSequentialOnes) {
   Backends b;
   b.each([&](Context& ctx, const std::string& where) {
@@ -415,7 +419,7 @@ TEST(NnLstm, Int8BiLstmDirectionsSideBySideAreTheSequentialOnes) {
       d.w_ih = rand_int8(ctx, {in, 4 * h}, DType::I8);
       d.w_hh = rand_int8(ctx, {h, 4 * h}, DType::I8);
       d.w_ih_scales = rand_tensor(ctx, {4 * h}, 0.001f, 0.01f);
-      d.w_hh_scales = rand_tensor(ctx, {1}, 0.001f, 0.01f);
+      d.w_hh_scales = rand_tensor(ctx, {1}, 1e-4f, 4e-4f);
       d.b = rand_tensor(ctx, {4 * h});
     }
     const Tensor x = rand_tensor(ctx, {t, in});
@@ -426,7 +430,7 @@ TEST(NnLstm, Int8BiLstmDirectionsSideBySideAreTheSequentialOnes) {
     for (int64_t i = 0; i < got.elements(); ++i)
       ASSERT_EQ(got.f32()[i], want.f32()[i]) << where << " h " << h << " t " << t << " at " << i;
     const Tensor refs[2] = {ref::lstm(x, w[0], false), ref::lstm(x, w[1], true)};
-    expect_close(got, concat(refs, 1), 0.05f, 0, "int8 bilstm " + where);
+    expect_close(got, concat(refs, 1), 2e-3f, 0, "int8 bilstm " + where);
   });
 }
 
