@@ -6,6 +6,22 @@
 
 namespace sotto::nn {
 
+namespace {
+// Adds the time from its making to its end to `total`.
+struct HostTimer {
+  explicit HostTimer(uint64_t& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~HostTimer() {
+    total_ += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
+            .count());
+  }
+  HostTimer(const HostTimer&) = delete;
+  HostTimer& operator=(const HostTimer&) = delete;
+  uint64_t& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+}  // namespace
+
 GpuRecorder::~GpuRecorder() {
   for (const auto& [words, buffer] : uniforms_) device_.destroy_buffer(buffer);
 }
@@ -22,10 +38,24 @@ Status GpuRecorder::status() const {
 void GpuRecorder::dispatch(std::string_view name, std::string_view wgsl, std::span<const uint32_t> params,
                            std::initializer_list<const Tensor*> tensors, uint64_t threads) {
   if (failed() || threads == 0) return;
+  {
+    HostTimer timer(host_ns_);
+    if (!record(name, wgsl, params, tensors, threads)) return;
+  }
+  if (submit_every_ > 0 && plan_.size() >= submit_every_) {
+    if (Status s = flush(); !s.ok()) fail(s.message());
+  }
+}
+
+bool GpuRecorder::record(std::string_view name, std::string_view wgsl, std::span<const uint32_t> params,
+                         std::initializer_list<const Tensor*> tensors, uint64_t threads) {
   auto pipeline = pipelines_.find(name);
   if (pipeline == pipelines_.end()) {
     auto made = device_.create_pipeline(wgsl, "main", name);
-    if (!made.ok()) return fail(cat("kernel ", name, ": ", made.message()));
+    if (!made.ok()) {
+      fail(cat("kernel ", name, ": ", made.message()));
+      return false;
+    }
     pipeline = pipelines_.emplace(std::string(name), *made).first;
   }
   std::vector<uint32_t> words(params.begin(), params.end());
@@ -33,17 +63,24 @@ void GpuRecorder::dispatch(std::string_view name, std::string_view wgsl, std::sp
   auto uniform = uniforms_.find(words);
   if (uniform == uniforms_.end()) {
     auto made = device_.create_buffer(words.size() * 4, gpu::kUsageUniform | gpu::kUsageCopyDst, "nn params");
-    if (!made.ok()) return fail(made.message());
-    if (Status s = device_.write_buffer(*made, 0, words.data(), words.size() * 4); !s.ok())
-      return fail(s.message());
+    if (!made.ok()) {
+      fail(made.message());
+      return false;
+    }
+    if (Status s = device_.write_buffer(*made, 0, words.data(), words.size() * 4); !s.ok()) {
+      fail(s.message());
+      return false;
+    }
     uniform = uniforms_.emplace(words, *made).first;
   }
   std::vector<gpu::Binding> bindings = {{0, uniform->second, 0, words.size() * 4}};
   std::vector<uint64_t> key = {pipeline->second, uniform->second};
   uint32_t slot = 1;
   for (const Tensor* t : tensors) {
-    if (!t->defined() || t->gpu_buffer() == 0)
-      return fail(cat("kernel ", name, ": an input has no GPU buffer"));
+    if (!t->defined() || t->gpu_buffer() == 0) {
+      fail(cat("kernel ", name, ": an input has no GPU buffer"));
+      return false;
+    }
     const uint64_t bytes = (t->bytes() + 3) / 4 * 4;
     bindings.push_back({slot++, t->gpu_buffer(), t->gpu_offset(), bytes ? bytes : 4});
     key.push_back(t->gpu_buffer());
@@ -53,7 +90,10 @@ void GpuRecorder::dispatch(std::string_view name, std::string_view wgsl, std::sp
   auto group = bind_groups_.find(key);
   if (group == bind_groups_.end()) {
     auto made = device_.create_bind_group(pipeline->second, bindings);
-    if (!made.ok()) return fail(cat("kernel ", name, ": ", made.message()));
+    if (!made.ok()) {
+      fail(cat("kernel ", name, ": ", made.message()));
+      return false;
+    }
     group = bind_groups_.emplace(key, *made).first;
   }
   const uint64_t groups = (threads + 63) / 64;
@@ -64,14 +104,13 @@ void GpuRecorder::dispatch(std::string_view name, std::string_view wgsl, std::sp
   d.groups_y = static_cast<uint32_t>((groups + 65534) / 65535);
   plan_.push_back(d);
   plan_names_.push_back(&pipeline->first);
-  if (submit_every_ > 0 && plan_.size() >= submit_every_) {
-    if (Status s = flush(); !s.ok()) fail(s.message());
-  }
+  return true;
 }
 
 Status GpuRecorder::flush() {
   SOTTO_TRY(status());
   if (plan_.empty()) return {};
+  HostTimer timer(host_ns_);
   std::vector<uint64_t> ns;
   Status s = profiling_ ? device_.run_timed(plan_, &ns) : device_.run(plan_);
   for (size_t i = 0; i < ns.size() && i < plan_names_.size(); ++i) {

@@ -15,6 +15,7 @@
 // back is synchronous (native Dawn); the browser's asynchronous read is not wired yet.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
@@ -59,8 +60,15 @@ class GpuRecorder {
   // profile() lists each kernel's dispatches and GPU milliseconds, the largest first, and the flushes' count.
   void set_profiling(bool on) { profiling_ = on; }
   std::string profile() const;
+  // Host time spent recording dispatches and encoding and submitting them (not waiting for reads), in ns since
+  // the context was made: set against a pass's wall time it says whether the GPU waited for the host.
+  uint64_t host_ns() const { return host_ns_; }
 
  private:
+  // dispatch() without the submit: false where it failed (the failure is kept).
+  bool record(std::string_view name, std::string_view wgsl, std::span<const uint32_t> params,
+              std::initializer_list<const Tensor*> tensors, uint64_t threads);
+
   gpu::Device& device_;
   std::string error_;
   std::vector<gpu::Dispatch> plan_;
@@ -70,6 +78,7 @@ class GpuRecorder {
   uint64_t flushes_ = 0;
   std::map<std::string, std::pair<uint64_t, uint64_t>, std::less<>> profile_;  // kernel: dispatches, GPU ns
   uint64_t dispatches_run_ = 0;
+  uint64_t host_ns_ = 0;
   std::map<std::string, gpu::PipelineHandle, std::less<>> pipelines_;
   std::map<std::vector<uint32_t>, gpu::BufferHandle> uniforms_;
   std::map<std::vector<uint64_t>, gpu::BindGroupHandle> bind_groups_;

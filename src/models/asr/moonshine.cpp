@@ -308,9 +308,19 @@ Result<std::vector<int32_t>> decode_pipelined(const MoonshineWeights& w, Moonshi
 // runs next; with a batch always queued behind the one being read, a batch needs only to be recorded faster
 // than the GPU runs it (~4 x 52 dispatches), which any size does, so the smallest size that amortises a read
 // and a submit over a few steps.
+// SOTTO_MOONSHINE_BATCH_STEPS=N overrides the batch natively (1-16) for benchmarking.
+int64_t batch_steps() {
+  int64_t n = 4;
+#if !defined(__wasm__)
+  if (const char* env = std::getenv("SOTTO_MOONSHINE_BATCH_STEPS"))
+    n = std::clamp<int64_t>(std::strtol(env, nullptr, 10), 1, 16);
+#endif
+  return n;
+}
+
 Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, MoonshineDecoderState& s,
                                             size_t max_tokens) {
-  constexpr int64_t kBatchSteps = 4;
+  const int64_t kBatchSteps = batch_steps();
   nn::Context& ctx = w.embedding.w.ctx();
   nn::GpuRecorder& rec = *ctx.gpu();
   nn::GreedyLoop g;
