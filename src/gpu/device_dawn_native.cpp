@@ -13,10 +13,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -283,6 +285,26 @@ Status DawnDevice::open(const DeviceOptions& options) {
   device_desc.deviceLostCallbackInfo.userdata1 = this;
   device_desc.uncapturedErrorCallbackInfo.callback = &DawnDevice::on_error;
   device_desc.uncapturedErrorCallbackInfo.userdata1 = this;
+  // SOTTO_DAWN_TOGGLES="a,b,-c" (benchmarking): Dawn device toggles to enable, or with '-' to disable, such as
+  // skip_validation or disable_robustness, to measure what Dawn's checks cost on the host and in the kernels.
+  std::vector<std::string> toggle_names;
+  std::vector<const char*> enabled, disabled;
+  WGPUDawnTogglesDescriptor toggles{};
+  if (const char* env = std::getenv("SOTTO_DAWN_TOGGLES"); env && *env) {
+    for (std::string_view rest = env; !rest.empty();) {
+      const size_t comma = std::min(rest.find(','), rest.size());
+      if (comma > 0) toggle_names.emplace_back(rest.substr(0, comma));
+      rest.remove_prefix(std::min(comma + 1, rest.size()));
+    }
+    for (const std::string& t : toggle_names)
+      (t[0] == '-' ? disabled.push_back(t.c_str() + 1) : enabled.push_back(t.c_str()));
+    toggles.chain.sType = kSTypeDawnTogglesDescriptor;
+    toggles.enabledToggleCount = enabled.size();
+    toggles.enabledToggles = enabled.data();
+    toggles.disabledToggleCount = disabled.size();
+    toggles.disabledToggles = disabled.data();
+    device_desc.nextInChain = &toggles.chain;
+  }
   WGPUCallbackInfo<RequestDeviceCallback> device_cb{};
   device_cb.mode = kCallbackAllowProcessEvents;
   device_cb.callback = [](uint32_t status, WGPUDevice device, WGPUStringView message, void* u1, void*) {

@@ -71,6 +71,7 @@ struct WGPUFutureWaitInfo {
 
 enum : uint32_t {
   kSTypeShaderSourceWGSL = 2,
+  kSTypeDawnTogglesDescriptor = 0x0005000A,
   kBackendVulkan = 6,
   kFeatureTimestampQuery = 3,
   kFeatureShaderF16 = 0x0A,
@@ -153,6 +154,13 @@ struct WGPULimits {
 struct WGPUQueueDescriptor {
   WGPUChainedStruct* nextInChain;
   WGPUStringView label;
+};
+struct WGPUDawnTogglesDescriptor {
+  WGPUChainedStruct chain;
+  size_t enabledToggleCount;
+  const char* const* enabledToggles;
+  size_t disabledToggleCount;
+  const char* const* disabledToggles;
 };
 struct WGPUDeviceDescriptor {
   WGPUChainedStruct* nextInChain;
