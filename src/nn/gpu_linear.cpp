@@ -31,9 +31,14 @@ namespace {
 // The epilogue of every kernel below, on one output (row r, column c) of the product: + bias, then tanh
 // (clamped, as the activation kernel) where p.act is Act::Tanh (4) or GELU (erf by Abramowitz & Stegun 7.1.26,
 // |error| < 1.5e-7, as the activation kernel: WGSL has no erf) where it is Act::GeluErf (6), then + residual
-// [m, n]. Each kernel declares p (with has_bias, act, has_residual, n), bias and res (stand-ins, unread, where
-// absent).
+// [m, n]. out_at: where output (r, c) is stored, [m, n] or, where p.stack_cols is nonzero, block c / stack_cols
+// of [n / stack_cols, stack_rows, stack_cols] (nn::LinearFusedF32::stack_columns). Each kernel declares p (with
+// has_bias, act, has_residual, n, stack_cols, stack_rows), bias and res (stand-ins, unread, where absent).
 #define NN_WGSL_LINEAR_EPILOGUE                                                                     \
+  "fn out_at(r: u32, c: u32) -> u32 {\n"                                                            \
+  "  if (p.stack_cols == 0u) { return r * p.n + c; }\n"                                             \
+  "  return ((c / p.stack_cols) * p.stack_rows + r) * p.stack_cols + c % p.stack_cols;\n"           \
+  "}\n"                                                                                             \
   "fn erf_approx(x: f32) -> f32 {\n"                                                                \
   "  let t = 1.0 / (1.0 + 0.3275911 * abs(x));\n"                                                   \
   "  let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * " \
@@ -56,10 +61,12 @@ namespace {
 // The tiled kernels' epilogue on 4 outputs of a row, columns c .. c + 3 (c a multiple of 4): + bias, then the
 // rotary embedding where p.rope_hd (the head width) is nonzero, on interleaved pairs (c, c + 1), (c + 2, c + 3)
 // of the first p.rope_rd dims of each head at position r (the rope kernel's angles, from p.turns: gpu_ops.cpp,
-// kRope), then finish() per output. Columns past n are left alone (rope needs n even: pairs never straddle it).
+// kRope) in columns below p.rope_cols, then finish() per output. Columns past n are left alone (rope needs n
+// even: pairs never straddle it).
 #define NN_WGSL_LINEAR_EPILOGUE4                                                                   \
   NN_WGSL_ROPE_SIN_COS                                                                             \
   "fn rope_pair(v: vec2<f32>, r: u32, c: u32) -> vec2<f32> {\n"                                    \
+  "  if (c >= p.rope_cols) { return v; }\n"                                                        \
   "  let e = c % p.rope_hd;\n"                                                                     \
   "  if (e >= p.rope_rd) { return v; }\n"                                                          \
   "  let pair = e / 2u;\n"                                                                         \
@@ -78,9 +85,12 @@ namespace {
 
 // linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
 // (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
-// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them).
-constexpr const char* kLinearRows = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, has_norm: u32, eps: f32 };
+// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them). A rotated output also
+// computes its pair's (2 K multiply-adds: rows are few here) so the rotary embedding needs no kernel of its own.
+constexpr const char* kLinearRows = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, has_norm: u32, eps: f32,
+           rope_hd: u32, rope_rd: u32, rope_cols: u32, stack_cols: u32, stack_rows: u32, pad0: u32, pad1: u32,
+           pad2: u32, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -88,12 +98,8 @@ struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, h
 @group(0) @binding(4) var<storage, read> res: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read> gamma: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = index(g);
-  if (i >= p.m * p.n) { return; }
-  let r = i / p.n;
-  let c = i % p.n;
+// Output (r, c) before its epilogue.
+fn dot_row(r: u32, c: u32) -> f32 {
   var s = 0.0;
   if (p.has_norm != 0u) {
     // The row's layer norm, recomputed by each of its outputs (K more reads each: rows are few here).
@@ -107,7 +113,23 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   } else {
     for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
   }
-  y[i] = epilogue(s, r, c);
+  if (p.has_bias != 0u) { s += bias[c]; }
+  return s;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.m * p.n) { return; }
+  let r = i / p.n;
+  let c = i % p.n;
+  var s = dot_row(r, c);
+  if (p.rope_hd != 0u && c < p.rope_cols && c % p.rope_hd < p.rope_rd) {
+    let other = dot_row(r, c ^ 1u);
+    let odd = c % 2u == 1u;
+    let rotated = rope_pair(select(vec2<f32>(s, other), vec2<f32>(other, s), odd), r, c - c % 2u);
+    s = select(rotated.x, rotated.y, odd);
+  }
+  y[out_at(r, c)] = finish(s, r, c);
 }
 )";
 
@@ -122,7 +144,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
            act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16>, has_norm: u32,
-           eps: f32 };
+           eps: f32, rope_cols: u32, stack_cols: u32, stack_rows: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -209,11 +231,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
   for (var i = 0u; i < 4u; i++) {
     if (r + i >= p.m) { break; }
-    var v = rows[i];
-    let at = split * p.m * p.n + (r + i) * p.n + c;
-    if (p.splits == 1u) { v = epilogue4(v, r + i, c); }
-    for (var j = 0u; j < 4u; j++) {
-      if (c + j < p.n) { y[at + j] = v[j]; }
+    if (p.splits == 1u) {
+      let v = epilogue4(rows[i], r + i, c);
+      for (var j = 0u; j < 4u; j++) {
+        if (c + j < p.n) { y[out_at(r + i, c + j)] = v[j]; }
+      }
+    } else {
+      let at = split * p.m * p.n + (r + i) * p.n + c;
+      for (var j = 0u; j < 4u; j++) {
+        if (c + j < p.n) { y[at + j] = rows[i][j]; }
+      }
     }
   }
 }
@@ -221,7 +248,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 // The split-K partial sums [splits, m, n] added in split order, then the epilogue: one output per thread.
 constexpr const char* kSplitSum = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
-struct P { total: u32, n: u32, splits: u32, has_bias: u32, act: u32, has_residual: u32, pad0: u32, pad1: u32 };
+struct P { total: u32, n: u32, splits: u32, has_bias: u32, act: u32, has_residual: u32, stack_cols: u32,
+           stack_rows: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> part: array<f32>;
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
@@ -233,7 +261,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (i >= p.total) { return; }
   var s = part[i];
   for (var j = 1u; j < p.splits; j++) { s += part[j * p.total + i]; }
-  y[i] = epilogue(s, i / p.n, i % p.n);
+  y[out_at(i / p.n, i % p.n)] = epilogue(s, i / p.n, i % p.n);
 }
 )";
 
@@ -282,7 +310,8 @@ fn load_w(row: u32, k: u32) -> vec4<f32> {
 )";
   return std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, has_norm: u32,
-           rope_hd: u32, rope_rd: u32, eps: f32, pad0: u32, turns: array<vec4<u32>, 16> };
+           rope_hd: u32, rope_rd: u32, eps: f32, rope_cols: u32, turns: array<vec4<u32>, 16>, stack_cols: u32,
+           stack_rows: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> res: array<f32>;
@@ -388,7 +417,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (r + i >= p.m) { break; }
     let v = epilogue4(rows[i], r + i, c);
     for (var j = 0u; j < 4u; j++) {
-      if (c + j < p.n) { y[(r + i) * p.n + c + j] = v[j]; }
+      if (c + j < p.n) { y[out_at(r + i, c + j)] = v[j]; }
     }
   }
 }
@@ -448,21 +477,27 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   if (f.residual.defined() && (f.residual.dtype() != DType::F32 || f.residual.elements() != m * n))
     return unsupported(x, "linear with a residual of another shape");
-  const int64_t head_dim = f.rope_heads > 0 ? n / f.rope_heads : 0;
+  const int64_t rope_cols = f.rope_columns > 0 ? f.rope_columns : n;
+  const int64_t head_dim = f.rope_heads > 0 ? rope_cols / f.rope_heads : 0;
   if (f.rope_heads > 0 &&
-      (n % f.rope_heads != 0 || head_dim % 2 != 0 || f.rotary_dim < 2 || f.rotary_dim % 2 != 0 ||
-       f.rotary_dim > head_dim || f.rotary_dim > 128 || m > (int64_t{1} << 31)))
+      (rope_cols > n || rope_cols % f.rope_heads != 0 || head_dim % 2 != 0 || f.rotary_dim < 2 ||
+       f.rotary_dim % 2 != 0 || f.rotary_dim > head_dim || f.rotary_dim > 128 || m > (int64_t{1} << 31)))
     return unsupported(x, "linear with this rotary embedding");
   if (f.norm_gamma.defined() && (f.norm_gamma.dtype() != DType::F32 || f.norm_gamma.elements() != k))
     return unsupported(x, "linear with a layer norm of another width");
+  if (f.stack_columns < 0 || (f.stack_columns > 0 && n % f.stack_columns != 0))
+    return unsupported(x, "linear stacked in blocks that do not divide its columns");
   Shape shape = x.shape();
   shape[-1] = n;
-  Tensor out = x.ctx().empty(shape);
+  const int64_t stack_rows = f.stack_columns > 0 ? stacked_rows(m, f.stack_columns) : 0;
+  Tensor out =
+      x.ctx().empty(f.stack_columns > 0 ? Shape{n / f.stack_columns, stack_rows, f.stack_columns} : shape);
   const Tensor& bias = b.defined() ? b : w;  // bindings must exist: w stands in, unread
   const Tensor& res = f.residual.defined() ? f.residual : w;
   const uint32_t has_bias = b.defined() ? 1u : 0u, act = static_cast<uint32_t>(f.act),
                  has_res = f.residual.defined() ? 1u : 0u;
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const uint32_t stack_cols = u32(f.stack_columns);
   // 64 x 64 blocks; where they are fewer than ~4 a core of a large GPU (an H200's 132), either 32 x 32 blocks
   // with K sliced 4 ways in the workgroup (where those blocks alone reach the target's quarter), or K split
   // into up to that many ranges of at least 128 (a second dispatch adds them).
@@ -476,30 +511,47 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
                        (pinned == LinearKernel::Auto && splits > 1 && tiles32 * 4 >= target_workgroups);
   const Tensor& gamma = f.norm_gamma.defined() ? f.norm_gamma : w;
   const uint32_t has_norm = f.norm_gamma.defined() ? 1u : 0u, eps = std::bit_cast<uint32_t>(f.norm_eps);
-  if (f.rope_heads > 0 && (m < 16 || (!slice_k && splits > 1))) {
-    // The kernels that store one output per thread leave the rotary embedding to its own kernel.
+  if (f.rope_heads > 0 && m >= 16 && !slice_k && splits > 1) {
+    // Split-K's sum stores one output per thread without its pair: the rotary embedding takes its own kernel.
+    if (f.stack_columns > 0) return unsupported(x, "linear with rope and a stacked output, split over K");
     const LinearFusedF32 product = {.norm_gamma = f.norm_gamma, .norm_eps = f.norm_eps};
-    Tensor y = gpu_ops::rope(gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n}), f.rope_heads,
-                             f.rotary_dim, f.rope_base, 0, true);
+    Tensor y = gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n});
+    if (rope_cols == n) {
+      y = gpu_ops::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+    } else {
+      const Tensor parts[] = {
+          gpu_ops::rope(gpu_ops::slice(y, 1, 0, rope_cols), f.rope_heads, f.rotary_dim, f.rope_base, 0, true),
+          gpu_ops::slice(y, 1, rope_cols, n)};
+      y = gpu_ops::concat(parts, 1);
+    }
     if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
     if (f.residual.defined()) y = gpu_ops::binary(y, f.residual.reshape({m, n}), '+');
     return y.reshape(shape);
   }
+  // Every kernel's uniform block holds the rope fields and the turns of its rope_rd / 2 frequencies (at words
+  // 12-75), and the stacked output's block width and rows.
+  uint32_t params[84] = {};
+  auto set_rope = [&](int hd_at, int cols_at) {
+    if (f.rope_heads <= 0) return;
+    params[hd_at] = u32(head_dim);
+    params[hd_at + 1] = u32(f.rotary_dim);
+    params[cols_at] = u32(rope_cols);
+    rope_turns(f.rope_base, f.rotary_dim, params + 12);
+  };
   if (m < 16) {
-    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, has_norm, eps};
-    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &res, &out, &gamma},
+    const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, has_norm, eps};
+    std::copy(std::begin(head), std::end(head), params);
+    set_rope(8, 10);
+    params[11] = stack_cols;
+    // The row kernel's turns follow its 16 scalar words.
+    uint32_t rows_params[80] = {};
+    std::copy(params, params + 12, rows_params);
+    rows_params[12] = u32(stack_rows);
+    std::copy(params + 12, params + 76, rows_params + 16);
+    rec.dispatch("nn_linear_rows", kLinearRows, rows_params, {&x, &w, &bias, &res, &out, &gamma},
                  static_cast<uint64_t>(m * n));
     return out;
   }
-  // The tiled kernels' uniform block ends with the rope fields and the turns of its rope_rd / 2 frequencies.
-  uint32_t params[16 + 64] = {};
-  const int rope_at = slice_k ? 8 : 10, turns_at = 12;
-  if (f.rope_heads > 0) {
-    params[rope_at] = u32(head_dim);
-    params[rope_at + 1] = u32(f.rotary_dim);
-    rope_turns(f.rope_base, f.rotary_dim, params + turns_at);
-  }
-  const size_t words = 12 + 64;
   if (slice_k) {
     const bool vec4_loads = k % 4 == 0 && x.gpu_offset() % 16 == 0 && w.gpu_offset() % 16 == 0;
     // Made once and kept (a static std::string's destructor would need __cxa_atexit, which wasm lacks).
@@ -507,10 +559,13 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
     static const std::string* scalar_wgsl = new std::string(linear_slice_k_wgsl(false));
     const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, has_norm};
     std::copy(std::begin(head), std::end(head), params);
+    set_rope(8, 11);
     params[10] = eps;
+    params[76] = stack_cols;
+    params[77] = u32(stack_rows);
     // One workgroup of 256 per block: the recorder counts threads in 64s.
     rec.dispatch(vec4_loads ? "nn_linear_slice_k_vec4" : "nn_linear_slice_k",
-                 vec4_loads ? *vec4_wgsl : *scalar_wgsl, std::span<const uint32_t>(params, words),
+                 vec4_loads ? *vec4_wgsl : *scalar_wgsl, std::span<const uint32_t>(params, 80),
                  {&x, &w, &bias, &res, &out, &gamma}, static_cast<uint64_t>(tiles32 * 64));
     return out;
   }
@@ -519,8 +574,11 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const uint32_t head[] = {u32(m),     u32(n),       u32(k),      has_bias, u32(tiles_n),
                            u32(tiles), u32(k_chunk), u32(splits), act,      has_res};
   std::copy(std::begin(head), std::end(head), params);
+  set_rope(10, 78);
   params[76] = has_norm;
   params[77] = eps;
+  params[79] = stack_cols;
+  params[80] = u32(stack_rows);
   // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
   if (splits == 1) {
     rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &out, &gamma},
@@ -530,7 +588,8 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   Tensor part = x.ctx().empty({splits, m, n});
   rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &part, &gamma},
                static_cast<uint64_t>(splits * tiles * 64));
-  const uint32_t sum_params[] = {u32(m * n), u32(n), u32(splits), has_bias, act, has_res, 0, 0};
+  const uint32_t sum_params[] = {u32(m * n), u32(n),  u32(splits), has_bias,
+                                 act,        has_res, stack_cols,  u32(stack_rows)};
   rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &res, &out},
                static_cast<uint64_t>(m * n));
   return out;

@@ -150,6 +150,37 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
                    ref::linear_fused_f32(x, wr, br, rope_normed), 3.0f * atol, 1e-5f,
                    what + " rope " + std::to_string(heads) + "x" + std::to_string(head_dim) + " rotating " +
                        std::to_string(rotary_dim));
+      // The rotary embedding on the leading columns only (a stacked q / k / v product rotating q and k), the
+      // rest (1-30 columns, even) as they come.
+      const int64_t plain = 2 * rand_int(1, 15);
+      const Tensor wp = rand_tensor(*cpu, {heads * head_dim + plain, s.k});
+      LinearFusedF32 leading = rope_normed;
+      leading.rope_columns = heads * head_dim;
+      LinearFusedF32 gleading = grope;
+      gleading.rope_columns = heads * head_dim;
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, upload(*gpu, wp), {}, gleading)),
+                   ref::linear_fused_f32(x, wp, {}, leading), 3.0f * atol, 1e-5f,
+                   what + " rope on " + std::to_string(heads * head_dim) + " of " +
+                       std::to_string(heads * head_dim + plain) + " columns");
+      // A stacked output (blocks of `cols` columns each padded to a 256-byte multiple of rows): each block's
+      // first m rows, read through Tensor::rows views at the blocks' offsets, with bias, GELU and a residual.
+      const int64_t cols = rand_int(1, 40), blocks = rand_int(2, 5);
+      const Tensor ws = rand_tensor(*cpu, {blocks * cols, s.k}), bs = rand_tensor(*cpu, {blocks * cols}),
+                   rs = rand_tensor(*cpu, {s.m, blocks * cols});
+      const Tensor gs =
+          linear_fused_f32(gx, upload(*gpu, ws), upload(*gpu, bs),
+                           {.act = Act::GeluErf, .residual = upload(*gpu, rs), .stack_columns = cols});
+      const Tensor cs =
+          ref::linear_fused_f32(x, ws, bs, {.act = Act::GeluErf, .residual = rs, .stack_columns = cols});
+      const int64_t rows = stacked_rows(s.m, cols);
+      ASSERT_EQ(gs.shape(), (Shape{blocks, rows, cols}));
+      ASSERT_EQ(cs.shape(), gs.shape());
+      EXPECT_EQ(rows * cols * 4 % 256, 0);
+      EXPECT_LT(rows - s.m, 64);
+      for (int64_t j = 0; j < blocks; ++j)
+        expect_close(download(*cpu, *gpu, gs.reshape({blocks * rows, cols}).rows(j * rows, j * rows + s.m)),
+                     cs.reshape({blocks * rows, cols}).rows(j * rows, j * rows + s.m), atol, 1e-5f,
+                     what + " stacked in blocks of " + std::to_string(cols) + ", block " + std::to_string(j));
     }
   }
   gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
