@@ -48,6 +48,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 // dispatch, keys streamed through workgroup memory once per 16 queries.
 bool attention_tiled_fits(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
 Tensor attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
+Tensor attention_stacked(const Tensor& qkv, const AttentionOptions& o);
 Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b);
 Tensor embedding(const Tensor& table, const Tensor& ids);
 Tensor argmax(const Tensor& x);  // over the last axis -> I32

@@ -52,8 +52,17 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
     rotated.rope_heads = c.n_heads;
     rotated.rotary_dim = c.rotary_dim;
     rotated.rope_base = c.rope_base;
-    const Tensor q = product(x, l.q, {}, rotated), k = product(x, l.k, {}, rotated);
-    const Tensor attended = nn::attention(q, k, product(x, l.v, {}, normed), {.n_heads = c.n_heads});
+    Tensor attended;
+    if (l.qkv.defined()) {
+      // q, k and v as one product (GPU), q's and k's heads rotated, the attention reading the three in place.
+      nn::LinearFusedF32 stacked = rotated;
+      stacked.rope_heads = 2 * c.n_heads;
+      stacked.rope_columns = 2 * c.d_model;
+      attended = nn::attention_stacked(product(x, l.qkv, {}, stacked), {.n_heads = c.n_heads});
+    } else {
+      const Tensor q = product(x, l.q, {}, rotated), k = product(x, l.k, {}, rotated);
+      attended = nn::attention(q, k, product(x, l.v, {}, normed), {.n_heads = c.n_heads});
+    }
     x = product(attended, l.o, {}, {.residual = x});
     const Tensor h = product(x, l.fc1, l.fc1_b,
                              {.norm_gamma = l.mlp_norm, .norm_eps = c.norm_eps, .act = nn::Act::GeluErf});
@@ -704,9 +713,19 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       const std::string p = cat("/layers.", i, "/");
       MoonshineEncoderLayer l;
       SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.q, ld.matrix(p + "self_attn/q_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.k, ld.matrix(p + "self_attn/k_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.v, ld.matrix(p + "self_attn/v_proj/MatMul_output_0", d, d));
+      if (ctx.backend() == nn::Backend::Gpu) {
+        std::vector<float> qkv;
+        for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+          SOTTO_ASSIGN(std::vector<float> m,
+                       ld.matrix_values(cat(p, "self_attn/", proj, "/MatMul_output_0"), d, d));
+          qkv.insert(qkv.end(), m.begin(), m.end());
+        }
+        l.qkv = ctx.from_floats({3 * d, d}, qkv);
+      } else {
+        SOTTO_ASSIGN(l.q, ld.matrix(p + "self_attn/q_proj/MatMul_output_0", d, d));
+        SOTTO_ASSIGN(l.k, ld.matrix(p + "self_attn/k_proj/MatMul_output_0", d, d));
+        SOTTO_ASSIGN(l.v, ld.matrix(p + "self_attn/v_proj/MatMul_output_0", d, d));
+      }
       SOTTO_ASSIGN(l.o, ld.matrix(p + "self_attn/dense/MatMul_output_0", d, d));
       SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
       SOTTO_ASSIGN(l.fc1, ld.matrix(p + "mlp/fc1/MatMul_output_0", d, c.encoder_ff));

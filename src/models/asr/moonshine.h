@@ -70,6 +70,9 @@ struct MoonshineConfig {
 // matrices (MoonshineWeights::encoder_packed).
 struct MoonshineEncoderLayer {
   nn::Tensor attn_norm, q, k, v, o;
+  // GPU: q, k and v stacked [3 x 416, 416] (q, k, v undefined there), one product where three were three
+  // dispatches, read by nn::attention_stacked in place.
+  nn::Tensor qkv;
   nn::Tensor mlp_norm, fc1, fc1_b, fc2, fc2_b;
 };
 
