@@ -7,6 +7,7 @@
 //   528 / 4, each block's workgroup being 4 slices of K)
 //                      kLinearSliceK: 32 x 32 outputs per workgroup of 256 threads, K split over 4 groups of
 //                      64 threads inside the workgroup. Moonshine's encoder at 10 s (413 rows, d 416, FFN 1664).
+//                      SOTTO_GPU_LINEAR_SLICE_ROWS=16 (native, to time): 16 x 32 outputs, K over 8 groups of 32.
 //   too few of either  kLinear64 split over K ranges, partial sums added by kSplitSum (a second dispatch).
 //                      Parakeet's products of ~75 rows and K 1024-4096.
 // A dispatch costs ~12-15 us on an H100 whatever its size, and Moonshine's encoder products take 30-60 us: a
@@ -279,7 +280,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // slices 0 + 1 + 2 + 3: differences from the CPU's order ~1e-7 relative. With a layer norm, the block's 32
 // rows' means and variances first (two passes over each row, 8 threads a row: 2 x 32 x K floats from L2,
 // ~6 % of the product's loads for K 416), applied to x as each chunk is loaded.
-std::string linear_slice_k_wgsl(bool vec4_loads) {
+// `rows` 16: blocks of 16 x 32 outputs, as 8 slices of 32 threads (4 of every 32 ks each; the threads loading
+// rows 16-31 load W only), the 8 slices' sums added in order through [0, 896): twice the workgroups for the
+// same product (Moonshine's 413 x 416 products at 10 s: 338 where 169 leave most of an H100's 132 SMs with one
+// workgroup of 8 warps), each reading its 32 W rows per 16 outputs rows (1.5x the 32-row blocks' L2 bytes).
+std::string linear_slice_k_wgsl(bool vec4_loads, int rows) {
   const char* loads = vec4_loads ? R"(
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
@@ -308,7 +313,15 @@ fn load_w(row: u32, k: u32) -> vec4<f32> {
   return v;
 }
 )";
-  return std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
+  // rows 32: 4 slices of 64 threads, 8 ks of each chunk a slice; rows 16: 8 slices of 32 threads, 4 ks each.
+  const int threads_per_slice = rows / 4 * 8, slices = 256 / threads_per_slice;
+  const std::string consts = "const ROWS = " + std::to_string(rows) +
+                             "u;\nconst TPS = " + std::to_string(threads_per_slice) +
+                             "u;\nconst SLICES = " + std::to_string(slices) +
+                             "u;\nconst KPS = " + std::to_string(32 / slices) + "u;\n";
+  const std::string shared = "var<workgroup> sh: array<vec4<f32>, " +
+                             std::to_string(std::max(768, (slices - 1) * threads_per_slice * 4)) + ">;\n";
+  return consts + shared + std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, has_norm: u32,
            rope_hd: u32, rope_rd: u32, eps: f32, rope_cols: u32, turns: array<vec4<u32>, 16>, stack_cols: u32,
            stack_rows: u32, pad0: u32, pad1: u32 };
@@ -317,7 +330,6 @@ struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_re
 @group(0) @binding(4) var<storage, read> res: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read> gamma: array<f32>;
-var<workgroup> sh: array<vec4<f32>, 768>;
 var<workgroup> stats: array<f32, 256>;
 fn normed(v: vec4<f32>, k: u32, mean: f32, rstd: f32) -> vec4<f32> {
   if (p.has_norm == 0u) { return v; }
@@ -339,13 +351,15 @@ fn row_total(v: f32, lid: u32) -> f32 {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let tile = wid.x + wid.y * 65535u;
-  let r0 = (tile / p.tiles_n) * 32u;
+  let r0 = (tile / p.tiles_n) * ROWS;
   let c0 = (tile % p.tiles_n) * 32u;
   let lr = lid % 8u + 8u * (lid / 64u);
   let lk = 4u * ((lid / 8u) % 8u);
-  let slice = lid / 64u;
+  // x rows past the block's ROWS: none loaded (the thread loads its W row only).
+  let x_row = select(p.m, r0 + lr, lr < ROWS);
+  let slice = lid / TPS;
   let tx = lid % 8u;
-  let ty = (lid % 64u) / 8u;
+  let ty = (lid % TPS) / 8u;
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
@@ -357,20 +371,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (p.has_norm != 0u) {
     var t = 0.0;
     for (var k0 = 0u; k0 < p.k; k0 += 32u) {
-      let v = load_x(r0 + lr, k0 + lk);
+      let v = load_x(x_row, k0 + lk);
       t += v.x + v.y + v.z + v.w;
     }
     mean = row_total(t, lid) / f32(p.k);
     t = 0.0;
     for (var k0 = 0u; k0 < p.k; k0 += 32u) {
-      let v = load_x(r0 + lr, k0 + lk);
+      let v = load_x(x_row, k0 + lk);
       for (var j = 0u; j < 4u; j++) {
         if (k0 + lk + j < p.k) { t += (v[j] - mean) * (v[j] - mean); }
       }
     }
     rstd = 1.0 / sqrt(row_total(t, lid) / f32(p.k) + p.eps);
   }
-  var xv = normed(load_x(r0 + lr, lk), lk, mean, rstd);
+  var xv = normed(load_x(x_row, lk), lk, mean, rstd);
   var wv = load_w(c0 + lr, lk);
   for (var k0 = 0u; k0 < p.k; k0 += 32u) {
     for (var j = 0u; j < 4u; j++) {
@@ -380,11 +394,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     if (k0 + 32u < p.k) {
-      xv = normed(load_x(r0 + lr, k0 + 32u + lk), k0 + 32u + lk, mean, rstd);
+      xv = normed(load_x(x_row, k0 + 32u + lk), k0 + 32u + lk, mean, rstd);
       wv = load_w(c0 + lr, k0 + 32u + lk);
     }
-    for (var kk = 0u; kk < 8u; kk++) {
-      let at = (slice * 8u + kk) * 9u;
+    for (var kk = 0u; kk < KPS; kk++) {
+      let at = (slice * KPS + kk) * 9u;
       let a = sh[at + ty];
       let b = sh[288u + at + tx];
       acc0 += a.x * b;
@@ -395,7 +409,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   if (slice > 0u) {
-    let at = ((slice - 1u) * 64u + lid % 64u) * 4u;
+    let at = ((slice - 1u) * TPS + lid % TPS) * 4u;
     sh[at] = acc0;
     sh[at + 1u] = acc1;
     sh[at + 2u] = acc2;
@@ -403,8 +417,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
   if (slice > 0u) { return; }
-  for (var s = 0u; s < 3u; s++) {
-    let at = (s * 64u + lid) * 4u;
+  for (var s = 0u; s + 1u < SLICES; s++) {
+    let at = (s * TPS + lid) * 4u;
     acc0 += sh[at];
     acc1 += sh[at + 1u];
     acc2 += sh[at + 2u];
@@ -447,6 +461,19 @@ std::pair<int64_t, int64_t> linear_split_rule() {
 // The kernel set_linear_kernel pins, or natively SOTTO_GPU_LINEAR_KERNEL = "64" (64 x 64 blocks, split-K where
 // they are few: the plan before kLinearSliceK, to time one against the other with one binary) or "slice" (the
 // sliced kernel for every product of 16 rows or more).
+// The sliced kernel's block rows: 32, or natively SOTTO_GPU_LINEAR_SLICE_ROWS=16 (read once; the fuller
+// grid for products of few blocks, to time against 32 on a large GPU) or set_linear_slice_rows.
+int& linear_slice_rows() {
+  static int rows = [] {
+#if !defined(__wasm__)
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SLICE_ROWS"); env && std::strcmp(env, "16") == 0)
+      return 16;
+#endif
+    return 32;
+  }();
+  return rows;
+}
+
 LinearKernel& linear_kernel() {
   static LinearKernel kernel = [] {
 #if !defined(__wasm__)
@@ -464,6 +491,10 @@ LinearKernel& linear_kernel() {
 
 void set_linear_kernel(LinearKernel k) {
   linear_kernel() = k;
+}
+
+void set_linear_slice_rows(int rows) {
+  linear_slice_rows() = rows == 16 ? 16 : 32;
 }
 
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
@@ -555,8 +586,13 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   if (slice_k) {
     const bool vec4_loads = k % 4 == 0 && x.gpu_offset() % 16 == 0 && w.gpu_offset() % 16 == 0;
     // Made once and kept (a static std::string's destructor would need __cxa_atexit, which wasm lacks).
-    static const std::string* vec4_wgsl = new std::string(linear_slice_k_wgsl(true));
-    static const std::string* scalar_wgsl = new std::string(linear_slice_k_wgsl(false));
+    static const std::string* wgsl[2][2] = {
+        {new std::string(linear_slice_k_wgsl(false, 32)), new std::string(linear_slice_k_wgsl(true, 32))},
+        {new std::string(linear_slice_k_wgsl(false, 16)), new std::string(linear_slice_k_wgsl(true, 16))}};
+    static const char* names[2][2] = {{"nn_linear_slice_k", "nn_linear_slice_k_vec4"},
+                                      {"nn_linear_slice_k16", "nn_linear_slice_k16_vec4"}};
+    const int rows = linear_slice_rows(), variant = rows == 16 ? 1 : 0;
+    const int64_t blocks = (m + rows - 1) / rows * tiles32_n;
     const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, has_norm};
     std::copy(std::begin(head), std::end(head), params);
     set_rope(8, 11);
@@ -564,9 +600,9 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
     params[76] = stack_cols;
     params[77] = u32(stack_rows);
     // One workgroup of 256 per block: the recorder counts threads in 64s.
-    rec.dispatch(vec4_loads ? "nn_linear_slice_k_vec4" : "nn_linear_slice_k",
-                 vec4_loads ? *vec4_wgsl : *scalar_wgsl, std::span<const uint32_t>(params, 80),
-                 {&x, &w, &bias, &res, &out, &gamma}, static_cast<uint64_t>(tiles32 * 64));
+    rec.dispatch(names[variant][vec4_loads ? 1 : 0], *wgsl[variant][vec4_loads ? 1 : 0],
+                 std::span<const uint32_t>(params, 80), {&x, &w, &bias, &res, &out, &gamma},
+                 static_cast<uint64_t>(blocks * 64));
     return out;
   }
   const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;

@@ -82,9 +82,10 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
   expect_close(download(*cpu, *gpu, chain), want, 1e-5f, 1e-5f, "gpu chain");
 }
 
-// Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 blocks with K sliced
-// in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of linear_fused_f32
-// (norm, bias, rope, tanh, GELU, residual) against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
+// Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 and 16 x 32 blocks
+// with K sliced in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of
+// linear_fused_f32 (norm, bias, rope on all or the leading columns, tanh, GELU, residual, stacked output)
+// against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
 // few rows (the row kernel), fewer rows than a block, K below one chunk of 32 and not a multiple of 4 (scalar
 // loads), K a multiple of 4 (vec4 loads) with partial blocks each way, and a long K (split 4-8 ways under the
 // 64 x 64 kernel). Tolerance as plain linear's: 1e-5 * K absolute (inputs in [-1, 1]: each of K products is
@@ -103,16 +104,23 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
       {rand_int(33, 100), rand_int(33, 100), 4 * rand_int(20, 70) + (rand_int(0, 1) ? 0 : 1)},
       {rand_int(60, 100), rand_int(65, 150), rand_int(600, 900)},
   };
-  for (const auto kernel :
-       {gpu_ops::LinearKernel::Tiled64, gpu_ops::LinearKernel::SliceK, gpu_ops::LinearKernel::Auto}) {
+  struct Plan {
+    gpu_ops::LinearKernel kernel;
+    int slice_rows;
+  };
+  for (const Plan plan : {Plan{gpu_ops::LinearKernel::Tiled64, 32}, Plan{gpu_ops::LinearKernel::SliceK, 32},
+                          Plan{gpu_ops::LinearKernel::SliceK, 16}, Plan{gpu_ops::LinearKernel::Auto, 32}}) {
+    const gpu_ops::LinearKernel kernel = plan.kernel;
     gpu_ops::set_linear_kernel(kernel);
+    gpu_ops::set_linear_slice_rows(plan.slice_rows);
     for (const Size& s : sizes) {
       const Tensor x = rand_tensor(*cpu, {s.m, s.k}), w = rand_tensor(*cpu, {s.n, s.k}),
                    b = rand_tensor(*cpu, {s.n}), res = rand_tensor(*cpu, {s.m, s.n});
       const Tensor gx = upload(*gpu, x), gw = upload(*gpu, w), gb = upload(*gpu, b), gres = upload(*gpu, res);
       const float atol = 1e-5f * static_cast<float>(s.k);
-      const std::string what = "gpu linear kernel " + std::to_string(static_cast<int>(kernel)) + " " +
-                               std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+      const std::string what = "gpu linear kernel " + std::to_string(static_cast<int>(kernel)) + "/" +
+                               std::to_string(plan.slice_rows) + " " + std::to_string(s.m) + "x" +
+                               std::to_string(s.n) + "x" + std::to_string(s.k);
       expect_close(download(*cpu, *gpu, linear(gx, gw)), ref::linear(x, w), atol, 1e-5f, what);
       expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf})),
                    ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf}), atol, 1e-5f, what + " bias gelu");
@@ -184,6 +192,7 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
     }
   }
   gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
+  gpu_ops::set_linear_slice_rows(32);
   // The CPU op is the reference's arithmetic (nn::linear, then activation and add).
   const Tensor x = rand_tensor(*cpu, {7, 19}), w = rand_tensor(*cpu, {11, 19}), b = rand_tensor(*cpu, {11}),
                res = rand_tensor(*cpu, {7, 11});
