@@ -7,7 +7,8 @@
 //   528 / 4, each block's workgroup being 4 slices of K)
 //                      kLinearSliceK: 32 x 32 outputs per workgroup of 256 threads, K split over 4 groups of
 //                      64 threads inside the workgroup. Moonshine's encoder at 10 s (413 rows, d 416, FFN 1664).
-//                      SOTTO_GPU_LINEAR_SLICE_ROWS=16 (native, to time): 16 x 32 outputs, K over 8 groups of 32.
+//                      SOTTO_GPU_LINEAR_SLICE_ROWS=16 (native, to time): 16 x 32 outputs, K over 8 groups of 32;
+//                      =auto: 16 rows where 32-row blocks are fewer than 2 a core (the rule's target / 4 cores).
 //   too few of either  kLinear64 split over K ranges, partial sums added by kSplitSum (a second dispatch).
 //                      Parakeet's products of ~75 rows and K 1024-4096.
 // A dispatch costs ~12-15 us on an H100 whatever its size, and Moonshine's encoder products take 30-60 us: a
@@ -461,13 +462,16 @@ std::pair<int64_t, int64_t> linear_split_rule() {
 // The kernel set_linear_kernel pins, or natively SOTTO_GPU_LINEAR_KERNEL = "64" (64 x 64 blocks, split-K where
 // they are few: the plan before kLinearSliceK, to time one against the other with one binary) or "slice" (the
 // sliced kernel for every product of 16 rows or more).
-// The sliced kernel's block rows: 32, or natively SOTTO_GPU_LINEAR_SLICE_ROWS=16 (read once; the fuller
-// grid for products of few blocks, to time against 32 on a large GPU) or set_linear_slice_rows.
+// The sliced kernel's block rows: 32, or natively SOTTO_GPU_LINEAR_SLICE_ROWS=16 or auto (read once; 0 stands for
+// auto), or set_linear_slice_rows: 16-row blocks give twice the workgroups, for products of few blocks, to time
+// against 32 on a large GPU.
 int& linear_slice_rows() {
   static int rows = [] {
 #if !defined(__wasm__)
-    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SLICE_ROWS"); env && std::strcmp(env, "16") == 0)
-      return 16;
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SLICE_ROWS")) {
+      if (std::strcmp(env, "16") == 0) return 16;
+      if (std::strcmp(env, "auto") == 0) return 0;
+    }
 #endif
     return 32;
   }();
@@ -494,7 +498,7 @@ void set_linear_kernel(LinearKernel k) {
 }
 
 void set_linear_slice_rows(int rows) {
-  linear_slice_rows() = rows == 16 ? 16 : 32;
+  linear_slice_rows() = rows == 16 || rows == 0 ? rows : 32;
 }
 
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
@@ -591,7 +595,12 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
         {new std::string(linear_slice_k_wgsl(false, 16)), new std::string(linear_slice_k_wgsl(true, 16))}};
     static const char* names[2][2] = {{"nn_linear_slice_k", "nn_linear_slice_k_vec4"},
                                       {"nn_linear_slice_k16", "nn_linear_slice_k16_vec4"}};
-    const int rows = linear_slice_rows(), variant = rows == 16 ? 1 : 0;
+    // Auto: 16-row blocks where 32-row ones are fewer than 2 a core of the target's GPU (its 4 workgroups a
+    // core): Moonshine's 413 x 416 products at 10 s (169 blocks), not its 413 x 1248 or 413 x 1664 (507, 676).
+    const int setting = linear_slice_rows();
+    const int64_t cores = target_workgroups / 4;
+    const int rows = setting != 0 ? setting : (tiles32 < 2 * cores ? 16 : 32);
+    const int variant = rows == 16 ? 1 : 0;
     const int64_t blocks = (m + rows - 1) / rows * tiles32_n;
     const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, has_norm};
     std::copy(std::begin(head), std::end(head), params);
