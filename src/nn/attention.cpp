@@ -188,6 +188,16 @@ Tensor attend_few_rows(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 }  // namespace
 
+Tensor attention_stacked(const Tensor& qkv, const AttentionOptions& o) {
+  if (gpu_ops::on_gpu(qkv)) return gpu_ops::attention_stacked(qkv, o);
+  const int64_t kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads, width = qkv.dim(-1);
+  const int64_t head_dim = width / (o.n_heads + 2 * kv_heads), q_cols = o.n_heads * head_dim,
+                kv_cols = kv_heads * head_dim;
+  NN_ASSERT(qkv.rank() == 2 && width == q_cols + 2 * kv_cols);
+  return attention(slice(qkv, 1, 0, q_cols), slice(qkv, 1, q_cols, q_cols + kv_cols),
+                   slice(qkv, 1, q_cols + kv_cols, width), o);
+}
+
 Tensor attention(const Tensor& q0, const Tensor& k0, const Tensor& v0, const AttentionOptions& o) {
   if (gpu_ops::on_gpu(q0)) return gpu_ops::attention(q0, k0, v0, o);
   const Tensor q = cpu::as_f32(q0), k = cpu::as_f32(k0), v = cpu::as_f32(v0);

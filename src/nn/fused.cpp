@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "nn/cpu.h"
@@ -11,6 +12,40 @@
 #include "nn/ref.h"
 
 namespace sotto::nn {
+
+int64_t stacked_rows(int64_t m, int64_t columns) {
+  const int64_t step = 64 / std::gcd<int64_t>(columns, 64);  // rows x columns x 4 bytes a multiple of 256
+  return (m + step - 1) / step * step;
+}
+
+namespace {
+
+// y [M, N] with `rope` (ref::rope or nn::rope) on its columns [0, f.rope_columns) (all where 0 or N).
+Tensor rope_columns(const Tensor& y, const LinearFusedF32& f,
+                    Tensor (*rope)(const Tensor&, int, int, float, int64_t, bool)) {
+  const int64_t n = y.dim(-1);
+  if (f.rope_columns <= 0 || f.rope_columns == n)
+    return rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+  const Tensor parts[] = {
+      rope(slice(y, -1, 0, f.rope_columns), f.rope_heads, f.rotary_dim, f.rope_base, 0, true),
+      slice(y, -1, f.rope_columns, n)};
+  return concat(parts, -1);
+}
+
+// y [M, N] as LinearFusedF32::stack_columns lays it out: [N / columns, stacked_rows(M, columns), columns], the
+// padding rows zero.
+Tensor stacked(const Tensor& y, int64_t columns) {
+  const int64_t n = y.dim(-1), m = y.elements() / n, rows = stacked_rows(m, columns), blocks = n / columns;
+  Tensor out = y.ctx().zeros({blocks, rows, columns});
+  const float* src = y.f32();
+  float* dst = out.f32();
+  for (int64_t j = 0; j < blocks; ++j)
+    for (int64_t r = 0; r < m; ++r)
+      std::copy_n(src + r * n + j * columns, columns, dst + (j * rows + r) * columns);
+  return out;
+}
+
+}  // namespace
 
 namespace ref {
 
@@ -122,9 +157,10 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const Tensor xn =
       f.norm_gamma.defined() ? ref::layer_norm(cpu::as_f32(x), f.norm_gamma, {}, f.norm_eps) : cpu::as_f32(x);
   Tensor y = ref::linear(xn, w, b);
-  if (f.rope_heads > 0) y = ref::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+  if (f.rope_heads > 0) y = rope_columns(y, f, ref::rope);
   y = ref::activation(y, f.act);
-  return f.residual.defined() ? ref::binary(y, cpu::as_f32(f.residual), '+') : y;
+  if (f.residual.defined()) y = ref::binary(y, cpu::as_f32(f.residual), '+');
+  return f.stack_columns > 0 ? stacked(y, f.stack_columns) : y;
 }
 
 void greedy_step(const Tensor& logits, const GreedyLoop& g) {
@@ -165,9 +201,10 @@ Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
   if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
   Tensor y = linear(f.norm_gamma.defined() ? layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, w, b);
-  if (f.rope_heads > 0) y = rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+  if (f.rope_heads > 0) y = rope_columns(y, f, nn::rope);
   y = activation(y, f.act);
-  return f.residual.defined() ? add(y, f.residual) : y;
+  if (f.residual.defined()) y = add(y, f.residual);
+  return f.stack_columns > 0 ? stacked(y, f.stack_columns) : y;
 }
 
 Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,

@@ -107,7 +107,20 @@ struct LinearFusedF32 {
   Tensor residual = {};
   int rope_heads = 0, rotary_dim = 0;
   float rope_base = 10000.0f;
+  // The rotary embedding on output columns [0, rope_columns) only (0: all N), in rope_heads heads of
+  // rope_columns / rope_heads: a stacked q / k / v product rotates q and k (2 x heads of head_dim) and not v.
+  int64_t rope_columns = 0;
+  // Stacked output: with stack_columns > 0 (dividing N), column block j ([M, stack_columns]) of the result is
+  // written as block j of [N / stack_columns, stacked_rows(M, stack_columns), stack_columns], each block
+  // padded to rows that start it at a multiple of 256 bytes (rows past M not written), so that its first M
+  // rows are a view (Tensor::rows) an op can bind on the GPU. Several products of one input (Moonshine's 16
+  // cross-attention K / V projections of the encoder output) are then one product whose results are each
+  // contiguous. The residual, where given, is [M, N] as usual.
+  int64_t stack_columns = 0;
 };
+// The rows of each block of a stacked output: m rounded up to make a block of `columns` floats a multiple of
+// 256 bytes.
+int64_t stacked_rows(int64_t m, int64_t columns);
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
 
 // conv1d (x [Cin, T], w [Cout, Cin, K] F32, groups 1) with its activation (Identity, Tanh or GeluErf), the

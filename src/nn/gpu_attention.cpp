@@ -37,7 +37,8 @@ std::string attention_tiled_wgsl(int d4) {
   };
   std::string s = R"(
 fn row_of(w: vec3<u32>) -> u32 { return w.x + w.y * 65535u; }
-struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, pad0: u32 };
+struct P { tq: u32, tk: u32, heads: u32, kv_heads: u32, head_dim: u32, causal: u32, scale: f32, q_stride4: u32,
+           kv_stride4: u32, k_col4: u32, v_col4: u32, pad0: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> k: array<vec4<f32>>;
@@ -56,9 +57,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let qi = lid / 8u;
   let lane = lid % 8u;
   let i = (w / p.heads) * 8u + qi;
-  let kv4 = p.kv_heads * D4;
-  let kvb4 = (h / (p.heads / p.kv_heads)) * D4;
-  let qb4 = min(i, p.tq - 1u) * p.heads * D4 + h * D4;
+  let kv4 = p.kv_stride4;
+  let kb4 = p.k_col4 + (h / (p.heads / p.kv_heads)) * D4;
+  let vb4 = p.v_col4 + (h / (p.heads / p.kv_heads)) * D4;
+  let qb4 = min(i, p.tq - 1u) * p.q_stride4 + h * D4;
+  let yb4 = min(i, p.tq - 1u) * p.heads * D4 + h * D4;
 )";
   s += each("  let q# = q[qb4 + #u] * p.scale;\n");
   s += each("  var a# = vec4<f32>(0.0);\n");
@@ -78,8 +81,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
       var kk = vec4<f32>(0.0);
       var vv = vec4<f32>(0.0);
       if (j0 + key < p.tk) {
-        kk = k[(j0 + key) * kv4 + kvb4 + e];
-        vv = v[(j0 + key) * kv4 + kvb4 + e];
+        kk = k[(j0 + key) * kv4 + kb4 + e];
+        vv = v[(j0 + key) * kv4 + vb4 + e];
       }
       tile[key * 17u + e] = kk;
       tile[272u + key * 17u + e] = vv;
@@ -130,9 +133,44 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   s += R"(    }
     let inv = 1.0 / total;
 )";
-  s += each("    y[qb4 + #u] = a# * inv;\n");
+  s += each("    y[yb4 + #u] = a# * inv;\n");
   s += "  }\n}\n";
   return s;
+}
+
+}  // namespace
+
+namespace {
+
+// Where the tiled kernel reads its rows: q's row stride, k and v's, and k's and v's first column, in floats (all
+// multiples of 4).
+struct TiledLayout {
+  int64_t q_stride, kv_stride, k_col, v_col;
+};
+
+Tensor dispatch_tiled(const Tensor& q, const Tensor& k, const Tensor& v, int64_t tq, int64_t tk,
+                      int64_t head_dim, const AttentionOptions& o, const TiledLayout& at) {
+  GpuRecorder& rec = *q.ctx().gpu();
+  const int64_t heads = o.n_heads, kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
+  const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  Tensor out = q.ctx().empty({tq, heads * head_dim});
+  auto u32 = [](int64_t x) { return static_cast<uint32_t>(x); };
+  const uint32_t params[] = {u32(tq),
+                             u32(tk),
+                             u32(heads),
+                             u32(kv_heads),
+                             u32(head_dim),
+                             o.causal ? 1u : 0u,
+                             std::bit_cast<uint32_t>(scale),
+                             u32(at.q_stride / 4),
+                             u32(at.kv_stride / 4),
+                             u32(at.k_col / 4),
+                             u32(at.v_col / 4),
+                             0};
+  const int d4 = static_cast<int>(head_dim / 4);
+  rec.dispatch("nn_attention_tiled_" + std::to_string(d4), attention_tiled_wgsl(d4), params,
+               {&q, &k, &v, &out}, static_cast<uint64_t>((tq + 7) / 8 * heads) * 64);
+  return out;
 }
 
 }  // namespace
@@ -145,19 +183,31 @@ bool attention_tiled_fits(const Tensor& q, const Tensor& k, const Tensor& v, con
 }
 
 Tensor attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
-  GpuRecorder& rec = *q.ctx().gpu();
   const int64_t heads = o.n_heads, kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
-  const int64_t tq = q.dim(0), tk = k.dim(0), head_dim = q.dim(1) / heads;
-  const float scale = o.scale != 0.0f ? o.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
-  Tensor out = q.ctx().empty(q.shape());
-  const uint32_t params[] = {static_cast<uint32_t>(tq),       static_cast<uint32_t>(tk),
-                             static_cast<uint32_t>(heads),    static_cast<uint32_t>(kv_heads),
-                             static_cast<uint32_t>(head_dim), o.causal ? 1u : 0u,
-                             std::bit_cast<uint32_t>(scale),  0};
-  const int d4 = static_cast<int>(head_dim / 4);
-  rec.dispatch("nn_attention_tiled_" + std::to_string(d4), attention_tiled_wgsl(d4), params,
-               {&q, &k, &v, &out}, static_cast<uint64_t>((tq + 7) / 8 * heads) * 64);
-  return out;
+  const int64_t head_dim = q.dim(1) / heads;
+  return dispatch_tiled(
+      q, k, v, q.dim(0), k.dim(0), head_dim, o,
+      {.q_stride = heads * head_dim, .kv_stride = kv_heads * head_dim, .k_col = 0, .v_col = 0});
+}
+
+Tensor attention_stacked(const Tensor& qkv, const AttentionOptions& o) {
+  GpuRecorder& rec = *qkv.ctx().gpu();
+  if (rec.failed()) return empty_on(qkv);
+  const int64_t heads = o.n_heads, kv_heads = o.n_kv_heads > 0 ? o.n_kv_heads : o.n_heads;
+  if (qkv.dtype() != DType::F32 || qkv.rank() != 2 || heads < 1 || kv_heads < 1 || heads % kv_heads != 0 ||
+      qkv.dim(1) % (heads + 2 * kv_heads) != 0)
+    return unsupported(qkv, "stacked attention of this tensor");
+  const int64_t t = qkv.dim(0), width = qkv.dim(1), head_dim = width / (heads + 2 * kv_heads);
+  const int64_t q_cols = heads * head_dim, kv_cols = kv_heads * head_dim;
+  // Any row count: below 16 rows (a short clip) the one-query kernels would need the columns copied out first.
+  if (head_dim % 4 == 0 && head_dim <= 64 && vec4_view(qkv))
+    return dispatch_tiled(
+        qkv, qkv, qkv, t, t, head_dim, o,
+        {.q_stride = width, .kv_stride = width, .k_col = q_cols, .v_col = q_cols + kv_cols});
+  // Other head sizes: the three apart, then the attention that fits them.
+  return gpu_ops::attention(gpu_ops::slice(qkv, 1, 0, q_cols),
+                            gpu_ops::slice(qkv, 1, q_cols, q_cols + kv_cols),
+                            gpu_ops::slice(qkv, 1, q_cols + kv_cols, width), o);
 }
 
 }  // namespace sotto::nn::gpu_ops

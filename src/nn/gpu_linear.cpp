@@ -7,6 +7,8 @@
 //   528 / 4, each block's workgroup being 4 slices of K)
 //                      kLinearSliceK: 32 x 32 outputs per workgroup of 256 threads, K split over 4 groups of
 //                      64 threads inside the workgroup. Moonshine's encoder at 10 s (413 rows, d 416, FFN 1664).
+//                      SOTTO_GPU_LINEAR_SLICE_ROWS=16 (native, to time): 16 x 32 outputs, K over 8 groups of 32;
+//                      =auto: 16 rows where 32-row blocks are fewer than 2 a core (the rule's target / 4 cores).
 //   too few of either  kLinear64 split over K ranges, partial sums added by kSplitSum (a second dispatch).
 //                      Parakeet's products of ~75 rows and K 1024-4096.
 // A dispatch costs ~12-15 us on an H100 whatever its size, and Moonshine's encoder products take 30-60 us: a
@@ -31,9 +33,14 @@ namespace {
 // The epilogue of every kernel below, on one output (row r, column c) of the product: + bias, then tanh
 // (clamped, as the activation kernel) where p.act is Act::Tanh (4) or GELU (erf by Abramowitz & Stegun 7.1.26,
 // |error| < 1.5e-7, as the activation kernel: WGSL has no erf) where it is Act::GeluErf (6), then + residual
-// [m, n]. Each kernel declares p (with has_bias, act, has_residual, n), bias and res (stand-ins, unread, where
-// absent).
+// [m, n]. out_at: where output (r, c) is stored, [m, n] or, where p.stack_cols is nonzero, block c / stack_cols
+// of [n / stack_cols, stack_rows, stack_cols] (nn::LinearFusedF32::stack_columns). Each kernel declares p (with
+// has_bias, act, has_residual, n, stack_cols, stack_rows), bias and res (stand-ins, unread, where absent).
 #define NN_WGSL_LINEAR_EPILOGUE                                                                     \
+  "fn out_at(r: u32, c: u32) -> u32 {\n"                                                            \
+  "  if (p.stack_cols == 0u) { return r * p.n + c; }\n"                                             \
+  "  return ((c / p.stack_cols) * p.stack_rows + r) * p.stack_cols + c % p.stack_cols;\n"           \
+  "}\n"                                                                                             \
   "fn erf_approx(x: f32) -> f32 {\n"                                                                \
   "  let t = 1.0 / (1.0 + 0.3275911 * abs(x));\n"                                                   \
   "  let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * " \
@@ -56,10 +63,12 @@ namespace {
 // The tiled kernels' epilogue on 4 outputs of a row, columns c .. c + 3 (c a multiple of 4): + bias, then the
 // rotary embedding where p.rope_hd (the head width) is nonzero, on interleaved pairs (c, c + 1), (c + 2, c + 3)
 // of the first p.rope_rd dims of each head at position r (the rope kernel's angles, from p.turns: gpu_ops.cpp,
-// kRope), then finish() per output. Columns past n are left alone (rope needs n even: pairs never straddle it).
+// kRope) in columns below p.rope_cols, then finish() per output. Columns past n are left alone (rope needs n
+// even: pairs never straddle it).
 #define NN_WGSL_LINEAR_EPILOGUE4                                                                   \
   NN_WGSL_ROPE_SIN_COS                                                                             \
   "fn rope_pair(v: vec2<f32>, r: u32, c: u32) -> vec2<f32> {\n"                                    \
+  "  if (c >= p.rope_cols) { return v; }\n"                                                        \
   "  let e = c % p.rope_hd;\n"                                                                     \
   "  if (e >= p.rope_rd) { return v; }\n"                                                          \
   "  let pair = e / 2u;\n"                                                                         \
@@ -78,9 +87,12 @@ namespace {
 
 // linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
 // (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
-// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them).
-constexpr const char* kLinearRows = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
-struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, has_norm: u32, eps: f32 };
+// barriers cost more than they save (SwiftShader runs Silero ~3x slower with them). A rotated output also
+// computes its pair's (2 K multiply-adds: rows are few here) so the rotary embedding needs no kernel of its own.
+constexpr const char* kLinearRows = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, has_norm: u32, eps: f32,
+           rope_hd: u32, rope_rd: u32, rope_cols: u32, stack_cols: u32, stack_rows: u32, pad0: u32, pad1: u32,
+           pad2: u32, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -88,12 +100,8 @@ struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, h
 @group(0) @binding(4) var<storage, read> res: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read> gamma: array<f32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) g: vec3<u32>) {
-  let i = index(g);
-  if (i >= p.m * p.n) { return; }
-  let r = i / p.n;
-  let c = i % p.n;
+// Output (r, c) before its epilogue.
+fn dot_row(r: u32, c: u32) -> f32 {
   var s = 0.0;
   if (p.has_norm != 0u) {
     // The row's layer norm, recomputed by each of its outputs (K more reads each: rows are few here).
@@ -107,7 +115,23 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   } else {
     for (var t = 0u; t < p.k; t++) { s += x[r * p.k + t] * w[c * p.k + t]; }
   }
-  y[i] = epilogue(s, r, c);
+  if (p.has_bias != 0u) { s += bias[c]; }
+  return s;
+}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.m * p.n) { return; }
+  let r = i / p.n;
+  let c = i % p.n;
+  var s = dot_row(r, c);
+  if (p.rope_hd != 0u && c < p.rope_cols && c % p.rope_hd < p.rope_rd) {
+    let other = dot_row(r, c ^ 1u);
+    let odd = c % 2u == 1u;
+    let rotated = rope_pair(select(vec2<f32>(s, other), vec2<f32>(other, s), odd), r, c - c % 2u);
+    s = select(rotated.x, rotated.y, odd);
+  }
+  y[out_at(r, c)] = finish(s, r, c);
 }
 )";
 
@@ -122,7 +146,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
            act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16>, has_norm: u32,
-           eps: f32 };
+           eps: f32, rope_cols: u32, stack_cols: u32, stack_rows: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -209,11 +233,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
   for (var i = 0u; i < 4u; i++) {
     if (r + i >= p.m) { break; }
-    var v = rows[i];
-    let at = split * p.m * p.n + (r + i) * p.n + c;
-    if (p.splits == 1u) { v = epilogue4(v, r + i, c); }
-    for (var j = 0u; j < 4u; j++) {
-      if (c + j < p.n) { y[at + j] = v[j]; }
+    if (p.splits == 1u) {
+      let v = epilogue4(rows[i], r + i, c);
+      for (var j = 0u; j < 4u; j++) {
+        if (c + j < p.n) { y[out_at(r + i, c + j)] = v[j]; }
+      }
+    } else {
+      let at = split * p.m * p.n + (r + i) * p.n + c;
+      for (var j = 0u; j < 4u; j++) {
+        if (c + j < p.n) { y[at + j] = rows[i][j]; }
+      }
     }
   }
 }
@@ -221,7 +250,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 // The split-K partial sums [splits, m, n] added in split order, then the epilogue: one output per thread.
 constexpr const char* kSplitSum = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
-struct P { total: u32, n: u32, splits: u32, has_bias: u32, act: u32, has_residual: u32, pad0: u32, pad1: u32 };
+struct P { total: u32, n: u32, splits: u32, has_bias: u32, act: u32, has_residual: u32, stack_cols: u32,
+           stack_rows: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> part: array<f32>;
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
@@ -233,7 +263,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   if (i >= p.total) { return; }
   var s = part[i];
   for (var j = 1u; j < p.splits; j++) { s += part[j * p.total + i]; }
-  y[i] = epilogue(s, i / p.n, i % p.n);
+  y[out_at(i / p.n, i % p.n)] = epilogue(s, i / p.n, i % p.n);
 }
 )";
 
@@ -251,7 +281,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // slices 0 + 1 + 2 + 3: differences from the CPU's order ~1e-7 relative. With a layer norm, the block's 32
 // rows' means and variances first (two passes over each row, 8 threads a row: 2 x 32 x K floats from L2,
 // ~6 % of the product's loads for K 416), applied to x as each chunk is loaded.
-std::string linear_slice_k_wgsl(bool vec4_loads) {
+// `rows` 16: blocks of 16 x 32 outputs, as 8 slices of 32 threads (4 of every 32 ks each; the threads loading
+// rows 16-31 load W only), the 8 slices' sums added in order through [0, 896): twice the workgroups for the
+// same product (Moonshine's 413 x 416 products at 10 s: 338 where 169 leave most of an H100's 132 SMs with one
+// workgroup of 8 warps), each reading its 32 W rows per 16 outputs rows (1.5x the 32-row blocks' L2 bytes).
+std::string linear_slice_k_wgsl(bool vec4_loads, int rows) {
   const char* loads = vec4_loads ? R"(
 @group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
@@ -280,15 +314,23 @@ fn load_w(row: u32, k: u32) -> vec4<f32> {
   return v;
 }
 )";
-  return std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
+  // rows 32: 4 slices of 64 threads, 8 ks of each chunk a slice; rows 16: 8 slices of 32 threads, 4 ks each.
+  const int threads_per_slice = rows / 4 * 8, slices = 256 / threads_per_slice;
+  const std::string consts = "const ROWS = " + std::to_string(rows) +
+                             "u;\nconst TPS = " + std::to_string(threads_per_slice) +
+                             "u;\nconst SLICES = " + std::to_string(slices) +
+                             "u;\nconst KPS = " + std::to_string(32 / slices) + "u;\n";
+  const std::string shared = "var<workgroup> sh: array<vec4<f32>, " +
+                             std::to_string(std::max(768, (slices - 1) * threads_per_slice * 4)) + ">;\n";
+  return consts + shared + std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, has_norm: u32,
-           rope_hd: u32, rope_rd: u32, eps: f32, pad0: u32, turns: array<vec4<u32>, 16> };
+           rope_hd: u32, rope_rd: u32, eps: f32, rope_cols: u32, turns: array<vec4<u32>, 16>, stack_cols: u32,
+           stack_rows: u32, pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> res: array<f32>;
 @group(0) @binding(5) var<storage, read_write> y: array<f32>;
 @group(0) @binding(6) var<storage, read> gamma: array<f32>;
-var<workgroup> sh: array<vec4<f32>, 768>;
 var<workgroup> stats: array<f32, 256>;
 fn normed(v: vec4<f32>, k: u32, mean: f32, rstd: f32) -> vec4<f32> {
   if (p.has_norm == 0u) { return v; }
@@ -310,13 +352,15 @@ fn row_total(v: f32, lid: u32) -> f32 {
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let tile = wid.x + wid.y * 65535u;
-  let r0 = (tile / p.tiles_n) * 32u;
+  let r0 = (tile / p.tiles_n) * ROWS;
   let c0 = (tile % p.tiles_n) * 32u;
   let lr = lid % 8u + 8u * (lid / 64u);
   let lk = 4u * ((lid / 8u) % 8u);
-  let slice = lid / 64u;
+  // x rows past the block's ROWS: none loaded (the thread loads its W row only).
+  let x_row = select(p.m, r0 + lr, lr < ROWS);
+  let slice = lid / TPS;
   let tx = lid % 8u;
-  let ty = (lid % 64u) / 8u;
+  let ty = (lid % TPS) / 8u;
   var acc0 = vec4<f32>(0.0);
   var acc1 = vec4<f32>(0.0);
   var acc2 = vec4<f32>(0.0);
@@ -328,20 +372,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   if (p.has_norm != 0u) {
     var t = 0.0;
     for (var k0 = 0u; k0 < p.k; k0 += 32u) {
-      let v = load_x(r0 + lr, k0 + lk);
+      let v = load_x(x_row, k0 + lk);
       t += v.x + v.y + v.z + v.w;
     }
     mean = row_total(t, lid) / f32(p.k);
     t = 0.0;
     for (var k0 = 0u; k0 < p.k; k0 += 32u) {
-      let v = load_x(r0 + lr, k0 + lk);
+      let v = load_x(x_row, k0 + lk);
       for (var j = 0u; j < 4u; j++) {
         if (k0 + lk + j < p.k) { t += (v[j] - mean) * (v[j] - mean); }
       }
     }
     rstd = 1.0 / sqrt(row_total(t, lid) / f32(p.k) + p.eps);
   }
-  var xv = normed(load_x(r0 + lr, lk), lk, mean, rstd);
+  var xv = normed(load_x(x_row, lk), lk, mean, rstd);
   var wv = load_w(c0 + lr, lk);
   for (var k0 = 0u; k0 < p.k; k0 += 32u) {
     for (var j = 0u; j < 4u; j++) {
@@ -351,11 +395,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     if (k0 + 32u < p.k) {
-      xv = normed(load_x(r0 + lr, k0 + 32u + lk), k0 + 32u + lk, mean, rstd);
+      xv = normed(load_x(x_row, k0 + 32u + lk), k0 + 32u + lk, mean, rstd);
       wv = load_w(c0 + lr, k0 + 32u + lk);
     }
-    for (var kk = 0u; kk < 8u; kk++) {
-      let at = (slice * 8u + kk) * 9u;
+    for (var kk = 0u; kk < KPS; kk++) {
+      let at = (slice * KPS + kk) * 9u;
       let a = sh[at + ty];
       let b = sh[288u + at + tx];
       acc0 += a.x * b;
@@ -366,7 +410,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
   }
   if (slice > 0u) {
-    let at = ((slice - 1u) * 64u + lid % 64u) * 4u;
+    let at = ((slice - 1u) * TPS + lid % TPS) * 4u;
     sh[at] = acc0;
     sh[at + 1u] = acc1;
     sh[at + 2u] = acc2;
@@ -374,8 +418,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   workgroupBarrier();
   if (slice > 0u) { return; }
-  for (var s = 0u; s < 3u; s++) {
-    let at = (s * 64u + lid) * 4u;
+  for (var s = 0u; s + 1u < SLICES; s++) {
+    let at = (s * TPS + lid) * 4u;
     acc0 += sh[at];
     acc1 += sh[at + 1u];
     acc2 += sh[at + 2u];
@@ -388,7 +432,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (r + i >= p.m) { break; }
     let v = epilogue4(rows[i], r + i, c);
     for (var j = 0u; j < 4u; j++) {
-      if (c + j < p.n) { y[(r + i) * p.n + c + j] = v[j]; }
+      if (c + j < p.n) { y[out_at(r + i, c + j)] = v[j]; }
     }
   }
 }
@@ -418,6 +462,22 @@ std::pair<int64_t, int64_t> linear_split_rule() {
 // The kernel set_linear_kernel pins, or natively SOTTO_GPU_LINEAR_KERNEL = "64" (64 x 64 blocks, split-K where
 // they are few: the plan before kLinearSliceK, to time one against the other with one binary) or "slice" (the
 // sliced kernel for every product of 16 rows or more).
+// The sliced kernel's block rows: 32, or natively SOTTO_GPU_LINEAR_SLICE_ROWS=16 or auto (read once; 0 stands for
+// auto), or set_linear_slice_rows: 16-row blocks give twice the workgroups, for products of few blocks, to time
+// against 32 on a large GPU.
+int& linear_slice_rows() {
+  static int rows = [] {
+#if !defined(__wasm__)
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SLICE_ROWS")) {
+      if (std::strcmp(env, "16") == 0) return 16;
+      if (std::strcmp(env, "auto") == 0) return 0;
+    }
+#endif
+    return 32;
+  }();
+  return rows;
+}
+
 LinearKernel& linear_kernel() {
   static LinearKernel kernel = [] {
 #if !defined(__wasm__)
@@ -437,6 +497,10 @@ void set_linear_kernel(LinearKernel k) {
   linear_kernel() = k;
 }
 
+void set_linear_slice_rows(int rows) {
+  linear_slice_rows() = rows == 16 || rows == 0 ? rows : 32;
+}
+
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return empty_on(x);
@@ -448,21 +512,27 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   if (f.residual.defined() && (f.residual.dtype() != DType::F32 || f.residual.elements() != m * n))
     return unsupported(x, "linear with a residual of another shape");
-  const int64_t head_dim = f.rope_heads > 0 ? n / f.rope_heads : 0;
+  const int64_t rope_cols = f.rope_columns > 0 ? f.rope_columns : n;
+  const int64_t head_dim = f.rope_heads > 0 ? rope_cols / f.rope_heads : 0;
   if (f.rope_heads > 0 &&
-      (n % f.rope_heads != 0 || head_dim % 2 != 0 || f.rotary_dim < 2 || f.rotary_dim % 2 != 0 ||
-       f.rotary_dim > head_dim || f.rotary_dim > 128 || m > (int64_t{1} << 31)))
+      (rope_cols > n || rope_cols % f.rope_heads != 0 || head_dim % 2 != 0 || f.rotary_dim < 2 ||
+       f.rotary_dim % 2 != 0 || f.rotary_dim > head_dim || f.rotary_dim > 128 || m > (int64_t{1} << 31)))
     return unsupported(x, "linear with this rotary embedding");
   if (f.norm_gamma.defined() && (f.norm_gamma.dtype() != DType::F32 || f.norm_gamma.elements() != k))
     return unsupported(x, "linear with a layer norm of another width");
+  if (f.stack_columns < 0 || (f.stack_columns > 0 && n % f.stack_columns != 0))
+    return unsupported(x, "linear stacked in blocks that do not divide its columns");
   Shape shape = x.shape();
   shape[-1] = n;
-  Tensor out = x.ctx().empty(shape);
+  const int64_t stack_rows = f.stack_columns > 0 ? stacked_rows(m, f.stack_columns) : 0;
+  Tensor out =
+      x.ctx().empty(f.stack_columns > 0 ? Shape{n / f.stack_columns, stack_rows, f.stack_columns} : shape);
   const Tensor& bias = b.defined() ? b : w;  // bindings must exist: w stands in, unread
   const Tensor& res = f.residual.defined() ? f.residual : w;
   const uint32_t has_bias = b.defined() ? 1u : 0u, act = static_cast<uint32_t>(f.act),
                  has_res = f.residual.defined() ? 1u : 0u;
   auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
+  const uint32_t stack_cols = u32(f.stack_columns);
   // 64 x 64 blocks; where they are fewer than ~4 a core of a large GPU (an H200's 132), either 32 x 32 blocks
   // with K sliced 4 ways in the workgroup (where those blocks alone reach the target's quarter), or K split
   // into up to that many ranges of at least 128 (a second dispatch adds them).
@@ -476,42 +546,72 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
                        (pinned == LinearKernel::Auto && splits > 1 && tiles32 * 4 >= target_workgroups);
   const Tensor& gamma = f.norm_gamma.defined() ? f.norm_gamma : w;
   const uint32_t has_norm = f.norm_gamma.defined() ? 1u : 0u, eps = std::bit_cast<uint32_t>(f.norm_eps);
-  if (f.rope_heads > 0 && (m < 16 || (!slice_k && splits > 1))) {
-    // The kernels that store one output per thread leave the rotary embedding to its own kernel.
+  if (f.rope_heads > 0 && m >= 16 && !slice_k && splits > 1) {
+    // Split-K's sum stores one output per thread without its pair: the rotary embedding takes its own kernel.
+    if (f.stack_columns > 0) return unsupported(x, "linear with rope and a stacked output, split over K");
     const LinearFusedF32 product = {.norm_gamma = f.norm_gamma, .norm_eps = f.norm_eps};
-    Tensor y = gpu_ops::rope(gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n}), f.rope_heads,
-                             f.rotary_dim, f.rope_base, 0, true);
+    Tensor y = gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n});
+    if (rope_cols == n) {
+      y = gpu_ops::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
+    } else {
+      const Tensor parts[] = {
+          gpu_ops::rope(gpu_ops::slice(y, 1, 0, rope_cols), f.rope_heads, f.rotary_dim, f.rope_base, 0, true),
+          gpu_ops::slice(y, 1, rope_cols, n)};
+      y = gpu_ops::concat(parts, 1);
+    }
     if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
     if (f.residual.defined()) y = gpu_ops::binary(y, f.residual.reshape({m, n}), '+');
     return y.reshape(shape);
   }
+  // Every kernel's uniform block holds the rope fields and the turns of its rope_rd / 2 frequencies (at words
+  // 12-75), and the stacked output's block width and rows.
+  uint32_t params[84] = {};
+  auto set_rope = [&](int hd_at, int cols_at) {
+    if (f.rope_heads <= 0) return;
+    params[hd_at] = u32(head_dim);
+    params[hd_at + 1] = u32(f.rotary_dim);
+    params[cols_at] = u32(rope_cols);
+    rope_turns(f.rope_base, f.rotary_dim, params + 12);
+  };
   if (m < 16) {
-    const uint32_t params[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, has_norm, eps};
-    rec.dispatch("nn_linear_rows", kLinearRows, params, {&x, &w, &bias, &res, &out, &gamma},
+    const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, act, has_res, has_norm, eps};
+    std::copy(std::begin(head), std::end(head), params);
+    set_rope(8, 10);
+    params[11] = stack_cols;
+    // The row kernel's turns follow its 16 scalar words.
+    uint32_t rows_params[80] = {};
+    std::copy(params, params + 12, rows_params);
+    rows_params[12] = u32(stack_rows);
+    std::copy(params + 12, params + 76, rows_params + 16);
+    rec.dispatch("nn_linear_rows", kLinearRows, rows_params, {&x, &w, &bias, &res, &out, &gamma},
                  static_cast<uint64_t>(m * n));
     return out;
   }
-  // The tiled kernels' uniform block ends with the rope fields and the turns of its rope_rd / 2 frequencies.
-  uint32_t params[16 + 64] = {};
-  const int rope_at = slice_k ? 8 : 10, turns_at = 12;
-  if (f.rope_heads > 0) {
-    params[rope_at] = u32(head_dim);
-    params[rope_at + 1] = u32(f.rotary_dim);
-    rope_turns(f.rope_base, f.rotary_dim, params + turns_at);
-  }
-  const size_t words = 12 + 64;
   if (slice_k) {
     const bool vec4_loads = k % 4 == 0 && x.gpu_offset() % 16 == 0 && w.gpu_offset() % 16 == 0;
     // Made once and kept (a static std::string's destructor would need __cxa_atexit, which wasm lacks).
-    static const std::string* vec4_wgsl = new std::string(linear_slice_k_wgsl(true));
-    static const std::string* scalar_wgsl = new std::string(linear_slice_k_wgsl(false));
+    static const std::string* wgsl[2][2] = {
+        {new std::string(linear_slice_k_wgsl(false, 32)), new std::string(linear_slice_k_wgsl(true, 32))},
+        {new std::string(linear_slice_k_wgsl(false, 16)), new std::string(linear_slice_k_wgsl(true, 16))}};
+    static const char* names[2][2] = {{"nn_linear_slice_k", "nn_linear_slice_k_vec4"},
+                                      {"nn_linear_slice_k16", "nn_linear_slice_k16_vec4"}};
+    // Auto: 16-row blocks where 32-row ones are fewer than 2 a core of the target's GPU (its 4 workgroups a
+    // core): Moonshine's 413 x 416 products at 10 s (169 blocks), not its 413 x 1248 or 413 x 1664 (507, 676).
+    const int setting = linear_slice_rows();
+    const int64_t cores = target_workgroups / 4;
+    const int rows = setting != 0 ? setting : (tiles32 < 2 * cores ? 16 : 32);
+    const int variant = rows == 16 ? 1 : 0;
+    const int64_t blocks = (m + rows - 1) / rows * tiles32_n;
     const uint32_t head[] = {u32(m), u32(n), u32(k), has_bias, u32(tiles32_n), act, has_res, has_norm};
     std::copy(std::begin(head), std::end(head), params);
+    set_rope(8, 11);
     params[10] = eps;
+    params[76] = stack_cols;
+    params[77] = u32(stack_rows);
     // One workgroup of 256 per block: the recorder counts threads in 64s.
-    rec.dispatch(vec4_loads ? "nn_linear_slice_k_vec4" : "nn_linear_slice_k",
-                 vec4_loads ? *vec4_wgsl : *scalar_wgsl, std::span<const uint32_t>(params, words),
-                 {&x, &w, &bias, &res, &out, &gamma}, static_cast<uint64_t>(tiles32 * 64));
+    rec.dispatch(names[variant][vec4_loads ? 1 : 0], *wgsl[variant][vec4_loads ? 1 : 0],
+                 std::span<const uint32_t>(params, 80), {&x, &w, &bias, &res, &out, &gamma},
+                 static_cast<uint64_t>(blocks * 64));
     return out;
   }
   const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
@@ -519,8 +619,11 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const uint32_t head[] = {u32(m),     u32(n),       u32(k),      has_bias, u32(tiles_n),
                            u32(tiles), u32(k_chunk), u32(splits), act,      has_res};
   std::copy(std::begin(head), std::end(head), params);
+  set_rope(10, 78);
   params[76] = has_norm;
   params[77] = eps;
+  params[79] = stack_cols;
+  params[80] = u32(stack_rows);
   // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
   if (splits == 1) {
     rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &out, &gamma},
@@ -530,7 +633,8 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   Tensor part = x.ctx().empty({splits, m, n});
   rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &part, &gamma},
                static_cast<uint64_t>(splits * tiles * 64));
-  const uint32_t sum_params[] = {u32(m * n), u32(n), u32(splits), has_bias, act, has_res, 0, 0};
+  const uint32_t sum_params[] = {u32(m * n), u32(n),  u32(splits), has_bias,
+                                 act,        has_res, stack_cols,  u32(stack_rows)};
   rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &res, &out},
                static_cast<uint64_t>(m * n));
   return out;

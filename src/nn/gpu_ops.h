@@ -28,6 +28,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
 enum class LinearKernel { Auto, Tiled64, SliceK };
 void set_linear_kernel(LinearKernel k);
+// The sliced kernel's blocks: 32 (default) or 16 rows of 32 outputs, or 0: 16 where 32-row blocks are fewer than
+// 2 a core (gpu_linear.cpp); natively SOTTO_GPU_LINEAR_SLICE_ROWS=16|auto.
+void set_linear_slice_rows(int rows);
 Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after);
 // Over the last axis: op 0 softmax, op 1 layer norm (gamma, beta optional).
 Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& beta, float eps);
@@ -48,6 +51,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
 // dispatch, keys streamed through workgroup memory once per 16 queries.
 bool attention_tiled_fits(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
 Tensor attention_tiled(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
+Tensor attention_stacked(const Tensor& qkv, const AttentionOptions& o);
 Tensor linear_int8_affine(const Tensor& x, const Tensor& w, float scale, float offset, const Tensor& b);
 Tensor embedding(const Tensor& table, const Tensor& ids);
 Tensor argmax(const Tensor& x);  // over the last axis -> I32

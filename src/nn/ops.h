@@ -189,6 +189,11 @@ struct AttentionOptions {
 // same source for q/k/v projections; cross-attention passes the encoder's k, v; a KV cache is k/v tensors the
 // model grows with concat().
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o);
+// Self-attention of one stacked projection: qkv [T, (H + 2 Hkv) * D], each row q [H * D], k and v [Hkv * D] side
+// by side (one product with the three matrices stacked, where three products were three dispatches) ->
+// [T, H * D], as attention() of the three column ranges. On the GPU the tiled kernel reads them in place (row
+// stride and column offsets) where D is a multiple of 4 up to 64, whatever T; elsewhere they are copied out.
+Tensor attention_stacked(const Tensor& qkv, const AttentionOptions& o);
 // Transformer-XL relative-position attention (FastConformer): scores = ((q + pos_bias_u) k^T + rel_shift((q +
 // pos_bias_v) p^T)) * scale, p [2T - 1, H * D] the projected position embeddings, pos_bias_u/v [H, D].
 Tensor attention_rel_pos(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& p,

@@ -50,6 +50,14 @@ Tensor Tensor::reshape(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::rows(int64_t begin, int64_t end) const {
+  Tensor t = *this;
+  const int64_t row_elements = shape_[0] > 0 ? elements() / shape_[0] : 0;
+  t.offset_ += static_cast<uint64_t>(begin * row_elements) * element_bytes(dtype_);
+  t.shape_[0] = end - begin;
+  return t;
+}
+
 Tensor Tensor::with_quant(QuantParams q) const {
   Tensor t = *this;
   t.quant_ = q;

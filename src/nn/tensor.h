@@ -78,6 +78,10 @@ class Tensor {
 
   // The same storage seen with another shape of the same element count.
   Tensor reshape(Shape shape) const;
+  // Rows [begin, end) of the outermost dimension: the same storage seen from an offset (no copy). A GPU op binds
+  // the view at that offset, which WebGPU requires to be a multiple of 256 bytes (minStorageBufferOffsetAlignment);
+  // ops that write blocks meant to be taken apart this way pad them to it (LinearFusedF32::stack_columns).
+  Tensor rows(int64_t begin, int64_t end) const;
   // This tensor with per-tensor quantization parameters attached (I8/U8 only).
   Tensor with_quant(QuantParams q) const;
 

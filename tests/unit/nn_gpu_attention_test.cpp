@@ -40,6 +40,38 @@ TEST(NnGpuAttention, ManyQueriesMatchTheReference) {
   }
 }
 
+// The stacked attention (q, k, v side by side in each row of one product's output, read in place with a row
+// stride and column offsets) against the reference on the three column ranges: random row counts, heads,
+// grouped KV heads and head sizes, causal or not; the same values in other columns of a row or of another head
+// would give other outputs, so a kernel that ignored the stride or an offset fails. One dispatch whatever the
+// row count (1-15 rows too: a short clip's encoder).
+TEST(NnGpuAttention, StackedQkvMatchesTheReference) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 5; ++rep) {
+    const int kv_heads = static_cast<int>(rand_int(1, 3)),
+              heads = kv_heads * static_cast<int>(rand_int(1, 3));
+    const int64_t d = 4 * rand_int(1, 16), t = rep == 0 ? rand_int(1, 15) : rand_int(16, 150);
+    const int64_t q_cols = heads * d, kv_cols = kv_heads * d;
+    const Tensor qkv = rand_tensor(*cpu, {t, q_cols + 2 * kv_cols}, -2.0f, 2.0f);
+    const Tensor q = slice(qkv, 1, 0, q_cols), k = slice(qkv, 1, q_cols, q_cols + kv_cols),
+                 v = slice(qkv, 1, q_cols + kv_cols, q_cols + 2 * kv_cols);
+    for (bool causal : {false, true}) {
+      const AttentionOptions o{.n_heads = heads, .n_kv_heads = kv_heads, .causal = causal};
+      const uint64_t before = gpu->gpu()->dispatches_run();
+      const Tensor out = download(*cpu, *gpu, attention_stacked(upload(*gpu, qkv), o));
+      EXPECT_EQ(gpu->gpu()->dispatches_run() - before, 1u) << "one dispatch, reading qkv in place";
+      const std::string what = "stacked " + std::to_string(t) + " rows, " + std::to_string(heads) + "/" +
+                               std::to_string(kv_heads) + " heads of " + std::to_string(d) +
+                               (causal ? ", causal" : "");
+      expect_close(out, ref::attention(q, k, v, o), 1e-5f, 1e-5f, what);
+      expect_close(attention_stacked(qkv, o), ref::attention(q, k, v, o), 1e-5f, 1e-5f, "cpu " + what);
+    }
+  }
+}
+
 // Moonshine's encoder shape for a 10 s clip: 415 queries and keys, 8 heads of 52.
 TEST(NnGpuAttention, MoonshineEncoderShapeMatchesTheReference) {
   gpu::Device* device = sotto::testing::open_test_device();

@@ -82,9 +82,10 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
   expect_close(download(*cpu, *gpu, chain), want, 1e-5f, 1e-5f, "gpu chain");
 }
 
-// Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 blocks with K sliced
-// in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of linear_fused_f32
-// (norm, bias, rope, tanh, GELU, residual) against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
+// Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 and 16 x 32 blocks
+// with K sliced in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of
+// linear_fused_f32 (norm, bias, rope on all or the leading columns, tanh, GELU, residual, stacked output)
+// against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
 // few rows (the row kernel), fewer rows than a block, K below one chunk of 32 and not a multiple of 4 (scalar
 // loads), K a multiple of 4 (vec4 loads) with partial blocks each way, and a long K (split 4-8 ways under the
 // 64 x 64 kernel). Tolerance as plain linear's: 1e-5 * K absolute (inputs in [-1, 1]: each of K products is
@@ -103,16 +104,23 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
       {rand_int(33, 100), rand_int(33, 100), 4 * rand_int(20, 70) + (rand_int(0, 1) ? 0 : 1)},
       {rand_int(60, 100), rand_int(65, 150), rand_int(600, 900)},
   };
-  for (const auto kernel :
-       {gpu_ops::LinearKernel::Tiled64, gpu_ops::LinearKernel::SliceK, gpu_ops::LinearKernel::Auto}) {
+  struct Plan {
+    gpu_ops::LinearKernel kernel;
+    int slice_rows;
+  };
+  for (const Plan plan : {Plan{gpu_ops::LinearKernel::Tiled64, 32}, Plan{gpu_ops::LinearKernel::SliceK, 32},
+                          Plan{gpu_ops::LinearKernel::SliceK, 16}, Plan{gpu_ops::LinearKernel::Auto, 32}}) {
+    const gpu_ops::LinearKernel kernel = plan.kernel;
     gpu_ops::set_linear_kernel(kernel);
+    gpu_ops::set_linear_slice_rows(plan.slice_rows);
     for (const Size& s : sizes) {
       const Tensor x = rand_tensor(*cpu, {s.m, s.k}), w = rand_tensor(*cpu, {s.n, s.k}),
                    b = rand_tensor(*cpu, {s.n}), res = rand_tensor(*cpu, {s.m, s.n});
       const Tensor gx = upload(*gpu, x), gw = upload(*gpu, w), gb = upload(*gpu, b), gres = upload(*gpu, res);
       const float atol = 1e-5f * static_cast<float>(s.k);
-      const std::string what = "gpu linear kernel " + std::to_string(static_cast<int>(kernel)) + " " +
-                               std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+      const std::string what = "gpu linear kernel " + std::to_string(static_cast<int>(kernel)) + "/" +
+                               std::to_string(plan.slice_rows) + " " + std::to_string(s.m) + "x" +
+                               std::to_string(s.n) + "x" + std::to_string(s.k);
       expect_close(download(*cpu, *gpu, linear(gx, gw)), ref::linear(x, w), atol, 1e-5f, what);
       expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf})),
                    ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf}), atol, 1e-5f, what + " bias gelu");
@@ -150,9 +158,41 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
                    ref::linear_fused_f32(x, wr, br, rope_normed), 3.0f * atol, 1e-5f,
                    what + " rope " + std::to_string(heads) + "x" + std::to_string(head_dim) + " rotating " +
                        std::to_string(rotary_dim));
+      // The rotary embedding on the leading columns only (a stacked q / k / v product rotating q and k), the
+      // rest (1-30 columns, even) as they come.
+      const int64_t plain = 2 * rand_int(1, 15);
+      const Tensor wp = rand_tensor(*cpu, {heads * head_dim + plain, s.k});
+      LinearFusedF32 leading = rope_normed;
+      leading.rope_columns = heads * head_dim;
+      LinearFusedF32 gleading = grope;
+      gleading.rope_columns = heads * head_dim;
+      expect_close(download(*cpu, *gpu, linear_fused_f32(gx, upload(*gpu, wp), {}, gleading)),
+                   ref::linear_fused_f32(x, wp, {}, leading), 3.0f * atol, 1e-5f,
+                   what + " rope on " + std::to_string(heads * head_dim) + " of " +
+                       std::to_string(heads * head_dim + plain) + " columns");
+      // A stacked output (blocks of `cols` columns each padded to a 256-byte multiple of rows): each block's
+      // first m rows, read through Tensor::rows views at the blocks' offsets, with bias, GELU and a residual.
+      const int64_t cols = rand_int(1, 40), blocks = rand_int(2, 5);
+      const Tensor ws = rand_tensor(*cpu, {blocks * cols, s.k}), bs = rand_tensor(*cpu, {blocks * cols}),
+                   rs = rand_tensor(*cpu, {s.m, blocks * cols});
+      const Tensor gs =
+          linear_fused_f32(gx, upload(*gpu, ws), upload(*gpu, bs),
+                           {.act = Act::GeluErf, .residual = upload(*gpu, rs), .stack_columns = cols});
+      const Tensor cs =
+          ref::linear_fused_f32(x, ws, bs, {.act = Act::GeluErf, .residual = rs, .stack_columns = cols});
+      const int64_t rows = stacked_rows(s.m, cols);
+      ASSERT_EQ(gs.shape(), (Shape{blocks, rows, cols}));
+      ASSERT_EQ(cs.shape(), gs.shape());
+      EXPECT_EQ(rows * cols * 4 % 256, 0);
+      EXPECT_LT(rows - s.m, 64);
+      for (int64_t j = 0; j < blocks; ++j)
+        expect_close(download(*cpu, *gpu, gs.reshape({blocks * rows, cols}).rows(j * rows, j * rows + s.m)),
+                     cs.reshape({blocks * rows, cols}).rows(j * rows, j * rows + s.m), atol, 1e-5f,
+                     what + " stacked in blocks of " + std::to_string(cols) + ", block " + std::to_string(j));
     }
   }
   gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
+  gpu_ops::set_linear_slice_rows(32);
   // The CPU op is the reference's arithmetic (nn::linear, then activation and add).
   const Tensor x = rand_tensor(*cpu, {7, 19}), w = rand_tensor(*cpu, {11, 19}), b = rand_tensor(*cpu, {11}),
                res = rand_tensor(*cpu, {7, 11});

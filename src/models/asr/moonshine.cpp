@@ -52,8 +52,17 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
     rotated.rope_heads = c.n_heads;
     rotated.rotary_dim = c.rotary_dim;
     rotated.rope_base = c.rope_base;
-    const Tensor q = product(x, l.q, {}, rotated), k = product(x, l.k, {}, rotated);
-    const Tensor attended = nn::attention(q, k, product(x, l.v, {}, normed), {.n_heads = c.n_heads});
+    Tensor attended;
+    if (l.qkv.defined()) {
+      // q, k and v as one product (GPU), q's and k's heads rotated, the attention reading the three in place.
+      nn::LinearFusedF32 stacked = rotated;
+      stacked.rope_heads = 2 * c.n_heads;
+      stacked.rope_columns = 2 * c.d_model;
+      attended = nn::attention_stacked(product(x, l.qkv, {}, stacked), {.n_heads = c.n_heads});
+    } else {
+      const Tensor q = product(x, l.q, {}, rotated), k = product(x, l.k, {}, rotated);
+      attended = nn::attention(q, k, product(x, l.v, {}, normed), {.n_heads = c.n_heads});
+    }
     x = product(attended, l.o, {}, {.residual = x});
     const Tensor h = product(x, l.fc1, l.fc1_b,
                              {.norm_gamma = l.mlp_norm, .norm_eps = c.norm_eps, .act = nn::Act::GeluErf});
@@ -82,9 +91,22 @@ Tensor embed(const MoonshineMatrix& table, const Tensor& ids) {
 MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const Tensor& encoded,
                                               int64_t capacity) {
   MoonshineDecoderState s;
-  for (const MoonshineDecoderLayer& l : w.decoder) {
-    s.cross_k.push_back(moonshine_encoder_linear(w, encoded, l.cross_k, {}));
-    s.cross_v.push_back(moonshine_encoder_linear(w, encoded, l.cross_v, {}));
+  if (w.cross_kv.defined()) {
+    // One product, its output in blocks of d columns stacked [16, T padded to even, d]: each layer's K and V is
+    // then the first T rows of its block, a view at a 256-byte multiple that the attentions bind as [T, d].
+    const int64_t d = w.config.d_model, t = encoded.dim(0);
+    const Tensor kv = nn::linear_fused_f32(encoded, w.cross_kv, {}, {.stack_columns = d});
+    const int64_t rows = kv.dim(1);
+    const Tensor blocks = kv.reshape({kv.dim(0) * rows, d});
+    for (int64_t i = 0; i < static_cast<int64_t>(w.decoder.size()); ++i) {
+      s.cross_k.push_back(blocks.rows(2 * i * rows, 2 * i * rows + t));
+      s.cross_v.push_back(blocks.rows((2 * i + 1) * rows, (2 * i + 1) * rows + t));
+    }
+  } else {
+    for (const MoonshineDecoderLayer& l : w.decoder) {
+      s.cross_k.push_back(moonshine_encoder_linear(w, encoded, l.cross_k, {}));
+      s.cross_v.push_back(moonshine_encoder_linear(w, encoded, l.cross_v, {}));
+    }
   }
   s.self_k.resize(w.decoder.size());
   s.self_v.resize(w.decoder.size());
@@ -664,13 +686,17 @@ struct Loader {
     return m;
   }
 
-  // A MatMul weight stored [in, out], as nn::linear's [out, in].
-  Result<Tensor> matrix(const std::string& output, int64_t in, int64_t out) const {
+  // A MatMul weight stored [in, out], as nn::linear's [out, in]: its values, or the tensor.
+  Result<std::vector<float>> matrix_values(const std::string& output, int64_t in, int64_t out) const {
     SOTTO_ASSIGN(Constant c, checked(output, 1, {in, out}));
     std::vector<float> t(c.values.size());
     for (int64_t i = 0; i < in; ++i)
       for (int64_t o = 0; o < out; ++o)
         t[static_cast<size_t>(o * in + i)] = c.values[static_cast<size_t>(i * out + o)];
+    return t;
+  }
+  Result<Tensor> matrix(const std::string& output, int64_t in, int64_t out) const {
+    SOTTO_ASSIGN(std::vector<float> t, matrix_values(output, in, out));
     return ctx.from_floats({out, in}, t);
   }
 };
@@ -697,9 +723,19 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       const std::string p = cat("/layers.", i, "/");
       MoonshineEncoderLayer l;
       SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.q, ld.matrix(p + "self_attn/q_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.k, ld.matrix(p + "self_attn/k_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.v, ld.matrix(p + "self_attn/v_proj/MatMul_output_0", d, d));
+      if (ctx.backend() == nn::Backend::Gpu) {
+        std::vector<float> qkv;
+        for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
+          SOTTO_ASSIGN(std::vector<float> m,
+                       ld.matrix_values(cat(p, "self_attn/", proj, "/MatMul_output_0"), d, d));
+          qkv.insert(qkv.end(), m.begin(), m.end());
+        }
+        l.qkv = ctx.from_floats({3 * d, d}, qkv);
+      } else {
+        SOTTO_ASSIGN(l.q, ld.matrix(p + "self_attn/q_proj/MatMul_output_0", d, d));
+        SOTTO_ASSIGN(l.k, ld.matrix(p + "self_attn/k_proj/MatMul_output_0", d, d));
+        SOTTO_ASSIGN(l.v, ld.matrix(p + "self_attn/v_proj/MatMul_output_0", d, d));
+      }
       SOTTO_ASSIGN(l.o, ld.matrix(p + "self_attn/dense/MatMul_output_0", d, d));
       SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
       SOTTO_ASSIGN(l.fc1, ld.matrix(p + "mlp/fc1/MatMul_output_0", d, c.encoder_ff));
@@ -719,6 +755,8 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
   {
     const GraphConstants g(decoder, decoder_name);
     const Loader ld{ctx, g};
+    const bool gpu = ctx.backend() == nn::Backend::Gpu;
+    std::vector<float> cross_kv;
     SOTTO_ASSIGN(w.embedding,
                  ld.int8_matrix("/model/decoder/embed_tokens/Gather_output_0", 0, d, c.vocab, false));
     for (int i = 0; i < c.decoder_layers; ++i) {
@@ -738,8 +776,16 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       SOTTO_ASSIGN(l.o, ld.int8_matrix(p + "self_attn/dense/MatMul_output_0", 1, d, d, true));
       SOTTO_ASSIGN(l.cross_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
       SOTTO_ASSIGN(l.cross_q, ld.int8_matrix(p + "encoder_attn/q_proj/MatMul_output_0", 1, d, d, true));
-      SOTTO_ASSIGN(l.cross_k, ld.matrix(p + "encoder_attn/k_proj/MatMul_output_0", d, d));
-      SOTTO_ASSIGN(l.cross_v, ld.matrix(p + "encoder_attn/v_proj/MatMul_output_0", d, d));
+      if (gpu) {
+        for (const char* proj : {"k_proj", "v_proj"}) {
+          SOTTO_ASSIGN(std::vector<float> m,
+                       ld.matrix_values(cat(p, "encoder_attn/", proj, "/MatMul_output_0"), d, d));
+          cross_kv.insert(cross_kv.end(), m.begin(), m.end());
+        }
+      } else {
+        SOTTO_ASSIGN(l.cross_k, ld.matrix(p + "encoder_attn/k_proj/MatMul_output_0", d, d));
+        SOTTO_ASSIGN(l.cross_v, ld.matrix(p + "encoder_attn/v_proj/MatMul_output_0", d, d));
+      }
       SOTTO_ASSIGN(l.cross_o, ld.int8_matrix(p + "encoder_attn/dense/MatMul_output_0", 1, d, d, true));
       SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "final_layernorm/Mul_output_0", -1, d));
       SOTTO_ASSIGN(l.up, ld.int8_matrix(p + "mlp/up_proj/MatMul_output_0", 1, d, 2 * c.decoder_ff, true));
@@ -749,6 +795,7 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       w.decoder.push_back(std::move(l));
     }
     SOTTO_ASSIGN(w.decoder_norm, ld.vec("/model/decoder/norm/Mul_output_0", -1, d));
+    if (gpu) w.cross_kv = ctx.from_floats({2 * c.decoder_layers * d, d}, cross_kv);
     // The cross-attention's K/V projections, 16 products [T_enc, 416] x [416, 416] per utterance (1.15 GFLOP
     // for 10 s, ~4 % of a transcription's native samples): packed like the encoder's, which saves their
     // per-call packing (no measurable change natively).

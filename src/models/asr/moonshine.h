@@ -70,6 +70,9 @@ struct MoonshineConfig {
 // matrices (MoonshineWeights::encoder_packed).
 struct MoonshineEncoderLayer {
   nn::Tensor attn_norm, q, k, v, o;
+  // GPU: q, k and v stacked [3 x 416, 416] (q, k, v undefined there), one product where three were three
+  // dispatches, read by nn::attention_stacked in place.
+  nn::Tensor qkv;
   nn::Tensor mlp_norm, fc1, fc1_b, fc2, fc2_b;
 };
 
@@ -92,7 +95,7 @@ struct MoonshineDecoderLayer {
   nn::Tensor cross_norm;
   MoonshineMatrix cross_q, cross_o;
   // F32 [416, 416]: applied once per utterance to every encoder frame; packed as the encoder's matrices where
-  // MoonshineWeights::encoder_packed.
+  // MoonshineWeights::encoder_packed. Undefined on the GPU, which has MoonshineWeights::cross_kv instead.
   nn::Tensor cross_k, cross_v;
   nn::Tensor mlp_norm, up_b, down_b;
   MoonshineMatrix up, down;
@@ -109,6 +112,10 @@ struct MoonshineWeights {
   MoonshineMatrix embedding;  // [vocab, d_model]: the input table and the output head
   std::vector<MoonshineDecoderLayer> decoder;
   nn::Tensor decoder_norm;
+  // GPU: every decoder layer's cross_k and cross_v stacked, F32 [2 x 8 x 416, 416] (layer i's K at block 2i, V at
+  // 2i + 1), for one product over the encoder output where 16 products were 16 dispatches (each of 169
+  // workgroups, too few to fill a large GPU).
+  nn::Tensor cross_kv;
 };
 
 // Reads both parsed files' weights onto `ctx`, every shape checked; errors name the file and the tensor or
