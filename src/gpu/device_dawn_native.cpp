@@ -285,26 +285,37 @@ Status DawnDevice::open(const DeviceOptions& options) {
   device_desc.deviceLostCallbackInfo.userdata1 = this;
   device_desc.uncapturedErrorCallbackInfo.callback = &DawnDevice::on_error;
   device_desc.uncapturedErrorCallbackInfo.userdata1 = this;
-  // SOTTO_DAWN_TOGGLES="a,b,-c" (benchmarking): Dawn device toggles to enable, or with '-' to disable, such as
-  // skip_validation or disable_robustness, to measure what Dawn's checks cost on the host and in the kernels.
-  std::vector<std::string> toggle_names;
-  std::vector<const char*> enabled, disabled;
-  WGPUDawnTogglesDescriptor toggles{};
+  // Dawn's robustness transform (every buffer index clamped in the shader, WebGPU's guarantee against
+  // untrusted pages) is off natively: each of our kernels bounds its own indices, the buffers stay bounded by
+  // Vulkan's robustBufferAccess, which Dawn always enables, and the clamps cost ~13 % of a Moonshine decoder step
+  // on an H100 (bench/results/2026-12-06-moonshine-gpu-robustness.md). The browser keeps them (it decides).
+  // SOTTO_DAWN_TOGGLES="a,b,-c" adds toggles or, with '-', turns one off (-disable_robustness restores the
+  // clamps), for benchmarking what Dawn's checks cost.
+  std::vector<std::string> enabled_names = {"disable_robustness"}, disabled_names;
   if (const char* env = std::getenv("SOTTO_DAWN_TOGGLES"); env && *env) {
     for (std::string_view rest = env; !rest.empty();) {
       const size_t comma = std::min(rest.find(','), rest.size());
-      if (comma > 0) toggle_names.emplace_back(rest.substr(0, comma));
+      const std::string name(rest.substr(0, comma));
       rest.remove_prefix(std::min(comma + 1, rest.size()));
+      if (name.empty()) continue;
+      if (name[0] == '-') {
+        std::erase(enabled_names, name.substr(1));
+        disabled_names.push_back(name.substr(1));
+      } else {
+        enabled_names.push_back(name);
+      }
     }
-    for (const std::string& t : toggle_names)
-      (t[0] == '-' ? disabled.push_back(t.c_str() + 1) : enabled.push_back(t.c_str()));
-    toggles.chain.sType = kSTypeDawnTogglesDescriptor;
-    toggles.enabledToggleCount = enabled.size();
-    toggles.enabledToggles = enabled.data();
-    toggles.disabledToggleCount = disabled.size();
-    toggles.disabledToggles = disabled.data();
-    device_desc.nextInChain = &toggles.chain;
   }
+  std::vector<const char*> enabled, disabled;
+  for (const std::string& t : enabled_names) enabled.push_back(t.c_str());
+  for (const std::string& t : disabled_names) disabled.push_back(t.c_str());
+  WGPUDawnTogglesDescriptor toggles{};
+  toggles.chain.sType = kSTypeDawnTogglesDescriptor;
+  toggles.enabledToggleCount = enabled.size();
+  toggles.enabledToggles = enabled.data();
+  toggles.disabledToggleCount = disabled.size();
+  toggles.disabledToggles = disabled.data();
+  device_desc.nextInChain = &toggles.chain;
   WGPUCallbackInfo<RequestDeviceCallback> device_cb{};
   device_cb.mode = kCallbackAllowProcessEvents;
   device_cb.callback = [](uint32_t status, WGPUDevice device, WGPUStringView message, void* u1, void*) {

@@ -7,8 +7,8 @@
 //   528 / 4, each block's workgroup being 4 slices of K)
 //                      kLinearSliceK: 32 x 32 outputs per workgroup of 256 threads, K split over 4 groups of
 //                      64 threads inside the workgroup. Moonshine's encoder at 10 s (413 rows, d 416, FFN 1664).
-//                      SOTTO_GPU_LINEAR_SLICE_ROWS=16 (native, to time): 16 x 32 outputs, K over 8 groups of 32;
-//                      =auto: 16 rows where 32-row blocks are fewer than 2 a core (the rule's target / 4 cores).
+//                      16 x 32 outputs (K over 8 groups of 32) where 32-row blocks are fewer than 2 a core (the
+//                      rule's target / 4 cores); SOTTO_GPU_LINEAR_SLICE_ROWS=16 or 32 (native) pins one, to time.
 //   too few of either  kLinear64 split over K ranges, partial sums added by kSplitSum (a second dispatch).
 //                      Parakeet's products of ~75 rows and K 1024-4096.
 // A dispatch costs ~12-15 us on an H100 whatever its size, and Moonshine's encoder products take 30-60 us: a
@@ -462,18 +462,19 @@ std::pair<int64_t, int64_t> linear_split_rule() {
 // The kernel set_linear_kernel pins, or natively SOTTO_GPU_LINEAR_KERNEL = "64" (64 x 64 blocks, split-K where
 // they are few: the plan before kLinearSliceK, to time one against the other with one binary) or "slice" (the
 // sliced kernel for every product of 16 rows or more).
-// The sliced kernel's block rows: 32, or natively SOTTO_GPU_LINEAR_SLICE_ROWS=16 or auto (read once; 0 stands for
-// auto), or set_linear_slice_rows: 16-row blocks give twice the workgroups, for products of few blocks, to time
-// against 32 on a large GPU.
+// The sliced kernel's block rows: by the rule in linear_fused_f32 (0), or natively SOTTO_GPU_LINEAR_SLICE_ROWS=16
+// or 32 (read once), or set_linear_slice_rows: 16-row blocks give twice the workgroups, for products of few
+// blocks. On an H100 the rule took 0.05-0.2 ms off a 10 s Moonshine encoder; 16 everywhere lost 0.3 ms
+// (bench/results/2026-12-06-moonshine-gpu-robustness.md).
 int& linear_slice_rows() {
   static int rows = [] {
 #if !defined(__wasm__)
     if (const char* env = std::getenv("SOTTO_GPU_LINEAR_SLICE_ROWS")) {
       if (std::strcmp(env, "16") == 0) return 16;
-      if (std::strcmp(env, "auto") == 0) return 0;
+      if (std::strcmp(env, "32") == 0) return 32;
     }
 #endif
-    return 32;
+    return 0;
   }();
   return rows;
 }

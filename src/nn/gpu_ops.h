@@ -28,8 +28,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
 enum class LinearKernel { Auto, Tiled64, SliceK };
 void set_linear_kernel(LinearKernel k);
-// The sliced kernel's blocks: 32 (default) or 16 rows of 32 outputs, or 0: 16 where 32-row blocks are fewer than
-// 2 a core (gpu_linear.cpp); natively SOTTO_GPU_LINEAR_SLICE_ROWS=16|auto.
+// The sliced kernel's blocks: 0 (default) 16 rows of 32 outputs where 32-row blocks are fewer than 2 a core, else
+// 32 (gpu_linear.cpp); or 16 or 32 everywhere; natively SOTTO_GPU_LINEAR_SLICE_ROWS=16|32.
 void set_linear_slice_rows(int rows);
 Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after);
 // Over the last axis: op 0 softmax, op 1 layer norm (gamma, beta optional).

@@ -109,7 +109,8 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
     int slice_rows;
   };
   for (const Plan plan : {Plan{gpu_ops::LinearKernel::Tiled64, 32}, Plan{gpu_ops::LinearKernel::SliceK, 32},
-                          Plan{gpu_ops::LinearKernel::SliceK, 16}, Plan{gpu_ops::LinearKernel::Auto, 32}}) {
+                          Plan{gpu_ops::LinearKernel::SliceK, 16}, Plan{gpu_ops::LinearKernel::SliceK, 0},
+                          Plan{gpu_ops::LinearKernel::Auto, 0}}) {
     const gpu_ops::LinearKernel kernel = plan.kernel;
     gpu_ops::set_linear_kernel(kernel);
     gpu_ops::set_linear_slice_rows(plan.slice_rows);
@@ -192,7 +193,7 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
     }
   }
   gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
-  gpu_ops::set_linear_slice_rows(32);
+  gpu_ops::set_linear_slice_rows(0);
   // The CPU op is the reference's arithmetic (nn::linear, then activation and add).
   const Tensor x = rand_tensor(*cpu, {7, 19}), w = rand_tensor(*cpu, {11, 19}), b = rand_tensor(*cpu, {11}),
                res = rand_tensor(*cpu, {7, 11});
