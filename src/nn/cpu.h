@@ -93,4 +93,9 @@ AxisSplit split_at(const Shape& s, int axis);
 QuantParams dynamic_quant_params(const float* x, int64_t n);
 uint8_t quantize_u8(float x, const QuantParams& q);
 
+// Snake of one channel's row (elementwise.cpp): o[t] = in[t] + sin(a in[t])^2 / a; o may be in.
+void snake_row(const float* in, float* o, int64_t length, float a);
+// DynamicQuantizeLinear's range of n floats (conv_integer_bias.cpp): min over x and 0, max over x and 0.
+void min_max(const float* x, int64_t n, float& lo, float& hi);
+
 }  // namespace sotto::nn::cpu

@@ -355,6 +355,30 @@ Tensor glu(const Tensor& x, int axis) {
   return ref::glu(x, axis);  // one pass of exp per output: the reference is already the whole cost
 }
 
+namespace cpu {
+void snake_row(const float* in, float* o, int64_t length, float a) {
+  const float inv = 1.0f / a;
+  // Four lanes through vec::sin4 (a scalar sinf call per element was a sixth of Kokoro's generator), eight
+  // with AVX2 first (the same values); arguments past its range go to std::sin.
+  int64_t t = 0;
+#if defined(__x86_64__)
+  if (cpu_use_avx2()) t = snake_row_avx2(in, o, length, a, inv);
+#endif
+  for (; t + 4 <= length; t += 4) {
+    const vec::F4 v = vec::load(in + t), ax = v * vec::splat(a);
+    // A lane compare, not __builtin_reduce_max: that lowers to scalar fmaxf calls in wasm (3 % of Kokoro).
+    const vec::I4 big = __builtin_elementwise_abs(ax) >= vec::splat(8192.0f);
+    if ((big[0] | big[1] | big[2] | big[3]) != 0) break;
+    const vec::F4 s = vec::sin4(ax);
+    vec::store(o + t, v + s * s * vec::splat(inv));
+  }
+  for (; t < length; ++t) {
+    const float s = std::sin(a * in[t]);
+    o[t] = in[t] + s * s * inv;
+  }
+}
+}  // namespace cpu
+
 Tensor snake(const Tensor& x0, const Tensor& alpha0) {
   if (gpu_ops::on_gpu(x0)) return gpu_ops::snake(x0, alpha0);
   const Tensor x = cpu::as_f32(x0), alpha = cpu::as_f32(alpha0);
@@ -362,29 +386,8 @@ Tensor snake(const Tensor& x0, const Tensor& alpha0) {
   const int64_t channels = x.dim(0), length = x.dim(1);
   Tensor out = x.ctx().empty(x.shape());
   cpu::parallel_for(x.ctx(), channels, length * 20, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      const float a = alpha.f32()[c], inv = 1.0f / a;
-      const float* in = x.f32() + c * length;
-      float* o = out.f32() + c * length;
-      // Four lanes through vec::sin4 (a scalar sinf call per element was a sixth of Kokoro's generator), eight
-      // with AVX2 first (the same values); arguments past its range go to std::sin.
-      int64_t t = 0;
-#if defined(__x86_64__)
-      if (cpu_use_avx2()) t = cpu::snake_row_avx2(in, o, length, a, inv);
-#endif
-      for (; t + 4 <= length; t += 4) {
-        const vec::F4 v = vec::load(in + t), ax = v * vec::splat(a);
-        // A lane compare, not __builtin_reduce_max: that lowers to scalar fmaxf calls in wasm (3 % of Kokoro).
-        const vec::I4 big = __builtin_elementwise_abs(ax) >= vec::splat(8192.0f);
-        if ((big[0] | big[1] | big[2] | big[3]) != 0) break;
-        const vec::F4 s = vec::sin4(ax);
-        vec::store(o + t, v + s * s * vec::splat(inv));
-      }
-      for (; t < length; ++t) {
-        const float s = std::sin(a * in[t]);
-        o[t] = in[t] + s * s * inv;
-      }
-    }
+    for (int64_t c = begin; c < end; ++c)
+      cpu::snake_row(x.f32() + c * length, out.f32() + c * length, length, alpha.f32()[c]);
   });
   return out;
 }
