@@ -79,8 +79,9 @@ bool is_suffix(const Shape& small, const Shape& big) {
 // leading dimensions possibly dropped: a per-channel scale or shift of [C, T], AdaIN's); col_first says which
 // side of the operator it is on. Row r of full uses col[r % n_col].
 template <char Op, bool ColFirst>
-void run_rows(const float* full, const float* col, float* o, int64_t n, int64_t length, int64_t n_col) {
-  for (int64_t i = 0, r = 0; i < n; i += length, r = r + 1 == n_col ? 0 : r + 1) {
+void run_rows(const float* full, const float* col, float* o, int64_t n, int64_t length, int64_t n_col,
+              int64_t first_row = 0) {
+  for (int64_t i = 0, r = first_row % n_col; i < n; i += length, r = r + 1 == n_col ? 0 : r + 1) {
     const float c = col[r];
     for (int64_t j = 0; j < length; ++j)
       o[i + j] = ColFirst ? apply(Op, c, full[i + j]) : apply(Op, full[i + j], c);
@@ -94,28 +95,46 @@ bool is_row_column(const Shape& col, const Shape& full) {
   return true;
 }
 
+// Each path runs over the context's threads in chunks of whole rows (a generator stage's residual adds are
+// millions of elements: serial, they left the second thread idle); elementwise, so any split gives the same
+// values.
 template <char Op>
 Tensor binary_fast(const Tensor& a0, const Tensor& b0) {
   const Tensor a = cpu::as_f32(a0), b = cpu::as_f32(b0);
+  Context& ctx = a.ctx();
   if (a.shape() == b.shape()) {
-    Tensor out = a.ctx().empty(a.shape());
-    run_same<Op>(a.f32(), b.f32(), out.f32(), a.elements());
+    Tensor out = ctx.empty(a.shape());
+    const float *pa = a.f32(), *pb = b.f32();
+    float* po = out.f32();
+    cpu::parallel_for(ctx, a.elements(), 1, [&](int64_t begin, int64_t end) {
+      run_same<Op>(pa + begin, pb + begin, po + begin, end - begin);
+    });
     return out;
   }
   if (is_suffix(b.shape(), a.shape())) {
-    Tensor out = a.ctx().empty(a.shape());
-    run_suffix<Op>(a.f32(), b.f32(), out.f32(), a.elements(), b.elements());
+    Tensor out = ctx.empty(a.shape());
+    const int64_t period = b.elements();
+    cpu::parallel_for(ctx, a.elements() / period, period, [&](int64_t begin, int64_t end) {
+      run_suffix<Op>(a.f32() + begin * period, b.f32(), out.f32() + begin * period, (end - begin) * period,
+                     period);
+    });
     return out;
   }
   // The general walk below costs an index update per element (slow in wasm): per-row columns go here.
-  if (is_row_column(b.shape(), a.shape())) {
-    Tensor out = a.ctx().empty(a.shape());
-    run_rows<Op, false>(a.f32(), b.f32(), out.f32(), a.elements(), a.dim(-1), b.elements());
-    return out;
-  }
-  if (is_row_column(a.shape(), b.shape())) {
-    Tensor out = a.ctx().empty(b.shape());
-    run_rows<Op, true>(b.f32(), a.f32(), out.f32(), b.elements(), b.dim(-1), a.elements());
+  const bool col_b = is_row_column(b.shape(), a.shape());
+  if (col_b || is_row_column(a.shape(), b.shape())) {
+    const Tensor& full = col_b ? a : b;
+    const Tensor& col = col_b ? b : a;
+    Tensor out = ctx.empty(full.shape());
+    const int64_t length = full.dim(-1);
+    cpu::parallel_for(ctx, full.elements() / length, length, [&](int64_t begin, int64_t end) {
+      const float* f = full.f32() + begin * length;
+      float* o = out.f32() + begin * length;
+      if (col_b)
+        run_rows<Op, false>(f, col.f32(), o, (end - begin) * length, length, col.elements(), begin);
+      else
+        run_rows<Op, true>(f, col.f32(), o, (end - begin) * length, length, col.elements(), begin);
+    });
     return out;
   }
   return ref::binary(a, b, Op);
