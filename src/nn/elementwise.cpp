@@ -96,7 +96,7 @@ bool is_row_column(const Shape& col, const Shape& full) {
 }
 
 // Each path runs over the context's threads in chunks of whole rows (a generator stage's residual adds are
-// millions of elements: serial, they left the second thread idle); elementwise, so any split gives the same
+// millions of elements: on one thread they leave the others idle); elementwise, so any split gives the same
 // values.
 template <char Op>
 Tensor binary_fast(const Tensor& a0, const Tensor& b0) {
