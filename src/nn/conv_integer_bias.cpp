@@ -600,8 +600,9 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
 }
 }  // namespace ref
 
-Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, const Tensor& b,
-                                             const Conv1dOptions& o) {
+namespace {
+Tensor quantized_bias_conv(const Tensor& x0, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
+                           const ValueRange* x_range) {
   if (gpu_ops::on_gpu(x0)) return gpu_ops::conv1d_integer_dynamic_quantized_bias(x0, w, b, o);
   assert(x0.ctx().backend() == Backend::Cpu && (!b.defined() || (b.dtype() == DType::F32 && b.rank() == 1)));
   const Tensor x = cpu::as_f32(x0);
@@ -618,7 +619,10 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
   NN_ASSERT(out_len > 0);
 
   float lo = 0, hi = 0;
-  cpu::min_max(x.f32(), x.elements(), lo, hi);
+  if (x_range && x_range->known)
+    lo = x_range->lo, hi = x_range->hi;
+  else
+    cpu::min_max(x.f32(), x.elements(), lo, hi);
   QuantParams q;
   q.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   q.zero_point = static_cast<int32_t>(std::nearbyint(std::clamp(0.0f - lo / q.scale, 0.0f, 255.0f)));
@@ -751,6 +755,18 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x0, const Tensor& w, 
     });
   }
   return out;
+}
+
+}  // namespace
+
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o) {
+  return quantized_bias_conv(x, w, b, o, nullptr);
+}
+
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o, const ValueRange& x_range) {
+  return quantized_bias_conv(x, w, b, o, &x_range);
 }
 
 }  // namespace sotto::nn

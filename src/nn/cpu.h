@@ -91,6 +91,14 @@ AxisSplit split_at(const Shape& s, int axis);
 
 // ONNX Runtime's dynamic uint8 quantization of n floats (linear.cpp): the parameters, then one value.
 QuantParams dynamic_quant_params(const float* x, int64_t n);
+QuantParams quant_params_of_range(float lo, float hi);  // from the min / max with 0
 uint8_t quantize_u8(float x, const QuantParams& q);
+
+// Snake of one channel's row (elementwise.cpp): o[t] = in[t] + sin(a in[t])^2 / a; o may be in.
+void snake_row(const float* in, float* o, int64_t length, float a);
+// DynamicQuantizeLinear's range of n floats (conv_integer_bias.cpp): min over x and 0, max over x and 0.
+void min_max(const float* x, int64_t n, float& lo, float& hi);
+// out[i] = quantize_u8(x[i], q) - q.zero_point as int16 (conv_integer_bias.cpp, vector lanes).
+void quantize_i16(const float* x, int64_t n, const QuantParams& q, int16_t* out);
 
 }  // namespace sotto::nn::cpu

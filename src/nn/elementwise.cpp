@@ -79,8 +79,9 @@ bool is_suffix(const Shape& small, const Shape& big) {
 // leading dimensions possibly dropped: a per-channel scale or shift of [C, T], AdaIN's); col_first says which
 // side of the operator it is on. Row r of full uses col[r % n_col].
 template <char Op, bool ColFirst>
-void run_rows(const float* full, const float* col, float* o, int64_t n, int64_t length, int64_t n_col) {
-  for (int64_t i = 0, r = 0; i < n; i += length, r = r + 1 == n_col ? 0 : r + 1) {
+void run_rows(const float* full, const float* col, float* o, int64_t n, int64_t length, int64_t n_col,
+              int64_t first_row = 0) {
+  for (int64_t i = 0, r = first_row % n_col; i < n; i += length, r = r + 1 == n_col ? 0 : r + 1) {
     const float c = col[r];
     for (int64_t j = 0; j < length; ++j)
       o[i + j] = ColFirst ? apply(Op, c, full[i + j]) : apply(Op, full[i + j], c);
@@ -94,28 +95,46 @@ bool is_row_column(const Shape& col, const Shape& full) {
   return true;
 }
 
+// Each path runs over the context's threads in chunks of whole rows (a generator stage's residual adds are
+// millions of elements: on one thread they leave the others idle); elementwise, so any split gives the same
+// values.
 template <char Op>
 Tensor binary_fast(const Tensor& a0, const Tensor& b0) {
   const Tensor a = cpu::as_f32(a0), b = cpu::as_f32(b0);
+  Context& ctx = a.ctx();
   if (a.shape() == b.shape()) {
-    Tensor out = a.ctx().empty(a.shape());
-    run_same<Op>(a.f32(), b.f32(), out.f32(), a.elements());
+    Tensor out = ctx.empty(a.shape());
+    const float *pa = a.f32(), *pb = b.f32();
+    float* po = out.f32();
+    cpu::parallel_for(ctx, a.elements(), 1, [&](int64_t begin, int64_t end) {
+      run_same<Op>(pa + begin, pb + begin, po + begin, end - begin);
+    });
     return out;
   }
   if (is_suffix(b.shape(), a.shape())) {
-    Tensor out = a.ctx().empty(a.shape());
-    run_suffix<Op>(a.f32(), b.f32(), out.f32(), a.elements(), b.elements());
+    Tensor out = ctx.empty(a.shape());
+    const int64_t period = b.elements();
+    cpu::parallel_for(ctx, a.elements() / period, period, [&](int64_t begin, int64_t end) {
+      run_suffix<Op>(a.f32() + begin * period, b.f32(), out.f32() + begin * period, (end - begin) * period,
+                     period);
+    });
     return out;
   }
   // The general walk below costs an index update per element (slow in wasm): per-row columns go here.
-  if (is_row_column(b.shape(), a.shape())) {
-    Tensor out = a.ctx().empty(a.shape());
-    run_rows<Op, false>(a.f32(), b.f32(), out.f32(), a.elements(), a.dim(-1), b.elements());
-    return out;
-  }
-  if (is_row_column(a.shape(), b.shape())) {
-    Tensor out = a.ctx().empty(b.shape());
-    run_rows<Op, true>(b.f32(), a.f32(), out.f32(), b.elements(), b.dim(-1), a.elements());
+  const bool col_b = is_row_column(b.shape(), a.shape());
+  if (col_b || is_row_column(a.shape(), b.shape())) {
+    const Tensor& full = col_b ? a : b;
+    const Tensor& col = col_b ? b : a;
+    Tensor out = ctx.empty(full.shape());
+    const int64_t length = full.dim(-1);
+    cpu::parallel_for(ctx, full.elements() / length, length, [&](int64_t begin, int64_t end) {
+      const float* f = full.f32() + begin * length;
+      float* o = out.f32() + begin * length;
+      if (col_b)
+        run_rows<Op, false>(f, col.f32(), o, (end - begin) * length, length, col.elements(), begin);
+      else
+        run_rows<Op, true>(f, col.f32(), o, (end - begin) * length, length, col.elements(), begin);
+    });
     return out;
   }
   return ref::binary(a, b, Op);
@@ -355,6 +374,30 @@ Tensor glu(const Tensor& x, int axis) {
   return ref::glu(x, axis);  // one pass of exp per output: the reference is already the whole cost
 }
 
+namespace cpu {
+void snake_row(const float* in, float* o, int64_t length, float a) {
+  const float inv = 1.0f / a;
+  // Four lanes through vec::sin4 (a scalar sinf call per element was a sixth of Kokoro's generator), eight
+  // with AVX2 first (the same values); arguments past its range go to std::sin.
+  int64_t t = 0;
+#if defined(__x86_64__)
+  if (cpu_use_avx2()) t = snake_row_avx2(in, o, length, a, inv);
+#endif
+  for (; t + 4 <= length; t += 4) {
+    const vec::F4 v = vec::load(in + t), ax = v * vec::splat(a);
+    // A lane compare, not __builtin_reduce_max: that lowers to scalar fmaxf calls in wasm (3 % of Kokoro).
+    const vec::I4 big = __builtin_elementwise_abs(ax) >= vec::splat(8192.0f);
+    if ((big[0] | big[1] | big[2] | big[3]) != 0) break;
+    const vec::F4 s = vec::sin4(ax);
+    vec::store(o + t, v + s * s * vec::splat(inv));
+  }
+  for (; t < length; ++t) {
+    const float s = std::sin(a * in[t]);
+    o[t] = in[t] + s * s * inv;
+  }
+}
+}  // namespace cpu
+
 Tensor snake(const Tensor& x0, const Tensor& alpha0) {
   if (gpu_ops::on_gpu(x0)) return gpu_ops::snake(x0, alpha0);
   const Tensor x = cpu::as_f32(x0), alpha = cpu::as_f32(alpha0);
@@ -362,29 +405,8 @@ Tensor snake(const Tensor& x0, const Tensor& alpha0) {
   const int64_t channels = x.dim(0), length = x.dim(1);
   Tensor out = x.ctx().empty(x.shape());
   cpu::parallel_for(x.ctx(), channels, length * 20, [&](int64_t begin, int64_t end) {
-    for (int64_t c = begin; c < end; ++c) {
-      const float a = alpha.f32()[c], inv = 1.0f / a;
-      const float* in = x.f32() + c * length;
-      float* o = out.f32() + c * length;
-      // Four lanes through vec::sin4 (a scalar sinf call per element was a sixth of Kokoro's generator), eight
-      // with AVX2 first (the same values); arguments past its range go to std::sin.
-      int64_t t = 0;
-#if defined(__x86_64__)
-      if (cpu_use_avx2()) t = cpu::snake_row_avx2(in, o, length, a, inv);
-#endif
-      for (; t + 4 <= length; t += 4) {
-        const vec::F4 v = vec::load(in + t), ax = v * vec::splat(a);
-        // A lane compare, not __builtin_reduce_max: that lowers to scalar fmaxf calls in wasm (3 % of Kokoro).
-        const vec::I4 big = __builtin_elementwise_abs(ax) >= vec::splat(8192.0f);
-        if ((big[0] | big[1] | big[2] | big[3]) != 0) break;
-        const vec::F4 s = vec::sin4(ax);
-        vec::store(o + t, v + s * s * vec::splat(inv));
-      }
-      for (; t < length; ++t) {
-        const float s = std::sin(a * in[t]);
-        o[t] = in[t] + s * s * inv;
-      }
-    }
+    for (int64_t c = begin; c < end; ++c)
+      cpu::snake_row(x.f32() + c * length, out.f32() + c * length, length, alpha.f32()[c]);
   });
   return out;
 }

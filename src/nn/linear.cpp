@@ -41,6 +41,10 @@ QuantParams cpu::dynamic_quant_params(const float* x, int64_t n) {
     lo = std::min(lo, x[i]);
     hi = std::max(hi, x[i]);
   }
+  return quant_params_of_range(lo, hi);
+}
+
+QuantParams cpu::quant_params_of_range(float lo, float hi) {
   QuantParams q;
   q.scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   const float zp = 0.0f - lo / q.scale;
@@ -213,29 +217,36 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
 #endif
   const int64_t k = x.dim(-1), n = w.dim(1), m = x.elements() / k;
   Context& ctx = x.ctx();
-  const Tensor xq = dynamic_quantize_linear(x);
+  const Tensor xf = cpu::as_f32(x);
+  float lo = 0.0f, hi = 0.0f;
+  cpu::min_max(xf.f32(), m * k, lo, hi);  // dynamic_quant_params' min / max (exact in any order), in lanes
+  const QuantParams q = cpu::quant_params_of_range(lo, hi);
   const ColumnQuant cq = column_quant(w, n, w_scales, w_zero_points);
-  // x as int16 with its zero point subtracted [M, K]; w widened to int16 and transposed to [N, K] once and kept
-  // with it. w's zero points are applied after the product, as sum_k a_k (w_kj - z_j) = sum_k a_k w_kj - z_j
-  // sum_k a_k, so the kept layout does not depend on them (exact in integers).
+  // x quantized as DynamicQuantizeLinear does, as int16 with its zero point subtracted [M, K]; w widened to int16
+  // and transposed to [N, K] once and kept with it. w's zero points are applied after the product, as
+  // sum_k a_k (w_kj - z_j) = sum_k a_k w_kj - z_j sum_k a_k, so the kept layout does not depend on them (exact
+  // in integers). The quantization and the scaling run over the threads in rows (on one thread they
+  // leave the others asleep: ~2 % of the wasm leader's time in Kokoro's ALBERT).
   Tensor a = ctx.empty({m, k}, DType::I16);
-  const int32_t xzp = xq.quant().zero_point;
+  int16_t* pa = a.data<int16_t>();
   std::vector<int32_t> row_sums(static_cast<size_t>(m), 0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t t = 0; t < k; ++t) {
-      const int32_t v = int32_t{xq.data<uint8_t>()[i * k + t]} - xzp;
-      a.data<int16_t>()[i * k + t] = static_cast<int16_t>(v);
-      row_sums[i] += v;
-    }
+  cpu::parallel_for(ctx, m, 4 * k, [&](int64_t begin, int64_t end) {
+    cpu::quantize_i16(xf.f32() + begin * k, (end - begin) * k, q, pa + begin * k);
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t t = 0; t < k; ++t) row_sums[static_cast<size_t>(i)] += pa[i * k + t];
+  });
   const Tensor bt = cpu::int16_transposed(w);
   Tensor acc = ctx.empty({m, n}, DType::I32);
-  cpu::igemm_nt(ctx, m, n, k, a.data<int16_t>(), k, bt.data<int16_t>(), k, acc.data<int32_t>(), n);
+  cpu::igemm_nt(ctx, m, n, k, pa, k, bt.data<int16_t>(), k, acc.data<int32_t>(), n);
   Tensor out = ctx.empty(with_last(x.shape(), n));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      const int32_t dot = acc.data<int32_t>()[i * n + j] - cq.zero_points[j] * row_sums[i];
-      out.f32()[i * n + j] = static_cast<float>(dot) * (xq.quant().scale * cq.scales[j]);
-    }
+  cpu::parallel_for(ctx, m, 2 * n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const int32_t dot =
+            acc.data<int32_t>()[i * n + j] - cq.zero_points[j] * row_sums[static_cast<size_t>(i)];
+        out.f32()[i * n + j] = static_cast<float>(dot) * (q.scale * cq.scales[j]);
+      }
+  });
   return out;
 }
 

@@ -1,7 +1,9 @@
 // Reductions along an axis (softmax, argmax, cumsum, mean) and the normalisations (layer, RMS, group,
 // instance, AdaIN). Each row is independent: threads take rows. Sums run in double in the references and in
 // float with a separate mean pass (two-pass variance) on the CPU path.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "nn/cpu.h"
 #include "nn/gpu_ops.h"
@@ -318,6 +320,39 @@ Tensor adain(const Tensor& x, const Tensor& gamma0, const Tensor& beta0, float e
   const Tensor gamma = cpu::as_f32(gamma0), beta = cpu::as_f32(beta0);
   Tensor one_plus = scale(gamma, 1.0f, 1.0f);
   return instance_norm(x, one_plus, beta, eps);
+}
+
+// One channel row at a time: the norm's output row is still in cache when Snake rewrites it in place and the
+// range reads it (three passes over memory and two pool jobs become one job, and the conv's serial range pass
+// goes). Each value is computed by the same functions as adain() then snake() compute it.
+Tensor adain_snake(const Tensor& x0, const Tensor& gamma0, const Tensor& beta0, float eps,
+                   const Tensor& alpha0, ValueRange* range) {
+  if (gpu_ops::on_gpu(x0)) return snake(adain(x0, gamma0, beta0, eps), alpha0);
+  const Tensor x = cpu::as_f32(x0), beta = cpu::as_f32(beta0), alpha = cpu::as_f32(alpha0);
+  const Tensor one_plus = scale(cpu::as_f32(gamma0), 1.0f, 1.0f);
+  NN_ASSERT(x.rank() == 2 && one_plus.elements() == x.dim(0) && beta.elements() == x.dim(0) &&
+            alpha.elements() == x.dim(0));
+  const int64_t channels = x.dim(0), length = x.dim(1);
+  Tensor out = x.ctx().empty(x.shape());
+  std::vector<float> lo(static_cast<size_t>(channels)), hi(lo.size());
+  cpu::parallel_for(x.ctx(), channels, length * 24, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      float* y = out.f32() + c * length;
+      normalise_affine(x.f32() + c * length, y, length, eps, one_plus.f32()[c], beta.f32()[c]);
+      cpu::snake_row(y, y, length, alpha.f32()[c]);
+      if (range) cpu::min_max(y, length, lo[static_cast<size_t>(c)], hi[static_cast<size_t>(c)]);
+    }
+  });
+  if (range) {
+    // min / max are exact in any order: the channels' ranges combine to the whole tensor's.
+    *range = {};
+    for (int64_t c = 0; c < channels; ++c) {
+      range->lo = std::min(range->lo, lo[static_cast<size_t>(c)]);
+      range->hi = std::max(range->hi, hi[static_cast<size_t>(c)]);
+    }
+    range->known = true;
+  }
+  return out;
 }
 
 }  // namespace sotto::nn

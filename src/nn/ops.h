@@ -103,6 +103,17 @@ Tensor group_norm(const Tensor& x, int groups, const Tensor& gamma, const Tensor
 Tensor instance_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
 // AdaIN (StyleTTS2 / Kokoro): instance_norm(x) * (1 + gamma) + beta with gamma, beta [C] from the style.
 Tensor adain(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
+// DynamicQuantizeLinear's range of a tensor (min over its values and 0, max over them and 0), as the op that
+// made the tensor found it on the way: the int8 conv that reads the tensor next then skips its own pass.
+struct ValueRange {
+  float lo = 0.0f, hi = 0.0f;
+  bool known = false;
+};
+// snake(adain(x, gamma, beta, eps), alpha) in one pass over the channels of x [C, T], bitwise the two ops
+// (Kokoro's generator has every dilated conv behind this pair). With `range`, also the result's range for
+// the conv after it (left unknown on the GPU).
+Tensor adain_snake(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& alpha,
+                   ValueRange* range = nullptr);
 // Batch norm is folded into the preceding conv's weight and bias at load (fold_batch_norm in nn/weights.h).
 
 // ---------------------------------------------------------------- matrix products
@@ -142,6 +153,9 @@ Tensor conv1d_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& b,
 // quantized (nn/conv_integer_bias.cpp).
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
                                              const Conv1dOptions& o = {});
+// The same with x's range already known (from adain_snake): bitwise the call above.
+Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
+                                             const Conv1dOptions& o, const ValueRange& x_range);
 struct ConvTranspose1dOptions {
   int stride = 1, padding = 0, output_padding = 0, dilation = 1, groups = 1;
 };

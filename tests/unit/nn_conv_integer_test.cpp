@@ -225,8 +225,10 @@ TEST(NnConvInteger, MatmulIntegerDynamicMatchesReferenceWithAndWithoutVnni) {
   for (bool vnni : {true, false}) {
     cpu::conv_integer_allow_vnni(vnni);
     b.each([&](Context& ctx, const std::string& backend) {
-      for (int trial = 0; trial < 4; ++trial) {
-        const int64_t m = rand_int(1, 23), k = rand_int(1, 150), n = rand_int(1, 41);
+      for (int trial = 0; trial < 6; ++trial) {
+        // Trials 4-5: ALBERT-like rows, over the threads' threshold (the quantization and scaling split by rows).
+        const int64_t m = trial < 4 ? rand_int(1, 23) : rand_int(40, 90),
+                      k = trial < 4 ? rand_int(1, 150) : rand_int(700, 800), n = rand_int(1, 41);
         const Tensor x = rand_tensor(ctx, {m, k}, -2.0f, 1.0f);
         const bool u8 = trial % 2 == 1;
         Tensor w = rand_int8(ctx, {k, n}, u8 ? DType::U8 : DType::I8);

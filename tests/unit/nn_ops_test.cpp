@@ -16,20 +16,26 @@ using testing::floats;
 using testing::rand_int;
 using testing::rand_tensor;
 
+// Small shapes run inline; large ones (over 64K elements) split over the threads in chunks of rows that do not
+// start at a multiple of the column operand's rows.
 TEST(NnOps, BroadcastArithmeticMatchesReference) {
   Backends b;
-  b.each([&](Context& ctx, const std::string& where) {
-    const int64_t r = rand_int(1, 9), c = rand_int(1, 37);
-    const Tensor x = rand_tensor(ctx, {3, r, c});
-    const Tensor same = rand_tensor(ctx, {3, r, c}), row = rand_tensor(ctx, {c}),
-                 col = rand_tensor(ctx, {r, 1});
-    const Tensor mid = rand_tensor(ctx, {3, 1, c}, 0.5f, 2.0f);
-    expect_close(add(x, same), ref::binary(x, same, '+'), 0, 0, "add same " + where);
-    expect_close(sub(x, row), ref::binary(x, row, '-'), 0, 0, "sub row " + where);
-    expect_close(mul(x, col), ref::binary(x, col, '*'), 0, 0, "mul col " + where);
-    expect_close(div(x, mid), ref::binary(x, mid, '/'), 0, 0, "div mid " + where);
-    expect_close(mul(col, x), ref::binary(col, x, '*'), 0, 0, "mul col first " + where);
-  });
+  for (const bool large : {false, true})
+    b.each([&](Context& ctx, const std::string& where0) {
+      const std::string where = where0 + (large ? " large" : "");
+      const int64_t r = large ? rand_int(40, 91) : rand_int(1, 9),
+                    c = large ? rand_int(600, 901) : rand_int(1, 37);
+      const int64_t n = large ? 2 : 3;  // 2 r rows over 3 threads: chunks start inside a column's period
+      const Tensor x = rand_tensor(ctx, {n, r, c});
+      const Tensor same = rand_tensor(ctx, {n, r, c}), row = rand_tensor(ctx, {c}),
+                   col = rand_tensor(ctx, {r, 1});
+      const Tensor mid = rand_tensor(ctx, {n, 1, c}, 0.5f, 2.0f);
+      expect_close(add(x, same), ref::binary(x, same, '+'), 0, 0, "add same " + where);
+      expect_close(sub(x, row), ref::binary(x, row, '-'), 0, 0, "sub row " + where);
+      expect_close(mul(x, col), ref::binary(x, col, '*'), 0, 0, "mul col " + where);
+      expect_close(div(x, mid), ref::binary(x, mid, '/'), 0, 0, "div mid " + where);
+      expect_close(mul(col, x), ref::binary(col, x, '*'), 0, 0, "mul col first " + where);
+    });
 }
 
 TEST(NnOps, BroadcastByHand) {

@@ -26,9 +26,9 @@ nn::Tensor linear(const nn::Tensor& x, const QuantLinear& l) {
 }
 
 // The bias as ONNX Runtime's quantized graph adds it: rounded down to the output scale (see nn/ops.h).
-nn::Tensor conv(const nn::Tensor& x, const QuantConv& c) {
+nn::Tensor conv(const nn::Tensor& x, const QuantConv& c, const nn::ValueRange& x_range = {}) {
   return nn::conv1d_integer_dynamic_quantized_bias(
-      x, c.w, c.bias, {.stride = c.stride, .padding = c.padding, .dilation = c.dilation});
+      x, c.w, c.bias, {.stride = c.stride, .padding = c.padding, .dilation = c.dilation}, x_range);
 }
 
 nn::Tensor bilstm(const nn::Tensor& x, const QuantBiLstm& l) {
@@ -48,6 +48,14 @@ nn::Tensor adain(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& style) {
   nn::Tensor gamma, beta;
   style_affine(a, style, gamma, beta);
   return nn::adain(x, gamma, beta, kAdaInEps);
+}
+
+// snake(adain(x)) in one pass, with the range the int8 conv after it quantizes by.
+nn::Tensor adain_snake(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& style, const nn::Tensor& alpha,
+                       nn::ValueRange& range) {
+  nn::Tensor gamma, beta;
+  style_affine(a, style, gamma, beta);
+  return nn::adain_snake(x, gamma, beta, kAdaInEps, alpha, &range);
 }
 
 // AdaLayerNorm on x [T, C]: layer norm over C without affine, then (1 + gamma) x + beta.
@@ -78,10 +86,11 @@ nn::Tensor res_block(const nn::Tensor& x, const AdainResBlock1d& b, const nn::Te
 // iSTFTNet's AdaINResBlock1 on x [C, T]: three dilated conv pairs, each behind AdaIN and Snake, residual.
 nn::Tensor generator_block(nn::Tensor x, const AdaInResBlock1& b, const nn::Tensor& style) {
   for (int j = 0; j < 3; ++j) {
-    nn::Tensor t = nn::snake(adain(x, b.adain1[j], style), b.alpha1[j]);
-    t = conv(t, b.convs1[j]);
-    t = nn::snake(adain(t, b.adain2[j], style), b.alpha2[j]);
-    t = conv(t, b.convs2[j]);
+    nn::ValueRange range;
+    nn::Tensor t = adain_snake(x, b.adain1[j], style, b.alpha1[j], range);
+    t = conv(t, b.convs1[j], range);
+    t = adain_snake(t, b.adain2[j], style, b.alpha2[j], range);
+    t = conv(t, b.convs2[j], range);
     x = nn::add(t, x);
   }
   return x;
