@@ -59,7 +59,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // AdaIN, (1 + gamma) instance_norm(x) + beta over x [C, T], for T < 8,192 (the decoder's and the generator's first
 // stage: group_norm takes one chunk a row there): one workgroup per channel runs group_norm's three passes (sum,
 // squared deviations, normalize) in one dispatch with the same float sums in the same order, and adds 1 to gamma
-// as the scale op would: group_norm(x, C, 1 + gamma, beta)'s outputs bit for bit, in one dispatch instead of four.
+// as the scale op would: group_norm(x, C, 1 + gamma, beta)'s outputs, in one dispatch instead of four (bit for bit
+// where the driver contracts multiply-adds alike in both; NVIDIA's differs by an ulp on some elements).
 constexpr const char* kAdaInRows = NN_WGSL_REDUCE R"(
 struct P { channels: u32, length: u32, eps: f32, pad0: u32 };
 @group(0) @binding(0) var<uniform> p: P;

@@ -15,7 +15,6 @@
 // back is synchronous (native Dawn); the browser's asynchronous read is not wired yet.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <initializer_list>
 #include <map>

@@ -49,8 +49,10 @@ TEST(NnGpuKokoro, SnakeAdainAtan2ResizeRepeatMatchTheReference) {
 
   const Tensor gamma = rand_tensor(*cpu, {c}), beta = rand_tensor(*cpu, {c});
   const Tensor one_plus = ref::binary(gamma, cpu->from_floats({1}, std::vector<float>{1.0f}), '+');
-  // AdaIN's one-dispatch kernel (rows < 8,192) against the reference, and bit for bit against group_norm with
-  // 1 + gamma (the same sums in the same order); a row past 64 x 64 values too.
+  // AdaIN's one-dispatch kernel (rows < 8,192) against the reference, and against group_norm with 1 + gamma
+  // (the same sums in the same order): bit for bit on SwiftShader; within a few ulps where the driver's compiler
+  // fuses a multiply-add in one kernel and not the other (NVIDIA's: 1 ulp on some elements, H100). A row past
+  // 64 x 64 values too.
   for (const int64_t len : {t, rand_int(4097, 8191)}) {
     const Tensor xa = len == t ? x : rand_tensor(*cpu, {c, len}, -3.0f, 3.0f);
     const Tensor ga = upload(*gpu, gamma), ba = upload(*gpu, beta), gxa = upload(*gpu, xa);
@@ -61,7 +63,7 @@ TEST(NnGpuKokoro, SnakeAdainAtan2ResizeRepeatMatchTheReference) {
         got,
         download(*cpu, *gpu,
                  gpu_ops::group_norm(gxa, static_cast<int>(c), gpu_ops::scale(ga, 1.0f, 1.0f), ba, 1e-5f)),
-        0, 0, "gpu adain against group_norm");
+        1e-7f, 3e-7f, "gpu adain against group_norm");
   }
   expect_close(download(*cpu, *gpu, instance_norm(gx, upload(*gpu, gamma), upload(*gpu, beta), 1e-5f)),
                ref::group_norm(x, static_cast<int>(c), gamma, beta, 1e-5f), 2e-5f, 2e-5f,
