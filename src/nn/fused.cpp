@@ -21,8 +21,8 @@ int64_t stacked_rows(int64_t m, int64_t columns) {
 namespace {
 
 // y [M, N] with `rope` (ref::rope or nn::rope) on its columns [0, f.rope_columns) (all where 0 or N).
-Tensor rope_columns(const Tensor& y, const LinearFusedF32& f,
-                    Tensor (*rope)(const Tensor&, int, int, float, int64_t, bool)) {
+Tensor rope_columns_with(const Tensor& y, const LinearFusedF32& f,
+                         Tensor (*rope)(const Tensor&, int, int, float, int64_t, bool)) {
   const int64_t n = y.dim(-1);
   if (f.rope_columns <= 0 || f.rope_columns == n)
     return rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
@@ -46,6 +46,10 @@ Tensor stacked(const Tensor& y, int64_t columns) {
 }
 
 }  // namespace
+
+Tensor rope_columns(const Tensor& y, const LinearFusedF32& f) {
+  return rope_columns_with(y, f, nn::rope);
+}
 
 namespace ref {
 
@@ -157,7 +161,7 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   const Tensor xn =
       f.norm_gamma.defined() ? ref::layer_norm(cpu::as_f32(x), f.norm_gamma, {}, f.norm_eps) : cpu::as_f32(x);
   Tensor y = ref::linear(xn, w, b);
-  if (f.rope_heads > 0) y = rope_columns(y, f, ref::rope);
+  if (f.rope_heads > 0) y = rope_columns_with(y, f, ref::rope);
   y = ref::activation(y, f.act);
   if (f.residual.defined()) y = ref::binary(y, cpu::as_f32(f.residual), '+');
   return f.stack_columns > 0 ? stacked(y, f.stack_columns) : y;
@@ -201,7 +205,7 @@ Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
   if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
   Tensor y = linear(f.norm_gamma.defined() ? layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, w, b);
-  if (f.rope_heads > 0) y = rope_columns(y, f, nn::rope);
+  if (f.rope_heads > 0) y = rope_columns(y, f);
   y = activation(y, f.act);
   if (f.residual.defined()) y = add(y, f.residual);
   return f.stack_columns > 0 ? stacked(y, f.stack_columns) : y;

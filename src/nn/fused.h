@@ -122,6 +122,9 @@ struct LinearFusedF32 {
 // 256 bytes.
 int64_t stacked_rows(int64_t m, int64_t columns);
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
+// y [M, N] with f's rotary embedding on its columns [0, f.rope_columns) (all where 0 or N), by nn::rope, slice
+// and concat on y's backend: linear_fused_f32's rope where a kernel cannot apply it as it stores.
+Tensor rope_columns(const Tensor& y, const LinearFusedF32& f);
 
 // conv1d (x [Cin, T], w [Cout, Cin, K] F32, groups 1) with its activation (Identity, Tanh or GeluErf), the
 // output [Cout, T'] or, time_major, [T', Cout]. On the GPU a large convolution is an unrolled product whose

@@ -551,15 +551,7 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
     // Split-K's sum stores one output per thread without its pair: the rotary embedding takes its own kernel.
     if (f.stack_columns > 0) return unsupported(x, "linear with rope and a stacked output, split over K");
     const LinearFusedF32 product = {.norm_gamma = f.norm_gamma, .norm_eps = f.norm_eps};
-    Tensor y = gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n});
-    if (rope_cols == n) {
-      y = gpu_ops::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
-    } else {
-      const Tensor parts[] = {
-          gpu_ops::rope(gpu_ops::slice(y, 1, 0, rope_cols), f.rope_heads, f.rotary_dim, f.rope_base, 0, true),
-          gpu_ops::slice(y, 1, rope_cols, n)};
-      y = gpu_ops::concat(parts, 1);
-    }
+    Tensor y = nn::rope_columns(gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n}), f);
     if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
     if (f.residual.defined()) y = gpu_ops::binary(y, f.residual.reshape({m, n}), '+');
     return y.reshape(shape);

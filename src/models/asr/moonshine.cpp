@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <unordered_map>
 
 #include "api/clock.h"
@@ -699,6 +700,15 @@ struct Loader {
     SOTTO_ASSIGN(std::vector<float> t, matrix_values(output, in, out));
     return ctx.from_floats({out, in}, t);
   }
+  // Several [in, out] MatMul weights as nn::linear's [out, in] one after another in `stacked` (rows appended).
+  Status append_matrices(std::initializer_list<std::string> outputs, int64_t in, int64_t out,
+                         std::vector<float>& stacked) const {
+    for (const std::string& output : outputs) {
+      SOTTO_ASSIGN(std::vector<float> m, matrix_values(output, in, out));
+      stacked.insert(stacked.end(), m.begin(), m.end());
+    }
+    return {};
+  }
 };
 
 }  // namespace
@@ -725,11 +735,10 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
       if (ctx.backend() == nn::Backend::Gpu) {
         std::vector<float> qkv;
-        for (const char* proj : {"q_proj", "k_proj", "v_proj"}) {
-          SOTTO_ASSIGN(std::vector<float> m,
-                       ld.matrix_values(cat(p, "self_attn/", proj, "/MatMul_output_0"), d, d));
-          qkv.insert(qkv.end(), m.begin(), m.end());
-        }
+        SOTTO_TRY(ld.append_matrices(
+            {p + "self_attn/q_proj/MatMul_output_0", p + "self_attn/k_proj/MatMul_output_0",
+             p + "self_attn/v_proj/MatMul_output_0"},
+            d, d, qkv));
         l.qkv = ctx.from_floats({3 * d, d}, qkv);
       } else {
         SOTTO_ASSIGN(l.q, ld.matrix(p + "self_attn/q_proj/MatMul_output_0", d, d));
@@ -777,11 +786,9 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       SOTTO_ASSIGN(l.cross_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
       SOTTO_ASSIGN(l.cross_q, ld.int8_matrix(p + "encoder_attn/q_proj/MatMul_output_0", 1, d, d, true));
       if (gpu) {
-        for (const char* proj : {"k_proj", "v_proj"}) {
-          SOTTO_ASSIGN(std::vector<float> m,
-                       ld.matrix_values(cat(p, "encoder_attn/", proj, "/MatMul_output_0"), d, d));
-          cross_kv.insert(cross_kv.end(), m.begin(), m.end());
-        }
+        SOTTO_TRY(ld.append_matrices(
+            {p + "encoder_attn/k_proj/MatMul_output_0", p + "encoder_attn/v_proj/MatMul_output_0"}, d, d,
+            cross_kv));
       } else {
         SOTTO_ASSIGN(l.cross_k, ld.matrix(p + "encoder_attn/k_proj/MatMul_output_0", d, d));
         SOTTO_ASSIGN(l.cross_v, ld.matrix(p + "encoder_attn/v_proj/MatMul_output_0", d, d));
