@@ -21,6 +21,7 @@
 #include "io/file.h"
 #include "models/asr/moonshine.h"
 #include "moonshine_reference.h"
+#include "nn/fused.h"
 #include "nn/gpu_recorder.h"
 #include "nn/ops.h"
 #include "nn/tensor.h"
@@ -289,6 +290,80 @@ TEST(MoonshineGpu, BatchedLoopGivesTheOneStepLoopsTokens) {
           got[0].size(), ms[0][ms[0].size() / 2], ms[1][ms[1].size() / 2], repeats);
     }
   }
+  EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
+}
+
+// The decoder step as one persistent dispatch (models/asr/moonshine_gpu_step.h; natively where the adapter has
+// the workgroup memory: one workgroup on SwiftShader, so no barrier waits there) against the separate fused
+// dispatches on the same model, two steps on 0.25 s of beckett.wav: logits within 1e-3 (the two sum the int8
+// rows, the attention chunks and the norm's terms in other orders; measured 6.7e-6 on SwiftShader, logits up to
+// ~20) and the same argmax, two dispatches a step before the head (the kernel, the cache append).
+TEST(MoonshineGpu, StepKernelGivesTheFusedStepsLogits) {
+  NEED_MODELS();
+  const asr::MoonshineWeights& w = loaded->gpu.weights;
+  if (!w.step_kernel)
+    GTEST_SKIP() << "the step kernel does not run here (not native Dawn, or too little workgroup memory)";
+  const std::vector<float> audio(ref.audio.begin(), ref.audio.begin() + 4000);
+  const nn::Tensor enc = asr::moonshine_encode(w, gctx.from_floats({4000}, audio));
+  asr::MoonshineDecoderState ks = asr::moonshine_decoder_start(w, enc, 4);
+  ASSERT_TRUE(ks.step.act.defined()) << "the state should have the step kernel's buffers";
+  w.step_kernel->gave_up = true;  // a state for the separate dispatches, on the same model
+  asr::MoonshineDecoderState fs = asr::moonshine_decoder_start(w, enc, 4);
+  w.step_kernel->gave_up = false;
+  ASSERT_FALSE(fs.step.act.defined());
+  const nn::Tensor log = gctx.zeros({6}, DType::I32);
+  nn::Int8LinearFused head;
+  head.w = w.embedding.w;
+  head.scale = {w.embedding.scale, 1, 1, 1};
+  head.offset = {w.embedding.offset, 0, 0, 0};
+  for (int32_t token : {1, 18274}) {
+    const nn::Tensor id = gctx.from_bytes({1}, DType::I32, {reinterpret_cast<const uint8_t*>(&token), 4});
+    const nn::Tensor x = asr::moonshine_embed(w, id);
+    ASSERT_TRUE(gctx.to_floats(x).ok());
+    const uint64_t before = gctx.gpu()->dispatches_run();
+    const nn::Tensor row = asr::moonshine_step_kernel(w, ks, x, log);
+    ASSERT_TRUE(gctx.to_floats(row).ok());
+    EXPECT_EQ(gctx.gpu()->dispatches_run() - before, 2u);
+    auto k = gctx.to_floats(nn::linear_int8_fused(row, head));
+    ASSERT_TRUE(k.ok()) << k.message();
+    auto f = gctx.to_floats(asr::moonshine_decode(w, fs, {&token, 1}));
+    ASSERT_TRUE(f.ok()) << f.message();
+    ASSERT_EQ(k->size(), f->size());
+    const double diff = max_abs_diff(*k, *f);
+    std::printf("[ info    ] step kernel (grid %u) after token %d: max |kernel - fused| logit %.3g\n",
+                w.step_kernel->grid, token, diff);
+    EXPECT_LT(diff, 1e-3);
+    EXPECT_EQ(std::max_element(k->begin(), k->end()) - k->begin(),
+              std::max_element(f->begin(), f->end()) - f->begin());
+  }
+  EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
+}
+
+// A grid too wide to be resident at once (4,096 workgroups: SwiftShader runs them a few at a time, a GPU at most a
+// few per compute unit) makes a barrier give up: the greedy loop ends with the failure mark, the utterance is
+// decoded again by the separate dispatches (the CPU's tokens: on 0.25 s of audio, EOS at once), and the model
+// stops using the kernel. At most one token, so that SwiftShader's separate step stays short.
+TEST(MoonshineGpu, StepKernelFallsBackWhenAGridBarrierGivesUp) {
+  NEED_MODELS();
+  const asr::MoonshineWeights& w = loaded->gpu.weights;
+  if (!w.step_kernel)
+    GTEST_SKIP() << "the step kernel does not run here (not native Dawn, or too little workgroup memory)";
+  const std::vector<float> audio(ref.audio.begin(), ref.audio.begin() + 4000);
+  const nn::Tensor enc = asr::moonshine_encode(w, gctx.from_floats({4000}, audio));
+  const uint32_t grid = w.step_kernel->grid;
+  w.step_kernel->grid = 4096;
+  asr::MoonshineDecoderState s = asr::moonshine_decoder_start(w, enc, 2);
+  ASSERT_TRUE(s.step.act.defined());
+  auto tokens = asr::moonshine_greedy_gpu(w, s, 1);
+  const bool gave_up = w.step_kernel->gave_up;
+  w.step_kernel->grid = grid;
+  w.step_kernel->gave_up = false;
+  ASSERT_TRUE(tokens.ok()) << tokens.message();
+  EXPECT_TRUE(gave_up) << "a barrier should have given up with 4,096 workgroups";
+  auto cpu = asr::moonshine_transcribe(loaded->cpu.weights, audio);
+  ASSERT_TRUE(cpu.ok()) << cpu.message();
+  cpu->tokens.resize(std::min<size_t>(cpu->tokens.size(), 1));
+  EXPECT_EQ(*tokens, cpu->tokens);
   EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
 }
 

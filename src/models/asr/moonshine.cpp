@@ -99,6 +99,8 @@ MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const T
     const Tensor kv = nn::linear_fused_f32(encoded, w.cross_kv, {}, {.stack_columns = d});
     const int64_t rows = kv.dim(1);
     const Tensor blocks = kv.reshape({kv.dim(0) * rows, d});
+    s.cross_all = blocks;
+    s.cross_rows = rows;
     for (int64_t i = 0; i < static_cast<int64_t>(w.decoder.size()); ++i) {
       s.cross_k.push_back(blocks.rows(2 * i * rows, 2 * i * rows + t));
       s.cross_v.push_back(blocks.rows((2 * i + 1) * rows, (2 * i + 1) * rows + t));
@@ -119,12 +121,28 @@ MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const T
   if (fused) {
     s.capacity = capacity;
     nn::Context& ctx = encoded.ctx();
-    for (size_t i = 0; i < w.decoder.size(); ++i) {
-      s.self_k[i] = ctx.empty({capacity, w.config.d_model});
-      s.self_v[i] = ctx.empty({capacity, w.config.d_model});
+    if (w.step_kernel && !w.step_kernel->gave_up && s.cross_all.defined())
+      s.step = moonshine_step_buffers(w, encoded.dim(0), capacity);
+    if (s.step.act.defined()) {
+      // The caches as views of the kernel's one tensor, so that the separate step can take over from it.
+      const int64_t rows = s.step.caches.dim(0) / (2 * static_cast<int64_t>(w.decoder.size()));
+      for (size_t i = 0; i < w.decoder.size(); ++i) {
+        const int64_t at = 2 * static_cast<int64_t>(i) * rows;
+        s.self_k[i] = s.step.caches.rows(at, at + capacity);
+        s.self_v[i] = s.step.caches.rows(at + rows, at + rows + capacity);
+      }
+    } else {
+      for (size_t i = 0; i < w.decoder.size(); ++i) {
+        s.self_k[i] = ctx.empty({capacity, w.config.d_model});
+        s.self_v[i] = ctx.empty({capacity, w.config.d_model});
+      }
     }
   }
   return s;
+}
+
+Tensor moonshine_embed(const MoonshineWeights& w, const Tensor& ids) {
+  return embed(w.embedding, ids);
 }
 
 namespace {
@@ -342,7 +360,7 @@ int64_t batch_steps() {
 }
 
 Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, MoonshineDecoderState& s,
-                                            size_t max_tokens) {
+                                            size_t max_tokens, bool* gave_up) {
   const int64_t kBatchSteps = batch_steps();
   nn::Context& ctx = w.embedding.w.ctx();
   nn::GpuRecorder& rec = *ctx.gpu();
@@ -360,7 +378,15 @@ Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, Moonshine
   int64_t recorded = 0;
   auto record_batch = [&]() -> Status {
     const int64_t batch = std::min(kBatchSteps, max_steps - recorded);
-    for (int64_t i = 0; i < batch; ++i) nn::greedy_step(decode_fused(w, s, g.x, 1, false, g.log), g);
+    for (int64_t i = 0; i < batch; ++i) {
+      if (s.step.act.defined()) {
+        nn::Int8LinearFused head = product(w.embedding);
+        head.stop = g.log;
+        nn::greedy_step(nn::linear_int8_fused(moonshine_step_kernel(w, s, g.x, g.log), head), g);
+      } else {
+        nn::greedy_step(decode_fused(w, s, g.x, 1, false, g.log), g);
+      }
+    }
     recorded += batch;
     return rec.flush();
   };
@@ -381,6 +407,11 @@ Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, Moonshine
       return error("moonshine: reading the tokens back needs an asynchronous wait here (not supported yet)");
     if (st != gpu::DeviceStatus::Ok)
       return error("moonshine: reading the tokens failed: ", rec.device().last_error());
+    if (words[0] != 0 && words[1] == -1) {
+      // The step kernel's failure mark: a grid barrier waited too long (not every workgroup resident).
+      *gave_up = true;
+      return std::vector<int32_t>{};
+    }
     if (words[0] != 0)
       return std::vector<int32_t>(
           words.begin() + 2,
@@ -399,7 +430,14 @@ Result<std::vector<int32_t>> moonshine_greedy_gpu(const MoonshineWeights& w, Moo
     return error("moonshine: the GPU loop needs a fresh fused decoder state for ", max_tokens + 1, " tokens");
   if (max_tokens == 0) return std::vector<int32_t>{};
   if (loop == MoonshineGpuLoop::OneStepInFlight) return decode_pipelined(w, state, max_tokens);
-  return decode_batched(w, state, max_tokens);
+  bool gave_up = false;
+  SOTTO_ASSIGN(std::vector<int32_t> tokens, decode_batched(w, state, max_tokens, &gave_up));
+  if (!gave_up) return tokens;
+  // Decoded again by the separate dispatches (their caches are the same views), the kernel off for the model.
+  w.step_kernel->gave_up = true;
+  state.step = {};
+  state.n_past = 0;
+  return decode_batched(w, state, max_tokens, &gave_up);
 }
 
 namespace {
@@ -641,11 +679,13 @@ struct Loader {
     return c;
   }
   // A vector (norm gamma, bias) of `n` elements; [n, 1] (the group norm's) is accepted as [n].
-  Result<Tensor> vec(const std::string& output, int index, int64_t n) const {
+  Result<Tensor> vec(const std::string& output, int index, int64_t n,
+                     std::vector<float>* keep = nullptr) const {
     SOTTO_ASSIGN(Constant c, g.input_of(output, index));
     if (c.values.size() != static_cast<size_t>(n) || c.shape[0] != n)
       return error(g.file(), ": the weight of ", quoted(output), " has shape ", shape_str(c.shape),
                    ", expected [", n, "]");
+    if (keep) keep->insert(keep->end(), c.values.begin(), c.values.end());
     return ctx.from_floats({n}, c.values);
   }
   Result<Tensor> tensor(const std::string& output, int index, std::vector<int64_t> shape) const {
@@ -711,6 +751,39 @@ struct Loader {
   }
 };
 
+// The step kernel's weights from the packs the loader kept, or none where a matrix was not int8 (the packs then
+// miss its bytes) or the shapes are not the kernel's.
+std::shared_ptr<MoonshineStepKernel> make_step_kernel(nn::Context& ctx, const MoonshineWeights& w,
+                                                      uint32_t grid, const std::vector<uint8_t>& pack_w,
+                                                      const std::vector<float>& pack_v) {
+  const MoonshineConfig& c = w.config;
+  const int64_t d = c.d_model, ff = c.decoder_ff, layers = c.decoder_layers;
+  const int64_t layer_bytes = 6 * d * d + 2 * ff * d + d * ff, layer_floats = 4 * d + 2 * ff;
+  if (static_cast<int64_t>(pack_w.size()) != layers * layer_bytes ||
+      static_cast<int64_t>(pack_v.size()) != layers * layer_floats + d || d % 16 != 0 || d > 512 || ff < d ||
+      ff % 4 != 0 || c.head_dim % 4 != 0 || c.rotary_dim > 128 || c.rotary_dim % 2 != 0)
+    return nullptr;
+  auto k = std::make_shared<MoonshineStepKernel>();
+  k->grid = grid;
+  k->w = ctx.from_bytes({static_cast<int64_t>(pack_w.size())}, DType::I8, pack_w);
+  k->v = ctx.from_floats({static_cast<int64_t>(pack_v.size())}, pack_v);
+  auto sum = [&](int64_t at) {
+    double t = 0;
+    for (int64_t i = 0; i < d; ++i) t += pack_v[static_cast<size_t>(at + i)];
+    return static_cast<float>(t);
+  };
+  for (int64_t i = 0; i < layers; ++i) {
+    const MoonshineDecoderLayer& l = w.decoder[static_cast<size_t>(i)];
+    k->scales.push_back({l.q.scale, l.k.scale, l.v.scale, l.o.scale, l.q.offset, l.k.offset, l.v.offset,
+                         l.o.offset, l.cross_q.scale, l.cross_q.offset, l.cross_o.scale, l.cross_o.offset,
+                         l.up.scale, l.up.offset, l.down.scale, l.down.offset});
+    const int64_t at = i * layer_floats;
+    k->gamma_sums.push_back({sum(at), sum(at + d), sum(at + 2 * d)});
+  }
+  k->final_gamma_sum = sum(layers * layer_floats);
+  return k;
+}
+
 }  // namespace
 
 Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel& encoder,
@@ -766,12 +839,18 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
     const Loader ld{ctx, g};
     const bool gpu = ctx.backend() == nn::Backend::Gpu;
     std::vector<float> cross_kv;
+    // The step kernel's packs (moonshine_gpu_step.h), where it can run: every layer's int8 matrices and vectors.
+    const uint32_t grid = gpu ? moonshine_step_kernel_grid(ctx) : 0;
+    std::vector<uint8_t> pack_w;
+    std::vector<float> pack_v;
+    std::vector<uint8_t>* kw = grid > 0 ? &pack_w : nullptr;
+    std::vector<float>* kv = grid > 0 ? &pack_v : nullptr;
     SOTTO_ASSIGN(w.embedding,
                  ld.int8_matrix("/model/decoder/embed_tokens/Gather_output_0", 0, d, c.vocab, false));
     for (int i = 0; i < c.decoder_layers; ++i) {
       const std::string p = cat("/model/decoder/layers.", i, "/");
       MoonshineDecoderLayer l;
-      SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d));
+      SOTTO_ASSIGN(l.attn_norm, ld.vec(p + "input_layernorm/Mul_output_0", -1, d, kv));
       std::vector<uint8_t> qkv;
       std::vector<uint8_t>* keep = ctx.backend() == nn::Backend::Gpu ? &qkv : nullptr;
       SOTTO_ASSIGN(l.q, ld.int8_matrix(p + "self_attn/q_proj/MatMul_output_0", 1, d, d, true, keep));
@@ -782,9 +861,10 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
         l.qkv_scale = {l.q.scale, l.k.scale, l.v.scale, 1.0f};
         l.qkv_offset = {l.q.offset, l.k.offset, l.v.offset, 0.0f};
       }
-      SOTTO_ASSIGN(l.o, ld.int8_matrix(p + "self_attn/dense/MatMul_output_0", 1, d, d, true));
-      SOTTO_ASSIGN(l.cross_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.cross_q, ld.int8_matrix(p + "encoder_attn/q_proj/MatMul_output_0", 1, d, d, true));
+      if (kw) kw->insert(kw->end(), qkv.begin(), qkv.end());
+      SOTTO_ASSIGN(l.o, ld.int8_matrix(p + "self_attn/dense/MatMul_output_0", 1, d, d, true, kw));
+      SOTTO_ASSIGN(l.cross_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d, kv));
+      SOTTO_ASSIGN(l.cross_q, ld.int8_matrix(p + "encoder_attn/q_proj/MatMul_output_0", 1, d, d, true, kw));
       if (gpu) {
         SOTTO_TRY(ld.append_matrices(
             {p + "encoder_attn/k_proj/MatMul_output_0", p + "encoder_attn/v_proj/MatMul_output_0"}, d, d,
@@ -793,15 +873,16 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
         SOTTO_ASSIGN(l.cross_k, ld.matrix(p + "encoder_attn/k_proj/MatMul_output_0", d, d));
         SOTTO_ASSIGN(l.cross_v, ld.matrix(p + "encoder_attn/v_proj/MatMul_output_0", d, d));
       }
-      SOTTO_ASSIGN(l.cross_o, ld.int8_matrix(p + "encoder_attn/dense/MatMul_output_0", 1, d, d, true));
-      SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "final_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.up, ld.int8_matrix(p + "mlp/up_proj/MatMul_output_0", 1, d, 2 * c.decoder_ff, true));
-      SOTTO_ASSIGN(l.up_b, ld.vec(p + "mlp/up_proj/Add_output_0", -1, 2 * c.decoder_ff));
-      SOTTO_ASSIGN(l.down, ld.int8_matrix(p + "mlp/down_proj/MatMul_output_0", 1, c.decoder_ff, d, true));
-      SOTTO_ASSIGN(l.down_b, ld.vec(p + "mlp/down_proj/Add_output_0", -1, d));
+      SOTTO_ASSIGN(l.cross_o, ld.int8_matrix(p + "encoder_attn/dense/MatMul_output_0", 1, d, d, true, kw));
+      SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "final_layernorm/Mul_output_0", -1, d, kv));
+      SOTTO_ASSIGN(l.up, ld.int8_matrix(p + "mlp/up_proj/MatMul_output_0", 1, d, 2 * c.decoder_ff, true, kw));
+      SOTTO_ASSIGN(l.up_b, ld.vec(p + "mlp/up_proj/Add_output_0", -1, 2 * c.decoder_ff, kv));
+      SOTTO_ASSIGN(l.down, ld.int8_matrix(p + "mlp/down_proj/MatMul_output_0", 1, c.decoder_ff, d, true, kw));
+      SOTTO_ASSIGN(l.down_b, ld.vec(p + "mlp/down_proj/Add_output_0", -1, d, kv));
       w.decoder.push_back(std::move(l));
     }
-    SOTTO_ASSIGN(w.decoder_norm, ld.vec("/model/decoder/norm/Mul_output_0", -1, d));
+    SOTTO_ASSIGN(w.decoder_norm, ld.vec("/model/decoder/norm/Mul_output_0", -1, d, kv));
+    if (grid > 0) w.step_kernel = make_step_kernel(ctx, w, grid, pack_w, pack_v);
     if (gpu) w.cross_kv = ctx.from_floats({2 * c.decoder_layers * d, d}, cross_kv);
     // The cross-attention's K/V projections, 16 products [T_enc, 416] x [416, 416] per utterance (1.15 GFLOP
     // for 10 s, ~4 % of a transcription's native samples): packed like the encoder's, which saves their

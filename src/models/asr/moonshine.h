@@ -45,6 +45,7 @@
 
 #include "core/error.h"
 #include "io/ort.h"
+#include "models/asr/moonshine_gpu_step.h"
 #include "nn/tensor.h"
 
 namespace sotto::asr {
@@ -116,6 +117,8 @@ struct MoonshineWeights {
   // 2i + 1), for one product over the encoder output where 16 products were 16 dispatches (each of 169
   // workgroups, too few to fill a large GPU).
   nn::Tensor cross_kv;
+  // Natively on a GPU: the decoder step as one persistent dispatch (moonshine_gpu_step.h), where it can run.
+  std::shared_ptr<MoonshineStepKernel> step_kernel;
 };
 
 // Reads both parsed files' weights onto `ctx`, every shape checked; errors name the file and the tensor or
@@ -147,6 +150,11 @@ struct MoonshineDecoderState {
   std::vector<nn::Tensor> cross_k, cross_v;  // per layer [T_enc, 416]
   std::vector<nn::Tensor> self_k, self_v;    // per layer [n_past, 416], or [capacity, 416] preallocated
   int64_t n_past = 0;
+  // GPU: the product every cross K/V is a view of ([16 x cross_rows, 416]: layer i's K block 2i, V 2i + 1), and
+  // the step kernel's buffers where it runs (self_k / self_v are then views of step.caches).
+  nn::Tensor cross_all;
+  int64_t cross_rows = 0;
+  MoonshineStepBuffers step;
   // > 0: the GPU's fused decoder step (nn/fused.h: 6 dispatches a layer for one row, 8 for several), the
   // self-attention cache preallocated for this many tokens and appended in place.
   int64_t capacity = 0;
@@ -162,6 +170,9 @@ nn::Tensor moonshine_decode(const MoonshineWeights& w, MoonshineDecoderState& st
 // The same with the ids as a tensor on the model's context (I32 [n]): on the GPU, the previous step's argmax.
 nn::Tensor moonshine_decode_ids(const MoonshineWeights& w, MoonshineDecoderState& state,
                                 const nn::Tensor& ids, bool all_logits = false);
+
+// The decoder's input rows for `ids` (I32 [n] on the model's context): the embedding table's rows, dequantized.
+nn::Tensor moonshine_embed(const MoonshineWeights& w, const nn::Tensor& ids);
 
 // Greedy decoding from BOS on the GPU's fused step (state from moonshine_decoder_start with a capacity of at
 // least max_tokens + 1): the tokens without BOS and EOS, at most max_tokens. Batched (what moonshine_transcribe
