@@ -298,13 +298,17 @@ TEST(MoonshineGpu, BatchedLoopGivesTheOneStepLoopsTokens) {
 // dispatches on the same model, two steps on 0.25 s of beckett.wav: logits within 1e-3 (the two sum the int8
 // rows, the attention chunks and the norm's terms in other orders; measured 6.7e-6 on SwiftShader, logits up to
 // ~20) and the same argmax, two dispatches a step before the head (the kernel, the cache append).
+// The step kernel's tests: the GPU model, and 0.25 s of the clip and its encoder output.
+#define NEED_STEP_KERNEL()                                                                                 \
+  NEED_MODELS();                                                                                           \
+  const asr::MoonshineWeights& w = loaded->gpu.weights;                                                    \
+  if (!w.step_kernel)                                                                                      \
+    GTEST_SKIP() << "the step kernel does not run here (not native Dawn, or too little workgroup memory)"; \
+  const std::vector<float> audio(ref.audio.begin(), ref.audio.begin() + 4000);                             \
+  const nn::Tensor enc = asr::moonshine_encode(w, gctx.from_floats({4000}, audio))
+
 TEST(MoonshineGpu, StepKernelGivesTheFusedStepsLogits) {
-  NEED_MODELS();
-  const asr::MoonshineWeights& w = loaded->gpu.weights;
-  if (!w.step_kernel)
-    GTEST_SKIP() << "the step kernel does not run here (not native Dawn, or too little workgroup memory)";
-  const std::vector<float> audio(ref.audio.begin(), ref.audio.begin() + 4000);
-  const nn::Tensor enc = asr::moonshine_encode(w, gctx.from_floats({4000}, audio));
+  NEED_STEP_KERNEL();
   asr::MoonshineDecoderState ks = asr::moonshine_decoder_start(w, enc, 4);
   ASSERT_TRUE(ks.step.act.defined()) << "the state should have the step kernel's buffers";
   w.step_kernel->gave_up = true;  // a state for the separate dispatches, on the same model
@@ -344,12 +348,7 @@ TEST(MoonshineGpu, StepKernelGivesTheFusedStepsLogits) {
 // decoded again by the separate dispatches (the CPU's tokens: on 0.25 s of audio, EOS at once), and the model
 // stops using the kernel. At most one token, so that SwiftShader's separate step stays short.
 TEST(MoonshineGpu, StepKernelFallsBackWhenAGridBarrierGivesUp) {
-  NEED_MODELS();
-  const asr::MoonshineWeights& w = loaded->gpu.weights;
-  if (!w.step_kernel)
-    GTEST_SKIP() << "the step kernel does not run here (not native Dawn, or too little workgroup memory)";
-  const std::vector<float> audio(ref.audio.begin(), ref.audio.begin() + 4000);
-  const nn::Tensor enc = asr::moonshine_encode(w, gctx.from_floats({4000}, audio));
+  NEED_STEP_KERNEL();
   const uint32_t grid = w.step_kernel->grid;
   w.step_kernel->grid = 4096;
   asr::MoonshineDecoderState s = asr::moonshine_decoder_start(w, enc, 2);

@@ -2,9 +2,9 @@
 #include "models/asr/moonshine_gpu_step.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -591,11 +591,6 @@ std::string step_source(const MoonshineConfig& c, uint32_t grid) {
 uint32_t word(int64_t v) {
   return static_cast<uint32_t>(v);
 }
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 
 // Workgroup memory the kernel declares (bytes): st, part, red, vacc, red2.
 uint32_t workgroup_bytes(const MoonshineConfig& c) {
@@ -670,14 +665,14 @@ Tensor moonshine_step_kernel(const MoonshineWeights& w, MoonshineDecoderState& s
   params[5] = word((pos + 1 + 31) / 32);
   params[6] = word((tk + 31) / 32);
   params[7] = skip_bits();
-  params[8] = bits(c.norm_eps);
-  params[9] = bits(1.0f / std::sqrt(static_cast<float>(c.head_dim)));
-  params[10] = bits(k.final_gamma_sum);
+  params[8] = std::bit_cast<uint32_t>(c.norm_eps);
+  params[9] = std::bit_cast<uint32_t>(1.0f / std::sqrt(static_cast<float>(c.head_dim)));
+  params[10] = std::bit_cast<uint32_t>(k.final_gamma_sum);
   size_t at = 12;
   for (int l = 0; l < c.decoder_layers; ++l)
-    for (float f : k.scales[static_cast<size_t>(l)]) params[at++] = bits(f);
+    for (float f : k.scales[static_cast<size_t>(l)]) params[at++] = std::bit_cast<uint32_t>(f);
   for (int l = 0; l < c.decoder_layers; ++l) {
-    for (float f : k.gamma_sums[static_cast<size_t>(l)]) params[at++] = bits(f);
+    for (float f : k.gamma_sums[static_cast<size_t>(l)]) params[at++] = std::bit_cast<uint32_t>(f);
     at++;
   }
   nn::rope_turns(c.rope_base, c.rotary_dim, params.data() + at);
