@@ -100,7 +100,6 @@ MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const T
     const int64_t rows = kv.dim(1);
     const Tensor blocks = kv.reshape({kv.dim(0) * rows, d});
     s.cross_all = blocks;
-    s.cross_rows = rows;
     for (int64_t i = 0; i < static_cast<int64_t>(w.decoder.size()); ++i) {
       s.cross_k.push_back(blocks.rows(2 * i * rows, 2 * i * rows + t));
       s.cross_v.push_back(blocks.rows((2 * i + 1) * rows, (2 * i + 1) * rows + t));
@@ -159,6 +158,13 @@ nn::Int8LinearFused product(const MoonshineMatrix& m) {
   f.scale[0] = m.scale;
   f.offset[0] = m.offset;
   return f;
+}
+
+// The output head (the embedding table, int8) on the final normed row; a no-op once the loop's `stop` is set.
+Tensor output_head(const MoonshineWeights& w, const Tensor& normed, const Tensor& stop) {
+  nn::Int8LinearFused head = product(w.embedding);
+  head.stop = stop;
+  return nn::linear_int8_fused(normed, head);
 }
 
 // The decoder step of moonshine_decode in fused GPU dispatches (nn/fused.h), the same arithmetic in the same
@@ -239,9 +245,7 @@ Tensor decode_fused(const MoonshineWeights& w, MoonshineDecoderState& s, Tensor 
   if (!all_logits && n > 1) x = nn::slice(x, 0, n - 1, n);
   // The final norm as its own dispatch: inside the head's product each of its 16,384 workgroups would reduce
   // the row's mean and variance again.
-  nn::Int8LinearFused head = product(w.embedding);
-  head.stop = stop;
-  return nn::linear_int8_fused(nn::layer_norm(x, w.decoder_norm, {}, c.norm_eps), head);
+  return output_head(w, nn::layer_norm(x, w.decoder_norm, {}, c.norm_eps), stop);
 }
 
 }  // namespace
@@ -380,9 +384,7 @@ Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, Moonshine
     const int64_t batch = std::min(kBatchSteps, max_steps - recorded);
     for (int64_t i = 0; i < batch; ++i) {
       if (s.step.act.defined()) {
-        nn::Int8LinearFused head = product(w.embedding);
-        head.stop = g.log;
-        nn::greedy_step(nn::linear_int8_fused(moonshine_step_kernel(w, s, g.x, g.log), head), g);
+        nn::greedy_step(output_head(w, moonshine_step_kernel(w, s, g.x, g.log), g.log), g);
       } else {
         nn::greedy_step(decode_fused(w, s, g.x, 1, false, g.log), g);
       }
@@ -840,7 +842,7 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
     const bool gpu = ctx.backend() == nn::Backend::Gpu;
     std::vector<float> cross_kv;
     // The step kernel's packs (moonshine_gpu_step.h), where it can run: every layer's int8 matrices and vectors.
-    const uint32_t grid = gpu ? moonshine_step_kernel_grid(ctx) : 0;
+    const uint32_t grid = gpu ? moonshine_step_kernel_grid(ctx, c) : 0;
     std::vector<uint8_t> pack_w;
     std::vector<float> pack_v;
     std::vector<uint8_t>* kw = grid > 0 ? &pack_w : nullptr;

@@ -150,10 +150,9 @@ struct MoonshineDecoderState {
   std::vector<nn::Tensor> cross_k, cross_v;  // per layer [T_enc, 416]
   std::vector<nn::Tensor> self_k, self_v;    // per layer [n_past, 416], or [capacity, 416] preallocated
   int64_t n_past = 0;
-  // GPU: the product every cross K/V is a view of ([16 x cross_rows, 416]: layer i's K block 2i, V 2i + 1), and
-  // the step kernel's buffers where it runs (self_k / self_v are then views of step.caches).
+  // GPU: the product every cross K/V is a view of ([16 x T padded to even, 416]: layer i's K block 2i, V 2i + 1),
+  // and the step kernel's buffers where it runs (self_k / self_v are then views of step.caches).
   nn::Tensor cross_all;
-  int64_t cross_rows = 0;
   MoonshineStepBuffers step;
   // > 0: the GPU's fused decoder step (nn/fused.h: 6 dispatches a layer for one row, 8 for several), the
   // self-attention cache preallocated for this many tokens and appended in place.

@@ -27,7 +27,10 @@ constexpr uint32_t kMaxChunks = 64;  // attention chunks of 32 keys a head: 2,04
 // each head), the gated up product.
 struct ActLayout {
   uint32_t xn = 0, rows, x, qkv, part, h, total;
-  ActLayout(uint32_t d, uint32_t layers, uint32_t heads, uint32_t hd, uint32_t ff) {
+  explicit ActLayout(const MoonshineConfig& c) {
+    const uint32_t d = static_cast<uint32_t>(c.d_model), layers = static_cast<uint32_t>(c.decoder_layers);
+    const uint32_t heads = static_cast<uint32_t>(c.n_heads), hd = static_cast<uint32_t>(c.head_dim);
+    const uint32_t ff = static_cast<uint32_t>(c.decoder_ff);
     rows = d;
     x = rows + 2 * layers * d;
     qkv = x + d;
@@ -246,8 +249,6 @@ fn wdot(q: u32, b: u32) -> f32 {
 
 fn sigmoid(v: f32) -> f32 { return 1.0 / (1.0 + exp(-v)); }
 
-// A matrix phase of layer l: kind 0 q·k·v, 1 o (+ x, the step's input in the first layer), 5 cross-o (+ x), 2 cross-q, 3 up (value row i and gate row
-// FF + i: one output), 4 down (+ bias + x). `wm`: the matrix's first word; `sx`: the staged input's sum.
 // The first batch's words of a matrix phase (matvec's first loads), fetched during the barrier before it.
 fn fetch(kind: u32, wm: u32, kw: u32, items: u32) -> array<u32, RB * RW> {
   let per = select(1u, 2u, kind == 3u);
@@ -263,6 +264,9 @@ fn fetch(kind: u32, wm: u32, kw: u32, items: u32) -> array<u32, RB * RW> {
   return q;
 }
 
+// A matrix phase of layer l: kind 0 q·k·v, 1 o (+ x, the step's input in the first layer), 2 cross-q, 3 up
+// (value row i and gate row FF + i: one output), 4 down (+ bias + x), 5 cross-o (+ x). `wm`: the matrix's first
+// word; `sx`: the staged input's sum; `s`, `o`: its scale and offset (q·k·v: s2 and o2(l), a segment each).
 fn matvec(kind: u32, l: u32, wm: u32, kw: u32, items: u32, sx: f32, s: f32, o: f32, s2: vec4<f32>,
           pre: array<u32, RB * RW>) {
   let per = select(1u, 2u, kind == 3u);
@@ -359,7 +363,6 @@ fn roped(seg: u32, h: u32, e: u32) -> f32 {
   return select(xa * sc2.x + xb * sc2.y, xa * sc2.y - xb * sc2.x, e % 2u == 0u);
 }
 
-// Layer l's self-attention (over positions 0 ..= pos: the cache, then the new row) or cross-attention.
 // This invocation's key row in attention's first round (j < pos for self-attention: the cache's rows; the new
 // key is not there yet), fetched during the barrier before it.
 fn fetch_key(l: u32, cross: bool) -> array<vec4<f32>, HD / 4u> {
@@ -381,6 +384,10 @@ fn fetch_key(l: u32, cross: bool) -> array<vec4<f32>, HD / 4u> {
   return k;
 }
 
+// Four dimensions of a row group's query (or new key, value) in workgroup memory, from `at`.
+fn part4(at: u32) -> vec4<f32> { return vec4<f32>(part[at], part[at + 1u], part[at + 2u], part[at + 3u]); }
+
+// Layer l's self-attention (over positions 0 ..= pos: the cache, then the new row) or cross-attention.
 fn attention(l: u32, cross: bool, kpre: array<vec4<f32>, HD / 4u>) {
   let nch = select(p.nch_self, p.nch_cross, cross);
   let ntk = select(p.pos + 1u, p.tk, cross);
@@ -417,19 +424,13 @@ fn attention(l: u32, cross: bool, kpre: array<vec4<f32>, HD / 4u>) {
       if (!cross && j == p.pos) {
         for (var e = 0u; e < HD; e++) { acc += part[qb + e] * part[kb2 + e]; }
       } else if (r == 0u) {
-        for (var e = 0u; e < HD / 4u; e++) {
-          acc += dot(vec4<f32>(part[qb + 4u * e], part[qb + 4u * e + 1u], part[qb + 4u * e + 2u], part[qb + 4u * e + 3u]), kpre[e]);
-        }
+        for (var e = 0u; e < HD / 4u; e++) { acc += dot(part4(qb + 4u * e), kpre[e]); }
       } else if (cross) {
         let kr = ((2u * l) * p.kv_rows + j) * DW + h * (HD / 4u);
-        for (var e = 0u; e < HD / 4u; e++) {
-          acc += dot(vec4<f32>(part[qb + 4u * e], part[qb + 4u * e + 1u], part[qb + 4u * e + 2u], part[qb + 4u * e + 3u]), kvx[kr + e]);
-        }
+        for (var e = 0u; e < HD / 4u; e++) { acc += dot(part4(qb + 4u * e), kvx[kr + e]); }
       } else {
         let kr = ((2u * l) * p.cap + j) * DW + h * (HD / 4u);
-        for (var e = 0u; e < HD / 4u; e++) {
-          acc += dot(vec4<f32>(part[qb + 4u * e], part[qb + 4u * e + 1u], part[qb + 4u * e + 2u], part[qb + 4u * e + 3u]), kvs[kr + e]);
-        }
+        for (var e = 0u; e < HD / 4u; e++) { acc += dot(part4(qb + 4u * e), kvs[kr + e]); }
       }
       score = acc * p.att_scale;
     }
@@ -475,7 +476,7 @@ fn attention(l: u32, cross: bool, kpre: array<vec4<f32>, HD / 4u>) {
           if (t < n) {
             var v = vv[k];
             if (!cross && c * 32u + t == p.pos) {
-              v = vec4<f32>(part[vb2 + 4u * dq], part[vb2 + 4u * dq + 1u], part[vb2 + 4u * dq + 2u], part[vb2 + 4u * dq + 3u]);
+              v = part4(vb2 + 4u * dq);
             }
             acc4 += red[rgl * 32u + t].y * v;
           }
@@ -577,9 +578,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 )";
 
 std::string step_source(const MoonshineConfig& c, uint32_t grid) {
-  const ActLayout a(static_cast<uint32_t>(c.d_model), static_cast<uint32_t>(c.decoder_layers),
-                    static_cast<uint32_t>(c.n_heads), static_cast<uint32_t>(c.head_dim),
-                    static_cast<uint32_t>(c.decoder_ff));
+  const ActLayout a(c);
   std::string consts = cat("const G = ", grid, "u;\nconst D = ", c.d_model, "u;\nconst HD = ", c.head_dim,
                            "u;\nconst NH = ", c.n_heads, "u;\nconst FF = ", c.decoder_ff,
                            "u;\nconst NL = ", c.decoder_layers, "u;\nconst ROT = ", c.rotary_dim, "u;\n");
@@ -611,12 +610,11 @@ uint32_t skip_bits() {
 
 }  // namespace
 
-uint32_t moonshine_step_kernel_grid(nn::Context& ctx) {
+uint32_t moonshine_step_kernel_grid(nn::Context& ctx, const MoonshineConfig& c) {
   nn::GpuRecorder* rec = ctx.gpu();
   if (!rec) return 0;
   const gpu::AdapterInfo& info = rec->device().info();
   if (info.backend != "vulkan") return 0;
-  const MoonshineConfig c;
   if (info.limits.max_compute_workgroup_storage_size < workgroup_bytes(c) ||
       info.limits.max_storage_buffers_per_shader_stage < 8)
     return 0;
@@ -632,9 +630,7 @@ MoonshineStepBuffers moonshine_step_buffers(const MoonshineWeights& w, int64_t e
                                             int64_t capacity) {
   const MoonshineConfig& c = w.config;
   nn::Context& ctx = w.embedding.w.ctx();
-  const ActLayout a(static_cast<uint32_t>(c.d_model), static_cast<uint32_t>(c.decoder_layers),
-                    static_cast<uint32_t>(c.n_heads), static_cast<uint32_t>(c.head_dim),
-                    static_cast<uint32_t>(c.decoder_ff));
+  const ActLayout a(c);
   MoonshineStepBuffers b;
   if ((encoder_frames + 31) / 32 > kMaxChunks || (capacity + 31) / 32 > kMaxChunks) return b;
   b.act = ctx.empty({a.total});
@@ -650,16 +646,14 @@ Tensor moonshine_step_kernel(const MoonshineWeights& w, MoonshineDecoderState& s
   const MoonshineConfig& c = w.config;
   const MoonshineStepKernel& k = *w.step_kernel;
   nn::GpuRecorder& rec = *x.ctx().gpu();
-  const ActLayout a(static_cast<uint32_t>(c.d_model), static_cast<uint32_t>(c.decoder_layers),
-                    static_cast<uint32_t>(c.n_heads), static_cast<uint32_t>(c.head_dim),
-                    static_cast<uint32_t>(c.decoder_ff));
+  const ActLayout a(c);
   const int64_t rows = s.step.caches.dim(0) / (2 * c.decoder_layers);
-  const int64_t tk = s.cross_k[0].dim(0);
+  const int64_t tk = s.cross_k[0].dim(0), cross_rows = s.cross_all.dim(0) / (2 * c.decoder_layers);
   const int64_t pos = s.n_past;
   std::vector<uint32_t> params(12 + 4 * 4 * c.decoder_layers + 4 * c.decoder_layers + 64, 0);
   params[0] = word(pos);
   params[1] = word(tk);
-  params[2] = word(s.cross_rows);
+  params[2] = word(cross_rows);
   params[3] = word(rows);
   params[4] = word(pos + 1);
   params[5] = word((pos + 1 + 31) / 32);

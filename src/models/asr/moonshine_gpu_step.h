@@ -31,6 +31,7 @@
 
 namespace sotto::asr {
 
+struct MoonshineConfig;
 struct MoonshineDecoderState;
 struct MoonshineWeights;
 
@@ -49,7 +50,7 @@ struct MoonshineStepKernel {
 // Whether the step kernel can run on this context (native Dawn, enough workgroup memory), and with what grid:
 // one workgroup on a CPU adapter (no barrier to wait at), else 64 (one per compute unit or fewer on any
 // discrete GPU of the last years; an H100 has 132). SOTTO_MOONSHINE_STEP_KERNEL=0 turns it off, =N sets the grid.
-uint32_t moonshine_step_kernel_grid(nn::Context& ctx);
+uint32_t moonshine_step_kernel_grid(nn::Context& ctx, const MoonshineConfig& config);
 
 // Per-utterance buffers: the activations' scratch (the final normed row first, a [1, d] view the head reads),
 // the barrier counters (one slot a step), the self-attention caches of all layers in one tensor.
