@@ -729,53 +729,119 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 )";
 
-// The same tiling with 4 input channels packed per u32 and dot4U8Packed (dp4a where the hardware has it): one
-// dot4 is 4 multiply-adds. x comes quantized in words of 4 channels at one position (kQuantize's second layout),
-// so staging it is one coalesced load per word. Bytes must be unsigned: W' = w + 128 for int8 weights
+// ConvInteger with 4 input channels per u32 and dot4U8Packed (dp4a where the hardware has it: one dot4 is 4
+// multiply-adds), for the same convs as the tiled one. Bytes must be unsigned: W' = w + 128 for int8 weights
 // (w_zp' = w_zp + 128), and sum (X - x_zp)(W' - w_zp') = sum X W' - w_zp' sum X - x_zp sum W' + N x_zp w_zp' over
-// the same N terms, exact in i32 (|sum X W'| < 255 * 255 * N, N = Cin K rounded up to 4 channels: < 2^31 for
-// Cin K < 33,000). Padding taps and the channels past Cin hold X = x_zp: their terms are 0 in the left-hand form.
-constexpr const char* kConvIntegerPacked = NN_WGSL_BYTES NN_WGSL_DIV_RN R"(
-struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, padding: u32, dilation: u32,
-           t_tiles: u32, signed_w: u32, w_zp: i32, w_scale: f32, has_bias: u32 };
+// the same N = 4 ceil(Cin / 4) K terms, exact in i32 (|sum X W'| < 255 * 255 * N: < 2^31 for Cin K < 33,000).
+// Padding taps and the channels past Cin hold X = x_zp and the packed weights' bytes past Cin are 0: their terms
+// are 0 in the left-hand form. Integer sums are exact in any order and any split of the channels, so the outputs
+// are the plain kernel's bit for bit.
+//
+// The weights are packed once per weight tensor (kept with it by Tensor::derived) into the words the product's
+// inner loop reads, [Cout / 64][Cin / 4][K][64 output channels] words of 4 input channels' W' (both rounded up;
+// bytes past Cout or Cin are 0), then sum W' per output channel: staging a tile's weights is a straight copy.
+constexpr const char* kConvIntegerPack = NN_WGSL_INDEX R"(
+struct P { cout: u32, cin: u32, kernel: u32, cwords: u32, words: u32, signed_w: u32, pad0: u32, pad1: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> w: array<u32>;
+@group(0) @binding(2) var<storage, read_write> wp: array<u32>;
+fn wbyte(i: u32) -> u32 {
+  let v = (w[i / 4u] >> (8u * (i % 4u))) & 255u;
+  return select(v, v ^ 128u, p.signed_w != 0u);  // int8 w + 128 as an unsigned byte
+}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i < p.words) {
+    let r = i / 64u;  // (oc tile ceil(Cin / 4) + channel word) K + tap
+    let k = r % p.kernel;
+    let cw = (r / p.kernel) % p.cwords;
+    let oc = (r / p.kernel / p.cwords) * 64u + i % 64u;
+    var word = 0u;
+    for (var j = 0u; j < 4u; j++) {
+      let ci = 4u * cw + j;
+      if (oc < p.cout && ci < p.cin) { word |= wbyte((oc * p.cin + ci) * p.kernel + k) << (8u * j); }
+    }
+    wp[i] = word;
+  } else if (i < p.words + p.cout) {
+    let oc = i - p.words;
+    var s = 0u;
+    for (var e = 0u; e < p.cin * p.kernel; e++) { s += wbyte(oc * p.cin * p.kernel + e); }
+    wp[i] = s;
+  }
+}
+)";
+
+// The product. A workgroup of 256 owns 128 positions x 64 output channels (of one split of the input channels,
+// below); thread (og = lid / 32, pl = lid % 32) owns positions pl + 32 j (j < 4) x output channels 8 og .. 8 og + 7:
+// 32 i32 sums in registers. Per stage of 16 input channels the workgroup stages 4 channel words of x (x comes
+// quantized in words of 4 channels at one position, kQuantize's second layout; 128 + (K - 1) dilation <= 192
+// positions a word, x_zp outside x) and the tile's packed weights (4 K x 64 words, one contiguous run) in
+// workgroup memory (14.8 KB of WebGPU's 16 KB). The time is then the inner step, per (channel word, tap): 4 x
+// loads (consecutive across a warp: no bank conflict), 2 vec4 weight loads (one address across a warp: a
+// broadcast) and 36 dot4s (32 products and the 4 positions' sum X for the w_zp' term): 6 workgroup loads per 36
+// dot4s, where staging costs ~3 x loads and ~3 vec4 copies per thread per 4 K steps. Where the tiles are few
+// (the decoder's T ~ 390 x 1,024 channels: 64 tiles, against 132 SMs on an H100) the channel words are split
+// over up to 8 workgroups (p.splits, in whole stages), each writing its partial integer sums, and
+// kConvIntegerSplitSum adds them and finishes as this kernel does with one split.
+constexpr const char* kConvIntegerDot4 = NN_WGSL_DIV_RN R"(
+struct P { cout: u32, out_len: u32, kernel: u32, length: u32, padding: u32, dilation: u32, t_tiles: u32,
+           oc_tiles: u32, cwords: u32, split_words: u32, splits: u32, w_zp: i32, w_scale: f32, has_bias: u32,
+           pad0: u32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> xq: array<u32>;
 @group(0) @binding(2) var<storage, read> qp: array<f32>;
-@group(0) @binding(3) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read> wp: array<vec4<u32>>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;
-var<workgroup> xs: array<u32, 1536>;        // [8 words of 4 input channels][192 positions]
-var<workgroup> ws: array<vec4<u32>, 352>;   // [8 words][kernel <= 11][4]: output channels 4q .. 4q+3
-var<workgroup> sw: array<atomic<i32>, 16>;  // sum W' per output channel
-var<workgroup> bq: array<f32, 16>;          // floor(bias / step) per output channel (26 steps of div_rn: once)
-fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32, sx: i32, corr: i32, wzp: i32) {
-  let xzp = i32(qp[1]);
+@group(0) @binding(5) var<storage, read_write> out: array<u32>;  // y's f32 bits, or i32 partials [splits, Cout, T]
+var<workgroup> xs: array<u32, 768>;        // [4 channel words][192 positions]
+var<workgroup> ws: array<vec4<u32>, 704>;  // [4 channel words][kernel <= 11][16]: output channels 4q .. 4q + 3
+var<workgroup> base: array<i32, 64>;       // N x_zp w_zp' - x_zp sum W' per output channel of the tile
+var<workgroup> bq: array<f32, 64>;         // floor(bias / step) per output channel (26 steps of div_rn: once)
+fn d4(a: u32, b: u32) -> i32 { return i32(dot4U8Packed(a, b)); }
+// acc: output channels oc0 + c .. oc0 + c + 3 at position t.
+fn put(acc: vec4<i32>, oc0: u32, c: u32, t: u32, sx: i32, split: u32) {
+  if (t >= p.out_len) { return; }
+  let step = qp[0] * p.w_scale;
   for (var q = 0u; q < 4u; q++) {
-    let oc = j0 + q;
+    let oc = oc0 + c + q;
     if (oc >= p.cout) { return; }
-    let s = acc[q] - wzp * sx - xzp * atomicLoad(&sw[oc % 16u]) + corr;
-    var v = f32(s) * step;
-    if (p.has_bias != 0u) { v += bq[oc % 16u] * step; }
-    y[oc * p.out_len + t] = v;
+    let s = acc[q] - p.w_zp * sx;
+    if (p.splits > 1u) {
+      out[(split * p.cout + oc) * p.out_len + t] = bitcast<u32>(s);
+    } else {
+      var v = f32(s + base[c + q]) * step;
+      if (p.has_bias != 0u) { v += bq[c + q] * step; }
+      out[oc * p.out_len + t] = bitcast<u32>(v);
+    }
   }
 }
-fn d4(a: u32, b: u32) -> i32 { return i32(dot4U8Packed(a, b)); }
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let wg = wid.x + wid.y * 65535u;
+  if (wg >= p.t_tiles * p.oc_tiles * p.splits) { return; }
   let t0 = (wg % p.t_tiles) * 128u;
-  let oc0 = (wg / p.t_tiles) * 16u;
+  let ot = (wg / p.t_tiles) % p.oc_tiles;
+  let split = wg / (p.t_tiles * p.oc_tiles);
+  let pl = lid % 32u;
+  let og = lid / 32u;
   let xzp = u32(qp[1]);
-  var wzp = p.w_zp;
-  if (p.signed_w != 0u) { wzp += 128; }
-  let span = 128u + (p.kernel - 1u) * p.dilation;
-  let taps = 8u * p.kernel;
-  if (lid < 16u) {
-    atomicStore(&sw[lid], 0);
+  let ones = 0x01010101u;
+  let kw = 16u * p.kernel;  // vec4s of packed weights per channel word of a tile
+  if (lid < 64u && p.splits == 1u) {
+    let oc = ot * 64u + lid;
+    var sw = 0i;
     var b = 0.0;
-    if (p.has_bias != 0u && oc0 + lid < p.cout) { b = floor(div_rn(bias[oc0 + lid], qp[0] * p.w_scale)); }
+    if (oc < p.cout) {
+      sw = bitcast<i32>(wp[p.oc_tiles * p.cwords * kw + oc / 4u][oc % 4u]);
+      if (p.has_bias != 0u) { b = floor(div_rn(bias[oc], qp[0] * p.w_scale)); }
+    }
+    base[lid] = i32(4u * p.cwords * p.kernel) * i32(xzp) * p.w_zp - i32(xzp) * sw;
     bq[lid] = b;
   }
+  let span = 128u + (p.kernel - 1u) * p.dilation;
+  let c_begin = split * p.split_words;
+  let c_end = min(p.cwords, c_begin + p.split_words);
   var a0 = vec4<i32>(0);
   var a1 = vec4<i32>(0);
   var a2 = vec4<i32>(0);
@@ -784,93 +850,79 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var b1 = vec4<i32>(0);
   var b2 = vec4<i32>(0);
   var b3 = vec4<i32>(0);
-  var sx0 = 0i;
-  var sx1 = 0i;
-  for (var c0 = 0u; c0 < p.cin; c0 += 32u) {
+  var sx = vec4<i32>(0);
+  for (var c0 = c_begin; c0 < c_end; c0 += 4u) {
+    let cn = min(4u, c_end - c0);
     workgroupBarrier();
-    // The tile's weights for input channels c0 .. c0 + 31 are 16 contiguous runs of (<= 32) K bytes, one per
-    // output channel: loaded a word at a time into xs (90 words a run, from the aligned word below it), then
-    // gathered from there into words of 4 input channels: a quarter of the global loads of a byte-wise gather.
-    let nb = min(32u, p.cin - c0) * p.kernel;
-    for (var e = lid; e < 1440u; e += 64u) {
-      let oc = oc0 + e / 90u;
-      let b0 = (oc * p.cin + c0) * p.kernel;
-      let wi = b0 / 4u + e % 90u;
-      var word = 0u;
-      if (oc < p.cout && 4u * wi < b0 + nb) { word = w[wi]; }
+    for (var e = lid; e < cn * 192u; e += 256u) {
+      let j = e % 192u;
+      let pos = i32(t0 + j) - i32(p.padding);
+      var word = xzp * ones;
+      if (j < span && pos >= 0 && pos < i32(p.length)) { word = xq[(c0 + e / 192u) * p.length + u32(pos)]; }
       xs[e] = word;
     }
+    let wb = (ot * p.cwords + c0) * kw;
+    for (var e = lid; e < cn * kw; e += 256u) { ws[e] = wp[wb + e]; }
     workgroupBarrier();
-    for (var e = lid; e < 16u * taps; e += 64u) {
-      let o = e / taps;
-      let r = e % taps;
-      let cw = r / p.kernel;
-      let k = r % p.kernel;
-      let oc = oc0 + o;
-      let shift = ((oc * p.cin + c0) * p.kernel) % 4u;
-      var word = 0u;
-      for (var j = 0u; j < 4u; j++) {
-        let ci = c0 + 4u * cw + j;
-        if (ci < p.cin && oc < p.cout) {
-          let lb = shift + (4u * cw + j) * p.kernel + k;
-          var v = (xs[o * 90u + lb / 4u] >> (8u * (lb % 4u))) & 255u;
-          if (p.signed_w != 0u) { v ^= 128u; }  // int8 w + 128 as an unsigned byte
-          word |= v << (8u * j);
-        }
-      }
-      ws[r * 4u + o / 4u][o % 4u] = word;
-      atomicAdd(&sw[o], d4(word, 0x01010101u));
-    }
-    workgroupBarrier();
-    for (var e = lid; e < 8u * span; e += 64u) {
-      let cw = e / span;
-      let pos = i32(t0 + e % span) - i32(p.padding);
-      var word = xzp * 0x01010101u;
-      let cwg = c0 / 4u + cw;
-      if (cwg < (p.cin + 3u) / 4u && pos >= 0 && pos < i32(p.length)) { word = xq[cwg * p.length + u32(pos)]; }
-      xs[cw * 192u + e % span] = word;
-    }
-    workgroupBarrier();
-    let cwn = min(8u, (p.cin - c0 + 3u) / 4u);
-    for (var cw = 0u; cw < cwn; cw++) {
+    for (var cw = 0u; cw < cn; cw++) {
       for (var k = 0u; k < p.kernel; k++) {
-        let xi = cw * 192u + lid + k * p.dilation;
+        let xi = cw * 192u + pl + k * p.dilation;
         let x0 = xs[xi];
-        let x1 = xs[xi + 64u];
-        let b = (cw * p.kernel + k) * 4u;
-        let w0 = ws[b];
-        let w1 = ws[b + 1u];
-        let w2 = ws[b + 2u];
-        let w3 = ws[b + 3u];
+        let x1 = xs[xi + 32u];
+        let x2 = xs[xi + 64u];
+        let x3 = xs[xi + 96u];
+        let wi = (cw * p.kernel + k) * 16u + 2u * og;
+        let w0 = ws[wi];
+        let w1 = ws[wi + 1u];
         a0 += vec4<i32>(d4(x0, w0.x), d4(x0, w0.y), d4(x0, w0.z), d4(x0, w0.w));
-        a1 += vec4<i32>(d4(x0, w1.x), d4(x0, w1.y), d4(x0, w1.z), d4(x0, w1.w));
-        a2 += vec4<i32>(d4(x0, w2.x), d4(x0, w2.y), d4(x0, w2.z), d4(x0, w2.w));
-        a3 += vec4<i32>(d4(x0, w3.x), d4(x0, w3.y), d4(x0, w3.z), d4(x0, w3.w));
-        b0 += vec4<i32>(d4(x1, w0.x), d4(x1, w0.y), d4(x1, w0.z), d4(x1, w0.w));
+        b0 += vec4<i32>(d4(x0, w1.x), d4(x0, w1.y), d4(x0, w1.z), d4(x0, w1.w));
+        a1 += vec4<i32>(d4(x1, w0.x), d4(x1, w0.y), d4(x1, w0.z), d4(x1, w0.w));
         b1 += vec4<i32>(d4(x1, w1.x), d4(x1, w1.y), d4(x1, w1.z), d4(x1, w1.w));
-        b2 += vec4<i32>(d4(x1, w2.x), d4(x1, w2.y), d4(x1, w2.z), d4(x1, w2.w));
-        b3 += vec4<i32>(d4(x1, w3.x), d4(x1, w3.y), d4(x1, w3.z), d4(x1, w3.w));
-        sx0 += d4(x0, 0x01010101u);
-        sx1 += d4(x1, 0x01010101u);
+        a2 += vec4<i32>(d4(x2, w0.x), d4(x2, w0.y), d4(x2, w0.z), d4(x2, w0.w));
+        b2 += vec4<i32>(d4(x2, w1.x), d4(x2, w1.y), d4(x2, w1.z), d4(x2, w1.w));
+        a3 += vec4<i32>(d4(x3, w0.x), d4(x3, w0.y), d4(x3, w0.z), d4(x3, w0.w));
+        b3 += vec4<i32>(d4(x3, w1.x), d4(x3, w1.y), d4(x3, w1.z), d4(x3, w1.w));
+        sx += vec4<i32>(d4(x0, ones), d4(x1, ones), d4(x2, ones), d4(x3, ones));
       }
     }
   }
   workgroupBarrier();
+  let oc0 = ot * 64u;
+  let c = 8u * og;
+  let t = t0 + pl;
+  put(a0, oc0, c, t, sx.x, split);
+  put(b0, oc0, c + 4u, t, sx.x, split);
+  put(a1, oc0, c, t + 32u, sx.y, split);
+  put(b1, oc0, c + 4u, t + 32u, sx.y, split);
+  put(a2, oc0, c, t + 64u, sx.z, split);
+  put(b2, oc0, c + 4u, t + 64u, sx.z, split);
+  put(a3, oc0, c, t + 96u, sx.w, split);
+  put(b3, oc0, c + 4u, t + 96u, sx.w, split);
+}
+)";
+
+// kConvIntegerDot4's second pass where it splits the channels: output (oc, t) adds the splits' partial sums
+// (reading 4 splits bytes) and finishes with the same integer and float steps as one split does.
+constexpr const char* kConvIntegerSplitSum = NN_WGSL_INDEX NN_WGSL_DIV_RN R"(
+struct P { cout: u32, out_len: u32, splits: u32, terms: i32, w_zp: i32, w_scale: f32, has_bias: u32, sums_at: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> qp: array<f32>;
+@group(0) @binding(2) var<storage, read> wp: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> part: array<i32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.cout * p.out_len) { return; }
+  let oc = i / p.out_len;
+  let xzp = i32(u32(qp[1]));
+  var s = p.terms * xzp * p.w_zp - xzp * bitcast<i32>(wp[p.sums_at + oc / 4u][oc % 4u]);
+  for (var j = 0u; j < p.splits; j++) { s += part[j * p.cout * p.out_len + i]; }
   let step = qp[0] * p.w_scale;
-  let corr = i32(4u * ((p.cin + 3u) / 4u) * p.kernel) * i32(xzp) * wzp;
-  let t = t0 + lid;
-  if (t < p.out_len) {
-    put(a0, oc0, t, step, sx0, corr, wzp);
-    put(a1, oc0 + 4u, t, step, sx0, corr, wzp);
-    put(a2, oc0 + 8u, t, step, sx0, corr, wzp);
-    put(a3, oc0 + 12u, t, step, sx0, corr, wzp);
-  }
-  if (t + 64u < p.out_len) {
-    put(b0, oc0, t + 64u, step, sx1, corr, wzp);
-    put(b1, oc0 + 4u, t + 64u, step, sx1, corr, wzp);
-    put(b2, oc0 + 8u, t + 64u, step, sx1, corr, wzp);
-    put(b3, oc0 + 12u, t + 64u, step, sx1, corr, wzp);
-  }
+  var v = f32(s) * step;
+  if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], qp[0] * p.w_scale)) * step; }
+  y[i] = v;
 }
 )";
 
@@ -1522,6 +1574,76 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
 
 namespace {
 ConvIntegerKernel conv_integer_kernel = ConvIntegerKernel::Auto;
+
+constexpr uint32_t kDerivedConvIntegerWords =
+    24;  // Tensor::derived kind: kConvIntegerPack's layout of a weight
+
+// w [Cout, Cin, K] in kConvIntegerPack's words, packed on the GPU at the first call with this weight (the
+// model's warm-up) and kept with it.
+Tensor packed_conv_weights(GpuRecorder& rec, const Tensor& w) {
+  return w.derived(kDerivedConvIntegerWords, [&] {
+    const int64_t cout = w.dim(0), cin = w.dim(1), kernel = w.dim(2), cwords = (cin + 3) / 4;
+    const int64_t words = (cout + 63) / 64 * cwords * kernel * 64;
+    Tensor wp = w.ctx().empty({words + (cout + 3) / 4 * 4}, DType::U32);
+    const uint32_t params[] = {
+        u32(cout), u32(cin), u32(kernel), u32(cwords), u32(words), w.dtype() == DType::I8 ? 1u : 0u, 0, 0};
+    rec.dispatch("nn_conv_integer_pack", kConvIntegerPack, params, {&w, &wp},
+                 static_cast<uint64_t>(words + cout));
+    return wp;
+  });
+}
+
+// kConvIntegerDot4 over xq in channel words; bias: b, or a stand-in when !has_bias.
+void conv_integer_dot4(GpuRecorder& rec, const Tensor& xq, const Tensor& qp, const Tensor& w,
+                       const Tensor& bias, bool has_bias, int64_t length, const Conv1dOptions& o,
+                       const Tensor& out) {
+  const int64_t cout = w.dim(0), cin = w.dim(1), kernel = w.dim(2), out_len = out.dim(1),
+                cwords = (cin + 3) / 4;
+  const int64_t t_tiles = (out_len + 127) / 128, oc_tiles = (cout + 63) / 64, tiles = t_tiles * oc_tiles;
+  // Few tiles (the decoder's 1,090 -> 1,024 channels at T ~ 390: 64): split the channel words, in whole stages
+  // of 4, so that ~512 workgroups run, at most 8 ways; the split's partial sums cost 8 bytes per output each.
+  int64_t split_words = (cwords + 3) / 4 * 4;
+  if (tiles < 256) {
+    const int64_t ways = std::min<int64_t>(8, (512 + tiles - 1) / tiles);
+    split_words = ((cwords + ways - 1) / ways + 3) / 4 * 4;
+  }
+  const int64_t splits = (cwords + split_words - 1) / split_words;
+  const Tensor wp = packed_conv_weights(rec, w);
+  const int32_t w_zp = w.quant().zero_point + (w.dtype() == DType::I8 ? 128 : 0);
+  const uint32_t params[] = {u32(cout),
+                             u32(out_len),
+                             u32(kernel),
+                             u32(length),
+                             u32(o.padding),
+                             u32(o.dilation),
+                             u32(t_tiles),
+                             u32(oc_tiles),
+                             u32(cwords),
+                             u32(split_words),
+                             u32(splits),
+                             static_cast<uint32_t>(w_zp),
+                             fbits(w.quant().scale),
+                             has_bias ? 1u : 0u,
+                             0,
+                             0};
+  const uint64_t groups = static_cast<uint64_t>(t_tiles * oc_tiles * splits);
+  if (splits == 1) {
+    rec.dispatch("nn_conv_integer_dot4", kConvIntegerDot4, params, {&xq, &qp, &wp, &bias, &out}, groups * 64);
+    return;
+  }
+  Tensor part = out.ctx().empty({splits, cout, out_len}, DType::I32);
+  rec.dispatch("nn_conv_integer_dot4", kConvIntegerDot4, params, {&xq, &qp, &wp, &bias, &part}, groups * 64);
+  const uint32_t sum[] = {u32(cout),
+                          u32(out_len),
+                          u32(splits),
+                          u32(4 * cwords * kernel),
+                          static_cast<uint32_t>(w_zp),
+                          fbits(w.quant().scale),
+                          has_bias ? 1u : 0u,
+                          u32(oc_tiles * cwords * kernel * 16)};
+  rec.dispatch("nn_conv_integer_split_sum", kConvIntegerSplitSum, sum, {&qp, &wp, &bias, &part, &out},
+               static_cast<uint64_t>(cout * out_len));
+}
 }  // namespace
 
 void set_conv_integer_kernel(ConvIntegerKernel k) {
@@ -1560,17 +1682,17 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
                              fbits(w.quant().scale),
                              b.defined() ? 1u : 0u};
   const Tensor& bias = b.defined() ? b : qp;
+  if (use_tiled && packed) {
+    conv_integer_dot4(rec, xq, qp, w, bias, b.defined(), length, o, out);
+    return out;
+  }
   if (use_tiled) {
     const int64_t t_tiles = (out_len + 127) / 128, c_tiles = (cout + 15) / 16;
     const uint32_t tiled[] = {u32(cout),   u32(out_len),   u32(x.dim(0)),   u32(kernel),
                               u32(length), u32(o.padding), u32(o.dilation), u32(t_tiles),
                               params[8],   params[9],      params[10],      params[11]};
-    if (packed)
-      rec.dispatch("nn_conv_integer_packed", kConvIntegerPacked, tiled, {&xq, &qp, &w, &bias, &out},
-                   static_cast<uint64_t>(t_tiles * c_tiles * 64));
-    else
-      rec.dispatch("nn_conv_integer_tiled", kConvIntegerTiled, tiled, {&xq, &qp, &w, &bias, &out},
-                   static_cast<uint64_t>(t_tiles * c_tiles * 64));
+    rec.dispatch("nn_conv_integer_tiled", kConvIntegerTiled, tiled, {&xq, &qp, &w, &bias, &out},
+                 static_cast<uint64_t>(t_tiles * c_tiles * 64));
     return out;
   }
   rec.dispatch("nn_conv_integer", kConvInteger, params, {&xq, &qp, &w, &bias, &out},

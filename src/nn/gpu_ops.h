@@ -107,8 +107,9 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
                               const Tensor& w_zero_points);
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
                                              const Conv1dOptions& o);
-// The kernel conv1d_integer_dynamic_quantized_bias records for stride-1 convs (Auto: packed where the device has
-// dot4U8Packed, else tiled i32; strided or far-reaching convs always take the plain one). Tests pin each in turn.
+// The kernel conv1d_integer_dynamic_quantized_bias records for stride-1 convs (Auto: the dot4U8Packed one over
+// weights packed once per weight tensor, where the device has packed dot, else tiled i32; strided or far-reaching
+// convs always take the plain one). Tests pin each in turn.
 enum class ConvIntegerKernel { Auto, Plain, TiledI32, TiledPacked };
 void set_conv_integer_kernel(ConvIntegerKernel k);
 // The kernel matmul_integer_dynamic records (Auto: the 4-row dot4U8Packed one where the device has packed dot,

@@ -223,7 +223,7 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
 
 // The tiled ConvIntegers, i32 and dot4U8Packed (stride 1, kernel <= 11, reach (kernel - 1) dilation <= 64), against
 // the reference and bit for bit against the plain kernel: sizes past one tile of 128 positions, 16 output
-// channels and 8 or 32 input channels, none a multiple of them; the generator's kernels and
+// channels and 8 or 16 input channels, none a multiple of them; the generator's kernels and
 // dilations; int8 and uint8 weights; symmetric and asymmetric padding.
 TEST(NnGpuKokoro, TiledConvIntegerIsTheReferencesArithmetic) {
   gpu::Device* device = sotto::testing::open_test_device();
@@ -261,6 +261,63 @@ TEST(NnGpuKokoro, TiledConvIntegerIsTheReferencesArithmetic) {
       int64_t differ = 0;
       for (size_t i = 0; i < v.size(); ++i) differ += std::memcmp(&v[i], &plain[i], sizeof(float)) != 0;
       EXPECT_EQ(differ, 0) << "of " << v.size() << " outputs, kernel " << static_cast<int>(kernel);
+    }
+    gpu_ops::set_conv_integer_kernel(gpu_ops::ConvIntegerKernel::Auto);
+  }
+}
+
+// The dot4 ConvInteger (packed weights, 128 positions x 64 output channels a workgroup, the input channels split
+// over workgroups where the tiles are few) bit for bit against the plain kernel on Kokoro's shapes cut down to
+// SwiftShader's pace: the decoder's 1,090 input channels (8 splits), the generator's kernels 3 / 7 / 11 and
+// dilations 1 / 3 / 5, Cin and Cout off every tile size, positions past 256 tiles (one split, several stages),
+// int8 and uint8 weights with their zero points, with and without the bias; and the packed weights reused on a
+// second call.
+TEST(NnGpuKokoro, Dot4ConvIntegerEqualsThePlainKernel) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  struct Case {
+    int64_t cin, cout, kernel, dilation, t;
+    int padding, padding_end;
+    DType w_type;
+    int32_t w_zp;
+  };
+  const Case cases[] = {
+      {1090, 70, 3, 1, 150, 1, -1, DType::I8, 0},   // the decoder's convs
+      {128, 72, 11, 5, 300, 25, -1, DType::I8, 0},  // the generator's resblocks
+      {256, 40, 7, 3, 260, 9, -1, DType::U8, 128},
+      {rand_int(33, 63), rand_int(65, 90), 7, 1, rand_int(129, 200), 2, 4, DType::U8, 131},
+      {rand_int(5, 7), rand_int(1, 9), 11, 5, rand_int(130, 260), 25, 0, DType::I8, -3},
+      {rand_int(9, 15), rand_int(1, 5), 1, 1, rand_int(129, 200), 0, -1, DType::U8, 7},
+      {rand_int(17, 31), rand_int(2, 5), 3, 1, rand_int(32770, 33000), 1, -1, DType::I8, 5},
+  };
+  for (const Case& c : cases) {
+    const Conv1dOptions o{
+        .padding = c.padding, .dilation = static_cast<int>(c.dilation), .padding_end = c.padding_end};
+    const Tensor xc = rand_tensor(*cpu, {c.cin, c.t}, -1.5f, 2.5f);
+    const Tensor w = rand_int8(*cpu, {c.cout, c.cin, c.kernel}, c.w_type)
+                         .with_quant({.scale = 0.007f, .zero_point = c.w_zp});
+    const Tensor b = rand_tensor(*cpu, {c.cout}, -0.5f, 0.5f);
+    const Tensor gx = upload(*gpu, xc), gw = upload_bytes(*gpu, w), gb = upload(*gpu, b);
+    std::vector<float> want[2];
+    for (auto kernel : {gpu_ops::ConvIntegerKernel::Plain, gpu_ops::ConvIntegerKernel::TiledPacked}) {
+      gpu_ops::set_conv_integer_kernel(kernel);
+      for (int with_bias = 0; with_bias < 2; ++with_bias) {
+        const std::vector<float> v = floats(download(
+            *cpu, *gpu, conv1d_integer_dynamic_quantized_bias(gx, gw, with_bias ? gb : Tensor{}, o)));
+        if (kernel == gpu_ops::ConvIntegerKernel::Plain) {
+          want[with_bias] = v;
+          continue;
+        }
+        ASSERT_EQ(v.size(), want[with_bias].size());
+        int64_t differ = 0;
+        for (size_t i = 0; i < v.size(); ++i)
+          differ += std::memcmp(&v[i], &want[with_bias][i], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0) << "of " << v.size() << " outputs: Cin " << c.cin << " Cout " << c.cout
+                             << " kernel " << c.kernel << " dilation " << c.dilation << " T " << c.t
+                             << " bias " << with_bias;
+      }
     }
     gpu_ops::set_conv_integer_kernel(gpu_ops::ConvIntegerKernel::Auto);
   }
