@@ -780,9 +780,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // workgroup memory (14.8 KB of WebGPU's 16 KB). The time is then the inner step, per (channel word, tap): 4 x
 // loads (consecutive across a warp: no bank conflict), 2 vec4 weight loads (one address across a warp: a
 // broadcast) and 36 dot4s (32 products and the 4 positions' sum X for the w_zp' term): 6 workgroup loads per 36
-// dot4s, where staging costs ~3 x loads and ~3 vec4 copies per thread per 4 K steps. Where the tiles are few
-// (the decoder's T ~ 390 x 1,024 channels: 64 tiles, against 132 SMs on an H100) the channel words are split
-// over up to 8 workgroups (p.splits, in whole stages), each writing its partial integer sums, and
+// dot4s, where a stage's staging (its 4 K steps) costs a thread 3 x words and K / 4 vec4 copies. Where the tiles
+// are few (the decoder's T ~ 390 x 1,024 channels: 64 tiles, against 132 SMs on an H100) the channel words are
+// split over up to 8 workgroups (p.splits, in whole stages), each writing its partial integer sums, and
 // kConvIntegerSplitSum adds them and finishes as this kernel does with one split.
 constexpr const char* kConvIntegerDot4 = NN_WGSL_DIV_RN R"(
 struct P { cout: u32, out_len: u32, kernel: u32, length: u32, padding: u32, dilation: u32, t_tiles: u32,
@@ -1600,8 +1600,10 @@ void conv_integer_dot4(GpuRecorder& rec, const Tensor& xq, const Tensor& qp, con
   const int64_t cout = w.dim(0), cin = w.dim(1), kernel = w.dim(2), out_len = out.dim(1),
                 cwords = (cin + 3) / 4;
   const int64_t t_tiles = (out_len + 127) / 128, oc_tiles = (cout + 63) / 64, tiles = t_tiles * oc_tiles;
-  // Few tiles (the decoder's 1,090 -> 1,024 channels at T ~ 390: 64): split the channel words, in whole stages
-  // of 4, so that ~512 workgroups run, at most 8 ways; the split's partial sums cost 8 bytes per output each.
+  // Few tiles (the decoder's 1,090 -> 1,024 channels at T ~ 390: 64; the generator's 256 at T ~ 3,900: 124) leave
+  // most of a large GPU idle: split the channel words, in whole stages of 4, so that ~512 workgroups run, at most
+  // 8 ways. Each split writes and the second pass reads 4 bytes per output; with < 256 tiles the partials stay
+  // under 8 x 256 x 128 x 64 x 4 bytes = 64 MB, inside WebGPU's 128 MB binding.
   int64_t split_words = (cwords + 3) / 4 * 4;
   if (tiles < 256) {
     const int64_t ways = std::min<int64_t>(8, (512 + tiles - 1) / tiles);
