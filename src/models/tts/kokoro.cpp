@@ -35,47 +35,52 @@ nn::Tensor bilstm(const nn::Tensor& x, const QuantBiLstm& l) {
   return nn::bilstm(x, l.forward, l.backward);
 }
 
-// gamma, beta [C] from the style's 128 values.
-void style_affine(const AdaIn& a, const nn::Tensor& style, nn::Tensor& gamma, nn::Tensor& beta) {
-  const nn::Tensor h = linear(style, a.fc);  // [1, 2C]
-  const int64_t c = h.dim(-1) / 2;
-  gamma = nn::slice(h, -1, 0, c).reshape({c});
-  beta = nn::slice(h, -1, c, 2 * c).reshape({c});
+// A stage's AdaIN products, from the style's 128 values (kokoro.h, KokoroStyleStage): [sum of 2 stride(C)].
+nn::Tensor style_products(const KokoroWeights& w, KokoroStyleStage stage, const nn::Tensor& style) {
+  const nn::Tensor p = linear(style, w.style_products[stage]);
+  return p.reshape({p.dim(-1)});
+}
+
+// gamma, beta [C] of AdaIN a: views of its stage's products.
+void style_affine(const AdaIn& a, const nn::Tensor& products, nn::Tensor& gamma, nn::Tensor& beta) {
+  const int64_t beta_at = a.at + kokoro_style_stride(a.channels);
+  gamma = products.rows(a.at, a.at + a.channels);
+  beta = products.rows(beta_at, beta_at + a.channels);
 }
 
 // AdaIN1d on x [C, T]: instance norm, then (1 + gamma) x + beta.
-nn::Tensor adain(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& style) {
+nn::Tensor adain(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& products) {
   nn::Tensor gamma, beta;
-  style_affine(a, style, gamma, beta);
+  style_affine(a, products, gamma, beta);
   return nn::adain(x, gamma, beta, kAdaInEps);
 }
 
 // snake(adain(x)) in one pass, with the range the int8 conv after it quantizes by.
-nn::Tensor adain_snake(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& style, const nn::Tensor& alpha,
+nn::Tensor adain_snake(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& products, const nn::Tensor& alpha,
                        nn::ValueRange& range) {
   nn::Tensor gamma, beta;
-  style_affine(a, style, gamma, beta);
+  style_affine(a, products, gamma, beta);
   return nn::adain_snake(x, gamma, beta, kAdaInEps, alpha, &range);
 }
 
 // AdaLayerNorm on x [T, C]: layer norm over C without affine, then (1 + gamma) x + beta.
-nn::Tensor ada_layer_norm(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& style) {
+nn::Tensor ada_layer_norm(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& products) {
   nn::Tensor gamma, beta;
-  style_affine(a, style, gamma, beta);
+  style_affine(a, products, gamma, beta);
   const nn::Tensor normed = nn::layer_norm(x, {}, {}, kAdaInEps);
   return nn::add(nn::mul(normed, nn::scale(gamma, 1.0f, 1.0f)), beta);
 }
 
 // StyleTTS 2's AdainResBlk1d on x [C_in, T] -> [C_out, T] (2T when upsampling).
-nn::Tensor res_block(const nn::Tensor& x, const AdainResBlock1d& b, const nn::Tensor& style,
+nn::Tensor res_block(const nn::Tensor& x, const AdainResBlock1d& b, const nn::Tensor& products,
                      const nn::Tensor& sqrt2) {
-  nn::Tensor r = nn::leaky_relu(adain(x, b.norm1, style), 0.2f);
+  nn::Tensor r = nn::leaky_relu(adain(x, b.norm1, products), 0.2f);
   if (b.upsample)
     r = nn::conv_transpose1d(
         r, b.pool_w, b.pool_b,
         {.stride = 2, .padding = 1, .output_padding = 1, .groups = static_cast<int>(x.dim(0))});
   r = conv(r, b.conv1);
-  r = nn::leaky_relu(adain(r, b.norm2, style), 0.2f);
+  r = nn::leaky_relu(adain(r, b.norm2, products), 0.2f);
   r = conv(r, b.conv2);
   nn::Tensor shortcut = x;
   if (b.upsample) shortcut = nn::resize(shortcut, 2 * x.dim(1), nn::ResizeMode::Nearest);
@@ -84,12 +89,12 @@ nn::Tensor res_block(const nn::Tensor& x, const AdainResBlock1d& b, const nn::Te
 }
 
 // iSTFTNet's AdaINResBlock1 on x [C, T]: three dilated conv pairs, each behind AdaIN and Snake, residual.
-nn::Tensor generator_block(nn::Tensor x, const AdaInResBlock1& b, const nn::Tensor& style) {
+nn::Tensor generator_block(nn::Tensor x, const AdaInResBlock1& b, const nn::Tensor& products) {
   for (int j = 0; j < 3; ++j) {
     nn::ValueRange range;
-    nn::Tensor t = adain_snake(x, b.adain1[j], style, b.alpha1[j], range);
+    nn::Tensor t = adain_snake(x, b.adain1[j], products, b.alpha1[j], range);
     t = conv(t, b.convs1[j], range);
-    t = adain_snake(t, b.adain2[j], style, b.alpha2[j], range);
+    t = adain_snake(t, b.adain2[j], products, b.alpha2[j], range);
     t = conv(t, b.convs2[j], range);
     x = nn::add(t, x);
   }
@@ -97,10 +102,10 @@ nn::Tensor generator_block(nn::Tensor x, const AdaInResBlock1& b, const nn::Tens
 }
 
 // The mean of three resblocks on the same input (the graph adds in order, then divides by 3).
-nn::Tensor resblock_mean(const nn::Tensor& x, const AdaInResBlock1* blocks, const nn::Tensor& style,
+nn::Tensor resblock_mean(const nn::Tensor& x, const AdaInResBlock1* blocks, const nn::Tensor& products,
                          const nn::Tensor& three) {
-  nn::Tensor sum = nn::add(generator_block(x, blocks[0], style), generator_block(x, blocks[1], style));
-  sum = nn::add(sum, generator_block(x, blocks[2], style));
+  nn::Tensor sum = nn::add(generator_block(x, blocks[0], products), generator_block(x, blocks[1], products));
+  sum = nn::add(sum, generator_block(x, blocks[2], products));
   return nn::div(sum, three);
 }
 
@@ -144,9 +149,10 @@ nn::Tensor kokoro_albert(const KokoroWeights& w, const nn::Tensor& tokens) {
 nn::Tensor kokoro_duration_encoder(const KokoroWeights& w, const nn::Tensor& bert, const nn::Tensor& style) {
   const nn::Tensor s = style_part(style, 128);
   const nn::Tensor s_rows = nn::add(bert.ctx().zeros({bert.dim(0), 128}), s);  // the style on every token
+  const nn::Tensor products = style_products(w, kStyleDuration, s);
   nn::Tensor x = nn::concat(std::array{linear(bert, w.bert_encoder), s_rows}, -1);
   for (int i = 0; i < 3; ++i) {
-    x = ada_layer_norm(bilstm(x, w.duration_lstms[i]), w.duration_norms[i], s);
+    x = ada_layer_norm(bilstm(x, w.duration_lstms[i]), w.duration_norms[i], products);
     x = nn::concat(std::array{x, s_rows}, -1);
   }
   return x;  // [T, 640]
@@ -176,13 +182,13 @@ std::vector<int64_t> kokoro_durations(std::span<const float> duration_sums, floa
 
 void kokoro_prosody(const KokoroWeights& w, const nn::Tensor& en, const nn::Tensor& style, nn::Tensor& f0,
                     nn::Tensor& noise) {
-  const nn::Tensor s = style_part(style, 128);
+  const nn::Tensor products = style_products(w, kStyleProsody, style_part(style, 128));
   const nn::Tensor x = nn::transpose(bilstm(en, w.shared_lstm));  // [512, F]
   f0 = x;
   noise = x;
   for (int i = 0; i < 3; ++i) {
-    f0 = res_block(f0, w.f0_blocks[i], s, w.sqrt2);
-    noise = res_block(noise, w.n_blocks[i], s, w.sqrt2);
+    f0 = res_block(f0, w.f0_blocks[i], products, w.sqrt2);
+    noise = res_block(noise, w.n_blocks[i], products, w.sqrt2);
   }
   f0 = conv(f0, w.f0_proj).reshape({2 * x.dim(1)});
   noise = conv(noise, w.n_proj).reshape({2 * x.dim(1)});
@@ -202,13 +208,13 @@ nn::Tensor kokoro_text_encoder(const KokoroWeights& w, const nn::Tensor& tokens)
 // ---------------------------------------------------------------- decoder
 nn::Tensor kokoro_decoder(const KokoroWeights& w, const nn::Tensor& asr, const nn::Tensor& f0,
                           const nn::Tensor& noise, const nn::Tensor& style) {
-  const nn::Tensor s = style_part(style, 0);
+  const nn::Tensor products = style_products(w, kStyleDecoder, style_part(style, 0));
   const nn::Tensor f0_frames = conv(f0.reshape({1, f0.dim(0)}), w.f0_conv);  // [1, F]
   const nn::Tensor n_frames = conv(noise.reshape({1, noise.dim(0)}), w.n_conv);
-  nn::Tensor x = res_block(nn::concat(std::array{asr, f0_frames, n_frames}, 0), w.encode, s, w.sqrt2);
+  nn::Tensor x = res_block(nn::concat(std::array{asr, f0_frames, n_frames}, 0), w.encode, products, w.sqrt2);
   const nn::Tensor asr_res = conv(asr, w.asr_res);  // [64, F]
   for (const AdainResBlock1d& block : w.decode)
-    x = res_block(nn::concat(std::array{x, asr_res, f0_frames, n_frames}, 0), block, s, w.sqrt2);
+    x = res_block(nn::concat(std::array{x, asr_res, f0_frames, n_frames}, 0), block, products, w.sqrt2);
   return x;  // [512, 2F]
 }
 
@@ -257,18 +263,18 @@ nn::Tensor kokoro_source_spectrum_padded(const KokoroWeights& w, const nn::Tenso
 
 nn::Tensor kokoro_generator(const KokoroWeights& w, const nn::Tensor& decoded, const nn::Tensor& har,
                             const nn::Tensor& style, std::vector<nn::Tensor>* stages) {
-  const nn::Tensor s = style_part(style, 0);
+  const nn::Tensor products = style_products(w, kStyleGenerator, style_part(style, 0));
   nn::Tensor x = nn::leaky_relu(decoded, 0.1f);
   x = nn::conv_transpose1d(x, w.ups_w[0], w.ups_b[0], {.stride = 10, .padding = 5});
-  x = nn::add(x, generator_block(conv(har, w.noise_convs[0]), w.noise_res[0], s));
-  x = resblock_mean(x, &w.resblocks[0], s, w.three);
+  x = nn::add(x, generator_block(conv(har, w.noise_convs[0]), w.noise_res[0], products));
+  x = resblock_mean(x, &w.resblocks[0], products, w.three);
   if (stages) stages->push_back(x);
 
   x = nn::leaky_relu(x, 0.1f);
   x = nn::conv_transpose1d(x, w.ups_w[1], w.ups_b[1], {.stride = 6, .padding = 3});
   x = nn::pad_reflect(x, -1, 1, 0);
-  x = nn::add(x, generator_block(conv(har, w.noise_convs[1]), w.noise_res[1], s));
-  x = resblock_mean(x, &w.resblocks[3], s, w.three);
+  x = nn::add(x, generator_block(conv(har, w.noise_convs[1]), w.noise_res[1], products));
+  x = resblock_mean(x, &w.resblocks[3], products, w.three);
   if (stages) stages->push_back(x);
 
   x = nn::conv1d(nn::leaky_relu(x, 0.01f), w.conv_post_w, w.conv_post_b, {.padding = 3});  // [22, frames]

@@ -97,8 +97,20 @@ struct QuantBiLstm {
   nn::LstmWeights forward, backward;
 };
 struct AdaIn {  // fc: style [128] -> gamma, beta [C] each
-  QuantLinear fc;
+  QuantLinear fc;  // moved into its stage's stacked product at load (KokoroWeights::style_products)
+  int64_t channels = 0;
+  int64_t at = 0;  // its gamma's first column in that product; beta's is at + kokoro_style_stride(channels)
 };
+// Columns from an AdaIN's gamma to its beta in a stacked style product: C rounded up to 64, so that every block
+// starts 256 bytes into the product (a GPU binds gamma and beta there as views).
+constexpr int64_t kokoro_style_stride(int64_t channels) {
+  return (channels + 63) / 64 * 64;
+}
+// The stages whose AdaINs read the style: each stage's fcs stacked column-wise into one product. The style is
+// constant over an utterance, so a stage's 3 to 48 small products (a quantization of the same 128 values, a
+// product, a bias add and two slices each) become one; the sums and scales per column are the same, so the
+// outputs are bit for bit those of the separate products.
+enum KokoroStyleStage { kStyleDuration, kStyleProsody, kStyleDecoder, kStyleGenerator, kStyleStages };
 struct AdainResBlock1d {  // StyleTTS 2's AdainResBlk1d
   AdaIn norm1, norm2;
   QuantConv conv1, conv2, shortcut;  // shortcut.w undefined when dim_in == dim_out
@@ -145,6 +157,7 @@ struct KokoroWeights {
   nn::Tensor inverse_basis;       // [22, 1, 20]
   nn::Tensor window_sum_divisor;  // [20]: window_sum where > FLT_MIN, else 1
   nn::Tensor sqrt2, three;        // [1]: the graph divides by these (not multiplies by the inverse)
+  QuantLinear style_products[kStyleStages];  // every AdaIN fc of a stage: [128, sum of 2 stride(C)]
 };
 
 // Reads and checks every tensor (names, shapes, dtypes): a file that is not this Kokoro export fails with one

@@ -65,7 +65,7 @@ Result<KokoroWeights> kokoro_weights_to_gpu(nn::Context& gpu, const KokoroWeight
   up(w.f0_conv), up(w.n_conv), up(w.asr_res), up(w.encode), up(w.decode);
   up(w.source_harmonics_w), up(w.source_harmonics_b), up(w.stft_window), up(w.noise_convs), up(w.noise_res);
   up(w.resblocks), up(w.ups_w), up(w.ups_b), up(w.conv_post_w), up(w.conv_post_b), up(w.inverse_basis);
-  up(w.window_sum_divisor), up(w.sqrt2), up(w.three);
+  up(w.window_sum_divisor), up(w.sqrt2), up(w.three), up(w.style_products);
   if (!up.status.ok()) return error("kokoro: copying the weights to the GPU: ", up.status.message());
   if (Status s = gpu.gpu() ? gpu.gpu()->status() : Status{}; !s.ok()) return error("kokoro: ", s.message());
   return w;

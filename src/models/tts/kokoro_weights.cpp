@@ -4,7 +4,9 @@
 // weight-norm names ("/decoder/decoder/generator/Mul_output_0").
 #include <cfloat>
 #include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "models/tts/kokoro.h"
 #include "nn/ops.h"
@@ -147,7 +149,7 @@ class Loader {
   }
 
   AdaIn adain(std::string_view module, int64_t channels) {
-    return {linear(std::string(module) + "/fc", 128, 2 * channels)};
+    return {.fc = linear(std::string(module) + "/fc", 128, 2 * channels), .channels = channels};
   }
 
   AdainResBlock1d res_block(const std::string& path, const std::string& torch_path, int64_t dim_in,
@@ -203,6 +205,60 @@ nn::Tensor quant_table(Loader& l, const std::string& name, int64_t rows, int64_t
   const float scale = l.scalar(name + "_scale");
   const float zp = l.scalar(zero_point);
   return t.defined() ? t.with_quant({scale, static_cast<int32_t>(zp)}) : t;
+}
+
+// The AdaINs of one style stage, in the order their blocks sit in the stacked product.
+std::vector<AdaIn*> style_stage(KokoroWeights& w, int stage) {
+  std::vector<AdaIn*> a;
+  auto res = [&](AdainResBlock1d& b) { a.insert(a.end(), {&b.norm1, &b.norm2}); };
+  auto gen = [&](AdaInResBlock1& b) {
+    for (int j = 0; j < 3; ++j) a.insert(a.end(), {&b.adain1[j], &b.adain2[j]});
+  };
+  switch (stage) {
+    case kStyleDuration:
+      for (AdaIn& n : w.duration_norms) a.push_back(&n);
+      break;
+    case kStyleProsody:
+      for (int i = 0; i < 3; ++i) res(w.f0_blocks[i]), res(w.n_blocks[i]);
+      break;
+    case kStyleDecoder:
+      res(w.encode);
+      for (AdainResBlock1d& b : w.decode) res(b);
+      break;
+    default:
+      for (AdaInResBlock1& b : w.noise_res) gen(b);
+      for (AdaInResBlock1& b : w.resblocks) gen(b);
+  }
+  return a;
+}
+
+// Each stage's AdaIN fcs stacked column-wise (kokoro.h, KokoroStyleStage): fc's gamma columns at `at`, its beta
+// columns at at + stride(C); the columns between blocks are zero weights, scales and biases.
+void stack_style_products(nn::Context& ctx, KokoroWeights& w) {
+  for (int stage = 0; stage < kStyleStages; ++stage) {
+    const std::vector<AdaIn*> items = style_stage(w, stage);
+    int64_t n = 0;
+    for (AdaIn* a : items) a->at = n, n += 2 * kokoro_style_stride(a->channels);
+    std::vector<int8_t> wq(static_cast<size_t>(128 * n), 0), zp(static_cast<size_t>(n), 0);
+    std::vector<float> scales(static_cast<size_t>(n), 0.0f), bias(static_cast<size_t>(n), 0.0f);
+    for (AdaIn* a : items) {
+      const QuantLinear& f = a->fc;
+      const int64_t c = a->channels, c2 = 2 * c;
+      for (int64_t src = 0; src < c2; ++src) {
+        const auto dst = static_cast<size_t>(a->at + (src < c ? src : kokoro_style_stride(c) + src - c));
+        for (int64_t k = 0; k < 128; ++k) wq[static_cast<size_t>(k * n) + dst] = f.w.data<int8_t>()[k * c2 + src];
+        scales[dst] = f.scales.f32()[src];
+        zp[dst] = f.zero_points.data<int8_t>()[src];
+        bias[dst] = f.bias.defined() ? f.bias.f32()[src] : 0.0f;
+      }
+      a->fc = {};  // one copy of the weights: the stacked product's
+    }
+    const auto bytes = [](const std::vector<int8_t>& v) {
+      return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size());
+    };
+    w.style_products[stage] = {ctx.from_bytes({128, n}, DType::I8, bytes(wq)), ctx.from_floats({n}, scales),
+                               ctx.from_bytes({n}, DType::I8, bytes(zp)), ctx.from_floats({n}, bias)};
+  }
 }
 
 }  // namespace
@@ -305,6 +361,7 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
   w.window_sum_divisor = ctx.from_floats({20}, divisor);
   w.sqrt2 = l.constant(1.41421353816986083984375f);  // the graph's Div constant (float32 sqrt 2)
   w.three = l.constant(3.0f);
+  stack_style_products(ctx, w);
   return w;
 }
 
