@@ -261,6 +261,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // [Cin][K][Cout rounded up to 4] (a contiguous row per (channel, tap), no index division in the copy), then per
 // (channel, tap) a thread reads RM inputs and RC / 4 vec4 weights from workgroup memory for RM x RC multiply-adds.
 // The staging (global loads, index math, two barriers) is paid once per chunk of up to CI_MAX channels.
+// Where the time goes, at the bench sentence's shapes: the 16-channel tiled kernel's thread does 128 multiply-adds
+// per chunk of 4 channels against 20 staged weights, each placed with four divisions by run-time values, and two
+// barriers, so the index math and barriers, not the arithmetic, set its time (ups.0: 976 workgroups of 64, 16,384
+// multiply-adds, 2,560 weight loads and ~10,000 divisions a thread). Here ups.0 is 280 workgroups of 128 (10
+// phases x 7 m tiles x 4 channel tiles), 32 chunks of 16 channels, 1,024 multiply-adds a chunk per thread against
+// 12 x and 4 vec4 weight loads; ups.1 732 workgroups (6 x 61 x 2), 16 chunks of 1,024; the inverse STFT (Cout 1)
+// on the narrow tile 230 workgroups (5 x 46 x 1), 6 chunks, its vec4 a quarter used.
 // Float sums in (input channel, tap) order from 0, bias added last: the 16-channel tiled kernel's expression
 // for expression (zero products for inputs outside x where it skips the tap: adding +-0 leaves a sum as it is).
 struct ConvTransposePhaseTile {
