@@ -1588,11 +1588,12 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const
                                0,
                                0,
                                0};
-    static const std::string wide = conv_transpose_phases_wgsl(kPhaseWide),
-                             narrow = conv_transpose_phases_wgsl(kPhaseNarrow);
+    // Made once and kept (a static std::string's destructor would need __cxa_atexit, which wasm lacks).
+    static const std::string* wide = new std::string(conv_transpose_phases_wgsl(kPhaseWide));
+    static const std::string* narrow = new std::string(conv_transpose_phases_wgsl(kPhaseNarrow));
     const bool is_wide = &tile == &kPhaseWide;
     rec.dispatch(is_wide ? "nn_conv_transpose1d_phases64" : "nn_conv_transpose1d_phases4",
-                 is_wide ? wide : narrow, phased, {&x, &wp, &bias, &out},
+                 is_wide ? *wide : *narrow, phased, {&x, &wp, &bias, &out},
                  static_cast<uint64_t>(o.stride * m_tiles * c_tiles * 64));
     return out;
   }
