@@ -251,6 +251,158 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 )";
 
+// Transposed conv1d for groups 1, dilation 1 (the generator's upsamplings and the inverse STFT), by phases.
+// Output position p meets only the taps k = r, r + stride, ... with r = (p + pad) mod stride, and input t = m - j
+// for tap k = r + j stride, where m = (p + pad) div stride: the positions of one phase r are a product of
+// [Cout, Cin x taps(r)] by a Toeplitz [Cin x taps(r), m] of x, with the same taps for all of them. A workgroup
+// owns one phase, TM consecutive m and TC output channels; each thread RC channels x RM positions (m strided by
+// TM / RM) in registers. Per chunk of input channels it stages x (the TM + taps - 1 inputs the tile's m reach,
+// per channel) and the chunk's weight rows (input channel, tap) x TC channels from the weight laid out once as
+// [Cin][K][Cout rounded up to 4] (a contiguous row per (channel, tap), no index division in the copy), then per
+// (channel, tap) a thread reads RM inputs and RC / 4 vec4 weights from workgroup memory for RM x RC multiply-adds.
+// The staging (global loads, index math, two barriers) is paid once per chunk of up to CI_MAX channels.
+// Where the time goes, at the bench sentence's shapes: the 16-channel tiled kernel's thread does 128 multiply-adds
+// per chunk of 4 channels against 20 staged weights, each placed with four divisions by run-time values, and two
+// barriers, so the index math and barriers, not the arithmetic, set its time (ups.0: 976 workgroups of 64, 16,384
+// multiply-adds, 2,560 weight loads and ~10,000 divisions a thread). Here ups.0 is 280 workgroups of 128 (10
+// phases x 7 m tiles x 4 channel tiles), 32 chunks of 16 channels, 1,024 multiply-adds a chunk per thread against
+// 12 x and 4 vec4 weight loads; ups.1 732 workgroups (6 x 61 x 2), 16 chunks of 1,024; the inverse STFT (Cout 1)
+// on the narrow tile 230 workgroups (5 x 46 x 1), 6 chunks, its vec4 a quarter used.
+// Float sums in (input channel, tap) order from 0, bias added last: the 16-channel tiled kernel's expression
+// for expression (zero products for inputs outside x where it skips the tap: adding +-0 leaves a sum as it is).
+struct ConvTransposePhaseTile {
+  int tc, tm, rc, rm;  // channels and m per workgroup; channels and m per thread
+  int ci_max;          // input channels per staged chunk, at most
+  int rows_max;        // weight rows (channel, tap) per staged chunk, at most: taps <= rows_max
+  int threads() const { return (tc / rc) * (tm / rm); }
+  int x_pitch() const { return tm + 32; }  // taps - 1 <= 31 inputs before the tile's first m
+};
+// 256 / 128 output channels (ups.0, ups.1): 64 x 64 tiles, 8 x 4 a thread; 128 threads; 14 KB staged.
+constexpr ConvTransposePhaseTile kPhaseWide{64, 64, 8, 4, 16, 32};
+// Up to 16 output channels (the inverse STFT's one): 4 channels x 512 m, 4 x 4 a thread; 128 threads; 10.5 KB.
+constexpr ConvTransposePhaseTile kPhaseNarrow{4, 512, 4, 4, 4, 128};
+
+std::string conv_transpose_phases_wgsl(const ConvTransposePhaseTile& t) {
+  const int tc4 = t.tc / 4, rc4 = t.rc / 4, mstep = t.tm / t.rm, wslots = t.rows_max * tc4 / t.threads();
+  auto n = [](int v) { return std::to_string(v) + "u"; };
+  std::string s;
+  s += "const NT: u32 = " + n(t.threads()) + ";\nconst TC4: u32 = " + n(tc4) +
+       ";\nconst TM: u32 = " + n(t.tm) + ";\nconst MSTEP: u32 = " + n(mstep) +
+       ";\nconst XP: u32 = " + n(t.x_pitch()) + ";\n";
+  s += "var<workgroup> xs: array<f32, " + std::to_string(t.ci_max * t.x_pitch()) + ">;\n";
+  s += "var<workgroup> ws: array<vec4<f32>, " + std::to_string(t.rows_max * tc4) + ">;\n";
+  s += R"(
+struct P { cout: u32, out_len: u32, cin: u32, kernel: u32, length: u32, stride: u32, padding: u32, cout4: u32,
+           m_start: u32, m_tiles: u32, c_tiles: u32, ci_chunk: u32, has_bias: u32, pad0: u32, pad1: u32,
+           pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> wp: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(NT)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let wg = wid.x + wid.y * 65535u;
+  if (wg >= p.stride * p.m_tiles * p.c_tiles) { return; }
+  let ct = wg % p.c_tiles;
+  let r = (wg / p.c_tiles) / p.m_tiles;
+  let m0 = p.m_start + ((wg / p.c_tiles) % p.m_tiles) * TM;
+  var nt = 0u;
+  if (r < p.kernel) { nt = (p.kernel - r + p.stride - 1u) / p.stride; }
+  let tm = lid % MSTEP;
+  let wt = (lid / MSTEP) * )" +
+       n(rc4) + R"(;
+  let row_len = p.kernel * p.cout4;
+)";
+  for (int i = 0; i < t.rm; ++i)
+    for (int v = 0; v < rc4; ++v)
+      s += "  var a" + std::to_string(i) + "_" + std::to_string(v) + " = vec4<f32>(0.0);\n";
+  // The weight rows' offsets within a chunk do not change from chunk to chunk: found once (one division each).
+  for (int w = 0; w < wslots; ++w) {
+    const std::string k = std::to_string(w);
+    s += "  let we" + k + " = lid + " + n(w * t.threads()) + ";\n";
+    s += "  var wc" + k + " = 0xffffffffu;\n  var wo" + k + " = 0u;\n";
+    s += "  if (nt > 0u && ct * TC4 + we" + k + " % TC4 < p.cout4) {\n";
+    s += "    let row = we" + k + " / TC4;\n";
+    s += "    wc" + k + " = row / nt;\n";
+    s += "    wo" + k + " = (wc" + k + " * p.kernel + r + (row % nt) * p.stride) * p.cout4 + ct * TC4 + we" +
+         k + " % TC4;\n  }\n";
+  }
+  s += R"(  if (nt > 0u) {
+    for (var c0 = 0u; c0 < p.cin; c0 += p.ci_chunk) {
+      let cn = min(p.ci_chunk, p.cin - c0);
+      workgroupBarrier();
+      let xw = TM + nt - 1u;
+      for (var e = lid; e < cn * XP; e += NT) {
+        let u = e % XP;
+        let t = i32(m0 + u) - i32(nt - 1u);
+        var v = 0.0;
+        if (u < xw && t >= 0 && t < i32(p.length)) { v = x[(c0 + e / XP) * p.length + u32(t)]; }
+        xs[e] = v;
+      }
+)";
+  for (int w = 0; w < wslots; ++w) {
+    const std::string k = std::to_string(w);
+    s += "      var wv" + k + " = vec4<f32>(0.0);\n";
+    s += "      if (wc" + k + " < cn) { wv" + k + " = wp[c0 * row_len + wo" + k + "]; }\n";
+    s += "      ws[we" + k + "] = wv" + k + ";\n";
+  }
+  s += R"(      workgroupBarrier();
+      for (var cl = 0u; cl < cn; cl++) {
+        for (var j = 0u; j < nt; j++) {
+          let wb = (cl * nt + j) * TC4 + wt;
+          let xb = cl * XP + nt - 1u - j + tm;
+)";
+  for (int v = 0; v < rc4; ++v) s += "          let w" + std::to_string(v) + " = ws[wb + " + n(v) + "];\n";
+  for (int i = 0; i < t.rm; ++i)
+    s += "          let x" + std::to_string(i) + " = xs[xb + " + n(i * mstep) + "];\n";
+  for (int i = 0; i < t.rm; ++i)
+    for (int v = 0; v < rc4; ++v) {
+      const std::string a = "a" + std::to_string(i) + "_" + std::to_string(v);
+      s += "          " + a + " += x" + std::to_string(i) + " * w" + std::to_string(v) + ";\n";
+    }
+  s += R"(        }
+      }
+    }
+  }
+)";
+  for (int i = 0; i < t.rm; ++i) {
+    s += "  {\n    let q = (m0 + tm + " + n(i * mstep) + ") * p.stride + r;\n";
+    s += "    if (q >= p.padding && q - p.padding < p.out_len) {\n      let pos = q - p.padding;\n";
+    for (int v = 0; v < rc4; ++v) {
+      const std::string a = "a" + std::to_string(i) + "_" + std::to_string(v);
+      s += "      for (var c = 0u; c < 4u; c++) {\n";
+      s += "        let oc = (ct * TC4 + wt + " + n(v) + ") * 4u + c;\n";
+      s += "        if (oc < p.cout) {\n          var v = " + a + "[c];\n";
+      s += "          if (p.has_bias != 0u) { v += bias[oc]; }\n";
+      s += "          y[oc * p.out_len + pos] = v;\n        }\n      }\n";
+    }
+    s += "    }\n  }\n";
+  }
+  s += "}\n";
+  return s;
+}
+
+// conv_transpose1d's weight [Cin, Cout, K] as [Cin][K][Cout rounded up to 4] (zeros past Cout), made once per
+// weight (Tensor::derived): the phase kernel's staged rows.
+constexpr const char* kConvTransposePack = NN_WGSL_INDEX R"(
+struct P { n: u32, cout: u32, cout_pad: u32, kernel: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let o = index(g);
+  if (o >= p.n) { return; }
+  let oc = o % p.cout_pad;
+  let k = (o / p.cout_pad) % p.kernel;
+  let ci = (o / p.cout_pad) / p.kernel;
+  var v = 0.0;
+  if (oc < p.cout) { v = w[(ci * p.cout + oc) * p.kernel + k]; }
+  y[o] = v;
+}
+)";
+
 // a [B, M, K] . b [K, N] (shared) or [B, K, N], one output per thread.
 constexpr const char* kMatmul = NN_WGSL_INDEX R"(
 struct P { batches: u32, m: u32, k: u32, n: u32, shared_b: u32, pad0: u32, pad1: u32, pad2: u32 };
@@ -1418,6 +1570,16 @@ Tensor repeat_by_durations(const Tensor& x, std::span<const int64_t> reps) {
   return out;
 }
 
+namespace {
+ConvTransposeKernel conv_transpose_kernel = ConvTransposeKernel::Auto;
+// Tensor::derived() kind of the phase kernel's weight layout (the CPU ops' kinds are below 20).
+constexpr uint32_t kDerivedConvTransposeTapMajor = 40;
+}  // namespace
+
+void set_conv_transpose_kernel(ConvTransposeKernel k) {
+  conv_transpose_kernel = k;
+}
+
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvTranspose1dOptions& o,
                         int64_t out_len) {
   GpuRecorder& rec = *x.ctx().gpu();
@@ -1441,8 +1603,53 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, const
                              0,
                              0};
   const Tensor& bias = b.defined() ? b : w;
-  const int64_t kernel = w.dim(2);
-  if (o.groups == 1 && o.dilation == 1 && kernel <= 32) {
+  const int64_t kernel = w.dim(2), cin = x.dim(0), taps_max = (kernel + o.stride - 1) / o.stride;
+  const bool plain_only = o.groups != 1 || o.dilation != 1;
+  if (!plain_only && taps_max <= 32 &&
+      (conv_transpose_kernel == ConvTransposeKernel::Auto ||
+       conv_transpose_kernel == ConvTransposeKernel::Phases)) {
+    // Where the time goes (ups.0 / ups.1): Cout x out_len x Cin x K / stride multiply-adds, 1.0 G and 1.5 G.
+    const ConvTransposePhaseTile& tile = cout > 16 ? kPhaseWide : kPhaseNarrow;
+    const int64_t cout4 = (cout + 3) / 4;
+    const Tensor wp = w.derived(kDerivedConvTransposeTapMajor, [&] {
+      Tensor packed = x.ctx().empty({cin * kernel * cout4 * 4});
+      const uint32_t pack[] = {u32(packed.elements()), u32(cout), u32(cout4 * 4), u32(kernel)};
+      rec.dispatch("nn_conv_transpose1d_pack", kConvTransposePack, pack, {&w, &packed},
+                   static_cast<uint64_t>(packed.elements()));
+      return packed;
+    });
+    // m = (p + pad) div stride over the outputs; every phase's tiles cover the whole range (the few m past
+    // either end in some phases are skipped at the store).
+    const int64_t m_start = o.padding / o.stride,
+                  m_count = (out_len - 1 + o.padding) / o.stride - m_start + 1;
+    const int64_t m_tiles = (m_count + tile.tm - 1) / tile.tm, c_tiles = (cout + tile.tc - 1) / tile.tc;
+    const int64_t ci_chunk = std::min<int64_t>(tile.ci_max, tile.rows_max / taps_max);
+    const uint32_t phased[] = {u32(cout),
+                               u32(out_len),
+                               u32(cin),
+                               u32(kernel),
+                               u32(x.dim(1)),
+                               u32(o.stride),
+                               u32(o.padding),
+                               u32(cout4),
+                               u32(m_start),
+                               u32(m_tiles),
+                               u32(c_tiles),
+                               u32(ci_chunk),
+                               b.defined() ? 1u : 0u,
+                               0,
+                               0,
+                               0};
+    // Made once and kept (a static std::string's destructor would need __cxa_atexit, which wasm lacks).
+    static const std::string* wide = new std::string(conv_transpose_phases_wgsl(kPhaseWide));
+    static const std::string* narrow = new std::string(conv_transpose_phases_wgsl(kPhaseNarrow));
+    const bool is_wide = &tile == &kPhaseWide;
+    rec.dispatch(is_wide ? "nn_conv_transpose1d_phases64" : "nn_conv_transpose1d_phases4",
+                 is_wide ? *wide : *narrow, phased, {&x, &wp, &bias, &out},
+                 static_cast<uint64_t>(o.stride * m_tiles * c_tiles * 64));
+    return out;
+  }
+  if (!plain_only && kernel <= 32 && conv_transpose_kernel != ConvTransposeKernel::Plain) {
     const int64_t t_tiles = (out_len + 63) / 64, c_tiles = (cout + 15) / 16;
     const uint32_t tiled[] = {u32(cout),
                               u32(out_len),

@@ -107,6 +107,10 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
                               const Tensor& w_zero_points);
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
                                              const Conv1dOptions& o);
+// The kernel conv_transpose1d records for groups 1, dilation 1 (Auto: by phases where kernel / stride <= 32,
+// else the 16-channel tiled one where kernel <= 32; other convs always take the plain one). Tests pin each in turn.
+enum class ConvTransposeKernel { Auto, Plain, Tiled16, Phases };
+void set_conv_transpose_kernel(ConvTransposeKernel k);
 // The kernel conv1d_integer_dynamic_quantized_bias records for stride-1 convs (Auto: the dot4U8Packed one over
 // weights packed once per weight tensor, where the device has packed dot, else tiled i32; strided or far-reaching
 // convs always take the plain one). Tests pin each in turn.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "gpu/device.h"
 #include "gpu_test_support.h"
@@ -129,6 +130,59 @@ TEST(NnGpuKokoro, ConvTransposeAndMatmulMatchTheReference) {
                1e-5f * static_cast<float>(k), 1e-5f, "gpu matmul shared");
   expect_close(download(*cpu, *gpu, matmul(upload(*gpu, a), upload(*gpu, per))), ref::matmul(a, per),
                1e-5f * static_cast<float>(k), 1e-5f, "gpu matmul batched");
+}
+
+// The phase kernel against the 16-channel tiled one (the same float sums in the same order: bit for bit) and
+// the reference, over Kokoro's upsamplings in short (512 -> 256 channels, kernel 20, stride 10; 256 -> 128,
+// kernel 12, stride 6), the inverse STFT's 22 -> 1 (kernel 20, stride 5), a stride past the kernel (phases
+// without taps), and odd shapes (channels off the 64 / 4 channel and 64 / 512 position tiles, kernel up to 32,
+// stride 1 .. 10, padding, output padding, bias or none) on both tile shapes (Cout > 16 and <= 16). A second
+// input through the same weight takes the layout made for the first.
+TEST(NnGpuKokoro, PhaseConvTransposeIsTheTiledKernelsSums) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  for (int rep = 0; rep < 14; ++rep) {
+    int64_t cin = rand_int(1, 40), cout = rep % 2 ? rand_int(1, 16) : rand_int(17, 90), k = rand_int(1, 32),
+            t = rand_int(1, 90);
+    ConvTranspose1dOptions o;
+    o.stride = static_cast<int>(rand_int(1, 10));
+    o.padding = static_cast<int>(rand_int(0, (k - 1) / 2));
+    o.output_padding = static_cast<int>(rand_int(0, o.stride - 1));
+    bool with_bias = rand_int(0, 1) == 1;
+    if (rep == 0) cin = 512, cout = 256, k = 20, t = rand_int(60, 75), o = {.stride = 10, .padding = 5};
+    if (rep == 1) cin = 256, cout = 128, k = 12, t = rand_int(130, 200), o = {.stride = 6, .padding = 3};
+    if (rep == 2) cin = 22, cout = 1, k = 20, t = rand_int(1030, 1300), o = {.stride = 5}, with_bias = false;
+    if (rep == 3)
+      k = rand_int(1, 9), o = {.stride = 10, .padding = static_cast<int>(rand_int(0, (k - 1) / 2))};
+    if (rep <= 1) with_bias = true;
+    const Tensor x = rand_tensor(*cpu, {cin, t}), x2 = rand_tensor(*cpu, {cin, t}),
+                 w = rand_tensor(*cpu, {cin, cout, k});
+    const Tensor b = with_bias ? rand_tensor(*cpu, {cout}) : Tensor{};
+    const Tensor gw = upload(*gpu, w), gb = with_bias ? upload(*gpu, b) : Tensor{};
+    const std::string shape =
+        std::to_string(cin) + " -> " + std::to_string(cout) + " x " + std::to_string(t) + ", kernel " +
+        std::to_string(k) + " stride " + std::to_string(o.stride) + " padding " + std::to_string(o.padding) +
+        " output padding " + std::to_string(o.output_padding) + (with_bias ? "" : ", no bias");
+    const int64_t terms = cin * ((k + o.stride - 1) / o.stride);
+    for (const Tensor* in : {&x, &x2}) {
+      const Tensor gx = upload(*gpu, *in);
+      gpu_ops::set_conv_transpose_kernel(gpu_ops::ConvTransposeKernel::Tiled16);
+      const std::vector<float> tiled = floats(download(*cpu, *gpu, conv_transpose1d(gx, gw, gb, o)));
+      gpu_ops::set_conv_transpose_kernel(gpu_ops::ConvTransposeKernel::Phases);
+      const Tensor got = download(*cpu, *gpu, conv_transpose1d(gx, gw, gb, o));
+      gpu_ops::set_conv_transpose_kernel(gpu_ops::ConvTransposeKernel::Auto);
+      const Tensor want = ref::conv_transpose1d(*in, w, b, o);
+      ASSERT_EQ(got.shape(), want.shape()) << shape;
+      expect_close(got, want, 2e-6f * static_cast<float>(terms), 1e-5f, "phase conv_transpose1d " + shape);
+      const std::vector<float> v = floats(got);
+      ASSERT_EQ(v.size(), tiled.size()) << shape;
+      int64_t differ = 0;
+      for (size_t i = 0; i < v.size(); ++i) differ += std::memcmp(&v[i], &tiled[i], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0) << "of " << v.size() << " outputs differ from the tiled kernel's, " << shape;
+    }
+  }
 }
 
 TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
