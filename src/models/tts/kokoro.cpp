@@ -56,8 +56,8 @@ nn::Tensor adain(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& products
 }
 
 // snake(adain(x)) in one pass, with the range the int8 conv after it quantizes by.
-nn::Tensor adain_snake(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& products, const nn::Tensor& alpha,
-                       nn::ValueRange& range) {
+nn::Tensor adain_snake(const nn::Tensor& x, const AdaIn& a, const nn::Tensor& products,
+                       const nn::Tensor& alpha, nn::ValueRange& range) {
   nn::Tensor gamma, beta;
   style_affine(a, products, gamma, beta);
   return nn::adain_snake(x, gamma, beta, kAdaInEps, alpha, &range);

@@ -246,7 +246,8 @@ void stack_style_products(nn::Context& ctx, KokoroWeights& w) {
       const int64_t c = a->channels, c2 = 2 * c;
       for (int64_t src = 0; src < c2; ++src) {
         const auto dst = static_cast<size_t>(a->at + (src < c ? src : kokoro_style_stride(c) + src - c));
-        for (int64_t k = 0; k < 128; ++k) wq[static_cast<size_t>(k * n) + dst] = f.w.data<int8_t>()[k * c2 + src];
+        for (int64_t k = 0; k < 128; ++k)
+          wq[static_cast<size_t>(k * n) + dst] = f.w.data<int8_t>()[k * c2 + src];
         scales[dst] = f.scales.f32()[src];
         zp[dst] = f.zero_points.data<int8_t>()[src];
         bias[dst] = f.bias.defined() ? f.bias.f32()[src] : 0.0f;
