@@ -26,6 +26,12 @@ namespace sotto::nn::gpu_ops {
 
 namespace {
 
+// Tensor::derived() kinds of the weight layouts these kernels make once per weight (the CPU ops' are below 20).
+enum DerivedKind : uint32_t {
+  kDerivedConvIntegerWords = 24,       // kConvIntegerPack's words of a ConvInteger weight
+  kDerivedConvTransposeTapMajor = 40,  // kConvTransposePack's [Cin][K][Cout rounded up to 4]
+};
+
 uint32_t u32(int64_t v) {
   return static_cast<uint32_t>(v);
 }
@@ -1572,8 +1578,6 @@ Tensor repeat_by_durations(const Tensor& x, std::span<const int64_t> reps) {
 
 namespace {
 ConvTransposeKernel conv_transpose_kernel = ConvTransposeKernel::Auto;
-// Tensor::derived() kind of the phase kernel's weight layout (the CPU ops' kinds are below 20).
-constexpr uint32_t kDerivedConvTransposeTapMajor = 40;
 }  // namespace
 
 void set_conv_transpose_kernel(ConvTransposeKernel k) {
@@ -1781,9 +1785,6 @@ Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_
 
 namespace {
 ConvIntegerKernel conv_integer_kernel = ConvIntegerKernel::Auto;
-
-constexpr uint32_t kDerivedConvIntegerWords =
-    24;  // Tensor::derived kind: kConvIntegerPack's layout of a weight
 
 // w [Cout, Cin, K] in kConvIntegerPack's words, packed on the GPU at the first call with this weight (the
 // model's warm-up) and kept with it.
