@@ -96,8 +96,8 @@ struct QuantConv {  // conv1d, W uint8 [out, in, k] with a per-tensor scale and 
 struct QuantBiLstm {
   nn::LstmWeights forward, backward;
 };
-struct AdaIn {     // fc: style [128] -> gamma, beta [C] each
-  QuantLinear fc;  // moved into its stage's stacked product at load (KokoroWeights::style_products)
+struct
+    AdaIn {  // fc: style [128] -> gamma, beta [C] each, a block of its stage's KokoroWeights::style_products
   int64_t channels = 0;
   int64_t at = 0;  // its gamma's first column in that product; beta's is at + kokoro_style_stride(channels)
 };

@@ -31,14 +31,13 @@ struct Uploader {
     (*this)(l.w_ih_scales), (*this)(l.w_hh_scales), (*this)(l.w_ih_zero_points), (*this)(l.w_hh_zero_points);
   }
   void operator()(QuantBiLstm& l) { (*this)(l.forward), (*this)(l.backward); }
-  void operator()(AdaIn& a) { (*this)(a.fc); }
   void operator()(AdainResBlock1d& b) {
-    (*this)(b.norm1), (*this)(b.norm2), (*this)(b.conv1), (*this)(b.conv2), (*this)(b.shortcut);
+    (*this)(b.conv1), (*this)(b.conv2), (*this)(b.shortcut);
     (*this)(b.pool_w), (*this)(b.pool_b);
   }
   void operator()(AdaInResBlock1& b) {
     for (int i = 0; i < 3; ++i) {
-      (*this)(b.adain1[i]), (*this)(b.adain2[i]), (*this)(b.alpha1[i]), (*this)(b.alpha2[i]);
+      (*this)(b.alpha1[i]), (*this)(b.alpha2[i]);
       (*this)(b.convs1[i]), (*this)(b.convs2[i]);
     }
   }
@@ -59,7 +58,7 @@ Result<KokoroWeights> kokoro_weights_to_gpu(nn::Context& gpu, const KokoroWeight
   up(w.ffn_output);
   up(w.attention_norm_w), up(w.attention_norm_b), up(w.full_layer_norm_w), up(w.full_layer_norm_b);
   up(w.bert_encoder);
-  up(w.duration_lstms), up(w.duration_norms), up(w.predictor_lstm), up(w.duration_proj), up(w.shared_lstm);
+  up(w.duration_lstms), up(w.predictor_lstm), up(w.duration_proj), up(w.shared_lstm);
   up(w.f0_blocks), up(w.n_blocks), up(w.f0_proj), up(w.n_proj);
   up(w.text_embedding), up(w.text_convs), up(w.text_norm_w), up(w.text_norm_b), up(w.text_lstm);
   up(w.f0_conv), up(w.n_conv), up(w.asr_res), up(w.encode), up(w.decode);

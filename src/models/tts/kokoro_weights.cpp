@@ -148,16 +148,49 @@ class Loader {
     return out;
   }
 
-  AdaIn adain(std::string_view module, int64_t channels) {
-    return {.fc = linear(std::string(module) + "/fc", 128, 2 * channels), .channels = channels};
+  // An AdaIN of `stage`: its fc [128, 2C] is set aside for the stage's stacked product (kokoro.h,
+  // KokoroStyleStage), gamma at the next free column, beta stride(C) after it.
+  AdaIn adain(std::string_view module, int64_t channels, KokoroStyleStage stage) {
+    StyleStack& s = style_[stage];
+    const AdaIn a{.channels = channels, .at = s.columns};
+    s.fcs.push_back({linear(std::string(module) + "/fc", 128, 2 * channels), a});
+    s.columns += 2 * kokoro_style_stride(channels);
+    return a;
+  }
+
+  // Each stage's AdaIN fcs stacked column-wise; the columns between blocks are zero weights, scales and biases.
+  void stack_style_products(KokoroWeights& w) {
+    for (int stage = 0; stage < kStyleStages; ++stage) {
+      const StyleStack& s = style_[stage];
+      const int64_t n = s.columns;
+      std::vector<int8_t> wq(static_cast<size_t>(128 * n), 0), zp(static_cast<size_t>(n), 0);
+      std::vector<float> scales(static_cast<size_t>(n), 0.0f), bias(static_cast<size_t>(n), 0.0f);
+      for (const auto& [f, a] : s.fcs) {
+        const int64_t c = a.channels, c2 = 2 * c;
+        for (int64_t src = 0; src < c2; ++src) {
+          const auto dst = static_cast<size_t>(a.at + (src < c ? src : kokoro_style_stride(c) + src - c));
+          for (int64_t k = 0; k < 128; ++k)
+            wq[static_cast<size_t>(k * n) + dst] = f.w.data<int8_t>()[k * c2 + src];
+          scales[dst] = f.scales.f32()[src];
+          zp[dst] = f.zero_points.data<int8_t>()[src];
+          bias[dst] = f.bias.defined() ? f.bias.f32()[src] : 0.0f;
+        }
+      }
+      const auto bytes = [](const std::vector<int8_t>& v) {
+        return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size());
+      };
+      w.style_products[stage] = {ctx_.from_bytes({128, n}, DType::I8, bytes(wq)),
+                                 ctx_.from_floats({n}, scales), ctx_.from_bytes({n}, DType::I8, bytes(zp)),
+                                 ctx_.from_floats({n}, bias)};
+    }
   }
 
   AdainResBlock1d res_block(const std::string& path, const std::string& torch_path, int64_t dim_in,
-                            int64_t dim_out, bool upsample) {
+                            int64_t dim_out, bool upsample, KokoroStyleStage stage) {
     AdainResBlock1d b;
     b.upsample = upsample;
-    b.norm1 = adain(path + "/norm1", dim_in);
-    b.norm2 = adain(path + "/norm2", dim_out);
+    b.norm1 = adain(path + "/norm1", dim_in, stage);
+    b.norm2 = adain(path + "/norm2", dim_out, stage);
     b.conv1 = conv(path + "/conv1", dim_out, dim_in, 3);
     b.conv2 = conv(path + "/conv2", dim_out, dim_out, 3);
     if (dim_in != dim_out) b.shortcut = conv(path + "/conv1x1", dim_out, dim_in, 1);
@@ -174,8 +207,8 @@ class Loader {
     constexpr int kDilations[3] = {1, 3, 5};
     for (int j = 0; j < 3; ++j) {
       const std::string i = std::to_string(j);
-      b.adain1[j] = adain(path + "/adain1." + i, channels);
-      b.adain2[j] = adain(path + "/adain2." + i, channels);
+      b.adain1[j] = adain(path + "/adain1." + i, channels, kStyleGenerator);
+      b.adain2[j] = adain(path + "/adain2." + i, channels, kStyleGenerator);
       b.alpha1[j] = vector(torch_path + ".alpha1." + i, channels);
       b.alpha2[j] = vector(torch_path + ".alpha2." + i, channels);
       b.convs1[j] = conv(path + "/convs1." + i, channels, channels, kernel, 1, -1, kDilations[j]);
@@ -193,9 +226,15 @@ class Loader {
     return {};
   }
 
+  struct StyleStack {
+    std::vector<std::pair<QuantLinear, AdaIn>> fcs;
+    int64_t columns = 0;
+  };
+
   nn::Context& ctx_;
   const nn::WeightSource& source_;
   Status status_;
+  StyleStack style_[kStyleStages];
 };
 
 // An int8 table with its per-tensor scale and zero point attached.
@@ -205,61 +244,6 @@ nn::Tensor quant_table(Loader& l, const std::string& name, int64_t rows, int64_t
   const float scale = l.scalar(name + "_scale");
   const float zp = l.scalar(zero_point);
   return t.defined() ? t.with_quant({scale, static_cast<int32_t>(zp)}) : t;
-}
-
-// The AdaINs of one style stage, in the order their blocks sit in the stacked product.
-std::vector<AdaIn*> style_stage(KokoroWeights& w, int stage) {
-  std::vector<AdaIn*> a;
-  auto res = [&](AdainResBlock1d& b) { a.insert(a.end(), {&b.norm1, &b.norm2}); };
-  auto gen = [&](AdaInResBlock1& b) {
-    for (int j = 0; j < 3; ++j) a.insert(a.end(), {&b.adain1[j], &b.adain2[j]});
-  };
-  switch (stage) {
-    case kStyleDuration:
-      for (AdaIn& n : w.duration_norms) a.push_back(&n);
-      break;
-    case kStyleProsody:
-      for (int i = 0; i < 3; ++i) res(w.f0_blocks[i]), res(w.n_blocks[i]);
-      break;
-    case kStyleDecoder:
-      res(w.encode);
-      for (AdainResBlock1d& b : w.decode) res(b);
-      break;
-    default:
-      for (AdaInResBlock1& b : w.noise_res) gen(b);
-      for (AdaInResBlock1& b : w.resblocks) gen(b);
-  }
-  return a;
-}
-
-// Each stage's AdaIN fcs stacked column-wise (kokoro.h, KokoroStyleStage): fc's gamma columns at `at`, its beta
-// columns at at + stride(C); the columns between blocks are zero weights, scales and biases.
-void stack_style_products(nn::Context& ctx, KokoroWeights& w) {
-  for (int stage = 0; stage < kStyleStages; ++stage) {
-    const std::vector<AdaIn*> items = style_stage(w, stage);
-    int64_t n = 0;
-    for (AdaIn* a : items) a->at = n, n += 2 * kokoro_style_stride(a->channels);
-    std::vector<int8_t> wq(static_cast<size_t>(128 * n), 0), zp(static_cast<size_t>(n), 0);
-    std::vector<float> scales(static_cast<size_t>(n), 0.0f), bias(static_cast<size_t>(n), 0.0f);
-    for (AdaIn* a : items) {
-      const QuantLinear& f = a->fc;
-      const int64_t c = a->channels, c2 = 2 * c;
-      for (int64_t src = 0; src < c2; ++src) {
-        const auto dst = static_cast<size_t>(a->at + (src < c ? src : kokoro_style_stride(c) + src - c));
-        for (int64_t k = 0; k < 128; ++k)
-          wq[static_cast<size_t>(k * n) + dst] = f.w.data<int8_t>()[k * c2 + src];
-        scales[dst] = f.scales.f32()[src];
-        zp[dst] = f.zero_points.data<int8_t>()[src];
-        bias[dst] = f.bias.defined() ? f.bias.f32()[src] : 0.0f;
-      }
-      a->fc = {};  // one copy of the weights: the stacked product's
-    }
-    const auto bytes = [](const std::vector<int8_t>& v) {
-      return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size());
-    };
-    w.style_products[stage] = {ctx.from_bytes({128, n}, DType::I8, bytes(wq)), ctx.from_floats({n}, scales),
-                               ctx.from_bytes({n}, DType::I8, bytes(zp)), ctx.from_floats({n}, bias)};
-  }
 }
 
 }  // namespace
@@ -296,7 +280,7 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
   for (int i = 0; i < 3; ++i) {
     const std::string p = "encoder/predictor/text_encoder/lstms.";
     w.duration_lstms[i] = l.bilstm(p + std::to_string(2 * i), 640, 256);
-    w.duration_norms[i] = l.adain(p + std::to_string(2 * i + 1), 512);
+    w.duration_norms[i] = l.adain(p + std::to_string(2 * i + 1), 512, kStyleDuration);
   }
   w.predictor_lstm = l.bilstm("encoder/predictor/lstm", 640, 256);
   w.duration_proj = l.linear("encoder/predictor/duration_proj/linear_layer", 512, 50);
@@ -305,9 +289,9 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
     AdainResBlock1d* blocks = branch[0] == 'F' ? w.f0_blocks : w.n_blocks;
     const std::string p = std::string("encoder/") + branch + ".";
     const std::string t = std::string("encoder.predictor.") + branch + ".";
-    blocks[0] = l.res_block(p + "0", t + "0", 512, 512, false);
-    blocks[1] = l.res_block(p + "1", t + "1", 512, 256, true);
-    blocks[2] = l.res_block(p + "2", t + "2", 256, 256, false);
+    blocks[0] = l.res_block(p + "0", t + "0", 512, 512, false, kStyleProsody);
+    blocks[1] = l.res_block(p + "1", t + "1", 512, 256, true, kStyleProsody);
+    blocks[2] = l.res_block(p + "2", t + "2", 256, 256, false, kStyleProsody);
   }
   w.f0_proj = l.conv("encoder/F0_proj", 1, 256, 1);
   w.n_proj = l.conv("encoder/N_proj", 1, 256, 1);
@@ -326,11 +310,11 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
   w.f0_conv = l.conv("decoder/decoder/F0_conv", 1, 1, 3, 2, 1);
   w.n_conv = l.conv("decoder/decoder/N_conv", 1, 1, 3, 2, 1);
   w.asr_res = l.conv("decoder/decoder/asr_res/asr_res.0", 64, 512, 1);
-  w.encode = l.res_block("decoder/decoder/encode", "decoder.decoder.encode", 514, 1024, false);
+  w.encode = l.res_block("decoder/decoder/encode", "decoder.decoder.encode", 514, 1024, false, kStyleDecoder);
   for (int i = 0; i < 4; ++i)
-    w.decode[i] =
-        l.res_block("decoder/decoder/decode." + std::to_string(i),
-                    "decoder.decoder.decode." + std::to_string(i), 1090, i == 3 ? 512 : 1024, i == 3);
+    w.decode[i] = l.res_block("decoder/decoder/decode." + std::to_string(i),
+                              "decoder.decoder.decode." + std::to_string(i), 1090, i == 3 ? 512 : 1024,
+                              i == 3, kStyleDecoder);
 
   // generator
   const std::string g = "decoder/decoder/generator";
@@ -362,7 +346,7 @@ Result<KokoroWeights> load_kokoro_weights(nn::Context& ctx, const nn::WeightSour
   w.window_sum_divisor = ctx.from_floats({20}, divisor);
   w.sqrt2 = l.constant(1.41421353816986083984375f);  // the graph's Div constant (float32 sqrt 2)
   w.three = l.constant(3.0f);
-  stack_style_products(ctx, w);
+  l.stack_style_products(w);
   return w;
 }
 
