@@ -34,7 +34,7 @@ for (let i = 2; i < process.argv.length; i += 2) {
 
 function speak(wasm, phonemes, threads) {
   const r = spawnSync(process.execPath, [
-    `${ROOT}/web/cli.mjs`, 'speak', '-m', MODEL, '--voice', 'af_heart', '--phonemes', phonemes, '-o',
+    ...process.execArgv, `${ROOT}/web/cli.mjs`, 'speak', '-m', MODEL, '--voice', 'af_heart', '--phonemes', phonemes, '-o',
     '/tmp/sotto_bench_kokoro_wasm.wav', '--json', '--threads', String(threads), '--wasm', wasm,
   ], {encoding: 'utf8'});
   if (r.status !== 0) throw new Error(`web/cli.mjs speak failed: ${r.stderr}`);

@@ -8,8 +8,9 @@
 // reachable here, so it runs OUR int8 file with the graph inputs/outputs renamed (tools/kokoro_rename_io.py,
 // tokens -> input_ids, audio -> waveform): the same graph as ORT-web, on transformers.js' onnxruntime-web.
 // Times are wall time in the page from the call to the audio (ours: speakPhonemes, through its worker pool;
-// kokoro-js: generate_from_ids; ORT-web: session.run), after one warm-up call per sentence; each variant has its
-// own page (its own wasm instance and threads), runs interleaved across the three, medians.
+// kokoro-js: generate_from_ids; ORT-web: session.run). Each round opens each engine's page in turn (its own wasm
+// instance and threads; the others' pages closed, since an idle peer's threads spin), warms it up, times each
+// sentence once and closes it; medians over rounds.
 //
 //   node bench/kokoro_web.mjs [--threads 1,2] [--repeats 5] [--variant relaxed|simd128] [--out FILE.md]
 //
@@ -142,47 +143,51 @@ const rows = [];
 const lengths = [];
 const rmsAll = [];
 try {
+  // One page at a time: an idle page's engine is not idle (onnxruntime-web's and transformers.js' worker
+  // threads wait by spinning), so with all three open each one's figure paid for the others' waits (ours on
+  // the long sentence: 3,232 ms with the two peers' pages open against 2,130 ms alone, 2026-12-06). Each round
+  // opens each engine's page in turn, loads, warms up on the first sentence, times every sentence once, closes.
+  const openPage = async (v, threads) => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    page.on('console', (m) => m.type() === 'error' && console.error(`[${v}] ${m.text()}`));
+    // kokoro-js reads voices from the Hugging Face hub: answer that one URL with our af_heart.bin, refuse the
+    // rest of the network.
+    await context.route(/^https?:\/\/(?!127\.0\.0\.1)/, (route) => (
+      route.request().url().endsWith(`/voices/${VOICE}.bin`)
+        ? route.fulfill({ body: voiceBytes, headers: { 'Access-Control-Allow-Origin': '*', 'Cross-Origin-Resource-Policy': 'cross-origin' } })
+        : route.abort()));
+    await page.goto(new URL('/web/lab/', url).href).catch(() => {});
+    await page.evaluate(SUMMARY);
+    const fn = SETUP[v].toString().replace(/^async \w+/, 'async function');
+    const info = await page.evaluate(`(${fn})(${JSON.stringify({ threads, variant: o.variant, voice: VOICE })})`);
+    if (!(await page.evaluate('crossOriginIsolated'))) throw new Error(`${v}: page not cross-origin isolated`);
+    return { page, info };
+  };
   for (const threads of o.threads) {
-    const pages = {};
-    for (const v of VARIANTS) {
-      const context = await browser.newContext();
-      const page = await context.newPage();
-      page.on('console', (m) => m.type() === 'error' && console.error(`[${v}] ${m.text()}`));
-      // kokoro-js reads voices from the Hugging Face hub: answer that one URL with our af_heart.bin, refuse the
-      // rest of the network.
-      await context.route(/^https?:\/\/(?!127\.0\.0\.1)/, (route) => (
-        route.request().url().endsWith(`/voices/${VOICE}.bin`)
-          ? route.fulfill({ body: voiceBytes, headers: { 'Access-Control-Allow-Origin': '*', 'Cross-Origin-Resource-Policy': 'cross-origin' } })
-          : route.abort()));
-      await page.goto(new URL('/web/lab/', url).href).catch(() => {});
-      await page.evaluate(SUMMARY);
-      const fn = SETUP[v].toString().replace(/^async \w+/, 'async function');
-      const info = await page.evaluate(`(${fn})(${JSON.stringify({ threads, variant: o.variant, voice: VOICE })})`);
-      if (!(await page.evaluate('crossOriginIsolated'))) throw new Error(`${v}: page not cross-origin isolated`);
-      console.error(`threads ${threads}: ${v} loaded (${JSON.stringify(info)})`);
-      pages[v] = page;
-    }
-    for (const phonemes of PHRASES) {
-      const arg = { phonemes, ids: tokenIds(phonemes) };
-      const runs = Object.fromEntries(VARIANTS.map((v) => [v, []]));
-      for (let r = 0; r <= o.repeats; r++) {
-        for (const v of VARIANTS) {
-          const x = await pages[v].evaluate((a) => globalThis.bench(a), arg);
-          if (r > 0) runs[v].push(x);  // the first call of each is a warm-up
-        }
+    const args = PHRASES.map((phonemes) => ({ phonemes, ids: tokenIds(phonemes) }));
+    const runs = args.map(() => Object.fromEntries(VARIANTS.map((v) => [v, []])));
+    for (let r = 0; r < o.repeats; r++) {
+      for (const v of VARIANTS) {
+        const { page, info } = await openPage(v, threads);
+        if (r === 0) console.error(`threads ${threads}: ${v} loaded (${JSON.stringify(info)})`);
+        await page.evaluate((a) => globalThis.bench(a), args[0]);  // warm-up
+        for (let i = 0; i < args.length; i++) runs[i][v].push(await page.evaluate((a) => globalThis.bench(a), args[i]));
+        await page.context().close();
       }
-      const ms = Object.fromEntries(VARIANTS.map((v) => [v, median(runs[v].map((x) => x.ms))]));
-      const s = Object.fromEntries(VARIANTS.map((v) => [v, runs[v][0].samples / 24000]));
-      const n = [...phonemes].length;
+    }
+    for (let i = 0; i < args.length; i++) {
+      const ms = Object.fromEntries(VARIANTS.map((v) => [v, median(runs[i][v].map((x) => x.ms))]));
+      const s = Object.fromEntries(VARIANTS.map((v) => [v, runs[i][v][0].samples / 24000]));
+      const n = [...args[i].phonemes].length;
       rows.push([String(threads), `${n} phonemes`, VARIANTS.map((v) => s[v].toFixed(2)).join(' / '),
         ms.ours.toFixed(0), ms.kokoroJs.toFixed(0), ms.ort.toFixed(0), (s.ours * 1000 / ms.ours).toFixed(2),
         (ms.kokoroJs / ms.ours).toFixed(2), (ms.ort / ms.ours).toFixed(2)]);
       lengths.push(...VARIANTS.map((v) => s[v] / s.ort));
-      rmsAll.push(...VARIANTS.map((v) => runs[v][0].rms));
+      rmsAll.push(...VARIANTS.map((v) => runs[i][v][0].rms));
       console.error(`threads ${threads}, ${n} phonemes: ours ${ms.ours.toFixed(0)} ms, kokoro-js ${
         ms.kokoroJs.toFixed(0)} ms, ORT-web ${ms.ort.toFixed(0)} ms`);
     }
-    for (const p of Object.values(pages)) await p.context().close();
   }
 } finally {
   await browser.close();
@@ -194,7 +199,7 @@ const report = [
     new Date().toISOString().slice(0, 10)})`, '',
   `${cpus()[0].model}, ${cpus().length} cores, load average ${load0.map((x) => x.toFixed(1)).join(' ')} at the start, ${
     loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; voice ${VOICE}, ours the ${o.variant} wasm build; ` +
-  `median of ${o.repeats} after a warm-up, the three interleaved run by run, each in its own page.`, '',
+  `median of ${o.repeats} rounds; each round opens each engine's page alone (the others closed), warms it up on the first sentence and times each sentence once.`, '',
   `kokoro-js ${kjsVersion} (transformers.js ${tjsVersion}, dtype q8, device wasm) ran OUR int8 file with its ` +
   'inputs/outputs renamed (tools/kokoro_rename_io.py), not its own q8 export, fed the same token ids through ' +
   'generate_from_ids (its phonemizer bypassed). Audio lengths (ours / kokoro-js / ORT-web) differ by at most ' +
