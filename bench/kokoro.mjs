@@ -2,7 +2,10 @@
 // same phonemes, voice and thread count, in one run. Real-time factor = seconds of audio per second of compute
 // (higher is faster); the ratio column is ONNX Runtime's time over ours (> 1: we are faster).
 //
-//   node bench/kokoro.mjs [--threads 1,2] [--repeats 3] [--voice af_heart] [--out FILE.md]
+//   node bench/kokoro.mjs [--threads 1,2] [--repeats 3] [--voice af_heart] [--python] [--out FILE.md]
+//
+// --python: also ONNX Runtime's Python CPU build (bench/kokoro_ort.py; `pip install onnxruntime`), the peer the
+// issue measured (Python ORT 1.32: 3.0-3.2x real time on 2 threads there), on the same inputs and threads.
 //
 // Ours: compute_ms from `sotto speak --json` (the model load is not counted; one process per run, so every run
 // is a cold first call). ONNX Runtime: session.run() wall time after one warm-up run (intraOpNumThreads = the
@@ -10,7 +13,7 @@
 // kokoro).
 import {spawnSync} from 'node:child_process';
 import {writeFileSync} from 'node:fs';
-import {cpus, loadavg} from 'node:os';
+import {cpus, loadavg, tmpdir} from 'node:os';
 import {dirname, resolve} from 'node:path';
 import {fileURLToPath} from 'node:url';
 import * as ort from 'onnxruntime-node';
@@ -28,11 +31,14 @@ const CLI = process.env.SOTTO_CLI ?? `${ROOT}/build/bin/sotto`;
 const PHRASES = BENCH_PHRASES;
 
 function parseArgs(argv) {
-  const o = {threads: [1, 2], repeats: 3, voice: 'af_heart', out: null};
+  const o = {threads: [1, 2], repeats: 3, voice: 'af_heart', out: null, python: false};
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = argv[++i];
-    if (a === '--threads')
+    if (a === '--python') {
+      o.python = true;
+      i--;
+    } else if (a === '--threads')
       o.threads = v.split(',').map(Number);
     else if (a === '--repeats')
       o.repeats = Number(v);
@@ -82,24 +88,48 @@ const PARAGRAPH = [
   'ðə kˈæt sˈæt.',
 ];
 
+// ONNX Runtime's Python build on every phrase (bench/kokoro_ort.py), one process per thread count.
+function pythonOrt(threads, repeats, voice) {
+  const feeds = PHRASES.map((p) => {
+    const f = kokoroFeeds(ort, p, voice);
+    return {tokens: Array.from(f.tokens.data, Number), style: Array.from(f.style.data), speed: f.speed.data[0]};
+  });
+  const file = `${tmpdir()}/sotto_kokoro_feeds.json`;
+  writeFileSync(file, JSON.stringify(feeds));
+  const r = spawnSync('python3', [
+    `${ROOT}/bench/kokoro_ort.py`, file, '--model', MODEL, '--threads', String(threads), '--repeats',
+    String(repeats)
+  ], {encoding: 'utf8'});
+  if (r.status !== 0) throw new Error(`bench/kokoro_ort.py failed (pip install onnxruntime?): ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
 const o = parseArgs(process.argv.slice(2));
 const rows = [];
+let pyVersion = null;
 for (const threads of o.threads) {
   const session =
       await ort.InferenceSession.create(MODEL, {intraOpNumThreads: threads, interOpNumThreads: 1});
-  for (const phonemes of PHRASES) {
+  const py = o.python ? pythonOrt(threads, o.repeats, o.voice) : null;
+  if (py) pyVersion = py.version;
+  for (const [i, phonemes] of PHRASES.entries()) {
     const runs = Array.from({length: o.repeats}, () => ours(phonemes, o.voice, threads));
     const oursMs = median(runs.map((r) => r.compute_ms));
     const audioS = runs[0].audio_s;
     const ref = await onnxRuntime(session, phonemes, o.voice, o.repeats);
     const refS = ref.samples / 24000;
-    rows.push([
+    const row = [
       threads, `${[...phonemes].length} phonemes`, `${audioS.toFixed(2)} / ${refS.toFixed(2)}`,
       oursMs.toFixed(0), ref.ms.toFixed(0), (audioS * 1000 / oursMs).toFixed(2),
       (refS * 1000 / ref.ms).toFixed(2), (ref.ms / oursMs).toFixed(2)
-    ]);
+    ];
+    if (py) {
+      const p = py.runs[i];
+      row.push(p.ms.toFixed(0), (p.samples / 24 / p.ms).toFixed(2), (p.ms / oursMs).toFixed(2));
+    }
+    rows.push(row);
     console.error(`threads ${threads}: ${phonemes.slice(0, 30)}... ours ${
-        oursMs.toFixed(0)} ms, ONNX Runtime ${ref.ms.toFixed(0)} ms`);
+        oursMs.toFixed(0)} ms, ONNX Runtime ${ref.ms.toFixed(0)} ms${py ? `, Python ORT ${py.runs[i].ms.toFixed(0)} ms` : ''}`);
   }
 }
 const firstRows = [];
@@ -120,7 +150,8 @@ for (const threads of o.threads) {
   ]);
 }
 const report = [
-  `# Kokoro-82M v1.0 int8: sotto vs onnxruntime-node (${new Date().toISOString().slice(0, 10)})`,
+  `# Kokoro-82M v1.0 int8: sotto vs onnxruntime-node${pyVersion ? ` and Python ORT ${pyVersion}` : ''} (${
+      new Date().toISOString().slice(0, 10)})`,
   '',
   `${cpus()[0].model}, ${cpus().length} cores, load average ${
       loadavg().map((x) => x.toFixed(1)).join(' ')}; voice ${o.voice}, median of ${o.repeats}.`,
@@ -128,7 +159,8 @@ const report = [
   markdownTable(
       [
         'threads', 'input', 'audio s (ours / ORT)', 'ours ms', 'ORT ms', 'ours x real time',
-        'ORT x real time', 'ORT / ours'
+        'ORT x real time', 'ORT / ours',
+        ...(pyVersion ? ['Python ORT ms', 'Python ORT x real time', 'Python ORT / ours'] : [])
       ],
       rows),
   '',

@@ -12,6 +12,8 @@
 
 namespace sotto::nn::cpu {
 void conv_integer_allow_vnni(bool allow);  // nn/conv_integer_bias.cpp
+void conv_integer_allow_amx(bool allow);
+bool conv_integer_use_amx();
 }  // namespace sotto::nn::cpu
 
 namespace sotto::nn {
@@ -196,6 +198,48 @@ TEST(NnConvInteger, PairMajorSplitPlanMatchesReference) {
     }
   });
   cpu::conv_integer_allow_vnni(true);
+}
+
+// The AMX product (nn/conv_integer_amx_avx2.cpp: stride 1, Cout a multiple of 16; Cin rounded up to 64 with zero
+// weights, so any Cin, here multiples of 64 and odd counts) against the scalar
+// reference and against the VNNI product with AMX off, bit for bit: Cout around the pairs of 16-row tiles,
+// lengths around the 16-step tiles (a partial last tile, shorter than one tile, split over threads), taps
+// 1-11 with dilations up to 5 read in place, int8 and uint8 weights, and extreme values (weights -128 and an
+// input alternating between its extremes, so every sum is as large as it gets). Skipped without AMX.
+TEST(NnConvInteger, AmxProductMatchesReference) {
+  if (!cpu::conv_integer_use_amx()) GTEST_SKIP() << "this CPU (or OS) has no AMX-INT8";
+  testing::Backends b;
+  b.each([&](Context& ctx, const std::string& backend) {
+    for (int trial = 0; trial < 14; ++trial) {
+      // Cin a multiple of 64, or any count (rounded up to 64 with zero weights, the last quad partial).
+      const int64_t cin = trial % 3 == 2 ? rand_int(1, 150) : 64 * rand_int(1, 3), cout = 16 * rand_int(1, 5),
+                    k = trial < 2 ? 11 : rand_int(1, 11);
+      const int64_t t = trial % 4 == 0   ? rand_int(1, 17)
+                        : trial % 4 == 1 ? rand_int(28, 36)
+                                         : rand_int(40, 301);
+      const int dilation = trial % 3 == 0 ? 1 : static_cast<int>(rand_int(2, 5));
+      const Conv1dOptions o{.padding = static_cast<int>(dilation * (k / 2) + rand_int(0, 2)),
+                            .dilation = dilation};
+      const bool extreme = trial < 2;
+      const DType wt = trial % 5 == 3 ? DType::U8 : DType::I8;
+      Tensor x = rand_tensor(ctx, {cin, t}, -1.5f, 3.0f);
+      Tensor w = rand_int8(ctx, {cout, cin, k}, wt).with_quant({0.011f, wt == DType::U8 ? 128 : 0});
+      if (extreme) {
+        for (int64_t i = 0; i < cin; ++i)
+          for (int64_t j = 0; j < t; ++j) x.f32()[i * t + j] = __builtin_popcountll(j) % 2 ? 3.0f : -1.5f;
+        for (int64_t i = 0; i < w.elements(); ++i) w.data<uint8_t>()[i] = 0x80;
+      }
+      const Tensor bias = rand_tensor(ctx, {cout}, -0.7f, 0.7f);
+      const std::string at = backend + " cin " + std::to_string(cin) + " cout " + std::to_string(cout) +
+                             " k " + std::to_string(k) + " t " + std::to_string(t) + " dilation " +
+                             std::to_string(dilation) + (wt == DType::U8 ? " u8" : " i8");
+      const Tensor amx = conv1d_integer_dynamic_quantized_bias(x, w, bias, o);
+      expect_bitwise(amx, ref::conv1d_integer_dynamic_quantized_bias(x, w, bias, o), at);
+      cpu::conv_integer_allow_amx(false);
+      expect_bitwise(amx, conv1d_integer_dynamic_quantized_bias(x, w, bias, o), at + " against VNNI");
+      cpu::conv_integer_allow_amx(true);
+    }
+  });
 }
 
 // Grouped convs go through the unrolled-input fallback: the same values.
