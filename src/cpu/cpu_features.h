@@ -13,6 +13,10 @@ struct CpuFeatures {
   // With avx2_fma: AVX-512 F + BW + VL + VNNI, with OS support for the ZMM and mask registers (vpdpbusd on
   // 256-bit vectors: the quantized kernels of quant_dot_fast_vnni_avx2.cpp).
   bool avx512_vnni = false;
+  // With avx2_fma: AVX-512 F on an Intel CPU (full-width 512-bit FMA units), for the f32 products' 16-lane
+  // kernel (gemm_prepacked_avx512_avx2.cpp). AMD's Zen 4 runs 512-bit FMAs as two 256-bit halves, so there
+  // the wider kernel gains no multiply-adds and its 32-column panels crowd L1 (30-40 % slower, measured).
+  bool avx512_f32 = false;
 };
 
 // Detected once (thread-safe, idempotent); already masked by SOTTO_CPU=portable (nothing) or SOTTO_CPU=avx2
@@ -25,6 +29,9 @@ void cpu_force_portable(bool force);
 
 // True when the AVX2 kernels should run now.
 bool cpu_use_avx2();
+
+// True when the f32 products' AVX-512 kernel should run now (cpu_use_avx2() and avx512_f32).
+bool cpu_use_avx512_f32();
 
 // "avx2", "portable", "wasm-simd128" or "wasm-relaxed-simd": the variant cpu_use_avx2() and the build select.
 std::string_view cpu_kernel_variant();

@@ -1,5 +1,6 @@
 // CPUID detection of AVX2 + FMA + F16C (what the *_avx2.cpp files are compiled for), plus the OS check that
-// YMM state is saved on context switches (XGETBV), without which AVX instructions fault.
+// YMM state is saved on context switches (XGETBV), without which AVX instructions fault; then AVX-512 (VNNI,
+// and the vendor for the f32 kernel's rule).
 #include <cstdlib>
 #include <cstring>
 
@@ -30,7 +31,12 @@ CpuFeatures detect_cpu_features() {
       vnni = ecx & (1u << 11);
   const bool zmm_state = (xcr0_lo & 0xe0u) == 0xe0u;  // opmask, ZMM 0-15 upper halves, ZMM 16-31
   // SOTTO_CPU=avx2 keeps to the AVX2 kernels (to compare the two).
-  f.avx512_vnni = f.avx2_fma && avx512 && vnni && zmm_state && !(forced && std::strcmp(forced, "avx2") == 0);
+  const bool avx2_only = forced && std::strcmp(forced, "avx2") == 0;
+  f.avx512_vnni = f.avx2_fma && avx512 && vnni && zmm_state && !avx2_only;
+  unsigned max_leaf = 0, vendor[3] = {};
+  __get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1]);  // "Genu" "ineI" "ntel" in ebx, edx, ecx
+  const bool intel = std::memcmp(vendor, "GenuineIntel", 12) == 0;
+  f.avx512_f32 = f.avx2_fma && avx512 && zmm_state && intel && !avx2_only;
 #endif
   return f;
 }

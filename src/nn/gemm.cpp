@@ -54,6 +54,7 @@ bool use_packed(int64_t M, int64_t N, int64_t K) {
 void gemm_slice(bool packed, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc) {
 #if defined(__x86_64__) && !defined(__wasm__)
+  if (packed && cpu_use_avx512_f32()) return gemm_nt_packed_avx512(M, N, K, A, lda, B, ldb, C, ldc);
   if (cpu_use_avx2())
     return packed ? gemm_nt_packed_avx2(M, N, K, A, lda, B, ldb, C, ldc)
                   : gemm_nt_avx2(M, N, K, A, lda, B, ldb, C, ldc);

@@ -52,6 +52,9 @@ void igemm_nt_avx2(int64_t M, int64_t N, int64_t K, const int16_t* A, int64_t ld
                    int64_t ldb, int32_t* C, int64_t ldc);
 void iconv_pairs_avx2(int64_t M, int64_t N, int64_t taps, int64_t pairs, const int16_t* A, int64_t lda,
                       const int16_t* G2, int64_t ldg, int32_t* C, int64_t ldc);
+// The packed kernel on AVX-512 (gemm_prepacked_avx512_avx2.cpp); call only when cpu_use_avx512_f32().
+void gemm_nt_packed_avx512(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                           int64_t ldb, float* C, int64_t ldc);
 
 }  // namespace sotto::nn::cpu
 
@@ -68,7 +71,10 @@ void gemm_pack_b(int64_t N, int64_t K, const float* B, int64_t ldb, float* panel
 // padded in the kernel), split over ctx's threads in whole panels.
 void gemm_nt_prepacked(const Context& ctx, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                        const float* panels, float* C, int64_t ldc);
-// The kernels for one slice (gemm_prepacked_avx2.cpp: 16-column panels; gemm_prepacked.cpp: 8-column).
+// The kernels for one slice (gemm_prepacked_avx512_avx2.cpp: 32-column panels; gemm_prepacked_avx2.cpp:
+// 16-column; gemm_prepacked.cpp: 8-column).
+void gemm_nt_prepacked_avx512(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                              const float* panels, float* C, int64_t ldc);
 void gemm_nt_prepacked_avx2(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* panels,
                             float* C, int64_t ldc);
 

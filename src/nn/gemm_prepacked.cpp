@@ -13,6 +13,7 @@ typedef float F4 __attribute__((vector_size(16)));
 void prepacked_slice(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* panels,
                      float* C, int64_t ldc) {
 #if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx512_f32()) return gemm_nt_prepacked_avx512(M, N, K, A, lda, panels, C, ldc);
   if (cpu_use_avx2()) return gemm_nt_prepacked_avx2(M, N, K, A, lda, panels, C, ldc);
 #endif
   gemm_nt_prepacked_slice<F4, 4>(static_cast<Index>(M), static_cast<Index>(N), static_cast<Index>(K), A,
@@ -22,6 +23,7 @@ void prepacked_slice(int64_t M, int64_t N, int64_t K, const float* A, int64_t ld
 
 int64_t gemm_panel_width() {
 #if defined(__x86_64__) && !defined(__wasm__)
+  if (cpu_use_avx512_f32()) return 32;
   if (cpu_use_avx2()) return 16;
 #endif
   return 8;
