@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -1248,7 +1249,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // thread then forms the gates, the cell and h with the step kernel's float expressions (its outputs bit for bit).
 // Bindings as the step kernel's less the state (h0 = c0 = 0).
 // NT threads a workgroup (256, or 512 where the device allows: a chain of H / 8 rows a thread instead of H / 4),
-// prefixed as a WGSL const by the host.
+// prefixed as a WGSL const by the host, with skip(): always false, or, as the grid kernel's fallback, true unless
+// the grid kernel before it left its failure mark (kLstmFallbackGuard).
 constexpr const char* kBiLstmInt8Seq = NN_WGSL_DIV_RN NN_WGSL_BYTES R"(
 const KS: u32 = NT / 64u;  // k splits
 struct P { hidden: u32, steps: u32, signed_w: u32, zp_mode: u32, w_zp_f: i32, w_zp_b: i32, pad0: u32, pad1: u32 };
@@ -1286,6 +1288,7 @@ fn unpack(word: u32) -> vec4<i32> {
 }
 @compute @workgroup_size(NT)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  if (skip(lid)) { return; }
   let hn = p.hidden;
   let n = 4u * hn;
   let dir = wid.x;
@@ -1384,6 +1387,217 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
   }
+}
+)";
+
+constexpr const char* kLstmSeqPlain = "fn skip(lid: u32) -> bool { return false; }\n";
+constexpr const char* kLstmFallbackGuard = R"(
+@group(0) @binding(8) var<storage, read> mark: array<u32>;
+var<workgroup> mark_s: u32;
+fn skip(lid: u32) -> bool {
+  if (lid == 0u) { mark_s = mark[0]; }
+  return workgroupUniformLoad(&mark_s) == 0u;
+}
+)";
+
+// The bidirectional int8 LSTM over 2 G workgroups (G a direction), natively where every workgroup of the grid
+// is resident: the one-workgroup kernel above spends ~17 us a step on an H100 re-reading the whole recurrent
+// weight (4 H x H bytes: 256 KB at H = 256) from L2 through one SM. Here workgroup w of a direction owns units
+// [w U, w U + U) with all 4 gates of each (4 U columns), so the cell and h stay in the unit's thread; its
+// columns' weights (4 U H bytes: 16 KB at G = 16) are loaded once into registers (WR words a thread: KS k
+// splits of KQ rows x CPT columns, 4 rows a word) and a step reads no weight at all. Per step every workgroup
+// reads the previous h (H floats, atomics: another workgroup wrote them in this dispatch, and NVIDIA's L1 is
+// not coherent), forms its range and quantization with the one-workgroup kernel's float expressions (the same
+// scale, zero point and hq everywhere), sums its columns' integer products (exact in any split), forms gates,
+// cell and h as that kernel does (its outputs bit for bit), writes its h slice (atomic exchanges, for the
+// next step's readers) and y, and meets the direction's others at a grid barrier (a counter per direction). A
+// step is then one L2 round trip for h, the range's workgroup tree, ~KQ multiply-adds a thread and the barrier.
+// The exchange buffer xch: [0] the failure mark, [1 + d] direction d's barrier count, then h [2 directions,
+// 2 parities, H]. A barrier that waits past p.spin raises the mark and every workgroup leaves; the fallback
+// dispatch after it (the one-workgroup kernel with kLstmFallbackGuard) then runs the whole LSTM again.
+// Host constants (prefixed): H, U, G, KS, KW (KQ / 4), CPT, NCT (columns a pass: min(4 U, NT)), SIGNED.
+constexpr const char* kBiLstmInt8Grid = NN_WGSL_DIV_RN R"(
+const NT = 256u;
+const N = 4u * H;
+const NC = 4u * U;
+const KQ = 4u * KW;
+const HQ = KS * KW;
+const WR = CPT * KW;
+struct P { steps: u32, zp_mode: u32, w_zp_f: i32, w_zp_b: i32, spin: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> gx: array<f32>;
+@group(0) @binding(2) var<storage, read> w_f: array<u32>;
+@group(0) @binding(3) var<storage, read> w_b: array<u32>;
+@group(0) @binding(4) var<storage, read> cols: array<f32>;
+@group(0) @binding(5) var<storage, read> zps_f: array<u32>;
+@group(0) @binding(6) var<storage, read> zps_b: array<u32>;
+@group(0) @binding(7) var<storage, read_write> y: array<f32>;
+@group(0) @binding(8) var<storage, read_write> xch: array<atomic<u32>>;
+var<workgroup> hs: array<f32, H>;
+var<workgroup> hq4: array<vec4<i32>, HQ>;
+var<workgroup> lo_s: array<f32, NT>;
+var<workgroup> hi_s: array<f32, NT>;
+var<workgroup> part: array<i32, KS * NC>;
+var<workgroup> stop: u32;
+var<private> landed: u32;
+fn sigm(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
+fn wword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return w_f[i]; } return w_b[i]; }
+fn zword(dir: u32, i: u32) -> u32 { if (dir == 0u) { return zps_f[i]; } return zps_b[i]; }
+fn col_zp(dir: u32, col: u32) -> i32 {
+  if (p.zp_mode == 1u) { return extractBits(bitcast<i32>(zword(dir, col / 4u)), 8u * (col % 4u), 8u); }
+  if (p.zp_mode == 2u) { return i32((zword(dir, col / 4u) >> (8u * (col % 4u))) & 255u); }
+  return select(p.w_zp_f, p.w_zp_b, dir == 1u);
+}
+fn unpack(word: u32) -> vec4<i32> {
+  if (SIGNED) {
+    let v = bitcast<i32>(word);
+    return vec4<i32>(extractBits(v, 0u, 8u), extractBits(v, 8u, 8u), extractBits(v, 16u, 8u), extractBits(v, 24u, 8u));
+  }
+  return vec4<i32>(vec4<u32>(word & 255u, (word >> 8u) & 255u, (word >> 16u) & 255u, word >> 24u));
+}
+fn h_at(dir: u32, parity: u32) -> u32 { return 3u + (2u * dir + parity) * H; }
+// The direction's grid barrier: false where it waited past the spin limit or saw the mark another raised.
+fn grid_barrier(lid: u32, dir: u32, arrivals: u32) -> bool {
+  // The h exchanges' old values consumed: the stores have landed before the count moves.
+  if (landed == 0x7FC00001u) { atomicAdd(&xch[0], 0u); }
+  workgroupBarrier();
+  storageBarrier();
+  if (lid == 0u) {
+    atomicAdd(&xch[1u + dir], 1u);
+    var n = 0u;
+    var gave_up = 0u;
+    loop {
+      if (atomicLoad(&xch[1u + dir]) >= arrivals) { break; }
+      n += 1u;
+      if ((n & 255u) == 0u && atomicLoad(&xch[0]) != 0u) { gave_up = 1u; break; }
+      if (n > p.spin) { atomicStore(&xch[0], 1u); gave_up = 1u; break; }
+    }
+    stop = gave_up;
+  }
+  return workgroupUniformLoad(&stop) == 0u;
+}
+@compute @workgroup_size(NT)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  if (lid == 0u) { stop = atomicLoad(&xch[0]); }
+  if (workgroupUniformLoad(&stop) != 0u) { return; }
+  let dir = wid.x / G;
+  let j0 = (wid.x % G) * U;
+  let cb = dir * 2u * N;
+  // This thread's columns lc = lid % NCT + NCT c (c < CPT) of the 4 U (lc = gate U + unit) over rows
+  // [KQ ks, KQ ks + KQ), their bytes 4 rows a word.
+  let ks = lid / NCT;
+  let k0 = ks * KQ;
+  var wr: array<u32, WR>;
+  var wz: array<i32, CPT>;
+  for (var c = 0u; c < CPT; c++) {
+    let lc = lid % NCT + NCT * c;
+    let j = j0 + lc % U;
+    if (ks >= KS || lc >= NC || j >= H) { continue; }
+    let col = (lc / U) * H + j;
+    wz[c] = col_zp(dir, col);
+    for (var i = 0u; i < KW; i++) {
+      var word = 0u;
+      for (var b = 0u; b < 4u; b++) {
+        let k = k0 + 4u * i + b;
+        if (k < H) {
+          let wi = k * N + col;
+          word |= ((wword(dir, wi / 4u) >> (8u * (wi % 4u))) & 255u) << (8u * b);
+        }
+      }
+      wr[c * KW + i] = word;
+    }
+  }
+  // Unit threads: unit j's 4 gate columns' scales and biases, and its cell.
+  let ju = j0 + lid;
+  let unit = lid < U && ju < H;
+  var cs = vec4<f32>(0.0);
+  var bs = vec4<f32>(0.0);
+  if (unit) {
+    for (var gi = 0u; gi < 4u; gi++) {
+      cs[gi] = cols[cb + gi * H + ju];
+      bs[gi] = cols[cb + N + gi * H + ju];
+    }
+  }
+  var cell = 0.0;
+  for (var s = 0u; s < p.steps; s++) {
+    let t = select(s, p.steps - 1u - s, dir == 1u);
+    // The step's input gates first: they depend on nothing this step computes.
+    var gxs = vec4<f32>(0.0);
+    if (unit) {
+      for (var gi = 0u; gi < 4u; gi++) { gxs[gi] = gx[(dir * p.steps + t) * N + gi * H + ju]; }
+    }
+    var lo = 0.0;
+    var hi = 0.0;
+    if (lid < H) {
+      var hv = 0.0;
+      if (s > 0u) { hv = bitcast<f32>(atomicLoad(&xch[h_at(dir, s % 2u) + lid])); }
+      hs[lid] = hv;
+      lo = min(lo, hv);
+      hi = max(hi, hv);
+    }
+    lo_s[lid] = lo;
+    hi_s[lid] = hi;
+    workgroupBarrier();
+    for (var st = NT / 2u; st > 0u; st >>= 1u) {
+      if (lid < st) { lo_s[lid] = min(lo_s[lid], lo_s[lid + st]); hi_s[lid] = max(hi_s[lid], hi_s[lid + st]); }
+      workgroupBarrier();
+    }
+    let rlo = lo_s[0];
+    let rhi = hi_s[0];
+    var scale = 1.0;
+    if (rhi != rlo) { scale = div_rn(rhi - rlo, 255.0); }
+    let zp = round(clamp(0.0 - div_rn(rlo, scale), 0.0, 255.0));
+    if (lid < HQ) {
+      var q = vec4<i32>(0);
+      for (var b = 0u; b < 4u; b++) {
+        let k = 4u * lid + b;
+        if (k < H) { q[b] = i32(clamp(round(div_rn(hs[k], scale)) + zp, 0.0, 255.0)) - i32(zp); }
+      }
+      hq4[lid] = q;
+    }
+    workgroupBarrier();
+    if (ks < KS) {
+      var sh = 0i;
+      for (var i = 0u; i < KW; i++) {
+        let q = hq4[ks * KW + i];
+        sh += q.x + q.y + q.z + q.w;
+      }
+      for (var c = 0u; c < CPT; c++) {
+        let lc = lid % NCT + NCT * c;
+        if (lc >= NC) { break; }
+        var acc = 0i;
+        for (var i = 0u; i < KW; i++) { acc += dot(hq4[ks * KW + i], unpack(wr[c * KW + i])); }
+        part[ks * NC + lc] = acc - wz[c] * sh;
+      }
+    }
+    workgroupBarrier();
+    if (unit) {
+      var gate: array<f32, 4>;
+      for (var gi = 0u; gi < 4u; gi++) {
+        var sum = 0i;
+        for (var q = 0u; q < KS; q++) { sum += part[q * NC + gi * U + lid]; }
+        gate[gi] = gxs[gi] + f32(sum) * (scale * cs[gi]) + bs[gi];
+      }
+      cell = sigm(gate[1]) * cell + sigm(gate[0]) * tanh(clamp(gate[2], -15.0, 15.0));
+      let h = sigm(gate[3]) * tanh(clamp(cell, -15.0, 15.0));
+      landed ^= atomicExchange(&xch[h_at(dir, (s + 1u) % 2u) + ju], bitcast<u32>(h));
+      y[t * 2u * H + dir * H + ju] = h;
+    }
+    if (s + 1u < p.steps) {
+      if (!grid_barrier(lid, dir, (s + 1u) * G)) { return; }
+    }
+  }
+}
+)";
+
+// Zeroes the grid kernel's failure mark and barrier counts before it runs.
+constexpr const char* kBiLstmGridReset = R"(
+struct P { n: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read_write> xch: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) lid: u32) {
+  if (lid < p.n) { xch[lid] = 0u; }
 }
 )";
 
@@ -1966,10 +2180,31 @@ Tensor lstm_int8(const Tensor& x, const LstmWeights& w, bool reverse, const Tens
 
 namespace {
 LstmKernel lstm_kernel = LstmKernel::Auto;
+LstmGrid lstm_grid_pin;
+
+// Workgroups a direction for kBiLstmInt8Grid (0: the one-workgroup kernel alone). Natively on Dawn's Vulkan
+// backend on a GPU, where a grid this small is resident at once (the browser promises nothing, and SwiftShader
+// runs workgroups a few at a time on its threads). SOTTO_KOKORO_LSTM_GRID=N sets it (0: off).
+uint32_t lstm_grid_workgroups(GpuRecorder& rec) {
+  if (lstm_grid_pin.workgroups >= 0) return static_cast<uint32_t>(lstm_grid_pin.workgroups);
+  const gpu::AdapterInfo& info = rec.device().info();
+  if (info.backend != "vulkan" || info.cpu() || info.limits.max_storage_buffers_per_shader_stage < 8)
+    return 0;
+  uint32_t grid = 16;
+#if !defined(__wasm__)
+  if (const char* env = std::getenv("SOTTO_KOKORO_LSTM_GRID"))
+    grid = static_cast<uint32_t>(std::clamp<long>(std::strtol(env, nullptr, 10), 0, 256));
+#endif
+  return grid;
+}
 }  // namespace
 
 void set_lstm_kernel(LstmKernel k) {
   lstm_kernel = k;
+}
+
+void set_lstm_grid(const LstmGrid& g) {
+  lstm_grid_pin = g;
 }
 
 Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw) {
@@ -2023,9 +2258,45 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw
                           (lstm_kernel == LstmKernel::Auto && max_threads >= 256);
   if (persistent && hidden <= 256) {
     const bool wide = lstm_kernel != LstmKernel::Persistent256 && max_threads >= 512;
+    const bool is_signed = fw.w_hh.dtype() == DType::I8;
+    // The grid kernel first where it runs; the one-workgroup kernel after it then runs only where the grid
+    // kernel left its failure mark (an empty dispatch otherwise: a few us).
+    const uint32_t grid = lstm_kernel == LstmKernel::Auto ? lstm_grid_workgroups(rec) : 0;
+    Tensor xch;
+    // Without the fallback (tests) y starts as NaN, so that what the grid kernel leaves unwritten shows.
+    if (grid > 0 && !lstm_grid_pin.fallback)
+      y = ctx.from_floats({steps, 2 * hidden},
+                          std::vector<float>(static_cast<size_t>(steps * 2 * hidden), std::nanf("")));
+    if (grid > 0) {
+      // U units a workgroup, all 4 gates of each: 4 U columns in passes of NCT threads, the rest of the 256
+      // threads splitting the k into KS parts of KQ rows (a multiple of 4: one register word holds 4 rows).
+      const int64_t units = (hidden + grid - 1) / grid, workgroups = (hidden + units - 1) / units;
+      const int64_t nc = 4 * units, nct = std::min<int64_t>(nc, 256), cpt = (nc + nct - 1) / nct;
+      const int64_t ks = 256 / nct, kw = ((hidden + ks - 1) / ks + 3) / 4;
+      const std::string consts =
+          cat("const H = ", hidden, "u;\nconst U = ", units, "u;\nconst G = ", workgroups,
+              "u;\nconst KS = ", ks, "u;\nconst KW = ", kw, "u;\nconst CPT = ", cpt, "u;\nconst NCT = ", nct,
+              "u;\nconst SIGNED = ", is_signed ? "true" : "false", ";\n");
+      xch = ctx.empty({3 + 4 * hidden}, DType::I32);
+      const uint32_t reset[] = {3, 0, 0, 0};
+      rec.dispatch("nn_bilstm_int8_grid_reset", kBiLstmGridReset, reset, {&xch}, 64);
+      const uint32_t params[] = {u32(steps),
+                                 zp_mode,
+                                 static_cast<uint32_t>(fw.w_hh.quant().zero_point),
+                                 static_cast<uint32_t>(bw.w_hh.quant().zero_point),
+                                 lstm_grid_pin.spin_limit,
+                                 0,
+                                 0,
+                                 0};
+      // The pipeline is compiled once per name: the name carries every constant.
+      rec.dispatch(cat("nn_bilstm_int8_grid", workgroups, "_h", hidden, is_signed ? "_i8" : "_u8"),
+                   consts + kBiLstmInt8Grid, params, {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &y, &xch},
+                   static_cast<uint64_t>(2 * workgroups * 64));
+      if (!lstm_grid_pin.fallback) return y;
+    }
     // The source with its NT (a few KB, made per LSTM: the pipeline is compiled once per name).
-    const std::string source =
-        std::string(wide ? "const NT: u32 = 512u;\n" : "const NT: u32 = 256u;\n") + kBiLstmInt8Seq;
+    const std::string source = std::string(wide ? "const NT: u32 = 512u;\n" : "const NT: u32 = 256u;\n") +
+                               (grid > 0 ? kLstmFallbackGuard : kLstmSeqPlain) + kBiLstmInt8Seq;
     const uint32_t params[] = {u32(hidden),
                                u32(steps),
                                fw.w_hh.dtype() == DType::I8 ? 1u : 0u,
@@ -2035,8 +2306,12 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw
                                0,
                                0};
     // Two workgroups, one per direction (threads counts 64 per workgroup).
-    rec.dispatch(wide ? "nn_bilstm_int8_seq512" : "nn_bilstm_int8_seq256", source, params,
-                 {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &y}, 128);
+    const std::string name =
+        cat(wide ? "nn_bilstm_int8_seq512" : "nn_bilstm_int8_seq256", grid > 0 ? "_fallback" : "");
+    if (grid > 0)
+      rec.dispatch(name, source, params, {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &y, &xch}, 128);
+    else
+      rec.dispatch(name, source, params, {&gx, &fw.w_hh, &bw.w_hh, &cols, &zf, &zb, &y}, 128);
     return y;
   }
   const Tensor state = ctx.zeros({6 * hidden});

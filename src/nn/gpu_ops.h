@@ -124,6 +124,15 @@ void set_matmul_integer_kernel(MatmulIntegerKernel k);
 // threads where the device allows, else 256; else one dispatch per step). Tests pin each in turn.
 enum class LstmKernel { Auto, PerStep, Persistent, Persistent256 };
 void set_lstm_kernel(LstmKernel k);
+// Auto's grid kernel for H <= 256 (gpu_kokoro.cpp): workgroups a direction (-1: the adapter's choice, 16 natively on
+// a GPU's Vulkan, else 0; 0: none), the spin limit of its grid barrier, and whether the one-workgroup kernel runs
+// after it where it gave up (off only for tests, to see the grid kernel's own output).
+struct LstmGrid {
+  int32_t workgroups = -1;
+  uint32_t spin_limit = 1u << 16;
+  bool fallback = true;
+};
+void set_lstm_grid(const LstmGrid& g);
 // An empty GPU tensor: what a failed recorder hands on (every later op returns at once).
 Tensor empty_on(const Tensor& x);
 // An op without a GPU kernel: fails the recorder (the next read reports `op`) and returns an empty tensor.

@@ -472,6 +472,67 @@ TEST(NnGpuKokoro, Int8BiLstmIsBothDirections) {
               device->info().limits.max_compute_invocations_per_workgroup >= 512 ? 512u : 256u);
 }
 
+// The grid kernel (Auto natively: each direction over G workgroups, the weights in registers) against the
+// one-workgroup kernel, bit for bit: the same quantization of h, integer sums and float expressions. H up to 256
+// and odd, per-tensor and per-column (int8 and uint8) zero points, int8 and uint8 weights, several G. Each G runs
+// alone (no fallback) where its grid is resident: always at G = 1 (a barrier of one); at G > 1 only on a GPU (a
+// CPU adapter runs a few workgroups at a time, and a barrier's waiting ones may hold every thread). Then with a
+// spin limit of 0, which gives up at the first barrier that waits: the fallback's output must be the same.
+TEST(NnGpuKokoro, Int8BiLstmGridKernelIsTheOneWorkgroupKernel) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  if (device->info().limits.max_storage_buffers_per_shader_stage < 8)
+    GTEST_SKIP() << "8 storage buffers needed";
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const bool gpu_adapter = !device->info().cpu();
+  for (int rep = 0; rep < 6; ++rep) {
+    const int64_t in = rand_int(1, 20), steps = rep == 0 ? 1 : rand_int(2, 12);
+    const int64_t h = rep == 5 ? 256 : rep >= 2 ? rand_int(65, 255) | 1 : rand_int(1, 40);
+    const DType wt = rep % 3 == 1 ? DType::U8 : DType::I8;
+    LstmWeights w[2], gw[2];
+    for (int d = 0; d < 2; ++d) {
+      w[d].w_ih = rand_int8(*cpu, {in, 4 * h}, DType::I8).with_quant({.scale = 0.01f, .zero_point = 3 - d});
+      w[d].w_hh = rand_int8(*cpu, {h, 4 * h}, wt)
+                      .with_quant({.scale = 0.008f, .zero_point = wt == DType::U8 ? 120 + d : 2 * d - 2});
+      w[d].b = rand_tensor(*cpu, {4 * h});
+      if (rep % 2 == 1) {
+        w[d].w_hh_scales = rand_tensor(*cpu, {4 * h}, 0.002f, 0.01f);
+        w[d].w_hh_zero_points = rand_int8(*cpu, {4 * h}, rep == 3 ? DType::U8 : DType::I8);
+      }
+      gw[d] = w[d];
+      gw[d].w_ih = upload_bytes(*gpu, w[d].w_ih);
+      gw[d].w_hh = upload_bytes(*gpu, w[d].w_hh);
+      gw[d].b = upload(*gpu, w[d].b);
+      if (rep % 2 == 1) {
+        gw[d].w_hh_scales = upload(*gpu, w[d].w_hh_scales);
+        gw[d].w_hh_zero_points = upload_bytes(*gpu, w[d].w_hh_zero_points);
+      }
+    }
+    const Tensor gx = upload(*gpu, rand_tensor(*cpu, {steps, in}, -2.0f, 2.0f));
+    gpu_ops::set_lstm_kernel(gpu_ops::LstmKernel::Persistent);
+    const std::vector<float> want = floats(download(*cpu, *gpu, bilstm(gx, gw[0], gw[1])));
+    gpu_ops::set_lstm_kernel(gpu_ops::LstmKernel::Auto);
+    auto differ = [&](const gpu_ops::LstmGrid& g) {
+      gpu_ops::set_lstm_grid(g);
+      const std::vector<float> got = floats(download(*cpu, *gpu, bilstm(gx, gw[0], gw[1])));
+      gpu_ops::set_lstm_grid({});
+      int64_t n = 0;
+      for (size_t i = 0; i < want.size(); ++i) n += std::memcmp(&got[i], &want[i], sizeof(float)) != 0;
+      return n;
+    };
+    for (const int32_t g : {1, 2, 3, 8, 16, 64}) {
+      const std::string at = "H " + std::to_string(h) + ", " + std::to_string(steps) + " steps, G " +
+                             std::to_string(g) + ", rep " + std::to_string(rep) +
+                             ": outputs that differ of " + std::to_string(want.size());
+      if (g == 1 || gpu_adapter) EXPECT_EQ(differ({.workgroups = g, .fallback = false}), 0) << at;
+      EXPECT_EQ(differ({.workgroups = g}), 0) << at;
+      EXPECT_EQ(differ({.workgroups = g, .spin_limit = 0}), 0) << at << " (spin limit 0)";
+    }
+  }
+  gpu_ops::set_lstm_grid({});
+}
+
 TEST(NnGpuKokoro, SineSourceAndStftFollowTheCpuOps) {
   gpu::Device* device = sotto::testing::open_test_device();
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
