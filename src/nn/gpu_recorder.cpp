@@ -130,8 +130,9 @@ std::string GpuRecorder::profile() const {
     all += v.second;
   }
   std::sort(rows.rbegin(), rows.rend());
-  std::string out = cat("nn/webgpu profile: ", flushes_, " submissions, ", dispatches_run_, " dispatches, ",
-                        all / 1000, " us of GPU time\n");
+  std::string out =
+      cat("nn/webgpu profile: ", flushes_, " submissions, ", dispatches_run_, " dispatches, ", all / 1000,
+          " us of GPU time, ", host_ns_ / 1000, " us on the host recording and encoding\n");
   for (const auto& r : rows) out += "  " + r.second + "\n";
   return out;
 }
