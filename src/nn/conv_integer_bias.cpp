@@ -129,8 +129,10 @@ constexpr uint32_t kDerivedInt8TapMajor = 6;      // the same as int8 (when ever
 constexpr uint32_t kDerivedRowSums = 7;           // int32 [Cout]: sum of each row of the int8 layout
 constexpr uint32_t kDerivedTapPairs = 12;         // int16 [Cout, leaves]: tap_pair_weights
 constexpr uint32_t kDerivedTapPairsWrapped = 13;  // the same at tap_pair_depth_wrapped's depth
-constexpr uint32_t kDerivedInt8TapMajor64 =
-    15;  // the int8 layout with Cin rounded up to 64 by zeros, for AMX
+#if defined(__x86_64__) && !defined(__wasm__)
+// The int8 layout with Cin rounded up to 64 by zero weights, for AMX.
+constexpr uint32_t kDerivedInt8TapMajor64 = 15;
+#endif
 
 int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
   const int64_t pad_end = o.padding_end < 0 ? o.padding : o.padding_end;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -2265,8 +2266,8 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& fw, const LstmWeights& bw
     Tensor xch;
     // Without the fallback (tests) y starts as NaN, so that what the grid kernel leaves unwritten shows.
     if (grid > 0 && !lstm_grid_pin.fallback)
-      y = ctx.from_floats({steps, 2 * hidden},
-                          std::vector<float>(static_cast<size_t>(steps * 2 * hidden), std::nanf("")));
+      y = ctx.from_floats({steps, 2 * hidden}, std::vector<float>(static_cast<size_t>(steps * 2 * hidden),
+                                                                  std::numeric_limits<float>::quiet_NaN()));
     if (grid > 0) {
       // U units a workgroup, all 4 gates of each: 4 U columns in passes of NCT threads, the rest of the 256
       // threads splitting the k into KS parts of KQ rows (a multiple of 4: one register word holds 4 rows).
