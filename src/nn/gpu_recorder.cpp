@@ -20,7 +20,7 @@ struct HostTimer {
 }  // namespace
 
 GpuRecorder::~GpuRecorder() {
-  for (gpu::BufferHandle arena : arenas_) device_.destroy_buffer(arena);
+  for (const auto& [words, buffer] : uniforms_) device_.destroy_buffer(buffer);
 }
 
 void GpuRecorder::fail(std::string message) {
@@ -59,31 +59,19 @@ bool GpuRecorder::record(std::string_view name, std::string_view wgsl, std::span
   words.resize((words.size() + 3) / 4 * 4 + (words.empty() ? 4 : 0), 0);
   auto uniform = uniforms_.find(words);
   if (uniform == uniforms_.end()) {
-    const uint64_t bytes = words.size() * 4;
-    if (bytes > kArenaBytes) {
-      fail(cat("kernel ", name, ": ", bytes, " bytes of parameters (at most ", kArenaBytes, ")"));
+    auto made = device_.create_buffer(words.size() * 4, gpu::kUsageUniform | gpu::kUsageCopyDst, "nn params");
+    if (!made.ok()) {
+      fail(made.message());
       return false;
     }
-    if (arena_used_ + bytes > kArenaBytes) {
-      auto made = device_.create_buffer(kArenaBytes, gpu::kUsageUniform | gpu::kUsageCopyDst, "nn params");
-      if (!made.ok()) {
-        fail(made.message());
-        return false;
-      }
-      arenas_.push_back(*made);
-      arena_used_ = 0;
-    }
-    const UniformSlot at{arenas_.back(), arena_used_};
-    if (Status s = device_.write_buffer(at.buffer, at.offset, words.data(), bytes); !s.ok()) {
+    if (Status s = device_.write_buffer(*made, 0, words.data(), words.size() * 4); !s.ok()) {
       fail(s.message());
       return false;
     }
-    arena_used_ += (bytes + kUniformStep - 1) / kUniformStep * kUniformStep;
-    uniform = uniforms_.emplace(words, at).first;
+    uniform = uniforms_.emplace(words, *made).first;
   }
-  std::vector<gpu::Binding> bindings = {
-      {0, uniform->second.buffer, uniform->second.offset, words.size() * 4}};
-  std::vector<uint64_t> key = {pipeline->second, uniform->second.buffer, uniform->second.offset};
+  std::vector<gpu::Binding> bindings = {{0, uniform->second, 0, words.size() * 4}};
+  std::vector<uint64_t> key = {pipeline->second, uniform->second};
   uint32_t slot = 1;
   for (const Tensor* t : tensors) {
     if (!t->defined() || t->gpu_buffer() == 0) {

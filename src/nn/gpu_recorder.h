@@ -1,8 +1,8 @@
 // The op layer's GPU backend: a context on a gpu::Device (nn::Context::webgpu) whose ops record dispatches
 // instead of running them; reading a tensor back (Context::to_floats) submits what was recorded as one command
 // buffer and waits for the read. Buffers are pooled by the context like CPU storage. Recording is cheap when
-// shapes repeat: pipelines are compiled once per kernel, uniform blocks are kept per distinct content (slots of
-// shared buffers), and bind groups per (pipeline, buffers) combination, so a forward pass that repeats the last one's shapes (and so,
+// shapes repeat: pipelines are compiled once per kernel, uniform blocks are kept per distinct content, and bind
+// groups per (pipeline, buffers) combination, so a forward pass that repeats the last one's shapes (and so,
 // through the pool, its buffers) creates no GPU object at all.
 //
 // Ops with a GPU kernel so far: add/sub/mul/div (suffix broadcast), scale, activation, and in f32 linear,
@@ -51,7 +51,7 @@ class GpuRecorder {
   void fail(std::string message);
   bool failed() const { return !error_.empty(); }
   Status status() const;
-  // Dispatches submitted so far, and GPU objects (pipelines, uniform blocks, bind groups) made so far: tests
+  // Dispatches submitted so far, and GPU objects (pipelines, uniform buffers, bind groups) made so far: tests
   // check that a repeated forward pass makes no new objects.
   uint64_t dispatches_run() const { return dispatches_run_; }
   uint64_t objects_made() const { return pipelines_.size() + uniforms_.size() + bind_groups_.size(); }
@@ -79,18 +79,7 @@ class GpuRecorder {
   uint64_t dispatches_run_ = 0;
   uint64_t host_ns_ = 0;
   std::map<std::string, gpu::PipelineHandle, std::less<>> pipelines_;
-  // Uniform blocks live in shared buffers ("arenas") at 256-byte steps (WebGPU's minimum uniform offset
-  // alignment): a new block costs a 256-byte write instead of a buffer of its own. Kokoro's first pass of a
-  // sentence made ~1,000 GPU objects at ~25 us each on an H100 (more than its GPU time), about half of them
-  // uniform buffers.
-  struct UniformSlot {
-    gpu::BufferHandle buffer = 0;
-    uint64_t offset = 0;
-  };
-  static constexpr uint64_t kUniformStep = 256, kArenaBytes = 64 * 1024;
-  std::vector<gpu::BufferHandle> arenas_;
-  uint64_t arena_used_ = kArenaBytes;  // bytes taken in arenas_.back(); full before the first arena
-  std::map<std::vector<uint32_t>, UniformSlot> uniforms_;
+  std::map<std::vector<uint32_t>, gpu::BufferHandle> uniforms_;
   std::map<std::vector<uint64_t>, gpu::BindGroupHandle> bind_groups_;
 };
 
