@@ -10,6 +10,8 @@
 #include <numeric>
 
 #include "api/clock.h"
+#include "gpu/device.h"
+#include "nn/gpu_recorder.h"
 #include "nn/ops.h"
 
 namespace sotto::tts {
@@ -459,7 +461,17 @@ Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeig
 }
 
 Status kokoro_warm_up(nn::Context& ctx, const KokoroWeights& w) {
-  const std::vector<int64_t> ids = {50, 83, 54, 156, 57, 135};  // any few symbols
+  const std::array<int64_t, 6> few = {50, 83, 54, 156, 57, 135};  // any few symbols
+  std::vector<int64_t> ids(few.begin(), few.end());
+  // On a real GPU the first sentence of ~5 s also paid ~25 ms once for what only its length needs (pipelines
+  // first used there, the buffer pool growing): an H100 took 54 ms for it and 28-31 ms for a different one of the
+  // same length after it (bench/results/gpu-h100-2026-12-06-kokoro-passes.txt). So warm up at that length there.
+  // Not on a CPU adapter (SwiftShader), where a sentence takes minutes; natively only for now, as a browser's
+  // adapter names SwiftShader in other words.
+#if !defined(__wasm__)
+  if (ctx.gpu() && !ctx.gpu()->device().info().cpu())
+    for (int i = 0; i < 13; ++i) ids.insert(ids.end(), few.begin(), few.end());  // 84 symbols
+#endif
   const std::vector<float> style(static_cast<size_t>(kKokoroStyleDim), 0.0f);
   SOTTO_ASSIGN(std::vector<float> audio, kokoro_speak(ctx, w, ids, style, 1.0f));
   static_cast<void>(audio);

@@ -272,7 +272,8 @@ Result<std::vector<float>> kokoro_stream_next(nn::Context& ctx, const KokoroWeig
                                               KokoroStageMs* stage_ms = nullptr);
 
 // One short pass (a few ids, a zero style) so the weights' derived layouts (int8 rows for the VNNI product,
-// int16 copies) are made and kept before the first real call: otherwise the first sentence pays for them.
+// int16 copies) are made and kept before the first real call: otherwise the first sentence pays for them. On a
+// real GPU the pass is a sentence long (84 ids), so that its pipelines and buffers exist too.
 Status kokoro_warm_up(nn::Context& ctx, const KokoroWeights& w);
 
 // ---------------------------------------------------------------- sentences
