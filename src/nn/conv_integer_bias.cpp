@@ -701,13 +701,13 @@ Tensor quantized_bias_conv(const Tensor& x0, const Tensor& w, const Tensor& b, c
   });
   const int64_t n_rows = std::max((out_len - 1) * s + (kernel - 1) * d + 1, o.padding + length);
   Tensor out = ctx.empty({cout, out_len});
-  // Scales the int32 sums acc [Cout, n] (row stride lda) into outputs r, r + d, ... of each channel.
-  auto scale_out = [&](const int32_t* acc, int64_t n, int64_t lda, int64_t r, int64_t step) {
+  // Scales the int32 sums acc [Cout, n] into outputs r, r + step, ... of each channel.
+  auto scale_out = [&](const int32_t* acc, int64_t n, int64_t r, int64_t step) {
     cpu::parallel_for(ctx, cout, n, [&](int64_t begin, int64_t end) {
       for (int64_t oc = begin; oc < end; ++oc) {
         const float bo = bias.empty() ? 0.0f : bias[static_cast<size_t>(oc)];
         const int32_t minus = use8 ? q.zero_point * sums8.data<int32_t>()[oc] : 0;
-        const int32_t* a = acc + oc * lda;
+        const int32_t* a = acc + oc * n;
         float* y = out.f32() + oc * out_len + r;
         for (int64_t u = 0; u < n; ++u) y[u * step] = static_cast<float>(a[u] - minus) * out_scale + bo;
       }
@@ -735,7 +735,7 @@ Tensor quantized_bias_conv(const Tensor& x0, const Tensor& w, const Tensor& b, c
       cpu::iconv_u8s8_amx(cout, begin * 16, std::min(end * 16, out_len), kernel, d, cin64, wa.data<int8_t>(),
                           quads, qs, acc, out_len);
     });
-    scale_out(acc, out_len, out_len, 0, 1);
+    scale_out(acc, out_len, 0, 1);
     return out;
   }
 #endif
@@ -781,7 +781,7 @@ Tensor quantized_bias_conv(const Tensor& x0, const Tensor& w, const Tensor& b, c
   if (d == 1) {
     int32_t* acc = scratch<int32_t>(ctx, sums, cout * out_len, DType::I32);
     product(out_len, 0, s, acc, out_len);
-    scale_out(acc, out_len, out_len, 0, 1);
+    scale_out(acc, out_len, 0, 1);
     return out;
   }
   // Dilated: outputs t = r + d u read padded rows r + d (u + k). Each residue's rows gathered, then one product.
@@ -802,7 +802,7 @@ Tensor quantized_bias_conv(const Tensor& x0, const Tensor& w, const Tensor& b, c
     xt8 = g8;
     xt16 = g16;
     product(n_r, 0, 1, acc, n_r);
-    scale_out(acc, n_r, n_r, r, d);
+    scale_out(acc, n_r, r, d);
   }
   return out;
 }
