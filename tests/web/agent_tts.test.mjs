@@ -62,7 +62,9 @@ test(`a spoken question gets a spoken answer (real ASR and TTS in wasm)${name}`,
     const allTurns = await page.evaluate(() => window.sottoAgent.turns.map(({ source, user, reply, heard, cancelled, note, firstPiece, stages }) => ({ source, user, reply, heard, cancelled, note, firstPiece, stages })));
     // White space as the voice reads it: a piece may hold a line break (a line with nothing to say joins the next).
     const flat = (text) => text.replace(/\s+/g, ' ').trim();
-    assert.ok(done.heard && flat(done.heard).startsWith(flat(t.firstPiece)), `heard ${JSON.stringify(done.heard)} starts with the first piece ${JSON.stringify(t.firstPiece)}; turns ${JSON.stringify(allTurns)}`);
+    // The message is short and leads with what differs: CI shows a failure's first lines only.
+    const brief = allTurns.map((x) => `${x.source}${x.cancelled ? ' cancelled' : ''}${x.note ? ` (${x.note})` : ''}: user ${JSON.stringify(x.user?.slice(0, 40))} heard ${JSON.stringify(x.heard?.slice(0, 60))}`).join(' | ');
+    assert.ok(done.heard && flat(done.heard).startsWith(flat(t.firstPiece)), `heard ${JSON.stringify(done.heard?.slice(0, 80))} should start with the first piece ${JSON.stringify(t.firstPiece)}; ${allTurns.length} turns: ${brief}`);
     // Our recogniser on the page's voice: most of the words spoken, the first piece's among them. (Kokoro's
     // whole-piece audio of such text comes back at ~90 %; the tiny story model's odd words cost some.)
     const back = await page.evaluate(() => window.sottoAgent.transcribeVoice());
