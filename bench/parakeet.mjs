@@ -4,13 +4,15 @@
 // interleaved (the order alternates), medians. See bench/README.md ("parakeet.mjs").
 //
 //   node bench/parakeet.mjs MODEL_DIR [--onnx DIR] [--threads 2] [--rounds 5] [--seconds 6] [--clip FILE.wav]
-//                           [--no-native] [--browser] [--variant relaxed|simd128] [--out FILE.md]
+//                           [--no-native] [--bf16x3] [--browser] [--variant relaxed|simd128] [--out FILE.md]
 //
 // MODEL_DIR: config.json + model.safetensors (tools/parakeet_random_weights.py); --onnx: its export (default
 // MODEL_DIR/onnx). The clip: the first --seconds of --clip (default beckett.wav from $SOTTO_FIXTURES/audio).
 // Native (default on; --no-native skips it): build/bin/sotto_parakeet_bench --serve (model loaded once, one
 // run per round; mel, encoder and decoder timed apart, wall and CPU time) against onnxruntime-node 1.30
-// (intraOpNumThreads = threads) fed sotto's mel. Browser (--browser): headless Chromium, one page
+// (intraOpNumThreads = threads) fed sotto's mel; --bf16x3: sotto's encoder products as three bf16 products on
+// AMX tiles (ParakeetModel::use_bf16x3_products; CPUs with AMX-BF16 only), checked the same way. Browser
+// (--browser): headless Chromium, one page
 // (web/serve.mjs): sotto's wasm through web/asr.js (Asr.load(dir, { threads, variant }): the speech worker with a
 // pool of that many threads; whole transcription, mel included) against onnxruntime-web 1.30 (wasm backend,
 // numThreads = threads, proxy off; encoder + decoder on sotto's mel). SOTTO_WASM_DIR: another build folder for
@@ -32,12 +34,13 @@ const fixtures = process.env.SOTTO_FIXTURES ?? join(repo, 'tests/fixtures');
 const benchTool = process.env.SOTTO_PARAKEET_BENCH ?? join(repo, 'build/bin/sotto_parakeet_bench');
 
 function parseArgs(argv) {
-  const o = { model: null, onnx: null, threads: 2, rounds: 5, seconds: 6, clip: join(fixtures, 'audio/beckett.wav'), native: true, browser: false, variant: 'relaxed', out: null };
+  const o = { model: null, onnx: null, threads: 2, rounds: 5, seconds: 6, clip: join(fixtures, 'audio/beckett.wav'), native: true, browser: false, variant: 'relaxed', out: null, bf16x3: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--browser') { o.browser = true; continue; }
     if (a === '--native') { o.native = true; continue; }
     if (a === '--no-native') { o.native = false; continue; }
+    if (a === '--bf16x3') { o.bf16x3 = true; continue; }
     if (!a.startsWith('--')) { o.model = a; continue; }
     const v = argv[++i];
     if (a === '--onnx') o.onnx = v;
@@ -57,7 +60,7 @@ function parseArgs(argv) {
 
 // sotto_parakeet_bench --serve: one JSON line per "run".
 async function startOurs(o, dumpDir) {
-  const args = [o.model, '--threads', String(o.threads), '--seconds', String(o.seconds), '--wav', o.clip, '--dump', dumpDir, '--serve'];
+  const args = [o.model, '--threads', String(o.threads), '--seconds', String(o.seconds), '--wav', o.clip, '--dump', dumpDir, '--serve', ...(o.bf16x3 ? ['--bf16x3'] : [])];
   const child = spawn(benchTool, args, { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const next = async () => {
@@ -226,7 +229,7 @@ try {
   if (native) {
     const n = native;
     say();
-    say(`## Native: sotto_parakeet_bench --serve vs onnxruntime-node ${(await import('onnxruntime-node/package.json', { with: { type: 'json' } })).default.version}`);
+    say(`## Native: sotto_parakeet_bench --serve${o.bf16x3 ? ' --bf16x3 (split-bf16 products on AMX tiles)' : ''} vs onnxruntime-node ${(await import('onnxruntime-node/package.json', { with: { type: 'json' } })).default.version}`);
     say();
     say(`Check: onnxruntime-node's encoder output against sotto's: max |diff| ${n.check.worst.toExponential(2)} (largest |value| ${n.check.peak.toFixed(2)}); ` +
         `tokens identical (${ref.tokens.length}) in every round.`);

@@ -34,6 +34,7 @@ struct Options {
   bool json = false;
   bool webgpu = false;
   bool gpu_profile = false;  // --gpu-profile: each kernel's GPU time (timestamp queries) on stderr at the end
+  bool bf16x3 = false;       // --bf16x3: Parakeet's CPU encoder products in split bf16 on AMX tiles
   int repeats = 1;  // the timings reported are the median run's (the first run also compiles GPU pipelines)
   int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 };
@@ -52,6 +53,8 @@ std::string parse_options(std::span<char* const> args, Options& o) {
       o.webgpu = v == "webgpu";
     } else if (a == "--gpu-profile") {
       o.gpu_profile = true;
+    } else if (a == "--bf16x3") {
+      o.bf16x3 = true;
     } else if (a == "--repeats" && has_value) {
       const std::string v = args[++i];
       char* end = nullptr;
@@ -123,9 +126,11 @@ int run_transcribe(std::span<char* const> args) {
                                    {.json = o.json,
                                     .webgpu = o.webgpu,
                                     .gpu_profile = o.gpu_profile,
+                                    .bf16x3 = o.bf16x3,
                                     .repeats = o.repeats,
                                     .threads = o.threads});
   }
+  if (o.bf16x3) return fail("--bf16x3 is for Parakeet directories (Moonshine's products are int8)");
   const std::string dir = o.model_dir + "/";
   auto enc = MappedFile::open(dir + "encoder_model.ort");
   if (!enc) return fail(cat(o.model_dir, " is not a Moonshine model directory: ", enc.message()));

@@ -54,6 +54,7 @@ int run_transcribe_parakeet(const std::string& model_dir, std::span<const float>
                             const ParakeetRunOptions& o) {
   std::unique_ptr<gpu::Device> device;  // outlives the model's context (declared first, destroyed last)
   std::unique_ptr<asr::ParakeetModel> model;
+  if (o.webgpu && o.bf16x3) return fail("--bf16x3 is for --backend cpu");
   if (o.webgpu) {
     auto opened = gpu::open_device({.request_timestamps = o.gpu_profile});
     if (!opened) return fail(cat("transcribe --backend webgpu: ", opened.message()));
@@ -72,7 +73,10 @@ int run_transcribe_parakeet(const std::string& model_dir, std::span<const float>
     auto loaded = asr::ParakeetModel::open(model_dir, o.threads);
     if (!loaded) return fail(cat(model_dir, ": ", loaded.message()));
     model = std::move(loaded).value();
-    model->use_packed_matrices();  // CPU: each weight packed once for the product kernel, not per product
+    if (o.bf16x3 && !model->use_bf16x3_products())
+      return fail("--bf16x3: this CPU has no AMX-BF16 (or the OS does not grant its tiles)");
+    if (!o.bf16x3)
+      model->use_packed_matrices();  // CPU: each weight packed once for the kernel, not per product
   }
   asr::ParakeetVocab vocab;
   if (auto tok = MappedFile::open(model_dir + "/tokenizer.model"); tok.ok()) {

@@ -1,4 +1,4 @@
-// sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--unpacked] [--check FILE]
+// sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--unpacked] [--bf16x3] [--check FILE]
 //                      [--wav FILE] [--dump DIR] [--serve]:
 // times Parakeet TDT on the CPU over a clip: the mel front end, the encoder and the greedy TDT decoder, best of R
 // runs after one warm-up. The clip is a synthetic one of S seconds (tones and noise; the weights are random in
@@ -6,7 +6,8 @@
 // With --check FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from transformers) it also
 // reports the encoder's largest difference from that reference. --half stores the matrices as float16 first; the
 // float32 matrices are pre-packed for the CPU's product kernel (ParakeetModel::use_packed_matrices) unless
-// --unpacked. --dump DIR writes the clip (audio.f32, 16 kHz), its mel (mel.f32, [128, T]), the encoder output
+// --unpacked; --bf16x3 packs them for split-bf16 products on AMX tiles instead (ParakeetModel::use_bf16x3_products; an
+// error on a CPU without AMX-BF16). --dump DIR writes the clip (audio.f32, 16 kHz), its mel (mel.f32, [128, T]), the encoder output
 // (encoder.f32, [T', d_model]), all float32, and result.json {"mel_frames", "encoder_frames", "d_model",
 // "tokens", "frames", "durations"}: another runtime is checked on the same features (bench/parakeet.mjs).
 // --serve: after loading, one line of JSON {"mel_ms", "encode_ms", "decode_ms", the same with _cpu_ms (CPU time
@@ -62,7 +63,8 @@ std::string json_ints(const std::vector<int32_t>& v) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
-                 "usage: %s MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--unpacked] [--check "
+                 "usage: %s MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--unpacked] "
+                 "[--bf16x3] [--check "
                  "FILE] [--wav FILE] [--dump DIR] [--serve]\n",
                  argv[0]);
     return 2;
@@ -70,15 +72,15 @@ int main(int argc, char** argv) {
   int threads = 2, runs = 3;
   double seconds = 6.0;
   std::string check, wav, dump;
-  bool half = false, packed = true, serve = false;
+  bool half = false, packed = true, serve = false, bf16 = false;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--half" || a == "--unpacked") {
       (a == "--half" ? half : packed) = a == "--half";
       continue;
     }
-    if (a == "--serve") {
-      serve = true;
+    if (a == "--serve" || a == "--bf16x3") {
+      (a == "--serve" ? serve : bf16) = true;
       continue;
     }
     if (i + 1 < argc && a == "--wav") wav = argv[i + 1];
@@ -99,7 +101,10 @@ int main(int argc, char** argv) {
   std::printf("load %.0f ms (%d layers, d_model %d, vocab %d)\n", ms_since(t_load),
               (*model)->config().n_layers, (*model)->config().d_model, (*model)->config().vocab_size);
   if (half) (*model)->use_half_matrices();
-  if (packed) (*model)->use_packed_matrices();
+  if (bf16 && !(*model)->use_bf16x3_products())
+    return std::fprintf(stderr, "--bf16x3: this CPU has no AMX-BF16 (or the OS does not grant its tiles)\n"),
+           1;
+  if (packed && !bf16) (*model)->use_packed_matrices();
   if (!check.empty()) {
     auto file = sotto::MappedFile::open(check);
     if (!file) return std::fprintf(stderr, "%s\n", file.message().c_str()), 1;

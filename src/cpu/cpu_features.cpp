@@ -5,7 +5,7 @@
 namespace sotto {
 
 namespace {
-// Bit 0: detected; bit 1: avx2_fma; bit 2: avx512_vnni; bit 3: avx512_f32. Atomics instead of a function-local
+// Bit 0: detected; bit 1: avx2_fma; bit 2: avx512_vnni; bit 3: avx512_f32; bit 4: amx_int8; bit 5: amx_bf16. Atomics instead of a function-local
 // static, because the wasm build has no runtime for thread-safe static initialisation. Racing detections
 // compute the same answer.
 std::atomic<unsigned> g_detected{0};
@@ -17,13 +17,15 @@ CpuFeatures cpu_features() {
   if (!(bits & 1u)) {
     const CpuFeatures detected = detect_cpu_features();
     bits = 1u | (detected.avx2_fma ? 2u : 0u) | (detected.avx512_vnni ? 4u : 0u) |
-           (detected.avx512_f32 ? 8u : 0u);
+           (detected.avx512_f32 ? 8u : 0u) | (detected.amx_int8 ? 16u : 0u) | (detected.amx_bf16 ? 32u : 0u);
     g_detected.store(bits, std::memory_order_release);
   }
   CpuFeatures f;
   f.avx2_fma = (bits & 2u) != 0;
   f.avx512_vnni = (bits & 4u) != 0;
   f.avx512_f32 = (bits & 8u) != 0;
+  f.amx_int8 = (bits & 16u) != 0;
+  f.amx_bf16 = (bits & 32u) != 0;
   return f;
 }
 

@@ -17,6 +17,12 @@ struct CpuFeatures {
   // kernel (gemm_prepacked_avx512_avx2.cpp). AMD's Zen 4 runs 512-bit FMAs as two 256-bit halves, so there
   // the wider kernel gains no multiply-adds and its 32-column panels crowd L1 (30-40 % slower, measured).
   bool avx512_f32 = false;
+  // With avx512_f32: Intel's tile unit (Sapphire Rapids and later) with Linux's grant of its 8 KB of state per
+  // thread (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here; without it the first tile instruction faults).
+  // amx_int8: TDPBSUD (the int8 convs, conv_integer_amx_avx2.cpp); amx_bf16: TDPBF16PS and AVX-512 BF16's
+  // conversions (the bf16 products, gemm_bf16_amx_avx2.cpp).
+  bool amx_int8 = false;
+  bool amx_bf16 = false;
 };
 
 // Detected once (thread-safe, idempotent); already masked by SOTTO_CPU=portable (nothing) or SOTTO_CPU=avx2

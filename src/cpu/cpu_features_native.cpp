@@ -1,6 +1,6 @@
 // CPUID detection of AVX2 + FMA + F16C (what the *_avx2.cpp files are compiled for), plus the OS check that
 // YMM state is saved on context switches (XGETBV), without which AVX instructions fault; then AVX-512 (VNNI,
-// and the vendor for the f32 kernel's rule).
+// and the vendor for the f32 kernel's rule) and AMX.
 #include <cstdlib>
 #include <cstring>
 
@@ -8,6 +8,10 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 
 namespace sotto {
@@ -37,6 +41,22 @@ CpuFeatures detect_cpu_features() {
   __get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1]);  // "Genu" "ineI" "ntel" in ebx, edx, ecx
   const bool intel = std::memcmp(vendor, "GenuineIntel", 12) == 0;
   f.avx512_f32 = f.avx2_fma && avx512 && zmm_state && intel && !avx2_only;
+  f.amx_int8 = f.avx512_f32 && (edx & (1u << 24)) && (edx & (1u << 25));  // AMX-TILE, AMX-INT8
+  f.amx_bf16 = f.avx512_f32 && (edx & (1u << 24)) && (edx & (1u << 22));  // AMX-TILE, AMX-BF16
+  unsigned eax1 = 0, ebx1 = 0, ecx1 = 0, edx1 = 0;
+  if (!__get_cpuid_count(7, 1, &eax1, &ebx1, &ecx1, &edx1) || !(eax1 & (1u << 5)))
+    f.amx_bf16 = false;  // AVX512-BF16
+  if (f.amx_int8 || f.amx_bf16) {
+    // XTILECFG and XTILEDATA in XCR0, then the process-wide permission for the tile data.
+#if defined(__linux__)
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    const bool granted =
+        (xcr0_lo & 0x60000u) == 0x60000u && syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    const bool granted = false;  // other systems' tile-state grant is not wired up
+#endif
+    if (!granted) f.amx_int8 = f.amx_bf16 = false;
+  }
 #endif
   return f;
 }

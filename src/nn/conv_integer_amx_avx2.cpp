@@ -1,5 +1,5 @@
 // The stride-1 int8 conv's product on AMX (Intel's tile unit, Sapphire Rapids and later), called from
-// conv_integer_bias.cpp when the CPU has AMX-INT8 and Linux grants the tile state.
+// conv_integer_bias.cpp when cpu_features().amx_int8 (the CPU has AMX-INT8 and Linux grants the tile state).
 //
 // One TDPBSUD multiplies a 16 x 64 tile of signed bytes (16 output channels, 64 input channels of one tap) by a
 // 64 x 16 tile of unsigned bytes (those 64 channels at 16 steps of time) into 16 x 16 int32 sums: 16,384
@@ -13,10 +13,7 @@
 // load for any t, tap and dilation, with no unrolled copy of the input and no gather per dilation residue. The
 // signed tile is the weight as it is kept ([Cout][K][Cin], conv_integer_bias.cpp's tap-major int8 copy):
 // 16 rows of 64 bytes at a stride of K * Cin.
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -24,20 +21,9 @@
 
 #define SOTTO_AMX __attribute__((target("amx-tile,amx-int8")))
 
-namespace sotto::nn::cpu {
+#include "nn/amx_tiles.h"
 
-bool cpu_has_amx_int8() {
-  static const bool has = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;  // AMX-TILE, AMX-INT8
-    // Linux saves the 8 KB of tile data only for processes that ask (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA);
-    // without it the first tile instruction faults. The grant is process-wide.
-    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return has;
-}
+namespace sotto::nn::cpu {
 
 // The quads of the padded input rows: q[c4 * qs + r] = channels 4 c4 .. 4 c4 + 3 of row r as uint8 (the
 // quantized value + zp; rows outside [padding, padding + length) and up to qs are the zero point, which is
@@ -77,14 +63,6 @@ void input_quads_avx2(const int16_t* xq, int64_t cin, int64_t c4_begin, int64_t 
 }
 
 namespace {
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // MT x NT tiles of 16 x 16 sums (MT, NT in {1, 2}): output channels m .. m + 16 MT, steps t .. t + 16 NT.
 // Tiles 0-3 the sums, 4-5 the weights, 6-7 the input. `full` = NT * 16 steps are all outputs: stored in place;
@@ -138,9 +116,7 @@ SOTTO_AMX void block(int64_t m, int64_t t, int64_t kernel, int64_t dilation, int
 SOTTO_AMX void iconv_u8s8_amx(int64_t M, int64_t t_begin, int64_t t_end, int64_t kernel, int64_t dilation,
                               int64_t cin, const int8_t* w, const uint8_t* q, int64_t qs, int32_t* acc,
                               int64_t ldc) {
-  TileConfig cfg;
-  for (int i = 0; i < 8; ++i) cfg.rows[i] = 16, cfg.colsb[i] = 64;
-  _tile_loadconfig(&cfg);
+  load_full_tiles();
   // Steps in pairs of tiles, output channels in pairs of tiles within them: the weights (at most a few hundred
   // KB) stay in L2 while each pair of input tiles is used by every output channel.
   for (int64_t t = t_begin; t < t_end; t += 32) {

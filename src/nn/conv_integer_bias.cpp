@@ -49,7 +49,6 @@ void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_
 void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int32_t zp,
                        uint8_t* xt);
 // conv_integer_amx_avx2.cpp: the stride-1 product on AMX tiles.
-bool cpu_has_amx_int8();
 void input_quads_avx2(const int16_t* xq, int64_t cin, int64_t c4_begin, int64_t c4_end, int64_t length,
                       int64_t padding, int32_t zp, int64_t qs, uint8_t* q);
 void iconv_u8s8_amx(int64_t M, int64_t t_begin, int64_t t_end, int64_t kernel, int64_t dilation, int64_t cin,
@@ -77,7 +76,7 @@ void conv_integer_allow_amx(bool allow) {
 bool conv_integer_use_amx() {
 #if defined(__x86_64__) && !defined(__wasm__)
   static const bool env_off = std::getenv("SOTTO_NO_AMX") != nullptr;  // benchmarks: time the VNNI product
-  return g_allow_amx.load(std::memory_order_relaxed) && !env_off && cpu_has_amx_int8();
+  return g_allow_amx.load(std::memory_order_relaxed) && !env_off && cpu_features().amx_int8;
 #else
   return false;
 #endif

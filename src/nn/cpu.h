@@ -70,6 +70,10 @@ Tensor pack_weight(Context& ctx, const Tensor& w);
 // x . w^T + b for w made by pack_weight: bit-identical to nn::linear on the unpacked weight; the output has x's
 // shape with its last dimension N, the bias added over ctx's threads.
 Tensor linear_prepacked(const Tensor& x, const Tensor& panels, const Tensor& b = {});
+// A constant F32 weight [N, K] (N a multiple of 16) split into gemm_pack_b_bf16x3's panels: BF16
+// [N, 2 gemm_bf16_kp(K)]. linear_bf16x3: x . w^T + b on them, in split-bf16 products (nn/gemm.h).
+Tensor pack_weight_bf16x3(Context& ctx, const Tensor& w);
+Tensor linear_bf16x3(const Tensor& x, const Tensor& panels, const Tensor& b = {});
 // Integer elements (I32, I64, I8, U8) as int64.
 std::vector<int64_t> read_ints(const Tensor& t);
 

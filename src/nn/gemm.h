@@ -71,6 +71,22 @@ void gemm_pack_b(int64_t N, int64_t K, const float* B, int64_t ldb, float* panel
 // padded in the kernel), split over ctx's threads in whole panels.
 void gemm_nt_prepacked(const Context& ctx, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
                        const float* panels, float* C, int64_t ldc);
+// Split-bf16 products, three bf16 products per multiply-add, float sums (gemm_bf16.cpp says what is computed
+// and how close to float32 it comes): B [N][K] split once into the highs' and the lows' panels of 16 columns
+// (N a multiple of 16) in AMX's pair layout, K padded with zeros to kp = gemm_bf16_kp(K) (a multiple of 32):
+// panel p's highs at panels + 2 p kp 16, [(r * 16 + j) * 2 + i] = hi(B[16 p + j][2 r + i]), its lows kp 16
+// further. gemm_nt_bf16x3 runs on AMX tiles where gemm_bf16_use_amx(), else a slow scalar loop of the same
+// arithmetic; gemm_nt_bf16x3_ref is the reference on unpacked operands.
+int64_t gemm_bf16_kp(int64_t K);
+void gemm_pack_b_bf16x3(int64_t N, int64_t K, const float* B, int64_t ldb, uint16_t* panels);
+void gemm_nt_bf16x3(const Context& ctx, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                    const uint16_t* panels, float* C, int64_t ldc);
+void gemm_nt_bf16x3_ref(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                        int64_t ldb, float* C, int64_t ldc);
+// cpu_features().amx_bf16 and not turned off by gemm_bf16_allow_amx(false) (tests: the scalar path).
+bool gemm_bf16_use_amx();
+void gemm_bf16_allow_amx(bool allow);
+
 // The kernels for one slice (gemm_prepacked_avx512_avx2.cpp: 32-column panels; gemm_prepacked_avx2.cpp:
 // 16-column; gemm_prepacked.cpp: 8-column).
 void gemm_nt_prepacked_avx512(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,

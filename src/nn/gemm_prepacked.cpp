@@ -58,13 +58,16 @@ Tensor pack_weight(Context& ctx, const Tensor& w) {
   return panels;
 }
 
-Tensor linear_prepacked(const Tensor& x, const Tensor& panels, const Tensor& b) {
-  const int64_t k = x.dim(-1), n = panels.dim(0), m = x.elements() / k;
+namespace {
+// x . w^T + b with the product `gemm(m, n, k, x, y)` of a packed weight of n rows; the bias over the threads.
+template <class Gemm>
+Tensor linear_packed(const Tensor& x, int64_t n, const Tensor& b, Gemm gemm) {
+  const int64_t k = x.dim(-1), m = x.elements() / k;
   Shape shape = x.shape();
   shape[-1] = n;
   Tensor out = x.ctx().empty(shape);
   float* y = out.f32();
-  gemm_nt_prepacked(x.ctx(), m, n, k, x.f32(), k, panels.f32(), y, n);
+  gemm(m, n, k, x.f32(), y);
   if (b.defined()) {
     const float* bias = b.f32();
     parallel_for(x.ctx(), m, n, [&](int64_t begin, int64_t end) {
@@ -73,6 +76,19 @@ Tensor linear_prepacked(const Tensor& x, const Tensor& panels, const Tensor& b) 
     });
   }
   return out;
+}
+}  // namespace
+
+Tensor linear_prepacked(const Tensor& x, const Tensor& panels, const Tensor& b) {
+  return linear_packed(x, panels.dim(0), b, [&](int64_t m, int64_t n, int64_t k, const float* a, float* y) {
+    gemm_nt_prepacked(x.ctx(), m, n, k, a, k, panels.f32(), y, n);
+  });
+}
+
+Tensor linear_bf16x3(const Tensor& x, const Tensor& panels, const Tensor& b) {
+  return linear_packed(x, panels.dim(0), b, [&](int64_t m, int64_t n, int64_t k, const float* a, float* y) {
+    gemm_nt_bf16x3(x.ctx(), m, n, k, a, k, panels.data<uint16_t>(), y, n);
+  });
 }
 
 }  // namespace sotto::nn::cpu

@@ -1,6 +1,6 @@
-// `sotto info` as a user runs it: every model/audio fixture prints, --json output is valid JSON (checked with
-// the strict parser) with the right tensor count, and bad input gives one line on stderr with exit 1 (file)
-// or 2 (usage).
+// `sotto info` as a user runs it (and a few other commands' checks: bench, transcribe, the GPU probes): every
+// model/audio fixture prints, --json output is valid JSON (checked with the strict parser) with the right
+// tensor count, and bad input gives one line on stderr with exit 1 (file) or 2 (usage).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 
 #include "gpu_test_support.h"
 #include "io/json.h"
+#include "nn/gemm.h"
 #include "test_support.h"
 
 namespace sotto {
@@ -183,6 +184,32 @@ TEST(CliBench, JsonHasEveryFigureAndTheDepthAsked) {
       EXPECT_NE(run.err.find("--depth must be a whole number"), std::string::npos) << run.err;
     }
   }
+}
+
+// transcribe --bf16x3 (Parakeet's split-bf16 products on AMX tiles): one line where it cannot apply (Moonshine,
+// the GPU, a CPU without AMX-BF16); where it runs, the same tokens as the float32 products on the CI model.
+TEST(CliTranscribe, Bf16x3GivesTheSameTokensOrOneLine) {
+  const std::string parakeet = "'" + std::string(SOTTO_SOURCE_DIR) + "/tests/data/parakeet/tdt_ci'";
+  const std::string clip = quoted_fixture("audio/beckett.wav");
+  auto one_line = [](const CliRun& run, const char* what) {
+    EXPECT_EQ(run.exit_code, 1) << run.err;
+    EXPECT_EQ(run.err.rfind("sotto: ", 0), 0u) << run.err;
+    EXPECT_NE(run.err.find(what), std::string::npos) << run.err;
+    EXPECT_EQ(run.err.find('\n'), run.err.size() - 1) << run.err;
+  };
+  one_line(run_cli("transcribe -m " + parakeet + " " + clip + " --bf16x3 --backend webgpu"), "--backend cpu");
+  one_line(run_cli("transcribe -m /no/such/moonshine " + clip + " --bf16x3"), "for Parakeet directories");
+  const CliRun f32 = run_cli("transcribe -m " + parakeet + " " + clip + " --json --threads 2");
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  const CliRun bf16 = run_cli("transcribe -m " + parakeet + " " + clip + " --json --threads 2 --bf16x3");
+  if (!nn::cpu::gemm_bf16_use_amx()) return one_line(bf16, "no AMX-BF16");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  auto tokens = [](const std::string& json) {  // the "tokens": [...] member as printed
+    const size_t at = json.find("\"tokens\"");
+    return at == std::string::npos ? std::string() : json.substr(at, json.find(']', at) - at + 1);
+  };
+  EXPECT_FALSE(tokens(f32.out).empty()) << f32.out;
+  EXPECT_EQ(tokens(bf16.out), tokens(f32.out));
 }
 
 // The GPU probes are a tool (tools/gpu_probe: sotto_gpu_probe), not a command of the product.

@@ -326,7 +326,26 @@ void ParakeetModel::use_packed_matrices() {
       pack(*t);
 }
 
+bool ParakeetModel::use_bf16x3_products() {
+  if (!nn::cpu::gemm_bf16_use_amx() || weights_.ctx->backend() != nn::Backend::Cpu) return false;
+  nn::Context& ctx = *weights_.ctx;
+  auto pack = [&](Tensor& t) {
+    if (!t.defined() || t.dtype() != DType::F32 || t.rank() != 2 || t.dim(0) % 16 != 0 ||
+        packed_.count(t.f32()))
+      return;
+    t = nn::cpu::pack_weight_bf16x3(ctx, t);
+    bf16_.insert(t.data<uint16_t>());
+  };
+  pack(weights_.sub_linear_w);
+  for (ParakeetBlock& b : weights_.blocks)
+    for (Tensor* t : {&b.ff1_w1, &b.ff1_w2, &b.wq, &b.wk, &b.wv, &b.wo, &b.w_pos, &b.pw1_w, &b.pw2_w,
+                      &b.ff2_w1, &b.ff2_w2})
+      pack(*t);
+  return true;
+}
+
 Tensor ParakeetModel::linear(const Tensor& x, const Tensor& w, const Tensor& b) const {
+  if (w.defined() && bf16_.count(w.data<uint16_t>())) return nn::cpu::linear_bf16x3(x, w, b);
   if (!w.defined() || !packed_.count(w.f32())) return nn::linear(x, w, b);
   return nn::cpu::linear_prepacked(x, w, b);
 }

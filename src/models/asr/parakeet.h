@@ -180,6 +180,13 @@ class ParakeetModel {
   // product then skips re-packing its weight (~25 % of the encoder's time at 6 s of audio). Same bytes, the
   // same results bit for bit; CPU only (the tensors no longer hold rows for other backends).
   void use_packed_matrices();
+  // Where the CPU has AMX-BF16 (nn/gemm.h gemm_bf16_use_amx: Intel Sapphire Rapids and later), splits the same
+  // matrices into bf16 highs and lows in the tile kernel's panels instead (the same 4 bytes a weight); their
+  // products then run as three bf16 products with float sums (nn/gemm_bf16.cpp), each within ~2^-16 of the
+  // float product, on tiles that do ~16 times the multiply-adds per cycle of float FMAs. Not the float32
+  // function, but close to it: the encoder within ~1e-4 and every token unchanged (tests/unit/parakeet_test.cpp,
+  // bench/parakeet.mjs). Returns false, changing nothing, on other CPUs. CPU only.
+  bool use_bf16x3_products();
 
   // Encoder output [T', d_model] of normalised log-mel features [n_mels, T] (channels-major as audio/mel.h
   // gives them).
@@ -196,13 +203,14 @@ class ParakeetModel {
   nn::Tensor positions(int64_t t);
   // decode() when the weights are on the GPU: the loop's state stays there (nn/gpu_tdt.cpp).
   TdtResult decode_on_gpu(const nn::Tensor& encoder_out);
-  // nn::linear, or the pre-packed product when use_packed_matrices() packed w.
+  // nn::linear, or the pre-packed product when use_packed_matrices() or use_bf16x3_products() packed w.
   nn::Tensor linear(const nn::Tensor& x, const nn::Tensor& w, const nn::Tensor& b = {}) const;
 
   std::unique_ptr<ThreadPool>
       own_pool_;  // load(..., n_threads)'s; declared first: the weights' context uses it
   ParakeetWeights weights_;
   std::unordered_set<const void*> packed_;  // data of the matrices use_packed_matrices() packed
+  std::unordered_set<const void*> bf16_;    // data of the matrices use_bf16x3_products() packed
 };
 
 }  // namespace sotto::asr
