@@ -129,8 +129,8 @@ constexpr uint32_t kDerivedRowSums = 7;           // int32 [Cout]: sum of each r
 constexpr uint32_t kDerivedTapPairs = 12;         // int16 [Cout, leaves]: tap_pair_weights
 constexpr uint32_t kDerivedTapPairsWrapped = 13;  // the same at tap_pair_depth_wrapped's depth
 #if defined(__x86_64__) && !defined(__wasm__)
-// The int8 layout with Cin rounded up to 64 by zero weights, for AMX.
-constexpr uint32_t kDerivedInt8TapMajor64 = 15;
+// The int8 weights as AMX's tile loads read them (conv_integer_amx_avx2.cpp), Cin rounded up to 64 by zeros.
+constexpr uint32_t kDerivedInt8AmxTiles = 15;
 #endif
 
 int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
@@ -718,11 +718,17 @@ Tensor quantized_bias_conv(const Tensor& x0, const Tensor& w, const Tensor& b, c
   // multiply-adds, on a unit 2x as fast as VNNI).
   if (use8 && s == 1 && cout % 16 == 0 && cpu::conv_integer_use_amx()) {
     const int64_t cin64 = (cin + 63) / 64 * 64, qs = n_rows + 16;
-    const Tensor wa = cin64 == cin ? w8 : w.derived(kDerivedInt8TapMajor64, [&] {
-      Tensor t = w.ctx().empty({cout, kernel, cin64}, DType::I8);
-      std::memset(t.data<int8_t>(), 0, static_cast<size_t>(t.elements()));
-      for (int64_t r = 0; r < cout * kernel; ++r)
-        std::memcpy(t.data<int8_t>() + r * cin64, w8.data<int8_t>() + r * cin, static_cast<size_t>(cin));
+    const Tensor wa = w.derived(kDerivedInt8AmxTiles, [&] {
+      // [Cout / 16][K][Cin / 64] tiles of 16 output channels x 64 input channels (row r: channel 16 i + r).
+      Tensor t = w.ctx().empty({cout / 16, kernel, cin64 / 64, 1024}, DType::I8);
+      int8_t* tiles = t.data<int8_t>();
+      std::memset(tiles, 0, static_cast<size_t>(t.elements()));
+      for (int64_t oc = 0; oc < cout; ++oc)
+        for (int64_t k = 0; k < kernel; ++k)
+          for (int64_t c = 0; c < cin; c += 64)
+            std::memcpy(tiles + (((oc / 16) * kernel + k) * (cin64 / 64) + c / 64) * 1024 + (oc % 16) * 64,
+                        w8.data<int8_t>() + (oc * kernel + k) * cin + c,
+                        static_cast<size_t>(std::min<int64_t>(64, cin - c)));
       return t;
     });
     uint8_t* quads = scratch<uint8_t>(ctx, rows, cin64 * qs, DType::U8);
