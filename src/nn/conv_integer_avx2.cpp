@@ -55,16 +55,10 @@ void quantize_i16_avx2(const float* x, int64_t n, float scale, int32_t zero_poin
 // vpdpbusd multiplies 64 uint8 activations by 64 int8 weights and adds each 4 products into one of 16 int32
 // lanes: 4x the multiply-adds per instruction of the int16 pmaddwd kernel (gemm_avx2.cpp) and half the bytes,
 // with no intermediate saturation (unlike pmaddubsw), so the sums are exact. Compiled for that target per
-// function and called only when the CPU and OS have it.
+// function and called only when the CPU and OS have it (cpu_features().avx512_vnni: conv_integer_bias.cpp).
 #define SOTTO_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 namespace sotto::nn::cpu {
-
-bool cpu_has_avx512_vnni() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-  return has;
-}
 
 namespace {
 

@@ -43,7 +43,6 @@ namespace cpu {
 // conv_integer_avx2.cpp: the same as the portable loops below, 8 lanes at a time, and the VNNI product.
 void min_max_avx2(const float* x, int64_t n, float& lo, float& hi);
 void quantize_i16_avx2(const float* x, int64_t n, float scale, int32_t zero_point, int16_t* out);
-bool cpu_has_avx512_vnni();
 void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_t lda, const uint8_t* B,
                         int64_t ldb, int32_t* C, int64_t ldc);
 void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int32_t zp,
@@ -84,7 +83,7 @@ bool conv_integer_use_amx() {
 
 bool conv_integer_use_vnni() {
 #if defined(__x86_64__) && !defined(__wasm__)
-  return g_allow_vnni.load(std::memory_order_relaxed) && cpu_use_avx2() && cpu_has_avx512_vnni();
+  return g_allow_vnni.load(std::memory_order_relaxed) && cpu_use_avx2() && cpu_features().avx512_vnni;
 #else
   return false;
 #endif
