@@ -73,10 +73,11 @@ int run_transcribe_parakeet(const std::string& model_dir, std::span<const float>
     auto loaded = asr::ParakeetModel::open(model_dir, o.threads);
     if (!loaded) return fail(cat(model_dir, ": ", loaded.message()));
     model = std::move(loaded).value();
-    if (o.bf16x3 && !model->use_bf16x3_products())
-      return fail("--bf16x3: this CPU has no AMX-BF16 (or the OS does not grant its tiles)");
+    // CPU: each weight packed once for the product kernel, not per product.
     if (!o.bf16x3)
-      model->use_packed_matrices();  // CPU: each weight packed once for the kernel, not per product
+      model->use_packed_matrices();
+    else if (!model->use_bf16x3_products())
+      return fail("--bf16x3: this CPU has no AMX-BF16 (or the OS does not grant its tiles)");
   }
   asr::ParakeetVocab vocab;
   if (auto tok = MappedFile::open(model_dir + "/tokenizer.model"); tok.ok()) {

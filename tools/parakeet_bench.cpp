@@ -1,14 +1,15 @@
-// sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--unpacked] [--bf16x3] [--check FILE]
-//                      [--wav FILE] [--dump DIR] [--serve]:
+// sotto_parakeet_bench MODEL_DIR [--threads N] [--seconds S] [--runs R] [--half] [--unpacked] [--bf16x3]
+//                      [--check FILE] [--wav FILE] [--dump DIR] [--serve]:
 // times Parakeet TDT on the CPU over a clip: the mel front end, the encoder and the greedy TDT decoder, best of R
 // runs after one warm-up. The clip is a synthetic one of S seconds (tones and noise; the weights are random in
 // our benchmark files, so the content is moot), or the first S seconds of --wav FILE (resampled to 16 kHz).
 // With --check FILE (safetensors holding "mel" [128, T] and "encoder" [T', d_model] from transformers) it also
 // reports the encoder's largest difference from that reference. --half stores the matrices as float16 first; the
 // float32 matrices are pre-packed for the CPU's product kernel (ParakeetModel::use_packed_matrices) unless
-// --unpacked; --bf16x3 packs them for split-bf16 products on AMX tiles instead (ParakeetModel::use_bf16x3_products; an
-// error on a CPU without AMX-BF16). --dump DIR writes the clip (audio.f32, 16 kHz), its mel (mel.f32, [128, T]), the encoder output
-// (encoder.f32, [T', d_model]), all float32, and result.json {"mel_frames", "encoder_frames", "d_model",
+// --unpacked; --bf16x3 packs them for split-bf16 products on AMX tiles instead
+// (ParakeetModel::use_bf16x3_products; an error on a CPU without AMX-BF16). --dump DIR writes the clip
+// (audio.f32, 16 kHz), its mel (mel.f32, [128, T]), the encoder output (encoder.f32, [T', d_model]), all
+// float32, and result.json {"mel_frames", "encoder_frames", "d_model",
 // "tokens", "frames", "durations"}: another runtime is checked on the same features (bench/parakeet.mjs).
 // --serve: after loading, one line of JSON {"mel_ms", "encode_ms", "decode_ms", the same with _cpu_ms (CPU time
 // of the process, all threads), "tokens"} per

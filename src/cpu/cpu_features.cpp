@@ -5,9 +5,9 @@
 namespace sotto {
 
 namespace {
-// Bit 0: detected; bit 1: avx2_fma; bit 2: avx512_vnni; bit 3: avx512_f32; bit 4: amx_int8; bit 5: amx_bf16. Atomics instead of a function-local
-// static, because the wasm build has no runtime for thread-safe static initialisation. Racing detections
-// compute the same answer.
+// Bit 0: detected; bit 1: avx2_fma; bit 2: avx512_vnni; bit 3: avx512_f32; bit 4: amx_int8; bit 5: amx_bf16.
+// Atomics instead of a function-local static, because the wasm build has no runtime for thread-safe static
+// initialisation. Racing detections compute the same answer.
 std::atomic<unsigned> g_detected{0};
 std::atomic<bool> g_force_portable{false};
 }  // namespace

@@ -13,7 +13,8 @@
 // load for any t, tap and dilation, with no unrolled copy of the input and no gather per dilation residue. The
 // signed tiles are laid out once per weight as they are loaded (conv_integer_bias.cpp): for each 16 output
 // channels, tap and 64 input channels, 1 KB of its own. (Read in place from the [Cout][K][Cin] copy instead, a
-// tile's rows lie K Cin bytes apart: the Kokoro paragraph took 1.02-1.03x the time, interleaved, 1 and 2 threads.)
+// tile's rows lie K Cin bytes apart: the Kokoro paragraph took 1.02-1.03x the time, interleaved, 1 and 2
+// threads.)
 #include <immintrin.h>
 
 #include <algorithm>
@@ -71,8 +72,8 @@ namespace {
 template <int MT, int NT>
 SOTTO_AMX void block(int64_t m, int64_t t, int64_t kernel, int64_t dilation, int64_t cin, const int8_t* w,
                      const uint8_t* q, int64_t qs, int32_t* acc, int64_t ldc, int64_t valid) {
-  const int64_t blocks = cin / 64,
-                next_m = kernel * blocks * 1024;  // tiles of 64 channels; the next 16 rows'
+  // Tiles of 64 input channels a tap; the next 16 output channels' tiles are a whole tap set further.
+  const int64_t blocks = cin / 64, next_m = kernel * blocks * 1024;
   _tile_zero(0);
   if constexpr (NT == 2) _tile_zero(1);
   if constexpr (MT == 2) _tile_zero(2);

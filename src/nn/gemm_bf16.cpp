@@ -11,10 +11,10 @@
 //
 // The scalar reference beside it defines the function: for each output, over k in order, the three products
 // added with one rounding each (a product of two bf16 is exact in float, so acc += a * b rounds once, as fmaf
-// would, whether or not the compiler contracts it). The scalar path gives its floats bit for bit. AMX's TDPBF16PS adds the
-// same exact products in float, but in an order and with internal rounding of its own (measured on a Sapphire
-// Rapids: a quarter of sums over 32-128 products differ from any plain order in the last bit or two), so the
-// tile kernel is within a few float roundings of the reference, not equal to it.
+// would, whether or not the compiler contracts it). The scalar path gives its floats bit for bit. AMX's
+// TDPBF16PS adds the same exact products in float, but in an order and with internal rounding of its own
+// (measured on a Sapphire Rapids: a quarter of sums over 32-128 products differ from every plain order tried
+// in the last bit or two), so the tile kernel is within a few float roundings of the reference, not equal to it.
 #include <algorithm>
 #include <atomic>
 #include <vector>

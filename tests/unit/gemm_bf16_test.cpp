@@ -1,10 +1,10 @@
 // The split-bf16 product (nn/gemm.h gemm_pack_b_bf16x3 + gemm_nt_bf16x3, Parakeet's bf16x3 encoder products)
 // on fresh random operands of odd sizes: against the scalar reference (three bf16 products a multiply-add, a
-// float sum over k in order, one rounding a product), bit for bit on the scalar path and within a few float roundings on the AMX
-// tiles where the CPU has them (the tiles sum in their own order); any M (one row tile or several, a partial
-// last one), K across several 32-step blocks and not a multiple of 32, N an odd or even number of 16-column
-// panels, strides wider than K, C's neighbours untouched; single-threaded and on 3 threads. And the reference
-// itself close to the float64 product: each term within ~2^-16 of a b.
+// float sum over k in order, one rounding a product), bit for bit on the scalar path and within a few float
+// roundings on the AMX tiles where the CPU has them (the tiles sum in their own order); any M (one row tile or
+// several, a partial last one), K across several 32-step blocks and not a multiple of 32, N an odd or even
+// number of 16-column panels, strides wider than K, C's neighbours untouched; single-threaded and on 3 threads.
+// And the reference itself close to the float64 product: each term within ~2^-16 of a b.
 #include <cmath>
 #include <cstring>
 
