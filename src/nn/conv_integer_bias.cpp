@@ -632,7 +632,9 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
 namespace {
 Tensor quantized_bias_conv(const Tensor& x0, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
                            const ValueRange* x_range) {
-  if (gpu_ops::on_gpu(x0)) return gpu_ops::conv1d_integer_dynamic_quantized_bias(x0, w, b, o);
+  if (gpu_ops::on_gpu(x0))
+    return gpu_ops::conv1d_integer_dynamic_quantized_bias(
+        x0, w, b, o, x_range && x_range->gpu_partial.defined() ? &x_range->gpu_partial : nullptr);
   assert(x0.ctx().backend() == Backend::Cpu && (!b.defined() || (b.dtype() == DType::F32 && b.rank() == 1)));
   const Tensor x = cpu::as_f32(x0);
   NN_ASSERT(x.rank() == 2 && w.rank() == 3 && (w.dtype() == DType::I8 || w.dtype() == DType::U8));

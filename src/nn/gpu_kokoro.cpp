@@ -28,6 +28,14 @@ namespace sotto::nn::gpu_ops {
 
 namespace {
 
+// DynamicQuantizeLinear's range on the GPU: chunks of ~4,096 values, at most 1,024 (every quantizing workgroup
+// reads 2 floats a chunk), each reduced by one workgroup; x of at most kQuantizeReadsX values is read whole by
+// every quantizing workgroup instead (the style vectors of the ~70 AdaINs).
+constexpr int64_t kQuantizeReadsX = 1024;
+int64_t quant_range_chunks(int64_t n) {
+  return std::clamp<int64_t>(n / 4096, 1, 1024);
+}
+
 // Tensor::derived() kinds of the weight layouts these kernels make once per weight (the CPU ops' are below 20).
 enum DerivedKind : uint32_t {
   kDerivedConvIntegerWords = 24,       // kConvIntegerPack's words of a ConvInteger weight
@@ -491,6 +499,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let size = (p.n + p.chunks - 1u) / p.chunks;
   let end = min(p.n, (w + 1u) * size);
   for (var i = w * size + lid; i < end; i += 64u) { lo = min(lo, x[i]); hi = max(hi, x[i]); }
+  let r = reduce_lo_hi(lo, hi, lid);
+  if (lid == 0u) { partial[2u * w] = r.x; partial[2u * w + 1u] = r.y; }
+}
+)";
+
+// nn_snake (above), and its output's range for the int8 conv after it (Kokoro's generator): workgroup w writes
+// chunk w of y, the chunks of nn_quant_range, and their (min, max) with 0 into partial[2w], partial[2w + 1], as
+// nn_quant_range would from y, so the conv's quantization skips that dispatch and its pass over y.
+constexpr const char* kSnakeRange = NN_WGSL_MINMAX R"(
+struct P { n: u32, length: u32, chunks: u32, pad0: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> alpha: array<f32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read_write> partial: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = wid.x;
+  if (w >= p.chunks) { return; }
+  let size = (p.n + p.chunks - 1u) / p.chunks;
+  let end = min(p.n, (w + 1u) * size);
+  var lo = 0.0;
+  var hi = 0.0;
+  for (var i = w * size + lid; i < end; i += 64u) {
+    let a = alpha[i / p.length];
+    let v = x[i];
+    let s = sin(a * v);
+    let r = v + s * s * (1.0 / a);
+    y[i] = r;
+    lo = min(lo, r);
+    hi = max(hi, r);
+  }
   let r = reduce_lo_hi(lo, hi, lid);
   if (lid == 0u) { partial[2u * w] = r.x; partial[2u * w + 1u] = r.y; }
 }
@@ -1710,13 +1750,21 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 )";
 }  // namespace
 
-Tensor snake(const Tensor& x, const Tensor& alpha) {
+Tensor snake(const Tensor& x, const Tensor& alpha, Tensor* range_partial) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return none_on(x);
   if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(alpha) || alpha.dtype() != DType::F32 ||
       alpha.elements() != x.dim(0) || x.elements() == 0)
     return unsupported(x, "snake of these tensors");
   Tensor out = x.ctx().empty(x.shape());
+  const int64_t chunks = quant_range_chunks(x.elements());
+  if (range_partial && x.elements() > kQuantizeReadsX) {
+    *range_partial = x.ctx().empty({2 * chunks});
+    const uint32_t params[] = {u32(x.elements()), u32(x.dim(1)), u32(chunks), 0};
+    rec.dispatch("nn_snake_range", kSnakeRange, params, {&x, &alpha, &out, range_partial},
+                 static_cast<uint64_t>(chunks) * 64);
+    return out;
+  }
   const uint32_t params[] = {u32(x.elements()), u32(x.dim(1)), 0, 0};
   rec.dispatch("nn_snake", kSnake, params, {&x, &alpha, &out}, static_cast<uint64_t>(x.elements()));
   return out;
@@ -1912,20 +1960,21 @@ namespace {
 
 // DynamicQuantizeLinear on the GPU in two dispatches; channel_words: the packed ConvInteger's layout (x [C, T]
 // as [C / 4 rounded up, T] words of 4 channels).
-Tensor quantize_dynamic(const Tensor& x, Tensor* params, bool channel_words) {
+Tensor quantize_dynamic(const Tensor& x, Tensor* params, bool channel_words, const Tensor* range_partial) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return none_on(x);
   if (x.dtype() != DType::F32 || x.elements() == 0 || (channel_words && x.rank() != 2))
     return unsupported(x, "dynamic_quantize_linear of this tensor");
   Context& ctx = x.ctx();
   const int64_t n = x.elements();
-  // Chunks of ~4,096 values, at most 1,024: every quantizing workgroup reads 2 floats per chunk.
-  const int64_t chunks = std::clamp<int64_t>(n / 4096, 1, 1024);
-  Tensor partial = ctx.empty({2 * chunks});
+  const int64_t chunks = quant_range_chunks(n);
+  const bool small = n <= kQuantizeReadsX;
+  Tensor partial = range_partial && !small ? *range_partial : ctx.empty({2 * chunks});
+  if (partial.elements() != 2 * chunks)
+    return unsupported(x, "a range of other chunks for this quantization");
   Tensor qp = ctx.empty({4});
-  const bool small = n <= 1024;  // each quantizing workgroup reads x once instead
   const uint32_t p0[] = {u32(n), u32(chunks), 0, 0};
-  if (!small)
+  if (!small && !range_partial)
     rec.dispatch("nn_quant_range", kQuantRange, p0, {&x, &partial}, static_cast<uint64_t>(chunks) * 64);
   const int64_t length = channel_words ? x.dim(1) : 0, channels = channel_words ? x.dim(0) : 0;
   const int64_t words = channel_words ? (channels + 3) / 4 * length : (n + 3) / 4;
@@ -1939,7 +1988,7 @@ Tensor quantize_dynamic(const Tensor& x, Tensor* params, bool channel_words) {
 }  // namespace
 
 Tensor dynamic_quantize_linear(const Tensor& x, Tensor* params) {
-  return quantize_dynamic(x, params, false);
+  return quantize_dynamic(x, params, false, nullptr);
 }
 
 namespace {
@@ -2076,7 +2125,7 @@ void set_conv_integer_kernel(ConvIntegerKernel k) {
 }
 
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
-                                             const Conv1dOptions& o) {
+                                             const Conv1dOptions& o, const Tensor* x_range_partial) {
   GpuRecorder& rec = *x.ctx().gpu();
   if (rec.failed()) return none_on(x);
   if (x.dtype() != DType::F32 || x.rank() != 2 || !on_gpu(w) || w.rank() != 3 || w.dim(1) != x.dim(0) ||
@@ -2092,7 +2141,7 @@ Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, c
   const bool use_tiled = conv_integer_kernel != ConvIntegerKernel::Plain && o.stride == 1 && kernel <= 11 &&
                          (kernel - 1) * o.dilation <= 64;
   Tensor qp;
-  const Tensor xq = quantize_dynamic(x, &qp, use_tiled && packed);
+  const Tensor xq = quantize_dynamic(x, &qp, use_tiled && packed, x_range_partial);
   Tensor out = x.ctx().empty({cout, out_len});
   const uint32_t params[] = {u32(cout),
                              u32(out_len),

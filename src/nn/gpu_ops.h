@@ -86,7 +86,9 @@ void greedy_step(const Tensor& logits, const GreedyLoop& g);
 // Kokoro's ops (gpu_kokoro.cpp). repeat_by_durations takes the durations on the host (the forward reads them
 // back once); conv_transpose1d the output length the CPU op computes; dynamic_quantize_linear returns uint8 and
 // sets *params to a GPU tensor (scale, zero point, min, max) that the int8 products read.
-Tensor snake(const Tensor& x, const Tensor& alpha);
+// With `range_partial`, snake also writes its output's range as quantization's first stage would (one dispatch
+// instead of two; conv1d_integer_dynamic_quantized_bias takes it).
+Tensor snake(const Tensor& x, const Tensor& alpha, Tensor* range_partial = nullptr);
 Tensor adain(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps);
 Tensor atan2(const Tensor& y, const Tensor& x);
 Tensor resize(const Tensor& x, int64_t length, ResizeMode mode);
@@ -106,7 +108,7 @@ Tensor bilstm_int8(const Tensor& x, const LstmWeights& forward, const LstmWeight
 Tensor matmul_integer_dynamic(const Tensor& x, const Tensor& w, const Tensor& w_scales,
                               const Tensor& w_zero_points);
 Tensor conv1d_integer_dynamic_quantized_bias(const Tensor& x, const Tensor& w, const Tensor& b,
-                                             const Conv1dOptions& o);
+                                             const Conv1dOptions& o, const Tensor* x_range_partial = nullptr);
 // The kernel conv_transpose1d records for groups 1, dilation 1 (Auto: by phases where kernel / stride <= 32,
 // else the 16-channel tiled one where kernel <= 32; other convs always take the plain one). Tests pin each in turn.
 enum class ConvTransposeKernel { Auto, Plain, Tiled16, Phases };

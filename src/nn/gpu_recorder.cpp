@@ -1,6 +1,7 @@
 #include "nn/gpu_recorder.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "api/clock.h"
 #include "nn/tensor.h"
@@ -19,8 +20,16 @@ struct HostTimer {
 };
 }  // namespace
 
+GpuRecorder::GpuRecorder(gpu::Device& device) : device_(device) {
+  submit_every_ = 64;
+#if !defined(__wasm__)
+  if (const char* env = std::getenv("SOTTO_GPU_SUBMIT_EVERY"))
+    submit_every_ = static_cast<size_t>(std::strtoul(env, nullptr, 10));
+#endif
+}
+
 GpuRecorder::~GpuRecorder() {
-  for (const auto& [words, buffer] : uniforms_) device_.destroy_buffer(buffer);
+  for (gpu::BufferHandle chunk : arena_) device_.destroy_buffer(chunk);
 }
 
 void GpuRecorder::fail(std::string message) {
@@ -55,31 +64,37 @@ bool GpuRecorder::record(std::string_view name, std::string_view wgsl, std::span
     }
     pipeline = pipelines_.emplace(std::string(name), *made).first;
   }
-  std::vector<uint32_t> words(params.begin(), params.end());
-  words.resize((words.size() + 3) / 4 * 4 + (words.empty() ? 4 : 0), 0);
-  auto uniform = uniforms_.find(words);
-  if (uniform == uniforms_.end()) {
-    auto made = device_.create_buffer(words.size() * 4, gpu::kUsageUniform | gpu::kUsageCopyDst, "nn params");
+  // The block's slot(s): the next free ones in this submission, in one chunk.
+  const uint64_t block_bytes = std::max<uint64_t>(16, (params.size() * 4 + 15) / 16 * 16);
+  const uint64_t slot_bytes = (block_bytes + kSlotBytes - 1) / kSlotBytes * kSlotBytes;
+  if (slot_bytes > kChunkBytes) {
+    fail(cat("kernel ", name, ": a uniform block of ", block_bytes, " bytes (at most ", kChunkBytes, ")"));
+    return false;
+  }
+  uint64_t at = staged_.size() * 4;
+  if (at / kChunkBytes != (at + slot_bytes - 1) / kChunkBytes) at = (at / kChunkBytes + 1) * kChunkBytes;
+  const size_t chunk = static_cast<size_t>(at / kChunkBytes);
+  if (chunk == arena_.size()) {
+    auto made = device_.create_buffer(kChunkBytes, gpu::kUsageUniform | gpu::kUsageCopyDst, "nn params");
     if (!made.ok()) {
       fail(made.message());
       return false;
     }
-    if (Status s = device_.write_buffer(*made, 0, words.data(), words.size() * 4); !s.ok()) {
-      fail(s.message());
-      return false;
-    }
-    uniform = uniforms_.emplace(words, *made).first;
+    arena_.push_back(*made);
   }
-  std::vector<gpu::Binding> bindings = {{0, uniform->second, 0, words.size() * 4}};
-  std::vector<uint64_t> key = {pipeline->second, uniform->second};
+  staged_.resize(static_cast<size_t>((at + slot_bytes) / 4), 0);
+  std::copy(params.begin(), params.end(), staged_.begin() + static_cast<std::ptrdiff_t>(at / 4));
+  const uint64_t offset = at % kChunkBytes;
+  std::vector<gpu::Binding> bindings = {{0, arena_[chunk], offset, block_bytes}};
+  std::vector<uint64_t> key = {pipeline->second, arena_[chunk], offset, block_bytes};
   uint32_t slot = 1;
   for (const Tensor* t : tensors) {
     if (!t->defined() || t->gpu_buffer() == 0) {
       fail(cat("kernel ", name, ": an input has no GPU buffer"));
       return false;
     }
-    const uint64_t bytes = (t->bytes() + 3) / 4 * 4;
-    bindings.push_back({slot++, t->gpu_buffer(), t->gpu_offset(), bytes ? bytes : 4});
+    const uint64_t bytes = t->gpu_binding_bytes();
+    bindings.push_back({slot++, t->gpu_buffer(), t->gpu_offset(), bytes});
     key.push_back(t->gpu_buffer());
     key.push_back(t->gpu_offset());
     key.push_back(bytes);
@@ -108,6 +123,15 @@ Status GpuRecorder::flush() {
   SOTTO_TRY(status());
   if (plan_.empty()) return {};
   HostTimer timer(host_ns_);
+  for (size_t chunk = 0; chunk * kChunkBytes < staged_.size() * 4; ++chunk) {
+    const uint64_t begin = chunk * kChunkBytes;
+    const uint64_t end = std::min<uint64_t>(staged_.size() * 4, begin + kChunkBytes);
+    if (Status s = device_.write_buffer(arena_[chunk], 0, staged_.data() + begin / 4, end - begin); !s.ok()) {
+      fail(s.message());
+      return status();
+    }
+  }
+  staged_.clear();
   std::vector<uint64_t> ns;
   Status s = profiling_ ? device_.run_timed(plan_, &ns) : device_.run(plan_);
   for (size_t i = 0; i < ns.size() && i < plan_names_.size(); ++i) {

@@ -13,6 +13,11 @@
 // bias + rope + gate + residual + KV-cache append in one dispatch (gpu_fused.cpp). The others mark the
 // recorder failed and return an empty tensor; the failure comes back from the next read as one line. Reading
 // back is synchronous (native Dawn); the browser's asynchronous read is not wired yet.
+//
+// A forward pass with other lengths (a new sentence, a longer clip) should make few GPU objects too, since each
+// costs the host microseconds: a uniform block is bound by its place in the submission, not by its content (the
+// arena below), a tensor that owns its storage binds the whole storage, and the context pools GPU storages in
+// size classes (nn/tensor.cpp), so the same buffers and bind groups come back when the lengths change a little.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +37,7 @@ class Tensor;
 
 class GpuRecorder {
  public:
-  explicit GpuRecorder(gpu::Device& device) : device_(device) {}
+  explicit GpuRecorder(gpu::Device& device);
   ~GpuRecorder();
 
   gpu::Device& device() { return device_; }
@@ -46,15 +51,18 @@ class GpuRecorder {
   // Submits on its own every `n` recorded dispatches (0: only at flush() and reads), so a long forward pass
   // starts on the GPU while the host still records the rest of it: with one submit at the end, the GPU waits
   // for the whole recording and encoding (~150 dispatches for Moonshine's encoder) before its first dispatch.
+  // The default is 64 (on an H100 0.4-0.7 ms faster than one submit per read for Moonshine's 10 s clip and 0.1
+  // ms faster than every 32, bench/results/2026-12-06-moonshine-gpu.md); natively SOTTO_GPU_SUBMIT_EVERY=N
+  // sets it for benchmarking.
   void set_submit_every(size_t n) { submit_every_ = n; }
   // The first failure since the context was made ("" when none): an op without a GPU kernel, a compile error.
   void fail(std::string message);
   bool failed() const { return !error_.empty(); }
   Status status() const;
-  // Dispatches submitted so far, and GPU objects (pipelines, uniform buffers, bind groups) made so far: tests
-  // check that a repeated forward pass makes no new objects.
+  // Dispatches submitted so far, and GPU objects (pipelines, uniform arena chunks, bind groups) made so far:
+  // tests check that a repeated forward pass makes no new objects.
   uint64_t dispatches_run() const { return dispatches_run_; }
-  uint64_t objects_made() const { return pipelines_.size() + uniforms_.size() + bind_groups_.size(); }
+  uint64_t objects_made() const { return pipelines_.size() + arena_.size() + bind_groups_.size(); }
   // Profiling (where the adapter has timestamp queries): every later flush times each dispatch on the GPU;
   // profile() lists each kernel's dispatches and GPU milliseconds, the largest first, and the flushes' count.
   void set_profiling(bool on) { profiling_ = on; }
@@ -79,7 +87,16 @@ class GpuRecorder {
   uint64_t dispatches_run_ = 0;
   uint64_t host_ns_ = 0;
   std::map<std::string, gpu::PipelineHandle, std::less<>> pipelines_;
-  std::map<std::vector<uint32_t>, gpu::BufferHandle> uniforms_;
+  // The uniform arena: each recorded dispatch's block in its own 256-byte slot(s) (WebGPU's uniform offset
+  // alignment), slots numbered from 0 again in each submission, in chunks of 64 KB made as a submission first
+  // needs them. flush() writes the submission's blocks with one write_buffer per chunk before submitting; the
+  // queue orders that write after every earlier submission, so only a slot used twice in one submission would
+  // clash, and none is.
+  static constexpr uint64_t kSlotBytes = 256;
+  static constexpr uint64_t kChunkBytes = 65536;
+  std::vector<gpu::BufferHandle> arena_;
+  std::vector<uint32_t>
+      staged_;  // this submission's blocks, from the arena's start (kSlotBytes / 4 words a slot)
   std::map<std::vector<uint64_t>, gpu::BindGroupHandle> bind_groups_;
 };
 

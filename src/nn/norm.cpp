@@ -327,7 +327,11 @@ Tensor adain(const Tensor& x, const Tensor& gamma0, const Tensor& beta0, float e
 // goes). Each value is computed by the same functions as adain() then snake() compute it.
 Tensor adain_snake(const Tensor& x0, const Tensor& gamma0, const Tensor& beta0, float eps,
                    const Tensor& alpha0, ValueRange* range) {
-  if (gpu_ops::on_gpu(x0)) return snake(adain(x0, gamma0, beta0, eps), alpha0);
+  if (gpu_ops::on_gpu(x0)) {
+    if (!range) return snake(adain(x0, gamma0, beta0, eps), alpha0);
+    *range = {};
+    return gpu_ops::snake(adain(x0, gamma0, beta0, eps), alpha0, &range->gpu_partial);
+  }
   const Tensor x = cpu::as_f32(x0), beta = cpu::as_f32(beta0), alpha = cpu::as_f32(alpha0);
   const Tensor one_plus = scale(cpu::as_f32(gamma0), 1.0f, 1.0f);
   NN_ASSERT(x.rank() == 2 && one_plus.elements() == x.dim(0) && beta.elements() == x.dim(0) &&

@@ -108,10 +108,13 @@ Tensor adain(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps
 struct ValueRange {
   float lo = 0.0f, hi = 0.0f;
   bool known = false;
+  // On the GPU: the value's range as the int8 quantization's first stage writes it, (min, max) with 0 per
+  // chunk of the chunks that stage would take (gpu_kokoro.cpp), so the conv skips that pass over its input.
+  Tensor gpu_partial;
 };
 // snake(adain(x, gamma, beta, eps), alpha) in one pass over the channels of x [C, T], bitwise the two ops
 // (Kokoro's generator has every dilated conv behind this pair). With `range`, also the result's range for
-// the conv after it (left unknown on the GPU).
+// the conv after it (on the GPU as range->gpu_partial, Snake's dispatch writing it).
 Tensor adain_snake(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, const Tensor& alpha,
                    ValueRange* range = nullptr);
 // Batch norm is folded into the preceding conv's weight and bias at load (fold_batch_norm in nn/weights.h).

@@ -55,6 +55,7 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
   const int64_t row_elements = shape_[0] > 0 ? elements() / shape_[0] : 0;
   t.offset_ += static_cast<uint64_t>(begin * row_elements) * element_bytes(dtype_);
   t.shape_[0] = end - begin;
+  t.row_view_ = true;
   return t;
 }
 
@@ -102,6 +103,12 @@ uint32_t Tensor::gpu_buffer() const {
   return storage_ ? storage_->gpu_buffer : 0;
 }
 
+uint64_t Tensor::gpu_binding_bytes() const {
+  const uint64_t own = std::max<uint64_t>(4, (bytes() + 3) / 4 * 4);
+  if (row_view_ || offset_ != 0 || !storage_) return own;
+  return std::max(own, (storage_->bytes + 3) / 4 * 4);
+}
+
 std::unique_ptr<Context> Context::cpu(ThreadPool* pool) {
   std::unique_ptr<Context> ctx(new Context(Backend::Cpu));
   ctx->pool_ = pool;
@@ -126,11 +133,28 @@ int Context::n_threads() const {
   return pool_ ? pool_->n_threads() : 1;
 }
 
+namespace {
+// A GPU storage's size: `bytes` rounded up to the next of 4, 5, 6 or 7 times a power of two (at least 256), so
+// a forward pass whose lengths differ a little from the last one's gets the same pooled buffers, and so the same
+// bind groups (nn/gpu_recorder.h), for at most a quarter more memory.
+uint64_t gpu_size_class(uint64_t bytes) {
+  uint64_t step = 64;  // a quarter of the power of two below the size
+  while (step * 8 < bytes) step *= 2;
+  return std::max<uint64_t>(256, (bytes + step - 1) / step * step);
+}
+}  // namespace
+
 std::shared_ptr<Storage> Context::allocate(uint64_t bytes) {
-  // Best fit among the pooled storages: the smallest one that holds `bytes`.
+  if (gpu_) bytes = gpu_size_class(bytes);
+  // Best fit among the pooled storages: the smallest one that holds `bytes`, the first made among equals (GPU
+  // buffer handles grow), so a pass that repeats the last one's requests gets the last one's buffers.
   size_t best = free_.size();
-  for (size_t i = 0; i < free_.size(); ++i)
-    if (free_[i]->bytes >= bytes && (best == free_.size() || free_[i]->bytes < free_[best]->bytes)) best = i;
+  for (size_t i = 0; i < free_.size(); ++i) {
+    if (free_[i]->bytes < bytes) continue;
+    if (best == free_.size() || free_[i]->bytes < free_[best]->bytes ||
+        (free_[i]->bytes == free_[best]->bytes && free_[i]->gpu_buffer < free_[best]->gpu_buffer))
+      best = i;
+  }
   Storage* s;
   if (best < free_.size()) {
     s = free_[best].release();

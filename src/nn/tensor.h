@@ -95,6 +95,11 @@ class Tensor {
   // GPU tensors only: where the elements live.
   uint32_t gpu_buffer() const;
   uint64_t gpu_offset() const { return offset_; }
+  // The bytes a GPU op binds: the whole storage for a tensor that owns it (pooled storages are a size class
+  // larger than what they hold; binding all of it keeps a dispatch's bind group when the lengths change, and
+  // kernels bound their indices themselves), the view's own bytes for rows() views (which may share a storage
+  // with an output).
+  uint64_t gpu_binding_bytes() const;
 
   // A layout of this tensor's elements that an op derives once and reuses (a weight transposed to [N, K],
   // zero points subtracted, or dequantized): make() runs the first time `kind` is asked of this view; later
@@ -118,7 +123,8 @@ class Tensor {
   bool same_view(const DerivedLayout& d, uint32_t kind) const;
 
   std::shared_ptr<Storage> storage_;
-  uint64_t offset_ = 0;  // bytes from the start of the storage
+  uint64_t offset_ = 0;    // bytes from the start of the storage
+  bool row_view_ = false;  // made by rows()
   Shape shape_;
   DType dtype_ = DType::F32;
   QuantParams quant_;

@@ -377,6 +377,47 @@ TEST(NnGpuKokoro, Dot4ConvIntegerEqualsThePlainKernel) {
   }
 }
 
+TEST(NnGpuKokoro, SnakeWithItsRangeFeedsTheInt8ConvAsItsOwnRangeWould) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  // Sizes past the 1,024 values below which quantization reads x itself: one chunk, several, and the 1,024
+  // chunks' cap (the generator's last stage: 128 x 46,080 at 4.8 s).
+  for (const auto& [c, t] : {std::pair<int64_t, int64_t>{rand_int(3, 9), rand_int(400, 900)},
+                             {rand_int(17, 40), rand_int(2000, 3000)},
+                             {rand_int(60, 70), rand_int(70000, 80000)}}) {
+    const Tensor x = rand_tensor(*cpu, {c, t}, -3.0f, 2.0f), alpha = rand_tensor(*cpu, {c}, 0.5f, 1.5f);
+    const Tensor gx = upload(*gpu, x), ga = upload(*gpu, alpha);
+    Tensor partial;
+    const std::vector<float> fused = floats(download(*cpu, *gpu, gpu_ops::snake(gx, ga, &partial)));
+    const std::vector<float> plain = floats(download(*cpu, *gpu, gpu_ops::snake(gx, ga)));
+    // The same expression in both kernels: equal where the compiler contracts it alike (SwiftShader: bit for
+    // bit), within an ulp of the value where it does not.
+    expect_close(cpu->from_floats({c, t}, fused), cpu->from_floats({c, t}, plain), 0, 2e-7f,
+                 "snake with range");
+    ASSERT_TRUE(partial.defined());
+    const std::vector<float> pairs = floats(download(*cpu, *gpu, partial));
+    float lo = 0.0f, hi = 0.0f, want_lo = 0.0f, want_hi = 0.0f;
+    for (size_t i = 0; i < pairs.size(); i += 2) lo = std::min(lo, pairs[i]), hi = std::max(hi, pairs[i + 1]);
+    for (float v : fused) want_lo = std::min(want_lo, v), want_hi = std::max(want_hi, v);
+    EXPECT_EQ(lo, want_lo);
+    EXPECT_EQ(hi, want_hi);
+    // The conv after it: the same bytes with the range handed over as with its own range pass.
+    const Tensor w = rand_int8(*cpu, {7, c, 3}, DType::I8).with_quant({.scale = 0.01f, .zero_point = 0});
+    const Tensor b = rand_tensor(*cpu, {7}, -0.5f, 0.5f);
+    const Tensor gw = upload_bytes(*gpu, w), gb = upload(*gpu, b),
+                 gy = upload(*gpu, cpu->from_floats({c, t}, fused));
+    const Conv1dOptions o{.padding = 1};
+    const std::vector<float> own =
+        floats(download(*cpu, *gpu, gpu_ops::conv1d_integer_dynamic_quantized_bias(gy, gw, gb, o)));
+    const std::vector<float> given =
+        floats(download(*cpu, *gpu, gpu_ops::conv1d_integer_dynamic_quantized_bias(gy, gw, gb, o, &partial)));
+    ASSERT_EQ(own.size(), given.size());
+    EXPECT_EQ(std::memcmp(own.data(), given.data(), own.size() * sizeof(float)), 0) << c << " x " << t;
+  }
+}
+
 TEST(NnGpuKokoro, Int8LstmFollowsTheReference) {
   gpu::Device* device = sotto::testing::open_test_device();
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();

@@ -485,6 +485,47 @@ TEST(NnGpu, RepeatedPassesMakeNoNewGpuObjects) {
   EXPECT_GE(gpu->gpu()->dispatches_run(), 8u);
 }
 
+TEST(NnGpu, PassesWithOtherLengthsMakeNoNewGpuObjects) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  const Tensor w = rand_tensor(*cpu, {17, 33}), bias = rand_tensor(*cpu, {17});
+  const Tensor gw = upload(*gpu, w), gbias = upload(*gpu, bias);
+  auto pass = [&](int64_t rows) {
+    const Tensor x = rand_tensor(*cpu, {rows, 33});
+    const Tensor y = scale(tanh(linear(upload(*gpu, x), gw, gbias)), 0.5f, static_cast<float>(rows));
+    expect_close(download(*cpu, *gpu, y), scale(tanh(linear(x, w, bias)), 0.5f, static_cast<float>(rows)),
+                 1e-5, 1e-5, "gpu pass of " + std::to_string(rows) + " rows");
+  };
+  // 40 .. 46 rows of 33 floats (5,280 .. 6,072 bytes) share one pooled size class: after two passes at the
+  // longest, passes at the other lengths bind the same buffers and the same uniform slots, with other blocks.
+  pass(46);
+  pass(46);
+  const uint64_t objects = gpu->gpu()->objects_made();
+  for (int64_t rows : {40, 43, 45, 41, 46, 44, 42}) pass(rows);
+  EXPECT_EQ(gpu->gpu()->objects_made(), objects);
+}
+
+TEST(NnGpu, UniformBlocksOfOneSubmissionStayApart) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  // 600 dispatches in one submission, each with its own block: more slots than one 64 KB chunk of the arena
+  // holds (256), so a block written over another, or a chunk boundary off by one, changes the sum.
+  gpu->gpu()->set_submit_every(0);
+  const Tensor x = rand_tensor(*cpu, {3, 70});
+  Tensor g = upload(*gpu, x), c = x;
+  for (int i = 0; i < 600; ++i) {
+    const float s = 1.0f + static_cast<float>(i % 7) * 0.001f, b = static_cast<float>(i) * 1e-4f;
+    g = scale(g, s, b);
+    c = scale(c, s, b);
+  }
+  expect_close(download(*cpu, *gpu, g), c, 0, 0, "600 scales in one submission");
+  EXPECT_EQ(gpu->gpu()->dispatches_run(), 600u);
+}
+
 TEST(NnGpu, OpsWithoutAKernelFailTheReadInOneLine) {
   gpu::Device* device = sotto::testing::open_test_device();
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();

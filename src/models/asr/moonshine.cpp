@@ -442,24 +442,6 @@ Result<std::vector<int32_t>> moonshine_greedy_gpu(const MoonshineWeights& w, Moo
   return decode_batched(w, state, max_tokens, &gave_up);
 }
 
-namespace {
-
-// The GPU recorder submits every 64 dispatches: the GPU starts on the encoder while the host records the rest,
-// and on the decoder's first batch of steps while the host records it (a dispatch takes the GPU ~10-50 us, its
-// recording and encoding a few, so the host stays ahead). On an H100 every 64 was 0.4-0.7 ms faster than one
-// submit per read for a 10 s clip, 0.1 ms faster than every 32 (bench/results/2026-12-06-moonshine-gpu.md).
-// SOTTO_GPU_SUBMIT_EVERY=N overrides it natively (0: one submit per read) for benchmarking.
-size_t gpu_submit_every() {
-  size_t n = 64;
-#if !defined(__wasm__)
-  if (const char* env = std::getenv("SOTTO_GPU_SUBMIT_EVERY"))
-    n = static_cast<size_t>(std::strtoul(env, nullptr, 10));
-#endif
-  return n;
-}
-
-}  // namespace
-
 Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::span<const float> audio_16k) {
   const MoonshineConfig& c = w.config;
   if (audio_16k.empty()) return error("moonshine: no audio");
@@ -470,7 +452,6 @@ Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::spa
   if (samples.size() < 895) samples.resize(895, 0.0f);
 
   nn::Context& ctx = w.embedding.w.ctx();
-  if (nn::GpuRecorder* rec = ctx.gpu()) rec->set_submit_every(gpu_submit_every());
   MoonshineResult r;
   const double t0 = now_ms();
   const Tensor audio = ctx.from_floats({static_cast<int64_t>(samples.size())}, samples);
