@@ -124,3 +124,19 @@ test('a pause in the voice (a late chunk) does not restart its warm-up: a talker
   assert.equal(flags.slice(0, from).some(Boolean), false, 'the silent microphone was taken for the user');
   assert.equal(firstRun(flags.slice(from)), 1, `the user was held after the pause: ${JSON.stringify(flags.slice(from, from + 20))}`);
 });
+
+test('after a long pause in the voice, a microphone that stayed silent under it still lets the user in at once', () => {
+  // The voice 1.0 - 3.0 s, then after 1.5 s (more than the gate's history: its warm-up restarts) 4.5 - 6.5 s; the
+  // microphone silent under it (headphones, a canceller, the test pages' fake device), the user from 4.7 s, inside
+  // the resumed voice's first 512 ms, when no fit of an echo exists: nothing of the voice reached the microphone,
+  // so the user is let in at once, not held until the warm-up ends.
+  const ref = new EchoReference();
+  ref.add(1000, voice(2, 5), 24000);
+  ref.add(4500, voice(2, 6), 24000);
+  const gate = new EchoGate();
+  const flags = [];
+  for (let end = 1000 + CHUNK_MS; end < 5500; end += CHUNK_MS) flags.push(gate.update(end < 4700 ? 0 : 0.02, ref.window(end, SPAN)));
+  const from = Math.ceil((4700 - 1000) / CHUNK_MS) - 1;
+  assert.equal(flags.slice(0, from).some(Boolean), false, 'the silent microphone was taken for the user');
+  assert.equal(firstRun(flags.slice(from)), 1, `the user was held after the long pause: ${JSON.stringify(flags.slice(from, from + 20))}`);
+});

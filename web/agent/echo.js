@@ -76,16 +76,20 @@ export function rms(x) {
 // louder than `margin` x what the line predicts; anything else over the room's floor is the user: a talker
 // over the voice is not explained by it (the correlation falls) and is louder than its echo (the line). In a
 // voice's first minChunks (too short to find the delay) the last good fit judges (the room stays the same);
-// with none yet, the gate says not the user.
+// with none yet, the gate says not the user, unless the microphone has stayed at the floor under the voice for
+// minSilentChunks (headphones or a canceller: nothing of the voice reaches it), when what passes the floor is
+// the user. Without that, a voice resuming after a pause longer than the history held a talker at the floor
+// for up to 512 ms (the barge-in test's 185 ms against its 150 ms bound).
 export class EchoGate {
-  constructor({ margin = 3, history = 32, maxLagChunks = 10, minChunks = 16, minCorrelation = 0.7, floor = 1e-3 } = {}) {
-    Object.assign(this, { margin, history, maxLagChunks, minChunks, minCorrelation, floor });
+  constructor({ margin = 3, history = 32, maxLagChunks = 10, minChunks = 16, minCorrelation = 0.7, floor = 1e-3, minSilentChunks = 8 } = {}) {
+    Object.assign(this, { margin, history, maxLagChunks, minChunks, minCorrelation, floor, minSilentChunks });
     this.mic = [];      // microphone rms per chunk
     this.played = [];   // played rms per chunk, the same moments
     this.playing = 0;   // chunks since the voice began (a pause of `history` chunks ends it)
     this.quiet = 0;     // chunks in a row with nothing played
     this.fit = null;    // {lag, correlation, a, b} of the last update
     this.known = null;  // the last fit that explained the microphone
+    this.silentUnder = 0;  // chunks in which the voice played and the microphone stayed at the floor
   }
 
   // One microphone chunk's rms against `played`, the reference's samples up to the chunk's end (its last
@@ -109,10 +113,13 @@ export class EchoGate {
     }
     this.quiet = 0;
     this.playing++;
-    if (micRms <= this.floor) return false;
+    if (micRms <= this.floor) {
+      this.silentUnder++;
+      return false;
+    }
     const n = this.mic.length;
     const louder = (f) => micRms > this.margin * Math.max(f.a + f.b * this.played[Math.max(0, n - 1 - f.lag)], 0);
-    if (this.playing < this.minChunks) return this.known ? louder(this.known) : false;
+    if (this.playing < this.minChunks) return this.known ? louder(this.known) : this.silentUnder >= this.minSilentChunks;
     let best = null;
     for (let lag = 0; lag <= Math.min(this.maxLagChunks, n - 6); lag++) {
       const c = correlate(this.mic, this.played, lag);
