@@ -1757,8 +1757,8 @@ Tensor snake(const Tensor& x, const Tensor& alpha, Tensor* range_partial) {
       alpha.elements() != x.dim(0) || x.elements() == 0)
     return unsupported(x, "snake of these tensors");
   Tensor out = x.ctx().empty(x.shape());
-  const int64_t chunks = quant_range_chunks(x.elements());
   if (range_partial && x.elements() > kQuantizeReadsX) {
+    const int64_t chunks = quant_range_chunks(x.elements());
     *range_partial = x.ctx().empty({2 * chunks});
     const uint32_t params[] = {u32(x.elements()), u32(x.dim(1)), u32(chunks), 0};
     rec.dispatch("nn_snake_range", kSnakeRange, params, {&x, &alpha, &out, range_partial},

@@ -93,11 +93,7 @@ bool GpuRecorder::record(std::string_view name, std::string_view wgsl, std::span
       fail(cat("kernel ", name, ": an input has no GPU buffer"));
       return false;
     }
-    // The whole pooled storage where the adapter lets one binding reach that far (its size class may pass the
-    // limit where the tensor does not), else the tensor's own bytes.
-    uint64_t bytes = t->gpu_binding_bytes();
-    const uint64_t cap = device_.info().limits.max_storage_buffer_binding_size;
-    if (cap > 0 && bytes > cap) bytes = std::max<uint64_t>(4, (t->bytes() + 3) / 4 * 4);
+    const uint64_t bytes = t->gpu_binding_bytes(device_.info().limits.max_storage_buffer_binding_size);
     bindings.push_back({slot++, t->gpu_buffer(), t->gpu_offset(), bytes});
     key.push_back(t->gpu_buffer());
     key.push_back(t->gpu_offset());

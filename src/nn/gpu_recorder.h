@@ -95,8 +95,8 @@ class GpuRecorder {
   static constexpr uint64_t kSlotBytes = 256;
   static constexpr uint64_t kChunkBytes = 65536;
   std::vector<gpu::BufferHandle> arena_;
-  std::vector<uint32_t>
-      staged_;  // this submission's blocks, from the arena's start (kSlotBytes / 4 words a slot)
+  // This submission's blocks, from the arena's start (kSlotBytes / 4 words a slot).
+  std::vector<uint32_t> staged_;
   std::map<std::vector<uint64_t>, gpu::BindGroupHandle> bind_groups_;
 };
 

@@ -103,10 +103,11 @@ uint32_t Tensor::gpu_buffer() const {
   return storage_ ? storage_->gpu_buffer : 0;
 }
 
-uint64_t Tensor::gpu_binding_bytes() const {
+uint64_t Tensor::gpu_binding_bytes(uint64_t max_binding) const {
   const uint64_t own = std::max<uint64_t>(4, (bytes() + 3) / 4 * 4);
   if (row_view_ || offset_ != 0 || !storage_) return own;
-  return std::max(own, (storage_->bytes + 3) / 4 * 4);
+  const uint64_t whole = std::max(own, (storage_->bytes + 3) / 4 * 4);
+  return max_binding > 0 && whole > max_binding ? own : whole;
 }
 
 std::unique_ptr<Context> Context::cpu(ThreadPool* pool) {

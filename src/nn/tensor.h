@@ -98,8 +98,9 @@ class Tensor {
   // The bytes a GPU op binds: the whole storage for a tensor that owns it (pooled storages are a size class
   // larger than what they hold; binding all of it keeps a dispatch's bind group when the lengths change, and
   // kernels bound their indices themselves), the view's own bytes for rows() views (which may share a storage
-  // with an output).
-  uint64_t gpu_binding_bytes() const;
+  // with an output); the view's own bytes too where the whole storage would pass `max_binding` (the adapter's
+  // limit, 0: none), which its size class can where the tensor does not.
+  uint64_t gpu_binding_bytes(uint64_t max_binding) const;
 
   // A layout of this tensor's elements that an op derives once and reuses (a weight transposed to [N, K],
   // zero points subtracted, or dequantized): make() runs the first time `kind` is asked of this view; later

@@ -78,8 +78,7 @@ export function rms(x) {
 // voice's first minChunks (too short to find the delay) the last good fit judges (the room stays the same);
 // with none yet, the gate says not the user, unless the microphone has stayed at the floor under the voice for
 // minSilentChunks (headphones or a canceller: nothing of the voice reaches it), when what passes the floor is
-// the user. Without that, a voice resuming after a pause longer than the history held a talker at the floor
-// for up to 512 ms (the barge-in test's 185 ms against its 150 ms bound).
+// the user: else a voice resuming after a pause longer than the history would hold a talker for up to 512 ms.
 export class EchoGate {
   constructor({ margin = 3, history = 32, maxLagChunks = 10, minChunks = 16, minCorrelation = 0.7, floor = 1e-3, minSilentChunks = 8 } = {}) {
     Object.assign(this, { margin, history, maxLagChunks, minChunks, minCorrelation, floor, minSilentChunks });
