@@ -234,14 +234,31 @@ Result<Tensor> Context::copy_of(const Tensor& t) {
 }
 
 Result<std::vector<uint8_t>> Context::to_bytes(const Tensor& t) {
+  SOTTO_ASSIGN(const PendingRead r, start_read(t));
+  return finish_bytes(r);
+}
+
+Result<Context::PendingRead> Context::start_read(const Tensor& t) {
   if (!t.defined()) return error("nn: reading an undefined tensor");
+  PendingRead r{t};
+  const uint64_t bytes = (t.bytes() + 3) / 4 * 4;
   if (gpu_) {
     SOTTO_TRY(gpu_->flush());
+    if (bytes > 0) {
+      SOTTO_ASSIGN(r.handle, gpu_->device().start_read(t.gpu_buffer(), t.gpu_offset(), bytes));
+    }
+  }
+  return r;
+}
+
+Result<std::vector<uint8_t>> Context::finish_bytes(const PendingRead& r) {
+  const Tensor& t = r.tensor;
+  if (gpu_) {
     const uint64_t bytes = (t.bytes() + 3) / 4 * 4;
     std::vector<uint8_t> out(bytes);
     if (bytes == 0) return out;
-    SOTTO_ASSIGN(gpu::ReadHandle read, gpu_->device().start_read(t.gpu_buffer(), t.gpu_offset(), bytes));
-    const gpu::DeviceStatus st = gpu_->device().finish_read(read, out.data());
+    SOTTO_TRY(gpu_->flush());  // what was recorded since start_read runs while the host waits
+    const gpu::DeviceStatus st = gpu_->device().finish_read(r.handle, out.data());
     if (st == gpu::DeviceStatus::Pending)
       return error("nn/webgpu: reading a tensor back needs an asynchronous wait here (not supported yet)");
     if (st != gpu::DeviceStatus::Ok)
@@ -254,7 +271,13 @@ Result<std::vector<uint8_t>> Context::to_bytes(const Tensor& t) {
 }
 
 Result<std::vector<float>> Context::to_floats(const Tensor& t) {
-  SOTTO_ASSIGN(std::vector<uint8_t> raw, to_bytes(t));
+  SOTTO_ASSIGN(const PendingRead r, start_read(t));
+  return finish_floats(r);
+}
+
+Result<std::vector<float>> Context::finish_floats(const PendingRead& r) {
+  const Tensor& t = r.tensor;
+  SOTTO_ASSIGN(std::vector<uint8_t> raw, finish_bytes(r));
   const int64_t n = t.elements();
   std::vector<float> out(static_cast<size_t>(n));
   const QuantParams q = t.quant();

@@ -187,6 +187,16 @@ class Context {
   Result<std::vector<float>> to_floats(const Tensor& t);
   // The raw elements (any dtype), as bytes.
   Result<std::vector<uint8_t>> to_bytes(const Tensor& t);
+  // to_floats in two halves, so that ops recorded between them overlap the read: on the GPU start_read
+  // submits what was recorded and the copy of `t`, and finish_floats submits what was recorded since and waits
+  // for the copy alone, so the GPU runs that later work while the host waits (Kokoro's text encoder while its
+  // durations come back). On the CPU start_read keeps `t` and finish_floats reads it.
+  struct PendingRead {
+    Tensor tensor;
+    uint32_t handle = 0;  // the device's read (GPU)
+  };
+  Result<PendingRead> start_read(const Tensor& t);
+  Result<std::vector<float>> finish_floats(const PendingRead& r);
   // A copy of `t`, which may live on another context (a model's weights loaded on the CPU, moved to the GPU),
   // on this one, int8 / uint8 with its quantization.
   Result<Tensor> copy_of(const Tensor& t);
@@ -196,6 +206,7 @@ class Context {
   explicit Context(Backend backend);
   std::shared_ptr<Storage> allocate(uint64_t bytes);
   void release(Storage* s);  // the pool's deleter
+  Result<std::vector<uint8_t>> finish_bytes(const PendingRead& r);
 
   Backend backend_;
   ThreadPool* pool_ = nullptr;

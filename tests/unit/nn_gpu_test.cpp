@@ -526,6 +526,36 @@ TEST(NnGpu, UniformBlocksOfOneSubmissionStayApart) {
   EXPECT_EQ(gpu->gpu()->dispatches_run(), 600u);
 }
 
+TEST(NnGpu, ReadStartedBeforeLaterWorkGivesItsValuesAndRunsThatWork) {
+  gpu::Device* device = sotto::testing::open_test_device();
+  if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();
+  auto cpu = Context::cpu();
+  auto gpu = Context::webgpu(*device);
+  gpu->gpu()->set_submit_every(0);  // nothing runs until start_read / finish_floats submit it
+  const Tensor x = rand_tensor(*cpu, {9, 31}), w = rand_tensor(*cpu, {13, 31}), b = rand_tensor(*cpu, {13});
+  const Tensor y = tanh(linear(upload(*gpu, x), upload(*gpu, w), upload(*gpu, b)));
+  auto started = gpu->start_read(y);
+  ASSERT_TRUE(started.ok()) << started.status().message();
+  const uint64_t before = gpu->gpu()->dispatches_run();
+  // Recorded after the read started, on y's values: submitted by finish_floats, not waited for by the read.
+  Tensor later = y;
+  for (int i = 0; i < 5; ++i) later = scale(later, 0.5f, 1.0f);
+  auto got = gpu->finish_floats(*started);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(gpu->gpu()->dispatches_run(), before + 5) << "finish_floats submits what was recorded since";
+  const Tensor want = tanh(linear(x, w, b));
+  expect_close(cpu->from_floats(want.shape(), *got), want, 1e-5, 1e-5, "the read's values");
+  Tensor later_cpu = want;
+  for (int i = 0; i < 5; ++i) later_cpu = scale(later_cpu, 0.5f, 1.0f);
+  expect_close(download(*cpu, *gpu, later), later_cpu, 1e-5, 1e-5, "the work after the read");
+  // The CPU context takes the same calls.
+  auto on_cpu = cpu->start_read(want);
+  ASSERT_TRUE(on_cpu.ok());
+  auto cpu_values = cpu->finish_floats(*on_cpu);
+  ASSERT_TRUE(cpu_values.ok());
+  EXPECT_EQ(*cpu_values, floats(want));
+}
+
 TEST(NnGpu, OpsWithoutAKernelFailTheReadInOneLine) {
   gpu::Device* device = sotto::testing::open_test_device();
   if (!device) GTEST_SKIP() << sotto::testing::gpu_skip_reason();

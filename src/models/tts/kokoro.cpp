@@ -340,7 +340,12 @@ Result<KokoroFront> kokoro_front(nn::Context& ctx, const KokoroWeights& w, std::
   const nn::Tensor bert = kokoro_albert(w, tokens);
   lap(ms.albert);
   const nn::Tensor d = kokoro_duration_encoder(w, bert, style_t);
-  SOTTO_ASSIGN(std::vector<float> probs, ctx.to_floats(kokoro_duration_probs(w, d)));
+  SOTTO_ASSIGN(const nn::Context::PendingRead probs_read, ctx.start_read(kokoro_duration_probs(w, d)));
+  lap(ms.duration);
+  // The text encoder needs no durations: on the GPU it runs while the durations come back to the host.
+  const nn::Tensor t_en = kokoro_text_encoder(w, tokens);
+  lap(ms.text_encoder);
+  SOTTO_ASSIGN(const std::vector<float> probs, ctx.finish_floats(probs_read));
   const std::vector<float> sums = kokoro_duration_sums(probs, static_cast<size_t>(t));
   const std::vector<int64_t> durations = kokoro_durations(sums, speed);
   const nn::Tensor frames_per_token = ctx.from_bytes(
@@ -351,7 +356,6 @@ Result<KokoroFront> kokoro_front(nn::Context& ctx, const KokoroWeights& w, std::
   nn::Tensor f0, noise;
   kokoro_prosody(w, en, style_t, f0, noise);
   lap(ms.prosody);
-  const nn::Tensor t_en = kokoro_text_encoder(w, tokens);
   const nn::Tensor asr = nn::transpose(nn::repeat_by_durations(t_en, frames_per_token));  // [512, F]
   lap(ms.text_encoder);
   const nn::Tensor decoded = kokoro_decoder(w, asr, f0, noise, style_t);
