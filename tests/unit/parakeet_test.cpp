@@ -105,6 +105,25 @@ TEST(Parakeet, MatchesTransformersOnTheSmallModel) {
   }
 }
 
+// The relative positions' table is kept for the longest clip so far and a shorter clip reads its middle rows:
+// each clip's encoder output is a fresh model's bit for bit, whatever came before it.
+TEST(Parakeet, ShorterClipAfterALongerOneGivesAFreshModelsEncoder) {
+  auto model = asr::ParakeetModel::open(kModelDir, 2);
+  ASSERT_TRUE(model.ok()) << model.message();
+  Reference ref = open_reference();
+  ASSERT_TRUE(ref.source);
+  for (int i : {1, 0, 2, 1}) {  // 20, 11, 7, 20 encoder frames
+    const std::string clip = "clip" + std::to_string(i);
+    nn::Shape mel_shape;
+    const std::vector<float> mel = ref.get(clip + ".mel", &mel_shape);
+    auto fresh = asr::ParakeetModel::open(kModelDir, 2);
+    ASSERT_TRUE(fresh.ok()) << fresh.message();
+    const nn::Tensor a = (*model)->encode(mel, mel_shape[1]), b = (*fresh)->encode(mel, mel_shape[1]);
+    ASSERT_EQ(a.shape(), b.shape()) << clip;
+    EXPECT_EQ(std::memcmp(a.f32(), b.f32(), static_cast<size_t>(a.elements()) * 4), 0) << clip;
+  }
+}
+
 // On the caller's pool (the C API's handle passes its own; on the web the one whose helpers JS started): the ops
 // run on that pool, not on one of the model's own, and every clip gives the reference tokens.
 TEST(Parakeet, RunsOnTheCallersPool) {

@@ -211,6 +211,8 @@ class ParakeetModel {
   ParakeetWeights weights_;
   std::unordered_set<const void*> packed_;  // data of the matrices use_packed_matrices() packed
   std::unordered_set<const void*> bf16_;    // data of the matrices use_bf16x3_products() packed
+  nn::Tensor positions_;                    // positions()' table for the longest clip so far, of positions_t_
+  int64_t positions_t_ = 0;
 };
 
 }  // namespace sotto::asr
