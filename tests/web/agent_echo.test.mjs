@@ -140,3 +140,27 @@ test('after a long pause in the voice, a microphone that stayed silent under it 
   assert.equal(flags.slice(0, from).some(Boolean), false, 'the silent microphone was taken for the user');
   assert.equal(firstRun(flags.slice(from)), 1, `the user was held after the long pause: ${JSON.stringify(flags.slice(from, from + 20))}`);
 });
+
+test('a talker who starts as the voice resumes after a pause, over a microphone silent under it, is let in at once and kept', () => {
+  // The stand-in voice's steady tone 1.0 - 2.5 s, then after 0.8 s (most of the gate's history) 3.3 - 5.3 s; the
+  // microphone silent under it; a talker from around the resumption. Both rise at once, so a fit of the
+  // microphone on what played follows the talker: the gate must not take the talker for the echo.
+  const tone = (s) => Float32Array.from({ length: Math.round(s * 24000) }, (_, i) => 0.2 * Math.sin((2 * Math.PI * 440 * i) / 24000));
+  for (const offset of [-48, -16, 0, 16, 48, 96]) {
+    const ref = new EchoReference();
+    ref.add(1000, tone(1.5), 24000);
+    ref.add(3300, tone(2), 24000);
+    const talker = voice(2, 42, 0.1, RATE_HZ, 0.33);
+    const onset = 3300 + offset;
+    const gate = new EchoGate();
+    const flags = [];
+    for (let end = 1000 + CHUNK_MS; end < onset + 640; end += CHUNK_MS) {
+      const k = Math.floor((end - onset) / CHUNK_MS) - 1;  // the talker's chunk that ends here
+      const mic = k < 0 ? 0 : 0.01 + rms(talker.subarray(k * CHUNK, (k + 1) * CHUNK));
+      const user = gate.update(mic, ref.window(end, SPAN));
+      if (k >= 0) flags.push(user);
+    }
+    assert.equal(firstRun(flags), 1, `talker ${offset} ms from the resumption: ${JSON.stringify(flags.map(Number))}`);
+    assert.ok(flags.every(Boolean), `talker ${offset} ms from the resumption taken for the echo later: ${JSON.stringify(flags.map(Number))}`);
+  }
+});

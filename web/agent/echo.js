@@ -79,6 +79,8 @@ export function rms(x) {
 // with none yet, the gate says not the user, unless the microphone has stayed at the floor under the voice for
 // minSilentChunks (headphones or a canceller: nothing of the voice reaches it), when what passes the floor is
 // the user: else a voice resuming after a pause longer than the history would hold a talker for up to 512 ms.
+// And at any time: a microphone that stayed at the floor under the voice at some level (through every delay)
+// cannot hold an echo louder than that level explains, so a microphone well over it is the user.
 export class EchoGate {
   constructor({ margin = 3, history = 32, maxLagChunks = 10, minChunks = 16, minCorrelation = 0.7, floor = 1e-3, minSilentChunks = 8 } = {}) {
     Object.assign(this, { margin, history, maxLagChunks, minChunks, minCorrelation, floor, minSilentChunks });
@@ -89,6 +91,9 @@ export class EchoGate {
     this.fit = null;    // {lag, correlation, a, b} of the last update
     this.known = null;  // the last fit that explained the microphone
     this.silentUnder = 0;  // chunks in which the voice played and the microphone stayed at the floor
+    // The loudest the voice played while the microphone stayed at the floor although every delay the echo may
+    // have (0 .. maxLagChunks) brought it at least that level (0: never).
+    this.silentLevel = 0;
   }
 
   // One microphone chunk's rms against `played`, the reference's samples up to the chunk's end (its last
@@ -102,6 +107,11 @@ export class EchoGate {
     if (this.mic.length > this.history) {
       this.mic.shift();
       this.played.shift();
+    }
+    if (micRms <= this.floor && this.played.length > this.maxLagChunks) {
+      let low = Infinity;
+      for (let lag = 0; lag <= this.maxLagChunks; lag++) low = Math.min(low, this.played[this.played.length - 1 - lag]);
+      this.silentLevel = Math.max(this.silentLevel, low);
     }
     if (loud < 1e-4) {
       // A pause in the voice (between sentences, or synthesis behind playback: chunks arriving late) keeps what
@@ -117,6 +127,14 @@ export class EchoGate {
       return false;
     }
     const n = this.mic.length;
+    // An echo is the played level scaled (the line below): where the microphone stayed at the floor while the
+    // voice played at silentLevel through every delay the echo may have, its echo at `now` is at most
+    // floor x now / silentLevel, and a microphone well over that is the user. This needs no fit: one made while
+    // the user's speech starts together with the voice resuming after a pause follows the user (both rise at
+    // once) and takes the user for the echo for a second or more (tests/web/agent_echo.test.mjs).
+    let now = 0;
+    for (let lag = 0; lag <= Math.min(this.maxLagChunks, n - 1); lag++) now = Math.max(now, this.played[n - 1 - lag]);
+    if (this.silentLevel > 0 && micRms > this.floor * Math.max(1, (this.margin * now) / this.silentLevel)) return true;
     const louder = (f) => micRms > this.margin * Math.max(f.a + f.b * this.played[Math.max(0, n - 1 - f.lag)], 0);
     if (this.playing < this.minChunks) return this.known ? louder(this.known) : this.silentUnder >= this.minSilentChunks;
     let best = null;
