@@ -157,12 +157,21 @@ Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   return f.time_major ? transpose(y) : y;
 }
 
+Tensor glu_depthwise_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const Tensor g = transpose(ref::glu(cpu::as_f32(x), -1));
+  const int64_t k = w.dim(2);
+  const Tensor y =
+      ref::conv1d(g, w, b, {.padding = static_cast<int>((k - 1) / 2), .groups = static_cast<int>(g.dim(0))});
+  return transpose(ref::activation(y, Act::Silu));
+}
+
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
   const Tensor xn =
       f.norm_gamma.defined() ? ref::layer_norm(cpu::as_f32(x), f.norm_gamma, {}, f.norm_eps) : cpu::as_f32(x);
   Tensor y = ref::linear(xn, w, b);
   if (f.rope_heads > 0) y = rope_columns_with(y, f, ref::rope);
   y = ref::activation(y, f.act);
+  if (f.scale != 1.0f) y = nn::scale(y, f.scale);  // on the CPU its own reference
   if (f.residual.defined()) y = ref::binary(y, cpu::as_f32(f.residual), '+');
   return f.stack_columns > 0 ? stacked(y, f.stack_columns) : y;
 }
@@ -202,11 +211,22 @@ Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   return f.time_major ? transpose(y) : y;
 }
 
+Tensor glu_depthwise_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& b) {
+  NN_ASSERT(x.rank() == 2 && x.dim(1) % 2 == 0 && w.rank() == 3 && w.dim(0) == x.dim(1) / 2 &&
+            w.dim(1) == 1 && w.dim(2) % 2 == 1);
+  if (gpu_ops::on_gpu(x)) return gpu_ops::glu_depthwise_conv1d_silu(x, w, b);
+  const int64_t c = w.dim(0), k = w.dim(2);
+  const Tensor y = conv1d(transpose(glu(x, -1)), w, b,
+                          {.padding = static_cast<int>((k - 1) / 2), .groups = static_cast<int>(c)});
+  return transpose(silu(y));
+}
+
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
   if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
   Tensor y = linear(f.norm_gamma.defined() ? layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, w, b);
   if (f.rope_heads > 0) y = rope_columns(y, f);
   y = activation(y, f.act);
+  if (f.scale != 1.0f) y = scale(y, f.scale);
   if (f.residual.defined()) y = add(y, f.residual);
   return f.stack_columns > 0 ? stacked(y, f.stack_columns) : y;
 }

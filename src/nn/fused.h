@@ -94,8 +94,9 @@ void greedy_step(const Tensor& logits, const GreedyLoop& g);
 constexpr int32_t kGreedyEnded = 0x3f800000;
 
 // An f32 product with what is around it in a transformer's encoder layer: act(rope(norm(x) . W^T + b)) +
-// residual. norm: nn::layer_norm without bias, where norm_gamma is defined; act Identity, Tanh or GeluErf;
-// residual [M, N] or undefined; rope: nn::rope's rotary embedding (interleaved pairs, row r at position r)
+// residual. norm: nn::layer_norm without bias, where norm_gamma is defined; act Identity, Tanh, Silu or GeluErf;
+// scale: the activation's output times it before the residual (Parakeet's half-step feed-forward adds;
+// 1: none); residual [M, N] or undefined; rope: nn::rope's rotary embedding (interleaved pairs, row r at position r)
 // where rope_heads > 0. On the GPU one dispatch where the separate ops took 2-4 (Moonshine's encoder: the
 // norms before q / k / v and fc1, q and k with their rope, the FFN's GELU, both residual adds). On the CPU
 // layer_norm, nn::linear, rope, activation and add (models keep their CPU path, which packs its weights).
@@ -104,6 +105,7 @@ struct LinearFusedF32 {
   Tensor norm_gamma = {};
   float norm_eps = 1e-5f;
   Act act = Act::Identity;
+  float scale = 1.0f;
   Tensor residual = {};
   int rope_heads = 0, rotary_dim = 0;
   float rope_base = 10000.0f;
@@ -138,7 +140,15 @@ struct Conv1dFusedF32 {
 Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
                         const Conv1dFusedF32& f);
 
+// The middle of a conformer's convolution module, time-major: silu(depthwise_conv1d(glu(x))) for x [T, 2C] (the
+// first pointwise product's output; GLU gates its first C columns by the sigmoid of its last C), w [C, 1, K]
+// (K odd, zero padding (K - 1) / 2 each side: T out), b [C] or undefined (a batch norm folded in), out [T, C].
+// On the GPU one dispatch where the separate ops took five (GLU, two transposes, the conv, SiLU): Parakeet's
+// conv module. On the CPU those ops.
+Tensor glu_depthwise_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& b);
+
 namespace ref {
+Tensor glu_depthwise_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& b);
 Tensor conv1d_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const Conv1dOptions& o,
                         const Conv1dFusedF32& f);
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);

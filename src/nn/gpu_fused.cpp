@@ -729,3 +729,53 @@ void greedy_step(const Tensor& logits, const GreedyLoop& g) {
 }
 
 }  // namespace sotto::nn::gpu_ops
+
+namespace sotto::nn::gpu_ops {
+
+namespace {
+
+// glu_depthwise_conv1d_silu: one output (t, c) per thread, c fastest (a warp reads adjacent channels). Each of
+// the K taps gates its input again (K sigmoids a value instead of one: cheaper than the GLU's own dispatch and
+// its [T, C] round trip through memory at Parakeet's sizes).
+constexpr const char* kGluDepthwiseSilu = NN_WGSL_INDEX R"(
+struct P { t: u32, c: u32, k: u32, has_bias: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> b: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let i = index(g);
+  if (i >= p.t * p.c) { return; }
+  let t = i32(i / p.c);
+  let ch = i % p.c;
+  let half = i32(p.k / 2u);
+  var acc = 0.0;
+  for (var j = 0u; j < p.k; j++) {
+    let s = t + i32(j) - half;
+    if (s < 0 || s >= i32(p.t)) { continue; }
+    let row = u32(s) * 2u * p.c;
+    acc += w[ch * p.k + j] * (x[row + ch] / (1.0 + exp(-x[row + p.c + ch])));
+  }
+  if (p.has_bias != 0u) { acc += b[ch]; }
+  y[i] = acc * (1.0 / (1.0 + exp(-acc)));
+}
+)";
+
+}  // namespace
+
+Tensor glu_depthwise_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& b) {
+  GpuRecorder& rec = *x.ctx().gpu();
+  if (rec.failed()) return empty_on(x);
+  if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || (b.defined() && b.dtype() != DType::F32))
+    return unsupported(x, "glu_depthwise_conv1d_silu other than f32");
+  const int64_t t = x.dim(0), c = w.dim(0), k = w.dim(2);
+  Tensor out = x.ctx().empty({t, c});
+  const uint32_t params[] = {word(t), word(c), word(k), b.defined() ? 1u : 0u};
+  rec.dispatch("nn_glu_depthwise_silu", kGluDepthwiseSilu, params, {&x, &w, b.defined() ? &b : &w, &out},
+               static_cast<uint64_t>(t * c));
+  return out;
+}
+
+}  // namespace sotto::nn::gpu_ops

@@ -31,9 +31,9 @@ namespace sotto::nn::gpu_ops {
 namespace {
 
 // The epilogue of every kernel below, on one output (row r, column c) of the product: + bias, then tanh
-// (clamped, as the activation kernel) where p.act is Act::Tanh (4) or GELU (erf by Abramowitz & Stegun 7.1.26,
-// |error| < 1.5e-7, as the activation kernel: WGSL has no erf) where it is Act::GeluErf (6), then + residual
-// [m, n]. out_at: where output (r, c) is stored, [m, n] or, where p.stack_cols is nonzero, block c / stack_cols
+// (clamped, as the activation kernel) where p.act is Act::Tanh (4), SiLU where Act::Silu (5) or GELU (erf by
+// Abramowitz & Stegun 7.1.26, |error| < 1.5e-7, as the activation kernel: WGSL has no erf) where Act::GeluErf
+// (6), then x p.scale (1 leaves it as it is), then + residual [m, n]. out_at: where output (r, c) is stored, [m, n] or, where p.stack_cols is nonzero, block c / stack_cols
 // of [n / stack_cols, stack_rows, stack_cols] (nn::LinearFusedF32::stack_columns). Each kernel declares p (with
 // has_bias, act, has_residual, n, stack_cols, stack_rows), bias and res (stand-ins, unread, where absent).
 #define NN_WGSL_LINEAR_EPILOGUE                                                                     \
@@ -50,7 +50,9 @@ namespace {
   "fn finish(v: f32, r: u32, c: u32) -> f32 {\n"                                                    \
   "  var s = v;\n"                                                                                  \
   "  if (p.act == 4u) { s = tanh(clamp(s, -15.0, 15.0)); }\n"                                       \
+  "  if (p.act == 5u) { s = s * (1.0 / (1.0 + exp(-s))); }\n"                                       \
   "  if (p.act == 6u) { s = 0.5 * s * (1.0 + erf_approx(s * 0.70710678118654752)); }\n"             \
+  "  s *= p.scale;\n"                                                                               \
   "  if (p.has_residual != 0u) { s += res[r * p.n + c]; }\n"                                        \
   "  return s;\n"                                                                                   \
   "}\n"                                                                                             \
@@ -91,7 +93,7 @@ namespace {
 // computes its pair's (2 K multiply-adds: rows are few here) so the rotary embedding needs no kernel of its own.
 constexpr const char* kLinearRows = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, act: u32, has_residual: u32, has_norm: u32, eps: f32,
-           rope_hd: u32, rope_rd: u32, rope_cols: u32, stack_cols: u32, stack_rows: u32, pad0: u32, pad1: u32,
+           rope_hd: u32, rope_rd: u32, rope_cols: u32, stack_cols: u32, stack_rows: u32, scale: f32, pad1: u32,
            pad2: u32, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -146,7 +148,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
            act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16>, has_norm: u32,
-           eps: f32, rope_cols: u32, stack_cols: u32, stack_rows: u32, pad0: u32, pad1: u32, pad2: u32 };
+           eps: f32, rope_cols: u32, stack_cols: u32, stack_rows: u32, scale: f32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
@@ -251,7 +253,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 // The split-K partial sums [splits, m, n] added in split order, then the epilogue: one output per thread.
 constexpr const char* kSplitSum = NN_WGSL_INDEX NN_WGSL_LINEAR_EPILOGUE R"(
 struct P { total: u32, n: u32, splits: u32, has_bias: u32, act: u32, has_residual: u32, stack_cols: u32,
-           stack_rows: u32 };
+           stack_rows: u32, scale: f32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> part: array<f32>;
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
@@ -325,7 +327,7 @@ fn load_w(row: u32, k: u32) -> vec4<f32> {
   return consts + shared + std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, act: u32, has_residual: u32, has_norm: u32,
            rope_hd: u32, rope_rd: u32, eps: f32, rope_cols: u32, turns: array<vec4<u32>, 16>, stack_cols: u32,
-           stack_rows: u32, pad0: u32, pad1: u32 };
+           stack_rows: u32, scale: f32, pad1: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read> res: array<f32>;
@@ -508,7 +510,7 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   if (x.dtype() != DType::F32 || w.dtype() != DType::F32 || w.rank() != 2 || w.dim(1) != x.dim(-1) ||
       (b.defined() && b.dtype() != DType::F32))
     return unsupported(x, "linear other than f32 x . f32 W^T");
-  if (f.act != Act::Identity && f.act != Act::Tanh && f.act != Act::GeluErf)
+  if (f.act != Act::Identity && f.act != Act::Tanh && f.act != Act::Silu && f.act != Act::GeluErf)
     return unsupported(x, "linear with this activation");
   const int64_t k = x.dim(-1), n = w.dim(0), m = x.elements() / k;
   if (f.residual.defined() && (f.residual.dtype() != DType::F32 || f.residual.elements() != m * n))
@@ -553,6 +555,7 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
     const LinearFusedF32 product = {.norm_gamma = f.norm_gamma, .norm_eps = f.norm_eps};
     Tensor y = nn::rope_columns(gpu_ops::linear_fused_f32(x, w, b, product).reshape({m, n}), f);
     if (f.act != Act::Identity) y = gpu_ops::activation(y, f.act, 0.0f);
+    if (f.scale != 1.0f) y = nn::scale(y, f.scale);
     if (f.residual.defined()) y = gpu_ops::binary(y, f.residual.reshape({m, n}), '+');
     return y.reshape(shape);
   }
@@ -575,6 +578,7 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
     uint32_t rows_params[80] = {};
     std::copy(params, params + 12, rows_params);
     rows_params[12] = u32(stack_rows);
+    rows_params[13] = std::bit_cast<uint32_t>(f.scale);
     std::copy(params + 12, params + 76, rows_params + 16);
     rec.dispatch("nn_linear_rows", kLinearRows, rows_params, {&x, &w, &bias, &res, &out, &gamma},
                  static_cast<uint64_t>(m * n));
@@ -601,6 +605,7 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
     params[10] = eps;
     params[76] = stack_cols;
     params[77] = u32(stack_rows);
+    params[78] = std::bit_cast<uint32_t>(f.scale);
     // One workgroup of 256 per block: the recorder counts threads in 64s.
     rec.dispatch(names[variant][vec4_loads ? 1 : 0], *wgsl[variant][vec4_loads ? 1 : 0],
                  std::span<const uint32_t>(params, 80), {&x, &w, &bias, &res, &out, &gamma},
@@ -617,6 +622,7 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   params[77] = eps;
   params[79] = stack_cols;
   params[80] = u32(stack_rows);
+  params[81] = std::bit_cast<uint32_t>(f.scale);
   // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
   if (splits == 1) {
     rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &out, &gamma},
@@ -626,8 +632,18 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   Tensor part = x.ctx().empty({splits, m, n});
   rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &part, &gamma},
                static_cast<uint64_t>(splits * tiles * 64));
-  const uint32_t sum_params[] = {u32(m * n), u32(n),  u32(splits), has_bias,
-                                 act,        has_res, stack_cols,  u32(stack_rows)};
+  const uint32_t sum_params[] = {u32(m * n),
+                                 u32(n),
+                                 u32(splits),
+                                 has_bias,
+                                 act,
+                                 has_res,
+                                 stack_cols,
+                                 u32(stack_rows),
+                                 std::bit_cast<uint32_t>(f.scale),
+                                 0,
+                                 0,
+                                 0};
   rec.dispatch("nn_split_sum", kSplitSum, sum_params, {&part, &bias, &res, &out},
                static_cast<uint64_t>(m * n));
   return out;

@@ -82,6 +82,7 @@ Tensor linear_int8_fused(const Tensor& x, const Int8LinearFused& f);
 Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
                           int64_t* blocks);  // gpu_ops.cpp's last block
 Tensor attention_int8_fused(const Tensor& x, const Int8AttentionFused& f, int64_t* blocks);
+Tensor glu_depthwise_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor& b);
 void greedy_step(const Tensor& logits, const GreedyLoop& g);
 // Kokoro's ops (gpu_kokoro.cpp). repeat_by_durations takes the durations on the host (the forward reads them
 // back once); conv_transpose1d the output length the CPU op computes; dynamic_quantize_linear returns uint8 and

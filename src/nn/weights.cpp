@@ -263,4 +263,16 @@ void fold_batch_norm(Context& ctx, Tensor& w, Tensor& b, const Tensor& gamma, co
   b = nb;
 }
 
+Tensor fold_norm_shift(Context& ctx, const Tensor& w, const Tensor& b, const Tensor& beta) {
+  const Tensor wf = cpu::as_f32(w), be = cpu::as_f32(beta), bf = b.defined() ? cpu::as_f32(b) : Tensor();
+  const int64_t n = wf.dim(0), k = wf.dim(1);
+  Tensor nb = ctx.empty({n});
+  for (int64_t r = 0; r < n; ++r) {
+    double s = bf.defined() ? static_cast<double>(bf.f32()[r]) : 0.0;
+    for (int64_t i = 0; i < k; ++i) s += static_cast<double>(wf.f32()[r * k + i]) * be.f32()[i];
+    nb.f32()[r] = static_cast<float>(s);
+  }
+  return nb;
+}
+
 }  // namespace sotto::nn

@@ -63,4 +63,9 @@ Result<std::unique_ptr<WeightSource>> open_weights(std::string file_name, std::s
 void fold_batch_norm(Context& ctx, Tensor& w, Tensor& b, const Tensor& gamma, const Tensor& beta,
                      const Tensor& mean, const Tensor& var, float eps);
 
+// A layer norm's shift folded into the product after it: (n * gamma + beta) . W^T + b = (n * gamma) . W^T + b',
+// b' = b + W . beta (summed in double). The norm then needs no beta, and on the GPU it runs inside the product
+// (nn::linear_fused_f32's norm_gamma). w [N, K] F32, b [N] (undefined: zeros), beta [K]. Returns b'. CPU tensors.
+Tensor fold_norm_shift(Context& ctx, const Tensor& w, const Tensor& b, const Tensor& beta);
+
 }  // namespace sotto::nn

@@ -84,7 +84,8 @@ TEST(NnGpu, ElementwiseActivationsAndLinearMatchTheReference) {
 
 // Every f32 product kernel (gpu_linear.cpp: the 64 x 64 blocks with split-K, the 32 x 32 and 16 x 32 blocks
 // with K sliced in the workgroup, each pinned in turn, then the rule's own choice) with every epilogue of
-// linear_fused_f32 (norm, bias, rope on all or the leading columns, tanh, GELU, residual, stacked output)
+// linear_fused_f32 (norm, bias, rope on all or the leading columns, tanh, SiLU, GELU, scale, residual, stacked
+// output)
 // against the scalar reference (ref::linear, rope, activation, add), on odd sizes: a
 // few rows (the row kernel), fewer rows than a block, K below one chunk of 32 and not a multiple of 4 (scalar
 // loads), K a multiple of 4 (vec4 loads) with partial blocks each way, and a long K (split 4-8 ways under the
@@ -133,6 +134,13 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
           download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf, .residual = gres})),
           ref::linear_fused_f32(x, w, b, {.act = Act::GeluErf, .residual = res}), atol, 1e-5f,
           what + " bias gelu residual");
+      // SiLU, then half the output before the residual (Parakeet's half-step feed-forward's second product
+      // takes only the scale; its first the SiLU).
+      expect_close(
+          download(*cpu, *gpu,
+                   linear_fused_f32(gx, gw, gb, {.act = Act::Silu, .scale = 0.5f, .residual = gres})),
+          ref::linear_fused_f32(x, w, b, {.act = Act::Silu, .scale = 0.5f, .residual = res}), atol, 1e-5f,
+          what + " bias silu scale residual");
       // The layer norm of x's rows first (Moonshine's norms before q / k / v and fc1): normalised x is within
       // sqrt(3) of 0 here (uniform inputs), so 2 x atol.
       const Tensor gamma = rand_tensor(*cpu, {s.k});

@@ -20,6 +20,7 @@
 #include "gpu_test_support.h"
 #include "io/file.h"
 #include "models/asr/parakeet.h"
+#include "nn/fused.h"
 #include "nn/gpu_ops.h"
 #include "nn/weights.h"
 #include "nn_test_support.h"
@@ -48,6 +49,18 @@ TEST(ParakeetGpu, ConformerOpsMatchTheReference) {
       if (g.dim(axis) % 2 == 0)
         expect_close(download(*cpu, *gpu, glu(upload(*gpu, g), axis)), ref::glu(g, axis), 1e-6f, 1e-5f,
                      "gpu glu");
+    // The conv module's GLU, depthwise conv (odd K, 'same' padding) and SiLU in one kernel, time-major, with and
+    // without a bias, against the reference's five ops: K products of gated values in [-4, 4] summed in f32
+    // (another order than the reference's), then SiLU: 1e-5.
+    for (const bool bias : {true, false}) {
+      const int64_t t = rand_int(1, 40), c = rand_int(1, 70), k = 2 * rand_int(0, 5) + 1;
+      const Tensor xc = rand_tensor(*cpu, {t, 2 * c}, -4.0f, 4.0f), wc = rand_tensor(*cpu, {c, 1, k}),
+                   bc = bias ? rand_tensor(*cpu, {c}) : Tensor();
+      expect_close(download(*cpu, *gpu,
+                            glu_depthwise_conv1d_silu(upload(*gpu, xc), upload(*gpu, wc),
+                                                      bias ? upload(*gpu, bc) : Tensor())),
+                   ref::glu_depthwise_conv1d_silu(xc, wc, bc), 1e-5f, 1e-5f, "gpu glu depthwise conv silu");
+    }
     // Permute (a copy: exact), rank 3 and 4.
     const Tensor x3 = rand_tensor(*cpu, {rand_int(1, 7), rand_int(1, 9), rand_int(1, 11)});
     const int o3[] = {1, 0, 2}, o3b[] = {2, 0, 1};

@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "io/json.h"
 #include "nn/cpu.h"
+#include "nn/fused.h"
 #include "nn/gemm.h"
 #include "nn/gpu_recorder.h"
 
@@ -235,6 +236,16 @@ Result<ParakeetWeights> load_parakeet_weights(const nn::WeightSource& source, co
     SOTTO_TRY(norm("norm_feed_forward2", b.ff2_norm_w, b.ff2_norm_b));
     SOTTO_TRY(ff("feed_forward2", b.ff2_w1, b.ff2_b1, b.ff2_w2, b.ff2_b2));
     SOTTO_TRY(norm("norm_out", b.out_norm_w, b.out_norm_b));
+    // The shifts of the norms before products go into those products' biases, so that each norm runs inside
+    // its product on the GPU (block()); the out norm, before the next block's residual, keeps its own.
+    auto fold = [&](Tensor& beta, std::initializer_list<std::pair<const Tensor*, Tensor*>> products) {
+      for (auto [m, bias] : products) *bias = nn::fold_norm_shift(*w.ctx, *m, *bias, beta);
+      beta = Tensor{};
+    };
+    fold(b.ff1_norm_b, {{&b.ff1_w1, &b.ff1_b1}});
+    fold(b.attn_norm_b, {{&b.wq, &b.bq}, {&b.wk, &b.bk}, {&b.wv, &b.bv}});
+    fold(b.conv_norm_b, {{&b.pw1_w, &b.pw1_b}});
+    fold(b.ff2_norm_b, {{&b.ff2_w1, &b.ff2_b1}});
     w.blocks.push_back(std::move(b));
   }
 
@@ -298,7 +309,8 @@ std::vector<Tensor*> encoder_matrices(ParakeetWeights& w) {
   std::vector<Tensor*> out = {&w.sub_linear_w};
   for (ParakeetBlock& b : w.blocks)
     out.insert(out.end(), {&b.ff1_w1, &b.ff1_w2, &b.wq, &b.wk, &b.wv, &b.wo, &b.w_pos, &b.pw1_w, &b.pw2_w,
-                           &b.ff2_w1, &b.ff2_w2});
+                           &b.ff2_w1, &b.ff2_w2, &b.w_qkv});
+  out.push_back(&w.w_pos_all);
   return out;
 }
 
@@ -382,31 +394,53 @@ Tensor ParakeetModel::positions(int64_t t) {
   return table;
 }
 
-Tensor ParakeetModel::block(const Tensor& x0, const ParakeetBlock& b, const Tensor& pos) {
+Tensor ParakeetModel::block(const Tensor& x0, const ParakeetBlock& b, const Tensor& p) {
   const ParakeetConfig& c = weights_.config;
   constexpr float eps = 1e-5f;
-  auto feed_forward = [this](const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
-                             const Tensor& b2) { return linear(nn::silu(linear(x, w1, b1)), w2, b2); };
-  Tensor x = x0;
-  x = nn::add(x, nn::scale(feed_forward(nn::layer_norm(x, b.ff1_norm_w, b.ff1_norm_b, eps), b.ff1_w1,
-                                        b.ff1_b1, b.ff1_w2, b.ff1_b2),
-                           0.5f));
+  // Each product with the ops around it (nn/fused.h): act(norm(x) . W^T + b) * scale + residual, the norms'
+  // shifts folded into the products' biases at load. On the GPU one dispatch each (the norm as the product
+  // loads x, SiLU, the half step and the residual add as it stores: 13 dispatches a block fewer); the CPU's
+  // products (packed or split-bf16, this->linear) take the ops one by one, as do half-precision matrices.
+  const bool fused = weights_.ctx->backend() == nn::Backend::Gpu;
+  auto product = [&](const Tensor& x, const Tensor& w, const Tensor& bias, const nn::LinearFusedF32& f) {
+    if (fused && w.dtype() == DType::F32) return nn::linear_fused_f32(x, w, bias, f);
+    Tensor y = linear(f.norm_gamma.defined() ? nn::layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, w, bias);
+    if (f.act != nn::Act::Identity) y = nn::activation(y, f.act);
+    if (f.scale != 1.0f) y = nn::scale(y, f.scale);
+    return f.residual.defined() ? nn::add(f.residual, y) : y;
+  };
+  // x + 1/2 FF(LayerNorm(x)), FF = Linear, SiLU, Linear.
+  auto half_step_feed_forward = [&](const Tensor& x, const Tensor& gamma, const Tensor& w1, const Tensor& b1,
+                                    const Tensor& w2, const Tensor& b2) {
+    const Tensor h = product(x, w1, b1, {.norm_gamma = gamma, .norm_eps = eps, .act = nn::Act::Silu});
+    return product(h, w2, b2, {.scale = 0.5f, .residual = x});
+  };
+  Tensor x = half_step_feed_forward(x0, b.ff1_norm_w, b.ff1_w1, b.ff1_b1, b.ff1_w2, b.ff1_b2);
 
-  const Tensor h = nn::layer_norm(x, b.attn_norm_w, b.attn_norm_b, eps);
-  const Tensor q = linear(h, b.wq, b.bq), k = linear(h, b.wk, b.bk), v = linear(h, b.wv, b.bv);
-  const Tensor p = linear(pos, b.w_pos);
+  const nn::LinearFusedF32 normed = {.norm_gamma = b.attn_norm_w, .norm_eps = eps};
+  Tensor q, k, v;
+  if (b.w_qkv.defined()) {
+    // q, k and v as one product (GPU), its output in three blocks of d_model columns [3, T padded, d_model]: each
+    // block's first T rows a view at a 256-byte multiple that the attention binds as [T, d_model].
+    nn::LinearFusedF32 stacked = normed;
+    stacked.stack_columns = c.d_model;
+    const Tensor qkv = nn::linear_fused_f32(x, b.w_qkv, b.b_qkv, stacked);
+    const int64_t rows = qkv.dim(1), t = x.dim(0);
+    const Tensor blocks = qkv.reshape({3 * rows, c.d_model});
+    q = blocks.rows(0, t), k = blocks.rows(rows, rows + t), v = blocks.rows(2 * rows, 2 * rows + t);
+  } else {
+    q = product(x, b.wq, b.bq, normed), k = product(x, b.wk, b.bk, normed),
+    v = product(x, b.wv, b.bv, normed);
+  }
   const Tensor att = nn::attention_rel_pos(q, k, v, p, b.pos_bias_u, b.pos_bias_v, {.n_heads = c.n_heads});
-  x = nn::add(x, linear(att, b.wo, b.bo));
+  x = product(att, b.wo, b.bo, {.residual = x});
 
-  // Conv module: pointwise and GLU time-major, the depthwise conv channels-major.
-  Tensor y = nn::glu(linear(nn::layer_norm(x, b.conv_norm_w, b.conv_norm_b, eps), b.pw1_w, b.pw1_b), -1);
-  y = nn::transpose(nn::silu(nn::conv1d(nn::transpose(y), b.dw_w, b.dw_b,
-                                        {.padding = (c.conv_kernel - 1) / 2, .groups = c.d_model})));
-  x = nn::add(x, linear(y, b.pw2_w, b.pw2_b));
+  // Conv module, time-major: pointwise to GLU's two halves, GLU, depthwise conv (batch norm folded in), SiLU,
+  // pointwise.
+  const Tensor y = product(x, b.pw1_w, b.pw1_b, {.norm_gamma = b.conv_norm_w, .norm_eps = eps});
+  x = product(nn::glu_depthwise_conv1d_silu(y, b.dw_w, b.dw_b), b.pw2_w, b.pw2_b, {.residual = x});
 
-  x = nn::add(x, nn::scale(feed_forward(nn::layer_norm(x, b.ff2_norm_w, b.ff2_norm_b, eps), b.ff2_w1,
-                                        b.ff2_b1, b.ff2_w2, b.ff2_b2),
-                           0.5f));
+  x = half_step_feed_forward(x, b.ff2_norm_w, b.ff2_w1, b.ff2_b1, b.ff2_w2, b.ff2_b2);
   return nn::layer_norm(x, b.out_norm_w, b.out_norm_b, eps);
 }
 
@@ -432,7 +466,20 @@ Tensor ParakeetModel::encode(std::span<const float> mel, int64_t n_frames) {
   if (c.scale_input) x = nn::scale(x, std::sqrt(static_cast<float>(c.d_model)));
 
   const Tensor pos = positions(t);
-  for (const ParakeetBlock& b : w.blocks) x = block(x, b, pos);
+  if (w.w_pos_all.defined()) {
+    // Every block's projection of the table in one product (GPU), in blocks of d_model columns: block i's first
+    // 2T - 1 rows are its view.
+    const int64_t d = c.d_model, n = pos.dim(0);
+    const Tensor all = nn::linear_fused_f32(pos, w.w_pos_all, {}, {.stack_columns = d});
+    const int64_t rows = all.dim(1);
+    const Tensor blocks = all.reshape({all.dim(0) * rows, d});
+    for (size_t i = 0; i < w.blocks.size(); ++i) {
+      const int64_t at = static_cast<int64_t>(i) * rows;
+      x = block(x, w.blocks[i], blocks.rows(at, at + n));
+    }
+    return x;
+  }
+  for (const ParakeetBlock& b : w.blocks) x = block(x, b, linear(pos, b.w_pos));
   return x;
 }
 

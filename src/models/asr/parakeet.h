@@ -70,12 +70,17 @@ struct ParakeetConfig {
 Result<ParakeetConfig> parse_parakeet_config(std::string_view json_text,
                                              std::string_view file_name = "config.json");
 
+// The norms' shifts before products (ff1, attn, conv, ff2 _norm_b) are folded into those products' biases at
+// load (nn::fold_norm_shift) and left undefined.
 struct ParakeetBlock {
   nn::Tensor ff1_norm_w, ff1_norm_b, ff1_w1, ff1_b1, ff1_w2, ff1_b2;
   nn::Tensor attn_norm_w, attn_norm_b, wq, bq, wk, bk, wv, bv, wo, bo, w_pos, pos_bias_u, pos_bias_v;
   nn::Tensor conv_norm_w, conv_norm_b, pw1_w, pw1_b, dw_w, dw_b, pw2_w, pw2_b;  // dw: batch norm folded in
   nn::Tensor ff2_norm_w, ff2_norm_b, ff2_w1, ff2_b1, ff2_w2, ff2_b2;
   nn::Tensor out_norm_w, out_norm_b;
+  // On the GPU (load_on, f32 matrices): wq, wk, wv stacked [3 d_model, d_model] with their biases, for one
+  // product whose three column blocks the attention reads in place; wq, wk, wv then undefined.
+  nn::Tensor w_qkv, b_qkv;
 };
 
 struct ParakeetWeights {
@@ -87,6 +92,9 @@ struct ParakeetWeights {
   std::vector<nn::Tensor> sub_pw_w, sub_pw_b;  // [C, C, 1, 1]
   nn::Tensor sub_linear_w, sub_linear_b;       // [d_model, C * subsampled_mels]
   std::vector<ParakeetBlock> blocks;
+  // On the GPU (load_on, f32 matrices): every block's w_pos stacked [n_layers d_model, d_model], for one product
+  // of the positions' table a clip (each block's w_pos then undefined).
+  nn::Tensor w_pos_all;
   nn::Tensor enc_proj_w, enc_proj_b;  // joint's encoder side [dec, d_model]
   nn::Tensor embedding;               // [vocab_size, dec]
   std::vector<nn::LstmWeights> lstm;  // per layer, b = bias_ih + bias_hh
@@ -199,7 +207,8 @@ class ParakeetModel {
 
  private:
   ParakeetModel() = default;
-  nn::Tensor block(const nn::Tensor& x, const ParakeetBlock& b, const nn::Tensor& pos);
+  // One block; p: the positions' table projected by the block's w_pos [2T - 1, d_model].
+  nn::Tensor block(const nn::Tensor& x, const ParakeetBlock& b, const nn::Tensor& p);
   nn::Tensor positions(int64_t t);
   // decode() when the weights are on the GPU: the loop's state stays there (nn/gpu_tdt.cpp).
   TdtResult decode_on_gpu(const nn::Tensor& encoder_out);
