@@ -40,7 +40,7 @@ Result<Timed> transcribe_timed(asr::ParakeetModel& model, std::span<const float>
     t.host_ms = host_ms();
     return t;
   }
-  const audio::MelFeatures mel = audio::nemo_log_mel(audio);
+  const audio::MelFeatures mel = model.mel(audio);
   t.mel_ms = now_ms() - t0;
   if (mel.n_frames == 0) return t;
   const nn::Tensor enc = model.encode(mel.data, mel.n_frames);
@@ -73,7 +73,7 @@ int run_transcribe_parakeet(const std::string& model_dir, std::span<const float>
     const std::span<const uint8_t> c = config->bytes();
     auto loaded = asr::ParakeetModel::load_on(
         nn::Context::webgpu(*device), std::string_view(reinterpret_cast<const char*>(c.data()), c.size()),
-        weights->bytes(), model_dir + "/model.safetensors");
+        weights->bytes(), model_dir + "/model.safetensors", o.threads);
     if (!loaded) return fail(cat(model_dir, ": ", loaded.message()));
     model = std::move(loaded).value();
   } else {

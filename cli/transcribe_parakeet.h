@@ -10,7 +10,7 @@ namespace sotto::cli {
 
 struct ParakeetRunOptions {
   bool json = false;
-  bool webgpu = false;       // the encoder and the TDT loop on WebGPU (Dawn); the mel on the CPU
+  bool webgpu = false;       // the encoder and the TDT loop on WebGPU (Dawn); the mel on the CPU (threads)
   bool gpu_profile = false;  // each kernel's GPU time on stderr at the end
   bool bf16x3 = false;       // CPU: ParakeetModel::use_bf16x3_products (an error without AMX-BF16)
   int repeats = 1;           // timings are the median run's (the first run also compiles GPU pipelines)

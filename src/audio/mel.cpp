@@ -1,5 +1,7 @@
 #include "audio/mel.h"
 
+#include "core/thread_pool.h"
+
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -48,7 +50,7 @@ void fft(std::vector<std::complex<Real>>& a, const std::vector<std::complex<Real
 }
 
 template <class Real>
-MelFeatures log_mel(std::span<const float> samples, const MelOptions& o) {
+MelFeatures log_mel(std::span<const float> samples, const MelOptions& o, ThreadPool* pool) {
   MelFeatures out;
   out.n_mels = o.n_mels;
   const int64_t n = static_cast<int64_t>(samples.size());
@@ -100,31 +102,40 @@ MelFeatures log_mel(std::span<const float> samples, const MelOptions& o) {
     for (int64_t k = lo; k < hi; ++k) weights.push_back(static_cast<Real>(w(k)));
   }
   std::vector<double> logmel(static_cast<size_t>(frames * o.n_mels));
-  std::vector<std::complex<Real>> buf(static_cast<size_t>(o.n_fft));
-  std::vector<Real> power(static_cast<size_t>(bins));
-  for (int64_t t = 0; t < frames; ++t) {
-    const Real* frame = y.data() + t * o.hop_length;
-    for (int i = 0; i < o.n_fft; ++i)
-      buf[static_cast<size_t>(i)] = {frame[i] * window[static_cast<size_t>(i)], 0};
-    if (pow2) {
-      fft(buf, twiddles);
-    } else {
-      std::vector<std::complex<Real>> in = buf;
-      for (int64_t k = 0; k < bins; ++k) {
-        std::complex<Real> acc = 0;
-        for (int i = 0; i < o.n_fft; ++i)
-          acc += in[static_cast<size_t>(i)] * twiddles[static_cast<size_t>((k * i) % o.n_fft)];
-        buf[static_cast<size_t>(k)] = acc;
+  // Frames are independent: with a pool each thread takes a contiguous range (the same values as one thread).
+  auto frames_from = [&](int64_t begin, int64_t end) {
+    std::vector<std::complex<Real>> buf(static_cast<size_t>(o.n_fft));
+    std::vector<Real> power(static_cast<size_t>(bins));
+    for (int64_t t = begin; t < end; ++t) {
+      const Real* frame = y.data() + t * o.hop_length;
+      for (int i = 0; i < o.n_fft; ++i)
+        buf[static_cast<size_t>(i)] = {frame[i] * window[static_cast<size_t>(i)], 0};
+      if (pow2) {
+        fft(buf, twiddles);
+      } else {
+        std::vector<std::complex<Real>> in = buf;
+        for (int64_t k = 0; k < bins; ++k) {
+          std::complex<Real> acc = 0;
+          for (int i = 0; i < o.n_fft; ++i)
+            acc += in[static_cast<size_t>(i)] * twiddles[static_cast<size_t>((k * i) % o.n_fft)];
+          buf[static_cast<size_t>(k)] = acc;
+        }
+      }
+      for (int64_t k = 0; k < bins; ++k)
+        power[static_cast<size_t>(k)] = std::norm(buf[static_cast<size_t>(k)]);
+      for (int m = 0; m < o.n_mels; ++m) {
+        Real acc = 0;
+        const Real* w = weights.data() + offset[static_cast<size_t>(m)];
+        for (int64_t k = first[static_cast<size_t>(m)]; k < last[static_cast<size_t>(m)]; ++k)
+          acc += power[static_cast<size_t>(k)] * *w++;
+        logmel[static_cast<size_t>(m * frames + t)] = std::log(static_cast<double>(acc) + o.log_guard);
       }
     }
-    for (int64_t k = 0; k < bins; ++k) power[static_cast<size_t>(k)] = std::norm(buf[static_cast<size_t>(k)]);
-    for (int m = 0; m < o.n_mels; ++m) {
-      Real acc = 0;
-      const Real* w = weights.data() + offset[static_cast<size_t>(m)];
-      for (int64_t k = first[static_cast<size_t>(m)]; k < last[static_cast<size_t>(m)]; ++k)
-        acc += power[static_cast<size_t>(k)] * *w++;
-      logmel[static_cast<size_t>(m * frames + t)] = std::log(static_cast<double>(acc) + o.log_guard);
-    }
+  };
+  if (pool && pool->n_threads() > 1 && frames >= 64) {
+    pool->run([&](int ith, int nth) { frames_from(frames * ith / nth, frames * (ith + 1) / nth); });
+  } else {
+    frames_from(0, frames);
   }
 
   // Per-bin normalisation over the valid frames (NeMo "per_feature": unbiased std, eps added to the std).
@@ -167,12 +178,12 @@ std::vector<float> slaney_mel_filterbank(int sample_rate_hz, int n_fft, int n_me
   return bank;
 }
 
-MelFeatures nemo_log_mel(std::span<const float> samples, const MelOptions& options) {
-  return log_mel<double>(samples, options);
+MelFeatures nemo_log_mel(std::span<const float> samples, const MelOptions& options, ThreadPool* pool) {
+  return log_mel<double>(samples, options, pool);
 }
 
 MelFeatures nemo_log_mel_f32(std::span<const float> samples, const MelOptions& options) {
-  return log_mel<float>(samples, options);
+  return log_mel<float>(samples, options, nullptr);
 }
 
 }  // namespace sotto::audio

@@ -16,6 +16,10 @@
 #include <span>
 #include <vector>
 
+namespace sotto {
+class ThreadPool;
+}
+
 namespace sotto::audio {
 
 struct MelOptions {
@@ -41,7 +45,9 @@ std::vector<float> slaney_mel_filterbank(int sample_rate_hz, int n_fft, int n_me
 
 // The normalised log-mel of `samples` (16 kHz, any length; fewer than hop_length samples give 0 frames).
 // Non-finite samples are read as 0 (the caller reports them; see models/asr/parakeet.h).
-MelFeatures nemo_log_mel(std::span<const float> samples, const MelOptions& options = {});
+// With a pool of several threads, the frames are split among them (the same values).
+MelFeatures nemo_log_mel(std::span<const float> samples, const MelOptions& options = {},
+                         ThreadPool* pool = nullptr);
 // The same with the STFT, power and mel product in float32 (for measuring precision only).
 MelFeatures nemo_log_mel_f32(std::span<const float> samples, const MelOptions& options = {});
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "audio/mel.h"
+#include "core/thread_pool.h"
 #include "io/file.h"
 #include "nn/weights.h"
 
@@ -85,6 +86,21 @@ TEST(ParakeetMel, SilenceShortAndNonFiniteAudioGiveSaneFeatures) {
   noisy[100] = NAN;
   noisy[200] = INFINITY;
   for (float v : audio::nemo_log_mel(noisy).data) ASSERT_TRUE(std::isfinite(v));
+}
+
+// Frames split over a pool's threads (the GPU model's host work) give the one-thread features bit for bit, at
+// lengths that do and do not divide among the threads.
+TEST(ParakeetMel, ThreadsGiveTheSameFeatures) {
+  ThreadPool pool(3);
+  for (const size_t n : {size_t{16000}, size_t{20321}, size_t{96000}}) {
+    std::vector<float> audio(n);
+    for (size_t i = 0; i < n; ++i)
+      audio[i] =
+          0.3f * std::sin(0.013f * static_cast<float>(i * i % 100003)) + 0.01f * static_cast<float>(i % 7);
+    const audio::MelFeatures one = audio::nemo_log_mel(audio), three = audio::nemo_log_mel(audio, {}, &pool);
+    ASSERT_EQ(one.n_frames, three.n_frames);
+    EXPECT_EQ(one.data, three.data) << n << " samples";
+  }
 }
 
 }  // namespace

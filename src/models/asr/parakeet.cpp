@@ -444,6 +444,11 @@ Tensor ParakeetModel::block(const Tensor& x0, const ParakeetBlock& b, const Tens
   return nn::layer_norm(x, b.out_norm_w, b.out_norm_b, eps);
 }
 
+audio::MelFeatures ParakeetModel::mel(std::span<const float> audio_16k) const {
+  ThreadPool* pool = weights_.ctx->backend() == nn::Backend::Cpu ? weights_.ctx->pool() : own_pool_.get();
+  return audio::nemo_log_mel(audio_16k, {}, pool);
+}
+
 Tensor ParakeetModel::encode(std::span<const float> mel, int64_t n_frames) {
   const ParakeetWeights& w = weights_;
   const ParakeetConfig& c = w.config;
@@ -563,7 +568,7 @@ Result<TdtResult> ParakeetModel::transcribe(std::span<const float> audio, double
       }
     }
     const audio::MelFeatures mel =
-        audio::nemo_log_mel(audio.subspan(static_cast<size_t>(start), static_cast<size_t>(end - start)));
+        this->mel(audio.subspan(static_cast<size_t>(start), static_cast<size_t>(end - start)));
     if (mel.n_frames > 0) {
       const TdtResult r = decode(encode(mel.data, mel.n_frames));
       const int32_t offset = static_cast<int32_t>(start / frames_per_out);

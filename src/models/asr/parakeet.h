@@ -169,10 +169,12 @@ class ParakeetModel {
                                                      std::string file_name, ThreadPool& pool);
   // The same, then every weight copied onto `ctx` (nn::Context::webgpu: the encoder and the TDT loop's ops run
   // on the GPU; the device must outlive the model). models/asr/parakeet_gpu.cpp.
+  // host_threads: the model's own pool for its host work (the mel; natively only: wasm's helpers come from JS).
   static Result<std::unique_ptr<ParakeetModel>> load_on(std::unique_ptr<nn::Context> ctx,
                                                         std::string_view config_json,
                                                         std::span<const uint8_t> safetensors_bytes,
-                                                        std::string file_name = "model.safetensors");
+                                                        std::string file_name = "model.safetensors",
+                                                        int host_threads = 1);
   ~ParakeetModel();
 
   const ParakeetConfig& config() const { return weights_.config; }
@@ -196,6 +198,10 @@ class ParakeetModel {
   // bench/parakeet.mjs). Returns false, changing nothing, on other CPUs. CPU only.
   bool use_bf16x3_products();
 
+  // The normalised log-mel features of 16 kHz audio (audio/mel.h), on the host over the model's threads (the
+  // CPU context's pool; on the GPU, load_on's host_threads): 4-7 ms of one core of the H100 machines' host for
+  // 6 s of audio, a fifth of the GPU's whole transcription there.
+  audio::MelFeatures mel(std::span<const float> audio_16k) const;
   // Encoder output [T', d_model] of normalised log-mel features [n_mels, T] (channels-major as audio/mel.h
   // gives them).
   nn::Tensor encode(std::span<const float> mel, int64_t n_frames);

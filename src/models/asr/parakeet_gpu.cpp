@@ -14,9 +14,12 @@ namespace sotto::asr {
 Result<std::unique_ptr<ParakeetModel>> ParakeetModel::load_on(std::unique_ptr<nn::Context> ctx,
                                                               std::string_view config_json,
                                                               std::span<const uint8_t> safetensors_bytes,
-                                                              std::string file_name) {
+                                                              std::string file_name, int host_threads) {
+#if defined(__wasm__)
+  host_threads = 1;  // a pool's helpers there are Web Workers that JS starts for the C API's own pool
+#endif
   SOTTO_ASSIGN(std::unique_ptr<ParakeetModel> m,
-               load(config_json, safetensors_bytes, std::move(file_name), 1));
+               load(config_json, safetensors_bytes, std::move(file_name), std::max(1, host_threads)));
   ParakeetWeights& w = m->weights_;
   nn::Context& to = *ctx;
   Status failed;
