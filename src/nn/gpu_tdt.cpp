@@ -2,13 +2,12 @@
 // reference) reads the joint's logits at every step to choose the token and the frame advance: ~113 submits and
 // waits for a 6 s clip, most of the whole transcription's time on an H200. Here the loop's state (frame, symbols
 // on this frame, whether a token was emitted, the last token, the tokens so far) lives in a GPU buffer and every
-// step is the same kernels: the joint's logits at the state's frame, the pick (both argmaxes and the loop's
-// bookkeeping, one workgroup), then the prediction net (each LSTM layer in one dispatch, the projection), which
-// runs only when the pick emitted a token. The host records steps in batches as long as the
+// step is the same five kernels: the joint's logits at the state's frame, the pick (both argmaxes and the loop's
+// bookkeeping, one workgroup), then the prediction net (each LSTM layer's gates, its cell update, the
+// projection), which runs only when the pick emitted a token. The host records steps in batches as long as the
 // frames left (each step advances a frame or emits a token) and reads the state after each batch: a handful of
 // reads, not one per step. Steps past the end do nothing.
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <vector>
 
@@ -153,51 +152,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 )";
 
-// One LSTM layer on the state's token (when the pick emitted one), a workgroup per hidden unit j: its four gate
-// rows (i, f, g, o: rows j, H + j, 2H + j, 3H + j of [w_ih | w_hh] . [x | h_prev] + b, each summed as kTdtGates
-// sums a row), then c[j] in place and h_next[j]. h_prev and h_next are two buffers the steps alternate (every
-// workgroup reads all of h_prev while others write h_next); a step that emitted nothing copies h_prev to
-// h_next. x is the embedding's row of the token for the first layer (`embed`), else the layer below's h_next.
-// One dispatch a layer where the gates and the cell took two.
-constexpr const char* kTdtLstm = NN_WGSL_REDUCE NN_WGSL_TDT_STATE R"(
-struct P { h: u32, k: u32, embed: u32, pad: u32 };
+// The LSTM cell from its gates z [4H] (i, f, g, o), when the pick emitted a token: c and h updated in place.
+constexpr const char* kTdtCell = NN_WGSL_INDEX NN_WGSL_TDT_STATE R"(
+struct P { h: u32, pad0: u32, pad1: u32, pad2: u32 };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read> st: array<u32>;
-@group(0) @binding(2) var<storage, read> w_ih: array<f32>;
-@group(0) @binding(3) var<storage, read> x: array<f32>;
-@group(0) @binding(4) var<storage, read> w_hh: array<f32>;
-@group(0) @binding(5) var<storage, read> h_prev: array<f32>;
-@group(0) @binding(6) var<storage, read> b: array<f32>;
-@group(0) @binding(7) var<storage, read_write> c: array<f32>;
-@group(0) @binding(8) var<storage, read_write> h_next: array<f32>;
-var<workgroup> emitted: u32;
-fn sigmoid(v: f32) -> f32 { return 1.0 / (1.0 + exp(-v)); }
-fn gate(r: u32, off: u32, lid: u32) -> f32 {
-  var s = 0.0;
-  for (var k = lid; k < p.k; k += 64u) { s += w_ih[r * p.k + k] * x[off + k]; }
-  for (var k = lid; k < p.h; k += 64u) { s += w_hh[r * p.h + k] * h_prev[k]; }
-  return reduce_sum(s, lid) + b[r];
-}
+@group(0) @binding(2) var<storage, read> z: array<f32>;
+@group(0) @binding(3) var<storage, read_write> c: array<f32>;
+@group(0) @binding(4) var<storage, read_write> h: array<f32>;
+fn sigmoid(x: f32) -> f32 { return 1.0 / (1.0 + exp(-x)); }
 @compute @workgroup_size(64)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let j = row_of(wid);
-  if (j >= p.h) { return; }
-  if (lid == 0u) { emitted = st[EMITTED]; }
-  if (workgroupUniformLoad(&emitted) == 0u) {
-    if (lid == 0u) { h_next[j] = h_prev[j]; }
-    return;
-  }
-  var off = 0u;
-  if (p.embed != 0u) { off = st[TOKEN] * p.k; }
-  let zi = gate(j, off, lid);
-  let zf = gate(p.h + j, off, lid);
-  let zg = gate(2u * p.h + j, off, lid);
-  let zo = gate(3u * p.h + j, off, lid);
-  if (lid == 0u) {
-    let c_new = sigmoid(zf) * c[j] + sigmoid(zi) * tanh(clamp(zg, -15.0, 15.0));
-    c[j] = c_new;
-    h_next[j] = sigmoid(zo) * tanh(clamp(c_new, -15.0, 15.0));
-  }
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let j = index(gid);
+  if (j >= p.h || st[EMITTED] == 0u) { return; }
+  let c_new = sigmoid(z[p.h + j]) * c[j] + sigmoid(z[j]) * tanh(clamp(z[2u * p.h + j], -15.0, 15.0));
+  c[j] = c_new;
+  h[j] = sigmoid(z[3u * p.h + j]) * tanh(clamp(c_new, -15.0, 15.0));
 }
 )";
 
@@ -227,12 +197,9 @@ Result<TdtDecoded> tdt_greedy(const Tensor& enc_proj, const TdtDecoder& d) {
   Tensor state = ctx.from_bytes({kStateWords}, DType::I32,
                                 {reinterpret_cast<const uint8_t*>(init.data()), init.size() * 4});
   Tensor log = ctx.zeros({cap * 3}, DType::I32);
-  // Each layer's h in two buffers, h[i][parity]: the prediction net's n-th run reads parity n % 2, writes the other.
-  std::vector<std::array<Tensor, 2>> h;
-  std::vector<Tensor> c;
-  for (size_t i = 0; i < d.lstm.size(); ++i)
-    h.push_back({ctx.zeros({H}), ctx.zeros({H})}), c.push_back(ctx.zeros({H}));
-  Tensor g = ctx.empty({H}), logits = ctx.empty({R});
+  std::vector<Tensor> h, c;
+  for (size_t i = 0; i < d.lstm.size(); ++i) h.push_back(ctx.zeros({H})), c.push_back(ctx.zeros({H}));
+  Tensor z = ctx.empty({4 * H}), g = ctx.empty({H}), logits = ctx.empty({R});
 
   const uint32_t joint_p[] = {u32(R), u32(H), u32(frames), 0};
   std::vector<uint32_t> pick_p = {u32(V),
@@ -245,22 +212,20 @@ Result<TdtDecoded> tdt_greedy(const Tensor& enc_proj, const TdtDecoder& d) {
                                   0};
   for (int i = 0; i < 8; ++i)
     pick_p.push_back(i < n_durations ? u32(d.durations[static_cast<size_t>(i)]) : 0);
-  int64_t runs = 0;
+  const uint32_t cell_p[] = {u32(H), 0, 0, 0};
   auto net = [&] {  // the prediction net on the state's token (when emitted)
-    const size_t from = static_cast<size_t>(runs % 2), to = 1 - from;
     for (size_t i = 0; i < d.lstm.size(); ++i) {
       const LstmWeights& l = d.lstm[i];
-      const uint32_t lstm_p[] = {u32(H), u32(H), i == 0 ? 1u : 0u, 0};
-      const Tensor& input = i == 0 ? d.embedding : h[i - 1][to];
-      rec.dispatch("nn_tdt_lstm", kTdtLstm, lstm_p,
-                   {&state, &l.w_ih, &input, &l.w_hh, &h[i][from], &l.b, &c[i], &h[i][to]},
-                   static_cast<uint64_t>(H * 64));
+      const uint32_t gates_p[] = {u32(4 * H), u32(H), u32(H), i == 0 ? 1u : 0u};
+      const Tensor& input = i == 0 ? d.embedding : h[i - 1];
+      rec.dispatch("nn_tdt_gates", kTdtGates, gates_p, {&state, &l.w_ih, &input, &l.w_hh, &h[i], &l.b, &z},
+                   static_cast<uint64_t>(4 * H * 64));
+      rec.dispatch("nn_tdt_cell", kTdtCell, cell_p, {&state, &z, &c[i], &h[i]}, static_cast<uint64_t>(H));
     }
     const uint32_t proj_p[] = {u32(H), u32(H), 0, 0};
-    const Tensor& top = h.back()[to];
-    rec.dispatch("nn_tdt_gates", kTdtGates, proj_p, {&state, &d.proj_w, &top, &d.proj_w, &top, &d.proj_b, &g},
+    rec.dispatch("nn_tdt_gates", kTdtGates, proj_p,
+                 {&state, &d.proj_w, &h.back(), &d.proj_w, &h.back(), &d.proj_b, &g},
                  static_cast<uint64_t>(H * 64));
-    ++runs;
   };
   net();
   // Each step advances a frame or emits a token, at most max_symbols tokens a frame: this many steps end it.
