@@ -119,7 +119,8 @@ INSTANTIATE_TEST_SUITE_P(Llm, GpuStories,
 
 // Teacher-forced with the CPU's greedy tokens from a fixed start, position by position: every position's
 // logits within `tolerance` of the CPU backend's on the same weights, and the same argmax wherever the CPU's
-// top two are further apart than that (the tolerances are explained at the tests). Prints how many positions
+// top two are further apart than twice that (each may move by the tolerance; the tolerances are explained at
+// the tests). Prints how many positions
 // agree to 1e-2, and the worst difference.
 void expect_gpu_follows_cpu(gpu::LlmGpu& llm, const LlamaWeights& w, int n_ctx, size_t n_positions,
                             float tolerance) {
@@ -148,7 +149,7 @@ void expect_gpu_follows_cpu(gpu::LlmGpu& llm, const LlamaWeights& w, int n_ctx, 
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
     const int32_t cpu_next =
         static_cast<int32_t>(std::max_element(cpu_logits->begin(), cpu_logits->end()) - cpu_logits->begin());
-    if (sorted[0] - sorted[1] > tolerance) EXPECT_EQ(*gpu_next, cpu_next) << "position " << i;
+    if (sorted[0] - sorted[1] > 2 * tolerance) EXPECT_EQ(*gpu_next, cpu_next) << "position " << i;
     if (i + 1 >= tokens.size()) tokens.push_back(cpu_next);
   }
   std::printf("[ info    ] %zu of %zu positions within 1e-2 of the CPU's logits, the worst %g off\n", close,
@@ -260,10 +261,12 @@ TEST(GpuLlm, Qwen2ShapeMatchesTheCpu) {
   // positions of the q8_0 model they agree to ~1e-6, but now and then a q8_0 activation code lands one step
   // apart (the GPU's exp and contracted multiply-adds differ from libm's in the last bit, which can move a value
   // across a rounding boundary of the f16 attention sum or of the q8_0 quantizer); that moves logits by up to
-  // ~0.3 (seen) at such positions, and runs of them occur. A wrong RoPE layout or a lost bias moves them by
-  // whole units. So: every position within 0.5, and the same argmax wherever the CPU's top two are further
-  // apart than 0.5.
-  expect_gpu_follows_cpu(**llm, w, 128, 48, 0.5f);
+  // ~0.3 at such positions, and runs of them add up: over 41 seeds of the random biases the worst position was
+  // 0.52 (SOTTO_TEST_SEED=14795157263576, which failed CI at a bound of 0.5), then 0.41, 0.38. A wrong RoPE
+  // layout or a lost bias moves them by whole units: with the GPU given the adjacent RoPE layout the worst
+  // position was 16.6 off, with its v biases dropped 9.1 (seed 5). So: every position within 1.0, and the same
+  // argmax wherever the CPU's top two are further apart than twice that.
+  expect_gpu_follows_cpu(**llm, w, 128, 48, 1.0f);
 }
 
 // The f32 attention sum in the same qwen2 shape, on stories260K's F32 weights: F32 matrices take f32
