@@ -9,7 +9,7 @@
 //
 // The STFT runs in double as NeMo's exported preprocessor does; the float32 path exists to measure how far
 // single precision drifts (tests/unit/parakeet_mel_test.cpp). Cost: one 512-point FFT and 128 short filter sums
-// per 10 ms frame, on one thread: ~0.5 ms per second of audio on a 2-core Xeon (2.8 ms for 6 s; the FFT ~2/3).
+// per 10 ms frame, on one thread: ~0.5 ms per second of audio on a Zen 5 core (2.8 ms for 6 s; the FFT ~2/3).
 #pragma once
 
 #include <cstdint>
