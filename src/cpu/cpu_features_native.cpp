@@ -23,6 +23,8 @@ CpuFeatures detect_cpu_features() {
 #if defined(__x86_64__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const unsigned base_family = (eax >> 8) & 0xfu,
+                 family = base_family + (base_family == 0xfu ? (eax >> 20) & 0xffu : 0u);
   const bool fma = ecx & (1u << 12), osxsave = ecx & (1u << 27), avx = ecx & (1u << 28),
              f16c = ecx & (1u << 29);
   if (!(fma && osxsave && avx && f16c)) return f;
@@ -41,9 +43,6 @@ CpuFeatures detect_cpu_features() {
   __get_cpuid(0, &max_leaf, &vendor[0], &vendor[2], &vendor[1]);  // "Genu" "ineI" "ntel" in ebx, edx, ecx
   const bool intel = std::memcmp(vendor, "GenuineIntel", 12) == 0;
   // AMD's Zen 5 (family 0x1A) has full-width 512-bit FMA units, unlike Zen 4 (0x19).
-  unsigned eax_f = 0, ebx_f = 0, ecx_f = 0, edx_f = 0;
-  __get_cpuid(1, &eax_f, &ebx_f, &ecx_f, &edx_f);
-  const unsigned family = ((eax_f >> 8) & 0xfu) + ((eax_f >> 8 & 0xfu) == 0xfu ? (eax_f >> 20) & 0xffu : 0u);
   const bool amd_full_width = std::memcmp(vendor, "AuthenticAMD", 12) == 0 && family >= 0x1a;
   f.avx512_f32 = f.avx2_fma && avx512 && zmm_state && (intel || amd_full_width) && !avx2_only;
   f.amx_int8 = f.avx512_f32 && (edx & (1u << 24)) && (edx & (1u << 25));  // AMX-TILE, AMX-INT8

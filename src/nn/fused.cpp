@@ -221,14 +221,19 @@ Tensor glu_depthwise_conv1d_silu(const Tensor& x, const Tensor& w, const Tensor&
   return transpose(silu(y));
 }
 
-Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
-  if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
-  Tensor y = linear(f.norm_gamma.defined() ? layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, w, b);
+Tensor linear_fused_f32_around(const Tensor& x, const LinearFusedF32& f,
+                               const std::function<Tensor(const Tensor&)>& product) {
+  Tensor y = product(f.norm_gamma.defined() ? layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x);
   if (f.rope_heads > 0) y = rope_columns(y, f);
-  y = activation(y, f.act);
+  if (f.act != Act::Identity) y = activation(y, f.act);
   if (f.scale != 1.0f) y = scale(y, f.scale);
   if (f.residual.defined()) y = add(y, f.residual);
   return f.stack_columns > 0 ? stacked(y, f.stack_columns) : y;
+}
+
+Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f) {
+  if (gpu_ops::on_gpu(x)) return gpu_ops::linear_fused_f32(x, w, b, f);
+  return linear_fused_f32_around(x, f, [&](const Tensor& xn) { return linear(xn, w, b); });
 }
 
 Tensor attention_partials(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,

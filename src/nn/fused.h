@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 
 #include "nn/ops.h"
 #include "nn/tensor.h"
@@ -124,6 +125,11 @@ struct LinearFusedF32 {
 // 256 bytes.
 int64_t stacked_rows(int64_t m, int64_t columns);
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
+// linear_fused_f32's ops one by one around `product` (x, normed where f asks, -> x . W^T + b): what
+// linear_fused_f32 runs on the CPU with nn::linear, and what a model with products of its own (packed or
+// split-bf16 matrices) runs with those.
+Tensor linear_fused_f32_around(const Tensor& x, const LinearFusedF32& f,
+                               const std::function<Tensor(const Tensor&)>& product);
 // y [M, N] with f's rotary embedding on its columns [0, f.rope_columns) (all where 0 or N), by nn::rope, slice
 // and concat on y's backend: linear_fused_f32's rope where a kernel cannot apply it as it stores.
 Tensor rope_columns(const Tensor& y, const LinearFusedF32& f);

@@ -728,10 +728,6 @@ void greedy_step(const Tensor& logits, const GreedyLoop& g) {
   }
 }
 
-}  // namespace sotto::nn::gpu_ops
-
-namespace sotto::nn::gpu_ops {
-
 namespace {
 
 // glu_depthwise_conv1d_silu: one output (t, c) per thread, c fastest (a warp reads adjacent channels). Each of

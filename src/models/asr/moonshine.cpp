@@ -33,11 +33,8 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
   // dispatches a layer saved). The CPU's packed products (w.encoder_packed) take the same ops one by one.
   auto product = [&](const Tensor& x, const Tensor& m, const Tensor& b, const nn::LinearFusedF32& f) {
     if (!w.encoder_packed) return nn::linear_fused_f32(x, m, b, f);
-    Tensor y = nn::cpu::linear_prepacked(
-        f.norm_gamma.defined() ? nn::layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, m, b);
-    if (f.rope_heads > 0) y = nn::rope(y, f.rope_heads, f.rotary_dim, f.rope_base, 0, true);
-    if (f.act != nn::Act::Identity) y = nn::activation(y, f.act);
-    return f.residual.defined() ? nn::add(f.residual, y) : y;
+    return nn::linear_fused_f32_around(x, f,
+                                       [&](const Tensor& xn) { return nn::cpu::linear_prepacked(xn, m, b); });
   };
   Tensor x = audio.reshape({1, audio.elements()});
   x = nn::conv1d_fused_f32(x, w.conv1, {}, {.stride = 64}, {.act = nn::Act::Tanh});

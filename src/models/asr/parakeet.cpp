@@ -309,8 +309,7 @@ std::vector<Tensor*> encoder_matrices(ParakeetWeights& w) {
   std::vector<Tensor*> out = {&w.sub_linear_w};
   for (ParakeetBlock& b : w.blocks)
     out.insert(out.end(), {&b.ff1_w1, &b.ff1_w2, &b.wq, &b.wk, &b.wv, &b.wo, &b.w_pos, &b.pw1_w, &b.pw2_w,
-                           &b.ff2_w1, &b.ff2_w2, &b.w_qkv});
-  out.push_back(&w.w_pos_all);
+                           &b.ff2_w1, &b.ff2_w2});
   return out;
 }
 
@@ -404,10 +403,7 @@ Tensor ParakeetModel::block(const Tensor& x0, const ParakeetBlock& b, const Tens
   const bool fused = weights_.ctx->backend() == nn::Backend::Gpu;
   auto product = [&](const Tensor& x, const Tensor& w, const Tensor& bias, const nn::LinearFusedF32& f) {
     if (fused && w.dtype() == DType::F32) return nn::linear_fused_f32(x, w, bias, f);
-    Tensor y = linear(f.norm_gamma.defined() ? nn::layer_norm(x, f.norm_gamma, {}, f.norm_eps) : x, w, bias);
-    if (f.act != nn::Act::Identity) y = nn::activation(y, f.act);
-    if (f.scale != 1.0f) y = nn::scale(y, f.scale);
-    return f.residual.defined() ? nn::add(f.residual, y) : y;
+    return nn::linear_fused_f32_around(x, f, [&](const Tensor& xn) { return linear(xn, w, bias); });
   };
   // x + 1/2 FF(LayerNorm(x)), FF = Linear, SiLU, Linear.
   auto half_step_feed_forward = [&](const Tensor& x, const Tensor& gamma, const Tensor& w1, const Tensor& b1,
