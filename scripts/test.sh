@@ -66,7 +66,14 @@ format_check() {
   clang-format-19 --dry-run --Werror $files
 }
 native_tests() {
-  cmake --preset release && cmake --build --preset release -j "$JOBS" && ctest --preset release -j "$JOBS"
+  cmake --preset release && cmake --build --preset release -j "$JOBS" && moonshine_onnx_layout &&
+    ctest --preset release -j "$JOBS"
+}
+# The hub's ONNX layout of Moonshine, made from the package's files (and checked against them in ONNX Runtime),
+# which the native and Node tests load (build/moonshine-onnx).
+moonshine_onnx_layout() {
+  [ ! -f models/moonshine-base-en/encoder_model.ort ] && return 0
+  python3 tools/moonshine/ort_to_onnx.py models/moonshine-base-en build/moonshine-onnx --check
 }
 wasm_build() {
   for v in wasm-simd128 wasm-relaxed; do

@@ -24,7 +24,10 @@ const WASM_URLS = {
   simd128: new URL('../build/wasm-simd128/sotto.wasm', import.meta.url),
   relaxed: new URL('../build/wasm-relaxed/sotto.wasm', import.meta.url),
 };
-const FILES = ['encoder_model.ort', 'decoder_model_merged.ort', 'tokenizer.bin'];
+// Moonshine's files: the package's layout, else the hub's ONNX one (the engine tells each file's format by its
+// bytes).
+const FILES = [['encoder_model.ort', 'encoder_model.onnx'], ['decoder_model_merged.ort', 'decoder_model_merged.onnx'],
+  ['tokenizer.bin', 'tokenizer.json']];
 
 // config.json's bytes when dir holds a Parakeet model (model_type "parakeet..."), else null (Moonshine has none).
 async function parakeetConfig(dir) {
@@ -77,7 +80,7 @@ export class Asr extends AsrBase {
   #handle;
 
   // dir: the model directory (URL or, in Node, a path) holding encoder_model.ort, decoder_model_merged.ort and
-  // tokenizer.bin, or a Parakeet TDT directory (config.json with model_type parakeet_tdt, model.safetensors,
+  // tokenizer.bin (or the hub's encoder_model.onnx, decoder_model_merged.onnx and tokenizer.json), or a Parakeet TDT directory (config.json with model_type parakeet_tdt, model.safetensors,
   // optional tokenizer.model). Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source),
   // variant ('relaxed' | 'simd128'), wasmUrl, module (a compiled WebAssembly.Module instead of either), worker,
   // threads (default 1; the encoder and decoder matmuls split across them).
@@ -137,8 +140,8 @@ export class Asr extends AsrBase {
         return asr;
       }
       let loaded = 0;
-      for (const f of FILES) {
-        const bytes = await readSource(join(dir, f));
+      for (const [f, alternative] of FILES) {
+        const bytes = await readSource(join(dir, f)).catch((e) => readSource(join(dir, alternative)).catch(() => { throw e; }));
         files.push(asr.#copyIn(bytes));
         loaded += bytes.length;
         onProgress?.({ loaded, file: f });

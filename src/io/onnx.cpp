@@ -173,19 +173,26 @@ class Parser {
     return {};
   }
 
-  // NodeProto: output 2, name 3, op_type 4, attribute 5, domain 7. Attributes are read after the whole node,
-  // since protobuf does not promise op_type comes before them.
+  // NodeProto: input 1, output 2, name 3, op_type 4, attribute 5, domain 7. Attributes are read after the whole
+  // node, since protobuf does not promise op_type comes before them.
   Status node(Reader r, const std::string& scope, uint64_t index, int depth) {
     SOTTO_TRY(check_depth(r, depth));
     std::string_view name, op_type, domain, output0;
     bool has_output = false;
     std::vector<Reader> attributes;
+    OnnxNode listed;
     while (!r.at_end()) {
       SOTTO_ASSIGN(Field f, r.next_field());
       switch (f.number) {
+        case 1: {
+          SOTTO_ASSIGN(std::string_view in, r.string(f));
+          listed.inputs.emplace_back(in);
+          break;
+        }
         case 2: {
           SOTTO_ASSIGN(std::string_view out, r.string(f));
           if (!has_output) output0 = out, has_output = true;
+          listed.outputs.emplace_back(out);
           break;
         }
         case 3: {
@@ -214,6 +221,11 @@ class Parser {
     op_counts_[default_domain ? std::string(op_type) : cat(domain, ':', op_type)]++;
     NodeInfo info{name.empty() ? cat(op_type, '#', index) : std::string(name), output0,
                   default_domain && op_type == "Constant"};
+    listed.name = name;
+    listed.op_type = op_type;
+    listed.domain = domain;
+    listed.scope = scope;
+    model_.nodes.push_back(std::move(listed));  // before its subgraphs' nodes
     for (Reader& a : attributes) SOTTO_TRY(attribute(a, scope, info, depth + 1));
     return {};
   }

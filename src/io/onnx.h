@@ -23,11 +23,11 @@
 // unique_name "If_0.then_branch/If_0_then_branch__Inline_0__encoder.0.reparam_conv.weight". In Silero the
 // If's condition is sr == 16000 (Constant_0_output), so then_branch holds the 16 kHz weights.
 //
-// What is read: ModelProto metadata, the main graph's inputs/outputs, every node (for op counts), initializers
-// and Constant nodes (value, value_float(s), value_int(s)) in the main graph and every subgraph reached through
-// a GRAPH or GRAPHS attribute. Not read: FunctionProto bodies (ModelProto.functions), training_info, sparse
-// tensors and string tensors (listed in `unsupported`). Limits: messages nest at most pb::kMaxMessageDepth
-// (64) deep, a tensor has at most 64 dims.
+// What is read: ModelProto metadata, the main graph's inputs/outputs, every node (op type, inputs, outputs),
+// initializers and Constant nodes (value, value_float(s), value_int(s)) in the main graph and every subgraph
+// reached through a GRAPH or GRAPHS attribute. Not read: FunctionProto bodies (ModelProto.functions),
+// training_info, sparse tensors and string tensors (listed in `unsupported`). Limits: messages nest at most
+// pb::kMaxMessageDepth (64) deep, a tensor has at most 64 dims.
 #pragma once
 
 #include <cstdint>
@@ -126,6 +126,14 @@ struct OnnxOpCount {
   uint64_t count = 0;
 };
 
+// A node of the graph or of a subgraph: what a model needs to tell which anonymous initializer feeds which
+// layer (its attributes are not kept).
+struct OnnxNode {
+  std::string name, op_type, domain;
+  std::string scope;  // as OnnxTensor::scope
+  std::vector<std::string> inputs, outputs;
+};
+
 struct OnnxModel {
   int64_t ir_version = 0;
   std::string producer_name, producer_version, domain, doc_string;
@@ -141,6 +149,7 @@ struct OnnxModel {
   std::vector<OnnxOpCount> op_counts;  // over all graphs, sorted by op_type
 
   std::vector<OnnxTensor> tensors;  // in file order (depth first through subgraphs)
+  std::vector<OnnxNode> nodes;      // depth first: a node, then the nodes of its subgraphs
   std::vector<OnnxUnsupportedTensor> unsupported;
 
   // By unique_name; failing that by name, then by tensor_name, when exactly one tensor has it.

@@ -23,6 +23,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (uint8_t byte : b) checksum += byte;  // touch every byte so ASan sees any bad pointer
       if (model->find(t.unique_name) != &t) std::abort();
     }
+    // The node list is bounded by the file: each input and output name is a field of it.
+    if (model->nodes.size() > size) std::abort();
+    for (const auto& n : model->nodes)
+      for (const auto& s : n.inputs) checksum += static_cast<uint32_t>(s.size());
     (void)checksum;
   }
   auto with_external = sotto::parse_onnx(

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,59 @@ TEST(Moonshine, TokenizerDecodesPiecesBytesAndSpaces) {
   EXPECT_NE(bad.message().find("claims 200 bytes"), std::string::npos);
 }
 
+// tokenizer.json (the hub's layout): model.vocab {piece: id}, "<0xHH>" the byte HH.
+TEST(Moonshine, TokenizerJsonDecodesLikeTokenizerBin) {
+  const std::string json = R"({"added_tokens":[{"id":0,"content":"<unk>","special":true}],
+    "model":{"type":"BPE","byte_fallback":true,"vocab":{"<unk>":0,"<s>":1,"</s>":2,"\u2581Hi":3,",":4,
+    "\u2581th":5,"ere":6,"<0xC3>":7,"<0xA9>":8}}})";
+  auto tok = asr::MoonshineTokenizer::parse({reinterpret_cast<const uint8_t*>(json.data()), json.size()});
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  EXPECT_EQ(tok->size(), 9u);
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{1, 3, 4, 5, 6, 7, 8, 2, 40000, -1}), "Hi, there\xc3\xa9");
+  auto fails = [](std::string s) {
+    auto r = asr::MoonshineTokenizer::parse({reinterpret_cast<const uint8_t*>(s.data()), s.size()});
+    return r.ok() ? std::string("(parsed)") : r.message();
+  };
+  EXPECT_EQ(fails(R"({"model":{}})"), "tokenizer.json: no model.vocab object");
+  EXPECT_EQ(fails(R"({"model":{"vocab":{"a":0,"b":4000000000}}})"),
+            "tokenizer.json: model.vocab['b'] is not an id below 2");
+  EXPECT_EQ(fails(R"({"model":{"vocab":{"a":0,"b":0,"c":2}}})"),
+            "tokenizer.json: id 0 is given to two pieces");
+  EXPECT_EQ(fails(R"({"model":{"vocab":{"a":0,"b":1}}})"),
+            "tokenizer.json: 2 pieces, not a Moonshine tokenizer");
+  EXPECT_NE(fails(R"({"model":{"vocab":{"a":0,)").find("tokenizer.json"), std::string::npos);
+}
+
+// The hub's layout written by tools/moonshine/ort_to_onnx.py (scripts/test.sh makes build/moonshine-onnx): the
+// same weights read from protobuf as from the flatbuffer, so the same encoder output bit for bit, and
+// tokenizer.json decoding every id as tokenizer.bin does. In CI the directory must exist.
+TEST(Moonshine, OnnxLayoutIsTheSameModel) {
+  NEED_MODEL();
+  const std::string dir = source_path("build/moonshine-onnx/");
+  auto enc = MappedFile::open(dir + "encoder_model.onnx");
+  auto dec = MappedFile::open(dir + "decoder_model_merged.onnx");
+  auto tok = MappedFile::open(dir + "tokenizer.json");
+  if (!enc || !dec || !tok) {
+    if (std::getenv("CI")) FAIL() << dir << " is missing (scripts/test.sh makes it)";
+    GTEST_SKIP() << "no " << dir << " (python3 tools/moonshine/ort_to_onnx.py models/moonshine-base-en "
+                 << dir << ")";
+  }
+  auto m =
+      asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), nn::Context::cpu(loaded->pool.get()));
+  ASSERT_TRUE(m.ok()) << m.message();
+  const nn::Tensor audio = ctx.from_floats({static_cast<int64_t>(ref.audio.size())}, ref.audio);
+  const nn::Tensor a = asr::moonshine_encode(w, audio), b = asr::moonshine_encode(m->weights, audio);
+  EXPECT_EQ(*ctx.to_floats(a), *ctx.to_floats(b));
+  auto r = asr::moonshine_transcribe(m->weights, ref.audio);
+  ASSERT_TRUE(r.ok()) << r.message();
+  EXPECT_EQ(m->tokenizer.decode(r->tokens), "Ever tried, ever failed.");
+  ASSERT_EQ(m->tokenizer.size(), loaded->model.tokenizer.size());
+  for (int32_t id = 0; id < static_cast<int32_t>(m->tokenizer.size()); ++id) {
+    const std::vector<int32_t> ids = {id};
+    ASSERT_EQ(m->tokenizer.decode(ids), loaded->model.tokenizer.decode(ids)) << "id " << id;
+  }
+}
+
 TEST(Moonshine, NotAMoonshineModelIsAnError) {
   const std::string dir = source_path("models/moonshine-base-en/");
   auto enc = MappedFile::open(dir + "encoder_model.ort");
@@ -194,10 +248,14 @@ TEST(Moonshine, NotAMoonshineModelIsAnError) {
   EXPECT_NE(swapped.message().find("no node writes '/conv1/Conv_output_0'"), std::string::npos)
       << swapped.message();
   const std::vector<uint8_t> junk(64, 7);
-  auto not_ort = asr::load_moonshine(junk, dec->bytes(), tok, nn::Context::cpu());
+  auto not_ort = asr::load_moonshine(junk, dec->bytes(), tok, nn::Context::cpu(), "encoder_model.ort");
   ASSERT_FALSE(not_ort.ok());
   EXPECT_NE(not_ort.message().find("encoder_model.ort: ort: not an ONNX Runtime model"), std::string::npos)
       << not_ort.message();
+  // Bytes that are neither format, unnamed: read as ONNX (the format that has no magic), and refused.
+  auto neither = asr::load_moonshine(junk, dec->bytes(), tok, nn::Context::cpu());
+  ASSERT_FALSE(neither.ok());
+  EXPECT_EQ(neither.message().rfind("encoder_model.onnx: onnx: ", 0), 0u) << neither.message();
 }
 
 }  // namespace

@@ -252,6 +252,18 @@ TEST(OnnxRoundTrip, ConstantFormsAndSubgraphNames) {
   EXPECT_EQ(m.node_count, 2u);
   EXPECT_EQ(m.total_node_count, 8u);
   EXPECT_EQ(m.subgraph_count, 4u);
+  // Every node listed, each before its subgraphs' nodes, with its inputs, outputs and scope.
+  ASSERT_EQ(m.nodes.size(), 8u);
+  EXPECT_EQ(m.nodes[0].name, "my_if");
+  EXPECT_EQ(m.nodes[0].op_type, "If");
+  EXPECT_EQ(m.nodes[0].inputs, std::vector<std::string>{"cond"});
+  EXPECT_EQ(m.nodes[0].outputs, std::vector<std::string>{"out"});
+  EXPECT_EQ(m.nodes[1].op_type, "Constant");
+  EXPECT_EQ(m.nodes[1].scope, "my_if.then_branch");
+  EXPECT_EQ(m.nodes[1].outputs, std::vector<std::string>{"c"});
+  EXPECT_EQ(m.nodes[3].op_type, "Custom");
+  EXPECT_EQ(m.nodes[3].domain, "com.example");
+  EXPECT_EQ(m.nodes[7].scope, "Custom#1.bodies[1]");
 
   const OnnxTensor* c_then = m.find("my_if.then_branch/c");
   const OnnxTensor* c_else = m.find("my_if.else_branch/c");

@@ -12,12 +12,13 @@ export const haveMoonshine = () =>
   ['encoder_model.ort', 'decoder_model_merged.ort', 'tokenizer.bin'].every((f) => existsSync(`${modelDir}/${f}`));
 
 export class OrtMoonshine {
-  static async create(ort, { threads = 2 } = {}) {
+  // dir / ext: another directory's graphs (the ONNX layout: ext 'onnx'); the text always from tokenizer.bin.
+  static async create(ort, { threads = 2, dir = modelDir, ext = 'ort' } = {}) {
     const m = new OrtMoonshine();
     const options = { intraOpNumThreads: threads, interOpNumThreads: 1 };
     m.ort = ort;
-    m.encoder = await ort.InferenceSession.create(`${modelDir}/encoder_model.ort`, options);
-    m.decoder = await ort.InferenceSession.create(`${modelDir}/decoder_model_merged.ort`, options);
+    m.encoder = await ort.InferenceSession.create(`${dir}/encoder_model.${ext}`, options);
+    m.decoder = await ort.InferenceSession.create(`${dir}/decoder_model_merged.${ext}`, options);
     m.vocab = readVocab(`${modelDir}/tokenizer.bin`);
     return m;
   }

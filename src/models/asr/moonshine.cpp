@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "api/clock.h"
+#include "io/json.h"
 #include "nn/cpu.h"
 #include "nn/fused.h"
 #include "nn/gemm.h"
@@ -481,8 +482,45 @@ Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::spa
 
 // ---------------------------------------------------------------- the tokenizer
 
+namespace {
+
+// tokenizer.json's model.vocab: {piece: id, ...}, "<0xHH>" standing for byte HH. Ids are bounded by the file
+// (a hostile "<unk>": 4000000000 must not size a table).
+Result<std::vector<std::string>> tokenizer_json_pieces(std::span<const uint8_t> bytes) {
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  SOTTO_ASSIGN(JsonValue root, parse_json(text, "tokenizer.json"));
+  const JsonValue* model = root.find("model");
+  const JsonValue* vocab = model && model->is_object() ? model->find("vocab") : nullptr;
+  if (!vocab || !vocab->is_object()) return error("tokenizer.json: no model.vocab object");
+  std::vector<std::string> pieces(vocab->members.size());
+  std::vector<bool> seen(pieces.size());
+  for (const JsonMember& m : vocab->members) {
+    const std::optional<uint64_t> id = m.value.as_u64();
+    if (!id || *id >= pieces.size())
+      return error("tokenizer.json: model.vocab[", quoted(m.key), "] is not an id below ", pieces.size());
+    if (seen[*id]) return error("tokenizer.json: id ", *id, " is given to two pieces");
+    seen[*id] = true;
+    const std::string& k = m.key;
+    auto hex = [](char c) {
+      return c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= '0' && c <= '9' ? c - '0' : -1;
+    };
+    const bool byte =
+        k.size() == 6 && k.starts_with("<0x") && k[5] == '>' && hex(k[3]) >= 0 && hex(k[4]) >= 0;
+    pieces[*id] = byte ? std::string(1, static_cast<char>(hex(k[3]) * 16 + hex(k[4]))) : k;
+  }
+  return pieces;
+}
+
+}  // namespace
+
 Result<MoonshineTokenizer> MoonshineTokenizer::parse(std::span<const uint8_t> bytes) {
   MoonshineTokenizer t;
+  if (!bytes.empty() && bytes[0] == '{') {
+    SOTTO_ASSIGN(t.pieces_, tokenizer_json_pieces(bytes));
+    if (t.pieces_.size() < 3)
+      return error("tokenizer.json: ", t.pieces_.size(), " pieces, not a Moonshine tokenizer");
+    return t;
+  }
   size_t i = 0;
   while (i < bytes.size()) {
     const size_t n = bytes[i];
@@ -874,18 +912,51 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
   return w;
 }
 
-Result<MoonshineModel> load_moonshine(std::span<const uint8_t> encoder_ort,
-                                      std::span<const uint8_t> decoder_ort,
-                                      std::span<const uint8_t> tokenizer_bin,
-                                      std::unique_ptr<nn::Context> ctx) {
-  auto enc = parse_ort(encoder_ort);
-  if (!enc) return error("encoder_model.ort: ", enc.status().message());
-  auto dec = parse_ort(decoder_ort);
-  if (!dec) return error("decoder_model_merged.ort: ", dec.status().message());
+Result<OrtModel> read_moonshine_graph(std::span<const uint8_t> bytes, std::string_view name,
+                                      OnnxModel& onnx) {
+  if (is_ort(bytes) || name.ends_with(".ort")) {
+    auto m = parse_ort(bytes);
+    if (!m) return error(name, ": ", m.message());
+    return m;
+  }
+  auto parsed = parse_onnx(bytes);
+  if (!parsed) return error(name, ": ", parsed.message());
+  onnx = std::move(parsed).value();
+  OrtModel m;
+  for (const OnnxTensor& t : onnx.tensors)
+    m.tensors.push_back({.name = t.name,
+                         .scope = t.scope,
+                         .dtype = t.dtype,
+                         .data_type = t.onnx_data_type,
+                         .shape = t.shape,
+                         .n_elements = t.n_elements,
+                         .file_offset = t.file_offset,
+                         .n_bytes = t.n_bytes,
+                         .data = t.bytes().data()});
+  for (const OnnxNode& n : onnx.nodes)
+    m.nodes.push_back({.name = n.name,
+                       .op_type = n.op_type,
+                       .domain = n.domain,
+                       .scope = n.scope,
+                       .inputs = n.inputs,
+                       .outputs = n.outputs});
+  return m;
+}
+
+Result<MoonshineModel> load_moonshine(std::span<const uint8_t> encoder, std::span<const uint8_t> decoder,
+                                      std::span<const uint8_t> tokenizer, std::unique_ptr<nn::Context> ctx,
+                                      std::string_view encoder_name, std::string_view decoder_name) {
+  auto name_of = [](std::string_view given, std::span<const uint8_t> bytes, const char* stem) {
+    return given.empty() ? cat(stem, is_ort(bytes) ? ".ort" : ".onnx") : std::string(given);
+  };
+  const std::string enc_name = name_of(encoder_name, encoder, "encoder_model"),
+                    dec_name = name_of(decoder_name, decoder, "decoder_model_merged");
+  OnnxModel enc_onnx, dec_onnx;
+  SOTTO_ASSIGN(OrtModel enc, read_moonshine_graph(encoder, enc_name, enc_onnx));
+  SOTTO_ASSIGN(OrtModel dec, read_moonshine_graph(decoder, dec_name, dec_onnx));
   MoonshineModel m;
-  SOTTO_ASSIGN(m.weights,
-               load_moonshine_weights(*ctx, *enc, "encoder_model.ort", *dec, "decoder_model_merged.ort"));
-  SOTTO_ASSIGN(m.tokenizer, MoonshineTokenizer::parse(tokenizer_bin));
+  SOTTO_ASSIGN(m.weights, load_moonshine_weights(*ctx, enc, enc_name, dec, dec_name));
+  SOTTO_ASSIGN(m.tokenizer, MoonshineTokenizer::parse(tokenizer));
   m.ctx = std::move(ctx);
   return m;
 }

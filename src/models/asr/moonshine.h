@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/onnx.h"
 #include "io/ort.h"
 #include "models/asr/moonshine_gpu_step.h"
 #include "nn/tensor.h"
@@ -123,12 +124,19 @@ struct MoonshineWeights {
 
 // Reads both parsed files' weights onto `ctx`, every shape checked; errors name the file and the tensor or
 // graph node, e.g. "decoder_model_merged.ort: no MatMul writes '/model/decoder/layers.3/mlp/up_proj/...'".
+// A .onnx file is read into the same form (read_moonshine_graph).
 Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel& encoder,
                                                 std::string_view encoder_name, const OrtModel& decoder,
                                                 std::string_view decoder_name);
+// A graph's weights and node list from a .ort file, or from a .onnx one into the same form (the tensors then
+// view `onnx`'s bytes: keep it and the file alive). `name` prefixes errors; a name ending in ".ort" is read
+// as ONNX Runtime's format whatever the bytes.
+Result<OrtModel> read_moonshine_graph(std::span<const uint8_t> bytes, std::string_view name, OnnxModel& onnx);
 
 class MoonshineTokenizer {
  public:
+  // tokenizer.bin (the package's) or, when the bytes open with '{', a Hugging Face tokenizer.json (its
+  // model.vocab {piece: id}; "<0xHH>" pieces are that byte, as byte-fallback BPE writes them).
   static Result<MoonshineTokenizer> parse(std::span<const uint8_t> bytes);
   // The text of `ids` (special and unknown ids skipped, "▁" as a space, leading space dropped).
   std::string decode(std::span<const int32_t> ids) const;
@@ -190,16 +198,17 @@ struct MoonshineResult {
 // Greedy transcription of one window of audio (16 kHz, finite samples).
 Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::span<const float> audio_16k);
 
-// A loaded model directory (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin): the files' bytes are
-// only needed while loading.
+// A loaded model directory: the package's (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin) or the
+// hub's ONNX layout (encoder_model.onnx, decoder_model_merged.onnx, tokenizer.json), each file's format told by
+// its bytes. The files' bytes are only needed while loading.
 struct MoonshineModel {
   std::unique_ptr<nn::Context> ctx;
   MoonshineWeights weights;
   MoonshineTokenizer tokenizer;
 };
-Result<MoonshineModel> load_moonshine(std::span<const uint8_t> encoder_ort,
-                                      std::span<const uint8_t> decoder_ort,
-                                      std::span<const uint8_t> tokenizer_bin,
-                                      std::unique_ptr<nn::Context> ctx);
+// encoder_name / decoder_name prefix errors; empty: the layout's names for the format the bytes hold.
+Result<MoonshineModel> load_moonshine(std::span<const uint8_t> encoder, std::span<const uint8_t> decoder,
+                                      std::span<const uint8_t> tokenizer, std::unique_ptr<nn::Context> ctx,
+                                      std::string_view encoder_name = {}, std::string_view decoder_name = {});
 
 }  // namespace sotto::asr
