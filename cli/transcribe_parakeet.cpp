@@ -86,13 +86,18 @@ int run_transcribe_parakeet(const std::string& model_dir, std::span<const float>
     else if (!model->use_bf16x3_products())
       return fail("--bf16x3: this CPU has no AMX-BF16 (or the OS does not grant its tiles)");
   }
+  // Text from NeMo's tokenizer.model, else the transformers layout's tokenizer.json; without either, the text
+  // is empty and the tokens are printed.
   asr::ParakeetVocab vocab;
-  if (auto tok = MappedFile::open(model_dir + "/tokenizer.model"); tok.ok()) {
-    auto v = asr::parse_sentencepiece_vocab(tok->bytes(), model_dir + "/tokenizer.model");
+  for (const char* name : {"/tokenizer.model", "/tokenizer.json"}) {
+    auto tok = MappedFile::open(model_dir + name);
+    if (!tok) continue;
+    auto v = asr::parse_parakeet_vocab(tok->bytes(), model_dir + name);
     if (!v) return fail(v.message());
-    if (Status s = asr::check_vocab_size(*v, model->config().vocab_size, model_dir + "/tokenizer.model"); !s)
+    if (Status s = asr::check_vocab_size(*v, model->config().vocab_size, model_dir + name); !s)
       return fail(s.message());
     vocab = std::move(v).value();
+    break;
   }
   std::vector<Timed> runs;
   for (int r = 0; r < o.repeats; ++r) {

@@ -81,7 +81,7 @@ export class Asr extends AsrBase {
 
   // dir: the model directory (URL or, in Node, a path) holding encoder_model.ort, decoder_model_merged.ort and
   // tokenizer.bin (or the hub's encoder_model.onnx, decoder_model_merged.onnx and tokenizer.json), or a Parakeet TDT directory (config.json with model_type parakeet_tdt, model.safetensors,
-  // optional tokenizer.model). Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source),
+  // optional tokenizer.model or tokenizer.json). Options: onProgress({loaded, total}) per file, vad (a Silero VAD .onnx source),
   // variant ('relaxed' | 'simd128'), wasmUrl, module (a compiled WebAssembly.Module instead of either), worker,
   // threads (default 1; the encoder and decoder matmuls split across them).
   // device: 'cpu' (the default), 'webgpu' (Moonshine on the op layer's WebGPU backend, on this thread's
@@ -129,8 +129,10 @@ export class Asr extends AsrBase {
       // Parakeet TDT: the model type is read from config.json, as natively (`sotto transcribe -m DIR`).
       const parakeet = await parakeetConfig(dir);
       if (parakeet) {
-        // tokenizer.model is optional (without it the text is the token ids).
-        const tokenizer = await readSource(join(dir, 'tokenizer.model')).catch(() => new Uint8Array(0));
+        // tokenizer.model (NeMo's) or tokenizer.json (the transformers layout's), optional (without either the
+        // text is the token ids).
+        const tokenizer = await readSource(join(dir, 'tokenizer.model'))
+          .catch(() => readSource(join(dir, 'tokenizer.json'))).catch(() => new Uint8Array(0));
         for (const bytes of [parakeet, await readSource(join(dir, 'model.safetensors')), tokenizer]) {
           files.push(asr.#copyIn(bytes));
         }

@@ -303,6 +303,7 @@ int32_t sotto_vad_segmenter_speaking(const SottoVadSegmenter* segmenter); /* 1 i
  *   SottoAsr* asr = sotto_asr_create(2);                      // threads (natively; 1 in WebAssembly)
  *   sotto_asr_load(asr, enc, enc_size, dec, dec_size, tok, tok_size);  // encoder_model.ort,
  *                                                              // decoder_model_merged.ort, tokenizer.bin
+ *                                                              // (or the .onnx files, tokenizer.json)
  *   sotto_asr_load_vad(asr, onnx, onnx_size);                 // optional: Silero VAD, cuts audio over 20 s
  *   samples = sotto_asr_decode_wav(asr, wav, wav_size, &n);   // any WAV -> 16 kHz mono
  *   json = sotto_asr_transcribe_json(asr, samples, n, &bytes); // `sotto transcribe --json`'s object
@@ -325,7 +326,7 @@ int32_t sotto_asr_load_vad(SottoAsr* asr, const uint8_t* onnx, size_t size);
  * WebAssembly.promising export with sotto_gpu_blocking_reads(1) (web/asr.js). */
 int32_t sotto_asr_set_backend(SottoAsr* asr, int32_t backend);
 /* Parakeet TDT instead of Moonshine: config.json, model.safetensors (transformers' ParakeetForTDT) and NeMo's
- * tokenizer.model (size 0: token ids as text). transcribe_json then gives {"text", "tokens"}. */
+ * tokenizer.model or the transformers layout's tokenizer.json (size 0: token ids as text). transcribe_json then gives {"text", "tokens"}. */
 int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_t config_size,
                                 const uint8_t* safetensors, size_t safetensors_size, const uint8_t* tokenizer,
                                 size_t tokenizer_size);

@@ -104,13 +104,13 @@ int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_
     return SOTTO_ERROR_FILE;
   }
   if (tokenizer_size) {
-    auto v = sotto::asr::parse_sentencepiece_vocab({tokenizer, tokenizer_size}, "tokenizer.model");
+    const char* name = tokenizer[0] == '{' ? "tokenizer.json" : "tokenizer.model";
+    auto v = sotto::asr::parse_parakeet_vocab({tokenizer, tokenizer_size}, name);
     if (!v) {
       asr->last_error = v.message();
       return SOTTO_ERROR_FILE;
     }
-    if (sotto::Status s = sotto::asr::check_vocab_size(*v, (*m)->config().vocab_size, "tokenizer.model");
-        !s) {
+    if (sotto::Status s = sotto::asr::check_vocab_size(*v, (*m)->config().vocab_size, name); !s) {
       asr->last_error = s.message();
       return SOTTO_ERROR_FILE;
     }

@@ -16,6 +16,7 @@
 #include "audio/mel.h"
 #include "core/thread_pool.h"
 #include "io/file.h"
+#include "io/json.h"
 #include "models/asr/parakeet.h"
 #include "models/asr/parakeet_vocab.h"
 #include "nn/weights.h"
@@ -435,6 +436,39 @@ TEST(Parakeet, SentencePieceVocabularyAndItsSizeCheck) {
   const uint8_t garbage[] = {0x0a, 0xff, 0xff, 0xff};
   EXPECT_FALSE(asr::parse_sentencepiece_vocab(garbage).ok());
   EXPECT_FALSE(asr::parse_sentencepiece_vocab({}).ok());
+}
+
+// The transformers layout's tokenizer.json for the same v3 vocabulary, written by transformers' converter
+// (tools/parakeet_tokenizer_json.py): the same 8192 pieces at the same ids as tokenizer.model, the added
+// <blank> not among them, and random sequences decoded to transformers' own text (decode.json).
+TEST(Parakeet, TokenizerJsonIsTheSentencePieceVocabulary) {
+  auto model = MappedFile::open(std::string(SOTTO_FIXTURES_DIR) + "/asr/tokenizer.model");
+  if (!model.ok()) GTEST_SKIP() << "fixture absent: tests/fixtures/asr/tokenizer.model";
+  auto json =
+      MappedFile::open(std::string(SOTTO_SOURCE_DIR) + "/tests/data/parakeet/tokenizer_v3/tokenizer.json");
+  auto cases =
+      MappedFile::open(std::string(SOTTO_SOURCE_DIR) + "/tests/data/parakeet/tokenizer_v3/decode.json");
+  ASSERT_TRUE(json.ok() && cases.ok());
+  auto sp = asr::parse_parakeet_vocab(model->bytes(), "tokenizer.model");
+  auto hf = asr::parse_parakeet_vocab(json->bytes(), "tokenizer.json");
+  ASSERT_TRUE(sp.ok()) << sp.message();
+  ASSERT_TRUE(hf.ok()) << hf.message();
+  EXPECT_EQ(hf->pieces, sp->pieces);
+  EXPECT_TRUE(asr::check_vocab_size(*hf, 8193, "tokenizer.json").ok());
+  auto parsed = parse_json(
+      std::string_view(reinterpret_cast<const char*>(cases->bytes().data()), cases->bytes().size()));
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  ASSERT_GE(parsed->items.size(), 50u);
+  for (const JsonValue& c : parsed->items) {
+    std::vector<int32_t> ids;
+    for (const JsonValue& id : c.find("ids")->items) ids.push_back(static_cast<int32_t>(*id.as_u64()));
+    EXPECT_EQ(asr::detokenize(*hf, ids), c.find("text")->text);
+  }
+  const std::string bad = R"({"model":{"vocab":{}}})";
+  auto empty =
+      asr::parse_parakeet_vocab({reinterpret_cast<const uint8_t*>(bad.data()), bad.size()}, "t.json");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.message(), "t.json: no pieces in model.vocab");
 }
 
 }  // namespace

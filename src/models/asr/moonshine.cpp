@@ -9,12 +9,12 @@
 #include <unordered_map>
 
 #include "api/clock.h"
-#include "io/json.h"
 #include "nn/cpu.h"
 #include "nn/fused.h"
 #include "nn/gemm.h"
 #include "nn/gpu_recorder.h"
 #include "nn/ops.h"
+#include "text/tokenizer_json.h"
 
 namespace sotto::asr {
 
@@ -481,37 +481,6 @@ Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::spa
 }
 
 // ---------------------------------------------------------------- the tokenizer
-
-namespace {
-
-// tokenizer.json's model.vocab: {piece: id, ...}, "<0xHH>" standing for byte HH. Ids are bounded by the file
-// (a hostile "<unk>": 4000000000 must not size a table).
-Result<std::vector<std::string>> tokenizer_json_pieces(std::span<const uint8_t> bytes) {
-  const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  SOTTO_ASSIGN(JsonValue root, parse_json(text, "tokenizer.json"));
-  const JsonValue* model = root.find("model");
-  const JsonValue* vocab = model && model->is_object() ? model->find("vocab") : nullptr;
-  if (!vocab || !vocab->is_object()) return error("tokenizer.json: no model.vocab object");
-  std::vector<std::string> pieces(vocab->members.size());
-  std::vector<bool> seen(pieces.size());
-  for (const JsonMember& m : vocab->members) {
-    const std::optional<uint64_t> id = m.value.as_u64();
-    if (!id || *id >= pieces.size())
-      return error("tokenizer.json: model.vocab[", quoted(m.key), "] is not an id below ", pieces.size());
-    if (seen[*id]) return error("tokenizer.json: id ", *id, " is given to two pieces");
-    seen[*id] = true;
-    const std::string& k = m.key;
-    auto hex = [](char c) {
-      return c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= '0' && c <= '9' ? c - '0' : -1;
-    };
-    const bool byte =
-        k.size() == 6 && k.starts_with("<0x") && k[5] == '>' && hex(k[3]) >= 0 && hex(k[4]) >= 0;
-    pieces[*id] = byte ? std::string(1, static_cast<char>(hex(k[3]) * 16 + hex(k[4]))) : k;
-  }
-  return pieces;
-}
-
-}  // namespace
 
 Result<MoonshineTokenizer> MoonshineTokenizer::parse(std::span<const uint8_t> bytes) {
   MoonshineTokenizer t;

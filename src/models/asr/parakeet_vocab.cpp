@@ -1,6 +1,7 @@
 #include "models/asr/parakeet_vocab.h"
 
 #include "io/protobuf.h"
+#include "text/tokenizer_json.h"
 
 namespace sotto::asr {
 
@@ -16,20 +17,37 @@ Result<ParakeetVocab> parse_sentencepiece_vocab(std::span<const uint8_t> bytes, 
     SOTTO_TRY(model.expect(f, "pieces", pb::WireType::Len));
     SOTTO_ASSIGN(pb::Reader piece, model.message(f, "SentencePiece"));
     std::string text;
+    uint64_t type = 1;  // NORMAL
     while (!piece.at_end()) {
       SOTTO_ASSIGN(const pb::Field pf, piece.next_field());
       if (pf.number == 1) {
         SOTTO_TRY(piece.expect(pf, "piece", pb::WireType::Len));
         SOTTO_ASSIGN(const std::string_view s, piece.string(pf));
         text.assign(s);
+      } else if (pf.number == 3) {
+        SOTTO_TRY(piece.expect(pf, "type", pb::WireType::Varint));
+        SOTTO_ASSIGN(type, piece.varint(pf));
       } else {
         SOTTO_TRY(piece.skip(pf, 2));
       }
     }
+    if (const std::optional<char> byte = type == 6 ? byte_piece(text) : std::nullopt)
+      text = std::string(1, *byte);
     vocab.pieces.push_back(std::move(text));
   }
   if (vocab.pieces.empty()) return error(file_name, ": no pieces (not a SentencePiece model)");
   return vocab;
+}
+
+Result<ParakeetVocab> parse_tokenizer_json_vocab(std::span<const uint8_t> bytes, std::string_view file_name) {
+  SOTTO_ASSIGN(std::vector<std::string> pieces, tokenizer_json_pieces(bytes, file_name));
+  if (pieces.empty()) return error(file_name, ": no pieces in model.vocab");
+  return ParakeetVocab{std::move(pieces)};
+}
+
+Result<ParakeetVocab> parse_parakeet_vocab(std::span<const uint8_t> bytes, std::string_view file_name) {
+  if (!bytes.empty() && bytes[0] == '{') return parse_tokenizer_json_vocab(bytes, file_name);
+  return parse_sentencepiece_vocab(bytes, file_name);
 }
 
 Status check_vocab_size(const ParakeetVocab& vocab, int model_vocab_size, std::string_view file_name) {
