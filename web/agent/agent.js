@@ -180,6 +180,7 @@ const s = {
   longestStall: 0,    // the longest this thread went without running a 50 ms timer, since the turn began
   echoRef: new EchoReference(),  // what the voice played, for the echo gate (and the simulated echo)
   gate: new EchoGate(),
+  voiceBargeInAt: -Infinity,  // when speech last stopped the voice (an utterance without words then resets the gate)
   userChunks: 0,      // microphone chunks in a row louder than the echo explains
   echoSuspect: null,  // a speech segment that began while the voice played, not yet confirmed as the user's
   clipAudio: new Map(),  // player clip id -> {audio, rate}, until it starts playing
@@ -655,6 +656,13 @@ async function voiceTurn(audio, tl, spec = null) {
     return;
   }
   if (!text) {
+    // This utterance stopped the voice and held no words: the echo gate likely took the voice's own echo for the
+    // user (the room changed since it learnt it: louder speakers, another output). It learns the room afresh,
+    // rather than keep the quiet level it once heard the voice at (EchoGate.silentLevel).
+    if (s.voiceBargeInAt >= tl.endOfSpeech - audio.length / 16) {
+      s.gate = new EchoGate();
+      agent.events.push({ t: now(), type: 'echo-gate-reset' });
+    }
     dropSpec(spec);
     addMessage('system', '(nothing recognised)');
     setStatus(s.mic ? 'listening' : 'ready', s.mic ? 'listening' : 'ready');
@@ -973,6 +981,7 @@ async function bargeIn(why, detected = null) {
   const stopped = await stopping;
   // stopMs: until the page heard back; audioStopMs: until the voice stopped, on the audio clock.
   turn.bargeIn = { why, stopMs: now() - t0, audioStopMs: stopped?.audioMs ?? 0, at: t0, wasPlaying, ...(detected ?? {}) };
+  if (why === 'speech' && wasPlaying) s.voiceBargeInAt = t0;
   agent.events.push({ t: now(), type: 'barge-in', why, stopMs: turn.bargeIn.stopMs });
 }
 
