@@ -159,8 +159,11 @@ int run_transcribe(std::span<char* const> args) {
     ctx = nn::Context::webgpu(*device);
     ctx->gpu()->set_profiling(o.gpu_profile);
   }
-  auto model = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), std::move(ctx),
-                                   "encoder_model" + ext, "decoder_model_merged" + ext);
+  const std::string enc_name = "encoder_model" + ext, dec_name = "decoder_model_merged" + ext;
+  asr::MoonshineLoadOptions load_options;
+  load_options.encoder_name = enc_name;
+  load_options.decoder_name = dec_name;
+  auto model = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), std::move(ctx), load_options);
   if (!model) return fail(cat(o.model_dir, ": ", model.message()));
 
   std::vector<float> probs;

@@ -70,6 +70,13 @@ Tensor pack_weight(Context& ctx, const Tensor& w);
 // x . w^T + b for w made by pack_weight: bit-identical to nn::linear on the unpacked weight; the output has x's
 // shape with its last dimension N, the bias added over ctx's threads.
 Tensor linear_prepacked(const Tensor& x, const Tensor& panels, const Tensor& b = {});
+// An int8 weight [N, K] (N a multiple of 8) packed once for linear_int8_affine_prepacked: I16 [N, 2 ceil(K/2)],
+// in panels of 8 columns of int16 pairs (nn/linear_int8.cpp).
+Tensor pack_weight_int8(Context& ctx, const Tensor& w);
+// linear_int8_affine(x, w, scale, offset, b) for w packed by pack_weight_int8, bit for bit, at the speed of a
+// blocked product: for x with many rows (the decoder's one-row steps keep linear_int8_affine).
+Tensor linear_int8_affine_prepacked(const Tensor& x, const Tensor& panels, float scale, float offset,
+                                    const Tensor& b = {});
 // A constant F32 weight [N, K] (N a multiple of 16) split into gemm_pack_b_bf16x3's panels: BF16
 // [N, 2 gemm_bf16_kp(K)]. linear_bf16x3: x . w^T + b on them, in split-bf16 products (nn/gemm.h).
 Tensor pack_weight_bf16x3(Context& ctx, const Tensor& w);

@@ -1,6 +1,6 @@
 // The op layer's CPU kernels as this wasm build compiles them (SIMD128 or relaxed SIMD) against their scalar
 // references (nn/ref.h) on fresh random inputs of odd sizes: the products (f32 dot tiles, int8 pairwise
-// multiply-add, weight-only int8 linear), convs (unrolled and in-place; the int8 conv bitwise), the LSTM, vector activations, Snake,
+// multiply-add, weight-only int8 linear, its packed many-row form), convs (unrolled and in-place; the int8 conv bitwise), the LSTM, vector activations, Snake,
 // softmax, layer, instance and group norm, attention.
 // web/worker.js's nnCheck op runs it; tests/web/nn_ops.test.mjs checks the result for both builds.
 #include <cmath>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "models/llm/sampler.h"  // Rng
+#include "nn/cpu.h"
 #include "nn/ops.h"
 #include "nn/ref.h"
 
@@ -74,6 +75,12 @@ struct NnCheck {
              ref::linear_int8_affine_quantized_x(x, w8t, 0.02f, 0.1f, b), 0, 0);
       expect(linear_int8_affine(x, w8t, 0.02f, 0.1f, b), ref::linear_int8_affine(x, w8t, 0.02f, 0.1f, b),
              2.66 * static_cast<double>(k) / 65534.0 + 1e-5, 1e-5);
+      // The packed form for many rows (5-row tiles, 256-pair int32 blocks): bit for bit the same.
+      const int64_t m_many = size(1, 130), k_many = size(1, 700), n8 = 8 * size(1, 6);
+      const Tensor x_many = random({m_many, k_many}, -2.0f, 2.0f), w_many = random_int8({n8, k_many}),
+                   b8 = random({n8});
+      expect(cpu::linear_int8_affine_prepacked(x_many, cpu::pack_weight_int8(*ctx, w_many), 0.02f, 0.1f, b8),
+             ref::linear_int8_affine_quantized_x(x_many, w_many, 0.02f, 0.1f, b8), 0, 0);
       // K past the kernel's 1024-column int32 chunks.
       const int64_t k_long = size(1025, 2600);
       const Tensor x_long = random({2, k_long}, -3.0f, 3.0f), w_long = random_int8({size(1, 13), k_long});

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "nn/cpu.h"
 #include "nn_test_support.h"
 
 namespace sotto::nn {
@@ -80,6 +81,45 @@ TEST(NnLinearInt8, AffineInt8IntegerSumsDoNotOverflow) {
     }
     EXPECT_FLOAT_EQ(got.f32()[0], 2.5f * 128.0f * 0.01f * static_cast<float>(k)) << where;
     EXPECT_EQ(got.f32()[2 * n], 0.0f) << where;
+  });
+}
+
+// The packed form for many rows (cpu::linear_int8_affine_prepacked): bit for bit the same algorithm's scalar
+// product on odd sizes (rows not a multiple of the 5-row tile or the 60-row block, K odd, K past the 256-pair
+// int32 blocks), and at the integer extremes (every weight -128, x at +-max over 4100 columns, a NaN row).
+TEST(NnLinearInt8, PrepackedMatchesReference) {
+  Backends b;
+  b.each([&](Context& ctx, const std::string& where) {
+    if (ctx.backend() != Backend::Cpu) return;
+    for (int rep = 0; rep < 4; ++rep) {
+      const int64_t m = rand_int(1, 140), k = rep == 0 ? rand_int(513, 1400) : rand_int(1, 300),
+                    n = 8 * rand_int(1, 9);
+      const Tensor x = rand_tensor(ctx, {m, k}), w = rand_int8(ctx, {n, k}, DType::I8);
+      const Tensor bias = rand_tensor(ctx, {n});
+      const Tensor panels = cpu::pack_weight_int8(ctx, w);
+      expect_close(cpu::linear_int8_affine_prepacked(x, panels, 0.01f, -0.2f, bias),
+                   ref::linear_int8_affine_quantized_x(x, w, 0.01f, -0.2f, bias), 0, 0,
+                   "linear_int8_affine_prepacked vs its scalar product " + where);
+      const Tensor x3 = rand_tensor(ctx, {2, m, k});
+      expect_close(cpu::linear_int8_affine_prepacked(x3, panels, 0.02f, 0.1f),
+                   ref::linear_int8_affine_quantized_x(x3, w, 0.02f, 0.1f), 0, 0,
+                   "linear_int8_affine_prepacked 3-D " + where);
+    }
+    const int64_t m = 7, k = 4101, n = 16;
+    std::vector<float> xv(static_cast<size_t>(m * k), 1.0f);
+    for (int64_t t = 0; t < k; ++t) {
+      xv[static_cast<size_t>(t)] = -2.5f;
+      xv[static_cast<size_t>(3 * k + t)] = t == 7 ? std::nanf("") : 1.0f;
+    }
+    const Tensor x = ctx.from_floats({m, k}, xv);
+    const Tensor w =
+        ctx.from_bytes({n, k}, DType::I8, std::vector<uint8_t>(static_cast<size_t>(n * k), 0x80));
+    const Tensor got = cpu::linear_int8_affine_prepacked(x, cpu::pack_weight_int8(ctx, w), 0.01f, 0.0f);
+    const Tensor want = ref::linear_int8_affine_quantized_x(x, w, 0.01f, 0.0f);
+    for (int64_t i = 0; i < m * n; ++i)
+      if (i / n != 3) EXPECT_EQ(got.f32()[i], want.f32()[i]) << where << " output " << i;
+    for (int64_t j = 0; j < n; ++j) EXPECT_TRUE(std::isnan(got.f32()[3 * n + j])) << where;
+    EXPECT_FLOAT_EQ(got.f32()[0], 2.5f * 128.0f * 0.01f * static_cast<float>(k)) << where;
   });
 }
 

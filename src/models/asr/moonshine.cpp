@@ -22,20 +22,22 @@ using nn::Tensor;
 
 // ---------------------------------------------------------------- the encoder
 
-Tensor moonshine_encoder_linear(const MoonshineWeights& w, const Tensor& x, const Tensor& m,
+Tensor moonshine_encoder_linear(const MoonshineWeights& w, const Tensor& x, const MoonshineMatrix& m,
                                 const Tensor& b) {
-  return w.encoder_packed ? nn::cpu::linear_prepacked(x, m, b) : nn::linear(x, m, b);
+  if (m.w.dtype() == DType::I16) return nn::cpu::linear_int8_affine_prepacked(x, m.w, m.scale, m.offset, b);
+  return w.encoder_packed ? nn::cpu::linear_prepacked(x, m.w, b) : nn::linear(x, m.w, b);
 }
 
 Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
   const MoonshineConfig& c = w.config;
   // Each product with the ops around it (nn/fused.h): act(rope(norm(x) . W^T + b)) + residual. On the GPU one
   // dispatch each (the norms as the product loads x; rope, GELU and the residual add in its store: 7
-  // dispatches a layer saved). The CPU's packed products (w.encoder_packed) take the same ops one by one.
-  auto product = [&](const Tensor& x, const Tensor& m, const Tensor& b, const nn::LinearFusedF32& f) {
-    if (!w.encoder_packed) return nn::linear_fused_f32(x, m, b, f);
-    return nn::linear_fused_f32_around(x, f,
-                                       [&](const Tensor& xn) { return nn::cpu::linear_prepacked(xn, m, b); });
+  // dispatches a layer saved). The CPU's packed products (moonshine_encoder_linear) take the same ops one by one.
+  auto product = [&](const Tensor& x, const MoonshineMatrix& m, const Tensor& b,
+                     const nn::LinearFusedF32& f) {
+    if (!w.encoder_packed && m.w.dtype() != DType::I16) return nn::linear_fused_f32(x, m.w, b, f);
+    return nn::linear_fused_f32_around(
+        x, f, [&](const Tensor& xn) { return moonshine_encoder_linear(w, xn, m, b); });
   };
   Tensor x = audio.reshape({1, audio.elements()});
   x = nn::conv1d_fused_f32(x, w.conv1, {}, {.stride = 64}, {.act = nn::Act::Tanh});
@@ -57,7 +59,7 @@ Tensor moonshine_encode(const MoonshineWeights& w, const Tensor& audio) {
       nn::LinearFusedF32 stacked = rotated;
       stacked.rope_heads = 2 * c.n_heads;
       stacked.rope_columns = 2 * c.d_model;
-      attended = nn::attention_stacked(product(x, l.qkv, {}, stacked), {.n_heads = c.n_heads});
+      attended = nn::attention_stacked(product(x, {l.qkv}, {}, stacked), {.n_heads = c.n_heads});
     } else {
       const Tensor q = product(x, l.q, {}, rotated), k = product(x, l.k, {}, rotated);
       attended = nn::attention(q, k, product(x, l.v, {}, normed), {.n_heads = c.n_heads});
@@ -657,6 +659,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 struct Loader {
   nn::Context& ctx;
   const GraphConstants& g;
+  bool int16_products = false;  // MoonshineLoadOptions::int16_products
 
   Result<Constant> checked(const std::string& output, int index, std::vector<int64_t> shape) const {
     SOTTO_ASSIGN(Constant c, g.input_of(output, index));
@@ -712,6 +715,23 @@ struct Loader {
                                                        : c.values[static_cast<size_t>(o * in + i)];
     m.w = ctx.from_floats({out, in}, t);
     return m;
+  }
+
+  // A MatMul weight [in, out] that multiplies many rows (the encoder's frames), as moonshine_encoder_linear
+  // reads it: F32 [out, in], or where `packed` (MoonshineWeights::encoder_packed: the CPU, the shapes fit the
+  // panels) packed once: as int16 panels of the file's int8 (int16_products), else as F32 panels (a per-call
+  // packing of the weight was ~8 % of a product).
+  Result<MoonshineMatrix> many_rows_matrix(const std::string& output, int64_t in, int64_t out,
+                                           bool packed) const {
+    if (packed && int16_products) {
+      SOTTO_ASSIGN(MoonshineMatrix m, int8_matrix(output, 1, in, out, true));
+      if (m.w.dtype() == DType::I8) {
+        m.w = nn::cpu::pack_weight_int8(ctx, m.w);
+        return m;
+      }
+    }
+    SOTTO_ASSIGN(Tensor m, matrix(output, in, out));
+    return MoonshineMatrix{packed ? nn::cpu::pack_weight(ctx, m) : m};
   }
 
   // A MatMul weight stored [in, out], as nn::linear's [out, in]: its values, or the tensor.
@@ -775,13 +795,16 @@ std::shared_ptr<MoonshineStepKernel> make_step_kernel(nn::Context& ctx, const Mo
 
 Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel& encoder,
                                                 std::string_view encoder_name, const OrtModel& decoder,
-                                                std::string_view decoder_name) {
+                                                std::string_view decoder_name, bool int16_products) {
   MoonshineWeights w;
   const MoonshineConfig& c = w.config;
   const int64_t d = c.d_model;
+  const int64_t width = nn::cpu::gemm_panel_width();
+  const bool packed = ctx.backend() == nn::Backend::Cpu && d % width == 0 && c.encoder_ff % width == 0;
+  w.encoder_packed = packed;
   {
     const GraphConstants g(encoder, encoder_name);
-    const Loader ld{ctx, g};
+    const Loader ld{ctx, g, int16_products};
     SOTTO_ASSIGN(w.conv1, ld.tensor("/conv1/Conv_output_0", 1, {d, 1, 127}));
     SOTTO_ASSIGN(w.group_norm_gamma, ld.vec("/groupnorm/Mul_output_0", -1, d));
     SOTTO_ASSIGN(w.group_norm_beta, ld.vec("/groupnorm/Add_output_0", -1, d));
@@ -801,29 +824,23 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
             d, d, qkv));
         l.qkv = ctx.from_floats({3 * d, d}, qkv);
       } else {
-        SOTTO_ASSIGN(l.q, ld.matrix(p + "self_attn/q_proj/MatMul_output_0", d, d));
-        SOTTO_ASSIGN(l.k, ld.matrix(p + "self_attn/k_proj/MatMul_output_0", d, d));
-        SOTTO_ASSIGN(l.v, ld.matrix(p + "self_attn/v_proj/MatMul_output_0", d, d));
+        SOTTO_ASSIGN(l.q, ld.many_rows_matrix(p + "self_attn/q_proj/MatMul_output_0", d, d, packed));
+        SOTTO_ASSIGN(l.k, ld.many_rows_matrix(p + "self_attn/k_proj/MatMul_output_0", d, d, packed));
+        SOTTO_ASSIGN(l.v, ld.many_rows_matrix(p + "self_attn/v_proj/MatMul_output_0", d, d, packed));
       }
-      SOTTO_ASSIGN(l.o, ld.matrix(p + "self_attn/dense/MatMul_output_0", d, d));
+      SOTTO_ASSIGN(l.o, ld.many_rows_matrix(p + "self_attn/dense/MatMul_output_0", d, d, packed));
       SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "post_attention_layernorm/Mul_output_0", -1, d));
-      SOTTO_ASSIGN(l.fc1, ld.matrix(p + "mlp/fc1/MatMul_output_0", d, c.encoder_ff));
+      SOTTO_ASSIGN(l.fc1, ld.many_rows_matrix(p + "mlp/fc1/MatMul_output_0", d, c.encoder_ff, packed));
       SOTTO_ASSIGN(l.fc1_b, ld.vec(p + "mlp/fc1/Add_output_0", -1, c.encoder_ff));
-      SOTTO_ASSIGN(l.fc2, ld.matrix(p + "mlp/fc2/MatMul_output_0", c.encoder_ff, d));
+      SOTTO_ASSIGN(l.fc2, ld.many_rows_matrix(p + "mlp/fc2/MatMul_output_0", c.encoder_ff, d, packed));
       SOTTO_ASSIGN(l.fc2_b, ld.vec(p + "mlp/fc2/Add_output_0", -1, d));
       w.encoder.push_back(std::move(l));
     }
     SOTTO_ASSIGN(w.encoder_norm, ld.vec("last_hidden_state", -1, d));
-    const int64_t width = nn::cpu::gemm_panel_width();
-    if (ctx.backend() == nn::Backend::Cpu && d % width == 0 && c.encoder_ff % width == 0) {
-      for (MoonshineEncoderLayer& l : w.encoder)
-        for (Tensor* m : {&l.q, &l.k, &l.v, &l.o, &l.fc1, &l.fc2}) *m = nn::cpu::pack_weight(ctx, *m);
-      w.encoder_packed = true;
-    }
   }
   {
     const GraphConstants g(decoder, decoder_name);
-    const Loader ld{ctx, g};
+    const Loader ld{ctx, g, int16_products};
     const bool gpu = ctx.backend() == nn::Backend::Gpu;
     std::vector<float> cross_kv;
     // The step kernel's packs (moonshine_gpu_step.h), where it can run: every layer's int8 matrices and vectors.
@@ -857,8 +874,8 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
             {p + "encoder_attn/k_proj/MatMul_output_0", p + "encoder_attn/v_proj/MatMul_output_0"}, d, d,
             cross_kv));
       } else {
-        SOTTO_ASSIGN(l.cross_k, ld.matrix(p + "encoder_attn/k_proj/MatMul_output_0", d, d));
-        SOTTO_ASSIGN(l.cross_v, ld.matrix(p + "encoder_attn/v_proj/MatMul_output_0", d, d));
+        SOTTO_ASSIGN(l.cross_k, ld.many_rows_matrix(p + "encoder_attn/k_proj/MatMul_output_0", d, d, packed));
+        SOTTO_ASSIGN(l.cross_v, ld.many_rows_matrix(p + "encoder_attn/v_proj/MatMul_output_0", d, d, packed));
       }
       SOTTO_ASSIGN(l.cross_o, ld.int8_matrix(p + "encoder_attn/dense/MatMul_output_0", 1, d, d, true, kw));
       SOTTO_ASSIGN(l.mlp_norm, ld.vec(p + "final_layernorm/Mul_output_0", -1, d, kv));
@@ -871,12 +888,6 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
     SOTTO_ASSIGN(w.decoder_norm, ld.vec("/model/decoder/norm/Mul_output_0", -1, d, kv));
     if (grid > 0) w.step_kernel = make_step_kernel(ctx, w, grid, pack_w, pack_v);
     if (gpu) w.cross_kv = ctx.from_floats({2 * c.decoder_layers * d, d}, cross_kv);
-    // The cross-attention's K/V projections, 16 products [T_enc, 416] x [416, 416] per utterance (1.15 GFLOP
-    // for 10 s, ~4 % of a transcription's native samples): packed like the encoder's, which saves their
-    // per-call packing (no measurable change natively).
-    if (w.encoder_packed)
-      for (MoonshineDecoderLayer& l : w.decoder)
-        for (Tensor* m : {&l.cross_k, &l.cross_v}) *m = nn::cpu::pack_weight(ctx, *m);
   }
   return w;
 }
@@ -914,17 +925,17 @@ Result<OrtModel> read_moonshine_graph(std::span<const uint8_t> bytes, std::strin
 
 Result<MoonshineModel> load_moonshine(std::span<const uint8_t> encoder, std::span<const uint8_t> decoder,
                                       std::span<const uint8_t> tokenizer, std::unique_ptr<nn::Context> ctx,
-                                      std::string_view encoder_name, std::string_view decoder_name) {
+                                      const MoonshineLoadOptions& o) {
   auto name_of = [](std::string_view given, std::span<const uint8_t> bytes, const char* stem) {
     return given.empty() ? cat(stem, is_ort(bytes) ? ".ort" : ".onnx") : std::string(given);
   };
-  const std::string enc_name = name_of(encoder_name, encoder, "encoder_model"),
-                    dec_name = name_of(decoder_name, decoder, "decoder_model_merged");
+  const std::string enc_name = name_of(o.encoder_name, encoder, "encoder_model"),
+                    dec_name = name_of(o.decoder_name, decoder, "decoder_model_merged");
   OnnxModel enc_onnx, dec_onnx;
   SOTTO_ASSIGN(OrtModel enc, read_moonshine_graph(encoder, enc_name, enc_onnx));
   SOTTO_ASSIGN(OrtModel dec, read_moonshine_graph(decoder, dec_name, dec_onnx));
   MoonshineModel m;
-  SOTTO_ASSIGN(m.weights, load_moonshine_weights(*ctx, enc, enc_name, dec, dec_name));
+  SOTTO_ASSIGN(m.weights, load_moonshine_weights(*ctx, enc, enc_name, dec, dec_name, o.int16_products));
   SOTTO_ASSIGN(m.tokenizer, MoonshineTokenizer::parse(tokenizer));
   m.ctx = std::move(ctx);
   return m;

@@ -68,22 +68,25 @@ struct MoonshineConfig {
   double max_tokens_per_s = 6.5;
 };
 
-// q..o [416, 416] and fc1 / fc2 F32 [out, in], or on the CPU nn::cpu::gemm_pack_b's panels of the same
-// matrices (MoonshineWeights::encoder_packed).
-struct MoonshineEncoderLayer {
-  nn::Tensor attn_norm, q, k, v, o;
-  // GPU: q, k and v stacked [3 x 416, 416] (q, k, v undefined there), one product where three were three
-  // dispatches, read by nn::attention_stacked in place.
-  nn::Tensor qkv;
-  nn::Tensor mlp_norm, fc1, fc1_b, fc2, fc2_b;
-};
-
-// A decoder matrix as the file stores it: int8 [out, in] with the tensor's float scale and offset (read as int8
-// by nn::linear_int8_affine: a decoder step is bound by the weight bytes it reads), or F32 [out, in] when the
-// file holds floats.
+// A matrix as the file stores it: int8 [out, in] with the tensor's float scale and offset (read as int8 by
+// nn::linear_int8_affine: a decoder step is bound by the weight bytes it reads), or F32 [out, in] when the file
+// holds floats. The CPU's many-row products (the encoder's, the cross K/V) hold it packed once instead:
+// nn::cpu::gemm_pack_b's F32 panels (MoonshineWeights::encoder_packed) or, in WebAssembly, the int8 weight's
+// int16 panels (I16, nn::cpu::pack_weight_int8) with its scale and offset (moonshine_encoder_linear).
 struct MoonshineMatrix {
   nn::Tensor w;
   float scale = 1.0f, offset = 0.0f;
+};
+
+// q..o [416, 416] and fc1 / fc2 [out, in].
+struct MoonshineEncoderLayer {
+  nn::Tensor attn_norm;
+  MoonshineMatrix q, k, v, o;
+  // GPU: q, k and v stacked [3 x 416, 416] (q, k, v undefined there), one product where three were three
+  // dispatches, read by nn::attention_stacked in place.
+  nn::Tensor qkv;
+  nn::Tensor mlp_norm, fc1_b, fc2_b;
+  MoonshineMatrix fc1, fc2;
 };
 
 struct MoonshineDecoderLayer {
@@ -96,9 +99,9 @@ struct MoonshineDecoderLayer {
   std::array<float, 4> qkv_scale = {1, 1, 1, 1}, qkv_offset = {0, 0, 0, 0};
   nn::Tensor cross_norm;
   MoonshineMatrix cross_q, cross_o;
-  // F32 [416, 416]: applied once per utterance to every encoder frame; packed as the encoder's matrices where
-  // MoonshineWeights::encoder_packed. Undefined on the GPU, which has MoonshineWeights::cross_kv instead.
-  nn::Tensor cross_k, cross_v;
+  // [416, 416], applied once per utterance to every encoder frame: F32, or packed as the encoder's matrices.
+  // Undefined on the GPU, which has MoonshineWeights::cross_kv instead.
+  MoonshineMatrix cross_k, cross_v;
   nn::Tensor mlp_norm, up_b, down_b;
   MoonshineMatrix up, down;
 };
@@ -127,7 +130,7 @@ struct MoonshineWeights {
 // A .onnx file is read into the same form (read_moonshine_graph).
 Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel& encoder,
                                                 std::string_view encoder_name, const OrtModel& decoder,
-                                                std::string_view decoder_name);
+                                                std::string_view decoder_name, bool int16_products = false);
 // A graph's weights and node list from a .ort file, or from a .onnx one into the same form (the tensors then
 // view `onnx`'s bytes: keep it and the file alive). `name` prefixes errors; a name ending in ".ort" is read
 // as ONNX Runtime's format whatever the bytes.
@@ -149,7 +152,7 @@ class MoonshineTokenizer {
 // Audio [N] at 16 kHz -> encoder output [T, d_model].
 nn::Tensor moonshine_encode(const MoonshineWeights& w, const nn::Tensor& audio);
 // x . m^T + b for one of the encoder's matrices m (packed or not, as w holds them).
-nn::Tensor moonshine_encoder_linear(const MoonshineWeights& w, const nn::Tensor& x, const nn::Tensor& m,
+nn::Tensor moonshine_encoder_linear(const MoonshineWeights& w, const nn::Tensor& x, const MoonshineMatrix& m,
                                     const nn::Tensor& b = {});
 
 // One utterance's decoder state: the cross-attention keys and values (once per encoder output) and the self-
@@ -206,9 +209,23 @@ struct MoonshineModel {
   MoonshineWeights weights;
   MoonshineTokenizer tokenizer;
 };
-// encoder_name / decoder_name prefix errors; empty: the layout's names for the format the bytes hold.
+struct MoonshineLoadOptions {
+  // Prefix errors; empty: the layout's names for the format the bytes hold.
+  std::string_view encoder_name, decoder_name;
+  // The CPU's many-row products (the encoder's linears, the cross-attention's K/V) in int16 x int8
+  // (nn::cpu::linear_int8_affine_prepacked: x rounded to int16 per row, as the decoder's one-row products
+  // are) rather than in float. By default in WebAssembly, where they run 1.5-1.75x relaxed SIMD's float
+  // multiply-adds on a Zen 5 (1.0-1.1x on a Zen 2; bench/wasm_kernels/gemm_i16.mjs); natively float (AVX-512
+  // / AVX2 FMA). The encoder output moves from ONNX Runtime's by up to ~2e-3 (float: ~2e-4; values up to ~7),
+  // the tokens do not (tests/unit/moonshine_test.cpp).
+#if defined(__wasm__)
+  bool int16_products = true;
+#else
+  bool int16_products = false;
+#endif
+};
 Result<MoonshineModel> load_moonshine(std::span<const uint8_t> encoder, std::span<const uint8_t> decoder,
                                       std::span<const uint8_t> tokenizer, std::unique_ptr<nn::Context> ctx,
-                                      std::string_view encoder_name = {}, std::string_view decoder_name = {});
+                                      const MoonshineLoadOptions& options = {});
 
 }  // namespace sotto::asr
