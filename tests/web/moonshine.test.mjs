@@ -4,7 +4,8 @@
 // The CLI reports the windows it cut long audio into (sample ranges); ORT transcribes exactly those samples, and
 // every window's tokens must be IDENTICAL (greedy decoding; our logits are within 5e-3 of ORT's, see
 // tests/unit/moonshine_test.cpp). sample.wav (24 kHz) is left out: ORT would need our resampler's samples.
-// The wasm build (web/asr.js, `node web/cli.mjs transcribe`) is checked the same way on beckett.wav.
+// The wasm build (web/asr.js, `node web/cli.mjs transcribe`; its encoder products in int16 x int8) is checked
+// the same way on every fixture and synthesised clip.
 // Also bad input: one-line errors and exit code 1, never a crash.
 // Run: node --test tests/web/moonshine.test.mjs   (needs build/bin/sotto and models/moonshine-base-en)
 import assert from 'node:assert/strict';
@@ -23,6 +24,7 @@ import { clipPath, haveFixtures, nativeCli, readWav16, repo, wasmPath } from './
 const skip = !haveFixtures() ? 'fixtures missing' : !existsSync(nativeCli) ? `no CLI at ${nativeCli}`
   : !haveMoonshine() && `no Moonshine model in ${modelDir} (bash scripts/get-models.sh moonshine)`;
 
+const wasmSkip = skip || (!existsSync(wasmPath('simd128')) && `no wasm at ${wasmPath('simd128')}`);
 let reference;
 let dir;
 
@@ -44,9 +46,17 @@ function transcribe(path, extra = []) {
   return JSON.parse(r.stdout);
 }
 
-// Ours and ORT's, window by window, on `samples` (what the file at `path` holds).
-async function compare(name, path, samples) {
-  const ours = transcribe(path);
+// The wasm build's `node web/cli.mjs transcribe --json` (its many-row products in int16: MoonshineLoadOptions).
+function transcribeWasm(path) {
+  const r = spawnSync(process.execPath, [`${repo}web/cli.mjs`, 'transcribe', '-m', modelDir, path, '--json',
+    '--wasm', wasmPath('simd128'), '--vad', vadPath], { encoding: 'utf8', maxBuffer: 1 << 26 });
+  assert.equal(r.status, 0, `node web/cli.mjs transcribe ${path}: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+// Ours (the native CLI's, or `run`'s) and ORT's, window by window, on `samples` (what the file at `path` holds).
+async function compare(name, path, samples, run = transcribe) {
+  const ours = run(path);
   assert.ok(ours.segments.length >= 1 || samples.length === 0, `${name}: no windows`);
   const texts = [];
   for (const s of ours.segments) {
@@ -118,12 +128,13 @@ test('synthesised clips: short, silent, quiet, noisy, fast, slow, 30 s with paus
     const ours = await compare(name, path, stored);
     if (name === 'window-20s') assert.equal(ours.segments.length, 1, 'exactly 20 s is one window');
     if (name === 'thirty-s') assert.ok(ours.segments.length >= 2, 'over 20 s is cut');
+    // The wasm build too (its products differ: int16 x int8 in the encoder).
+    if (!wasmSkip) await compare(`wasm ${name}`, path, stored, transcribeWasm);
   }
 });
 
 // The wasm build: web/asr.js in this process (SIMD128) and `node web/cli.mjs
 // transcribe --json`, on beckett.wav and the first 3 s of it, against ORT.
-const wasmSkip = skip || (!existsSync(wasmPath('simd128')) && `no wasm at ${wasmPath('simd128')}`);
 test('wasm: web/asr.js and web/cli.mjs transcribe give ONNX Runtime\'s tokens', { skip: wasmSkip }, async () => {
   // SIMD128 only: Node 20 cannot compile the relaxed-SIMD build (its LLM kernels use relaxed opcodes Node keeps
   // behind a flag); moonshine_browser.test.mjs runs the relaxed build in Chromium.
@@ -151,6 +162,12 @@ test('wasm: web/asr.js and web/cli.mjs transcribe give ONNX Runtime\'s tokens', 
   const theirs = await reference.transcribe(readWav16(clipPath('beckett.wav')).samples);
   assert.deepEqual(cli.tokens, theirs.tokens);
   assert.equal(cli.text, theirs.text);
+});
+
+test('wasm: every fixture clip window by window as ONNX Runtime, through web/cli.mjs', { skip: wasmSkip }, async () => {
+  for (const clip of ['beckett.wav', 'two_cities_16k.wav', 'test.wav']) {
+    await compare(`wasm ${clip}`, clipPath(clip), readWav16(clipPath(clip)).samples, transcribeWasm);
+  }
 });
 
 test('bad input: one-line errors, exit code 1 or 2, never a crash', { skip }, () => {
