@@ -32,10 +32,9 @@ void linear_int8_rows_wasm(const int16_t* xq, int64_t m, int64_t k, const int8_t
                            int64_t n_end, float* y, int64_t n);  // linear_int8_wasm.cpp
 void linear_int8_rows_avx2(const int16_t* xq, int64_t m, int64_t k, const int8_t* q, int64_t n_begin,
                            int64_t n_end, float* y, int64_t n);
-// linear_int8_affine_prepacked's tile (below): c[i * ldc + j] += sum_p a[p][i] . b[p][j] for rows i < rows and the
-// panel's 8 columns j, a's int32 holding a pair of x's int16, b's two int16 a column's pair.
-void linear_int8_tile_wasm(int64_t pairs, const int32_t* a, const int16_t* b, int64_t* c, int64_t ldc,
-                           int64_t rows);
+// linear_int8_affine_prepacked's tile (below): c[i * 8 + j] = sum_p a[p][i] . b[p][j], exactly, for the tile's
+// 5 rows i and the panel's 8 columns j; a's int32 holds a pair of x's int16, b's two int16 a column's pair.
+void linear_int8_tile_wasm(int64_t pairs, const int32_t* a, const int16_t* b, int64_t* c);
 }  // namespace cpu
 
 namespace {
@@ -62,30 +61,41 @@ struct QuantizedRows {
   std::vector<float> xs, sum_x;
 };
 
-QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k) {
-  QuantizedRows r{std::vector<int16_t>(static_cast<size_t>(m * k)),
-                  std::vector<float>(static_cast<size_t>(m)), std::vector<float>(static_cast<size_t>(m))};
-  for (int64_t i = 0; i < m; ++i) {
-    const float* xi = x + i * k;
-    float amax = 0, sum = 0;
-    bool finite = true;
-    for (int64_t t = 0; t < k; ++t) {
-      finite = finite && std::isfinite(xi[t]);
-      amax = std::max(amax, std::fabs(xi[t]));
-      sum += xi[t];
-    }
-    r.sum_x[static_cast<size_t>(i)] = sum;
-    int16_t* qi = r.xq.data() + i * k;
-    if (!finite) {
-      r.xs[static_cast<size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
-      continue;
-    }
-    if (amax == 0) continue;  // xq and xs stay 0
-    r.xs[static_cast<size_t>(i)] = amax / 32767.0f;
-    const float inv = 32767.0f / amax;
-    for (int64_t t = 0; t < k; ++t)
-      qi[t] = static_cast<int16_t>(std::clamp(std::nearbyint(xi[t] * inv), -32767.0f, 32767.0f));
+// Row i of x [m, k] into r (sized for m rows).
+void quantize_row(const float* x, int64_t k, int64_t i, QuantizedRows& r) {
+  const float* xi = x + i * k;
+  float amax = 0, sum = 0;
+  bool finite = true;
+  for (int64_t t = 0; t < k; ++t) {
+    finite = finite && std::isfinite(xi[t]);
+    amax = std::max(amax, std::fabs(xi[t]));
+    sum += xi[t];
   }
+  r.sum_x[static_cast<size_t>(i)] = sum;
+  int16_t* qi = r.xq.data() + i * k;
+  if (!finite) {
+    r.xs[static_cast<size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
+    std::fill(qi, qi + k, int16_t{0});
+    return;
+  }
+  r.xs[static_cast<size_t>(i)] = amax / 32767.0f;
+  if (amax == 0) {  // xq and xs 0
+    std::fill(qi, qi + k, int16_t{0});
+    return;
+  }
+  const float inv = 32767.0f / amax;
+  for (int64_t t = 0; t < k; ++t)
+    qi[t] = static_cast<int16_t>(std::clamp(std::nearbyint(xi[t] * inv), -32767.0f, 32767.0f));
+}
+
+QuantizedRows sized_for(int64_t m, int64_t k) {
+  return {std::vector<int16_t>(static_cast<size_t>(m * k)), std::vector<float>(static_cast<size_t>(m)),
+          std::vector<float>(static_cast<size_t>(m))};
+}
+
+QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k) {
+  QuantizedRows r = sized_for(m, k);
+  for (int64_t i = 0; i < m; ++i) quantize_row(x, k, i, r);
   return r;
 }
 
@@ -173,33 +183,33 @@ Tensor linear_int8_affine(const Tensor& x0, const Tensor& w, float scale, float 
 // packed once (pack_weight_int8) in panels of 8 columns of int16 pairs, panel[(p * 8 + j) * 2 + h] = q[j][2p + h];
 // x's rows, quantized as above, are packed per block in tiles of 5 rows of pairs, and a tile times a panel is
 // 5 x 8 outputs: per pair of k, 2 loads of the panel, 5 splats of x's pairs and 10 i32x4.dot_i16x8_s + adds
-// for 80 multiply-adds (f32x4.relaxed_madd gives 4 an instruction). The int32 lanes are added into int64
-// totals every kPairsBlock pairs (each lane takes 2 * 32767 * 128 a pair: 256 of them stay under 2^31), so the
-// sums are exact and every path gives the scalar reference's. On the encoder's shapes in Chromium this runs at
-// 1.5-1.75x the f32 product on a Zen 5 and 1.0-1.1x on a Zen 2, whose pmaddwd issues once a cycle
-// (bench/wasm_kernels/gemm_i16.mjs).
+// for 80 multiply-adds (f32x4.relaxed_madd gives 4 an instruction). The int32 lanes are moved into int64
+// totals every 256 pairs (each lane takes 2 * 32767 * 128 a pair: 256 of them stay under 2^31), so the
+// sums are exact and every path gives the scalar reference's; a tile's 40 totals go straight to the output.
+// On the encoder's shapes in Chromium this runs at 1.5-1.75x the f32 product on a Zen 5 and 1.0-1.1x on a Zen
+// 2, whose pmaddwd issues once a cycle (bench/wasm_kernels/gemm_i16.mjs).
 
 namespace {
 
-constexpr int64_t kPanel = 8, kTileRows = 5, kPairsBlock = 256, kBlockTiles = 12;
+constexpr int64_t kPanel = 8, kTileRows = 5, kBlockTiles = 12;
 
 // The tile's plain scalar reference (and the native path: natively the f32 products are used).
-[[maybe_unused]] void tile_portable(int64_t pairs, const int32_t* a, const int16_t* b, int64_t* c,
-                                    int64_t ldc, int64_t rows) {
+[[maybe_unused]] void tile_portable(int64_t pairs, const int32_t* a, const int16_t* b, int64_t* c) {
+  std::fill(c, c + kTileRows * kPanel, int64_t{0});
   for (int64_t p = 0; p < pairs; ++p, a += kTileRows, b += 2 * kPanel)
-    for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t i = 0; i < kTileRows; ++i) {
       const auto lo = static_cast<int16_t>(static_cast<uint32_t>(a[i]) & 0xffff);
       const auto hi = static_cast<int16_t>(static_cast<uint32_t>(a[i]) >> 16);
       for (int64_t j = 0; j < kPanel; ++j)
-        c[i * ldc + j] += int32_t{lo} * b[2 * j] + int32_t{hi} * b[2 * j + 1];
+        c[i * kPanel + j] += int32_t{lo} * b[2 * j] + int32_t{hi} * b[2 * j + 1];
     }
 }
 
-void tile(int64_t pairs, const int32_t* a, const int16_t* b, int64_t* c, int64_t ldc, int64_t rows) {
+void tile(int64_t pairs, const int32_t* a, const int16_t* b, int64_t* c) {
 #if defined(__wasm_simd128__)
-  cpu::linear_int8_tile_wasm(pairs, a, b, c, ldc, rows);
+  cpu::linear_int8_tile_wasm(pairs, a, b, c);
 #else
-  tile_portable(pairs, a, b, c, ldc, rows);
+  tile_portable(pairs, a, b, c);
 #endif
 }
 
@@ -226,48 +236,47 @@ Tensor cpu::linear_int8_affine_prepacked(const Tensor& x0, const Tensor& panels,
   const int64_t k = x.dim(-1), m = x.elements() / k, n = panels.dim(0), kp = panels.dim(1) / 2;
   NN_ASSERT(panels.dtype() == DType::I16 && kp == (k + 1) / 2 && n % kPanel == 0);
   NN_ASSERT(!b.defined() || (b.dtype() == DType::F32 && b.elements() == n));
-  const QuantizedRows r = quantize_rows(x.f32(), m, k);
-  // x's rows as int32 pairs (an odd k padded with a zero).
-  std::vector<int32_t> pairs(static_cast<size_t>(m * kp));
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t p = 0; p < kp; ++p) {
-      const int16_t lo = r.xq[static_cast<size_t>(i * k + 2 * p)];
-      const int16_t hi = 2 * p + 1 < k ? r.xq[static_cast<size_t>(i * k + 2 * p + 1)] : int16_t{0};
-      pairs[static_cast<size_t>(i * kp + p)] = static_cast<int32_t>(
-          static_cast<uint16_t>(lo) | (static_cast<uint32_t>(static_cast<uint16_t>(hi)) << 16));
-    }
+  QuantizedRows r = sized_for(m, k);
   Tensor out = x.ctx().empty(with_last_dim(x.shape(), n));
   float* y = out.f32();
   const int16_t* w = panels.data<int16_t>();
   const float* bias = b.defined() ? b.f32() : nullptr;
   // Threads take runs of 5-row tiles, each in blocks of kBlockTiles tiles (60 rows: their packed pairs, a
-  // block of them, stay in L2 while the panels stream past).
+  // block of them, stay in L2 while the panels stream past), quantizing their own rows.
   const int64_t tiles = (m + kTileRows - 1) / kTileRows;
+  // x's rows as pairs, tile by tile (allocated here: the tasks allocate nothing).
+  std::vector<int32_t> pairs(static_cast<size_t>(tiles * kTileRows * kp));
   parallel_for(x.ctx(), tiles, kTileRows * n * k, [&](int64_t t_begin, int64_t t_end) {
-    std::vector<int32_t> a(static_cast<size_t>(kBlockTiles * kTileRows * kPairsBlock));
-    std::vector<int64_t> acc;
+    int64_t c[kTileRows * kPanel];
     for (int64_t t0 = t_begin; t0 < t_end; t0 += kBlockTiles) {
       const int64_t row0 = t0 * kTileRows, row1 = std::min(m, std::min(t_end, t0 + kBlockTiles) * kTileRows);
-      const int64_t rows = row1 - row0, block_tiles = (rows + kTileRows - 1) / kTileRows;
-      acc.assign(static_cast<size_t>(rows * n), 0);
-      for (int64_t p0 = 0; p0 < kp; p0 += kPairsBlock) {
-        const int64_t pc = std::min(kPairsBlock, kp - p0);
-        for (int64_t t = 0; t < block_tiles; ++t)
-          for (int64_t p = 0; p < pc; ++p)
-            for (int64_t i = 0; i < kTileRows; ++i) {
-              const int64_t row = row0 + t * kTileRows + i;
-              a[static_cast<size_t>((t * pc + p) * kTileRows + i)] =
-                  row < row1 ? pairs[static_cast<size_t>(row * kp + p0 + p)] : 0;
-            }
-        for (int64_t j = 0; j < n; j += kPanel)
-          for (int64_t t = 0; t < block_tiles; ++t)
-            tile(pc, a.data() + t * pc * kTileRows, w + j * 2 * kp + p0 * 2 * kPanel,
-                 acc.data() + t * kTileRows * n + j, n, std::min(kTileRows, rows - t * kTileRows));
-      }
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t j = 0; j < n; ++j)
-          y[(row0 + i) * n + j] = static_cast<float>(acc[static_cast<size_t>(i * n + j)]);
-      finish(y, row0, row1, n, 0, n, r, scale, offset, bias);
+      const int64_t block_tiles = (row1 - row0 + kTileRows - 1) / kTileRows;
+      for (int64_t i = row0; i < row1; ++i) quantize_row(x.f32(), k, i, r);
+      // x's int16 pairs (an odd k's last padded with 0), tile by tile, pair-major within a tile.
+      for (int64_t t = 0; t < block_tiles; ++t)
+        for (int64_t i = 0; i < kTileRows; ++i) {
+          const int64_t row = row0 + t * kTileRows + i;
+          const int16_t* xi = r.xq.data() + row * k;
+          int32_t* at = pairs.data() + (t0 + t) * kp * kTileRows + i;
+          for (int64_t p = 0; p < kp; ++p) {
+            const auto lo = static_cast<uint16_t>(row < row1 ? xi[2 * p] : int16_t{0});
+            const auto hi = static_cast<uint16_t>(row < row1 && 2 * p + 1 < k ? xi[2 * p + 1] : int16_t{0});
+            at[p * kTileRows] = static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16));
+          }
+        }
+      for (int64_t j = 0; j < n; j += kPanel)
+        for (int64_t t = 0; t < block_tiles; ++t) {
+          tile(kp, pairs.data() + (t0 + t) * kp * kTileRows, w + j * 2 * kp, c);
+          // finish()'s arithmetic on the tile's totals.
+          for (int64_t i = 0; i < std::min(kTileRows, row1 - row0 - t * kTileRows); ++i) {
+            const int64_t row = row0 + t * kTileRows + i;
+            const float sx = scale * r.xs[static_cast<size_t>(row)],
+                        shift = offset * r.sum_x[static_cast<size_t>(row)];
+            for (int64_t jj = 0; jj < kPanel; ++jj)
+              y[row * n + j + jj] =
+                  sx * static_cast<float>(c[i * kPanel + jj]) + shift + (bias ? bias[j + jj] : 0.0f);
+          }
+        }
     }
   });
   return out;
