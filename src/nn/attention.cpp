@@ -86,22 +86,22 @@ template <class ScoresOf>
 Tensor attend(Context& ctx, const Tensor& v, const Dims& d, bool causal, ScoresOf scores_of) {
   Tensor out = ctx.empty({d.tq, d.heads * d.head_dim});
   const int64_t group = d.heads / d.kv_heads;
-  auto run_head = [&](int64_t h) {
-    // Scratch left uninitialised: every element is written before it is read.
-    const std::unique_ptr<float[]> s(new float[static_cast<size_t>(d.tq * d.tk)]),
-        vt(new float[static_cast<size_t>(d.head_dim * d.tk)]);
-    scores_of(h, s.get());
-    softmax_rows(s.get(), d.tq, d.tk, d.tk - d.tq, causal);
+  // Scratch: one set per thread's run of heads, left uninitialised (every element is written before it is
+  // read).
+  auto run_head = [&](int64_t h, float* s, float* vt) {
+    scores_of(h, s);
+    softmax_rows(s, d.tq, d.tk, d.tk - d.tq, causal);
     const int64_t kvh = h / group;
     for (int64_t t = 0; t < d.tk; ++t)
       for (int64_t e = 0; e < d.head_dim; ++e)
         vt[e * d.tk + t] = v.f32()[t * d.kv_heads * d.head_dim + kvh * d.head_dim + e];
     // Straight into the head's columns of the output (ldc = the row width).
-    cpu::gemm_nt(d.tq, d.head_dim, d.tk, s.get(), d.tk, vt.get(), d.tk, out.f32() + h * d.head_dim,
-                 d.heads * d.head_dim);
+    cpu::gemm_nt(d.tq, d.head_dim, d.tk, s, d.tk, vt, d.tk, out.f32() + h * d.head_dim, d.heads * d.head_dim);
   };
   cpu::parallel_for(ctx, d.heads, d.tq * d.tk * d.head_dim * 2, [&](int64_t begin, int64_t end) {
-    for (int64_t h = begin; h < end; ++h) run_head(h);
+    const std::unique_ptr<float[]> s(new float[static_cast<size_t>(d.tq * d.tk)]),
+        vt(new float[static_cast<size_t>(d.head_dim * d.tk)]);
+    for (int64_t h = begin; h < end; ++h) run_head(h, s.get(), vt.get());
   });
   return out;
 }
