@@ -1,6 +1,6 @@
 // Stand-ins for web/asr.js and web/tts.js with the interfaces the agent page expects (web/agent/speech.js), for
 // testing the page's voice path before the real models reach the browser: the "recognizer" answers every
-// utterance with one fixed question, the "voice" is a 440 Hz tone 60 ms per character of each sentence. They
+// utterance with one fixed question (or the page's ?asrtext=), the "voice" is a 440 Hz tone 60 ms per character of each sentence. They
 // load nothing and compute nothing worth measuring; only the page's plumbing is under test.
 export const STANDIN_QUESTION = 'What is the capital of France?';
 
@@ -11,7 +11,9 @@ export class Asr {
   }
   async transcribe(samples) {
     if (!(samples instanceof Float32Array) || samples.length < 1600) throw new Error('stand-in ASR: expected 16 kHz samples');
-    return { text: STANDIN_QUESTION, samples: samples.length };
+    // ?asrtext=... on the page answers that instead (asrtext= : speech that holds no words).
+    const text = new URLSearchParams(globalThis.location?.search ?? '').get('asrtext');
+    return { text: text ?? STANDIN_QUESTION, samples: samples.length };
   }
 }
 
