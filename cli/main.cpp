@@ -100,9 +100,8 @@ constexpr Command kCommands[] = {
      "  --pre-pad-ms MS          audio kept before the start of speech (default 800)\n"
      "  --min-speech-ms MS       segments with less speech are dropped as misfires (default 400)\n"},
     {"transcribe", "transcribe -m MODEL_DIR AUDIO.wav [--json]",
-     "speech to text with Moonshine (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin; or the "
-     ".onnx "
-     "files and tokenizer.json) or Parakeet TDT (config.json + model.safetensors)",
+     "speech to text with Moonshine (encoder_model.ort, decoder_model_merged.ort, tokenizer.bin; or the"
+     " .onnx files and tokenizer.json) or Parakeet TDT (config.json + model.safetensors)",
      run_transcribe,
      "  -m, --model DIR          models/moonshine-base-en (bash scripts/get-models.sh moonshine), the hub's\n"
      "                           ONNX layout of Moonshine (encoder_model.onnx, decoder_model_merged.onnx,\n"

@@ -19,6 +19,7 @@
 #include "models/asr/parakeet_vocab.h"
 #include "models/vad/silero.h"
 #include "nn/tensor.h"
+#include "text/tokenizer_json.h"
 
 struct SottoAsr {
   std::string last_error;
@@ -104,8 +105,9 @@ int32_t sotto_asr_load_parakeet(SottoAsr* asr, const uint8_t* config_json, size_
     return SOTTO_ERROR_FILE;
   }
   if (tokenizer_size) {
-    const char* name = tokenizer[0] == '{' ? "tokenizer.json" : "tokenizer.model";
-    auto v = sotto::asr::parse_parakeet_vocab({tokenizer, tokenizer_size}, name);
+    const std::span<const uint8_t> bytes(tokenizer, tokenizer_size);
+    const char* name = sotto::is_tokenizer_json(bytes) ? "tokenizer.json" : "tokenizer.model";
+    auto v = sotto::asr::parse_parakeet_vocab(bytes, name);
     if (!v) {
       asr->last_error = v.message();
       return SOTTO_ERROR_FILE;

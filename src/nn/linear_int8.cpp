@@ -256,11 +256,15 @@ Tensor cpu::linear_int8_affine_prepacked(const Tensor& x0, const Tensor& panels,
       for (int64_t t = 0; t < block_tiles; ++t)
         for (int64_t i = 0; i < kTileRows; ++i) {
           const int64_t row = row0 + t * kTileRows + i;
-          const int16_t* xi = r.xq.data() + row * k;
           int32_t* at = pairs.data() + (t0 + t) * kp * kTileRows + i;
+          if (row >= row1) {  // the last tile's rows past x: zeros
+            for (int64_t p = 0; p < kp; ++p) at[p * kTileRows] = 0;
+            continue;
+          }
+          const int16_t* xi = r.xq.data() + row * k;
           for (int64_t p = 0; p < kp; ++p) {
-            const auto lo = static_cast<uint16_t>(row < row1 ? xi[2 * p] : int16_t{0});
-            const auto hi = static_cast<uint16_t>(row < row1 && 2 * p + 1 < k ? xi[2 * p + 1] : int16_t{0});
+            const auto lo = static_cast<uint16_t>(xi[2 * p]);
+            const auto hi = static_cast<uint16_t>(2 * p + 1 < k ? xi[2 * p + 1] : int16_t{0});
             at[p * kTileRows] = static_cast<int32_t>(lo | (static_cast<uint32_t>(hi) << 16));
           }
         }

@@ -16,6 +16,12 @@
 
 namespace sotto {
 
+// Whether `bytes` are a tokenizer.json rather than a binary tokenizer (Moonshine's tokenizer.bin opens with a
+// length byte, a SentencePiece model with a protobuf tag): a JSON object opens with '{'.
+inline bool is_tokenizer_json(std::span<const uint8_t> bytes) {
+  return !bytes.empty() && bytes[0] == '{';
+}
+
 // The byte a "<0xHH>" piece stands for (HH upper-case hex, as SentencePiece and tokenizers write it), else none.
 std::optional<char> byte_piece(std::string_view piece);
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,17 +35,30 @@ struct Loaded {
   asr::MoonshineModel model;
 };
 
+// A model directory's three files (relative to the source tree): the package's layout by default, or the
+// hub's ONNX one (ext ".onnx", tokenizer.json); nullopt when one is missing.
+struct ModelFiles {
+  MappedFile enc, dec, tok;
+};
+std::optional<ModelFiles> open_model_files(const std::string& dir, const std::string& ext = ".ort",
+                                           const char* tokenizer = "tokenizer.bin") {
+  const std::string d = source_path(dir);
+  auto enc = MappedFile::open(d + "encoder_model" + ext);
+  auto dec = MappedFile::open(d + "decoder_model_merged" + ext);
+  auto tok = MappedFile::open(d + tokenizer);
+  if (!enc || !dec || !tok) return std::nullopt;
+  return ModelFiles{std::move(enc).value(), std::move(dec).value(), std::move(tok).value()};
+}
+
 // Loads models/moonshine-base-en once for the suite (about a second); nullptr when absent.
 Loaded* model() {
   static Loaded* loaded = []() -> Loaded* {
-    const std::string dir = source_path("models/moonshine-base-en/");
-    auto enc = MappedFile::open(dir + "encoder_model.ort");
-    auto dec = MappedFile::open(dir + "decoder_model_merged.ort");
-    auto tok = MappedFile::open(dir + "tokenizer.bin");
-    if (!enc || !dec || !tok) return nullptr;
+    const std::optional<ModelFiles> f = open_model_files("models/moonshine-base-en/");
+    if (!f) return nullptr;
     auto* l = new Loaded;
     l->pool = std::make_unique<ThreadPool>(2);
-    auto m = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), nn::Context::cpu(l->pool.get()));
+    auto m =
+        asr::load_moonshine(f->enc.bytes(), f->dec.bytes(), f->tok.bytes(), nn::Context::cpu(l->pool.get()));
     if (!m) {
       ADD_FAILURE() << m.message();
       return nullptr;
@@ -103,15 +117,12 @@ TEST(Moonshine, EncoderMatchesOnnxRuntime) {
 // the float path's 5e-3, the greedy tokens ONNX Runtime's.
 TEST(Moonshine, Int16ProductsStayWithinTheirBound) {
   NEED_MODEL();
-  const std::string dir = source_path("models/moonshine-base-en/");
-  auto enc = MappedFile::open(dir + "encoder_model.ort");
-  auto dec = MappedFile::open(dir + "decoder_model_merged.ort");
-  auto tok = MappedFile::open(dir + "tokenizer.bin");
-  ASSERT_TRUE(enc && dec && tok);
+  const std::optional<ModelFiles> f = open_model_files("models/moonshine-base-en/");
+  ASSERT_TRUE(f);
   asr::MoonshineLoadOptions int16;
   int16.int16_products = true;
-  auto m = asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), nn::Context::cpu(loaded->pool.get()),
-                               int16);
+  auto m = asr::load_moonshine(f->enc.bytes(), f->dec.bytes(), f->tok.bytes(),
+                               nn::Context::cpu(loaded->pool.get()), int16);
   ASSERT_TRUE(m.ok()) << m.message();
   const asr::MoonshineWeights& w16 = m->weights;
   EXPECT_EQ(w.encoder[0].fc1.w.dtype(), DType::F32);  // the suite's model: float products natively
@@ -257,17 +268,15 @@ TEST(Moonshine, TokenizerJsonDecodesLikeTokenizerBin) {
 // tokenizer.json decoding every id as tokenizer.bin does. In CI the directory must exist.
 TEST(Moonshine, OnnxLayoutIsTheSameModel) {
   NEED_MODEL();
-  const std::string dir = source_path("build/moonshine-onnx/");
-  auto enc = MappedFile::open(dir + "encoder_model.onnx");
-  auto dec = MappedFile::open(dir + "decoder_model_merged.onnx");
-  auto tok = MappedFile::open(dir + "tokenizer.json");
-  if (!enc || !dec || !tok) {
+  const std::string dir = "build/moonshine-onnx/";
+  const std::optional<ModelFiles> f = open_model_files(dir, ".onnx", "tokenizer.json");
+  if (!f) {
     if (std::getenv("CI")) FAIL() << dir << " is missing (scripts/test.sh makes it)";
     GTEST_SKIP() << "no " << dir << " (python3 tools/moonshine/ort_to_onnx.py models/moonshine-base-en "
                  << dir << ")";
   }
-  auto m =
-      asr::load_moonshine(enc->bytes(), dec->bytes(), tok->bytes(), nn::Context::cpu(loaded->pool.get()));
+  auto m = asr::load_moonshine(f->enc.bytes(), f->dec.bytes(), f->tok.bytes(),
+                               nn::Context::cpu(loaded->pool.get()));
   ASSERT_TRUE(m.ok()) << m.message();
   const nn::Tensor audio = ctx.from_floats({static_cast<int64_t>(ref.audio.size())}, ref.audio);
   const nn::Tensor a = asr::moonshine_encode(w, audio), b = asr::moonshine_encode(m->weights, audio);

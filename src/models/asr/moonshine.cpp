@@ -486,7 +486,7 @@ Result<MoonshineResult> moonshine_transcribe(const MoonshineWeights& w, std::spa
 
 Result<MoonshineTokenizer> MoonshineTokenizer::parse(std::span<const uint8_t> bytes) {
   MoonshineTokenizer t;
-  if (!bytes.empty() && bytes[0] == '{') {
+  if (is_tokenizer_json(bytes)) {
     SOTTO_ASSIGN(t.pieces_, tokenizer_json_pieces(bytes));
     if (t.pieces_.size() < 3)
       return error("tokenizer.json: ", t.pieces_.size(), " pieces, not a Moonshine tokenizer");

@@ -46,7 +46,7 @@ Result<ParakeetVocab> parse_tokenizer_json_vocab(std::span<const uint8_t> bytes,
 }
 
 Result<ParakeetVocab> parse_parakeet_vocab(std::span<const uint8_t> bytes, std::string_view file_name) {
-  if (!bytes.empty() && bytes[0] == '{') return parse_tokenizer_json_vocab(bytes, file_name);
+  if (is_tokenizer_json(bytes)) return parse_tokenizer_json_vocab(bytes, file_name);
   return parse_sentencepiece_vocab(bytes, file_name);
 }
 

@@ -25,8 +25,7 @@ Result<ParakeetVocab> parse_sentencepiece_vocab(std::span<const uint8_t> bytes,
 // tokenizer.json's pieces (text/tokenizer_json.h).
 Result<ParakeetVocab> parse_tokenizer_json_vocab(std::span<const uint8_t> bytes,
                                                  std::string_view file_name = "tokenizer.json");
-// Either file, told by its bytes: a tokenizer.json opens with '{', a SentencePiece model never does (its first
-// byte is a protobuf tag).
+// Either file, told by its bytes (is_tokenizer_json).
 Result<ParakeetVocab> parse_parakeet_vocab(std::span<const uint8_t> bytes, std::string_view file_name);
 // The vocabulary must have exactly vocab_size - 1 pieces (the model's token count without blank).
 Status check_vocab_size(const ParakeetVocab& vocab, int model_vocab_size, std::string_view file_name);
