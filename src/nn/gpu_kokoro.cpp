@@ -467,6 +467,26 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   "  if (rest > half || (rest == half && (r != 0u || (m & 1u) == 1u))) { m += 1u; }\n" \
   "  let v = ldexp(f32(m), fa.exp - fb.exp - 25 + i32(drop));\n"                       \
   "  return select(v, -v, (a < 0.0) != (b < 0.0));\n"                                  \
+  "}\n" NN_WGSL_ROUND_DIV
+
+// round(div_rn(a, b)) (ties to even), what quantization wants of each value, from inv = 1 / b in WGSL's division
+// (<= 2.5 ulp): q = a inv is within |a / b| (2.5 + 0.5) 2^-23 = 3.6e-7 |q| of the exact quotient, and div_rn's
+// quotient within 2^-24 of it, so where q's fraction is farther than 2^-20 |q| (9.5e-7 |q|) from a half, both
+// round to the same integer: q's. Only the rest (~1e-4 of quantized values) pay div_rn's 26-step long division,
+// which otherwise made a quantization pass ALU-bound (and each LSTM step's chain ~1 us longer). q - trunc(q) is
+// exact, and 0.5 - f is exact where it matters (f >= 0.25). floor_div: floor(div_rn(a, b)) the same way, q's
+// floor unless q is that close to an integer (the ConvIntegers' bias in output steps, once per output).
+#define NN_WGSL_ROUND_DIV                                                         \
+  "fn round_div(a: f32, b: f32, inv: f32) -> f32 {\n"                             \
+  "  let q = a * inv;\n"                                                          \
+  "  let f = abs(q - trunc(q));\n"                                                \
+  "  if (abs(f - 0.5) > abs(q) * 9.5367431640625e-7) { return round(q); }\n"      \
+  "  return round(div_rn(a, b));\n"                                               \
+  "}\n"                                                                           \
+  "fn floor_div(a: f32, b: f32, inv: f32) -> f32 {\n"                             \
+  "  let q = a * inv;\n"                                                          \
+  "  if (abs(q - round(q)) > abs(q) * 9.5367431640625e-7) { return floor(q); }\n" \
+  "  return floor(div_rn(a, b));\n"                                               \
   "}\n"
 
 #define NN_WGSL_MINMAX                                                                                   \
@@ -562,7 +582,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r = reduce_lo_hi(lo, hi, lid);
   var scale = 1.0;
   if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
-  let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  let inv = 1.0 / scale;
+  let zp = clamp(round_div(0.0 - r.x, scale, inv), 0.0, 255.0);
   let wg = wid.x + wid.y * 65535u;
   if (wg == 0u && lid == 0u) {
     qp[0] = scale;
@@ -586,7 +607,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var word = 0u;
   for (var e = 0u; e < 4u; e++) {
     var v = zp;
-    if (e < valid) { v = clamp(round(div_rn(x[first + e * stride], scale)) + zp, 0.0, 255.0); }
+    if (e < valid) { v = clamp(round_div(x[first + e * stride], scale, inv) + zp, 0.0, 255.0); }
     word |= u32(v) << (8u * e);
   }
   q[j] = word;
@@ -815,7 +836,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   }
   let step = qp[0] * p.w_scale;
   var v = f32(acc) * step;
-  if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+  if (p.has_bias != 0u) { v += floor_div(bias[oc], step, 1.0 / step) * step; }
   y[o] = v;
 }
 )";
@@ -843,7 +864,7 @@ fn put(acc: vec4<i32>, j0: u32, t: u32, step: f32) {
     let oc = j0 + q;
     if (oc >= p.cout) { return; }
     var v = f32(acc[q]) * step;
-    if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], step)) * step; }
+    if (p.has_bias != 0u) { v += floor_div(bias[oc], step, 1.0 / step) * step; }
     y[oc * p.out_len + t] = v;
   }
 }
@@ -1121,7 +1142,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
   for (var j = 0u; j < p.splits; j++) { s += part[j * p.cout * p.out_len + i]; }
   let step = qp[0] * p.w_scale;
   var v = f32(s) * step;
-  if (p.has_bias != 0u) { v += floor(div_rn(bias[oc], qp[0] * p.w_scale)) * step; }
+  if (p.has_bias != 0u) { v += floor_div(bias[oc], step, 1.0 / step) * step; }
   y[i] = v;
 }
 )";
@@ -1156,9 +1177,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r = reduce_lo_hi(lo, hi, lid);
   var scale = 1.0;
   if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
-  let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  let inv = 1.0 / scale;
+  let zp = clamp(round_div(0.0 - r.x, scale, inv), 0.0, 255.0);
   for (var k = lid; k < hn; k += 64u) {
-    hq[k] = i32(clamp(round(div_rn(state[h_in + k], scale)) + zp, 0.0, 255.0)) - i32(zp);
+    hq[k] = i32(clamp(round_div(state[h_in + k], scale, inv) + zp, 0.0, 255.0)) - i32(zp);
   }
   workgroupBarrier();
   let n = 4u * hn;
@@ -1236,9 +1258,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r = reduce_lo_hi(lo, hi, lid);
   var scale = 1.0;
   if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
-  let zp = round(clamp(0.0 - div_rn(r.x, scale), 0.0, 255.0));
+  let inv = 1.0 / scale;
+  let zp = clamp(round_div(0.0 - r.x, scale, inv), 0.0, 255.0);
   for (var k = lid; k < hn; k += 64u) {
-    hq[k] = i32(clamp(round(div_rn(state[h_in + k], scale)) + zp, 0.0, 255.0)) - i32(zp);
+    hq[k] = i32(clamp(round_div(state[h_in + k], scale, inv) + zp, 0.0, 255.0)) - i32(zp);
   }
   workgroupBarrier();
   let n = 4u * hn;
@@ -1364,8 +1387,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let rhi = hi_s[0];
     var scale = 1.0;
     if (rhi != rlo) { scale = div_rn(rhi - rlo, 255.0); }
-    let zp = round(clamp(0.0 - div_rn(rlo, scale), 0.0, 255.0));
-    if (lid < hn) { hq[lid] = i32(clamp(round(div_rn(hs[lid], scale)) + zp, 0.0, 255.0)) - i32(zp); }
+    let inv = 1.0 / scale;
+    let zp = clamp(round_div(0.0 - rlo, scale, inv), 0.0, 255.0);
+    if (lid < hn) { hq[lid] = i32(clamp(round_div(hs[lid], scale, inv) + zp, 0.0, 255.0)) - i32(zp); }
     workgroupBarrier();
     var a0 = vec4<i32>(0);
     var a1 = vec4<i32>(0);
@@ -1587,12 +1611,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let rhi = hi_s[0];
     var scale = 1.0;
     if (rhi != rlo) { scale = div_rn(rhi - rlo, 255.0); }
-    let zp = round(clamp(0.0 - div_rn(rlo, scale), 0.0, 255.0));
+    let inv = 1.0 / scale;
+    let zp = clamp(round_div(0.0 - rlo, scale, inv), 0.0, 255.0);
     if (lid < HQ) {
       var q = vec4<i32>(0);
       for (var b = 0u; b < 4u; b++) {
         let k = 4u * lid + b;
-        if (k < H) { q[b] = i32(clamp(round(div_rn(hs[k], scale)) + zp, 0.0, 255.0)) - i32(zp); }
+        if (k < H) { q[b] = i32(clamp(round_div(hs[k], scale, inv) + zp, 0.0, 255.0)) - i32(zp); }
       }
       hq4[lid] = q;
     }

@@ -5,10 +5,12 @@
 // multiply and the bias add); float sums are in a different order than the reference's double sums, so
 // 1e-5 per term; WGSL's sin holds 2^-11 absolute on [-pi, pi] and its atan 4096 ulp (both near a few float ulps
 // on SwiftShader).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "gpu/device.h"
 #include "gpu_test_support.h"
@@ -209,6 +211,64 @@ TEST(NnGpuKokoro, DynamicInt8IsTheReferencesArithmetic) {
     int64_t differ = 0;
     for (int64_t i = 0; i < n; ++i) differ += (*bytes)[i] != want.data<uint8_t>()[i];
     EXPECT_EQ(differ, 0) << "of " << n << " quantized values";
+  }
+
+  // Values whose quotient by the scale lies within a few ulps of a half (k + 0.5): where the GPU's quick
+  // reciprocal product could round the other way, the quantization must still be the correctly rounded
+  // quotient's (the reference's). The range [-2, 3] is in x, so the scale is 5 / 255.
+  {
+    const int64_t n = 20000;
+    std::vector<float> v(static_cast<size_t>(n));
+    v[0] = -2.0f, v[1] = 3.0f;
+    const float scale = 5.0f / 255.0f;
+    for (int64_t i = 2; i < n; ++i) {
+      float x = (static_cast<float>(rand_int(-102, 152)) + 0.5f) * scale;
+      for (int64_t u = rand_int(-3, 3); u != 0; u += u > 0 ? -1 : 1)
+        x = std::nextafter(x, u > 0 ? 4.0f : -4.0f);
+      v[static_cast<size_t>(i)] = std::clamp(x, -2.0f, 3.0f);
+    }
+    const Tensor x = cpu->from_floats({n}, v);
+    Tensor qp;
+    auto bytes = gpu->to_bytes(gpu_ops::dynamic_quantize_linear(upload(*gpu, x), &qp));
+    ASSERT_TRUE(bytes.ok()) << bytes.message();
+    const Tensor want = dynamic_quantize_linear(x);
+    ASSERT_EQ(want.quant().scale, scale);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < n; ++i) differ += (*bytes)[i] != want.data<uint8_t>()[i];
+    EXPECT_EQ(differ, 0) << "of " << n << " values next to a rounding tie";
+  }
+
+  // ConvInteger biases within a few ulps of a whole number of output steps: the bias is floored to the step (the
+  // reference's floor of the correctly rounded quotient), every kernel, with the channels split (300 inputs over
+  // one tile of positions: the dot4 kernel's split sums).
+  {
+    const int64_t cin = 300, cout = 40, t = 100;
+    std::vector<float> xv(static_cast<size_t>(cin * t));
+    for (float& v : xv) v = static_cast<float>(rand_int(-200, 300)) / 100.0f;
+    xv[0] = -2.0f, xv[1] = 3.0f;
+    const Tensor xc = cpu->from_floats({cin, t}, xv);
+    const Tensor w =
+        rand_int8(*cpu, {cout, cin, 3}, DType::I8).with_quant({.scale = 0.007f, .zero_point = 0});
+    const float step = dynamic_quantize_linear(xc).quant().scale * 0.007f;
+    std::vector<float> bv(static_cast<size_t>(cout));
+    for (float& b : bv) {  // not 0: its neighbours are subnormal, which GPUs flush to zero
+      b = static_cast<float>(rand_int(1, 200) * (rand_int(0, 1) ? 1 : -1)) * step;
+      for (int64_t u = rand_int(-3, 3); u != 0; u += u > 0 ? -1 : 1)
+        b = std::nextafter(b, u > 0 ? 1.0f : -1.0f);
+    }
+    const Tensor b = cpu->from_floats({cout}, bv);
+    const Conv1dOptions o{.padding = 1};
+    const Tensor want = ref::conv1d_integer_dynamic_quantized_bias(xc, w, b, o);
+    const Tensor gx = upload(*gpu, xc), gw = upload_bytes(*gpu, w), gb = upload(*gpu, b);
+    for (auto kernel : {gpu_ops::ConvIntegerKernel::Plain, gpu_ops::ConvIntegerKernel::TiledI32,
+                        gpu_ops::ConvIntegerKernel::TiledPacked}) {
+      gpu_ops::set_conv_integer_kernel(kernel);
+      expect_close(download(*cpu, *gpu, conv1d_integer_dynamic_quantized_bias(gx, gw, gb, o)), want, 1e-6f,
+                   4e-7f,
+                   "gpu conv_integer, biases next to a whole step, kernel " +
+                       std::to_string(static_cast<int>(kernel)));
+    }
+    gpu_ops::set_conv_integer_kernel(gpu_ops::ConvIntegerKernel::Auto);
   }
 
   // MatMulInteger with per-column scales and zero points (Kokoro's linears) and per-tensor ones, both kernels;
