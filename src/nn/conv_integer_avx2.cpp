@@ -147,6 +147,97 @@ SOTTO_VNNI void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t
   }
 }
 
+// ---------------------------------------------------------------- the stride-1 conv on input quads
+// The same product with time in the lanes: 16 steps of one tap and 4 input channels are one 64-byte load from
+// the input quads (input_quads_avx2, conv_integer_amx_avx2.cpp: a word = channels 4 c4 .. 4 c4 + 3 of one padded
+// row), and one output channel's 4 weights of them a broadcast word: vpdpbusd then adds into 16 consecutive
+// outputs of that channel. No lane sums to reduce (igemm_u8s8_nt_vnni's blocks spend ~1/3 of their time there at
+// Kokoro's K), no unrolled time rows, and every tap and dilation read in place (no gather per residue).
+
+namespace {
+
+// R output channels x C vectors of 16 steps from (m, t); the last vector keeps `valid` % 16 steps when short.
+template <int R, int C>
+SOTTO_VNNI void quads_block(int64_t m, int64_t t, int64_t kernel, int64_t dilation, int64_t quads,
+                            const uint32_t* w, const uint8_t* q, int64_t qs, int32_t* acc, int64_t ldc,
+                            int64_t valid) {
+  __m512i sums[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) sums[r][c] = _mm512_setzero_si512();
+  for (int64_t k = 0; k < kernel; ++k) {
+    const uint8_t* b = q + (t + k * dilation) * 4;
+    const uint32_t* wk = w + (m * kernel + k) * quads;
+    for (int64_t c4 = 0; c4 < quads; ++c4) {
+      __m512i x[C];
+      for (int c = 0; c < C; ++c) x[c] = _mm512_loadu_si512(b + c4 * qs * 4 + 64 * c);
+      for (int r = 0; r < R; ++r) {
+        const __m512i wv = _mm512_set1_epi32(static_cast<int32_t>(wk[r * kernel * quads + c4]));
+        for (int c = 0; c < C; ++c) sums[r][c] = _mm512_dpbusd_epi32(sums[r][c], x[c], wv);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) {
+      int32_t* out = acc + (m + r) * ldc + t + 16 * c;
+      const int64_t n = std::min<int64_t>(16, valid - 16 * c);
+      if (n == 16)
+        _mm512_storeu_si512(out, sums[r][c]);
+      else
+        _mm512_mask_storeu_epi32(out, static_cast<__mmask16>((1u << n) - 1), sums[r][c]);
+    }
+}
+
+template <int R>
+SOTTO_VNNI void quads_row(int64_t m, int64_t t, int64_t n, int64_t kernel, int64_t dilation, int64_t quads,
+                          const uint32_t* w, const uint8_t* q, int64_t qs, int32_t* acc, int64_t ldc) {
+  switch ((n + 15) / 16) {
+    case 4:
+      return quads_block<R, 4>(m, t, kernel, dilation, quads, w, q, qs, acc, ldc, n);
+    case 3:
+      return quads_block<R, 3>(m, t, kernel, dilation, quads, w, q, qs, acc, ldc, n);
+    case 2:
+      return quads_block<R, 2>(m, t, kernel, dilation, quads, w, q, qs, acc, ldc, n);
+    default:
+      return quads_block<R, 1>(m, t, kernel, dilation, quads, w, q, qs, acc, ldc, n);
+  }
+}
+
+}  // namespace
+
+// acc[m * ldc + t] = sum over taps k and channel quads c4 of the 4 products of w[m][k][c4] (int8 x 4) with
+// q(c4, t + k * dilation) for m < M and t in [t_begin, t_end); w [M][kernel][quads] words (channels past Cin
+// zero), q the input quads with qs >= t_end + 15 + (kernel - 1) * dilation (a short last vector reads, and
+// drops, up to 15 steps beyond). Steps in blocks of 64 (outer: that block's input, quads x ~64 words, stays in
+// L1), output channels in sixes within them: 24 accumulators, 4 loads and 6 broadcasts per 24 vpdpbusd.
+SOTTO_VNNI void iconv_u8s8_quads_vnni(int64_t M, int64_t t_begin, int64_t t_end, int64_t kernel,
+                                      int64_t dilation, int64_t quads, const uint32_t* w, const uint8_t* q,
+                                      int64_t qs, int32_t* acc, int64_t ldc) {
+  for (int64_t t = t_begin; t < t_end; t += 64) {
+    const int64_t n = std::min<int64_t>(64, t_end - t);
+    int64_t m = 0;
+    for (; m + 6 <= M; m += 6) quads_row<6>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
+    switch (M - m) {
+      case 5:
+        quads_row<5>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
+        break;
+      case 4:
+        quads_row<4>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
+        break;
+      case 3:
+        quads_row<3>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
+        break;
+      case 2:
+        quads_row<2>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
+        break;
+      case 1:
+        quads_row<1>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 }  // namespace sotto::nn::cpu
 
 namespace sotto::nn::cpu {

@@ -47,6 +47,9 @@ void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_
                         int64_t ldb, int32_t* C, int64_t ldc);
 void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t padding, int32_t zp,
                        uint8_t* xt);
+void iconv_u8s8_quads_vnni(int64_t M, int64_t t_begin, int64_t t_end, int64_t kernel, int64_t dilation,
+                           int64_t quads, const uint32_t* w, const uint8_t* q, int64_t qs, int32_t* acc,
+                           int64_t ldc);
 // conv_integer_amx_avx2.cpp: the stride-1 product on AMX tiles.
 void input_quads_avx2(const int16_t* xq, int64_t cin, int64_t c4_begin, int64_t c4_end, int64_t length,
                       int64_t padding, int32_t zp, int64_t qs, uint8_t* q);
@@ -130,6 +133,8 @@ constexpr uint32_t kDerivedTapPairsWrapped = 13;  // the same at tap_pair_depth_
 #if defined(__x86_64__) && !defined(__wasm__)
 // The int8 weights as AMX's tile loads read them (conv_integer_amx_avx2.cpp), Cin rounded up to 64 by zeros.
 constexpr uint32_t kDerivedInt8AmxTiles = 15;
+// The int8 weights as words of 4 input channels [Cout][K][Cin / 4 rounded up] (iconv_u8s8_quads_vnni).
+constexpr uint32_t kDerivedInt8VnniQuads = 16;
 #endif
 
 int64_t out_length(int64_t length, const Conv1dOptions& o, int64_t kernel) {
@@ -741,6 +746,32 @@ Tensor quantized_bias_conv(const Tensor& x0, const Tensor& w, const Tensor& b, c
       cpu::iconv_u8s8_amx(cout, begin * 16, std::min(end * 16, out_len), kernel, d, cin64, wa.data<int8_t>(),
                           quads, qs, acc, out_len);
     });
+    scale_out(acc, out_len, 0, 1);
+    return out;
+  }
+  // VNNI at stride 1: the same input quads, 16 steps of time in each vector (conv_integer_avx2.cpp); Cin rounded
+  // up to 4 with zero weights.
+  if (use8 && s == 1) {
+    const int64_t quads = (cin + 3) / 4, qs = n_rows + 16;
+    const Tensor wq = w.derived(kDerivedInt8VnniQuads, [&] {
+      Tensor t = w.ctx().empty({cout, kernel, quads}, DType::I32);
+      auto* bytes = reinterpret_cast<uint8_t*>(t.data<int32_t>());
+      std::memset(bytes, 0, static_cast<size_t>(t.elements()) * 4);
+      for (int64_t r = 0; r < cout * kernel; ++r)
+        std::memcpy(bytes + r * quads * 4, w8.data<int8_t>() + r * cin, static_cast<size_t>(cin));
+      return t;
+    });
+    uint8_t* quad_rows = scratch<uint8_t>(ctx, rows, quads * 4 * qs, DType::U8);
+    cpu::parallel_for(ctx, quads, 4 * qs, [&](int64_t begin, int64_t end) {
+      cpu::input_quads_avx2(xq, cin, begin, end, length, o.padding, q.zero_point, qs, quad_rows);
+    });
+    int32_t* acc = scratch<int32_t>(ctx, sums, cout * out_len, DType::I32);
+    const auto* wq_words = reinterpret_cast<const uint32_t*>(wq.data<int32_t>());
+    cpu::parallel_for(ctx, (out_len + 63) / 64, 64 * cout * kernel * quads * 4,
+                      [&](int64_t begin, int64_t end) {
+                        cpu::iconv_u8s8_quads_vnni(cout, begin * 64, std::min(end * 64, out_len), kernel, d,
+                                                   quads, wq_words, quad_rows, qs, acc, out_len);
+                      });
     scale_out(acc, out_len, 0, 1);
     return out;
   }
