@@ -40,7 +40,8 @@
 namespace sotto::nn {
 
 namespace cpu {
-// conv_integer_avx2.cpp: the same as the portable loops below, 8 lanes at a time, and the VNNI product.
+// conv_integer_avx2.cpp: the same as the portable loops below, 8 lanes at a time, and the VNNI products (rows
+// of time against rows of weights; stride 1: 16 steps of time a vector, on the input quads).
 void min_max_avx2(const float* x, int64_t n, float& lo, float& hi);
 void quantize_i16_avx2(const float* x, int64_t n, float scale, int32_t zero_point, int16_t* out);
 void igemm_u8s8_nt_vnni(int64_t M, int64_t N, int64_t K, const int8_t* A, int64_t lda, const uint8_t* B,
@@ -50,7 +51,8 @@ void time_rows_u8_avx2(const int16_t* xq, int64_t cin, int64_t length, int64_t p
 void iconv_u8s8_quads_vnni(int64_t M, int64_t t_begin, int64_t t_end, int64_t kernel, int64_t dilation,
                            int64_t quads, const uint32_t* w, const uint8_t* q, int64_t qs, int32_t* acc,
                            int64_t ldc);
-// conv_integer_amx_avx2.cpp: the stride-1 product on AMX tiles.
+// conv_integer_amx_avx2.cpp: the input quads (read by the AMX and the VNNI stride-1 products) and the product
+// on AMX tiles.
 void input_quads_avx2(const int16_t* xq, int64_t cin, int64_t c4_begin, int64_t c4_end, int64_t length,
                       int64_t padding, int32_t zp, int64_t qs, uint8_t* q);
 void iconv_u8s8_amx(int64_t M, int64_t t_begin, int64_t t_end, int64_t kernel, int64_t dilation, int64_t cin,
