@@ -15,7 +15,10 @@
 // On a CPU with AMX-INT8 (Sapphire Rapids and later) a stride-1 conv instead lays the input out once as quads
 // of channels and runs every tap and dilation as strided tile loads of it (conv_integer_amx_avx2.cpp): about
 // 2x the VNNI product's multiply-adds per second, Kokoro's pass 0.84x the time (bench/results/
-// 2026-12-06-kokoro-native-amx.md). Otherwise AVX-512 VNNI, then the int16 product.
+// 2026-12-06-kokoro-native-amx.md). Otherwise, with AVX-512 VNNI, a stride-1 conv reads the same quads with 16
+// steps of time in each vector and one output channel's 4 weights broadcast (cpu::iconv_u8s8_quads_vnni: no lane
+// sums; Kokoro's paragraph 0.87x the time of the product over rows of time on a Zen 5, bench/results/
+// 2026-12-07-kokoro-zen5.md); other strides take VNNI over rows of time, and CPUs without it the int16 product.
 //
 // Without VNNI (wasm; AVX2 natively) a stride-1 conv over an even Cin keeps those rows pair-major instead
 // ([Cin / 2][rows][2]: two channels' steps interleaved), so the product runs with time in the vector lanes
