@@ -7,10 +7,13 @@ namespace sotto {
 namespace {
 
 // How long a waiter spins before sleeping. A decode step has a barrier every ~10-50 us, so spinning a few
-// microseconds saves most futex round trips (~5 us each); much longer only burns cores other threads could
-// use.
+// microseconds saves most futex round trips (~5 us each natively); much longer only burns cores other threads
+// could use. In a browser a helper asleep in memory.atomic.wait32 wakes ~70 us after the notify: with a 4 us
+// spin, Moonshine's decoder in Chromium (2 threads) spent 60 % of its time waking helpers between its ~60
+// parallel ops a token, and ~65 us of spin made it 2.5x faster, the LLM's decode 1.13x and Kokoro's 2-thread
+// pieces ~1.05x (bench/results/2026-12-07-wasm-spin.md). An idle pool still sleeps ~65 us after its last job.
 #if defined(__wasm__)
-constexpr int kSpinRounds = 4096;  // no pause instruction: each round is one load, ~1 ns
+constexpr int kSpinRounds = 65536;  // no pause instruction: each round is one load, ~1 ns
 #else
 constexpr int kSpinRounds = 1024;  // each round includes a pause, ~10-40 ns
 #endif
