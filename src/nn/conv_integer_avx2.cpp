@@ -187,20 +187,17 @@ SOTTO_VNNI void quads_block(int64_t m, int64_t t, int64_t kernel, int64_t dilati
     }
 }
 
-template <int R>
-SOTTO_VNNI void quads_row(int64_t m, int64_t t, int64_t n, int64_t kernel, int64_t dilation, int64_t quads,
-                          const uint32_t* w, const uint8_t* q, int64_t qs, int32_t* acc, int64_t ldc) {
-  switch ((n + 15) / 16) {
-    case 4:
-      return quads_block<R, 4>(m, t, kernel, dilation, quads, w, q, qs, acc, ldc, n);
-    case 3:
-      return quads_block<R, 3>(m, t, kernel, dilation, quads, w, q, qs, acc, ldc, n);
-    case 2:
-      return quads_block<R, 2>(m, t, kernel, dilation, quads, w, q, qs, acc, ldc, n);
-    default:
-      return quads_block<R, 1>(m, t, kernel, dilation, quads, w, q, qs, acc, ldc, n);
-  }
-}
+// quads_block by (R - 1, C - 1): the block shapes a conv's edges need, from 6 channels x 4 vectors down.
+using QuadsBlock = void (*)(int64_t, int64_t, int64_t, int64_t, int64_t, const uint32_t*, const uint8_t*,
+                            int64_t, int32_t*, int64_t, int64_t);
+constexpr QuadsBlock kQuadsBlocks[6][4] = {
+    {quads_block<1, 1>, quads_block<1, 2>, quads_block<1, 3>, quads_block<1, 4>},
+    {quads_block<2, 1>, quads_block<2, 2>, quads_block<2, 3>, quads_block<2, 4>},
+    {quads_block<3, 1>, quads_block<3, 2>, quads_block<3, 3>, quads_block<3, 4>},
+    {quads_block<4, 1>, quads_block<4, 2>, quads_block<4, 3>, quads_block<4, 4>},
+    {quads_block<5, 1>, quads_block<5, 2>, quads_block<5, 3>, quads_block<5, 4>},
+    {quads_block<6, 1>, quads_block<6, 2>, quads_block<6, 3>, quads_block<6, 4>},
+};
 
 }  // namespace
 
@@ -214,27 +211,9 @@ SOTTO_VNNI void iconv_u8s8_quads_vnni(int64_t M, int64_t t_begin, int64_t t_end,
                                       int64_t qs, int32_t* acc, int64_t ldc) {
   for (int64_t t = t_begin; t < t_end; t += 64) {
     const int64_t n = std::min<int64_t>(64, t_end - t);
-    int64_t m = 0;
-    for (; m + 6 <= M; m += 6) quads_row<6>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
-    switch (M - m) {
-      case 5:
-        quads_row<5>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
-        break;
-      case 4:
-        quads_row<4>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
-        break;
-      case 3:
-        quads_row<3>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
-        break;
-      case 2:
-        quads_row<2>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
-        break;
-      case 1:
-        quads_row<1>(m, t, n, kernel, dilation, quads, w, q, qs, acc, ldc);
-        break;
-      default:
-        break;
-    }
+    for (int64_t m = 0; m < M; m += 6)
+      kQuadsBlocks[std::min<int64_t>(6, M - m) - 1][(n + 15) / 16 - 1](m, t, kernel, dilation, quads, w, q,
+                                                                       qs, acc, ldc, n);
   }
 }
 
