@@ -476,17 +476,28 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // which otherwise made a quantization pass ALU-bound (and each LSTM step's chain ~1 us longer). q - trunc(q) is
 // exact, and 0.5 - f is exact where it matters (f >= 0.25). floor_div: floor(div_rn(a, b)) the same way, q's
 // floor unless q is that close to an integer (the ConvIntegers' bias in output steps, once per output).
-#define NN_WGSL_ROUND_DIV                                                         \
-  "fn round_div(a: f32, b: f32, inv: f32) -> f32 {\n"                             \
-  "  let q = a * inv;\n"                                                          \
-  "  let f = abs(q - trunc(q));\n"                                                \
-  "  if (abs(f - 0.5) > abs(q) * 9.5367431640625e-7) { return round(q); }\n"      \
-  "  return round(div_rn(a, b));\n"                                               \
-  "}\n"                                                                           \
-  "fn floor_div(a: f32, b: f32, inv: f32) -> f32 {\n"                             \
-  "  let q = a * inv;\n"                                                          \
-  "  if (abs(q - round(q)) > abs(q) * 9.5367431640625e-7) { return floor(q); }\n" \
-  "  return floor(div_rn(a, b));\n"                                               \
+// quant_params: DynamicQuantizeLinear's (scale, zero point, 1 / scale) for the range [lo, hi] (lo <= 0 <= hi);
+// quant_u8: a value's uint8 under them (as a float), for the quantize pass and the LSTM steps alike.
+#define NN_WGSL_ROUND_DIV                                                                 \
+  "fn round_div(a: f32, b: f32, inv: f32) -> f32 {\n"                                     \
+  "  let q = a * inv;\n"                                                                  \
+  "  let f = abs(q - trunc(q));\n"                                                        \
+  "  if (abs(f - 0.5) > abs(q) * 9.5367431640625e-7) { return round(q); }\n"              \
+  "  return round(div_rn(a, b));\n"                                                       \
+  "}\n"                                                                                   \
+  "fn floor_div(a: f32, b: f32, inv: f32) -> f32 {\n"                                     \
+  "  let q = a * inv;\n"                                                                  \
+  "  if (abs(q - round(q)) > abs(q) * 9.5367431640625e-7) { return floor(q); }\n"         \
+  "  return floor(div_rn(a, b));\n"                                                       \
+  "}\n"                                                                                   \
+  "fn quant_params(lo: f32, hi: f32) -> vec3<f32> {\n"                                    \
+  "  var scale = 1.0;\n"                                                                  \
+  "  if (hi != lo) { scale = div_rn(hi - lo, 255.0); }\n"                                 \
+  "  let inv = 1.0 / scale;\n"                                                            \
+  "  return vec3<f32>(scale, clamp(round_div(0.0 - lo, scale, inv), 0.0, 255.0), inv);\n" \
+  "}\n"                                                                                   \
+  "fn quant_u8(v: f32, qv: vec3<f32>) -> f32 {\n"                                         \
+  "  return clamp(round_div(v, qv.x, qv.z) + qv.y, 0.0, 255.0);\n"                        \
   "}\n"
 
 #define NN_WGSL_MINMAX                                                                                   \
@@ -580,14 +591,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   for (var c = lid; c < p.chunks; c += 64u) { lo = min(lo, partial[2u * c]); hi = max(hi, partial[2u * c + 1u]); }
   let r = reduce_lo_hi(lo, hi, lid);
-  var scale = 1.0;
-  if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
-  let inv = 1.0 / scale;
-  let zp = clamp(round_div(0.0 - r.x, scale, inv), 0.0, 255.0);
+  let qv = quant_params(r.x, r.y);
   let wg = wid.x + wid.y * 65535u;
   if (wg == 0u && lid == 0u) {
-    qp[0] = scale;
-    qp[1] = zp;
+    qp[0] = qv.x;
+    qp[1] = qv.y;
     qp[2] = r.x;
     qp[3] = r.y;
   }
@@ -606,8 +614,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   }
   var word = 0u;
   for (var e = 0u; e < 4u; e++) {
-    var v = zp;
-    if (e < valid) { v = clamp(round_div(x[first + e * stride], scale, inv) + zp, 0.0, 255.0); }
+    var v = qv.y;
+    if (e < valid) { v = quant_u8(x[first + e * stride], qv); }
     word |= u32(v) << (8u * e);
   }
   q[j] = word;
@@ -1175,13 +1183,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var hi = 0.0;
   for (var k = lid; k < hn; k += 64u) { lo = min(lo, state[h_in + k]); hi = max(hi, state[h_in + k]); }
   let r = reduce_lo_hi(lo, hi, lid);
-  var scale = 1.0;
-  if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
-  let inv = 1.0 / scale;
-  let zp = clamp(round_div(0.0 - r.x, scale, inv), 0.0, 255.0);
-  for (var k = lid; k < hn; k += 64u) {
-    hq[k] = i32(clamp(round_div(state[h_in + k], scale, inv) + zp, 0.0, 255.0)) - i32(zp);
-  }
+  let qv = quant_params(r.x, r.y);
+  let scale = qv.x;
+  for (var k = lid; k < hn; k += 64u) { hq[k] = i32(quant_u8(state[h_in + k], qv)) - i32(qv.y); }
   workgroupBarrier();
   let n = 4u * hn;
   let g = lid / 16u;
@@ -1256,13 +1260,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   var hi = 0.0;
   for (var k = lid; k < hn; k += 64u) { lo = min(lo, state[h_in + k]); hi = max(hi, state[h_in + k]); }
   let r = reduce_lo_hi(lo, hi, lid);
-  var scale = 1.0;
-  if (r.y != r.x) { scale = div_rn(r.y - r.x, 255.0); }
-  let inv = 1.0 / scale;
-  let zp = clamp(round_div(0.0 - r.x, scale, inv), 0.0, 255.0);
-  for (var k = lid; k < hn; k += 64u) {
-    hq[k] = i32(clamp(round_div(state[h_in + k], scale, inv) + zp, 0.0, 255.0)) - i32(zp);
-  }
+  let qv = quant_params(r.x, r.y);
+  let scale = qv.x;
+  for (var k = lid; k < hn; k += 64u) { hq[k] = i32(quant_u8(state[h_in + k], qv)) - i32(qv.y); }
   workgroupBarrier();
   let n = 4u * hn;
   let g = lid / 16u;
@@ -1385,11 +1385,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let rlo = lo_s[0];
     let rhi = hi_s[0];
-    var scale = 1.0;
-    if (rhi != rlo) { scale = div_rn(rhi - rlo, 255.0); }
-    let inv = 1.0 / scale;
-    let zp = clamp(round_div(0.0 - rlo, scale, inv), 0.0, 255.0);
-    if (lid < hn) { hq[lid] = i32(clamp(round_div(hs[lid], scale, inv) + zp, 0.0, 255.0)) - i32(zp); }
+    let qv = quant_params(rlo, rhi);
+    let scale = qv.x;
+    if (lid < hn) { hq[lid] = i32(quant_u8(hs[lid], qv)) - i32(qv.y); }
     workgroupBarrier();
     var a0 = vec4<i32>(0);
     var a1 = vec4<i32>(0);
@@ -1609,15 +1607,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     let rlo = lo_s[0];
     let rhi = hi_s[0];
-    var scale = 1.0;
-    if (rhi != rlo) { scale = div_rn(rhi - rlo, 255.0); }
-    let inv = 1.0 / scale;
-    let zp = clamp(round_div(0.0 - rlo, scale, inv), 0.0, 255.0);
+    let qv = quant_params(rlo, rhi);
+    let scale = qv.x;
     if (lid < HQ) {
       var q = vec4<i32>(0);
       for (var b = 0u; b < 4u; b++) {
         let k = 4u * lid + b;
-        if (k < H) { q[b] = i32(clamp(round_div(hs[k], scale, inv) + zp, 0.0, 255.0)) - i32(zp); }
+        if (k < H) { q[b] = i32(quant_u8(hs[k], qv)) - i32(qv.y); }
       }
       hq4[lid] = q;
     }
