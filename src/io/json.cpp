@@ -113,7 +113,7 @@ class Parser {
     for (const auto& member : v.members) keys.push_back(member.key);
     std::sort(keys.begin(), keys.end());
     auto dup = std::adjacent_find(keys.begin(), keys.end());
-    if (dup != keys.end()) return fail(cat("duplicate key \"", *dup, "\""));
+    if (dup != keys.end()) return fail(cat("duplicate key ", quoted(*dup)));
     return {};
   }
 

@@ -261,6 +261,8 @@ TEST(Moonshine, TokenizerJsonDecodesLikeTokenizerBin) {
   EXPECT_EQ(fails(R"({"model":{"vocab":{"a":0,"b":1}}})"),
             "tokenizer.json: 2 pieces, not a Moonshine tokenizer");
   EXPECT_NE(fails(R"({"model":{"vocab":{"a":0,)").find("tokenizer.json"), std::string::npos);
+  // A duplicate key is named escaped: its "\n" must not break the one-line error (found by fuzz_tokenizer).
+  EXPECT_EQ(fails(R"({"a\nb":1,"a\nb":2})"), "tokenizer.json: JSON at byte 19: duplicate key 'a\\nb'");
 }
 
 // The hub's layout written by tools/moonshine/ort_to_onnx.py (scripts/test.sh makes build/moonshine-onnx): the
