@@ -11,6 +11,9 @@
 //                      rule's target / 4 cores); SOTTO_GPU_LINEAR_SLICE_ROWS=16 or 32 (native) pins one, to time.
 //   too few of either  kLinear64 split over K ranges, partial sums added by kSplitSum (a second dispatch).
 //                      Parakeet's products of ~75 rows and K 1024-4096.
+// A fifth, linear_tall_wgsl (8 x 4 outputs a thread, one block of all of up to 128 rows), runs only where pinned
+// (set_linear_kernel(Tall), natively SOTTO_GPU_LINEAR_KERNEL=tall): made for Parakeet's 75-row products, whose
+// 64-row blocks compute 128 rows, and not yet timed on a GPU, so the rule does not choose it.
 // A dispatch costs ~12-15 us on an H100 whatever its size, and Moonshine's encoder products take 30-60 us: a
 // split-K plan's second dispatch, and the separate bias / GELU / residual dispatches after a product, were a
 // third of the encoder's time. Every kernel applies the epilogue as it stores (kSplitSum where split) and, where
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "nn/gpu_ops.h"
@@ -87,6 +91,21 @@ namespace {
   "  return s;\n"                                                                                  \
   "}\n"
 
+// The split-K kernels' store of output row r, columns c .. c + 3 (the 64 x 64 and the tall kernel): with one
+// split, the epilogue and the output; else the raw sums into split `split`'s partials [splits, m, n].
+#define NN_WGSL_LINEAR_STORE4                                                      \
+  "fn store4(v: vec4<f32>, r: u32, c: u32, split: u32) {\n"                        \
+  "  if (p.splits == 1u) {\n"                                                      \
+  "    let e = epilogue4(v, r, c);\n"                                              \
+  "    for (var j = 0u; j < 4u; j++) {\n"                                          \
+  "      if (c + j < p.n) { y[out_at(r, c + j)] = e[j]; }\n"                       \
+  "    }\n"                                                                        \
+  "  } else {\n"                                                                   \
+  "    let at = split * p.m * p.n + r * p.n + c;\n"                                \
+  "    for (var j = 0u; j < 4u; j++) { if (c + j < p.n) { y[at + j] = v[j]; } }\n" \
+  "  }\n"                                                                          \
+  "}\n"
+
 // linear, plain: one output per thread, K multiply-adds reading its x row and w row. For products of a few rows
 // (a step of a recurrent network), where the tiled kernel's blocks would be mostly empty and its workgroup
 // barriers cost more than they save (SwiftShader runs Silero ~3x slower with them). A rotated output also
@@ -145,7 +164,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
 // 32-128 blocks for an H200's 132 SMs) gives each block `splits` workgroups over consecutive K ranges, written
 // as partial sums [splits, m, n] that kSplitSum adds in split order with the epilogue. Each output sums its own
 // K range in order from its start (split-K reorders the sum once per range: differences ~1e-7 relative).
-constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 R"(
+constexpr const char* kLinear64 = NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 NN_WGSL_LINEAR_STORE4 R"(
 struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
            act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16>, has_norm: u32,
            eps: f32, rope_cols: u32, stack_cols: u32, stack_rows: u32, scale: f32, pad1: u32, pad2: u32 };
@@ -234,18 +253,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let r = r0 + ty * 4u;
   var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
   for (var i = 0u; i < 4u; i++) {
-    if (r + i >= p.m) { break; }
-    if (p.splits == 1u) {
-      let v = epilogue4(rows[i], r + i, c);
-      for (var j = 0u; j < 4u; j++) {
-        if (c + j < p.n) { y[out_at(r + i, c + j)] = v[j]; }
-      }
-    } else {
-      let at = split * p.m * p.n + (r + i) * p.n + c;
-      for (var j = 0u; j < 4u; j++) {
-        if (c + j < p.n) { y[at + j] = rows[i][j]; }
-      }
-    }
+    if (r + i < p.m) { store4(rows[i], r + i, c, split); }
   }
 }
 )";
@@ -441,8 +449,198 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 )";
 }
 
+// linear, tall thread tiles: each thread an 8 x 4 square of outputs (8 rows, 4 columns: 32 multiply-adds for
+// 3 vec4 reads from workgroup memory, twice kLinear64's ratio), a block of BM = 8 RT rows x BN = 4 CT columns,
+// K sliced S ways inside the workgroup (RT x CT threads a slice, KS of every chunk of S x KS ks each), and
+// split over K across workgroups where blocks are few (partial sums added by kSplitSum). Made for Parakeet's
+// products of ~75 rows: one 80-row block where 64-row blocks compute 128 rows (or 32-row blocks 96). A chunk's
+// x and W rows are loaded 8 ks a thread (two vec4: a whole 32-byte sector), consecutive threads on consecutive
+// rows, so the stores into workgroup memory (k-major, BM floats a k for x, BN for W) hit distinct banks; the
+// next chunk is loaded into registers while this one is multiplied. Needs K % 4 == 0 and 16-byte-aligned x and
+// W. Each output sums its slice's ks in order, then slices 0, 1, ... (and splits 0, 1, ...): differences from
+// the CPU's order ~1e-7 relative, as the other kernels. With a layer norm, the block's rows' means and
+// variances first (NT / BM threads a row, two passes), applied to x as it is loaded.
+std::string linear_tall_wgsl(int rt, int ct, int slices, int ks) {
+  const int bm = 8 * rt, bn = 4 * ct, ck = slices * ks, nt = rt * ct * slices;
+  const int chunk_vec4 = ck * (bm + bn) / 4, red_vec4 = slices > 1 ? rt * ct * 8 : 0;
+  auto u = [](int v) { return std::to_string(v) + "u"; };
+  const std::string consts =
+      "const RT = " + u(rt) + ";\nconst CT = " + u(ct) + ";\nconst S = " + u(slices) +
+      ";\nconst KS = " + u(ks) + ";\nconst BM = " + u(bm) + ";\nconst BN = " + u(bn) +
+      ";\nconst CK = " + u(ck) + ";\nconst NT = " + u(nt) + ";\nconst XSLOTS = " + u(bm * ck / 8) +
+      ";\nconst SLOTS = " + u((bm + bn) * ck / 8) +
+      ";\nconst PER = " + u(((bm + bn) * ck / 8 + nt - 1) / nt) + ";\nconst G = " + u(nt / bm) + ";\n" +
+      "var<workgroup> sh: array<vec4<f32>, " + u(std::max(chunk_vec4, red_vec4)) + ">;\n" +
+      "var<workgroup> stats: array<f32, " + u(nt) + ">;\n" + "var<workgroup> row_mean: array<f32, " + u(bm) +
+      ">;\n" + "var<workgroup> row_rstd: array<f32, " + u(bm) + ">;\n";
+  return consts + std::string(NN_WGSL_LINEAR_EPILOGUE NN_WGSL_LINEAR_EPILOGUE4 NN_WGSL_LINEAR_STORE4 R"(
+struct P { m: u32, n: u32, k: u32, has_bias: u32, tiles_n: u32, tiles: u32, k_chunk: u32, splits: u32,
+           act: u32, has_residual: u32, rope_hd: u32, rope_rd: u32, turns: array<vec4<u32>, 16>, has_norm: u32,
+           eps: f32, rope_cols: u32, stack_cols: u32, stack_rows: u32, scale: f32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> w: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(6) var<storage, read> gamma: array<vec4<f32>>;
+// Row `row`'s total over its G threads (lid % BM == row), in their order.
+fn row_total(v: f32, lid: u32) -> f32 {
+  stats[lid] = v;
+  workgroupBarrier();
+  var t = 0.0;
+  if (lid < G * BM) { for (var q = 0u; q < G; q++) { t += stats[q * BM + lid % BM]; } }
+  workgroupBarrier();
+  return t;
+}
+// 4 ks of a row from k (zeros past the matrix or the split's end ke).
+fn load4(is_x: bool, row: u32, k: u32, ke: u32) -> vec4<f32> {
+  if (is_x) {
+    if (row >= p.m || k >= ke) { return vec4<f32>(0.0); }
+    let v = x[(row * p.k + k) / 4u];
+    if (p.has_norm == 0u) { return v; }
+    return (v - row_mean[row % BM]) * row_rstd[row % BM] * gamma[k / 4u];
+  }
+  if (row >= p.n || k >= ke) { return vec4<f32>(0.0); }
+  return w[(row * p.k + k) / 4u];
+}
+// The chunk from k0: this thread's load slots q, each an x row (slot % BM) or a W row, 8 ks from
+// k0 + 8 * (slot / BM) (or / BN).
+fn fetch(lid: u32, r0: u32, c0: u32, k0: u32, ke: u32) -> array<vec4<f32>, 2u * PER> {
+  var pv: array<vec4<f32>, 2u * PER>;
+  for (var q = 0u; q < PER; q++) {
+    let slot = lid + q * NT;
+    let is_x = slot < XSLOTS;
+    let sl = select(slot - XSLOTS, slot, is_x);
+    let span = select(BN, BM, is_x);
+    let row = select(c0, r0, is_x) + sl % span;
+    let k = k0 + 8u * (sl / span);
+    pv[2u * q] = load4(is_x, row, k, select(0u, ke, slot < SLOTS));
+    pv[2u * q + 1u] = load4(is_x, row, k + 4u, select(0u, ke, slot < SLOTS));
+  }
+  return pv;
+}
+@compute @workgroup_size(NT)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let id = wid.x + wid.y * 65535u;
+  let split = id / p.tiles;
+  if (split >= p.splits) { return; }
+  let tile = id % p.tiles;
+  let r0 = (tile / p.tiles_n) * BM;
+  let c0 = (tile % p.tiles_n) * BN;
+  let kb = split * p.k_chunk;
+  let ke = min(p.k, kb + p.k_chunk);
+  let slice = lid / (RT * CT);
+  let tx = lid % CT;
+  let ty = (lid % (RT * CT)) / CT;
+  if (p.has_norm != 0u) {
+    // The layer norm of the block's rows (over all of K, whatever the split): G threads a row, its mean, then
+    // its variance about it.
+    let row = r0 + lid % BM;
+    let live = lid < G * BM && row < p.m;
+    var t = 0.0;
+    if (live) {
+      for (var e = (lid / BM) * 4u; e < p.k; e += 4u * G) {
+        let v = x[(row * p.k + e) / 4u];
+        t += v.x + v.y + v.z + v.w;
+      }
+    }
+    let mean = row_total(t, lid) / f32(p.k);
+    t = 0.0;
+    if (live) {
+      for (var e = (lid / BM) * 4u; e < p.k; e += 4u * G) {
+        let d = x[(row * p.k + e) / 4u] - mean;
+        t += dot(d, d);
+      }
+    }
+    let rstd = 1.0 / sqrt(row_total(t, lid) / f32(p.k) + p.eps);
+    if (lid < BM) {
+      row_mean[lid] = mean;
+      row_rstd[lid] = rstd;
+    }
+    workgroupBarrier();
+  }
+  var pv = fetch(lid, r0, c0, kb, ke);
+  var acc0 = vec4<f32>(0.0);
+  var acc1 = vec4<f32>(0.0);
+  var acc2 = vec4<f32>(0.0);
+  var acc3 = vec4<f32>(0.0);
+  var acc4 = vec4<f32>(0.0);
+  var acc5 = vec4<f32>(0.0);
+  var acc6 = vec4<f32>(0.0);
+  var acc7 = vec4<f32>(0.0);
+  for (var k0 = kb; k0 < ke; k0 += CK) {
+    for (var q = 0u; q < PER; q++) {
+      let slot = lid + q * NT;
+      if (slot < SLOTS) {
+        let is_x = slot < XSLOTS;
+        let sl = select(slot - XSLOTS, slot, is_x);
+        let span = select(BN, BM, is_x);
+        let base = select(CK * BM + (8u * (sl / span)) * BN, (8u * (sl / span)) * BM, is_x) + sl % span;
+        for (var j = 0u; j < 8u; j++) {
+          let at = base + j * span;
+          sh[at / 4u][at % 4u] = pv[2u * q + j / 4u][j % 4u];
+        }
+      }
+    }
+    workgroupBarrier();
+    if (k0 + CK < ke) { pv = fetch(lid, r0, c0, k0 + CK, ke); }
+    for (var kk = 0u; kk < KS; kk++) {
+      let k = slice * KS + kk;
+      let a0 = sh[(k * BM) / 4u + 2u * ty];
+      let a1 = sh[(k * BM) / 4u + 2u * ty + 1u];
+      let b = sh[(CK * BM + k * BN) / 4u + tx];
+      acc0 += a0.x * b;
+      acc1 += a0.y * b;
+      acc2 += a0.z * b;
+      acc3 += a0.w * b;
+      acc4 += a1.x * b;
+      acc5 += a1.y * b;
+      acc6 += a1.z * b;
+      acc7 += a1.w * b;
+    }
+    workgroupBarrier();
+  }
+  // The slices' sums in slice order, through workgroup memory (the chunk's space), one slice at a time.
+  let own = (lid % (RT * CT)) * 8u;
+  for (var s = 1u; s < S; s++) {
+    if (slice == s) {
+      sh[own] = acc0;
+      sh[own + 1u] = acc1;
+      sh[own + 2u] = acc2;
+      sh[own + 3u] = acc3;
+      sh[own + 4u] = acc4;
+      sh[own + 5u] = acc5;
+      sh[own + 6u] = acc6;
+      sh[own + 7u] = acc7;
+    }
+    workgroupBarrier();
+    if (slice == 0u) {
+      acc0 += sh[own];
+      acc1 += sh[own + 1u];
+      acc2 += sh[own + 2u];
+      acc3 += sh[own + 3u];
+      acc4 += sh[own + 4u];
+      acc5 += sh[own + 5u];
+      acc6 += sh[own + 6u];
+      acc7 += sh[own + 7u];
+    }
+    workgroupBarrier();
+  }
+  if (slice > 0u) { return; }
+  let c = c0 + tx * 4u;
+  let r = r0 + ty * 8u;
+  var rows = array<vec4<f32>, 8>(acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7);
+  for (var i = 0u; i < 8u; i++) {
+    if (r + i < p.m) { store4(rows[i], r + i, c, split); }
+  }
+}
+)");
+}
+
 #undef NN_WGSL_LINEAR_EPILOGUE
 #undef NN_WGSL_LINEAR_EPILOGUE4
+#undef NN_WGSL_LINEAR_STORE4
 
 // The split-K rule's workgroup target and smallest K range: 528 and 128, or for benchmarking other values from
 // SOTTO_GPU_LINEAR_SPLIT="TARGET,MIN_CHUNK" (read once; bench/parakeet_gpu.sh sweeps it).
@@ -481,12 +679,34 @@ int& linear_slice_rows() {
   return rows;
 }
 
+// The tall kernel's shape: CT column threads (4 columns each), S slices of K, KS ks a slice per chunk, and the
+// split-K rule's workgroup target for it; natively SOTTO_GPU_LINEAR_TALL="CT,S,KS,TARGET" (read once), to time.
+struct TallShape {
+  int ct = 8, slices = 3, ks = 8, target = 264;
+};
+TallShape& tall_shape() {
+  static TallShape shape = [] {
+    TallShape t;
+#if !defined(__wasm__)
+    if (const char* env = std::getenv("SOTTO_GPU_LINEAR_TALL")) {
+      TallShape e;
+      if (std::sscanf(env, "%d,%d,%d,%d", &e.ct, &e.slices, &e.ks, &e.target) == 4 && e.ct >= 1 &&
+          e.ct <= 32 && e.slices >= 1 && e.slices <= 8 && (e.ks == 8 || e.ks == 16) && e.target >= 1)
+        t = e;
+    }
+#endif
+    return t;
+  }();
+  return shape;
+}
+
 LinearKernel& linear_kernel() {
   static LinearKernel kernel = [] {
 #if !defined(__wasm__)
     if (const char* env = std::getenv("SOTTO_GPU_LINEAR_KERNEL")) {
       if (std::strcmp(env, "64") == 0) return LinearKernel::Tiled64;
       if (std::strcmp(env, "slice") == 0) return LinearKernel::SliceK;
+      if (std::strcmp(env, "tall") == 0) return LinearKernel::Tall;
     }
 #endif
     return LinearKernel::Auto;
@@ -498,6 +718,13 @@ LinearKernel& linear_kernel() {
 
 void set_linear_kernel(LinearKernel k) {
   linear_kernel() = k;
+}
+
+void set_linear_tall_shape(int ct, int slices, int ks, int target) {
+  tall_shape() = {.ct = std::clamp(ct, 1, 32),
+                  .slices = std::clamp(slices, 1, 8),
+                  .ks = ks == 16 ? 16 : 8,
+                  .target = std::max(1, target)};
 }
 
 void set_linear_slice_rows(int rows) {
@@ -545,10 +772,28 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
       std::clamp<int64_t>((target_workgroups + tiles - 1) / tiles, 1, std::max<int64_t>(1, k / min_chunk));
   const int64_t tiles32_n = (n + 31) / 32, tiles32 = ((m + 31) / 32) * tiles32_n;
   const LinearKernel pinned = linear_kernel();
-  const bool slice_k = pinned == LinearKernel::SliceK ||
-                       (pinned == LinearKernel::Auto && splits > 1 && tiles32 * 4 >= target_workgroups);
   const Tensor& gamma = f.norm_gamma.defined() ? f.norm_gamma : w;
   const uint32_t has_norm = f.norm_gamma.defined() ? 1u : 0u, eps = std::bit_cast<uint32_t>(f.norm_eps);
+  // The tall kernel's plan: one block of 8 x ceil(m / 8) rows (at most 128), its columns, slices and chunk.
+  const TallShape ts = tall_shape();
+  const int64_t tall_rt = std::min<int64_t>(16, (m + 7) / 8), tall_bm = 8 * tall_rt, tall_bn = 4 * ts.ct;
+  const int64_t tall_slices = std::min<int64_t>(ts.slices, 256 / (tall_rt * ts.ct));
+  const int64_t tall_ck = tall_slices * ts.ks, tall_nt = tall_rt * ts.ct * tall_slices;
+  const int64_t tall_shared =
+      std::max(tall_ck * (tall_bm + tall_bn) / 4, tall_slices > 1 ? tall_nt / tall_slices * 8 : 0) * 16 +
+      4 * tall_nt + 8 * tall_bm;
+  const bool tall = pinned == LinearKernel::Tall && m >= 16 && k % 4 == 0 && x.gpu_offset() % 16 == 0 &&
+                    w.gpu_offset() % 16 == 0 && gamma.gpu_offset() % 16 == 0 && tall_slices >= 1 &&
+                    tall_nt >= tall_bm && tall_shared <= 16384;
+  const int64_t tall_tiles_n = (n + tall_bn - 1) / tall_bn,
+                tall_tiles = (m + tall_bm - 1) / tall_bm * tall_tiles_n;
+  if (tall) {
+    splits = std::clamp<int64_t>((ts.target + tall_tiles - 1) / tall_tiles, 1,
+                                 std::max<int64_t>(1, k / min_chunk));
+  }
+  const bool slice_k =
+      !tall && (pinned == LinearKernel::SliceK ||
+                (pinned == LinearKernel::Auto && splits > 1 && tiles32 * 4 >= target_workgroups));
   if (f.rope_heads > 0 && m >= 16 && !slice_k && splits > 1) {
     // Split-K's sum stores one output per thread without its pair: the rotary embedding takes its own kernel.
     if (f.stack_columns > 0) return unsupported(x, "linear with rope and a stacked output, split over K");
@@ -612,10 +857,20 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
                  static_cast<uint64_t>(blocks * 64));
     return out;
   }
-  const int64_t k_chunk = ((k + splits - 1) / splits + 15) / 16 * 16;
+  // K ranges of whole chunks (16 ks for the 64 x 64 kernel, S x KS for the tall one).
+  const int64_t chunk = tall ? tall_ck : 16;
+  const int64_t k_chunk = ((k + splits - 1) / splits + chunk - 1) / chunk * chunk;
   splits = (k + k_chunk - 1) / k_chunk;
-  const uint32_t head[] = {u32(m),     u32(n),       u32(k),      has_bias, u32(tiles_n),
-                           u32(tiles), u32(k_chunk), u32(splits), act,      has_res};
+  const uint32_t head[] = {u32(m),
+                           u32(n),
+                           u32(k),
+                           has_bias,
+                           u32(tall ? tall_tiles_n : tiles_n),
+                           u32(tall ? tall_tiles : tiles),
+                           u32(k_chunk),
+                           u32(splits),
+                           act,
+                           has_res};
   std::copy(std::begin(head), std::end(head), params);
   set_rope(10, 78);
   params[76] = has_norm;
@@ -623,15 +878,32 @@ Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const
   params[79] = stack_cols;
   params[80] = u32(stack_rows);
   params[81] = std::bit_cast<uint32_t>(f.scale);
-  // One workgroup per (split, block): the recorder counts threads in 64s, the kernel's groups are 256 wide.
+  // One workgroup per (split, block): the recorder counts threads in 64s, whatever the kernel's group size.
+  const char* name = "nn_linear64";
+  const std::string* wgsl = nullptr;
+  if (tall) {
+    // Each shape's kernel made once and kept (no static destructor: wasm lacks __cxa_atexit).
+    static auto* made = new std::map<std::string, std::string>();
+    const std::string key = "nn_linear_tall_" + std::to_string(tall_rt) + "x" + std::to_string(ts.ct) + "_s" +
+                            std::to_string(tall_slices) + "k" + std::to_string(ts.ks);
+    auto it = made->find(key);
+    if (it == made->end())
+      it = made->emplace(key, linear_tall_wgsl(static_cast<int>(tall_rt), ts.ct,
+                                               static_cast<int>(tall_slices), ts.ks))
+               .first;
+    name = it->first.c_str();
+    wgsl = &it->second;
+  }
+  const std::string_view kernel = wgsl ? std::string_view(*wgsl) : std::string_view(kLinear64);
+  const int64_t blocks = tall ? tall_tiles : tiles;
   if (splits == 1) {
-    rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &out, &gamma},
-                 static_cast<uint64_t>(tiles * 64));
+    rec.dispatch(name, kernel, params, {&x, &w, &bias, &res, &out, &gamma},
+                 static_cast<uint64_t>(blocks * 64));
     return out;
   }
   Tensor part = x.ctx().empty({splits, m, n});
-  rec.dispatch("nn_linear64", kLinear64, params, {&x, &w, &bias, &res, &part, &gamma},
-               static_cast<uint64_t>(splits * tiles * 64));
+  rec.dispatch(name, kernel, params, {&x, &w, &bias, &res, &part, &gamma},
+               static_cast<uint64_t>(splits * blocks * 64));
   const uint32_t sum_params[] = {u32(m * n),
                                  u32(n),
                                  u32(splits),

@@ -24,13 +24,16 @@ Tensor scale(const Tensor& x, float s, float bias);
 Tensor activation(const Tensor& x, Act act, float alpha);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b);
 // nn/fused.h's f32 product with its epilogue, and the kernel both take (gpu_linear.cpp; Auto: by the rule there,
-// from the shape). Tests pin each in turn; natively SOTTO_GPU_LINEAR_KERNEL=64|slice sets it at start.
+// from the shape). Tests pin each in turn; natively SOTTO_GPU_LINEAR_KERNEL=64|slice|tall sets it at start.
 Tensor linear_fused_f32(const Tensor& x, const Tensor& w, const Tensor& b, const LinearFusedF32& f);
-enum class LinearKernel { Auto, Tiled64, SliceK };
+enum class LinearKernel { Auto, Tiled64, SliceK, Tall };
 void set_linear_kernel(LinearKernel k);
 // The sliced kernel's blocks: 0 (default) 16 rows of 32 outputs where 32-row blocks are fewer than 2 a core, else
 // 32 (gpu_linear.cpp); or 16 or 32 everywhere; natively SOTTO_GPU_LINEAR_SLICE_ROWS=16|32.
 void set_linear_slice_rows(int rows);
+// The tall kernel's shape (gpu_linear.cpp): ct x 4 columns a block, K in `slices` slices of `ks` (8 or 16) ks a
+// chunk, split-K to about `target` workgroups; natively SOTTO_GPU_LINEAR_TALL="CT,S,KS,TARGET". Tests set each.
+void set_linear_tall_shape(int ct, int slices, int ks, int target);
 Tensor pad_reflect(const Tensor& x, int axis, int64_t before, int64_t after);
 // Over the last axis: op 0 softmax, op 1 layer norm (gamma, beta optional).
 Tensor rows_op(const Tensor& x, uint32_t op, const Tensor& gamma, const Tensor& beta, float eps);

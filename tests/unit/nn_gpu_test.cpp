@@ -2,6 +2,8 @@
 // skipped with the reason where this machine has no WebGPU): element-wise arithmetic, activations, linear, conv1d,
 // LSTM, Moonshine's ops; a repeated forward pass makes no new GPU objects; ops without a GPU kernel fail the read
 // in one line.
+#include <array>
+
 #include "gpu/device.h"
 #include "gpu_test_support.h"
 #include "nn/fused.h"
@@ -104,24 +106,32 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
       {rand_int(16, 31), rand_int(5, 31), rand_int(1, 31)},
       {rand_int(33, 100), rand_int(33, 100), 4 * rand_int(20, 70) + (rand_int(0, 1) ? 0 : 1)},
       {rand_int(60, 100), rand_int(65, 150), rand_int(600, 900)},
+      {rand_int(65, 128), rand_int(33, 200), 4 * rand_int(64, 300)},
   };
   struct Plan {
     gpu_ops::LinearKernel kernel;
     int slice_rows;
+    std::array<int, 4> tall = {8, 3, 8, 264};  // columns / 4, slices, ks a slice, split target
   };
-  for (const Plan plan : {Plan{gpu_ops::LinearKernel::Tiled64, 32}, Plan{gpu_ops::LinearKernel::SliceK, 32},
-                          Plan{gpu_ops::LinearKernel::SliceK, 16}, Plan{gpu_ops::LinearKernel::SliceK, 0},
-                          Plan{gpu_ops::LinearKernel::Auto, 0}}) {
+  for (const Plan plan :
+       {Plan{gpu_ops::LinearKernel::Tiled64, 32}, Plan{gpu_ops::LinearKernel::SliceK, 32},
+        Plan{gpu_ops::LinearKernel::SliceK, 16}, Plan{gpu_ops::LinearKernel::SliceK, 0},
+        Plan{gpu_ops::LinearKernel::Tall, 0}, Plan{gpu_ops::LinearKernel::Tall, 0, {16, 1, 16, 1}},
+        Plan{gpu_ops::LinearKernel::Tall, 0, {4, 4, 8, 528}},
+        Plan{gpu_ops::LinearKernel::Tall, 0, {8, 2, 16, 132}}, Plan{gpu_ops::LinearKernel::Auto, 0}}) {
     const gpu_ops::LinearKernel kernel = plan.kernel;
     gpu_ops::set_linear_kernel(kernel);
     gpu_ops::set_linear_slice_rows(plan.slice_rows);
+    gpu_ops::set_linear_tall_shape(plan.tall[0], plan.tall[1], plan.tall[2], plan.tall[3]);
     for (const Size& s : sizes) {
       const Tensor x = rand_tensor(*cpu, {s.m, s.k}), w = rand_tensor(*cpu, {s.n, s.k}),
                    b = rand_tensor(*cpu, {s.n}), res = rand_tensor(*cpu, {s.m, s.n});
       const Tensor gx = upload(*gpu, x), gw = upload(*gpu, w), gb = upload(*gpu, b), gres = upload(*gpu, res);
       const float atol = 1e-5f * static_cast<float>(s.k);
       const std::string what = "gpu linear kernel " + std::to_string(static_cast<int>(kernel)) + "/" +
-                               std::to_string(plan.slice_rows) + " " + std::to_string(s.m) + "x" +
+                               std::to_string(plan.slice_rows) + "/tall " + std::to_string(plan.tall[0]) +
+                               "," + std::to_string(plan.tall[1]) + "," + std::to_string(plan.tall[2]) + "," +
+                               std::to_string(plan.tall[3]) + " " + std::to_string(s.m) + "x" +
                                std::to_string(s.n) + "x" + std::to_string(s.k);
       expect_close(download(*cpu, *gpu, linear(gx, gw)), ref::linear(x, w), atol, 1e-5f, what);
       expect_close(download(*cpu, *gpu, linear_fused_f32(gx, gw, gb, {.act = Act::GeluErf})),
@@ -202,6 +212,7 @@ TEST(NnGpu, EveryLinearKernelAndEpilogueMatchesTheReference) {
   }
   gpu_ops::set_linear_kernel(gpu_ops::LinearKernel::Auto);
   gpu_ops::set_linear_slice_rows(0);
+  gpu_ops::set_linear_tall_shape(8, 3, 8, 264);
   // The CPU op is the reference's arithmetic (nn::linear, then activation and add).
   const Tensor x = rand_tensor(*cpu, {7, 19}), w = rand_tensor(*cpu, {11, 19}), b = rand_tensor(*cpu, {11}),
                res = rand_tensor(*cpu, {7, 11});
