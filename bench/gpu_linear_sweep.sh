@@ -12,12 +12,7 @@
 # or SOTTO_GPU_LINEAR_TALL's "CT,S,KS,TARGET" (columns / 4, slices of K, ks a slice, split-K workgroup target).
 set -euo pipefail
 bin=$1 model=$2 clip=$3 out=${4:-${OUT:-/tmp}}
-if ls .gl/*.deb >/dev/null 2>&1; then  # the Vulkan loader, carried (/work/.library/device/README.md)
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_device_env.sh"
 case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
 export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$bin/libwebgpu_wrapper.so}
 plans=${PLANS:-"auto 8,3,8,264 16,1,16,264 8,2,16,132"}

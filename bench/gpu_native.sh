@@ -20,12 +20,7 @@
 set -euo pipefail
 bin=${1:-.gpubench}
 out=${2:-${OUT:-/tmp}}
-if ls .gl/*.deb >/dev/null 2>&1; then  # the Vulkan loader and the GL dispatch libraries NVIDIA's ICD needs
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_device_env.sh"
 case $bin in /*) bin_abs=$bin ;; *) bin_abs=$PWD/$bin ;; esac  # BIN_DIR relative to here, or absolute
 export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$bin_abs/libwebgpu_wrapper.so}
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

@@ -15,10 +15,7 @@ bin=$1
 model=$2
 out=${3:-${OUT:-/tmp}}
 repeats=${4:-5}
-for f in ${DEBS:-.gl/*.deb}; do [ -f "$f" ] && dpkg -x "$f" /; done
-ldconfig
-nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_device_env.sh"
 export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$bin/libwebgpu_wrapper.so}
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 threads=$(nproc)

@@ -14,12 +14,7 @@ bin=$1
 models=$2
 out=${3:-${OUT:-/tmp}}
 repeats=${4:-20}
-if ls .gl/*.deb >/dev/null 2>&1; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_device_env.sh"
 export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$bin/libwebgpu_wrapper.so}
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 threads=$(nproc)

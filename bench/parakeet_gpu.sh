@@ -14,12 +14,7 @@
 set -euo pipefail
 bin=$1
 out=${2:-${OUT:-/tmp}}
-if ls .gl/*.deb >/dev/null 2>&1; then
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-fi
-nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$nvidia_icd" ]; then export VK_DRIVER_FILES=$nvidia_icd; fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_device_env.sh"
 case $bin in /*) ;; *) bin=$PWD/$bin ;; esac
 export SOTTO_DAWN_LIBRARY=${SOTTO_DAWN_LIBRARY:-$bin/libwebgpu_wrapper.so}
 src=${SOTTO_BUILT_IN:-}  # the source directory sotto_tests was built in, when it is not this checkout
