@@ -121,7 +121,7 @@ MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const T
     s.capacity = capacity;
     nn::Context& ctx = encoded.ctx();
     if (w.step_kernel && !w.step_kernel->gave_up && s.cross_all.defined())
-      s.step = moonshine_step_buffers(w, encoded.dim(0), capacity);
+      s.step = moonshine_step_buffers(w, capacity);
     if (s.step.act.defined()) {
       // The caches as views of the kernel's one tensor, so that the separate step can take over from it.
       const int64_t rows = s.step.caches.dim(0) / (2 * static_cast<int64_t>(w.decoder.size()));
@@ -768,11 +768,13 @@ std::shared_ptr<MoonshineStepKernel> make_step_kernel(nn::Context& ctx, const Mo
   const int64_t layer_bytes = 6 * d * d + 2 * ff * d + d * ff, layer_floats = 4 * d + 2 * ff;
   if (static_cast<int64_t>(pack_w.size()) != layers * layer_bytes ||
       static_cast<int64_t>(pack_v.size()) != layers * layer_floats + d || d % 16 != 0 || d > 512 || ff < d ||
-      ff % 4 != 0 || c.head_dim % 4 != 0 || c.rotary_dim > 128 || c.rotary_dim % 2 != 0)
+      ff % 4 != 0 || c.head_dim % 4 != 0 || c.rotary_dim > 128 || c.rotary_dim % 2 != 0 ||
+      !moonshine_step_kernel_fits(c))
     return nullptr;
   auto k = std::make_shared<MoonshineStepKernel>();
   k->grid = grid;
-  k->w = ctx.from_bytes({static_cast<int64_t>(pack_w.size())}, DType::I8, pack_w);
+  const std::vector<uint8_t> packed = moonshine_step_pack(c, pack_w);
+  k->w = ctx.from_bytes({static_cast<int64_t>(packed.size())}, DType::I8, packed);
   k->v = ctx.from_floats({static_cast<int64_t>(pack_v.size())}, pack_v);
   auto sum = [&](int64_t at) {
     double t = 0;

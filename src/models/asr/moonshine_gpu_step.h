@@ -36,7 +36,8 @@ struct MoonshineDecoderState;
 struct MoonshineWeights;
 
 struct MoonshineStepKernel {
-  // Every decoder layer's int8 matrices one after another (q·k·v, o, cross-q, cross-o, up, down), and their
+  // Every decoder layer's int8 matrices one after another (q·k·v, o, cross-q, cross-o, up, down: its columns in
+  // the MLP items' blocks, moonshine_step_pack), and their
   // norm gammas and biases (attn, cross, mlp norm, up bias, down bias) then the final norm's gamma.
   nn::Tensor w, v;
   // Per layer: the matrices' scales and offsets (uniform words), and each norm gamma's sum.
@@ -46,6 +47,15 @@ struct MoonshineStepKernel {
   uint32_t grid = 1;  // workgroups, all resident at once
   bool gave_up = false;
 };
+
+// Whether the kernel's items fit the shapes: 64 divided among the heads, d among a head's 64 / heads blocks,
+// the hidden units in 64 blocks of whole words, heads of at most 64 dimensions.
+bool moonshine_step_kernel_fits(const MoonshineConfig& config);
+
+// The kernel's weights from the loader's pack (each layer's int8 matrices as the file has them): the down
+// matrix's columns in the MLP items' blocks of ff / 64 units, each padded with zero bytes to whole 32-bit words
+// (Moonshine base: 26 units, two zero bytes), so that an item's columns start at a word.
+std::vector<uint8_t> moonshine_step_pack(const MoonshineConfig& config, const std::vector<uint8_t>& loaded);
 
 // Whether the step kernel can run on this context (native Dawn, enough workgroup memory), and with what grid:
 // one workgroup on a CPU adapter (no barrier to wait at), else 64 (one per compute unit or fewer on any
@@ -57,8 +67,7 @@ uint32_t moonshine_step_kernel_grid(nn::Context& ctx, const MoonshineConfig& con
 struct MoonshineStepBuffers {
   nn::Tensor act, sync, caches;
 };
-MoonshineStepBuffers moonshine_step_buffers(const MoonshineWeights& w, int64_t encoder_frames,
-                                            int64_t capacity);
+MoonshineStepBuffers moonshine_step_buffers(const MoonshineWeights& w, int64_t capacity);
 
 // Records one greedy step's layers on input row x (F32 [1, d]) at position state.n_past, then the cache append;
 // returns the final normed row [1, d]. `log` is the greedy loop's (its word 0 stops the step, the failure mark
