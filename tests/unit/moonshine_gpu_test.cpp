@@ -343,6 +343,29 @@ TEST(MoonshineGpu, StepKernelGivesTheFusedStepsLogits) {
   EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
 }
 
+// The greedy loop with the step kernel taking each greedy step itself (the output head, the argmax, the log and
+// the next input row inside the kernel: two dispatches a step) gives our CPU backend's tokens on the first
+// second of the clip ("Ever tried.", a few tokens, so that SwiftShader's one workgroup stays within a minute).
+TEST(MoonshineGpu, StepKernelGreedyStepsGiveTheCpusTokens) {
+  NEED_STEP_KERNEL();
+  const std::vector<float> second(ref.audio.begin(), ref.audio.begin() + 16000);
+  auto cpu = asr::moonshine_transcribe(loaded->cpu.weights, second);
+  ASSERT_TRUE(cpu.ok()) << cpu.message();
+  ASSERT_GE(cpu->tokens.size(), 2u) << "the first second should hold a few tokens";
+  const size_t max_tokens = cpu->tokens.size() + 2;
+  asr::MoonshineDecoderState s = asr::moonshine_decoder_start(
+      w, asr::moonshine_encode(w, gctx.from_floats({16000}, second)), static_cast<int64_t>(max_tokens) + 1);
+  ASSERT_TRUE(s.step.act.defined());
+  const uint64_t before = gctx.gpu()->dispatches_run();
+  auto tokens = asr::moonshine_greedy_gpu(w, s, max_tokens);
+  ASSERT_TRUE(tokens.ok()) << tokens.message();
+  EXPECT_FALSE(w.step_kernel->gave_up);
+  EXPECT_EQ(*tokens, cpu->tokens);
+  // Two dispatches a step (kernel, cache append); EOS's batch and the one behind it at most 8 steps.
+  EXPECT_LE(gctx.gpu()->dispatches_run() - before, 2 * (cpu->tokens.size() + 1 + 8));
+  EXPECT_TRUE(gctx.gpu()->status().ok()) << gctx.gpu()->status().message();
+}
+
 // A grid too wide to be resident at once (4,096 workgroups: SwiftShader runs them a few at a time, a GPU at most a
 // few per compute unit) makes a barrier give up: the greedy loop ends with the failure mark, the utterance is
 // decoded again by the separate dispatches (the CPU's tokens: on 0.25 s of audio, EOS at once), and the model

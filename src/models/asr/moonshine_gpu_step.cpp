@@ -29,16 +29,17 @@ constexpr uint32_t kPartFloats = 2048;  // a product's per-invocation row sums: 
 // Layout of the activations' scratch (floats): the final normed row, the layers' new k and v rows, then the
 // partial sums each phase leaves for the next: self-attention's o products (a head's rows, [heads][d]),
 // cross-attention's (an item's max and sum of exponentials and its o product of all rows, [64][2 + d]) and the
-// MLP's down products ([64][d]).
+// MLP's down products ([64][d]), then each item's greatest logit and its index for the greedy step.
 struct ActLayout {
-  uint32_t xn = 0, rows, po, pc, pd, total;
+  uint32_t xn = 0, rows, po, pc, pd, hd, total;
   explicit ActLayout(const MoonshineConfig& c) {
     const uint32_t d = static_cast<uint32_t>(c.d_model), layers = static_cast<uint32_t>(c.decoder_layers);
     rows = d;
     po = rows + 2 * layers * d;
     pc = po + static_cast<uint32_t>(c.n_heads) * d;
     pd = pc + kItems * (d + 2);
-    total = pd + kItems * d;
+    hd = pd + kItems * d;
+    total = hd + 2 * kItems;
   }
 };
 
@@ -89,10 +90,15 @@ const S_K = S_Q + HD;
 const S_V = S_K + HD;
 const S_A = S_V + HD;
 const S_H = S_A + HD;
-const RSN = max(D, max(3u * HD, 2u * U));
+// The output head's rows an item, after every layer's weights in W.
+const HR = (VOCAB + VG - 1u) / VG;
+const HEADW = NL * LW;
+const RSN = max(max(D, HR), max(3u * HD, 2u * U));
+const ENDED = 0x3f800000u;
 
 struct P { pos: u32, tk: u32, kv_rows: u32, cap: u32, slot: u32, nch_self: u32, nch_cross: u32, skip: u32,
            eps: f32, att_scale: f32, final_gsum: f32, pad1: f32,
+           greedy: u32, eos: u32, max_tokens: u32, pad2: u32, head_scale: f32, head_offset: f32, pad3: f32, pad4: f32,
            sc: array<vec4<f32>, 4u * NL>, gs: array<vec4<f32>, NL>, turns: array<vec4<u32>, 16> };
 @group(0) @binding(0) var<uniform> p: P;
 @group(0) @binding(1) var<storage, read_write> sync: array<atomic<u32>>;
@@ -101,7 +107,7 @@ struct P { pos: u32, tk: u32, kv_rows: u32, cap: u32, slot: u32, nch_self: u32, 
 @group(0) @binding(4) var<storage, read> V: array<f32>;
 @group(0) @binding(5) var<storage, read> kvs: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read> kvx: array<vec4<f32>>;
-@group(0) @binding(7) var<storage, read> xin: array<f32>;
+@group(0) @binding(7) var<storage, read_write> xin: array<f32>;
 @group(0) @binding(8) var<storage, read_write> lg: array<atomic<u32>>;
 
 var<workgroup> xs: array<f32, D>;
@@ -114,6 +120,7 @@ var<workgroup> vacc: array<vec4<f32>, T>;
 var<workgroup> cm: array<f32, VG>;
 var<workgroup> cwt: array<f32, VG>;
 var<workgroup> flag: u32;
+var<workgroup> token: u32;
 var<private> lid: u32;
 var<private> lane: u32;
 var<private> rgl: u32;
@@ -598,11 +605,83 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (l + 1u < NL) { pre = pload(pd_qkv(l + 1u, first / CB), 0u); }
     grid_wait();
   }
-  // The final norm, by one workgroup, into the row the output head reads.
+  // The final norm into the row the output head reads (one workgroup; every one where the head follows).
+  if (p.greedy == 0u) {
+    if (wid.x == 0u) {
+      gather_mlp(NL - 1u);
+      _ = stage_norm(NL * VL, p.final_gsum);
+      for (var i = lid; i < D; i += T) { atomicStore(&act[p_xn + i], bitcast<u32>(st[i])); }
+    }
+    return;
+  }
+  gather_mlp(NL - 1u);
+  let sxf = stage_norm(NL * VL, p.final_gsum);
   if (wid.x == 0u) {
-    gather_mlp(NL - 1u);
-    _ = stage_norm(NL * VL, p.final_gsum);
     for (var i = lid; i < D; i += T) { atomicStore(&act[p_xn + i], bitcast<u32>(st[i])); }
+  }
+  // The greedy step: each item's logits (HR rows of the embedding table) and their first maximum, then the first
+  // maximum of the items', the token logged and its embedding row the next step's input (nn::greedy_step's).
+  for (var it = wid.x; it < VG; it += G) {
+    let r0 = min(it * HR, VOCAB);
+    let n = min(HR, VOCAB - r0);
+    if (n > 0u && (p.skip & 4u) == 0u) { product(pdesc(n, BIG, 0u, r0, HEADW, DW, 0u, DW, 0u), no, false); }
+    var bv = -3.4e38;
+    var bi = BIG;
+    for (var r = lid; r < n; r += T) {
+      let v = p.head_scale * rs[r] + p.head_offset * sxf;
+      if (bi == BIG || v > bv) {
+        bv = v;
+        bi = r0 + r;
+      }
+    }
+    red[lid] = vec4<f32>(bv, bitcast<f32>(bi), 0.0, 0.0);
+    workgroupBarrier();
+    if (lid == 0u) {
+      for (var i = 1u; i < T; i++) {
+        let c = red[i];
+        let ci = bitcast<u32>(c.y);
+        if (ci != BIG && (bi == BIG || c.x > bv || (c.x == bv && ci < bi))) {
+          bv = c.x;
+          bi = ci;
+        }
+      }
+      sto(p_hd + 2u * it, bv);
+      sto(p_hd + 2u * it + 1u, bitcast<f32>(bi));
+    }
+    workgroupBarrier();
+  }
+  grid_arrive();
+  grid_wait();
+  if (wid.x != 0u) { return; }
+  if (lid == 0u) {
+    var bv = -3.4e38;
+    var bi = BIG;
+    for (var i = 0u; i < VG; i++) {
+      let v = ld(p_hd + 2u * i);
+      let ci = bitcast<u32>(ld(p_hd + 2u * i + 1u));
+      if (ci != BIG && (bi == BIG || v > bv)) {
+        bv = v;
+        bi = ci;
+      }
+    }
+    let tk = min(bi, VOCAB - 1u);
+    token = tk;
+    // Nothing is logged once the loop has ended, or a barrier gave up (the failure mark: a count of -1).
+    let n = atomicLoad(&lg[1]);
+    if (atomicLoad(&lg[0]) == 0u && n < p.max_tokens) {
+      if (tk == p.eos) {
+        atomicStore(&lg[0], ENDED);
+      } else {
+        atomicStore(&lg[2u + n], tk);
+        atomicStore(&lg[1], n + 1u);
+        if (n + 1u >= p.max_tokens) { atomicStore(&lg[0], ENDED); }
+      }
+    }
+  }
+  let tk = workgroupUniformLoad(&token);
+  for (var e = lid; e < D; e += T) {
+    let q = extractBits(bitcast<i32>(W[HEADW + tk * DW + e / 4u]), (e % 4u) * 8u, 8u);
+    xin[e] = f32(q) * p.head_scale + p.head_offset;
   }
 }
 )";
@@ -627,7 +706,8 @@ std::string step_source(const MoonshineConfig& c, uint32_t grid) {
                            "u;\nconst NH = ", c.n_heads, "u;\nconst FF = ", c.decoder_ff,
                            "u;\nconst NL = ", c.decoder_layers, "u;\nconst ROT = ", c.rotary_dim, "u;\n");
   consts += cat("const p_xn = ", a.xn, "u;\nconst p_rows = ", a.rows, "u;\nconst p_po = ", a.po,
-                "u;\nconst p_pc = ", a.pc, "u;\nconst p_pd = ", a.pd, "u;\n");
+                "u;\nconst p_pc = ", a.pc, "u;\nconst p_pd = ", a.pd, "u;\nconst p_hd = ", a.hd,
+                "u;\nconst VOCAB = ", c.vocab, "u;\n");
   return consts + NN_WGSL_ROPE_SIN_COS + kStepKernel;
 }
 
@@ -713,7 +793,7 @@ MoonshineStepBuffers moonshine_step_buffers(const MoonshineWeights& w, int64_t c
 }
 
 Tensor moonshine_step_kernel(const MoonshineWeights& w, MoonshineDecoderState& s, const Tensor& x,
-                             const Tensor& log) {
+                             const Tensor& log, const nn::GreedyLoop* greedy) {
   const MoonshineConfig& c = w.config;
   const MoonshineStepKernel& k = *w.step_kernel;
   nn::GpuRecorder& rec = *x.ctx().gpu();
@@ -721,7 +801,7 @@ Tensor moonshine_step_kernel(const MoonshineWeights& w, MoonshineDecoderState& s
   const int64_t rows = s.step.caches.dim(0) / (2 * c.decoder_layers);
   const int64_t tk = s.cross_k[0].dim(0), cross_rows = s.cross_all.dim(0) / (2 * c.decoder_layers);
   const int64_t pos = s.n_past;
-  std::vector<uint32_t> params(12 + 4 * 4 * c.decoder_layers + 4 * c.decoder_layers + 64, 0);
+  std::vector<uint32_t> params(20 + 4 * 4 * c.decoder_layers + 4 * c.decoder_layers + 64, 0);
   params[0] = word(pos);
   params[1] = word(tk);
   params[2] = word(cross_rows);
@@ -733,7 +813,14 @@ Tensor moonshine_step_kernel(const MoonshineWeights& w, MoonshineDecoderState& s
   params[8] = std::bit_cast<uint32_t>(c.norm_eps);
   params[9] = std::bit_cast<uint32_t>(1.0f / std::sqrt(static_cast<float>(c.head_dim)));
   params[10] = std::bit_cast<uint32_t>(k.final_gamma_sum);
-  size_t at = 12;
+  if (greedy) {
+    params[12] = 1;
+    params[13] = static_cast<uint32_t>(greedy->eos);
+    params[14] = word(greedy->max_tokens);
+    params[16] = std::bit_cast<uint32_t>(greedy->scale);
+    params[17] = std::bit_cast<uint32_t>(greedy->offset);
+  }
+  size_t at = 20;
   for (int l = 0; l < c.decoder_layers; ++l)
     for (float f : k.scales[static_cast<size_t>(l)]) params[at++] = std::bit_cast<uint32_t>(f);
   for (int l = 0; l < c.decoder_layers; ++l) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "nn/fused.h"
 #include "nn/tensor.h"
 
 namespace sotto::asr {
@@ -69,10 +70,11 @@ struct MoonshineStepBuffers {
 };
 MoonshineStepBuffers moonshine_step_buffers(const MoonshineWeights& w, int64_t capacity);
 
-// Records one greedy step's layers on input row x (F32 [1, d]) at position state.n_past, then the cache append;
+// Records one step's layers on input row x (F32 [1, d]) at position state.n_past, then the cache append;
 // returns the final normed row [1, d]. `log` is the greedy loop's (its word 0 stops the step, the failure mark
-// goes in it).
+// goes in it). With `greedy` (its table the model's embedding, its x this x) the kernel also takes the greedy
+// step: the output head, the first maximum logged as nn::greedy_step does, its embedding row written into x.
 nn::Tensor moonshine_step_kernel(const MoonshineWeights& w, MoonshineDecoderState& s, const nn::Tensor& x,
-                                 const nn::Tensor& log);
+                                 const nn::Tensor& log, const nn::GreedyLoop* greedy = nullptr);
 
 }  // namespace sotto::asr
