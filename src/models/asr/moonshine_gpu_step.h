@@ -1,21 +1,21 @@
 // Moonshine's decoder step natively on a GPU as one persistent dispatch: the 8 layers of one greedy step run by a
-// grid of resident workgroups that meet at grid barriers (eight a layer: after q·k·v, self-attention, o,
-// cross-q, cross-attention, cross-o, up and down), then the final norm. The separate fused step
-// (moonshine.cpp, decode_fused: six dispatches a layer, ~52 a step) spends most of a step between dispatches
-// and in one-workgroup-per-head chains (~12 us a dispatch on an H100, 0.62 ms a token); a grid barrier costs
-// ~1.5 us and a dispatch boundary ~3.6 (models/llm/gpu/layer_kernel.h, which this follows: activations through
-// atomics, stores as exchanges the barrier consumes, self-attention caches bound read-only with the new rows
-// written by a small dispatch after).
+// grid of resident workgroups that meet at grid barriers, three a layer (after self-attention with its o
+// product, after cross-attention with its o product, after the MLP: moonshine_gpu_step.cpp says how each
+// phase's work is split so that no phase waits for another's full result), then the output head and the greedy
+// step (argmax, the token's log and its embedding row as the next input) behind one more barrier. The separate
+// fused step (moonshine.cpp, decode_fused: six dispatches a layer, ~52 a step) spends most of a step between
+// dispatches; a grid barrier costs ~1.5 us and a dispatch boundary ~3.6 (models/llm/gpu/layer_kernel.h, which
+// this follows: activations through atomics, stores as exchanges the barrier consumes, self-attention caches
+// bound read-only with the new rows written by a small dispatch after).
 //
 // Numerics: the fused step's arithmetic (int8 weights with the tensor's scale and offset, layer norms, RoPE's
-// fixed-point turn, attention in f32) with sums in another order (rows by 32 invocations, attention in chunks of
-// 32 keys combined afterwards, the norm's sum of x from its sums of x and x·gamma), so the logits match the
-// fused step's within a tolerance, not bit for bit (tests/unit/moonshine_gpu_step_test.cpp).
+// fixed-point turn, attention in f32) with sums in another order (a row's words by up to 32 invocations, a
+// product's rows split in column blocks whose partial sums are added afterwards, attention in blocks of keys
+// combined by their softmax shares, the norm's sum of x from its sums of x and x·gamma), so the logits match the
+// fused step's within a tolerance, not bit for bit (tests/unit/moonshine_gpu_test.cpp).
 //
-// The kernel reads every layer's weights from two packs made at load (41.5 MB of int8 and 0.3 MB of f32 beside
-// the separate step's tensors, which the fallback below still needs). On an H100 it took a 10 s clip of 50 tokens
-// from 38.1 to 31.9 ms and beckett.wav from 14.6 to 12.1 ms (bench/results/2026-12-06-moonshine-gpu-step-kernel.md):
-// a step's 64 barriers and fences cost ~100 us of its ~450.
+// The kernel reads every layer's weights and the output head from two packs made at load (55 MB of int8 and
+// 0.3 MB of f32 beside the separate step's tensors, which the fallback below still needs).
 //
 // Used natively only (Dawn on Vulkan), as the LLM's layer kernels: a barrier needs every workgroup resident,
 // which a browser does not promise. A barrier that waits too long ends the greedy loop with a failure mark
