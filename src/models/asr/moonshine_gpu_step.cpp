@@ -69,7 +69,6 @@ const U = FF / VG;
 const UPW = (U + 3u) / 4u;
 const DW = D / 4u;
 const HW = HD / 4u;
-const QN = 72u;
 const PARTN = 2048u;
 const BIG = 0xFFFFFFFFu;
 const SPIN = 65536u;
@@ -700,6 +699,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 )";
 
+// A product's loads an invocation issues before using any: 72 covers an item's q·k·v share in one round trip
+// (65 words with 8 invocations a row). SOTTO_MOONSHINE_STEP_QN=N (8-128) overrides it natively for timing.
+uint32_t loads_in_flight() {
+#if !defined(__wasm__)
+  if (const char* env = std::getenv("SOTTO_MOONSHINE_STEP_QN"))
+    return static_cast<uint32_t>(std::clamp<long>(std::strtol(env, nullptr, 10), 8, 128));
+#endif
+  return 72;
+}
+
 std::string step_source(const MoonshineConfig& c, uint32_t grid) {
   const ActLayout a(c);
   std::string consts = cat("const G = ", grid, "u;\nconst D = ", c.d_model, "u;\nconst HD = ", c.head_dim,
@@ -707,7 +716,7 @@ std::string step_source(const MoonshineConfig& c, uint32_t grid) {
                            "u;\nconst NL = ", c.decoder_layers, "u;\nconst ROT = ", c.rotary_dim, "u;\n");
   consts += cat("const p_xn = ", a.xn, "u;\nconst p_rows = ", a.rows, "u;\nconst p_po = ", a.po,
                 "u;\nconst p_pc = ", a.pc, "u;\nconst p_pd = ", a.pd, "u;\nconst p_hd = ", a.hd,
-                "u;\nconst VOCAB = ", c.vocab, "u;\n");
+                "u;\nconst VOCAB = ", c.vocab, "u;\nconst QN = ", loads_in_flight(), "u;\n");
   return consts + NN_WGSL_ROPE_SIN_COS + kStepKernel;
 }
 
