@@ -71,7 +71,6 @@ const DW = D / 4u;
 const HW = HD / 4u;
 const PARTN = 2048u;
 const BIG = 0xFFFFFFFFu;
-const SPIN = 65536u;
 // Words of one layer's matrices and their offsets in it; floats of one layer's vectors.
 const W_O = 3u * D * DW;
 const W_CQ = W_O + D * DW;
@@ -709,14 +708,15 @@ uint32_t loads_in_flight() {
   return 72;
 }
 
-std::string step_source(const MoonshineConfig& c, uint32_t grid) {
+std::string step_source(const MoonshineConfig& c, uint32_t grid, uint32_t spin) {
   const ActLayout a(c);
   std::string consts = cat("const G = ", grid, "u;\nconst D = ", c.d_model, "u;\nconst HD = ", c.head_dim,
                            "u;\nconst NH = ", c.n_heads, "u;\nconst FF = ", c.decoder_ff,
                            "u;\nconst NL = ", c.decoder_layers, "u;\nconst ROT = ", c.rotary_dim, "u;\n");
   consts += cat("const p_xn = ", a.xn, "u;\nconst p_rows = ", a.rows, "u;\nconst p_po = ", a.po,
                 "u;\nconst p_pc = ", a.pc, "u;\nconst p_pd = ", a.pd, "u;\nconst p_hd = ", a.hd,
-                "u;\nconst VOCAB = ", c.vocab, "u;\nconst QN = ", loads_in_flight(), "u;\n");
+                "u;\nconst VOCAB = ", c.vocab, "u;\nconst QN = ", loads_in_flight(),
+                "u;\nconst SPIN = ", spin, "u;\n");
   return consts + NN_WGSL_ROPE_SIN_COS + kStepKernel;
 }
 
@@ -837,7 +837,7 @@ Tensor moonshine_step_kernel(const MoonshineWeights& w, MoonshineDecoderState& s
     at++;
   }
   nn::rope_turns(c.rope_base, c.rotary_dim, params.data() + at);
-  rec.dispatch(cat("moonshine_step_kernel_", k.grid), step_source(c, k.grid), params,
+  rec.dispatch(cat("moonshine_step_kernel_", k.grid, "_", k.spin), step_source(c, k.grid, k.spin), params,
                {&s.step.sync, &s.step.act, &k.w, &k.v, &s.step.caches, &s.cross_all, &x, &log},
                static_cast<uint64_t>(k.grid) * 64);
   const uint32_t n = static_cast<uint32_t>(2 * c.decoder_layers * c.d_model);

@@ -46,6 +46,9 @@ struct MoonshineStepKernel {
   std::vector<std::array<float, 3>> gamma_sums;
   float final_gamma_sum = 0.0f;
   uint32_t grid = 1;  // workgroups, all resident at once
+  // A grid barrier's polls before it gives up: ~30-60 ms on a GPU, a thousand times a phase there. Tests that
+  // run a grid of several workgroups on SwiftShader raise it (a phase there takes seconds).
+  uint32_t spin = 65536;
   bool gave_up = false;
 };
 
