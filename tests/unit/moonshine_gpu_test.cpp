@@ -304,8 +304,10 @@ TEST(MoonshineGpu, BatchedLoopGivesTheOneStepLoopsTokens) {
   const nn::Tensor enc = asr::moonshine_encode(w, gctx.from_floats({4000}, audio))
 
 // The grids a step kernel test runs on: the adapter's own (one workgroup on SwiftShader), and 2, so that the
-// 64 items are split between workgroups and their partial sums cross a grid barrier on every adapter (a phase
-// takes seconds on SwiftShader: the barriers' give-up is raised for it; with 65,536 polls grid 2 gave up there).
+// 64 items are split between workgroups and their partial sums cross a grid barrier on every adapter. A phase
+// takes seconds on SwiftShader, so the barriers' give-up is raised for grid 2 (with 65,536 polls it gave up
+// there); on a loaded machine SwiftShader may still not run the two together, and a grid-2 run whose barrier
+// gives up is reported and not checked (a give-up on the adapter's own grid fails).
 struct Grid {
   asr::MoonshineStepKernel& k;
   uint32_t grid, spin;
@@ -315,6 +317,7 @@ struct Grid {
       k.spin = 1u << 31;
     }
   }
+  bool forced() const { return k.grid != grid; }
   ~Grid() {
     k.grid = grid;
     k.spin = spin;
@@ -357,7 +360,13 @@ TEST(MoonshineGpu, StepKernelGivesTheFusedStepsLogits) {
       EXPECT_EQ(gctx.gpu()->dispatches_run() - before, 2u);
       auto words = gctx.to_bytes(log);
       ASSERT_TRUE(words.ok());
-      EXPECT_EQ((*words)[0] | (*words)[1] | (*words)[2] | (*words)[3], 0) << "a grid barrier gave up";
+      if (((*words)[0] | (*words)[1] | (*words)[2] | (*words)[3]) != 0) {
+        ASSERT_TRUE(g.forced()) << "a grid barrier gave up on the adapter's own grid";
+        std::printf(
+            "[ info    ] grid %u: a barrier gave up (its workgroups not run together here); not checked\n",
+            grid);
+        break;
+      }
       auto k = gctx.to_floats(nn::linear_int8_fused(row, head));
       ASSERT_TRUE(k.ok()) << k.message();
       auto f = gctx.to_floats(asr::moonshine_decode(w, fs, {&token, 1}));
@@ -393,8 +402,14 @@ TEST(MoonshineGpu, StepKernelGreedyStepsGiveTheCpusTokens) {
     const uint64_t before = gctx.gpu()->dispatches_run();
     auto tokens = asr::moonshine_greedy_gpu(w, s, max_tokens);
     ASSERT_TRUE(tokens.ok()) << tokens.message();
-    EXPECT_FALSE(w.step_kernel->gave_up) << "grid " << grid;
-    w.step_kernel->gave_up = false;
+    if (w.step_kernel->gave_up) {
+      w.step_kernel->gave_up = false;
+      ASSERT_TRUE(g.forced()) << "a grid barrier gave up on the adapter's own grid";
+      std::printf(
+          "[ info    ] grid %u: a barrier gave up (its workgroups not run together here); not checked\n",
+          grid);
+      continue;
+    }
     EXPECT_EQ(*tokens, cpu->tokens) << "grid " << grid;
     // Two dispatches a step (kernel, cache append); EOS's batch and the one behind it at most 8 steps.
     EXPECT_LE(gctx.gpu()->dispatches_run() - before, 2 * (cpu->tokens.size() + 1 + 8)) << "grid " << grid;

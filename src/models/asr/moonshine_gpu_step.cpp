@@ -202,73 +202,56 @@ fn stage_norm(g: u32, gsum: f32) -> f32 {
   return inv * (s1.y - mean * gsum);
 }
 
-// x += the MLP's partials of layer l (item order) and its down bias: each invocation's 64 loads at once.
-fn gather_mlp(l: u32) {
+// x += the n partial rows at `at`, `stride` floats apart, in item order (each weighted by cwt[g] where
+// `weighted`), and the vector at V[bias] unless bias is BIG: each invocation's loads issued at once.
+fn gather(at: u32, stride: u32, n: u32, weighted: bool, bias: u32) {
   if ((p.skip & 16u) == 0u) {
     for (var k = 0u; k < 2u; k++) {
       let i = lid + k * T;
       if (i < D) {
         var v: array<f32, VG>;
-        for (var g = 0u; g < VG; g++) { v[g] = ld(p_pd + g * D + i); }
+        for (var g = 0u; g < VG; g++) {
+          if (g < n) { v[g] = ld(at + g * stride + i); }
+        }
         var s = 0.0;
-        for (var g = 0u; g < VG; g++) { s += v[g]; }
-        xs[i] += s + V[l * VL + V_DOWNB + i];
-      }
-    }
-  }
-  workgroupBarrier();
-}
-
-// x += the heads' self-attention o partials (each head's normalised output through its columns).
-fn gather_self() {
-  if ((p.skip & 16u) == 0u) {
-    for (var k = 0u; k < 2u; k++) {
-      let i = lid + k * T;
-      if (i < D) {
-        var v: array<f32, NH>;
-        for (var h = 0u; h < NH; h++) { v[h] = ld(p_po + h * D + i); }
-        var s = 0.0;
-        for (var h = 0u; h < NH; h++) { s += v[h]; }
+        for (var g = 0u; g < VG; g++) {
+          if (g < n) { s += select(1.0, cwt[g], weighted) * v[g]; }
+        }
+        if (bias != BIG) { s += V[bias + i]; }
         xs[i] += s;
       }
     }
   }
   workgroupBarrier();
 }
+
+// x += the MLP's partials of layer l and its down bias.
+fn gather_mlp(l: u32) { gather(p_pd, D, VG, false, l * VL + V_DOWNB); }
+
+// x += the heads' self-attention o partials (each head's normalised output through its columns).
+fn gather_self() { gather(p_po, D, NH, false, BIG); }
 
 // x += the cross-attention partials, item b of head h weighted by exp(m_b - M_h) / L_h: its block's share of
 // the head's softmax (M_h the head's max, L_h its sum of exponentials over all blocks).
 fn gather_cross() {
-  if ((p.skip & 16u) == 0u) {
-    if (lid < VG) {
-      cm[lid] = ld(p_pc + lid * (D + 2u));
-      cwt[lid] = ld(p_pc + lid * (D + 2u) + 1u);
-    }
-    workgroupBarrier();
-    var w = 0.0;
-    if (lid < VG) {
-      let h0 = (lid / CB) * CB;
-      var mx = -3.0e38;
-      for (var b = 0u; b < CB; b++) { mx = max(mx, cm[h0 + b]); }
-      var l = 0.0;
-      for (var b = 0u; b < CB; b++) { l += exp(cm[h0 + b] - mx) * cwt[h0 + b]; }
-      w = exp(cm[lid] - mx) / l;
-    }
-    workgroupBarrier();
-    if (lid < VG) { cwt[lid] = w; }
-    workgroupBarrier();
-    for (var k = 0u; k < 2u; k++) {
-      let i = lid + k * T;
-      if (i < D) {
-        var v: array<f32, VG>;
-        for (var g = 0u; g < VG; g++) { v[g] = ld(p_pc + g * (D + 2u) + 2u + i); }
-        var s = 0.0;
-        for (var g = 0u; g < VG; g++) { s += cwt[g] * v[g]; }
-        xs[i] += s;
-      }
-    }
+  if (lid < VG) {
+    cm[lid] = ld(p_pc + lid * (D + 2u));
+    cwt[lid] = ld(p_pc + lid * (D + 2u) + 1u);
   }
   workgroupBarrier();
+  var w = 0.0;
+  if (lid < VG) {
+    let h0 = (lid / CB) * CB;
+    var mx = -3.0e38;
+    for (var b = 0u; b < CB; b++) { mx = max(mx, cm[h0 + b]); }
+    var l = 0.0;
+    for (var b = 0u; b < CB; b++) { l += exp(cm[h0 + b] - mx) * cwt[h0 + b]; }
+    w = exp(cm[lid] - mx) / l;
+  }
+  workgroupBarrier();
+  if (lid < VG) { cwt[lid] = w; }
+  workgroupBarrier();
+  gather(p_pc + 2u, D + 2u, VG, true, BIG);
 }
 
 fn wdot(q: u32, b: u32) -> f32 {
