@@ -62,14 +62,12 @@ struct ActLayout {
 const char* kStepKernel = R"(
 const T = 256u;
 const RG = 8u;
-const VG = 64u;
 const CB = VG / NH;
 const R = D / CB;
 const U = FF / VG;
 const UPW = (U + 3u) / 4u;
 const DW = D / 4u;
 const HW = HD / 4u;
-const PARTN = 2048u;
 const BIG = 0xFFFFFFFFu;
 // Words of one layer's matrices and their offsets in it; floats of one layer's vectors.
 const W_O = 3u * D * DW;
@@ -696,10 +694,11 @@ std::string step_source(const MoonshineConfig& c, uint32_t grid, uint32_t spin) 
   std::string consts = cat("const G = ", grid, "u;\nconst D = ", c.d_model, "u;\nconst HD = ", c.head_dim,
                            "u;\nconst NH = ", c.n_heads, "u;\nconst FF = ", c.decoder_ff,
                            "u;\nconst NL = ", c.decoder_layers, "u;\nconst ROT = ", c.rotary_dim, "u;\n");
-  consts += cat("const p_xn = ", a.xn, "u;\nconst p_rows = ", a.rows, "u;\nconst p_po = ", a.po,
-                "u;\nconst p_pc = ", a.pc, "u;\nconst p_pd = ", a.pd, "u;\nconst p_hd = ", a.hd,
-                "u;\nconst VOCAB = ", c.vocab, "u;\nconst QN = ", loads_in_flight(),
-                "u;\nconst SPIN = ", spin, "u;\n");
+  consts +=
+      cat("const p_xn = ", a.xn, "u;\nconst p_rows = ", a.rows, "u;\nconst p_po = ", a.po,
+          "u;\nconst p_pc = ", a.pc, "u;\nconst p_pd = ", a.pd, "u;\nconst p_hd = ", a.hd,
+          "u;\nconst VOCAB = ", c.vocab, "u;\nconst QN = ", loads_in_flight(), "u;\nconst SPIN = ", spin,
+          "u;\nconst VG = ", kItems, "u;\nconst PARTN = ", kPartFloats, "u;\n");
   return consts + NN_WGSL_ROPE_SIN_COS + kStepKernel;
 }
 

@@ -37,9 +37,9 @@ struct MoonshineDecoderState;
 struct MoonshineWeights;
 
 struct MoonshineStepKernel {
-  // Every decoder layer's int8 matrices one after another (q·k·v, o, cross-q, cross-o, up, down: its columns in
-  // the MLP items' blocks, moonshine_step_pack), and their
-  // norm gammas and biases (attn, cross, mlp norm, up bias, down bias) then the final norm's gamma.
+  // w: every decoder layer's int8 matrices one after another (q·k·v, o, cross-q, cross-o, up, down: its columns
+  // in the MLP items' blocks, moonshine_step_pack), then the output head (the embedding table). v: their norm
+  // gammas and biases (attn, cross, mlp norm, up bias, down bias), then the final norm's gamma.
   nn::Tensor w, v;
   // Per layer: the matrices' scales and offsets (uniform words), and each norm gamma's sum.
   std::vector<std::array<float, 16>> scales;
@@ -53,7 +53,8 @@ struct MoonshineStepKernel {
 };
 
 // Whether the kernel's items fit the shapes: 64 divided among the heads, d among a head's 64 / heads blocks,
-// the hidden units in 64 blocks of whole words, heads of at most 64 dimensions.
+// the hidden units in 64 equal blocks (moonshine_step_pack pads each to whole words), heads of at most 64
+// dimensions, making up d.
 bool moonshine_step_kernel_fits(const MoonshineConfig& config);
 
 // The kernel's weights from the loader's pack (each layer's int8 matrices as the file has them): the down
