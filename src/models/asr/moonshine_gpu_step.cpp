@@ -56,12 +56,16 @@ struct ActLayout {
 // same x; the partials cross the barrier through the scratch (atomics: the L2, not a workgroup's L1).
 //
 // A product: an item's rows (a row's matrix index (r / a) * b + c + r % a), words wc0 .. wc0 + nw of each
-// against st[sb ..]: `lpr` invocations a row stride its words, each invocation's words of all its rows loaded
-// QN at a time before any is used (one round trip to memory for the whole item, not one a row), the row sums
-// through workgroup memory once at the end.
+// against st[sb ..]: `lpr` invocations a row stride its words, each invocation's share loaded in rounds of
+// PJ rows x PT words (QN loads in flight before any is used: one round trip to memory a round, not one a row),
+// the row sums through workgroup memory once at the end. The rounds' loops have fixed bounds and fixed array
+// indices: a loop that walks the rows and words with running counters keeps the loads in local memory on
+// NVIDIA's compiler, each waiting for the one before (2.8x slower a step on an H100).
 const char* kStepKernel = R"(
 const T = 256u;
 const RG = 8u;
+const PT = 8u;
+const PJ = QN / PT;
 const CB = VG / NH;
 const R = D / CB;
 const U = FF / VG;
@@ -261,77 +265,73 @@ fn wdot(q: u32, b: u32) -> f32 {
 
 fn sigmoid(v: f32) -> f32 { return 1.0 / (1.0 + exp(-v)); }
 
-struct Pd { nrows: u32, a: u32, b: u32, c: u32, wm: u32, kw: u32, wc0: u32, nw: u32, sb: u32, lpr: u32 }
+struct Pd { nrows: u32, a: u32, b: u32, c: u32, wm: u32, kw: u32, wc0: u32, nw: u32, sb: u32, lpr: u32, sh: u32,
+            nt: u32, nj: u32 }
 
-// Invocations a row: the fewest loads an invocation (ties to more invocations a row, the longer runs of
-// adjacent words), within the row sums' workgroup memory.
+// Invocations a row (a power of two, 2^sh): the fewest rounds of PJ x PT loads (ties to more invocations a
+// row: longer runs of adjacent words), within the row sums' workgroup memory.
 fn pdesc(nrows: u32, a: u32, b: u32, c: u32, wm: u32, kw: u32, wc0: u32, nw: u32, sb: u32) -> Pd {
-  var best = 1u;
+  var best = 0u;
   var cost = BIG;
-  for (var l = 1u; l <= 32u; l *= 2u) {
+  for (var sh = 0u; sh <= 5u; sh++) {
+    let l = 1u << sh;
     if (nrows * l <= PARTN) {
-      let n = ((nrows + T / l - 1u) / (T / l)) * ((nw + l - 1u) / l);
+      let n = ((nrows + (T >> sh) - 1u) / (T >> sh) + PJ - 1u) / PJ * (((nw + l - 1u) >> sh) + PT - 1u) / PT;
       if (n <= cost) {
-        best = l;
+        best = sh;
         cost = n;
       }
     }
   }
-  return Pd(nrows, a, b, c, wm, kw, wc0, nw, sb, best);
+  let l = 1u << best;
+  let nj = ((nrows + (T >> best) - 1u) / (T >> best) + PJ - 1u) / PJ;
+  let nt = (((nw + l - 1u) >> best) + PT - 1u) / PT;
+  return Pd(nrows, a, b, c, wm, kw, wc0, nw, sb, l, best, nt, nj);
 }
 
 // The first word of this invocation's j-th row, or BIG past the item's rows.
 fn prow(d: Pd, j: u32) -> u32 {
-  let r = lid / d.lpr + j * (T / d.lpr);
+  let r = (lid >> d.sh) + j * (T >> d.sh);
   if (r >= d.nrows) { return BIG; }
   return d.wm + ((r / d.a) * d.b + d.c + r % d.a) * d.kw + d.wc0;
 }
 
-// Words QN * ps ... of this invocation's share of the product (its rows in turn, wpl words of each).
+// Round ps of this invocation's share of the product: PT words (every 2^sh-th from its lane's) of PJ rows
+// (every (T >> sh)-th from its own). Fixed loop bounds and indices: the compiler keeps q in registers with all
+// QN loads in flight, one round trip to memory a round.
 fn pload(d: Pd, ps: u32) -> array<u32, QN> {
-  let wpl = (d.nw + d.lpr - 1u) / d.lpr;
-  var j = (ps * QN) / wpl;
-  var wi = (ps * QN) % wpl;
-  var at = prow(d, j);
+  let jr = ps / d.nt;
+  let w0 = (lid & (d.lpr - 1u)) + (ps % d.nt) * PT * d.lpr;
   var q: array<u32, QN>;
-  for (var i = 0u; i < QN; i++) {
-    let w = lid % d.lpr + wi * d.lpr;
-    if (at != BIG && w < d.nw) { q[i] = W[at + w]; }
-    wi += 1u;
-    if (wi == wpl) {
-      wi = 0u;
-      j += 1u;
-      at = prow(d, j);
+  for (var a = 0u; a < PJ; a++) {
+    let at = prow(d, jr * PJ + a);
+    for (var b = 0u; b < PT; b++) {
+      let w = w0 + b * d.lpr;
+      if (at != BIG && w < d.nw) { q[a * PT + b] = W[at + w]; }
     }
   }
   return q;
 }
 
-// The product's raw row sums (sum of int8 weight x input) into rs; `pre`: its first QN words, where has_pre.
+// The product's raw row sums (sum of int8 weight x input) into rs; `pre`: its first round, where has_pre.
 fn product(d: Pd, pre: array<u32, QN>, has_pre: bool) {
-  let wpl = (d.nw + d.lpr - 1u) / d.lpr;
-  let slots = T / d.lpr;
-  let items = ((d.nrows + slots - 1u) / slots) * wpl;
-  for (var i = lid; i < d.nrows * d.lpr; i += T) { part[i] = 0.0; }
-  for (var p0 = 0u; p0 < items; p0 += QN) {
-    var q = pre;
-    if (!has_pre || p0 > 0u) { q = pload(d, p0 / QN); }
-    var j = p0 / wpl;
-    var wi = p0 % wpl;
-    var cur = 0.0;
-    for (var i = 0u; i < QN; i++) {
-      let r = lid / d.lpr + j * slots;
-      let w = lid % d.lpr + wi * d.lpr;
-      if (r < d.nrows && w < d.nw) { cur += wdot(q[i], d.sb + 4u * w); }
-      wi += 1u;
-      if (wi == wpl || i == QN - 1u) {
-        if (r < d.nrows) { part[r * d.lpr + lid % d.lpr] += cur; }
-        cur = 0.0;
+  let lr = lid & (d.lpr - 1u);
+  for (var jr = 0u; jr < d.nj; jr++) {
+    var acc: array<f32, PJ>;
+    for (var tr = 0u; tr < d.nt; tr++) {
+      var q = pre;
+      if (!has_pre || jr + tr > 0u) { q = pload(d, jr * d.nt + tr); }
+      let w0 = lr + tr * PT * d.lpr;
+      for (var a = 0u; a < PJ; a++) {
+        for (var b = 0u; b < PT; b++) {
+          let w = w0 + b * d.lpr;
+          if (w < d.nw) { acc[a] += wdot(q[a * PT + b], d.sb + 4u * w); }
+        }
       }
-      if (wi == wpl) {
-        wi = 0u;
-        j += 1u;
-      }
+    }
+    for (var a = 0u; a < PJ; a++) {
+      let r = (lid >> d.sh) + (jr * PJ + a) * (T >> d.sh);
+      if (r < d.nrows) { part[r * d.lpr + lr] = acc[a]; }
     }
   }
   workgroupBarrier();
@@ -679,14 +679,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 )";
 
-// A product's loads an invocation issues before using any: 72 covers an item's q·k·v share in one round trip
-// (65 words with 8 invocations a row). SOTTO_MOONSHINE_STEP_QN=N (8-128) overrides it natively for timing.
+// A product's loads an invocation issues before using any, a round of 8 rows x 8 words: an item's q·k·v share
+// (156 rows of 104 words) in two rounds with 16 invocations a row. SOTTO_MOONSHINE_STEP_QN=N (8-128, a multiple
+// of 8) overrides it natively for timing.
 uint32_t loads_in_flight() {
 #if !defined(__wasm__)
   if (const char* env = std::getenv("SOTTO_MOONSHINE_STEP_QN"))
-    return static_cast<uint32_t>(std::clamp<long>(std::strtol(env, nullptr, 10), 8, 128));
+    return static_cast<uint32_t>(std::clamp<long>(std::strtol(env, nullptr, 10), 8, 128)) / 8 * 8;
 #endif
-  return 72;
+  return 64;
 }
 
 std::string step_source(const MoonshineConfig& c, uint32_t grid, uint32_t spin) {
