@@ -121,7 +121,7 @@ MoonshineDecoderState moonshine_decoder_start(const MoonshineWeights& w, const T
     s.capacity = capacity;
     nn::Context& ctx = encoded.ctx();
     if (w.step_kernel && !w.step_kernel->gave_up && s.cross_all.defined())
-      s.step = moonshine_step_buffers(w, capacity);
+      s.step = moonshine_step_buffers(w, encoded.dim(0), capacity);
     if (s.step.act.defined()) {
       // The caches as views of the kernel's one tensor, so that the separate step can take over from it.
       const int64_t rows = s.step.caches.dim(0) / (2 * static_cast<int64_t>(w.decoder.size()));
@@ -384,7 +384,7 @@ Result<std::vector<int32_t>> decode_batched(const MoonshineWeights& w, Moonshine
     const int64_t batch = std::min(kBatchSteps, max_steps - recorded);
     for (int64_t i = 0; i < batch; ++i) {
       if (s.step.act.defined()) {
-        (void)moonshine_step_kernel(w, s, g.x, g.log, &g);
+        nn::greedy_step(output_head(w, moonshine_step_kernel(w, s, g.x, g.log), g.log), g);
       } else {
         nn::greedy_step(decode_fused(w, s, g.x, 1, false, g.log), g);
       }
@@ -762,21 +762,17 @@ struct Loader {
 // miss its bytes) or the shapes are not the kernel's.
 std::shared_ptr<MoonshineStepKernel> make_step_kernel(nn::Context& ctx, const MoonshineWeights& w,
                                                       uint32_t grid, const std::vector<uint8_t>& pack_w,
-                                                      const std::vector<uint8_t>& pack_head,
                                                       const std::vector<float>& pack_v) {
   const MoonshineConfig& c = w.config;
   const int64_t d = c.d_model, ff = c.decoder_ff, layers = c.decoder_layers;
   const int64_t layer_bytes = 6 * d * d + 2 * ff * d + d * ff, layer_floats = 4 * d + 2 * ff;
   if (static_cast<int64_t>(pack_w.size()) != layers * layer_bytes ||
       static_cast<int64_t>(pack_v.size()) != layers * layer_floats + d || d % 16 != 0 || d > 512 || ff < d ||
-      ff % 4 != 0 || c.head_dim % 4 != 0 || c.rotary_dim > 128 || c.rotary_dim % 2 != 0 ||
-      static_cast<int64_t>(pack_head.size()) != c.vocab * d || !moonshine_step_kernel_fits(c))
+      ff % 4 != 0 || c.head_dim % 4 != 0 || c.rotary_dim > 128 || c.rotary_dim % 2 != 0)
     return nullptr;
   auto k = std::make_shared<MoonshineStepKernel>();
   k->grid = grid;
-  std::vector<uint8_t> packed = moonshine_step_pack(c, pack_w);
-  packed.insert(packed.end(), pack_head.begin(), pack_head.end());
-  k->w = ctx.from_bytes({static_cast<int64_t>(packed.size())}, DType::I8, packed);
+  k->w = ctx.from_bytes({static_cast<int64_t>(pack_w.size())}, DType::I8, pack_w);
   k->v = ctx.from_floats({static_cast<int64_t>(pack_v.size())}, pack_v);
   auto sum = [&](int64_t at) {
     double t = 0;
@@ -849,12 +845,12 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
     std::vector<float> cross_kv;
     // The step kernel's packs (moonshine_gpu_step.h), where it can run: every layer's int8 matrices and vectors.
     const uint32_t grid = gpu ? moonshine_step_kernel_grid(ctx, c) : 0;
-    std::vector<uint8_t> pack_w, pack_head;
+    std::vector<uint8_t> pack_w;
     std::vector<float> pack_v;
     std::vector<uint8_t>* kw = grid > 0 ? &pack_w : nullptr;
     std::vector<float>* kv = grid > 0 ? &pack_v : nullptr;
-    SOTTO_ASSIGN(w.embedding, ld.int8_matrix("/model/decoder/embed_tokens/Gather_output_0", 0, d, c.vocab,
-                                             false, grid > 0 ? &pack_head : nullptr));
+    SOTTO_ASSIGN(w.embedding,
+                 ld.int8_matrix("/model/decoder/embed_tokens/Gather_output_0", 0, d, c.vocab, false));
     for (int i = 0; i < c.decoder_layers; ++i) {
       const std::string p = cat("/model/decoder/layers.", i, "/");
       MoonshineDecoderLayer l;
@@ -890,7 +886,7 @@ Result<MoonshineWeights> load_moonshine_weights(nn::Context& ctx, const OrtModel
       w.decoder.push_back(std::move(l));
     }
     SOTTO_ASSIGN(w.decoder_norm, ld.vec("/model/decoder/norm/Mul_output_0", -1, d, kv));
-    if (grid > 0) w.step_kernel = make_step_kernel(ctx, w, grid, pack_w, pack_head, pack_v);
+    if (grid > 0) w.step_kernel = make_step_kernel(ctx, w, grid, pack_w, pack_v);
     if (gpu) w.cross_kv = ctx.from_floats({2 * c.decoder_layers * d, d}, cross_kv);
   }
   return w;
